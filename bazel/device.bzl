@@ -1,0 +1,45 @@
+"""One rule for device code: .cu sources compiled by nvcc (--config=cuda) or
+hipcc (--config=rocm). Under --config=host the target is incompatible and
+skipped: CPU ranks use the device headers directly from C."""
+
+load("//bazel:copts.bzl", "GPU_ONLY", "platform_select")
+
+DEVICE_LINKOPTS = platform_select(
+    host = [],
+    cuda = ["-L/usr/local/cuda/lib64", "-lcudart_static", "-ldl", "-lrt", "-lpthread"],
+    rocm = ["-lamdhip64"],
+)
+
+def mori_device_library(name, srcs, hdrs = [], includes = [], deps = [], copts = [], visibility = None, testonly = False, tags = []):
+    """Compiles each source in `srcs` to an object and wraps them in a cc_library.
+
+    hdrs: header files (labels) the sources include; includes: include
+    directories relative to the workspace root."""
+    objs = []
+    flags = " ".join(["-I" + d for d in includes] + copts)
+    for src in srcs:
+        obj = name + "_" + src.replace("/", "_").rsplit(".", 1)[0] + ".o"
+        native.genrule(
+            name = obj + "_compile",
+            srcs = [src] + hdrs,
+            outs = [obj],
+            tools = ["//bazel:device_compile.sh"],
+            cmd = "$(location //bazel:device_compile.sh) " +
+                  platform_select(host = "host", cuda = "cuda", rocm = "rocm") +
+                  " $@ $(location " + src + ") -I. -I$(GENDIR) " + flags,
+            target_compatible_with = GPU_ONLY,
+            testonly = testonly,
+            tags = tags,
+        )
+        objs.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = objs,
+        deps = deps,
+        linkopts = DEVICE_LINKOPTS,
+        target_compatible_with = GPU_ONLY,
+        visibility = visibility,
+        testonly = testonly,
+        tags = tags,
+        alwayslink = True,
+    )

@@ -1,0 +1,36 @@
+"""mori_multirank_test: one cc_test per rank count (name_2ranks, …) plus a
+test_suite(name) that holds them all."""
+
+load("//bazel:copts.bzl", "GTEST_LINKOPTS", "MORI_CXXOPTS")
+
+def mori_multirank_test(name, srcs, deps = [], ranks = [2, 4, 8], size = "medium", tags = [], env = {}, **kwargs):
+    tests = []
+    for n in ranks:
+        test = "%s_%dranks" % (name, n)
+        e = dict(env)
+        e["MORI_TEST_RANKS"] = str(n)
+        native.cc_test(
+            name = test,
+            srcs = srcs,
+            copts = MORI_CXXOPTS,
+            linkopts = GTEST_LINKOPTS,
+            deps = deps + ["//tests/support:harness"],
+            env = e,
+            size = size,
+            tags = tags,
+            **kwargs
+        )
+        tests.append(":" + test)
+    native.test_suite(name = name, tests = tests, tags = tags)
+
+def mori_test(name, srcs, deps = [], size = "small", **kwargs):
+    """A plain GoogleTest test with the project's flags."""
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        copts = MORI_CXXOPTS,
+        linkopts = GTEST_LINKOPTS,
+        deps = deps + ["//tests/support:harness"],
+        size = size,
+        **kwargs
+    )

@@ -1,0 +1,66 @@
+/* The bootstrap vtable wrapper: checks arguments, then calls the ops. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal/error.h"
+#include "mori/bootstrap.h"
+
+struct mori_bootstrap {
+  mori_bootstrap_ops_t ops;
+  void *state;
+  int rank;
+  int size;
+};
+
+int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank, int size, mori_bootstrap_t **out) {
+  if (!ops || !out) return mori_error_set(MORI_EINVAL, "bootstrap: ops and out are required");
+  if (ops->size < offsetof(mori_bootstrap_ops_t, fini) + sizeof(ops->fini) || ops->abi_version != MORI_BOOTSTRAP_ABI_VERSION)
+    return mori_error_set(MORI_EINVAL, "bootstrap '%s': ops size %u / ABI %u, expected %zu / %d",
+                          ops->name ? ops->name : "?", ops->size, ops->abi_version, sizeof(*ops),
+                          MORI_BOOTSTRAP_ABI_VERSION);
+  const char *missing = !ops->allgather ? "allgather" : !ops->barrier ? "barrier" : !ops->bcast ? "bcast" : NULL;
+  if (missing) return mori_error_set(MORI_EINVAL, "bootstrap '%s' lacks the mandatory op %s", ops->name, missing);
+  if (size < 1 || rank < 0 || rank >= size)
+    return mori_error_set(MORI_EINVAL, "bootstrap '%s': rank %d of size %d is out of range", ops->name, rank, size);
+  mori_bootstrap_t *b = calloc(1, sizeof(*b));
+  if (!b) return mori_error_set(MORI_ENOMEM, "bootstrap");
+  b->ops = *ops;
+  b->state = state;
+  b->rank = rank;
+  b->size = size;
+  *out = b;
+  return 0;
+}
+
+int mori_bootstrap_destroy(mori_bootstrap_t *b) {
+  if (!b) return 0;
+  int rc = b->ops.fini ? b->ops.fini(b->state) : 0;
+  free(b);
+  return rc;
+}
+
+int mori_bootstrap_rank(const mori_bootstrap_t *b) { return b->rank; }
+int mori_bootstrap_size(const mori_bootstrap_t *b) { return b->size; }
+
+int mori_bootstrap_allgather(mori_bootstrap_t *b, const void *send, void *recv, size_t bytes) {
+  if (!b || (bytes && (!send || !recv))) return mori_error_set(MORI_EINVAL, "bootstrap allgather: NULL argument");
+  return b->ops.allgather(b->state, send, recv, bytes);
+}
+
+int mori_bootstrap_barrier(mori_bootstrap_t *b) {
+  if (!b) return mori_error_set(MORI_EINVAL, "bootstrap barrier: NULL bootstrap");
+  return b->ops.barrier(b->state);
+}
+
+int mori_bootstrap_bcast(mori_bootstrap_t *b, void *buf, size_t bytes, int root) {
+  if (!b || (bytes && !buf)) return mori_error_set(MORI_EINVAL, "bootstrap bcast: NULL argument");
+  if (root < 0 || root >= b->size)
+    return mori_error_set(MORI_EINVAL, "bootstrap bcast: root %d out of range (size %d)", root, b->size);
+  return b->ops.bcast(b->state, buf, bytes, root);
+}
+
+int mori_bootstrap_default_timeout_ms(void) {
+  const char *s = getenv("MORI_BOOTSTRAP_TIMEOUT_MS");
+  int v = s ? atoi(s) : 0;
+  return v > 0 ? v : 60000;
+}

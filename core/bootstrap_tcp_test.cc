@@ -1,0 +1,134 @@
+// The TCP bootstrap across separate processes: collectives give every rank
+// the right data, and a rank that is missing, late, dead or disagreeing makes
+// every other rank fail within the timeout, naming it.
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mori/bootstrap.h"
+#include "tests/support/harness.h"
+
+using mori_test::Bootstrap;
+using mori_test::TestRanks;
+
+namespace {
+
+constexpr int kShortTimeoutMs = 1500;
+
+TEST(BootstrapTcp, AllgatherGivesEveryRankEveryPayload) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = Bootstrap();
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(mori_bootstrap_rank(b), rank);
+    EXPECT_EQ(mori_bootstrap_size(b), size);
+    // Several rounds of rank- and round-distinct payloads of odd sizes.
+    for (size_t bytes : {1u, 7u, 4096u, 100000u}) {
+      std::vector<uint8_t> mine(bytes), all(bytes * size);
+      for (size_t i = 0; i < bytes; i++) mine[i] = uint8_t(rank * 31 + i * 7 + bytes);
+      MORI_ASSERT_OK(mori_bootstrap_allgather(b, mine.data(), all.data(), bytes));
+      for (int r = 0; r < size; r++)
+        for (size_t i = 0; i < bytes; i += 97)
+          ASSERT_EQ(all[r * bytes + i], uint8_t(r * 31 + i * 7 + bytes)) << "from rank " << r << " byte " << i;
+    }
+    MORI_EXPECT_OK(mori_bootstrap_destroy(b));
+  });
+}
+
+TEST(BootstrapTcp, BarrierAndBroadcastFromEveryRoot) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = Bootstrap();
+    ASSERT_NE(b, nullptr);
+    for (int i = 0; i < 20; i++) MORI_ASSERT_OK(mori_bootstrap_barrier(b));
+    for (int root = 0; root < size; root++) {
+      uint64_t value = rank == root ? 0xabc000 + root : 0;
+      MORI_ASSERT_OK(mori_bootstrap_bcast(b, &value, sizeof(value), root));
+      EXPECT_EQ(value, 0xabc000u + root);
+    }
+    mori_bootstrap_destroy(b);
+  });
+}
+
+TEST(BootstrapTcp, RankThatNeverConnectsIsNamedOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    int absent = size - 1;
+    if (rank == absent) return;  // never starts its bootstrap
+    setenv("MORI_BOOTSTRAP_TIMEOUT_MS", std::to_string(kShortTimeoutMs).c_str(), 1);
+    mori_bootstrap_t *b = nullptr;
+    int rc = mori_bootstrap_tcp_from_env(&b);
+    EXPECT_EQ(rc, MORI_ERANK_TIMEOUT) << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("rank(s) " + std::to_string(absent)), std::string::npos)
+        << "rank " << rank << ": " << mori_last_error();
+  });
+}
+
+TEST(BootstrapTcp, RankThatSkipsABarrierIsNamedOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = Bootstrap(kShortTimeoutMs);
+    ASSERT_NE(b, nullptr);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(b));
+    int late = size / 2;
+    if (rank == late) {
+      // Stays connected but never reaches the second barrier.
+      usleep((kShortTimeoutMs + 4000) * 1000);
+      mori_bootstrap_destroy(b);
+      return;
+    }
+    int rc = mori_bootstrap_barrier(b);
+    EXPECT_EQ(rc, MORI_ERANK_TIMEOUT) << mori_last_error();
+    std::string msg = mori_last_error();
+    if (late != 0)
+      EXPECT_NE(msg.find("rank(s) " + std::to_string(late)), std::string::npos) << "rank " << rank << ": " << msg;
+    else
+      EXPECT_NE(msg.find("rank 0"), std::string::npos) << "rank " << rank << ": " << msg;
+    // The bootstrap stays broken, with the reason.
+    EXPECT_EQ(mori_bootstrap_barrier(b), MORI_ECANCELED);
+    mori_bootstrap_destroy(b);
+  });
+}
+
+TEST(BootstrapTcp, RankThatDiesIsNamedImmediately) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = Bootstrap(20000);
+    ASSERT_NE(b, nullptr);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(b));
+    int dead = size - 1;
+    if (rank == dead) _exit(0);  // gone without a word
+    int rc = mori_bootstrap_barrier(b);
+    EXPECT_EQ(rc, MORI_ERANK_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(dead) + " closed"), std::string::npos)
+        << "rank " << rank << ": " << mori_last_error();
+    mori_bootstrap_destroy(b);
+  });
+}
+
+TEST(BootstrapTcp, MismatchedAllgatherSizesFailOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = Bootstrap(5000);
+    ASSERT_NE(b, nullptr);
+    size_t bytes = rank == 1 ? 16 : 8;
+    std::vector<char> mine(bytes, 'x'), all(16 * size);
+    int rc = mori_bootstrap_allgather(b, mine.data(), all.data(), bytes);
+    EXPECT_EQ(rc, MORI_EMISMATCH) << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("rank 1 contributes 16 bytes"), std::string::npos)
+        << "rank " << rank << ": " << mori_last_error();
+    mori_bootstrap_destroy(b);
+  });
+}
+
+TEST(BootstrapTcp, BadArgumentsAreRejected) {
+  mori_bootstrap_tcp_attr_t attr;
+  mori_bootstrap_tcp_attr_init(&attr);
+  attr.rank = 3;
+  attr.size = 2;
+  mori_bootstrap_t *b = nullptr;
+  EXPECT_EQ(mori_bootstrap_tcp_create(&attr, &b), MORI_EINVAL);
+  EXPECT_NE(std::string(mori_last_error()).find("rank 3 of size 2"), std::string::npos) << mori_last_error();
+  attr.rank = 1;
+  attr.address = "no-port-here";
+  EXPECT_EQ(mori_bootstrap_tcp_create(&attr, &b), MORI_EINVAL);
+  EXPECT_EQ(b, nullptr);
+}
+
+}  // namespace

@@ -1,0 +1,68 @@
+/* Bootstrap: the out-of-band collectives mori needs to set things up
+ * (allgather, barrier, broadcast). A vtable, so that torch's Store, MPI or
+ * anything else can carry them; mori ships a TCP implementation that reads
+ * the usual launcher environment. Every blocking step has a timeout, and its
+ * error names the rank(s) it waited for. */
+#ifndef MORI_BOOTSTRAP_H
+#define MORI_BOOTSTRAP_H
+
+#include "mori/error.h"
+
+MORI_EXTERN_C_BEGIN
+
+enum { MORI_BOOTSTRAP_ABI_VERSION = 1 };
+
+typedef struct mori_bootstrap_ops {
+  uint32_t size;        /* sizeof(mori_bootstrap_ops_t) the library was built with */
+  uint32_t abi_version; /* MORI_BOOTSTRAP_ABI_VERSION */
+  const char *name;
+  /* recv holds size * bytes: rank r's contribution at r * bytes. */
+  int (*allgather)(void *state, const void *send, void *recv, size_t bytes);
+  int (*barrier)(void *state);
+  int (*bcast)(void *state, void *buf, size_t bytes, int root);
+  /* Releases state; called once, from mori_bootstrap_destroy. */
+  int (*fini)(void *state);
+} mori_bootstrap_ops_t;
+
+typedef struct mori_bootstrap mori_bootstrap_t;
+
+/* Wraps a user implementation (state is passed back to every op). */
+MORI_API int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank, int size,
+                                   mori_bootstrap_t **out);
+MORI_API int mori_bootstrap_destroy(mori_bootstrap_t *bootstrap);
+MORI_API int mori_bootstrap_rank(const mori_bootstrap_t *bootstrap);
+MORI_API int mori_bootstrap_size(const mori_bootstrap_t *bootstrap);
+
+MORI_API int mori_bootstrap_allgather(mori_bootstrap_t *bootstrap, const void *send, void *recv, size_t bytes);
+MORI_API int mori_bootstrap_barrier(mori_bootstrap_t *bootstrap);
+MORI_API int mori_bootstrap_bcast(mori_bootstrap_t *bootstrap, void *buf, size_t bytes, int root);
+
+/* TCP bootstrap: rank 0 listens at `address` ("host:port"); the others
+ * connect to it. */
+typedef struct mori_bootstrap_tcp_attr {
+  int rank;
+  int size;
+  const char *address;  /* "host:port" of rank 0 */
+  int listen_fd;        /* rank 0 only: an already-listening socket, or -1 */
+  int timeout_ms;       /* every blocking step; <= 0: the default */
+} mori_bootstrap_tcp_attr_t;
+
+MORI_API void mori_bootstrap_tcp_attr_init(mori_bootstrap_tcp_attr_t *attr);
+MORI_API int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootstrap_t **out);
+
+/* Reads rank, size and rank 0's address from the environment:
+ *   rank: MORI_RANK, RANK (torchrun), OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID
+ *   size: MORI_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS
+ *   address: MORI_BOOTSTRAP_ADDR ("host:port"); else MASTER_ADDR with port
+ *     MORI_BOOTSTRAP_PORT or MASTER_PORT + 1 (torchrun's store owns
+ *     MASTER_PORT); else SLURM_LAUNCH_NODE_IPADDR; else 127.0.0.1, port
+ *     MORI_BOOTSTRAP_PORT or one derived from the job id.
+ *   timeout: MORI_BOOTSTRAP_TIMEOUT_MS (default 60000). */
+MORI_API int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out);
+
+/* The bootstrap timeout in force: MORI_BOOTSTRAP_TIMEOUT_MS or 60 s. */
+MORI_API int mori_bootstrap_default_timeout_ms(void);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,313 @@
+/* Host platform: CPU ranks share memory through the same window layout.
+ * Physical memory is a memfd (POSIX-fd handles) or a named shm object (the
+ * fabric-style handle: its name is the blob); VA is reserved with
+ * mmap(PROT_NONE) and memory is mapped over it with MAP_FIXED|MAP_SHARED. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal/error.h"
+#include "core/platform/platform.h"
+
+const char *mori_platform_name(void) { return "host"; }
+
+int mori_platform_device_count(int *count) {
+  *count = 1;
+  return 0;
+}
+
+int mori_platform_current_device(int *device) {
+  *device = 0;
+  return 0;
+}
+
+int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
+  memset(uuid, 0, 16);
+  return 0;
+}
+
+int mori_platform_granularity(int device, size_t *granularity) {
+  *granularity = (size_t)sysconf(_SC_PAGESIZE);
+  return 0;
+}
+
+static int make_shm_name(char *name, size_t len) {
+  static atomic_uint counter;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  unsigned salt = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 12);
+  snprintf(name, len, "/mori.%d.%u.%08x", (int)getpid(), atomic_fetch_add(&counter, 1), salt);
+  return 0;
+}
+
+int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+  memset(out, 0, sizeof(*out));
+  int fd = -1;
+  if (handle_type == MORI_HANDLE_FABRIC) {
+    make_shm_name(out->name, sizeof(out->name));
+    fd = shm_open(out->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return mori_error_errno("host: shm_open(%s)", out->name);
+  } else if (handle_type == MORI_HANDLE_POSIX_FD) {
+    fd = memfd_create("mori", MFD_CLOEXEC);
+    if (fd < 0) return mori_error_errno("host: memfd_create(%zu bytes)", size);
+  } else {
+    return mori_error_set(MORI_EINVAL, "host: unknown handle type %d", handle_type);
+  }
+  if (ftruncate(fd, (off_t)size) != 0) {
+    int rc = mori_error_errno("host: ftruncate to %zu bytes", size);
+    close(fd);
+    if (out->name[0]) shm_unlink(out->name);
+    return rc;
+  }
+  out->handle = (uint64_t)fd;
+  out->size = size;
+  out->device = device;
+  out->handle_type = handle_type;
+  out->owned = true;
+  return 0;
+}
+
+int mori_platform_mem_release(mori_pmem_t *mem) {
+  if (mem->handle_type == MORI_HANDLE_NONE) return 0;
+  close((int)mem->handle);
+  if (mem->owned && mem->name[0]) shm_unlink(mem->name);
+  mem->handle_type = MORI_HANDLE_NONE;
+  return 0;
+}
+
+int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->type = handle_type;
+  out->fd = -1;
+  if (handle_type == MORI_HANDLE_POSIX_FD) {
+    out->fd = fcntl((int)mem->handle, F_DUPFD_CLOEXEC, 0);
+    if (out->fd < 0) return mori_error_errno("host: dup of memfd");
+    return 0;
+  }
+  if (handle_type == MORI_HANDLE_FABRIC && mem->name[0]) {
+    memcpy(out->blob, mem->name, sizeof(mem->name));
+    return 0;
+  }
+  return mori_error_set(MORI_ENOTSUP, "host: memory created as %s cannot be exported as %s",
+                        mori_handle_type_name(mem->handle_type), mori_handle_type_name(handle_type));
+}
+
+int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+  memset(out, 0, sizeof(*out));
+  int fd;
+  if (shared->type == MORI_HANDLE_POSIX_FD) {
+    fd = fcntl(shared->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return mori_error_errno("host: dup of imported fd %d", shared->fd);
+  } else if (shared->type == MORI_HANDLE_FABRIC) {
+    char name[MORI_FABRIC_BLOB_SIZE];
+    memcpy(name, shared->blob, sizeof(name));
+    name[sizeof(name) - 1] = '\0';
+    if (name[0] != '/') return mori_error_set(MORI_EINVAL, "host: fabric blob is not a shm name");
+    fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) return mori_error_errno("host: shm_open(%s) of a peer's memory", name);
+  } else {
+    return mori_error_set(MORI_EINVAL, "host: cannot import handle type %d", shared->type);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size < size) {
+    close(fd);
+    return mori_error_set(MORI_EINVAL, "host: imported memory has %lld bytes, expected at least %zu",
+                          (long long)st.st_size, size);
+  }
+  out->handle = (uint64_t)fd;
+  out->size = size;
+  out->device = device;
+  out->handle_type = shared->type;
+  out->owned = false;
+  return 0;
+}
+
+int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *size) {
+  /* A shared mapping made elsewhere: find it in /proc/self/maps and open its
+   * backing file through /proc/self/map_files. */
+  FILE *maps = fopen("/proc/self/maps", "r");
+  if (!maps) return mori_error_errno("host: open /proc/self/maps");
+  char line[512];
+  uintptr_t p = (uintptr_t)ptr;
+  int rc = mori_error_set(MORI_ENOT_OWNED, "host: %p is not inside a shared file mapping", ptr);
+  while (fgets(line, sizeof(line), maps)) {
+    unsigned long lo, hi, off;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &off) != 4) continue;
+    if (p < lo || p >= hi) continue;
+    if (perms[3] != 's' || off != 0) break;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", lo, hi);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      rc = mori_error_errno("host: open %s", path);
+      break;
+    }
+    memset(out, 0, sizeof(*out));
+    out->handle = (uint64_t)fd;
+    out->size = hi - lo;
+    out->handle_type = MORI_HANDLE_POSIX_FD;
+    *base = (void *)lo;
+    *size = hi - lo;
+    rc = 0;
+    break;
+  }
+  fclose(maps);
+  return rc;
+}
+
+int mori_platform_va_reserve(size_t size, size_t alignment, void **out) {
+  size_t span = size + alignment;
+  char *raw = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return mori_error_errno("host: reserve %zu bytes of VA", size);
+  uintptr_t aligned = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
+  /* Trim the slack on both sides so the reservation is exactly [aligned, +size). */
+  if (aligned > (uintptr_t)raw) munmap(raw, aligned - (uintptr_t)raw);
+  size_t tail = (uintptr_t)raw + span - (aligned + size);
+  if (tail) munmap((void *)(aligned + size), tail);
+  *out = (void *)aligned;
+  return 0;
+}
+
+int mori_platform_va_release(void *va, size_t size) {
+  if (munmap(va, size) != 0) return mori_error_errno("host: release VA %p (%zu bytes)", va, size);
+  return 0;
+}
+
+int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem) {
+  void *p = mmap(va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, (int)mem->handle, 0);
+  if (p == MAP_FAILED) return mori_error_errno("host: map %zu bytes at %p", size, va);
+  return 0;
+}
+
+int mori_platform_mem_unmap(void *va, size_t size) {
+  /* Back to a PROT_NONE reservation, so the VA stays ours until released. */
+  void *p = mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return mori_error_errno("host: unmap %zu bytes at %p", size, va);
+  return 0;
+}
+
+int mori_platform_set_access(void *va, size_t size, int device) {
+  if (mprotect(va, size, PROT_READ | PROT_WRITE) != 0)
+    return mori_error_errno("host: set access on %p (%zu bytes)", va, size);
+  return 0;
+}
+
+int mori_platform_memset_zero(void *ptr, size_t size) {
+  memset(ptr, 0, size);
+  return 0;
+}
+
+int mori_platform_memcpy(void *dst, const void *src, size_t size) {
+  memmove(dst, src, size);
+  return 0;
+}
+
+int mori_platform_synchronize(int device) {
+  atomic_thread_fence(memory_order_seq_cst);
+  return 0;
+}
+
+int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
+  *yes = true; /* same node: shared memory reaches every local process */
+  return 0;
+}
+
+int mori_platform_device_alloc(int device, size_t size, void **out) {
+  *out = calloc(1, size ? size : 1);
+  if (!*out) return mori_error_set(MORI_ENOMEM, "host: allocating %zu bytes", size);
+  return 0;
+}
+
+int mori_platform_device_free(void *ptr) {
+  free(ptr);
+  return 0;
+}
+
+/* The host copy engine: one worker thread per queue, copies in FIFO order. */
+enum { HOST_QUEUE_DEPTH = 256 };
+struct host_copy {
+  void *dst;
+  const void *src;
+  size_t size;
+};
+struct mori_platform_queue {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  pthread_t worker;
+  struct host_copy ring[HOST_QUEUE_DEPTH];
+  uint64_t head, tail; /* submitted, completed */
+  bool stopping;
+};
+
+static void *host_queue_worker(void *arg) {
+  struct mori_platform_queue *q = arg;
+  pthread_mutex_lock(&q->lock);
+  for (;;) {
+    while (q->tail == q->head && !q->stopping) pthread_cond_wait(&q->changed, &q->lock);
+    if (q->tail == q->head && q->stopping) break;
+    struct host_copy c = q->ring[q->tail % HOST_QUEUE_DEPTH];
+    pthread_mutex_unlock(&q->lock);
+    memmove(c.dst, c.src, c.size);
+    atomic_thread_fence(memory_order_release);
+    pthread_mutex_lock(&q->lock);
+    q->tail++;
+    pthread_cond_broadcast(&q->changed);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return NULL;
+}
+
+int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
+  struct mori_platform_queue *q = calloc(1, sizeof(*q));
+  if (!q) return mori_error_set(MORI_ENOMEM, "host: copy queue");
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->changed, NULL);
+  int rc = pthread_create(&q->worker, NULL, host_queue_worker, q);
+  if (rc != 0) {
+    free(q);
+    return mori_error_set(-rc, "host: starting the copy worker: %s", strerror(rc));
+  }
+  *out = q;
+  return 0;
+}
+
+int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
+  pthread_mutex_lock(&q->lock);
+  while (q->head - q->tail >= HOST_QUEUE_DEPTH) pthread_cond_wait(&q->changed, &q->lock);
+  q->ring[q->head % HOST_QUEUE_DEPTH] = (struct host_copy){dst, src, size};
+  q->head++;
+  pthread_cond_broadcast(&q->changed);
+  pthread_mutex_unlock(&q->lock);
+  return 0;
+}
+
+int mori_platform_queue_wait(mori_platform_queue_t *q) {
+  pthread_mutex_lock(&q->lock);
+  while (q->tail != q->head) pthread_cond_wait(&q->changed, &q->lock);
+  pthread_mutex_unlock(&q->lock);
+  atomic_thread_fence(memory_order_acquire);
+  return 0;
+}
+
+int mori_platform_queue_destroy(mori_platform_queue_t *q) {
+  if (!q) return 0;
+  pthread_mutex_lock(&q->lock);
+  q->stopping = true;
+  pthread_cond_broadcast(&q->changed);
+  pthread_mutex_unlock(&q->lock);
+  pthread_join(q->worker, NULL);
+  pthread_mutex_destroy(&q->lock);
+  pthread_cond_destroy(&q->changed);
+  free(q);
+  return 0;
+}

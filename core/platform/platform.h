@@ -1,0 +1,71 @@
+/* The platform layer: every GPU-runtime call of mori goes through these
+ * functions. Exactly one of host.c, cuda.c, hip.c is linked (chosen by
+ * --config=host|cuda|rocm), libuv-style: one name, one definition per build.
+ * All return 0 or a negative MORI_E* with mori_last_error() set. */
+#ifndef MORI_CORE_PLATFORM_H
+#define MORI_CORE_PLATFORM_H
+
+#include <stdbool.h>
+
+#include "mori/types.h"
+
+MORI_EXTERN_C_BEGIN
+
+/* Physical memory owned or imported by this process. */
+typedef struct mori_pmem {
+  uint64_t handle; /* driver handle (cuda/hip) or the memfd (host) */
+  size_t size;
+  int device;
+  int handle_type;  /* mori_handle_type_t the memory was created or imported as */
+  bool owned;       /* created here (as opposed to imported or retained) */
+  char name[MORI_FABRIC_BLOB_SIZE]; /* host fabric: the shm object's name */
+} mori_pmem_t;
+
+MORI_API const char *mori_platform_name(void);
+MORI_API int mori_platform_device_count(int *count);
+MORI_API int mori_platform_current_device(int *device);
+/* Host: a stable identity of the device (UUID on GPUs; zero on the host). */
+MORI_API int mori_platform_device_uuid(int device, uint8_t uuid[16]);
+MORI_API int mori_platform_granularity(int device, size_t *granularity);
+
+MORI_API int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out);
+MORI_API int mori_platform_mem_release(mori_pmem_t *mem);
+MORI_API int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out);
+MORI_API int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out);
+/* The physical memory behind an address mapped elsewhere (e.g. by torch):
+ * its handle (retained), the base of that mapping and the mapping's size. */
+MORI_API int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *size);
+
+MORI_API int mori_platform_va_reserve(size_t size, size_t alignment, void **out);
+MORI_API int mori_platform_va_release(void *va, size_t size);
+MORI_API int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem);
+MORI_API int mori_platform_mem_unmap(void *va, size_t size);
+MORI_API int mori_platform_set_access(void *va, size_t size, int device);
+
+MORI_API int mori_platform_memset_zero(void *ptr, size_t size);
+MORI_API int mori_platform_memcpy(void *dst, const void *src, size_t size);
+MORI_API int mori_platform_synchronize(int device);
+MORI_API int mori_platform_can_access_peer(int device, int peer_device, bool *yes);
+
+/* Device-visible memory for small tables (pointer tables, descriptors). */
+MORI_API int mori_platform_device_alloc(int device, size_t size, void **out);
+MORI_API int mori_platform_device_free(void *ptr);
+
+/* Copy engine: an asynchronous copy on a stream-like queue. */
+typedef struct mori_platform_queue mori_platform_queue_t;
+MORI_API int mori_platform_queue_create(int device, mori_platform_queue_t **out);
+MORI_API int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size);
+MORI_API int mori_platform_queue_wait(mori_platform_queue_t *q);
+MORI_API int mori_platform_queue_destroy(mori_platform_queue_t *q);
+
+/* Which handle types create + export both succeed for on `device`, as a
+ * bitmask of (1 << mori_handle_type_t). Probed once per device and cached
+ * (probe.c, common to all platforms). */
+MORI_API int mori_platform_probe_handle_types(int device, unsigned *mask);
+/* The handle type to allocate with: fabric if it works, else POSIX fd.
+ * MORI_HANDLE_TYPE=posix_fd|fabric forces one (an error if it fails). */
+MORI_API int mori_platform_preferred_handle_type(int device, int *type);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,37 @@
+#include "tests/support/harness.h"
+
+#include <unistd.h>
+
+#include "tools/launch/launch.h"
+
+namespace mori_test {
+
+int TestRanks() {
+  const char *s = std::getenv("MORI_TEST_RANKS");
+  int n = s ? std::atoi(s) : 2;
+  return n > 0 ? n : 2;
+}
+
+namespace {
+int RunOneRank(int rank, int size, void *arg) {
+  auto *fn = static_cast<const std::function<void(int, int)> *>(arg);
+  (*fn)(rank, size);
+  return ::testing::Test::HasFailure() ? 1 : 0;
+}
+}  // namespace
+
+std::string RunRanks(int size, const std::function<void(int, int)> &fn, int timeout_ms) {
+  static mori_launch_result_t result;
+  int rc = mori_launch_local(size, timeout_ms, RunOneRank, const_cast<std::function<void(int, int)> *>(&fn), &result);
+  return rc == 0 ? std::string() : std::string(result.message);
+}
+
+mori_bootstrap_t *Bootstrap(int timeout_ms) {
+  if (timeout_ms > 0) setenv("MORI_BOOTSTRAP_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
+  mori_bootstrap_t *b = nullptr;
+  int rc = mori_bootstrap_tcp_from_env(&b);
+  EXPECT_EQ(rc, 0) << mori_err_name(rc) << ": " << mori_last_error();
+  return b;
+}
+
+}  // namespace mori_test

@@ -1,0 +1,48 @@
+// Multi-process test harness: runs a lambda in N forked ranks (each with the
+// bootstrap environment of tools/launch), with a time limit. GoogleTest
+// assertions work inside the ranks; a rank's exit code says whether any of
+// them failed, and the harness names the ranks that failed or hung.
+#ifndef MORI_TESTS_SUPPORT_HARNESS_H
+#define MORI_TESTS_SUPPORT_HARNESS_H
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "mori/bootstrap.h"
+#include "mori/error.h"
+
+namespace mori_test {
+
+// Rank counts come from the build (mori_multirank_test sets MORI_TEST_RANKS).
+int TestRanks();
+
+// "" when every rank passed, else which ranks failed or hung and how.
+std::string RunRanks(int size, const std::function<void(int rank, int size)> &fn, int timeout_ms = 120000);
+
+// A TCP bootstrap from the environment the harness set; fails the test on error.
+mori_bootstrap_t *Bootstrap(int timeout_ms = 0);
+
+}  // namespace mori_test
+
+// Succeeds when the call returned 0, else prints the code and mori_last_error().
+#define MORI_ASSERT_OK(expr)                                                                 \
+  do {                                                                                       \
+    int mori_rc_ = (expr);                                                                   \
+    ASSERT_EQ(mori_rc_, 0) << #expr << " -> " << mori_err_name(mori_rc_) << ": " << mori_last_error(); \
+  } while (0)
+#define MORI_EXPECT_OK(expr)                                                                 \
+  do {                                                                                       \
+    int mori_rc_ = (expr);                                                                   \
+    EXPECT_EQ(mori_rc_, 0) << #expr << " -> " << mori_err_name(mori_rc_) << ": " << mori_last_error(); \
+  } while (0)
+
+#define EXPECT_RANKS_PASS(size, ...)                      \
+  do {                                                    \
+    std::string ranks_msg_ = mori_test::RunRanks(size, __VA_ARGS__); \
+    EXPECT_EQ(ranks_msg_, "");                            \
+  } while (0)
+
+#endif
