@@ -16,6 +16,8 @@ def mori_multirank_test(name, srcs, deps = [], ranks = [2, 4, 8], size = "medium
             linkopts = GTEST_LINKOPTS,
             deps = deps + ["//tests/support:harness"],
             env = e,
+            # Static: symbols are hidden (-fvisibility=hidden) outside MORI_API.
+            linkstatic = True,
             size = size,
             tags = tags,
             **kwargs
@@ -32,5 +34,6 @@ def mori_test(name, srcs, deps = [], size = "small", **kwargs):
         linkopts = GTEST_LINKOPTS,
         deps = deps + ["//tests/support:harness"],
         size = size,
+        linkstatic = True,
         **kwargs
     )

@@ -244,6 +244,8 @@ static int leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *min
   int rc = send_all(fd, &h, sizeof(h), deadline);
   if (!rc && has_payload && bytes) rc = send_all(fd, mine, bytes, deadline);
   if (rc) {
+    /* Rank 0 may have given up on this step already and said why. */
+    if (recv_all(fd, &h, sizeof(h), now_ms() + 200) == 0 && h.op == OP_ABORT) goto aborted;
     snprintf(s->broken, sizeof(s->broken), "bootstrap: rank 0 (%s) is gone: sending step %llu failed", s->address,
              (unsigned long long)s->seq);
     return mori_error_set(MORI_ERANK_TIMEOUT, "%s", s->broken);
@@ -256,6 +258,7 @@ static int leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *min
     return mori_error_set(MORI_ERANK_TIMEOUT, "%s", s->broken);
   }
   if (h.op == OP_ABORT) {
+  aborted:;
     char text[ERROR_TEXT_MAX] = {0};
     size_t len = h.bytes < sizeof(text) ? h.bytes : sizeof(text) - 1;
     recv_all(fd, text, len, now_ms() + 1000);

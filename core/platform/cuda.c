@@ -48,7 +48,10 @@
   X(cuStreamCreate)                     \
   X(cuStreamSynchronize)                \
   X(cuStreamDestroy)                    \
-  X(cuMemcpyAsync)
+  X(cuMemcpyAsync)                     \
+  X(cuMemHostAlloc)                     \
+  X(cuMemHostGetDevicePointer)          \
+  X(cuMemFreeHost)
 
 #define CUDA_STR2(x) #x
 #define CUDA_STR(x) CUDA_STR2(x)
@@ -390,6 +393,26 @@ int mori_platform_device_free(void *ptr) {
   int rc = ready();
   if (rc) return rc;
   CU_CHECK(cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr), "freeing %p", ptr);
+  return 0;
+}
+
+int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev) {
+  int device = 0;
+  int rc = mori_platform_current_device(&device);
+  if (!rc) rc = use_device(device);
+  if (rc) return rc;
+  CU_CHECK(cu.cuMemHostAlloc(host, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+           "allocating %zu bytes of mapped host memory", size);
+  memset(*host, 0, size);
+  CUdeviceptr d;
+  CU_CHECK(cu.cuMemHostGetDevicePointer(&d, *host, 0), "device address of mapped host memory");
+  *dev = (void *)(uintptr_t)d;
+  return 0;
+}
+
+int mori_platform_host_free_mapped(void *host) {
+  if (!host) return 0;
+  CU_CHECK(cu.cuMemFreeHost(host), "freeing mapped host memory");
   return 0;
 }
 

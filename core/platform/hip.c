@@ -249,6 +249,20 @@ int mori_platform_device_free(void *ptr) {
   return 0;
 }
 
+int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev) {
+  HIP_CHECK(hipHostMalloc(host, size, hipHostMallocMapped | hipHostMallocPortable),
+            "allocating %zu bytes of mapped host memory", size);
+  memset(*host, 0, size);
+  HIP_CHECK(hipHostGetDevicePointer(dev, *host, 0), "device address of mapped host memory");
+  return 0;
+}
+
+int mori_platform_host_free_mapped(void *host) {
+  if (!host) return 0;
+  HIP_CHECK(hipHostFree(host), "freeing mapped host memory");
+  return 0;
+}
+
 /* Copies on a HIP stream. The sdma transport drives the copy engines
  * directly through hsa-runtime; this queue is the portable fallback. */
 struct mori_platform_queue {

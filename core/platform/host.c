@@ -233,6 +233,14 @@ int mori_platform_device_free(void *ptr) {
   return 0;
 }
 
+int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev) {
+  int rc = mori_platform_device_alloc(0, size, host);
+  if (!rc) *dev = *host;
+  return rc;
+}
+
+int mori_platform_host_free_mapped(void *host) { return mori_platform_device_free(host); }
+
 /* The host copy engine: one worker thread per queue, copies in FIFO order. */
 enum { HOST_QUEUE_DEPTH = 256 };
 struct host_copy {

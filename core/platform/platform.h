@@ -51,6 +51,11 @@ MORI_API int mori_platform_can_access_peer(int device, int peer_device, bool *ye
 MORI_API int mori_platform_device_alloc(int device, size_t size, void **out);
 MORI_API int mori_platform_device_free(void *ptr);
 
+/* Host memory that kernels can read and write (a mailbox): *host for the
+ * CPU, *dev for kernels (the same pointer on the host platform). */
+MORI_API int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev);
+MORI_API int mori_platform_host_free_mapped(void *host);
+
 /* Copy engine: an asynchronous copy on a stream-like queue. */
 typedef struct mori_platform_queue mori_platform_queue_t;
 MORI_API int mori_platform_queue_create(int device, mori_platform_queue_t **out);

@@ -1,0 +1,50 @@
+/* Layouts of the window's device view (see mori/device/window.h). */
+#ifndef MORI_DEVICE_IMPL_WINDOW_TYPES_H
+#define MORI_DEVICE_IMPL_WINDOW_TYPES_H
+
+#include "mori/device/portability.h"
+
+/* A wait that timed out inside a kernel leaves one of these in the window's
+ * host-visible mailbox instead of trapping (which would kill the context);
+ * the next host call on the window reports it. */
+typedef struct mori_device_error {
+  uint32_t code;       /* 0: empty; else a negative MORI_E* as uint32 */
+  int32_t waiter_rank; /* world rank that waited */
+  int32_t peer;        /* world rank waited for, or -1 (barrier: the first missing) */
+  uint32_t channel;    /* signal slot or barrier channel */
+  uint64_t waited_ns;
+  uint64_t expected;   /* value waited for */
+  uint64_t seen;       /* last value read */
+} mori_device_error_t;
+
+/* Host-mapped control block shared by the host and the kernels of a window:
+ * the abort flag every wait honours and the error mailbox. */
+typedef struct mori_device_control {
+  uint32_t abort_flag;
+  uint32_t error_claimed; /* first writer wins the mailbox */
+  mori_device_error_t error;
+} mori_device_control_t;
+
+/* Passed by value to kernels. Peer p of the LSA team lives at
+ * flat_base + p * stride; ptrs[world_rank] is the same memory as the pointer
+ * the allocation returned (torch's model). */
+typedef struct mori_window_dev {
+  uint64_t flat_base;
+  uint64_t stride;
+  uint64_t size;             /* usable bytes per rank */
+  void **ptrs;               /* world_size entries, device-visible; NULL = not load/store reachable */
+  uint32_t **signal_pads;    /* world_size entries or NULL when the window has no pad */
+  uint64_t signal_pad_size;  /* bytes per rank */
+  uint64_t reserved_u64;     /* keeps the layout; future use */
+  mori_device_control_t *control; /* host-mapped */
+  int32_t world_rank;
+  int32_t world_size;
+  int32_t lsa_rank;          /* my index in the LSA team */
+  int32_t lsa_size;
+  int32_t lsa_base;          /* world rank of LSA index 0 (the team is contiguous) */
+  int32_t reserved;
+} mori_window_dev_t;
+
+MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 88, "mori_window_dev_t layout is part of the ABI");
+
+#endif

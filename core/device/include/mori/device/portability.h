@@ -1,0 +1,137 @@
+/* The one header that knows which compiler is reading it: nvcc (CUDA), hipcc
+ * (HIP) or a plain C/C++ compiler (the host platform, where CPU ranks run the
+ * same inline functions). Every other device header uses these macros. */
+#ifndef MORI_DEVICE_PORTABILITY_H
+#define MORI_DEVICE_PORTABILITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__HIPCC__)
+#define MORI_DEVICE_COMPILER_HIP 1
+#include <hip/hip_runtime.h>
+#elif defined(__CUDACC__)
+#define MORI_DEVICE_COMPILER_CUDA 1
+#else
+#define MORI_DEVICE_COMPILER_HOST 1
+#endif
+
+#if defined(MORI_DEVICE_COMPILER_HOST)
+#define MORI_HOST_DEVICE static inline
+#define MORI_DEVICE_INLINE static inline
+#else
+#define MORI_HOST_DEVICE static __host__ __device__ __forceinline__
+#define MORI_DEVICE_INLINE static __device__ __forceinline__
+#endif
+
+#if defined(__cplusplus)
+#define MORI_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define MORI_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* Atomics at system scope (visible to peers over NVLink/XGMI and to the host). */
+#if defined(MORI_DEVICE_COMPILER_HOST)
+#include <time.h>
+/* GCC/Clang builtins: the same code compiles as C11 and as C++ (tests). */
+MORI_DEVICE_INLINE uint32_t mori_atomic_load_acquire_u32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_u64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return expected; /* the value seen */
+}
+MORI_DEVICE_INLINE void mori_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* Nanoseconds of a monotonic clock, for wait timeouts. */
+MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+MORI_DEVICE_INLINE void mori_pause(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+#define MORI_THREAD_RANK() 0
+#define MORI_THREAD_COUNT_WARP() 1
+#define MORI_THREAD_RANK_WARP() 0
+#define MORI_THREAD_COUNT_BLOCK() 1
+#define MORI_THREAD_RANK_BLOCK() 0
+#define MORI_SYNC_WARP() ((void)0)
+#define MORI_SYNC_BLOCK() ((void)0)
+#elif defined(MORI_DEVICE_COMPILER_CUDA)
+MORI_DEVICE_INLINE uint32_t mori_atomic_load_acquire_u32(uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_u64(uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+/* System-scope orderings: the peer is another GPU (or the host). */
+MORI_DEVICE_INLINE void mori_fence_system(void) { __threadfence_system(); }
+MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
+  __threadfence_system();
+  atomicExch_system((unsigned long long *)p, (unsigned long long)v);
+}
+MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
+  __threadfence_system();
+  return atomicAdd_system((unsigned long long *)p, (unsigned long long)v);
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __threadfence_system();
+  uint32_t seen = atomicCAS_system(p, expected, desired);
+  __threadfence_system();
+  return seen;
+}
+MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+MORI_DEVICE_INLINE void mori_pause(void) { __nanosleep(32); }
+#else /* HIP */
+MORI_DEVICE_INLINE uint32_t mori_atomic_load_acquire_u32(uint32_t *p) {
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_u64(uint64_t *p) {
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+MORI_DEVICE_INLINE void mori_fence_system(void) { __threadfence_system(); }
+MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
+                                       __HIP_MEMORY_SCOPE_SYSTEM);
+  return expected;
+}
+MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) { return wall_clock64() * 10ull; /* 100 MHz */ }
+MORI_DEVICE_INLINE void mori_pause(void) { __builtin_amdgcn_s_sleep(1); }
+#endif
+
+#if !defined(MORI_DEVICE_COMPILER_HOST)
+#define MORI_THREAD_RANK_WARP() ((int)(threadIdx.x % warpSize))
+#define MORI_THREAD_COUNT_WARP() ((int)warpSize)
+#define MORI_THREAD_RANK_BLOCK() ((int)(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y))
+#define MORI_THREAD_COUNT_BLOCK() ((int)(blockDim.x * blockDim.y * blockDim.z))
+#if defined(MORI_DEVICE_COMPILER_CUDA)
+#define MORI_SYNC_WARP() __syncwarp()
+#else
+#define MORI_SYNC_WARP() __builtin_amdgcn_wave_barrier()
+#endif
+#define MORI_SYNC_BLOCK() __syncthreads()
+#endif
+
+#endif

@@ -1,0 +1,42 @@
+/* Window addressing inside kernels (and in CPU ranks on the host platform).
+ *
+ * Two models over the same memory:
+ *   - the LSA flat window: peer p's byte `off` is flat_base + p * stride + off
+ *     (one multiply-add, no memory load);
+ *   - the pointer table: ptrs[world_peer] + off (torch's model; one load).
+ * Both give NULL for a peer outside the load/store-reachable (LSA) team. */
+#ifndef MORI_DEVICE_WINDOW_H
+#define MORI_DEVICE_WINDOW_H
+
+#include "mori/device/impl/window__types.h"
+
+/* Address of byte `offset` of LSA peer `lsa_peer` (0 <= lsa_peer < lsa_size). */
+MORI_HOST_DEVICE void *mori_lsa_ptr(mori_window_dev_t win, int lsa_peer, uint64_t offset) {
+  return (void *)(uintptr_t)(win.flat_base + (uint64_t)lsa_peer * win.stride + offset);
+}
+
+/* World rank -> LSA index, or -1 when the peer is not load/store reachable. */
+MORI_HOST_DEVICE int mori_lsa_index(mori_window_dev_t win, int world_peer) {
+  int idx = world_peer - win.lsa_base;
+  return (idx >= 0 && idx < win.lsa_size) ? idx : -1;
+}
+
+/* Address of byte `offset` of world rank `peer` by window arithmetic; NULL
+ * when that peer is reached by no load/store transport. */
+MORI_HOST_DEVICE void *mori_peer_ptr(mori_window_dev_t win, int peer, uint64_t offset) {
+  int idx = mori_lsa_index(win, peer);
+  return idx < 0 ? (void *)0 : mori_lsa_ptr(win, idx, offset);
+}
+
+/* The same address through the pointer table. */
+MORI_HOST_DEVICE void *mori_table_ptr(mori_window_dev_t win, int peer, uint64_t offset) {
+  char *base = (char *)win.ptrs[peer];
+  return base ? (void *)(base + offset) : (void *)0;
+}
+
+/* This rank's own memory (the pointer alloc returned). */
+MORI_HOST_DEVICE void *mori_local_ptr(mori_window_dev_t win, uint64_t offset) {
+  return mori_table_ptr(win, win.world_rank, offset);
+}
+
+#endif

@@ -1,0 +1,47 @@
+/* Symmetric-memory allocations. alloc and free are local (never collective):
+ * torch allocates and frees at any time on any rank, in any order. A window
+ * (mori/window.h) makes an allocation addressable by the peers. */
+#ifndef MORI_MEM_H
+#define MORI_MEM_H
+
+#include "mori/error.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef struct mori_mem_attr {
+  int device;             /* -1: the current device */
+  size_t signal_pad_size; /* bytes of signal pad each window of this memory carries (0: none) */
+} mori_mem_attr_t;
+
+typedef struct mori_mem_info {
+  void *base;             /* what mori_mem_alloc returned */
+  size_t size;            /* bytes asked for */
+  size_t mapped_size;     /* rounded up to the granularity */
+  size_t offset;          /* of the queried pointer from base */
+  size_t signal_pad_size;
+  int device;
+  int handle_type;        /* mori_handle_type_t */
+  int registered;         /* 1: memory made elsewhere (mori_mem_register) */
+} mori_mem_info_t;
+
+MORI_API void mori_mem_attr_init(mori_mem_attr_t *attr);
+/* attr may be NULL (current device, no pad). The memory is zeroed. */
+MORI_API int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out);
+/* Local. Windows still using the memory keep it alive until destroyed. */
+MORI_API int mori_mem_free(void *ptr);
+/* Adopts memory mapped elsewhere (a VMM allocation, e.g. torch's) so windows
+ * can be made of it; *base receives the start of that allocation. */
+MORI_API int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base);
+/* Looks up the allocation covering ptr (interior pointers allowed). */
+MORI_API int mori_mem_query(const void *ptr, mori_mem_info_t *info);
+/* Live allocations of this process (registered ones included). */
+MORI_API int mori_mem_count(void);
+
+/* Tears down everything mori holds in this process, in order: windows
+ * (deregister, unmap, release), then allocations. Idempotent; never
+ * collective. Use it before the GPU runtime shuts down. */
+MORI_API int mori_finalize(void);
+
+MORI_EXTERN_C_END
+
+#endif

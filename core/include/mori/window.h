@@ -1,0 +1,47 @@
+/* A window: one symmetric allocation, rendezvoused over a comm, mapped into
+ * one flat VA span (peer address = base + lsa_peer * stride + offset) and
+ * published as a per-peer pointer table (host and device copies). */
+#ifndef MORI_WINDOW_H
+#define MORI_WINDOW_H
+
+#include "mori/comm.h"
+#include "mori/device/impl/window__types.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef struct mori_window mori_window_t;
+
+/* Collective over the comm: every rank passes memory from mori_mem_alloc or
+ * mori_mem_register (an interior pointer is fine: see mori_window_offset).
+ * Ranks that disagree (size, pad, handle type) or pass memory mori does not
+ * own make every rank fail with a message naming the ranks. */
+MORI_API int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out);
+/* Local; waits for the device, then unmaps and releases in order. NULL: no-op. */
+MORI_API int mori_window_destroy(mori_window_t *win);
+
+MORI_API mori_comm_t *mori_window_comm(const mori_window_t *win);
+/* The allocation's base on this rank (== what mori_mem_alloc returned). */
+MORI_API void *mori_window_local_ptr(const mori_window_t *win);
+/* Offset of the pointer given at creation from the allocation's base. */
+MORI_API size_t mori_window_offset(const mori_window_t *win);
+MORI_API size_t mori_window_size(const mori_window_t *win);
+/* Peer's base in this process, or NULL when no load/store transport reaches it. */
+MORI_API void *mori_window_peer_ptr(const mori_window_t *win, int peer);
+/* world_size entries: host copy (dereferenceable on the host platform only)
+ * and device copy (for kernels). */
+MORI_API void *const *mori_window_ptrs(const mori_window_t *win);
+MORI_API void *const *mori_window_ptrs_dev(const mori_window_t *win);
+/* Signal pads (NULL when the memory has none). */
+MORI_API size_t mori_window_signal_pad_size(const mori_window_t *win);
+MORI_API void *const *mori_window_signal_pads(const mori_window_t *win);
+MORI_API void *const *mori_window_signal_pads_dev(const mori_window_t *win);
+/* The by-value struct kernels take. */
+MORI_API mori_window_dev_t mori_window_device_view(const mori_window_t *win);
+/* Reports (and clears) an error a kernel left in the window's mailbox. */
+MORI_API int mori_window_check(mori_window_t *win);
+/* Sets the abort flag every device-side wait of this window honours. */
+MORI_API void mori_window_abort(mori_window_t *win);
+
+MORI_EXTERN_C_END
+
+#endif

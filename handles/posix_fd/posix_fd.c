@@ -1,0 +1,80 @@
+/* posix_fd handle library: each comm gets an fd channel whose socket name
+ * and secret token rank 0 draws at random and broadcasts through the
+ * bootstrap; share() sends this rank's fd to every peer that wants it and
+ * receives theirs, each checked against the pid the peer reported. */
+#include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/internal/error.h"
+#include "handles/posix_fd/fd_channel.h"
+#include "mori/handle_posix_fd.h"
+
+struct posix_fd_state {
+  fd_channel_t *channel;
+  uint64_t seq;
+  int timeout_ms;
+};
+
+static int posix_fd_init(mori_comm_t *comm, void **state) {
+  uint64_t secrets[2] = {0, 0}; /* socket-name nonce, token */
+  if (mori_comm_rank(comm) == 0 && getrandom(secrets, sizeof(secrets), 0) != sizeof(secrets))
+    return mori_error_errno("posix_fd: drawing the channel token");
+  int rc = mori_bootstrap_bcast(mori_comm_bootstrap(comm), secrets, sizeof(secrets), 0);
+  if (rc) return mori_error_context(rc, "posix_fd: sharing the channel token");
+  struct posix_fd_state *s = calloc(1, sizeof(*s));
+  if (!s) return mori_error_set(MORI_ENOMEM, "posix_fd");
+  s->timeout_ms = mori_bootstrap_default_timeout_ms();
+  rc = fd_channel_open(secrets[0], secrets[1], mori_comm_rank(comm), &s->channel);
+  if (rc) {
+    free(s);
+    return rc;
+  }
+  /* No rank may send before every socket is bound. */
+  rc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
+  if (rc) {
+    fd_channel_close(s->channel);
+    free(s);
+    return rc;
+  }
+  *state = s;
+  return 0;
+}
+
+static int posix_fd_share(void *state, mori_comm_t *comm, const mori_shareable_t *mine, mori_shareable_t *theirs,
+                          const bool *want) {
+  struct posix_fd_state *s = state;
+  uint64_t seq = ++s->seq; /* share() is collective: every rank counts alike */
+  int size = mori_comm_size(comm), me = mori_comm_rank(comm);
+  /* want[] is symmetric (the LSA team): whoever I want, wants me. */
+  for (int r = 0; r < size; r++) {
+    if (!want[r] || r == me) continue;
+    int rc = fd_channel_send(s->channel, r, seq, mine->fd);
+    if (rc) return mori_error_context(rc, "posix_fd: rank %d sending its handle to rank %d", me, r);
+  }
+  for (int r = 0; r < size; r++) {
+    if (!want[r] || r == me) continue;
+    theirs[r].type = MORI_HANDLE_POSIX_FD;
+    int rc = fd_channel_recv(s->channel, r, mori_comm_peer_info(comm, r)->pid, seq, s->timeout_ms, &theirs[r].fd);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int posix_fd_fini(void *state) {
+  struct posix_fd_state *s = state;
+  if (!s) return 0;
+  fd_channel_close(s->channel);
+  free(s);
+  return 0;
+}
+
+const mori_handle_ops_t mori_handle_posix_fd_ops = {
+    .size = sizeof(mori_handle_ops_t),
+    .abi_version = MORI_PLUGIN_ABI_VERSION,
+    .name = "posix_fd",
+    .handle_type = MORI_HANDLE_POSIX_FD,
+    .init = posix_fd_init,
+    .share = posix_fd_share,
+    .fini = posix_fd_fini,
+};
