@@ -1,0 +1,85 @@
+/* Put and get between this rank and a load/store peer, at three scopes:
+ *   _thread: one thread copies everything;
+ *   _warp:   the calling warp (wavefront) cooperates; all its lanes call;
+ *   _block:  the calling block cooperates; all its threads call.
+ * Peers are world ranks; a peer outside the LSA team is MORI_DEVICE_EUNREACHABLE
+ * (never a silent no-op). Completion: mori_quiet() before signalling. On the
+ * host platform every scope is one thread. */
+#ifndef MORI_DEVICE_PUT_H
+#define MORI_DEVICE_PUT_H
+
+#include "mori/device/signal.h"
+
+typedef struct mori_vec16 {
+  uint64_t lo, hi;
+} __attribute__((aligned(16))) mori_vec16_t;
+
+/* Threads [rank, count) of a scope copy `bytes`: 16-byte words where both
+ * ends are aligned, bytes for the rest. */
+MORI_DEVICE_INLINE void mori_copy_cooperative(void *dst, const void *src, uint64_t bytes, int rank, int count) {
+  char *d = (char *)dst;
+  const char *s = (const char *)src;
+  uint64_t vec = 0;
+  if ((((uintptr_t)d | (uintptr_t)s) & 15) == 0) {
+    vec = bytes / 16;
+    mori_vec16_t *dv = (mori_vec16_t *)d;
+    const mori_vec16_t *sv = (const mori_vec16_t *)s;
+    uint64_t i = (uint64_t)rank;
+    /* Four independent 16-byte loads in flight per thread. */
+    for (; i + 3 * (uint64_t)count < vec; i += 4 * (uint64_t)count) {
+      mori_vec16_t a = sv[i], b = sv[i + count], c = sv[i + 2 * count], e = sv[i + 3 * count];
+      dv[i] = a;
+      dv[i + count] = b;
+      dv[i + 2 * count] = c;
+      dv[i + 3 * count] = e;
+    }
+    for (; i < vec; i += (uint64_t)count) dv[i] = sv[i];
+  }
+  for (uint64_t i = vec * 16 + (uint64_t)rank; i < bytes; i += (uint64_t)count) d[i] = s[i];
+}
+
+/* ---- put: local src -> peer's window at dst_offset ---- */
+MORI_DEVICE_INLINE int mori_put_thread(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
+  void *dst = mori_peer_ptr(win, peer, dst_offset);
+  if (!dst) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dst, src, bytes, 0, 1);
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int mori_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
+  void *dst = mori_peer_ptr(win, peer, dst_offset);
+  if (!dst) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
+  MORI_SYNC_WARP();
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int mori_put_block(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
+  void *dst = mori_peer_ptr(win, peer, dst_offset);
+  if (!dst) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
+  MORI_SYNC_BLOCK();
+  return MORI_DEVICE_OK;
+}
+
+/* ---- get: peer's window at src_offset -> local dst ---- */
+MORI_DEVICE_INLINE int mori_get_thread(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
+  const void *src = mori_peer_ptr(win, peer, src_offset);
+  if (!src) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dst, src, bytes, 0, 1);
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int mori_get_warp(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
+  const void *src = mori_peer_ptr(win, peer, src_offset);
+  if (!src) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
+  MORI_SYNC_WARP();
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int mori_get_block(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
+  const void *src = mori_peer_ptr(win, peer, src_offset);
+  if (!src) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
+  MORI_SYNC_BLOCK();
+  return MORI_DEVICE_OK;
+}
+
+#endif

@@ -1,0 +1,107 @@
+/* One-sided signals, fences and waits with timeouts.
+ *
+ * A signal is a uint64 at an offset of the window (any offset the program
+ * reserves; 8-byte aligned). set/add write the *peer's* copy with release
+ * semantics at system scope, so data put before the signal is visible to a
+ * peer that observed it with mori_signal_wait_until (acquire).
+ *
+ * Every wait takes a timeout and honours the window's abort flag. A wait
+ * that fails leaves a record in the window's host-visible mailbox (who
+ * waited, for whom, on which channel, for how long) and returns an error
+ * code; it never traps, so the GPU context survives and the next host call
+ * (mori_window_check) reports the record. */
+#ifndef MORI_DEVICE_SIGNAL_H
+#define MORI_DEVICE_SIGNAL_H
+
+#include "mori/device/window.h"
+
+#define MORI_DEVICE_OK 0
+#define MORI_DEVICE_EUNREACHABLE (-1003) /* = MORI_EUNREACHABLE */
+#define MORI_DEVICE_EABORTED (-1007)     /* = MORI_EABORTED */
+#define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
+
+typedef enum mori_cmp {
+  MORI_CMP_EQ = 0,
+  MORI_CMP_NE = 1,
+  MORI_CMP_GE = 2, /* the usual "counter reached" test */
+  MORI_CMP_GT = 3,
+} mori_cmp_t;
+
+/* Orders this thread's earlier stores to peers before its later ones. */
+MORI_DEVICE_INLINE void mori_fence(void) { mori_fence_system(); }
+/* Waits until this thread's earlier stores to peers are complete. For
+ * load/store peers a system fence is enough. */
+MORI_DEVICE_INLINE void mori_quiet(void) { mori_fence_system(); }
+
+MORI_HOST_DEVICE int mori_cmp_holds(uint64_t seen, mori_cmp_t cmp, uint64_t value) {
+  switch (cmp) {
+    case MORI_CMP_EQ: return seen == value;
+    case MORI_CMP_NE: return seen != value;
+    case MORI_CMP_GE: return seen >= value;
+    default: return seen > value;
+  }
+}
+
+/* Leaves an error record in the mailbox (first writer wins) and returns code. */
+MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,
+                                          uint64_t waited_ns, uint64_t expected, uint64_t seen) {
+  mori_device_control_t *ctl = win.control;
+  if (ctl && mori_atomic_cas_u32(&ctl->error_claimed, 0, 1) == 0) {
+    ctl->error.waiter_rank = win.world_rank;
+    ctl->error.peer = peer;
+    ctl->error.channel = channel;
+    ctl->error.waited_ns = waited_ns;
+    ctl->error.expected = expected;
+    ctl->error.seen = seen;
+    mori_fence_system();
+    *(volatile uint32_t *)&ctl->error.code = (uint32_t)code;
+    mori_fence_system();
+  }
+  return code;
+}
+
+MORI_DEVICE_INLINE int mori_aborted(mori_window_dev_t win) {
+  return win.control && *(volatile uint32_t *)&win.control->abort_flag != 0;
+}
+
+/* Peer's signal := value (release, system scope). */
+MORI_DEVICE_INLINE int mori_signal_set(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
+  uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
+  if (!sig) return MORI_DEVICE_EUNREACHABLE;
+  mori_atomic_store_release_u64(sig, value);
+  return MORI_DEVICE_OK;
+}
+
+/* Peer's signal += value (release, system scope). */
+MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
+  uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
+  if (!sig) return MORI_DEVICE_EUNREACHABLE;
+  mori_atomic_add_release_u64(sig, value);
+  return MORI_DEVICE_OK;
+}
+
+/* Waits until this rank's signal at `offset` satisfies cmp against value.
+ * `peer` (who is expected to signal; -1 if unknown) and `channel` only label
+ * the error record. timeout_ns == 0 waits forever (the abort flag still
+ * ends it). *seen_out (may be NULL) gets the last value read. */
+MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t offset, mori_cmp_t cmp, uint64_t value,
+                                              uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
+  uint64_t *sig = (uint64_t *)mori_local_ptr(win, offset);
+  uint64_t start = mori_clock_ns();
+  uint64_t seen = 0;
+  for (uint32_t spin = 0;; spin++) {
+    seen = mori_atomic_load_acquire_u64(sig);
+    if (mori_cmp_holds(seen, cmp, value)) break;
+    if ((spin & 255) == 255) {
+      uint64_t waited = mori_clock_ns() - start;
+      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, value, seen);
+      if (timeout_ns && waited > timeout_ns)
+        return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, value, seen);
+    }
+    mori_pause();
+  }
+  if (seen_out) *seen_out = seen;
+  return MORI_DEVICE_OK;
+}
+
+#endif

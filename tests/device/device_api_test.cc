@@ -1,0 +1,155 @@
+// The device API driven by CPU ranks (host platform): the same inline
+// functions kernels use, through both addressing models, with the timeout,
+// abort and unreachable paths.
+#include "mori/device.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tests/support/world.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+namespace {
+
+constexpr uint64_t kChunk = 8192 + 24;  // not a multiple of 16: exercises the byte tail
+constexpr uint64_t kMs = 1000000ull;
+
+struct Fixture {
+  void *mem = nullptr;
+  mori_window_t *win = nullptr;
+  mori_window_dev_t view{};
+  uint64_t signal_offset = 0;  // one uint64 signal per rank after the data
+};
+
+void Make(World &w, int size, Fixture &f) {
+  mori_mem_attr_t attr;
+  mori_mem_attr_init(&attr);
+  attr.signal_pad_size = 4 * size * 8;  // 8 barrier channels
+  f.signal_offset = (kChunk * size + 63) / 64 * 64;
+  ASSERT_EQ(mori_mem_alloc(f.signal_offset + 8 * size, &attr, &f.mem), 0) << mori_last_error();
+  ASSERT_EQ(mori_window_create(w.comm, f.mem, &f.win), 0) << mori_last_error();
+  f.view = mori_window_device_view(f.win);
+}
+
+void Release(Fixture &f) {
+  MORI_EXPECT_OK(mori_window_destroy(f.win));
+  MORI_EXPECT_OK(mori_mem_free(f.mem));
+}
+
+TEST(DeviceApi, PutSignalGetAndBarrierAtEveryScope) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    std::vector<uint8_t> src(kChunk), back(kChunk);
+    int (*puts[])(mori_window_dev_t, int, uint64_t, const void *, uint64_t) = {mori_put_thread, mori_put_warp,
+                                                                                mori_put_block};
+    for (int round = 0; round < 3; round++) {
+      for (uint64_t i = 0; i < kChunk; i++) src[i] = (uint8_t)(rank * 13 + i * 3 + round);
+      for (int peer = 0; peer < size; peer++) {
+        ASSERT_EQ(puts[round](f.view, peer, rank * kChunk, src.data(), kChunk), MORI_DEVICE_OK);
+        mori_quiet();
+        ASSERT_EQ(mori_signal_add(f.view, peer, f.signal_offset, 1), MORI_DEVICE_OK);
+      }
+      uint64_t seen = 0;
+      ASSERT_EQ(mori_signal_wait_until(f.view, f.signal_offset, MORI_CMP_GE, (uint64_t)size * (round + 1), 10000 * kMs,
+                                       -1, 0, &seen),
+                MORI_DEVICE_OK);
+      const uint8_t *mine = (const uint8_t *)f.mem;
+      for (int writer = 0; writer < size; writer++)
+        for (uint64_t i = 0; i < kChunk; i += 7)
+          ASSERT_EQ(mine[writer * kChunk + i], (uint8_t)(writer * 13 + i * 3 + round)) << "round " << round;
+      // Everyone has checked before anyone overwrites: a barrier on the pad.
+      ASSERT_EQ(mori_barrier_block(f.view, round, 10000 * kMs), MORI_DEVICE_OK);
+    }
+    // get: read what this rank wrote into each peer, through both models.
+    for (int peer = 0; peer < size; peer++) {
+      ASSERT_EQ(mori_get_block(f.view, peer, back.data(), rank * kChunk, kChunk), MORI_DEVICE_OK);
+      EXPECT_EQ(memcmp(back.data(), src.data(), kChunk), 0) << "get from " << peer;
+      EXPECT_EQ(memcmp(mori_table_ptr(f.view, peer, rank * kChunk), src.data(), kChunk), 0) << "table " << peer;
+    }
+    // The pad is all zero again after matched barriers (torch relies on it).
+    ASSERT_EQ(mori_barrier_block(f.view, 7, 10000 * kMs), MORI_DEVICE_OK);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
+    for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+TEST(DeviceApi, WaitThatTimesOutLeavesARecordForTheHost) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    if (rank == 0) {
+      // Waits for a signal from rank 1 that never comes.
+      EXPECT_EQ(mori_signal_wait_until(f.view, f.signal_offset, MORI_CMP_GE, 1, 50 * kMs, 1, 3, nullptr),
+                MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      EXPECT_NE(std::string(mori_last_error()).find("kernel wait on rank 0 for rank 1 timed out"), std::string::npos)
+          << mori_last_error();
+      EXPECT_EQ(mori_window_check(f.win), 0) << "the record is consumed";
+    }
+    // A barrier that one rank skips times out on the others.
+    if (rank != size - 1) {
+      EXPECT_EQ(mori_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+void *AbortLater(void *arg) {
+  usleep(50000);
+  mori_window_abort(static_cast<mori_window_t *>(arg));
+  return nullptr;
+}
+
+TEST(DeviceApi, AbortFlagEndsAnEndlessWait) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    pthread_t t;
+    pthread_create(&t, nullptr, AbortLater, f.win);
+    EXPECT_EQ(mori_signal_wait_until(f.view, f.signal_offset, MORI_CMP_EQ, 42, 0, -1, 0, nullptr), MORI_DEVICE_EABORTED);
+    pthread_join(t, nullptr);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EABORTED);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+TEST(DeviceApi, PeerOnAnotherNodeIsUnreachableNotANoOp) {
+  int size = TestRanks();
+  if (size < 4) GTEST_SKIP() << "needs two simulated nodes of two ranks";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "a" : "b", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    int remote = (rank + size / 2) % size;
+    char byte = 1;
+    EXPECT_EQ(mori_put_thread(f.view, remote, 0, &byte, 1), MORI_DEVICE_EUNREACHABLE);
+    EXPECT_EQ(mori_get_warp(f.view, remote, &byte, 0, 1), MORI_DEVICE_EUNREACHABLE);
+    EXPECT_EQ(mori_signal_set(f.view, remote, f.signal_offset, 1), MORI_DEVICE_EUNREACHABLE);
+    EXPECT_EQ(mori_peer_ptr(f.view, remote, 0), nullptr);
+    EXPECT_EQ(mori_lsa_index(f.view, remote), -1);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+}  // namespace

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Installs what building and testing mori needs, from Debian's packages (and,
+# for the torch backend, torch 2.11.0's wheel from PyPI without its CUDA
+# dependencies). Skips what is already there.
+#   tools/install_deps.sh          # Bazel, GoogleTest, ROCm HIP headers, verbs
+#   tools/install_deps.sh torch    # also torch headers/libraries in .deps/torch
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(bazel-bootstrap bazel-rules-java bazel-platforms bazel-skylib libgtest-dev
+          libibverbs-dev libamdhip64-dev hipcc libhsa-runtime-dev rocm-device-libs)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${1:-}" = torch ] && [ ! -f .deps/torch/torch/include/torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp ]; then
+  echo "install_deps: fetching torch 2.11.0 (headers and libraries only)"
+  mkdir -p .deps
+  python3 -m pip install -q --no-deps --no-compile --target .deps/torch torch==2.11.0
+fi
