@@ -117,8 +117,19 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, 
                                        __HIP_MEMORY_SCOPE_SYSTEM);
   return expected;
 }
-MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) { return wall_clock64() * 10ull; /* 100 MHz */ }
-MORI_DEVICE_INLINE void mori_pause(void) { __builtin_amdgcn_s_sleep(1); }
+/* The 100 MHz real-time counter (s_memrealtime), in nanoseconds. */
+MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_amdgcn_s_memrealtime() * 10ull;
+#else
+  return 0;
+#endif
+}
+MORI_DEVICE_INLINE void mori_pause(void) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  __builtin_amdgcn_s_sleep(1);
+#endif
+}
 #endif
 
 #if !defined(MORI_DEVICE_COMPILER_HOST)

@@ -1,0 +1,318 @@
+// GPU kernels for tests and benchmarks, written once for CUDA and HIP.
+#include "tests/gpu/gpu_kernels.h"
+
+#include <stdio.h>
+
+#include "mori/device.h"
+
+#if defined(MORI_DEVICE_COMPILER_HIP)
+#define gpuError_t hipError_t
+#define gpuSuccess hipSuccess
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuSetDevice hipSetDevice
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemset hipMemset
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuEvent_t hipEvent_t
+#define gpuEventCreate hipEventCreate
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuEventDestroy hipEventDestroy
+#else
+#define gpuError_t cudaError_t
+#define gpuSuccess cudaSuccess
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuSetDevice cudaSetDevice
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemset cudaMemset
+#define gpuMemcpy cudaMemcpy
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuEvent_t cudaEvent_t
+#define gpuEventCreate cudaEventCreate
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuEventDestroy cudaEventDestroy
+#endif
+
+static char last_error[256];
+const char *gpu_last_error(void) { return last_error; }
+
+static int check(gpuError_t e, const char *what) {
+  if (e == gpuSuccess) return 0;
+  snprintf(last_error, sizeof(last_error), "%s: %s", what, gpuGetErrorString(e));
+  return -1;
+}
+#define GPU_TRY(call) \
+  do {                \
+    if (check((call), #call)) return -1; \
+  } while (0)
+
+static __device__ uint32_t pattern(int writer, int reader, uint64_t i, uint32_t salt) {
+  return (uint32_t)(writer * 1000003u + reader * 7919u + (uint32_t)i * 31u + salt);
+}
+
+int gpu_device_count(void) {
+  int n = 0;
+  return check(gpuGetDeviceCount(&n), "device count") ? -1 : n;
+}
+
+int gpu_select_device(int local_rank) {
+  int n = gpu_device_count();
+  if (n <= 0) return -1;
+  int dev = local_rank % n;
+  GPU_TRY(gpuSetDevice(dev));
+  GPU_TRY(gpuFree(0)); /* creates the primary context now */
+  return dev;
+}
+
+int gpu_synchronize(void) {
+  GPU_TRY(gpuDeviceSynchronize());
+  return 0;
+}
+
+__global__ void exchange_kernel(mori_window_dev_t view, int via_table, uint64_t chunk, uint32_t salt, int blocks_per_peer) {
+  int peer = blockIdx.x / blocks_per_peer, slice = blockIdx.x % blocks_per_peer;
+  uint64_t words = chunk / 4, per = (words + blocks_per_peer - 1) / blocks_per_peer;
+  uint64_t lo = slice * per, hi = lo + per < words ? lo + per : words;
+  uint64_t offset = (uint64_t)view.world_rank * chunk;
+  uint32_t *dst = (uint32_t *)(via_table ? mori_table_ptr(view, peer, offset) : mori_peer_ptr(view, peer, offset));
+  if (!dst) return;
+  for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) dst[i] = pattern(view.world_rank, peer, i, salt);
+}
+
+int gpu_exchange(mori_window_dev_t view, int via_table, uint64_t chunk, uint32_t salt, int blocks_per_peer) {
+  exchange_kernel<<<view.world_size * blocks_per_peer, 256>>>(view, via_table, chunk, salt, blocks_per_peer);
+  GPU_TRY(gpuGetLastError());
+  GPU_TRY(gpuDeviceSynchronize());
+  return 0;
+}
+
+__global__ void count_kernel(mori_window_dev_t view, uint64_t chunk, uint32_t salt, unsigned long long *bad) {
+  const uint32_t *mine = (const uint32_t *)mori_local_ptr(view, 0);
+  uint64_t words = chunk / 4, total = words * view.world_size;
+  unsigned long long local_bad = 0;
+  for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int writer = (int)(i / words);
+    if (mine[i] != pattern(writer, view.world_rank, i % words, salt)) local_bad++;
+  }
+  if (local_bad) atomicAdd(bad, local_bad);
+}
+
+static long long run_count(void (*launch)(unsigned long long *, void *), void *arg) {
+  unsigned long long *bad = 0, host = 0;
+  if (check(gpuMalloc((void **)&bad, sizeof(*bad)), "malloc")) return -1;
+  (void)gpuMemset(bad, 0, sizeof(*bad));
+  launch(bad, arg);
+  if (check(gpuGetLastError(), "count kernel") || check(gpuMemcpy(&host, bad, sizeof(host), gpuMemcpyDeviceToHost), "copy")) {
+    (void)gpuFree(bad);
+    return -1;
+  }
+  (void)gpuFree(bad);
+  return (long long)host;
+}
+
+struct count_args {
+  mori_window_dev_t view;
+  uint64_t chunk;
+  uint32_t salt;
+  int peer;
+};
+
+static void launch_count(unsigned long long *bad, void *arg) {
+  struct count_args *a = (struct count_args *)arg;
+  count_kernel<<<64, 256>>>(a->view, a->chunk, a->salt, bad);
+}
+
+long long gpu_count_mismatches(mori_window_dev_t view, uint64_t chunk, uint32_t salt) {
+  struct count_args a = {view, chunk, salt, 0};
+  return run_count(launch_count, &a);
+}
+
+__global__ void fill_kernel(mori_window_dev_t view, uint64_t words, uint32_t salt) {
+  uint32_t *mine = (uint32_t *)mori_local_ptr(view, 0);
+  for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += gridDim.x * blockDim.x)
+    mine[i] = pattern(view.world_rank, -1, i, salt);
+}
+
+int gpu_fill_local(mori_window_dev_t view, uint64_t bytes, uint32_t salt) {
+  fill_kernel<<<64, 256>>>(view, bytes / 4, salt);
+  GPU_TRY(gpuGetLastError());
+  GPU_TRY(gpuDeviceSynchronize());
+  return 0;
+}
+
+__global__ void check_peer_kernel(mori_window_dev_t view, int peer, uint64_t words, uint32_t salt, unsigned long long *bad) {
+  const uint32_t *theirs = (const uint32_t *)mori_peer_ptr(view, peer, 0);
+  if (!theirs) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(bad, (unsigned long long)words);
+    return;
+  }
+  unsigned long long local_bad = 0;
+  for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += gridDim.x * blockDim.x)
+    if (theirs[i] != pattern(peer, -1, i, salt)) local_bad++;
+  if (local_bad) atomicAdd(bad, local_bad);
+}
+
+static void launch_check_peer(unsigned long long *bad, void *arg) {
+  struct count_args *a = (struct count_args *)arg;
+  check_peer_kernel<<<64, 256>>>(a->view, a->peer, a->chunk / 4, a->salt, bad);
+}
+
+long long gpu_check_peer(mori_window_dev_t view, int peer, uint64_t bytes, uint32_t salt) {
+  struct count_args a = {view, bytes, salt, peer};
+  return run_count(launch_check_peer, &a);
+}
+
+/* One block: put `bytes` of a pattern into the peer at offset 0 region of
+ * this rank, signal, wait for the peer's signal, verify what the peer put. */
+__global__ void put_signal_kernel(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, uint64_t round,
+                                  uint64_t timeout_ns, uint32_t *scratch, int *rc) {
+  uint32_t *src = scratch;
+  uint64_t words = bytes / 4;
+  for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) src[i] = pattern(view.world_rank, peer, i, (uint32_t)round);
+  __syncthreads();
+  int r = mori_put_block(view, peer, (uint64_t)view.world_rank * bytes, src, bytes);
+  if (threadIdx.x == 0) {
+    mori_quiet();
+    if (!r) r = mori_signal_set(view, peer, signal_offset + 8ull * view.world_rank, round);
+    if (!r) r = mori_signal_wait_until(view, signal_offset + 8ull * peer, MORI_CMP_GE, round, timeout_ns, peer, 0, 0);
+    *rc = r;
+  }
+  __syncthreads();
+  if (*rc) return;
+  const uint32_t *got = (const uint32_t *)mori_local_ptr(view, (uint64_t)peer * bytes);
+  for (uint64_t i = threadIdx.x; i < words; i += blockDim.x)
+    if (got[i] != pattern(peer, view.world_rank, i, (uint32_t)round)) atomicAdd(rc, 1);
+}
+
+int gpu_put_signal_round(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, uint64_t round,
+                         uint64_t timeout_ns, int *device_rc) {
+  uint32_t *scratch = 0;
+  int *rc = 0;
+  GPU_TRY(gpuMalloc((void **)&scratch, bytes));
+  GPU_TRY(gpuMalloc((void **)&rc, sizeof(int)));
+  (void)gpuMemset(rc, 0, sizeof(int));
+  put_signal_kernel<<<1, 512>>>(view, peer, bytes, signal_offset, round, timeout_ns, scratch, rc);
+  GPU_TRY(gpuGetLastError());
+  GPU_TRY(gpuMemcpy(device_rc, rc, sizeof(int), gpuMemcpyDeviceToHost));
+  (void)gpuFree(scratch);
+  (void)gpuFree(rc);
+  return 0;
+}
+
+__global__ void wait_nobody_kernel(mori_window_dev_t view, uint64_t signal_offset, uint64_t timeout_ns, int *rc) {
+  *rc = mori_signal_wait_until(view, signal_offset, MORI_CMP_EQ, 0xabcdef, timeout_ns, (view.world_rank + 1) % view.world_size,
+                               9, 0);
+}
+
+int gpu_wait_nobody(mori_window_dev_t view, uint64_t signal_offset, uint64_t timeout_ns, int *device_rc) {
+  int *rc = 0;
+  GPU_TRY(gpuMalloc((void **)&rc, sizeof(int)));
+  wait_nobody_kernel<<<1, 1>>>(view, signal_offset, timeout_ns, rc);
+  GPU_TRY(gpuGetLastError());
+  GPU_TRY(gpuMemcpy(device_rc, rc, sizeof(int), gpuMemcpyDeviceToHost));
+  (void)gpuFree(rc);
+  return 0;
+}
+
+__global__ void barrier_loop_kernel(mori_window_dev_t view, int iters, int *rc) {
+  for (int i = 0; i < iters; i++) {
+    int r = mori_barrier_block(view, 0, 5000000000ull);
+    if (r) {
+      if (threadIdx.x == 0) *rc = r;
+      return;
+    }
+  }
+}
+
+static double time_kernel_us(void (*launch)(void *), void *arg, int iters_inside) {
+  gpuEvent_t a, b;
+  (void)gpuEventCreate(&a);
+  (void)gpuEventCreate(&b);
+  (void)gpuEventRecord(a, 0);
+  launch(arg);
+  (void)gpuEventRecord(b, 0);
+  (void)gpuEventSynchronize(b);
+  float ms = 0;
+  (void)gpuEventElapsedTime(&ms, a, b);
+  (void)gpuEventDestroy(a);
+  (void)gpuEventDestroy(b);
+  return ms * 1000.0 / iters_inside;
+}
+
+struct barrier_args {
+  mori_window_dev_t view;
+  int iters;
+  int *rc;
+};
+static void launch_barrier(void *arg) {
+  struct barrier_args *a = (struct barrier_args *)arg;
+  barrier_loop_kernel<<<1, 32>>>(a->view, a->iters, a->rc);
+}
+
+double gpu_bench_barrier(mori_window_dev_t view, int iters) {
+  struct barrier_args a = {view, 100, 0};
+  if (check(gpuMalloc((void **)&a.rc, sizeof(int)), "malloc")) return -1;
+  (void)gpuMemset(a.rc, 0, sizeof(int));
+  time_kernel_us(launch_barrier, &a, 100); /* warm-up */
+  a.iters = iters;
+  double us = time_kernel_us(launch_barrier, &a, iters);
+  int rc = 0;
+  (void)gpuMemcpy(&rc, a.rc, sizeof(int), gpuMemcpyDeviceToHost);
+  (void)gpuFree(a.rc);
+  if (check(gpuGetLastError(), "barrier kernel")) return -1;
+  return rc ? -1 : us;
+}
+
+__global__ void put_kernel(mori_window_dev_t view, int peer, const char *src, uint64_t bytes, int via_table) {
+  uint64_t per = (bytes / gridDim.x + 15) / 16 * 16;
+  uint64_t lo = per * blockIdx.x;
+  if (lo >= bytes) return;
+  uint64_t n = lo + per <= bytes ? per : bytes - lo;
+  if (via_table) {
+    char *dst = (char *)mori_table_ptr(view, peer, lo);
+    mori_copy_cooperative(dst, src + lo, n, threadIdx.x, blockDim.x);
+  } else {
+    mori_put_block(view, peer, lo, src + lo, n);
+  }
+}
+
+struct put_args {
+  mori_window_dev_t view;
+  int peer, blocks, threads, via_table, iters;
+  void *src;
+  uint64_t bytes;
+};
+static void launch_put(void *arg) {
+  struct put_args *a = (struct put_args *)arg;
+  for (int i = 0; i < a->iters; i++)
+    put_kernel<<<a->blocks, a->threads>>>(a->view, a->peer, (const char *)a->src, a->bytes, a->via_table);
+}
+
+double gpu_bench_put(mori_window_dev_t view, int peer, void *src, uint64_t bytes, int blocks, int threads, int via_table,
+                     int iters) {
+  struct put_args a = {view, peer, blocks, threads, via_table, 3, src, bytes};
+  time_kernel_us(launch_put, &a, 3);
+  a.iters = iters;
+  double us = time_kernel_us(launch_put, &a, iters);
+  if (check(gpuGetLastError(), "put kernel")) return -1;
+  return us;
+}
+
+void *gpu_alloc(uint64_t bytes) {
+  void *p = 0;
+  return check(gpuMalloc(&p, bytes), "malloc") ? 0 : p;
+}
+
+void gpu_free(void *p) { (void)gpuFree(p); }

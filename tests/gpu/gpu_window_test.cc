@@ -1,0 +1,215 @@
+// The window and the device API on real GPUs (cuda platform; one process per
+// GPU). Ranks are forked before any GPU call: a CUDA context does not
+// survive fork. Tagged gpu + manual: run by tools/gpu.sh on the device.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "core/platform/platform.h"
+#include "mori/team.h"
+#include "tests/gpu/gpu_kernels.h"
+#include "tests/support/world.h"
+
+using mori_test::World;
+
+namespace {
+
+int Ranks() {
+  const char *s = getenv("MORI_TEST_RANKS");
+  return s ? atoi(s) : 2;
+}
+
+void SelectGpu(int rank) { ASSERT_GE(gpu_select_device(rank), 0) << gpu_last_error(); }
+
+TEST(GpuPlatform, ProbeAnswerPerDevice) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    unsigned mask = 0;
+    int dev = -1, type = 0;
+    MORI_ASSERT_OK(mori_platform_current_device(&dev));
+    MORI_ASSERT_OK(mori_platform_probe_handle_types(dev, &mask));
+    MORI_ASSERT_OK(mori_platform_preferred_handle_type(dev, &type));
+    size_t g = 0;
+    MORI_ASSERT_OK(mori_platform_granularity(dev, &g));
+    printf("rank %d device %d: fabric %s, posix_fd %s -> %s; granularity %zu\n", rank, dev,
+           mask & (1u << MORI_HANDLE_FABRIC) ? "yes" : "no", mask & (1u << MORI_HANDLE_POSIX_FD) ? "yes" : "no",
+           mori_handle_type_name(type), g);
+    EXPECT_TRUE(mask & (1u << MORI_HANDLE_POSIX_FD));
+  });
+}
+
+TEST(GpuWindow, KernelReadsWhatThePeerProcessWrote) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *p = nullptr;
+    const uint64_t bytes = 8 << 20;
+    MORI_ASSERT_OK(mori_mem_alloc(bytes, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    mori_window_dev_t view = mori_window_device_view(win);
+    ASSERT_EQ(gpu_fill_local(view, bytes, 77), 0) << gpu_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    for (int peer = 0; peer < size; peer++) EXPECT_EQ(gpu_check_peer(view, peer, bytes, 77), 0) << "peer " << peer;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+TEST(GpuWindow, EveryRankWritesEveryPeerThroughBothModels) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    const uint64_t chunk = 1 << 20;
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(chunk * size, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, (char *)p, &win));
+    if (rank == 0) printf("handle type: %s\n", mori_handle_type_name(mori_comm_handle_type(w.comm)));
+    EXPECT_EQ(mori_window_ptrs(win)[rank], p);
+    mori_window_dev_t view = mori_window_device_view(win);
+    EXPECT_EQ(view.lsa_size, size);
+    for (int model = 0; model < 2; model++) {
+      ASSERT_EQ(gpu_exchange(view, model, chunk, 100 + model, 8), 0) << gpu_last_error();
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      EXPECT_EQ(gpu_count_mismatches(view, chunk, 100 + model), 0) << (model ? "pointer table" : "flat window");
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    }
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+TEST(GpuDeviceApi, PutSignalWaitAndTheTimeoutRecord) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    const uint64_t bytes = 256 << 10, signals = bytes * size;
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.signal_pad_size = 4 * size * 4;
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(signals + 8 * size + 64, &attr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    mori_window_dev_t view = mori_window_device_view(win);
+    int peer = (rank + 1) % size;
+    for (uint64_t round = 1; round <= 5; round++) {
+      int rc = -1;
+      ASSERT_EQ(gpu_put_signal_round(view, peer, bytes, signals, round, 5000000000ull, &rc), 0) << gpu_last_error();
+      EXPECT_EQ(rc, 0) << "round " << round;
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    }
+    // Device barrier over the pad.
+    double us = gpu_bench_barrier(view, 200);
+    EXPECT_GT(us, 0) << gpu_last_error();
+    // A wait nobody answers: the kernel returns, the host gets the record.
+    int rc = 0;
+    ASSERT_EQ(gpu_wait_nobody(view, signals + 8 * size, 20000000ull, &rc), 0) << gpu_last_error();
+    EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT);
+    EXPECT_EQ(mori_window_check(win), MORI_EDEVICE_TIMEOUT);
+    printf("rank %d: %s\n", rank, mori_last_error());
+    // The context survived: more work runs.
+    ASSERT_EQ(gpu_fill_local(view, bytes, 5), 0) << gpu_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+TEST(GpuWindow, DivergentFreesThenTeardown) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    constexpr int kWindows = 5;
+    std::vector<void *> mem(kWindows);
+    std::vector<mori_window_t *> win(kWindows);
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.signal_pad_size = 9216;
+    for (int i = 0; i < kWindows; i++) {
+      MORI_ASSERT_OK(mori_mem_alloc((size_t)(i + 1) << 20, &attr, &mem[i]));
+      MORI_ASSERT_OK(mori_window_create(w.comm, mem[i], &win[i]));
+    }
+    std::vector<int> order(kWindows);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(rank + 3));
+    for (int i : order) MORI_ASSERT_OK(mori_mem_free(mem[i]));
+    mori_window_dev_t view = mori_window_device_view(win[kWindows - 1]);
+    ASSERT_EQ(gpu_exchange(view, 1, (1 << 20) * kWindows / size / 4 * 4, 3, 4), 0) << gpu_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    std::shuffle(order.begin(), order.end(), std::mt19937(rank * 11 + 1));
+    for (int i : order) MORI_ASSERT_OK(mori_window_destroy(win[i]));
+    EXPECT_EQ(mori_mem_count(), 0);
+  });
+}
+
+int CountFds() {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+int CountMappings() {
+  std::ifstream maps("/proc/self/maps");
+  return (int)std::count(std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>(), '\n');
+}
+
+long ResidentKiB() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+TEST(GpuWindow, TwoHundredCyclesStayFlat) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.signal_pad_size = 9216;
+    int fds = 0, maps = 0;
+    long rss = 0;
+    for (int cycle = 0; cycle < 200; cycle++) {
+      void *p = nullptr;
+      mori_window_t *win = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc(4 << 20, &attr, &p));
+      MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+      if (cycle % 50 == 0) {
+        mori_window_dev_t view = mori_window_device_view(win);
+        ASSERT_EQ(gpu_exchange(view, cycle % 100 == 0, (4 << 20) / size, cycle, 4), 0) << gpu_last_error();
+        MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+        ASSERT_EQ(gpu_count_mismatches(view, (4 << 20) / size, cycle), 0) << "cycle " << cycle;
+        MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      }
+      MORI_ASSERT_OK(mori_window_destroy(win));
+      MORI_ASSERT_OK(mori_mem_free(p));
+      if (cycle == 19) {
+        fds = CountFds();
+        maps = CountMappings();
+        rss = ResidentKiB();
+      }
+    }
+    EXPECT_EQ(CountFds(), fds);
+    EXPECT_EQ(CountMappings(), maps);
+    EXPECT_LE(ResidentKiB(), rss + 4096);
+    printf("rank %d after 200 cycles: fds %d (at 20: %d), mappings %d (%d), resident %ld KiB (%ld)\n", rank, CountFds(), fds,
+           CountMappings(), maps, ResidentKiB(), rss);
+  });
+}
+
+}  // namespace

@@ -1,0 +1,112 @@
+"""Benchmarks of torch symmetric memory on one backend (MORI, default or
+NVSHMEM), by the method of the project's anchors: SM-driven one-shot
+all-to-all (Triton and a run-time-compiled CUDA kernel) over
+buffer_ptrs_dev followed by hdl.barrier(), 50 timed iterations after 10
+warm-ups; one_shot_all_reduce; barrier latency; alloc + rendezvous.
+    torchrun --nproc_per_node=2 bench_torch.py MORI
+Rank 0 prints one "RESULT {json}" line per measurement."""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+import a2a_cuda  # noqa: E402
+import a2a_triton  # noqa: E402
+
+backend = sys.argv[1] if len(sys.argv) > 1 else "MORI"
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+torch.cuda.set_device(rank)
+dev = torch.device("cuda", rank)
+dist.init_process_group("nccl", device_id=dev)
+gname = dist.group.WORLD.group_name
+import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
+
+if backend == "MORI":
+    import mori.allocator  # noqa: F401
+if backend != "default":
+    symm_mem.set_backend(backend)
+
+
+def out(**kw):
+    if rank == 0:
+        print("RESULT " + json.dumps(dict(backend=backend, ranks=world, **kw)), flush=True)
+
+
+def time_us(fn, iters=50, warm=10):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / iters * 1e3
+
+
+def a2a(kind, chunk_bytes, bpp):
+    n = chunk_bytes // 4
+    buf = symm_mem.empty(world * n, dtype=torch.int32, device=dev)
+    hdl = symm_mem.rendezvous(buf, gname)
+    src = torch.arange(world * n, dtype=torch.int32, device=dev) + rank * 1000003
+    if kind == "triton":
+        step = lambda: a2a_triton.a2a_push(src, hdl, n, rank, world, bpp=bpp)  # noqa: E731
+    else:
+        step = lambda: a2a_cuda.a2a_push(src, hdl, chunk_bytes, rank, world, blocks_per_peer=bpp)  # noqa: E731
+    us = time_us(lambda: (step(), hdl.barrier()))
+    torch.cuda.synchronize()
+    dist.barrier()
+    ok = True
+    for r in range(world):
+        if r != rank:
+            exp = torch.arange(rank * n, (rank + 1) * n, dtype=torch.int32, device=dev) + r * 1000003
+            ok &= bool(torch.equal(buf[r * n:(r + 1) * n], exp))
+    oks = [None] * world
+    dist.all_gather_object(oks, ok)
+    gbs = (world - 1) * chunk_bytes * world / us / 1e3
+    out(what="a2a", kernel=kind, chunk_kib=chunk_bytes >> 10, bpp=bpp, us=round(us, 2), agg_GBps=round(gbs, 1),
+        correct=all(oks))
+
+
+for chunk in [256 << 10, 4 << 20]:
+    for kind, bpps in [("triton", [1, 16, 64]), ("cuda", [16, 64])]:
+        for bpp in bpps:
+            try:
+                a2a(kind, chunk, bpp)
+            except Exception as e:  # noqa: BLE001
+                out(what="a2a", kernel=kind, chunk_kib=chunk >> 10, bpp=bpp, error=repr(e)[:300])
+
+for nbytes in [16 << 10, 1 << 20, 16 << 20]:
+    try:
+        t = symm_mem.empty(nbytes // 2, dtype=torch.bfloat16, device=dev).normal_()
+        symm_mem.rendezvous(t, gname)
+        us = time_us(lambda: torch.ops.symm_mem.one_shot_all_reduce(t, "sum", gname))
+        out(what="one_shot_all_reduce", kib=nbytes >> 10, us=round(us, 2))
+    except Exception as e:  # noqa: BLE001
+        out(what="one_shot_all_reduce", kib=nbytes >> 10, error=repr(e)[:300])
+
+t = symm_mem.empty(1 << 20, dtype=torch.uint8, device=dev)
+h = symm_mem.rendezvous(t, gname)
+out(what="hdl_barrier", us=round(time_us(lambda: h.barrier(), iters=1000, warm=50), 2))
+
+for nbytes in [1 << 20, 64 << 20, 1 << 30]:
+    ts = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        dist.barrier()
+        t0 = time.perf_counter()
+        x = symm_mem.empty(nbytes, dtype=torch.uint8, device=dev)
+        hx = symm_mem.rendezvous(x, gname)
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+        del hx, x
+    out(what="alloc_rendezvous", mib=nbytes >> 20, ms_min=round(min(ts) * 1e3, 2), ms_first=round(ts[0] * 1e3, 2))
+
+dist.barrier()
+dist.destroy_process_group()

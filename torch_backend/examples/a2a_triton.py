@@ -1,0 +1,61 @@
+"""One-shot all-to-all over symmetric memory in Triton, reading peers
+through `hdl.buffer_ptrs_dev`, each chunk sliced over BPP blocks. Run:
+    torchrun --nproc_per_node=2 a2a_triton.py [MORI|default|NVSHMEM]
+"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=["chunk_elems", "my_rank", "world"])
+def a2a_push_kernel(src, peer_ptrs, chunk_elems, my_rank, world, BPP: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    peer = (my_rank + 1 + pid // BPP) % world
+    sub = pid % BPP
+    ptrs = peer_ptrs.to(tl.pointer_type(tl.uint64))
+    dst = tl.load(ptrs + peer).to(tl.pointer_type(tl.int32)) + my_rank.to(tl.int64) * chunk_elems
+    s = src + peer.to(tl.int64) * chunk_elems
+    per = tl.cdiv(chunk_elems, BPP)
+    lo = sub * per
+    for off in range(lo, lo + per, BLOCK):
+        o = off + tl.arange(0, BLOCK)
+        m = (o < lo + per) & (o < chunk_elems)
+        tl.store(dst + o, tl.load(s + o, mask=m), mask=m)
+
+
+def a2a_push(src, hdl, chunk_elems, rank, world, bpp=16, block=2048):
+    a2a_push_kernel[((world - 1) * bpp,)](src, hdl.buffer_ptrs_dev, chunk_elems, rank, world, BPP=bpp, BLOCK=block)
+
+
+def main():
+    backend = sys.argv[1] if len(sys.argv) > 1 else "MORI"
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    import torch.distributed._symmetric_memory as symm_mem
+
+    if backend == "MORI":
+        import mori.allocator  # noqa: F401
+    if backend != "default":
+        symm_mem.set_backend(backend)
+    n = (1 << 20) // 4
+    buf = symm_mem.empty(world * n, dtype=torch.int32, device="cuda")
+    hdl = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
+    src = torch.arange(world * n, dtype=torch.int32, device="cuda") + rank * 1000003
+    a2a_push(src, hdl, n, rank, world)
+    hdl.barrier()
+    torch.cuda.synchronize()
+    for r in range(world):
+        if r != rank:
+            expected = torch.arange(rank * n, (rank + 1) * n, dtype=torch.int32, device="cuda") + r * 1000003
+            assert torch.equal(buf[r * n:(r + 1) * n], expected), f"rank {rank}: chunk from {r} is wrong"
+    print(f"rank {rank}: all-to-all over {backend} correct")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+// Stream-ordered kernels behind SymmetricMemory::barrier / put_signal /
+// wait_signal, on torch's signal-pad protocol (mori/device/barrier.h).
+// Return 0 or a negative code for a failed launch; a wait that times out in
+// the kernel leaves a record in the window's mailbox instead of trapping.
+#pragma once
+
+#include "mori/device/impl/window__types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int mori_torch_launch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream);
+int mori_torch_launch_put_signal(mori_window_dev_t view, int dst_rank, int channel, uint64_t timeout_ns, void *stream);
+int mori_torch_launch_wait_signal(mori_window_dev_t view, int src_rank, int channel, uint64_t timeout_ns, void *stream);
+const char *mori_torch_launch_error(void);
+
+#ifdef __cplusplus
+}
+#endif
