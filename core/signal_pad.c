@@ -43,7 +43,9 @@ static int add_arena(mori_comm_t *c) {
   if (rc) return mori_error_context(rc, "signal pad: arena");
   /* The arena is a window of its own (no pad); it does not count as a user
    * window of the comm. */
+  c->creating_arena = true;
   rc = mori_window_create(c, a->memory, &a->window);
+  c->creating_arena = false;
   if (rc) {
     mori_mem_free(a->memory);
     return mori_error_context(rc, "signal pad: arena window");
@@ -116,6 +118,12 @@ void mori_pad_release(mori_comm_t *c, const mori_pad_slot_t *slot) {
 void *mori_pad_peer_ptr(mori_comm_t *c, const mori_pad_slot_t *slot, int peer) {
   char *base = mori_window_peer_ptr(c->pad_arenas[slot->arena].window, peer);
   return base ? base + slot->offset : NULL;
+}
+
+void mori_pad_flat(mori_comm_t *c, const mori_pad_slot_t *slot, uint64_t *base, uint64_t *stride) {
+  mori_window_t *w = c->pad_arenas[slot->arena].window;
+  *base = (uint64_t)(uintptr_t)mori_window_slot(w, 0) + slot->offset;
+  *stride = mori_window_stride(w);
 }
 
 void mori_pad_arenas_destroy(mori_comm_t *c) {

@@ -61,6 +61,7 @@ mori_window_dev_t mori_window_device_view(const mori_window_t *w) {
   d.signal_pads = w->has_pad ? (uint32_t **)w->pads_dev : NULL;
   d.signal_pad_size = w->has_pad ? w->alloc->signal_pad_size : 0;
   d.control = w->control_dev;
+  if (w->has_sync) mori_pad_flat(w->comm, &w->sync_slot, &d.sync_base, &d.sync_stride);
   d.world_rank = c->rank;
   d.world_size = c->size;
   d.lsa_rank = c->lsa_rank;

@@ -149,6 +149,7 @@ void mori_window_teardown(mori_window_t *w) {
   mori_platform_device_free(w->pads_dev);
   mori_platform_host_free_mapped(w->control);
   if (w->has_pad) mori_pad_release(c, &w->pad_slot);
+  if (w->has_sync) mori_pad_release(c, &w->sync_slot);
   free(w->ptrs);
   free(w->pads);
   free(w->lsa_mem);
@@ -182,7 +183,11 @@ static int build(mori_window_t *w, const struct rendezvous_info *all) {
   }
   /* Invariant: the local entry is exactly what alloc returned. */
   w->ptrs[c->rank] = w->alloc->base;
-  if (all[0].pad_size) {
+  if (!c->creating_arena) {
+    if ((rc = mori_pad_assign(c, MORI_SYNC_AREA_BYTES(c->lsa_size), &w->sync_slot)) != 0) return rc;
+    w->has_sync = true;
+  }
+  if (all[0].pad_size && !c->creating_arena) {
     if ((rc = mori_pad_assign(c, all[0].pad_size, &w->pad_slot)) != 0) return rc;
     w->has_pad = true;
     for (int p = 0; p < c->size; p++) w->pads[p] = mori_pad_peer_ptr(c, &w->pad_slot, p);

@@ -25,6 +25,10 @@ static int check_launch(void) {
 }
 
 __global__ void barrier_kernel(mori_window_dev_t view, int channel, uint64_t timeout_ns) {
+  mori_pad_barrier_block(view, (uint32_t)channel, timeout_ns);
+}
+
+__global__ void epoch_barrier_kernel(mori_window_dev_t view, int channel, uint64_t timeout_ns) {
   mori_barrier_block(view, (uint32_t)channel, timeout_ns);
 }
 
@@ -41,6 +45,12 @@ __global__ void wait_signal_kernel(mori_window_dev_t view, int src, int channel,
 int mori_torch_launch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream) {
   int threads = (view.lsa_size + 31) / 32 * 32;
   barrier_kernel<<<1, threads, 0, (stream_t)stream>>>(view, channel, timeout_ns);
+  return check_launch();
+}
+
+int mori_torch_launch_epoch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream) {
+  int threads = (view.lsa_size + 31) / 32 * 32;
+  epoch_barrier_kernel<<<1, threads, 0, (stream_t)stream>>>(view, channel, timeout_ns);
   return check_launch();
 }
 

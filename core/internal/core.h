@@ -49,6 +49,7 @@ struct mori_comm {
   uint64_t next_window_id;
   mori_pad_arena_t *pad_arenas;
   int num_pad_arenas;
+  bool creating_arena; /* the window being created is an arena: no pad, no sync area */
 };
 
 struct mori_window {
@@ -64,6 +65,8 @@ struct mori_window {
   void **pads, **pads_dev;
   mori_pad_slot_t pad_slot;
   bool has_pad;
+  mori_pad_slot_t sync_slot; /* the device barrier's area (mori/device/barrier.h) */
+  bool has_sync;
   bool internal;          /* a signal-pad arena: not counted as a user window */
   mori_device_control_t *control;   /* host-visible */
   mori_device_control_t *control_dev;
@@ -87,6 +90,8 @@ MORI_API void mori_window_teardown(mori_window_t *w);
 MORI_API int mori_pad_assign(mori_comm_t *comm, size_t bytes, mori_pad_slot_t *slot);
 MORI_API void mori_pad_release(mori_comm_t *comm, const mori_pad_slot_t *slot);
 MORI_API void *mori_pad_peer_ptr(mori_comm_t *comm, const mori_pad_slot_t *slot, int peer);
+/* The slot in the flat window arithmetic: LSA index i at base + i * stride. */
+MORI_API void mori_pad_flat(mori_comm_t *comm, const mori_pad_slot_t *slot, uint64_t *base, uint64_t *stride);
 MORI_API void mori_pad_arenas_destroy(mori_comm_t *comm);
 
 MORI_EXTERN_C_END

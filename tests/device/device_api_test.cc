@@ -74,8 +74,9 @@ TEST(DeviceApi, PutSignalGetAndBarrierAtEveryScope) {
       EXPECT_EQ(memcmp(back.data(), src.data(), kChunk), 0) << "get from " << peer;
       EXPECT_EQ(memcmp(mori_table_ptr(f.view, peer, rank * kChunk), src.data(), kChunk), 0) << "table " << peer;
     }
-    // The pad is all zero again after matched barriers (torch relies on it).
-    ASSERT_EQ(mori_barrier_block(f.view, 7, 10000 * kMs), MORI_DEVICE_OK);
+    // torch's pad protocol: the pad is all zero again after matched
+    // barriers (torch's own kernels rely on it).
+    for (uint32_t ch = 0; ch < 8; ch++) ASSERT_EQ(mori_pad_barrier_block(f.view, ch, 10000 * kMs), MORI_DEVICE_OK);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
     for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
@@ -99,9 +100,13 @@ TEST(DeviceApi, WaitThatTimesOutLeavesARecordForTheHost) {
           << mori_last_error();
       EXPECT_EQ(mori_window_check(f.win), 0) << "the record is consumed";
     }
-    // A barrier that one rank skips times out on the others.
+    // A barrier that one rank skips times out on the others (both kinds).
     if (rank != size - 1) {
       EXPECT_EQ(mori_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(size - 1)), std::string::npos)
+          << mori_last_error();
+      EXPECT_EQ(mori_pad_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));

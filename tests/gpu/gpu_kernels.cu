@@ -226,9 +226,9 @@ int gpu_wait_nobody(mori_window_dev_t view, uint64_t signal_offset, uint64_t tim
   return 0;
 }
 
-__global__ void barrier_loop_kernel(mori_window_dev_t view, int iters, int *rc) {
+__global__ void barrier_loop_kernel(mori_window_dev_t view, int iters, int pad_protocol, int *rc) {
   for (int i = 0; i < iters; i++) {
-    int r = mori_barrier_block(view, 0, 5000000000ull);
+    int r = pad_protocol ? mori_pad_barrier_block(view, 0, 5000000000ull) : mori_barrier_block(view, 0, 5000000000ull);
     if (r) {
       if (threadIdx.x == 0) *rc = r;
       return;
@@ -253,16 +253,16 @@ static double time_kernel_us(void (*launch)(void *), void *arg, int iters_inside
 
 struct barrier_args {
   mori_window_dev_t view;
-  int iters;
+  int iters, pad_protocol;
   int *rc;
 };
 static void launch_barrier(void *arg) {
   struct barrier_args *a = (struct barrier_args *)arg;
-  barrier_loop_kernel<<<1, 32>>>(a->view, a->iters, a->rc);
+  barrier_loop_kernel<<<1, 32>>>(a->view, a->iters, a->pad_protocol, a->rc);
 }
 
-double gpu_bench_barrier(mori_window_dev_t view, int iters) {
-  struct barrier_args a = {view, 100, 0};
+double gpu_bench_barrier(mori_window_dev_t view, int iters, int pad_protocol) {
+  struct barrier_args a = {view, 100, pad_protocol, 0};
   if (check(gpuMalloc((void **)&a.rc, sizeof(int)), "malloc")) return -1;
   (void)gpuMemset(a.rc, 0, sizeof(int));
   time_kernel_us(launch_barrier, &a, 100); /* warm-up */
@@ -275,37 +275,42 @@ double gpu_bench_barrier(mori_window_dev_t view, int iters) {
   return rc ? -1 : us;
 }
 
-__global__ void put_kernel(mori_window_dev_t view, int peer, const char *src, uint64_t bytes, int via_table) {
+/* `reps` puts of `bytes` back to back (reps > 1: no launch gaps between
+ * them, the put's own throughput). */
+__global__ void put_kernel(mori_window_dev_t view, int peer, const char *src, uint64_t bytes, int via_table, int reps) {
   uint64_t per = (bytes / gridDim.x + 15) / 16 * 16;
   uint64_t lo = per * blockIdx.x;
   if (lo >= bytes) return;
   uint64_t n = lo + per <= bytes ? per : bytes - lo;
-  if (via_table) {
-    char *dst = (char *)mori_table_ptr(view, peer, lo);
-    mori_copy_cooperative(dst, src + lo, n, threadIdx.x, blockDim.x);
-  } else {
-    mori_put_block(view, peer, lo, src + lo, n);
+  for (int r = 0; r < reps; r++) {
+    if (via_table) {
+      char *dst = (char *)mori_table_ptr(view, peer, lo);
+      mori_copy_cooperative(dst, src + lo, n, threadIdx.x, blockDim.x);
+    } else {
+      mori_put_block(view, peer, lo, src + lo, n);
+    }
   }
 }
 
 struct put_args {
   mori_window_dev_t view;
-  int peer, blocks, threads, via_table, iters;
+  int peer, blocks, threads, via_table, iters, reps;
   void *src;
   uint64_t bytes;
 };
 static void launch_put(void *arg) {
   struct put_args *a = (struct put_args *)arg;
   for (int i = 0; i < a->iters; i++)
-    put_kernel<<<a->blocks, a->threads>>>(a->view, a->peer, (const char *)a->src, a->bytes, a->via_table);
+    put_kernel<<<a->blocks, a->threads>>>(a->view, a->peer, (const char *)a->src, a->bytes, a->via_table, a->reps);
 }
 
 double gpu_bench_put(mori_window_dev_t view, int peer, void *src, uint64_t bytes, int blocks, int threads, int via_table,
-                     int iters) {
-  struct put_args a = {view, peer, blocks, threads, via_table, 3, src, bytes};
+                     int iters, int reps) {
+  struct put_args a = {view, peer, blocks, threads, via_table, 3, 1, src, bytes};
   time_kernel_us(launch_put, &a, 3);
   a.iters = iters;
-  double us = time_kernel_us(launch_put, &a, iters);
+  a.reps = reps;
+  double us = time_kernel_us(launch_put, &a, iters * reps);
   if (check(gpuGetLastError(), "put kernel")) return -1;
   return us;
 }

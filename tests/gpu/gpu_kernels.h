@@ -27,9 +27,11 @@ int gpu_put_signal_round(mori_window_dev_t view, int peer, uint64_t bytes, uint6
 // A wait for a signal nobody sends: returns the kernel's code.
 int gpu_wait_nobody(mori_window_dev_t view, uint64_t signal_offset, uint64_t timeout_ns, int *device_rc);
 // Benchmarks (microseconds per iteration, CUDA events).
-double gpu_bench_barrier(mori_window_dev_t view, int iters);
+// pad_protocol: torch's CAS protocol on the signal pad, else the epoch barrier.
+double gpu_bench_barrier(mori_window_dev_t view, int iters, int pad_protocol);
+// Microseconds per put; reps puts run back to back inside each launch.
 double gpu_bench_put(mori_window_dev_t view, int peer, void *src, uint64_t bytes, int blocks, int threads, int via_table,
-                     int iters);
+                     int iters, int reps);
 void *gpu_alloc(uint64_t bytes);
 void gpu_free(void *p);
 

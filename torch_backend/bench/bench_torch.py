@@ -18,6 +18,8 @@ import a2a_cuda  # noqa: E402
 import a2a_triton  # noqa: E402
 
 backend = sys.argv[1] if len(sys.argv) > 1 else "MORI"
+if backend == "MORI-epoch":  # MORI with hdl.barrier on the device API's epoch barrier
+    os.environ["MORI_TORCH_BARRIER"] = "epoch"
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 torch.cuda.set_device(rank)
 dev = torch.device("cuda", rank)
@@ -25,9 +27,11 @@ dist.init_process_group("nccl", device_id=dev)
 gname = dist.group.WORLD.group_name
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
-if backend == "MORI":
+if backend.startswith("MORI"):
     import mori.allocator  # noqa: F401
-if backend != "default":
+
+    symm_mem.set_backend("MORI")
+elif backend != "default":
     symm_mem.set_backend(backend)
 
 

@@ -79,10 +79,16 @@ def _():
 @check("interior pointers report their offset")
 def _():
     t = symm_mem.empty(4096, dtype=torch.float32, device=dev)
-    view = t[1024:]
-    hdl = symm_mem.rendezvous(view, group)
-    assert hdl.offset == 1024 * 4, hdl.offset
-    view.fill_(float(rank))
+    hdl = symm_mem.rendezvous(t, group)
+    # A tensor whose storage starts inside the allocation (torch passes the
+    # storage pointer to rendezvous).
+    inner = hdl.get_buffer(rank, (1024,), torch.float32, storage_offset=1024)
+    inner_hdl = symm_mem.rendezvous(inner, group)
+    expected = inner.untyped_storage().data_ptr() - t.data_ptr()
+    assert expected == 4096, expected
+    assert inner_hdl.offset == expected, (inner_hdl.offset, expected)
+    assert inner_hdl.buffer_ptrs == hdl.buffer_ptrs, "same allocation, same peers"
+    inner.fill_(float(rank))
     hdl.barrier()
     peer = (rank + 1) % world
     got = hdl.get_buffer(peer, (1024,), torch.float32, storage_offset=1024)
@@ -157,7 +163,7 @@ def _():
     t.copy_(torch.randn(numel, device=dev))
     symm_mem.rendezvous(t, group)
     out = torch.empty(numel // world, dtype=torch.float32, device=dev)
-    torch.ops.symm_mem.reduce_scatter_out(t, "sum", False, group, out=out)
+    torch.ops.symm_mem.reduce_scatter_out(t, group, False, out)
     ref = torch.empty_like(out)
     dist.reduce_scatter_tensor(ref, t.clone())
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)

@@ -4,9 +4,12 @@
  * destination's pad; put = CAS 0 -> 1 (release, system scope), wait =
  * CAS 1 -> 0 (acquire). After a completed barrier every slot is 0 again.
  *
- * mori_barrier_block: all threads of one block call it; thread t signals and
- * waits for LSA peer t. Needs a window with a signal pad of at least
- * (channel + 1) * world_size * 4 bytes. */
+ * mori_pad_barrier_block: all threads of one block call it; thread t
+ * signals and waits for LSA peer t. Needs a window with a signal pad of at
+ * least (channel + 1) * world_size * 4 bytes.
+ *
+ * mori_barrier_block (the device API's own barrier) uses a separate area
+ * every window has, with monotonically increasing epochs: no round trips. */
 #ifndef MORI_DEVICE_BARRIER_H
 #define MORI_DEVICE_BARRIER_H
 
@@ -21,8 +24,9 @@ MORI_DEVICE_INLINE uint32_t *mori_pad_slot(mori_window_dev_t win, int owner, int
 MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
   uint32_t *slot = mori_pad_slot(win, peer, win.world_rank, channel);
   if (!slot) return MORI_DEVICE_EUNREACHABLE;
-  uint64_t start = mori_clock_ns();
-  for (uint32_t spin = 0; mori_atomic_cas_u32(slot, 0, 1) != 0; spin++) {
+  uint64_t start = 0;
+  for (uint32_t spin = 0; mori_atomic_cas_release_u32(slot, 0, 1) != 0; spin++) {
+    if (spin == 0) start = mori_clock_ns();
     if ((spin & 255) == 255) {
       uint64_t waited = mori_clock_ns() - start;
       if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, 0, 1);
@@ -37,8 +41,9 @@ MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t ch
 MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
   uint32_t *slot = mori_pad_slot(win, win.world_rank, peer, channel);
   if (!slot) return MORI_DEVICE_EUNREACHABLE;
-  uint64_t start = mori_clock_ns();
-  for (uint32_t spin = 0; mori_atomic_cas_u32(slot, 1, 0) != 1; spin++) {
+  uint64_t start = 0;
+  for (uint32_t spin = 0; mori_atomic_cas_acquire_u32(slot, 1, 0) != 1; spin++) {
+    if (spin == 0) start = mori_clock_ns();
     if ((spin & 255) == 255) {
       uint64_t waited = mori_clock_ns() - start;
       if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, 1, 0);
@@ -49,15 +54,12 @@ MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t c
   return MORI_DEVICE_OK;
 }
 
-/* Barrier among the LSA team on `channel`; 0 on success. Block scope: every
- * thread of the block calls; the return value is the block's verdict only in
- * threads < lsa_size. On the host platform one thread does all peers. */
-MORI_DEVICE_INLINE int mori_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
+/* Barrier among the LSA team on the signal pad with torch's protocol (what
+ * SymmetricMemory::barrier does). Block scope; 0 on success. */
+MORI_DEVICE_INLINE int mori_pad_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
   int rc = MORI_DEVICE_OK;
   if (!win.signal_pads) return MORI_DEVICE_EUNREACHABLE;
   int count = MORI_THREAD_COUNT_BLOCK();
-  MORI_SYNC_BLOCK(); /* the block's earlier stores go before the signal */
-  mori_fence_system();
   for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size; i += count) {
     int peer = win.lsa_base + i;
     if (peer == win.world_rank) continue;
@@ -70,6 +72,51 @@ MORI_DEVICE_INLINE int mori_barrier_block(mori_window_dev_t win, uint32_t channe
     int r = mori_pad_wait(win, peer, channel, timeout_ns);
     if (r) rc = r;
   }
+  MORI_SYNC_BLOCK();
+  return rc;
+}
+
+/* ---- the device API's barrier: epochs, one store per peer ---- */
+
+MORI_HOST_DEVICE uint64_t *mori_sync_word(mori_window_dev_t win, int lsa_index, uint64_t word) {
+  return (uint64_t *)(uintptr_t)(win.sync_base + (uint64_t)lsa_index * win.sync_stride) + word;
+}
+
+/* Barrier among the LSA team on `channel` (< MORI_SYNC_CHANNELS). Each
+ * round writes the next epoch into every peer's slot for this rank (a
+ * release store: no round trip) and waits until every peer's epoch in this
+ * rank's area has arrived (acquire). Block scope: every thread of the block
+ * calls; returns 0, or an error after leaving a record in the mailbox. */
+MORI_DEVICE_INLINE int mori_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
+  if (!win.sync_base || channel >= MORI_SYNC_CHANNELS) return MORI_DEVICE_EUNREACHABLE;
+  int n = win.lsa_size, me = win.lsa_rank, count = MORI_THREAD_COUNT_BLOCK(), rc = MORI_DEVICE_OK;
+  uint64_t *counter = mori_sync_word(win, me, (uint64_t)MORI_SYNC_CHANNELS * n + channel);
+  uint64_t epoch = *(volatile uint64_t *)counter + 1;
+  MORI_SYNC_BLOCK(); /* the block's earlier stores, and every thread has read the counter */
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < n; i += count)
+    if (i != me) mori_atomic_store_release_u64(mori_sync_word(win, i, (uint64_t)channel * n + me), epoch);
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < n && rc == MORI_DEVICE_OK; i += count) {
+    if (i == me) continue;
+    uint64_t *slot = mori_sync_word(win, me, (uint64_t)channel * n + i);
+    uint64_t start = 0, seen = 0;
+    for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(slot)) < epoch; spin++) {
+      if (spin == 0) start = mori_clock_ns();
+      if ((spin & 255) == 255) {
+        uint64_t waited = mori_clock_ns() - start;
+        if (mori_aborted(win)) {
+          rc = mori_device_report(win, MORI_DEVICE_EABORTED, win.lsa_base + i, channel, waited, epoch, seen);
+          break;
+        }
+        if (timeout_ns && waited > timeout_ns) {
+          rc = mori_device_report(win, MORI_DEVICE_ETIMEDOUT, win.lsa_base + i, channel, waited, epoch, seen);
+          break;
+        }
+      }
+      mori_pause();
+    }
+  }
+  MORI_SYNC_BLOCK();
+  if (MORI_THREAD_RANK_BLOCK() == 0) *(volatile uint64_t *)counter = epoch;
   MORI_SYNC_BLOCK();
   return rc;
 }

@@ -32,6 +32,7 @@
 
 /* Atomics at system scope (visible to peers over NVLink/XGMI and to the host). */
 #if defined(MORI_DEVICE_COMPILER_HOST)
+#include <sched.h>
 #include <time.h>
 /* GCC/Clang builtins: the same code compiles as C11 and as C++ (tests). */
 MORI_DEVICE_INLINE uint32_t mori_atomic_load_acquire_u32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
@@ -46,6 +47,14 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, 
   __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return expected; /* the value seen */
 }
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  return expected;
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE);
+  return expected;
+}
 MORI_DEVICE_INLINE void mori_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 /* Nanoseconds of a monotonic clock, for wait timeouts. */
 MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
@@ -53,11 +62,8 @@ MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-MORI_DEVICE_INLINE void mori_pause(void) {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
+/* CPU ranks may outnumber cores: give the core away while waiting. */
+MORI_DEVICE_INLINE void mori_pause(void) { sched_yield(); }
 #define MORI_THREAD_RANK() 0
 #define MORI_THREAD_COUNT_WARP() 1
 #define MORI_THREAD_RANK_WARP() 0
@@ -76,28 +82,40 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_u64(uint64_t *p) {
   asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-/* System-scope orderings: the peer is another GPU (or the host). */
+/* System-scope orderings as single PTX instructions (release/acquire
+ * qualifiers) rather than full fences around relaxed atomics: a barrier
+ * round is a few of these, and fence.sc.sys costs far more. */
 MORI_DEVICE_INLINE void mori_fence_system(void) { __threadfence_system(); }
 MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
-  __threadfence_system();
-  atomicExch_system((unsigned long long *)p, (unsigned long long)v);
+  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
-  __threadfence_system();
-  return atomicAdd_system((unsigned long long *)p, (unsigned long long)v);
+  uint64_t old;
+  asm volatile("atom.release.sys.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
 }
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __threadfence_system();
-  uint32_t seen = atomicCAS_system(p, expected, desired);
-  __threadfence_system();
-  return seen;
+  uint32_t old;
+  asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+  return old;
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  uint32_t old;
+  asm volatile("atom.release.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+  return old;
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  uint32_t old;
+  asm volatile("atom.acquire.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+  return old;
 }
 MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-MORI_DEVICE_INLINE void mori_pause(void) { __nanosleep(32); }
+/* Pure spinning on the local copy: waits are latency-bound. */
+MORI_DEVICE_INLINE void mori_pause(void) {}
 #else /* HIP */
 MORI_DEVICE_INLINE uint32_t mori_atomic_load_acquire_u32(uint32_t *p) {
   return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
@@ -114,6 +132,16 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
 }
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
   __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
+                                       __HIP_MEMORY_SCOPE_SYSTEM);
+  return expected;
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_RELEASE, __ATOMIC_RELAXED,
+                                       __HIP_MEMORY_SCOPE_SYSTEM);
+  return expected;
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE,
                                        __HIP_MEMORY_SCOPE_SYSTEM);
   return expected;
 }

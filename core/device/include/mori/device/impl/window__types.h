@@ -35,8 +35,9 @@ typedef struct mori_window_dev {
   void **ptrs;               /* world_size entries, device-visible; NULL = not load/store reachable */
   uint32_t **signal_pads;    /* world_size entries or NULL when the window has no pad */
   uint64_t signal_pad_size;  /* bytes per rank */
-  uint64_t reserved_u64;     /* keeps the layout; future use */
+  uint64_t sync_base;        /* LSA index i's barrier area: sync_base + i * sync_stride (0: none) */
   mori_device_control_t *control; /* host-mapped */
+  uint64_t sync_stride;
   int32_t world_rank;
   int32_t world_size;
   int32_t lsa_rank;          /* my index in the LSA team */
@@ -45,6 +46,12 @@ typedef struct mori_window_dev {
   int32_t reserved;
 } mori_window_dev_t;
 
-MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 88, "mori_window_dev_t layout is part of the ABI");
+MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 96, "mori_window_dev_t layout is part of the ABI");
+
+/* Barrier channels of the device API (mori/device/barrier.h). Each rank's
+ * barrier area holds MORI_SYNC_CHANNELS * lsa_size received epochs followed
+ * by MORI_SYNC_CHANNELS local epoch counters, all uint64. */
+#define MORI_SYNC_CHANNELS 8
+#define MORI_SYNC_AREA_BYTES(lsa_size) ((uint64_t)MORI_SYNC_CHANNELS * ((uint64_t)(lsa_size) + 1) * 8)
 
 #endif
