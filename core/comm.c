@@ -95,7 +95,7 @@ static int compute_lsa(mori_comm_t *c) {
 static void comm_free(mori_comm_t *c) {
   for (int i = c->num_transports - 1; i >= 0; i--)
     if (c->transports[i]) c->transports[i]->fini(c->transport_state[i]);
-  if (c->handle) c->handle->fini(c->handle_state);
+  for (int i = c->num_handles - 1; i >= 0; i--) c->handles[i]->fini(c->handle_state[i]);
   free(c->reach);
   free(c->peers);
   free(c);
@@ -150,29 +150,28 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
     }
   }
 
-  /* The handle type: the first library (in the caller's order) whose type
-   * every rank's device can create and export, fabric before posix_fd. */
+  /* Handle libraries: every given one whose type every rank's device can
+   * create and export; the preferred type (fabric before posix_fd, or
+   * MORI_HANDLE_TYPE) is what new allocations use. */
   unsigned common = ~0u;
   for (int r = 0; r < c->size; r++) common &= c->peers[r].handle_mask;
   int preferred = -1;
   rc = mori_platform_preferred_handle_type(c->device, &preferred);
   if (rc) goto fail;
-  for (int pass = 0; pass < 2 && !c->handle; pass++) {
-    for (int i = 0; i < attr->num_handles && !c->handle; i++) {
-      const mori_handle_ops_t *h = attr->handles[i];
-      bool ok = (common & (1u << h->handle_type)) && (pass == 1 || h->handle_type == preferred);
-      if (ok) c->handle = h;
+  c->handle_type = MORI_HANDLE_NONE;
+  for (int i = 0; i < attr->num_handles; i++) {
+    const mori_handle_ops_t *h = attr->handles[i];
+    if (!(common & (1u << h->handle_type))) continue;
+    if ((rc = h->init(c, &c->handle_state[c->num_handles])) != 0) {
+      mori_error_context(rc, "handle library %s: init", h->name);
+      goto fail;
     }
+    c->handles[c->num_handles++] = h;
+    if (h->handle_type == preferred || c->handle_type == MORI_HANDLE_NONE) c->handle_type = h->handle_type;
   }
-  if (!c->handle) {
+  if (c->num_handles == 0) {
     rc = mori_error_set(MORI_ENOTSUP, "comm_create: no given handle library carries a type every rank supports (common mask 0x%x)",
                         common);
-    goto fail;
-  }
-  c->handle_type = c->handle->handle_type;
-  if ((rc = c->handle->init(c, &c->handle_state)) != 0) {
-    mori_error_context(rc, "handle library %s: init", c->handle->name);
-    c->handle = NULL;
     goto fail;
   }
 
@@ -198,7 +197,7 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   }
   if ((rc = compute_lsa(c)) != 0) goto fail;
   MORI_INFO("comm: rank %d of %d on device %d, handle %s, LSA team [%d, %d)", c->rank, c->size, c->device,
-            c->handle->name, c->lsa_base, c->lsa_base + c->lsa_size);
+            mori_handle_type_name(c->handle_type), c->lsa_base, c->lsa_base + c->lsa_size);
   *out = c;
   return 0;
 fail:

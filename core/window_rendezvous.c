@@ -65,17 +65,21 @@ static int validate(mori_comm_t *c, const struct rendezvous_info *all) {
       return mori_error_set(MORI_EMISMATCH, "window_create: rank %d's memory has %s handles, rank 0's %s", r,
                             mori_handle_type_name(all[r].handle_type), mori_handle_type_name(all[0].handle_type));
   }
-  if (all[c->rank].handle_type != c->handle_type)
-    return mori_error_set(MORI_EMISMATCH, "window_create: the memory has %s handles but the comm exchanges %s",
-                          mori_handle_type_name(all[c->rank].handle_type), mori_handle_type_name(c->handle_type));
+  bool carried = false;
+  for (int i = 0; i < c->num_handles; i++) carried |= c->handles[i]->handle_type == all[0].handle_type;
+  if (!carried)
+    return mori_error_set(MORI_ENOTSUP, "window_create: the memory has %s handles and the comm has no handle library for them",
+                          mori_handle_type_name(all[0].handle_type));
   return 0;
 }
 
 /* Handles of every LSA peer, imported into this process. */
 static int exchange_handles(mori_window_t *w) {
   mori_comm_t *c = w->comm;
+  int type = w->alloc->mem.handle_type, lib = 0;
+  while (c->handles[lib]->handle_type != type) lib++; /* validate() made sure it exists */
   mori_shareable_t mine;
-  int rc = mori_platform_mem_export(&w->alloc->mem, c->handle_type, &mine);
+  int rc = mori_platform_mem_export(&w->alloc->mem, type, &mine);
   if (rc) return mori_error_context(rc, "window_create: exporting this rank's memory");
   mori_shareable_t *theirs = calloc((size_t)c->size, sizeof(*theirs));
   bool *want = calloc((size_t)c->size, sizeof(bool));
@@ -85,9 +89,9 @@ static int exchange_handles(mori_window_t *w) {
   }
   for (int r = 0; r < c->size; r++) theirs[r].fd = -1;
   for (int i = 0; i < c->lsa_size; i++) want[c->lsa_base + i] = (c->lsa_base + i) != c->rank;
-  rc = c->handle->share(c->handle_state, c, &mine, theirs, want);
+  rc = c->handles[lib]->share(c->handle_state[lib], c, &mine, theirs, want);
   if (rc) {
-    mori_error_context(rc, "window_create: sharing handles through %s", c->handle->name);
+    mori_error_context(rc, "window_create: sharing handles through %s", c->handles[lib]->name);
     goto out;
   }
   for (int i = 0; i < c->lsa_size && !rc; i++) {

@@ -10,13 +10,15 @@ cd "$(dirname "$0")/.."
 tools/install_deps.sh torch || { echo "0 passed, 1 failed"; exit 1; }
 export MORI_TORCH_DIR=$PWD/.deps/torch/torch
 
-passed=0 failed=0
-count_tests() { # $1 = label; reads every test.xml of the last bazel test run
-  local p f
-  p=$(find -L bazel-testlogs -name test.xml -newer .deps/.stamp -print0 2>/dev/null | xargs -0 -r cat | grep -o '<testcase [^>]*' | wc -l)
-  f=$(find -L bazel-testlogs -name test.xml -newer .deps/.stamp -print0 2>/dev/null | xargs -0 -r cat | grep -c '<failure' || true)
-  echo "$1: $((p - f)) test cases passed, $f failed"
-  passed=$((passed + p - f)); failed=$((failed + f))
+passed=0 failed=0 skipped=0
+count_tests() { # $1 = label; reads every test.xml the last bazel test run wrote
+  local xml n f s
+  xml=$(find -L bazel-testlogs -name test.xml -newer .deps/.stamp -print0 2>/dev/null | xargs -0 -r cat)
+  n=$(printf '%s' "$xml" | grep -o '<testcase ' | wc -l)
+  f=$(printf '%s' "$xml" | grep -o '<failure' | wc -l)
+  s=$(printf '%s' "$xml" | grep -o '<skipped' | wc -l)
+  echo "$1: $((n - f - s)) test cases passed, $f failed, $s skipped"
+  passed=$((passed + n - f - s)); failed=$((failed + f)); skipped=$((skipped + s)); last_failed=$f
 }
 step() { # $1 = label, rest = command; counts as one check
   echo "== $1"
@@ -26,15 +28,26 @@ step() { # $1 = label, rest = command; counts as one check
 for config in host asan; do
   echo "== bazel test --config=$config //..."
   mkdir -p .deps && touch .deps/.stamp && sleep 1
-  bazel test --config=$config --test_output=errors //... 2>&1 | grep -vE '^(INFO|Loading|Analyzing)' | tail -40
+  bazel test --config=$config --nocache_test_results --test_output=errors //... 2>&1 | grep -vE '^(INFO|Loading|Analyzing)' | tail -40
   rc=${PIPESTATUS[0]}
   count_tests "$config"
   # A target that failed to build or crashed before writing XML still counts.
-  [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=$((failed + 1))
+  if [ "$rc" -ne 0 ] && [ "$last_failed" -eq 0 ]; then echo "bazel test failed (exit $rc)"; failed=$((failed + 1)); fi
 done
-step "bazel build --config=cuda //..." bazel build --config=cuda //...
-step "bazel build --config=rocm //..." bazel build --config=rocm //...
+# With no GPU, a GPU build must fail with a clear error, never a crash.
+no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
+  local out rc
+  out=$(MORI_RANK=0 MORI_WORLD_SIZE=1 timeout 60 bazel-bin/examples/hello_window 2>&1); rc=$?
+  echo "$out"
+  [ "$rc" -eq 1 ] && echo "$out" | grep -q "$2" && echo "$out" | grep -q MORI_ENO_GPU
+}
+for config in cuda rocm; do
+  step "bazel build --config=$config //..." bazel build --config=$config //...
+  if command -v nvidia-smi >/dev/null 2>&1 || [ -e /dev/kfd ]; then continue; fi
+  step "--config=$config without a GPU: a clear error" no_gpu_fails_cleanly $config "$([ $config = cuda ] && echo 'cannot load the driver' || echo 'no GPU present')"
+done
 step "bazel build --config=cuda //torch_backend:mori (torch 2.11.0)" bazel build --config=cuda //torch_backend:mori
+step "the torch backend was really built" test -f bazel-bin/torch_backend/libmori_torch.so
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -37,8 +37,11 @@ struct mori_comm {
   mori_bootstrap_t *bootstrap;
   int rank, size, device;
   mori_peer_info_t *peers;
-  const mori_handle_ops_t *handle;
-  void *handle_state;
+  /* Every given handle library whose type all ranks support, initialised;
+   * a window uses the one matching its memory. handle_type: the preferred. */
+  const mori_handle_ops_t *handles[MORI_MAX_PLUGINS];
+  void *handle_state[MORI_MAX_PLUGINS];
+  int num_handles;
   int handle_type;
   const mori_transport_ops_t *transports[MORI_MAX_PLUGINS];
   void *transport_state[MORI_MAX_PLUGINS];

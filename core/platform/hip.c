@@ -71,6 +71,9 @@ int mori_platform_device_count(int *count) {
 }
 
 int mori_platform_current_device(int *device) {
+  int count = 0;
+  int rc = mori_platform_device_count(&count);
+  if (rc) return rc;
   HIP_CHECK(hipGetDevice(device), "reading the current device");
   return 0;
 }

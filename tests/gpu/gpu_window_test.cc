@@ -88,6 +88,41 @@ TEST(GpuWindow, EveryRankWritesEveryPeerThroughBothModels) {
   });
 }
 
+TEST(GpuWindow, VmmAllocationMadeElsewhereIsRegisteredAndShared) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    // A VMM allocation made without mori_mem (as torch's allocator does).
+    int dev = 0;
+    size_t g = 0;
+    MORI_ASSERT_OK(mori_platform_current_device(&dev));
+    MORI_ASSERT_OK(mori_platform_granularity(dev, &g));
+    const uint64_t chunk = 1 << 20, bytes = (chunk * size + g - 1) / g * g;
+    mori_pmem_t mem;
+    void *va = nullptr;
+    MORI_ASSERT_OK(mori_platform_mem_create(dev, bytes, MORI_HANDLE_POSIX_FD, &mem));
+    MORI_ASSERT_OK(mori_platform_va_reserve(bytes, g, &va));
+    MORI_ASSERT_OK(mori_platform_mem_map(va, bytes, &mem));
+    MORI_ASSERT_OK(mori_platform_set_access(va, bytes, dev));
+    void *base = nullptr;
+    MORI_ASSERT_OK(mori_mem_register((char *)va + 4096, nullptr, &base));
+    EXPECT_EQ(base, va);
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, va, &win));
+    mori_window_dev_t view = mori_window_device_view(win);
+    ASSERT_EQ(gpu_exchange(view, 0, chunk, 55, 4), 0) << gpu_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    EXPECT_EQ(gpu_count_mismatches(view, chunk, 55), 0);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(va));  // forgets the registration only
+    MORI_EXPECT_OK(mori_platform_mem_unmap(va, bytes));
+    MORI_EXPECT_OK(mori_platform_va_release(va, bytes));
+    MORI_EXPECT_OK(mori_platform_mem_release(&mem));
+  });
+}
+
 TEST(GpuDeviceApi, PutSignalWaitAndTheTimeoutRecord) {
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
     SelectGpu(rank);

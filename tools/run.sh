@@ -1,0 +1,24 @@
+#!/bin/bash
+# The main job (README): installs what it needs, builds, and runs a
+# symmetric-memory program across ranks of this machine.
+#   - no GPU: hello_window on 4 CPU ranks (host platform);
+#   - NVIDIA GPUs: the cuda build's GPU test suite and the p2p benchmark,
+#     one rank per GPU.
+# MORI_RANKS overrides the number of ranks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install_deps.sh
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
+if [ "$gpus" -ge 1 ]; then
+  ranks=${MORI_RANKS:-$gpus}
+  echo "mori: $gpus GPU(s) found: cuda platform, $ranks ranks"
+  bazel build -c opt --config=cuda //tools/launch:mori_launch //tests/gpu:gpu_window_test //tests/gpu:bench_p2p
+  MORI_TEST_RANKS=$ranks bazel-bin/tests/gpu/gpu_window_test
+  bazel-bin/tools/launch/mori_launch -n "$ranks" -t 300 bazel-bin/tests/gpu/bench_p2p
+else
+  ranks=${MORI_RANKS:-4}
+  echo "mori: no GPU found: host platform, $ranks CPU ranks"
+  bazel build //tools/launch:mori_launch //examples:hello_window
+  bazel-bin/tools/launch/mori_launch -n "$ranks" -t 120 bazel-bin/examples/hello_window
+fi
