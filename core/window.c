@@ -91,3 +91,16 @@ int mori_window_check(mori_window_t *w) {
 void mori_window_abort(mori_window_t *w) {
   if (w->control) __atomic_store_n(&w->control->abort_flag, 1, __ATOMIC_RELEASE);
 }
+
+void *mori_comm_transport_state(const mori_comm_t *c, const mori_transport_ops_t *ops) {
+  for (int i = 0; i < c->num_transports; i++)
+    if (c->transports[i] == ops) return c->transport_state[i];
+  return NULL;
+}
+
+void *mori_window_transport_state(const mori_window_t *w, const mori_transport_ops_t *ops) {
+  const mori_comm_t *c = w->comm;
+  for (int i = 0; i < c->num_transports; i++)
+    if (c->transports[i] == ops && w->transport_registered[i]) return w->transport_state[i];
+  return NULL;
+}

@@ -12,6 +12,7 @@
 
 #include "core/platform/platform.h"
 #include "mori/team.h"
+#include "mori/transport_sdma.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/support/world.h"
 
@@ -120,6 +121,44 @@ TEST(GpuWindow, VmmAllocationMadeElsewhereIsRegisteredAndShared) {
     MORI_EXPECT_OK(mori_platform_mem_unmap(va, bytes));
     MORI_EXPECT_OK(mori_platform_va_release(va, bytes));
     MORI_EXPECT_OK(mori_platform_mem_release(&mem));
+  });
+}
+
+TEST(GpuSdma, CopyEnginePutsReachEveryPeer) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w(0, {&mori_transport_sdma_ops});
+    ASSERT_TRUE(w.ok());
+    const uint64_t chunk = 16 << 20;
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(chunk * size, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    mori_window_dev_t view = mori_window_device_view(win);
+    // Stage this rank's pattern for every peer in a scratch window, then let
+    // the copy engines move it: slot `rank` of every peer.
+    void *stage = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(chunk * size, nullptr, &stage));
+    mori_window_t *stage_win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, stage, &stage_win));
+    mori_window_dev_t stage_view = mori_window_device_view(stage_win);
+    // After this, stage slot w on rank r holds pattern(w -> r).
+    ASSERT_EQ(gpu_exchange(stage_view, 0, chunk, 31, 8), 0) << gpu_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // The copy engines move peer w's stage slot `rank` (pattern(rank -> w))
+    // into peer w's window slot `rank`: both ends are peer memory.
+    for (int peer = 0; peer < size; peer++) {
+      const char *src = (const char *)mori_window_peer_ptr(stage_win, peer) + (size_t)rank * chunk;
+      MORI_ASSERT_OK(mori_sdma_put(win, peer, (size_t)rank * chunk, src, chunk));
+    }
+    MORI_ASSERT_OK(mori_sdma_quiet(w.comm));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    EXPECT_EQ(gpu_count_mismatches(view, chunk, 31), 0) << "after copy-engine puts";
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(stage_win));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(stage));
+    MORI_EXPECT_OK(mori_mem_free(p));
   });
 }
 

@@ -2,6 +2,8 @@
 #ifndef MORI_TESTS_SUPPORT_WORLD_H
 #define MORI_TESTS_SUPPORT_WORLD_H
 
+#include <vector>
+
 #include "mori/comm.h"
 #include "mori/handle_fabric.h"
 #include "mori/handle_posix_fd.h"
@@ -16,19 +18,21 @@ struct World {
   mori_bootstrap_t *bootstrap = nullptr;
   mori_comm_t *comm = nullptr;
 
-  // Both handle libraries (the probe and MORI_HANDLE_TYPE pick) and p2p.
-  explicit World(int timeout_ms = 0) {
+  // Both handle libraries (the probe and MORI_HANDLE_TYPE pick), p2p, and
+  // any further transports the test names.
+  explicit World(int timeout_ms = 0, std::vector<const mori_transport_ops_t *> extra = {}) {
     bootstrap = Bootstrap(timeout_ms);
     if (!bootstrap) return;
     static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
-    static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops};
+    transports.push_back(&mori_transport_p2p_ops);
+    transports.insert(transports.end(), extra.begin(), extra.end());
     mori_comm_attr_t attr;
     mori_comm_attr_init(&attr);
     attr.bootstrap = bootstrap;
     attr.handles = handles;
     attr.num_handles = 2;
-    attr.transports = transports;
-    attr.num_transports = 1;
+    attr.transports = transports.data();
+    attr.num_transports = (int)transports.size();
     int rc = mori_comm_create(&attr, &comm);
     EXPECT_EQ(rc, 0) << mori_err_name(rc) << ": " << mori_last_error();
   }
@@ -39,6 +43,7 @@ struct World {
     mori_bootstrap_destroy(bootstrap);
   }
   bool ok() const { return comm != nullptr; }
+  std::vector<const mori_transport_ops_t *> transports;
 };
 
 }  // namespace mori_test

@@ -62,6 +62,11 @@ MORI_API size_t mori_window_mapped_size(const mori_window_t *win);
 MORI_API const struct mori_pmem *mori_window_lsa_mem(const mori_window_t *win, int lsa_index);
 /* Records that a plug-in mapped (or unmapped) LSA slot i. */
 MORI_API void mori_window_mark_mapped(mori_window_t *win, int lsa_index, bool mapped);
+/* The state a transport returned from init / window_register (NULL when the
+ * transport is not in the comm or not registered with the window). Lets a
+ * transport's own host API find its state from a comm or window. */
+MORI_API void *mori_comm_transport_state(const mori_comm_t *comm, const mori_transport_ops_t *ops);
+MORI_API void *mori_window_transport_state(const mori_window_t *win, const mori_transport_ops_t *ops);
 /* Publishes the address by which this process reaches world rank `peer`. */
 MORI_API void mori_window_set_peer_ptr(mori_window_t *win, int peer, void *ptr);
 

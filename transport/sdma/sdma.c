@@ -1,0 +1,108 @@
+/* sdma transport: one copy queue per comm; puts and gets go through the
+ * peer addresses p2p published in the window. */
+#include <stdlib.h>
+
+#include "core/internal/error.h"
+#include "core/platform/platform.h"
+#include "mori/transport_sdma.h"
+
+struct sdma_state {
+  mori_platform_queue_t *queue;
+};
+
+static int sdma_init(mori_comm_t *comm, void **state) {
+  struct sdma_state *s = calloc(1, sizeof(*s));
+  if (!s) return mori_error_set(MORI_ENOMEM, "sdma");
+  int rc = mori_platform_queue_create(mori_comm_device(comm), &s->queue);
+  if (rc) {
+    free(s);
+    return mori_error_context(rc, "sdma: creating the copy queue");
+  }
+  *state = s;
+  return 0;
+}
+
+/* The copy engines reach what load/store reaches: same host, peer access. */
+static int sdma_can_reach(void *state, mori_comm_t *comm, int peer, bool *yes) {
+  const mori_peer_info_t *me = mori_comm_peer_info(comm, mori_comm_rank(comm));
+  const mori_peer_info_t *p = mori_comm_peer_info(comm, peer);
+  *yes = false;
+  if (p->host_hash != me->host_hash) return 0;
+  return mori_platform_can_access_peer(me->device, p->device, yes);
+}
+
+static int sdma_window_register(void *state, mori_window_t *win, void **win_state) {
+  *win_state = state; /* non-NULL: marks the window as registered with sdma */
+  return 0;
+}
+
+static int sdma_window_deregister(void *state, mori_window_t *win, void *win_state) {
+  /* Copies in flight read or write the window: finish them first. */
+  return mori_platform_queue_wait(((struct sdma_state *)state)->queue);
+}
+
+static int sdma_fini(void *state) {
+  struct sdma_state *s = state;
+  if (!s) return 0;
+  mori_platform_queue_wait(s->queue);
+  mori_platform_queue_destroy(s->queue);
+  free(s);
+  return 0;
+}
+
+const mori_transport_ops_t mori_transport_sdma_ops = {
+    .size = sizeof(mori_transport_ops_t),
+    .abi_version = MORI_PLUGIN_ABI_VERSION,
+    .name = "sdma",
+    .caps = MORI_TRANSPORT_COPY_ENGINE,
+    .init = sdma_init,
+    .can_reach = sdma_can_reach,
+    .window_register = sdma_window_register,
+    .window_deregister = sdma_window_deregister,
+    .device_info = NULL,
+    .fini = sdma_fini,
+};
+
+/* The peer's address for [offset, offset + bytes), checked. */
+static int peer_range(mori_window_t *win, int peer, size_t offset, size_t bytes, const char *op, char **out,
+                      struct sdma_state **state) {
+  if (!win) return mori_error_set(MORI_EINVAL, "sdma %s: NULL window", op);
+  *state = mori_window_transport_state(win, &mori_transport_sdma_ops);
+  if (!*state)
+    return mori_error_set(MORI_EINVAL, "sdma %s: the window's comm was created without the sdma transport", op);
+  mori_comm_t *comm = mori_window_comm(win);
+  if (peer < 0 || peer >= mori_comm_size(comm))
+    return mori_error_set(MORI_EINVAL, "sdma %s: peer %d outside the comm of %d ranks", op, peer, mori_comm_size(comm));
+  size_t size = mori_window_size(win);
+  if (offset > size || bytes > size - offset)
+    return mori_error_set(MORI_ERANGE, "sdma %s to rank %d: [%zu, %zu) is outside the window's %zu bytes", op, peer, offset,
+                          offset + bytes, size);
+  char *base = mori_window_peer_ptr(win, peer);
+  if (!base)
+    return mori_error_set(MORI_EUNREACHABLE, "sdma %s: rank %d is not mapped into this process (another node, or no p2p)",
+                          op, peer);
+  *out = base + offset;
+  return 0;
+}
+
+int mori_sdma_put(mori_window_t *win, int peer, size_t dst_offset, const void *src, size_t bytes) {
+  char *dst;
+  struct sdma_state *s;
+  int rc = peer_range(win, peer, dst_offset, bytes, "put", &dst, &s);
+  if (rc) return rc;
+  return bytes ? mori_platform_queue_copy(s->queue, dst, src, bytes) : 0;
+}
+
+int mori_sdma_get(mori_window_t *win, int peer, void *dst, size_t src_offset, size_t bytes) {
+  char *src;
+  struct sdma_state *s;
+  int rc = peer_range(win, peer, src_offset, bytes, "get", &src, &s);
+  if (rc) return rc;
+  return bytes ? mori_platform_queue_copy(s->queue, dst, src, bytes) : 0;
+}
+
+int mori_sdma_quiet(mori_comm_t *comm) {
+  struct sdma_state *s = comm ? mori_comm_transport_state(comm, &mori_transport_sdma_ops) : NULL;
+  if (!s) return mori_error_set(MORI_EINVAL, "sdma quiet: the comm was created without the sdma transport");
+  return mori_platform_queue_wait(s->queue);
+}
