@@ -1,6 +1,9 @@
 // The TCP bootstrap across separate processes: collectives give every rank
 // the right data, and a rank that is missing, late, dead or disagreeing makes
 // every other rank fail within the timeout, naming it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -114,6 +117,67 @@ TEST(BootstrapTcp, MismatchedAllgatherSizesFailOnEveryRank) {
     EXPECT_NE(std::string(mori_last_error()).find("rank 1 contributes 16 bytes"), std::string::npos)
         << "rank " << rank << ": " << mori_last_error();
     mori_bootstrap_destroy(b);
+  });
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  bind(fd, (sockaddr *)&sa, sizeof(sa));
+  getsockname(fd, (sockaddr *)&sa, &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+// The launchers' own variables, with none of mori's.
+void UseLauncherEnvironment(const std::string &style, int rank, int size, int port) {
+  for (const char *v : {"MORI_RANK", "MORI_WORLD_SIZE", "MORI_BOOTSTRAP_ADDR", "MORI_BOOTSTRAP_LISTEN_FD",
+                        "MORI_BOOTSTRAP_PORT"})
+    unsetenv(v);
+  auto set = [](const char *k, const std::string &v) { setenv(k, v.c_str(), 1); };
+  if (style == "torchrun") {
+    set("RANK", std::to_string(rank));
+    set("WORLD_SIZE", std::to_string(size));
+    set("MASTER_ADDR", "127.0.0.1");
+    set("MASTER_PORT", std::to_string(port - 1));  // mori takes MASTER_PORT + 1
+  } else if (style == "mpirun") {
+    set("OMPI_COMM_WORLD_RANK", std::to_string(rank));
+    set("OMPI_COMM_WORLD_SIZE", std::to_string(size));
+    set("MORI_BOOTSTRAP_PORT", std::to_string(port));
+  } else {  // slurm: the port comes from the job id
+    set("SLURM_PROCID", std::to_string(rank));
+    set("SLURM_NTASKS", std::to_string(size));
+    set("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1");
+    set("SLURM_JOB_ID", std::to_string(port));
+  }
+}
+
+TEST(BootstrapTcp, ReadsTorchrunMpirunAndSlurmEnvironments) {
+  for (std::string style : {"torchrun", "mpirun", "slurm"}) {
+    int port = FreePort();
+    EXPECT_RANKS_PASS(TestRanks(), [&](int rank, int size) {
+      UseLauncherEnvironment(style, rank, size, port);
+      mori_bootstrap_t *b = nullptr;
+      MORI_ASSERT_OK(mori_bootstrap_tcp_from_env(&b));
+      EXPECT_EQ(mori_bootstrap_rank(b), rank) << style;
+      EXPECT_EQ(mori_bootstrap_size(b), size) << style;
+      int32_t mine = rank * 3, all[64] = {0};
+      MORI_ASSERT_OK(mori_bootstrap_allgather(b, &mine, all, sizeof(mine)));
+      for (int r = 0; r < size; r++) EXPECT_EQ(all[r], r * 3) << style;
+      mori_bootstrap_destroy(b);
+    });
+  }
+}
+
+TEST(BootstrapTcp, NoRankInTheEnvironmentSaysWhatToSet) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    for (const char *v : {"MORI_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) unsetenv(v);
+    mori_bootstrap_t *b = nullptr;
+    EXPECT_EQ(mori_bootstrap_tcp_from_env(&b), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("MORI_RANK"), std::string::npos) << mori_last_error();
   });
 }
 

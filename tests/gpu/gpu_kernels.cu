@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "mori/device.h"
+#include "mori/device/team.h"
 
 #if defined(MORI_DEVICE_COMPILER_HIP)
 #define gpuError_t hipError_t
@@ -174,33 +175,54 @@ long long gpu_check_peer(mori_window_dev_t view, int peer, uint64_t bytes, uint3
   return run_count(launch_check_peer, &a);
 }
 
-/* One block: put `bytes` of a pattern into the peer at offset 0 region of
- * this rank, signal, wait for the peer's signal, verify what the peer put. */
+/* One block: put `bytes` of a pattern into the peer (block, warp or thread
+ * scope by round), signal, wait for the peer's signal, verify what the peer
+ * put, then get it back from the peer and verify the round trip. Team
+ * arithmetic is checked on the device on the way. */
 __global__ void put_signal_kernel(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, uint64_t round,
                                   uint64_t timeout_ns, uint32_t *scratch, int *rc) {
-  uint32_t *src = scratch;
+  uint32_t *src = scratch, *back = scratch + bytes / 4;
   uint64_t words = bytes / 4;
   for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) src[i] = pattern(view.world_rank, peer, i, (uint32_t)round);
   __syncthreads();
-  int r = mori_put_block(view, peer, (uint64_t)view.world_rank * bytes, src, bytes);
+  int r = 0;
+  uint64_t dst = (uint64_t)view.world_rank * bytes;
+  switch (round % 3) {
+    case 0: r = mori_put_block(view, peer, dst, src, bytes); break;
+    case 1: /* each warp puts its share */ {
+      int warps = blockDim.x / warpSize, warp = threadIdx.x / warpSize;
+      uint64_t per = (bytes / warps + 15) / 16 * 16, lo = per * warp;
+      if (lo < bytes) r = mori_put_warp(view, peer, dst + lo, (char *)src + lo, lo + per <= bytes ? per : bytes - lo);
+      break;
+    }
+    default:
+      if (threadIdx.x == 0) r = mori_put_thread(view, peer, dst, src, bytes);
+  }
+  if (r) atomicExch(rc, r);
+  __syncthreads();
   if (threadIdx.x == 0) {
+    mori_team_t world = {0, 1, view.world_size, view.world_rank};
+    if (mori_team_to_world(world, mori_team_from_world(world, peer)) != peer) atomicExch(rc, -22);
     mori_quiet();
-    if (!r) r = mori_signal_set(view, peer, signal_offset + 8ull * view.world_rank, round);
-    if (!r) r = mori_signal_wait_until(view, signal_offset + 8ull * peer, MORI_CMP_GE, round, timeout_ns, peer, 0, 0);
-    *rc = r;
+    if (!*rc) *rc = mori_signal_set(view, peer, signal_offset + 8ull * view.world_rank, round);
+    if (!*rc) *rc = mori_signal_wait_until(view, signal_offset + 8ull * peer, MORI_CMP_GE, round, timeout_ns, peer, 0, 0);
   }
   __syncthreads();
   if (*rc) return;
   const uint32_t *got = (const uint32_t *)mori_local_ptr(view, (uint64_t)peer * bytes);
   for (uint64_t i = threadIdx.x; i < words; i += blockDim.x)
     if (got[i] != pattern(peer, view.world_rank, i, (uint32_t)round)) atomicAdd(rc, 1);
+  /* get: what this rank put into the peer, read back over the link. */
+  if (mori_get_block(view, peer, back, dst, bytes) != 0 && threadIdx.x == 0) atomicExch(rc, -1003);
+  for (uint64_t i = threadIdx.x; i < words; i += blockDim.x)
+    if (back[i] != src[i]) atomicAdd(rc, 1);
 }
 
 int gpu_put_signal_round(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, uint64_t round,
                          uint64_t timeout_ns, int *device_rc) {
   uint32_t *scratch = 0;
   int *rc = 0;
-  GPU_TRY(gpuMalloc((void **)&scratch, bytes));
+  GPU_TRY(gpuMalloc((void **)&scratch, 2 * bytes));
   GPU_TRY(gpuMalloc((void **)&rc, sizeof(int)));
   (void)gpuMemset(rc, 0, sizeof(int));
   put_signal_kernel<<<1, 512>>>(view, peer, bytes, signal_offset, round, timeout_ns, scratch, rc);

@@ -177,7 +177,7 @@ TEST(GpuDeviceApi, PutSignalWaitAndTheTimeoutRecord) {
     MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
     mori_window_dev_t view = mori_window_device_view(win);
     int peer = (rank + 1) % size;
-    for (uint64_t round = 1; round <= 5; round++) {
+    for (uint64_t round = 1; round <= 6; round++) {  // block, warp and thread scope twice
       int rc = -1;
       ASSERT_EQ(gpu_put_signal_round(view, peer, bytes, signals, round, 5000000000ull, &rc), 0) << gpu_last_error();
       EXPECT_EQ(rc, 0) << "round " << round;
