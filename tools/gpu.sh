@@ -54,7 +54,8 @@ if [ -d .carry/python/mori ] && [ "${MORI_SKIP_TORCH:-0}" != 1 ]; then
   timeout 300 torchrun --nproc_per_node="$ngpu" torch_backend/tests/test_torch_backend.py 2>&1 | tee "$OUT/torch_tests.log" | grep -E "PASS|FAIL|Error|error" | head -60
   record "torch backend: $(grep -c '^PASS' "$OUT/torch_tests.log") passed, $(grep -c '^FAIL' "$OUT/torch_tests.log") failed"
   echo "== torch benchmarks (MORI vs default vs NVSHMEM)"
-  for backend in MORI MORI-epoch default NVSHMEM; do
+  # Twice, in opposite orders, so that no backend always runs first.
+  for backend in MORI default NVSHMEM MORI-epoch NVSHMEM default MORI; do
     timeout 200 torchrun --nproc_per_node="$ngpu" torch_backend/bench/bench_torch.py "$backend" 2>&1 | tee -a "$OUT/torch_bench.log" | grep -E "RESULT|Error" | head -20
   done
   record "torch bench: $(grep -c RESULT "$OUT/torch_bench.log") results"
