@@ -55,7 +55,7 @@ if [ -d .carry/python/mori ] && [ "${MORI_SKIP_TORCH:-0}" != 1 ]; then
   record "torch backend: $(grep -c '^PASS' "$OUT/torch_tests.log") passed, $(grep -c '^FAIL' "$OUT/torch_tests.log") failed"
   echo "== torch benchmarks (MORI vs default vs NVSHMEM)"
   # Twice, in opposite orders, so that no backend always runs first.
-  for backend in MORI default NVSHMEM MORI-epoch NVSHMEM default MORI; do
+  for backend in MORI default NVSHMEM MORI-kernel NVSHMEM default MORI; do
     timeout 200 torchrun --nproc_per_node="$ngpu" torch_backend/bench/bench_torch.py "$backend" 2>&1 | tee -a "$OUT/torch_bench.log" | grep -E "RESULT|Error" | head -20
   done
   record "torch bench: $(grep -c RESULT "$OUT/torch_bench.log") results"

@@ -28,10 +28,6 @@ __global__ void barrier_kernel(mori_window_dev_t view, int channel, uint64_t tim
   mori_pad_barrier_block(view, (uint32_t)channel, timeout_ns);
 }
 
-__global__ void epoch_barrier_kernel(mori_window_dev_t view, int channel, uint64_t timeout_ns) {
-  mori_barrier_block(view, (uint32_t)channel, timeout_ns);
-}
-
 __global__ void put_signal_kernel(mori_window_dev_t view, int dst, int channel, uint64_t timeout_ns) {
   mori_fence_system(); /* the stream's earlier writes go before the signal */
   mori_pad_put(view, dst, (uint32_t)channel, timeout_ns);
@@ -45,12 +41,6 @@ __global__ void wait_signal_kernel(mori_window_dev_t view, int src, int channel,
 int mori_torch_launch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream) {
   int threads = (view.lsa_size + 31) / 32 * 32;
   barrier_kernel<<<1, threads, 0, (stream_t)stream>>>(view, channel, timeout_ns);
-  return check_launch();
-}
-
-int mori_torch_launch_epoch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream) {
-  int threads = (view.lsa_size + 31) / 32 * 32;
-  epoch_barrier_kernel<<<1, threads, 0, (stream_t)stream>>>(view, channel, timeout_ns);
   return check_launch();
 }
 

@@ -11,8 +11,6 @@ extern "C" {
 #endif
 
 int mori_torch_launch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream);
-// The device API's epoch barrier (no round trips; channel < MORI_SYNC_CHANNELS).
-int mori_torch_launch_epoch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream);
 int mori_torch_launch_put_signal(mori_window_dev_t view, int dst_rank, int channel, uint64_t timeout_ns, void *stream);
 int mori_torch_launch_wait_signal(mori_window_dev_t view, int src_rank, int channel, uint64_t timeout_ns, void *stream);
 const char *mori_torch_launch_error(void);

@@ -51,7 +51,9 @@
   X(cuMemcpyAsync)                     \
   X(cuMemHostAlloc)                     \
   X(cuMemHostGetDevicePointer)          \
-  X(cuMemFreeHost)
+  X(cuMemFreeHost)                      \
+  X(cuStreamBatchMemOp)                 \
+  X(cuDeviceGetAttribute)
 
 #define CUDA_STR2(x) #x
 #define CUDA_STR(x) CUDA_STR2(x)
@@ -451,5 +453,46 @@ int mori_platform_queue_destroy(mori_platform_queue_t *q) {
   if (!q) return 0;
   cu.cuStreamDestroy(q->stream);
   free(q);
+  return 0;
+}
+
+int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_writes, void *const *waits, int n_waits,
+                                     uint64_t value) {
+  int rc = ready();
+  if (rc) return rc;
+  enum { BATCH = 128 }; /* the driver takes at most 256 operations a call */
+  CUstreamBatchMemOpParams ops[BATCH];
+  int total = n_writes + n_waits;
+  for (int first = 0; first < total; first += BATCH) {
+    int count = total - first < BATCH ? total - first : BATCH;
+    memset(ops, 0, sizeof(ops[0]) * (size_t)count);
+    for (int k = 0; k < count; k++) {
+      int i = first + k;
+      if (i < n_writes) {
+        /* Default flags: a system-scope fence precedes the write, so the
+         * stream's earlier stores reach the peer first. */
+        ops[k].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        ops[k].writeValue.address = (CUdeviceptr)(uintptr_t)writes[i];
+        ops[k].writeValue.value64 = value;
+      } else {
+        ops[k].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+        ops[k].waitValue.address = (CUdeviceptr)(uintptr_t)waits[i - n_writes];
+        ops[k].waitValue.value64 = value;
+        ops[k].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+      }
+    }
+    CU_CHECK(cu.cuStreamBatchMemOp((CUstream)stream, (unsigned)count, ops, 0), "stream signal/wait (%d operations)", count);
+  }
+  return 0;
+}
+
+int mori_platform_stream_memops_supported(int device, bool *yes) {
+  int rc = use_device(device);
+  if (rc) return rc;
+  CUdevice dev;
+  int v = 0;
+  CU_CHECK(cu.cuDeviceGet(&dev, device), "device %d", device);
+  CU_CHECK(cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev), "memop attribute");
+  *yes = v != 0;
   return 0;
 }

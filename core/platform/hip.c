@@ -302,3 +302,18 @@ int mori_platform_queue_destroy(mori_platform_queue_t *q) {
   free(q);
   return 0;
 }
+
+int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_writes, void *const *waits, int n_waits,
+                                     uint64_t value) {
+  hipStream_t st = (hipStream_t)stream;
+  for (int i = 0; i < n_writes; i++)
+    HIP_CHECK(hipStreamWriteValue64(st, writes[i], value, 0), "stream write to slot %d", i);
+  for (int i = 0; i < n_waits; i++)
+    HIP_CHECK(hipStreamWaitValue64(st, waits[i], value, hipStreamWaitValueGte, ~0ull), "stream wait on slot %d", i);
+  return 0;
+}
+
+int mori_platform_stream_memops_supported(int device, bool *yes) {
+  *yes = true; /* part of HIP's stream API on every AMD GPU it supports */
+  return 0;
+}

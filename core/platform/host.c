@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,5 +318,27 @@ int mori_platform_queue_destroy(mori_platform_queue_t *q) {
   pthread_mutex_destroy(&q->lock);
   pthread_cond_destroy(&q->changed);
   free(q);
+  return 0;
+}
+
+int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_writes, void *const *waits, int n_waits,
+                                     uint64_t value) {
+  for (int i = 0; i < n_writes; i++) __atomic_store_n((uint64_t *)writes[i], value, __ATOMIC_RELEASE);
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < n_waits; i++) {
+    while (__atomic_load_n((uint64_t *)waits[i], __ATOMIC_ACQUIRE) < value) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (now.tv_sec - t0.tv_sec > 60)
+        return mori_error_set(MORI_ETIMEDOUT, "host: waited 60 s for slot %d of %d to reach %llu", i, n_waits,
+                              (unsigned long long)value);
+      sched_yield();
+    }
+  }
+  return 0;
+}
+
+int mori_platform_stream_memops_supported(int device, bool *yes) {
+  *yes = true;
   return 0;
 }

@@ -56,6 +56,16 @@ MORI_API int mori_platform_device_free(void *ptr);
 MORI_API int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev);
 MORI_API int mori_platform_host_free_mapped(void *host);
 
+/* Stream-ordered signalling without a kernel: on `stream` (a CUstream /
+ * hipStream_t; ignored on the host platform), write `value` to each of
+ * `writes` (uint64 slots, peers' included) with a system-scope fence before
+ * each, then wait until each of `waits` holds a value >= `value`. The wait
+ * has no timeout on GPUs: callers use it only where "forever" was asked. */
+MORI_API int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_writes, void *const *waits,
+                                              int n_waits, uint64_t value);
+/* Whether mori_platform_stream_signal_wait works on `device`. */
+MORI_API int mori_platform_stream_memops_supported(int device, bool *yes);
+
 /* Copy engine: an asynchronous copy on a stream-like queue. */
 typedef struct mori_platform_queue mori_platform_queue_t;
 MORI_API int mori_platform_queue_create(int device, mori_platform_queue_t **out);

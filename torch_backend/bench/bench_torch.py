@@ -18,8 +18,8 @@ import a2a_cuda  # noqa: E402
 import a2a_triton  # noqa: E402
 
 backend = sys.argv[1] if len(sys.argv) > 1 else "MORI"
-if backend == "MORI-epoch":  # MORI with hdl.barrier on the device API's epoch barrier
-    os.environ["MORI_TORCH_BARRIER"] = "epoch"
+if backend == "MORI-kernel":  # MORI with every hdl.barrier as a pad-protocol kernel
+    os.environ["MORI_TORCH_BARRIER"] = "kernel"
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 torch.cuda.set_device(rank)
 dev = torch.device("cuda", rank)

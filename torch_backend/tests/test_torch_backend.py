@@ -113,6 +113,29 @@ def _():
     assert torch.count_nonzero(pads).item() == 0, "pad is all zero after matched signals"
 
 
+@check("barrier orders writes to peers before their reads (both barrier paths, 50 rounds)")
+def _():
+    n = 1 << 18
+    t = symm_mem.empty(n, dtype=torch.int64, device=dev)
+    hdl = symm_mem.rendezvous(t, group)
+    peer_next, peer_prev = (rank + 1) % world, (rank - 1) % world
+    remote = hdl.get_buffer(peer_next, (n,), torch.int64)
+    stale = 0
+    for round_ in range(50):
+        seed = torch.randint(0, 1 << 40, (1,), device=dev)
+        remote.copy_(torch.arange(n, device=dev) + seed)  # into the next rank's buffer
+        seeds = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+        if round_ % 2:
+            hdl.barrier(channel=1)                 # stream memory operations
+        else:
+            hdl.barrier(channel=1, timeout_ms=10000)  # the pad-protocol kernel
+        dist.all_gather(seeds, seed)
+        expected = torch.arange(n, device=dev) + seeds[peer_prev]
+        stale += int(not torch.equal(t, expected))
+        hdl.barrier(channel=2)  # nobody overwrites before everyone has read
+    assert stale == 0, f"{stale} of 50 rounds read stale data"
+
+
 @check("a wait for a peer that never signals times out with an error")
 def _():
     t = symm_mem.empty(1024, dtype=torch.int32, device=dev)
