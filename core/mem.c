@@ -192,7 +192,8 @@ int mori_mem_count(void) {
 }
 
 int mori_finalize(void) {
-  /* User windows, then the signal-pad arenas they used, then allocations. */
+  /* User windows, then the signal-pad arenas they used (through their
+   * comm, so the comm forgets them too), then allocations. */
   for (int internal = 0; internal < 2; internal++) {
     for (;;) {
       pthread_mutex_lock(&registry_mutex);
@@ -200,7 +201,8 @@ int mori_finalize(void) {
       while (w && w->internal != (internal == 1)) w = w->next;
       pthread_mutex_unlock(&registry_mutex);
       if (!w) break;
-      mori_window_destroy(w);
+      if (internal) mori_pad_arenas_destroy(w->comm);
+      else mori_window_destroy(w);
     }
   }
   pthread_mutex_lock(&registry_mutex);

@@ -129,7 +129,6 @@ void mori_pad_flat(mori_comm_t *c, const mori_pad_slot_t *slot, uint64_t *base, 
 void mori_pad_arenas_destroy(mori_comm_t *c) {
   for (int i = 0; i < c->num_pad_arenas; i++) {
     if (!c->pad_arenas[i].window) continue;
-    /* Already gone if mori_finalize ran first: destroy then says so. */
     mori_window_destroy(c->pad_arenas[i].window);
     c->pad_arenas[i].window = NULL;
   }

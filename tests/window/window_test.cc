@@ -239,6 +239,13 @@ TEST(Window, FinalizeReleasesEverythingAndIsIdempotent) {
     MORI_EXPECT_OK(mori_finalize());
     MORI_EXPECT_OK(mori_finalize());
     EXPECT_EQ(mori_mem_count(), 0);
+    // The comm lives on: new windows (with pads, so new arenas) still work.
+    void *p = nullptr;
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096 * size, &attr, &p));
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
   });
 }
 
