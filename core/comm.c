@@ -234,3 +234,11 @@ void mori_comm_lsa(const mori_comm_t *c, int *base, int *size, int *lsa_rank) {
   if (size) *size = c->lsa_size;
   if (lsa_rank) *lsa_rank = c->lsa_rank;
 }
+
+int mori_comm_peer_mappable(mori_comm_t *c, int peer, bool *yes) {
+  *yes = false;
+  if (peer < 0 || peer >= c->size) return mori_error_set(MORI_EINVAL, "peer %d outside the comm of %d", peer, c->size);
+  const mori_peer_info_t *me = &c->peers[c->rank], *p = &c->peers[peer];
+  if (p->host_hash != me->host_hash) return 0;
+  return mori_platform_can_access_peer(me->device, p->device, yes);
+}

@@ -53,6 +53,11 @@ if [ -d .carry/python/mori ] && [ "${MORI_SKIP_TORCH:-0}" != 1 ]; then
   echo "== torch backend tests"
   timeout 300 torchrun --nproc_per_node="$ngpu" torch_backend/tests/test_torch_backend.py 2>&1 | tee "$OUT/torch_tests.log" | grep -E "PASS|FAIL|Error|error" | head -60
   record "torch backend: $(grep -c '^PASS' "$OUT/torch_tests.log") passed, $(grep -c '^FAIL' "$OUT/torch_tests.log") failed"
+  echo "== examples"
+  for ex in a2a_triton a2a_cuda; do
+    timeout 120 torchrun --nproc_per_node="$ngpu" torch_backend/examples/$ex.py MORI 2>&1 | tee -a "$OUT/examples.log" | grep -E "correct|Error"
+  done
+  record "examples: $(grep -c 'all-to-all correct' "$OUT/examples.log") of $((2 * ngpu)) ranks correct"
   echo "== torch benchmarks (MORI vs default vs NVSHMEM)"
   # Twice, in opposite orders, so that no backend always runs first.
   for backend in MORI default NVSHMEM MORI-kernel NVSHMEM default MORI; do

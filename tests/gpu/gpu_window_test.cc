@@ -14,8 +14,12 @@
 #include "mori/team.h"
 #include "mori/transport_sdma.h"
 #include "tests/gpu/gpu_kernels.h"
+#include "tests/support/proc_stats.h"
 #include "tests/support/world.h"
 
+using mori_test::CountFds;
+using mori_test::CountMappings;
+using mori_test::ResidentKiB;
 using mori_test::World;
 
 namespace {
@@ -229,25 +233,6 @@ TEST(GpuWindow, DivergentFreesThenTeardown) {
   });
 }
 
-int CountFds() {
-  int n = 0;
-  DIR *d = opendir("/proc/self/fd");
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
-
-int CountMappings() {
-  std::ifstream maps("/proc/self/maps");
-  return (int)std::count(std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>(), '\n');
-}
-
-long ResidentKiB() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 TEST(GpuWindow, TwoHundredCyclesStayFlat) {
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {

@@ -14,9 +14,13 @@
 #include <vector>
 
 #include "mori/device/window.h"
+#include "tests/support/proc_stats.h"
 #include "tests/support/world.h"
 
 using mori_test::TestRanks;
+using mori_test::CountFds;
+using mori_test::CountMappings;
+using mori_test::ResidentKiB;
 using mori_test::World;
 
 namespace {
@@ -249,26 +253,6 @@ TEST(Window, FinalizeReleasesEverythingAndIsIdempotent) {
   });
 }
 
-int CountFds() {
-  int n = 0;
-  DIR *d = opendir("/proc/self/fd");
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
-
-int CountMappings() {
-  std::ifstream maps("/proc/self/maps");
-  return (int)std::count(std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>(), '\n');
-}
-
-// Mappings of mori's own memory (memfd "mori" or a /dev/shm/mori.* object).
-int CountMoriMappings() {
-  std::ifstream maps("/proc/self/maps");
-  int n = 0;
-  for (std::string line; std::getline(maps, line);) n += line.find("mori") != std::string::npos;
-  return n;
-}
 
 #if defined(__SANITIZE_ADDRESS__)
 // ASan's allocator quarantines freed blocks in fresh mappings: the process
@@ -277,13 +261,6 @@ constexpr bool kProcessTotalsMeaningful = false;
 #else
 constexpr bool kProcessTotalsMeaningful = true;
 #endif
-
-long ResidentKiB() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 TEST(Window, TwoHundredCyclesLeaveFdsMappingsAndMemoryFlat) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
@@ -305,12 +282,12 @@ TEST(Window, TwoHundredCyclesLeaveFdsMappingsAndMemoryFlat) {
       if (cycle == 19) {
         fds = CountFds();
         maps = CountMappings();
-        mori_maps = CountMoriMappings();
+        mori_maps = mori_test::CountMappingsOf("mori");
         rss = ResidentKiB();
       }
     }
     EXPECT_EQ(CountFds(), fds);
-    EXPECT_EQ(CountMoriMappings(), mori_maps);
+    EXPECT_EQ(mori_test::CountMappingsOf("mori"), mori_maps);
     if (kProcessTotalsMeaningful) {
       // A leak per cycle would add 180; malloc may add an arena or two.
       EXPECT_LE(CountMappings(), maps + 2);
@@ -318,7 +295,7 @@ TEST(Window, TwoHundredCyclesLeaveFdsMappingsAndMemoryFlat) {
     }
     if (rank == 0)
       printf("after 200 cycles: %d fds (%d at cycle 20), %d mappings (%d), %d of mori memory (%d), %ld KiB resident (%ld)\n",
-             CountFds(), fds, CountMappings(), maps, CountMoriMappings(), mori_maps, ResidentKiB(), rss);
+             CountFds(), fds, CountMappings(), maps, mori_test::CountMappingsOf("mori"), mori_maps, ResidentKiB(), rss);
   });
 }
 

@@ -14,25 +14,15 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+import a2a_common  # noqa: E402
 import a2a_cuda  # noqa: E402
 import a2a_triton  # noqa: E402
 
 backend = sys.argv[1] if len(sys.argv) > 1 else "MORI"
 if backend == "MORI-kernel":  # MORI with every hdl.barrier as a pad-protocol kernel
     os.environ["MORI_TORCH_BARRIER"] = "kernel"
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-torch.cuda.set_device(rank)
+rank, world, symm_mem, gname = a2a_common.setup(backend)
 dev = torch.device("cuda", rank)
-dist.init_process_group("nccl", device_id=dev)
-gname = dist.group.WORLD.group_name
-import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
-
-if backend.startswith("MORI"):
-    import mori.allocator  # noqa: F401
-
-    symm_mem.set_backend("MORI")
-elif backend != "default":
-    symm_mem.set_backend(backend)
 
 
 def out(**kw):
@@ -61,9 +51,7 @@ def time_us(fn, iters=100, warm=20, repeats=3):
 
 def a2a(kind, chunk_bytes, bpp):
     n = chunk_bytes // 4
-    buf = symm_mem.empty(world * n, dtype=torch.int32, device=dev)
-    hdl = symm_mem.rendezvous(buf, gname)
-    src = torch.arange(world * n, dtype=torch.int32, device=dev) + rank * 1000003
+    buf, hdl, src = a2a_common.buffers(symm_mem, gname, rank, world, n)
     if kind == "triton":
         step = lambda: a2a_triton.a2a_push(src, hdl, n, rank, world, bpp=bpp)  # noqa: E731
     else:
@@ -71,11 +59,7 @@ def a2a(kind, chunk_bytes, bpp):
     us = time_us(lambda: (step(), hdl.barrier()))
     torch.cuda.synchronize()
     dist.barrier()
-    ok = True
-    for r in range(world):
-        if r != rank:
-            exp = torch.arange(rank * n, (rank + 1) * n, dtype=torch.int32, device=dev) + r * 1000003
-            ok &= bool(torch.equal(buf[r * n:(r + 1) * n], exp))
+    ok = a2a_common.arrived_correctly(buf, rank, world, n)
     oks = [None] * world
     dist.all_gather_object(oks, ok)
     gbs = (world - 1) * chunk_bytes * world / us / 1e3

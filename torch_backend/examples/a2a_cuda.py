@@ -4,11 +4,10 @@ at run time (NVRTC/hiprtc through torch), reading peers through
 is spread over many blocks. Run:
     torchrun --nproc_per_node=2 a2a_cuda.py [MORI|default|NVSHMEM]
 """
-import os
 import sys
 
+import a2a_common
 import torch
-import torch.distributed as dist
 
 KERNEL = r"""
 extern "C" __global__ void a2a_push(const int4* src, unsigned ptrs_lo, unsigned ptrs_hi,
@@ -45,30 +44,15 @@ def a2a_push(src, hdl, chunk_bytes, rank, world, blocks_per_peer=16, threads=512
 
 
 def main():
-    backend = sys.argv[1] if len(sys.argv) > 1 else "MORI"
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
-    import torch.distributed._symmetric_memory as symm_mem
-
-    if backend == "MORI":
-        import mori.allocator  # noqa: F401
-    if backend != "default":
-        symm_mem.set_backend(backend)
+    rank, world, symm_mem, group = a2a_common.setup(sys.argv[1] if len(sys.argv) > 1 else "MORI")
     chunk = 1 << 20
-    n = chunk // 4
-    buf = symm_mem.empty(world * n, dtype=torch.int32, device="cuda")
-    hdl = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
-    src = torch.arange(world * n, dtype=torch.int32, device="cuda") + rank * 1000003
+    buf, hdl, src = a2a_common.buffers(symm_mem, group, rank, world, chunk // 4)
     a2a_push(src, hdl, chunk, rank, world)
     hdl.barrier()
     torch.cuda.synchronize()
-    for r in range(world):
-        if r != rank:
-            expected = torch.arange(rank * n, (rank + 1) * n, dtype=torch.int32, device="cuda") + r * 1000003
-            assert torch.equal(buf[r * n:(r + 1) * n], expected), f"rank {rank}: chunk from {r} is wrong"
-    print(f"rank {rank}: all-to-all over {backend} correct")
-    dist.destroy_process_group()
+    assert a2a_common.arrived_correctly(buf, rank, world, chunk // 4), f"rank {rank}: wrong data"
+    print(f"rank {rank}: all-to-all correct")
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -10,11 +10,7 @@ static int p2p_init(mori_comm_t *comm, void **state) {
 }
 
 static int p2p_can_reach(void *state, mori_comm_t *comm, int peer, bool *yes) {
-  const mori_peer_info_t *me = mori_comm_peer_info(comm, mori_comm_rank(comm));
-  const mori_peer_info_t *p = mori_comm_peer_info(comm, peer);
-  *yes = false;
-  if (p->host_hash != me->host_hash) return 0;
-  return mori_platform_can_access_peer(me->device, p->device, yes);
+  return mori_comm_peer_mappable(comm, peer, yes);
 }
 
 static int p2p_window_register(void *state, mori_window_t *win, void **win_state) {

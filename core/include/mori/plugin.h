@@ -52,6 +52,10 @@ struct mori_transport_ops {
   int (*fini)(void *state);
 };
 
+/* Whether this rank's device can map `peer`'s memory: same host and the
+ * platform grants peer access (the rule of p2p and the copy engines). */
+MORI_API int mori_comm_peer_mappable(mori_comm_t *comm, int peer, bool *yes);
+
 /* ---- what core offers plug-ins while a window is being made ---- */
 /* The flat span's slot for LSA index i (reserved, not yet mapped for peers). */
 MORI_API void *mori_window_slot(const mori_window_t *win, int lsa_index);
