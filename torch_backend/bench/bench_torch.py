@@ -67,6 +67,30 @@ def a2a(kind, chunk_bytes, bpp):
         correct=all(oks))
 
 
+def barrier_order_check():
+    """Is hdl.barrier() a barrier? Write into the next rank's buffer, barrier,
+    read what the previous rank wrote: count the rounds that read stale data."""
+    n = 1 << 20
+    buf = symm_mem.empty(n, dtype=torch.int64, device=dev)
+    hb = symm_mem.rendezvous(buf, gname)
+    remote = hb.get_buffer((rank + 1) % world, (n,), torch.int64)
+    stale = 0
+    for round_ in range(100):
+        remote.fill_(round_ * 1000 + rank)
+        hb.barrier()
+        stale += int(not torch.all(buf == round_ * 1000 + (rank - 1) % world).item())
+        hb.barrier()
+    stales = [None] * world
+    dist.all_gather_object(stales, stale)
+    out(what="barrier_orders_writes", rounds=100, stale_rounds_per_rank=stales)
+
+
+barrier_order_check()
+if "--only-barrier-check" in sys.argv:
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.exit(0)
+
 for chunk in [256 << 10, 4 << 20]:
     for kind, bpps in [("triton", [1, 16, 64]), ("cuda", [64])]:
         for bpp in bpps:
@@ -88,21 +112,7 @@ t = symm_mem.empty(1 << 20, dtype=torch.uint8, device=dev)
 h = symm_mem.rendezvous(t, gname)
 out(what="hdl_barrier", us=round(time_us(lambda: h.barrier(), iters=1000, warm=50), 2))
 
-# Is hdl.barrier() a barrier? Write into the next rank's buffer, barrier,
-# read what the previous rank wrote: count the rounds that read stale data.
-n = 1 << 20
-buf = symm_mem.empty(n, dtype=torch.int64, device=dev)
-hb = symm_mem.rendezvous(buf, gname)
-remote = hb.get_buffer((rank + 1) % world, (n,), torch.int64)
-stale = 0
-for round_ in range(100):
-    remote.fill_(round_ * 1000 + rank)
-    hb.barrier()
-    stale += int(not torch.all(buf == round_ * 1000 + (rank - 1) % world).item())
-    hb.barrier()
-stales = [None] * world
-dist.all_gather_object(stales, stale)
-out(what="barrier_orders_writes", rounds=100, stale_rounds_per_rank=stales)
+
 
 for nbytes in [1 << 20, 64 << 20, 1 << 30]:
     ts = []
