@@ -46,6 +46,8 @@ for config in cuda rocm; do
   if command -v nvidia-smi >/dev/null 2>&1 || [ -e /dev/kfd ]; then continue; fi
   step "--config=$config without a GPU: a clear error" no_gpu_fails_cleanly $config "$([ $config = cuda ] && echo 'cannot load the driver' || echo 'no GPU present')"
 done
+# The rdma transport against a real verbs device: Soft-RoCE in a QEMU guest.
+step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
 step "bazel build --config=cuda //torch_backend:mori (torch 2.11.0)" bazel build --config=cuda //torch_backend:mori
 step "the torch backend was really built" test -f bazel-bin/torch_backend/libmori_torch.so
 

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Runs the rdma transport's test suite against a real verbs device: Soft-RoCE
+# (rdma_rxe) in a QEMU guest booted from Debian's kernel, because the build
+# machines' kernels have no InfiniBand support. Nothing is installed on the
+# host beyond Debian packages; the kernel .deb is unpacked, not installed.
+#   tools/rdma_vm_test.sh [ranks...]      (default: 2 4)
+# Prints the suite's output and ends with "rdma vm: N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ranks=("${@:-2 4}")
+[ $# -eq 0 ] && ranks=(2 4)
+work=${MORI_VM_DIR:-/tmp/mori-rdma-vm}
+mkdir -p "$work"
+
+need=()
+for p in qemu-system-x86 busybox-static ibverbs-providers cpio; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+# The kernel: Debian's current one, unpacked.
+kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+if [ ! -d "$work/kernel/boot" ]; then
+  (cd "$work" && apt-get download "$kpkg" >/dev/null 2>&1 && dpkg-deb -x "$kpkg"_*.deb kernel && rm -f "$kpkg"_*.deb)
+fi
+kver=$(ls "$work/kernel/lib/modules" | head -1)
+moddir="$work/kernel/lib/modules/$kver"
+
+bazel build //tests/rdma:rdma_test_2ranks >/dev/null
+test_bin=bazel-bin/tests/rdma/rdma_test_2ranks
+
+# The initramfs: busybox, the modules in load order, the test and its
+# libraries, libibverbs with the rxe provider, and the rdma tool.
+root="$work/initramfs"
+rm -rf "$root" && mkdir -p "$root"/{bin,sbin,lib,lib64,etc/libibverbs.d,proc,sys,dev,tmp,mods,usr/lib/x86_64-linux-gnu/libibverbs}
+cp /bin/busybox "$root/bin/"
+for tool in sh mount insmod ip sleep cat echo poweroff grep mkdir seq; do ln -sf busybox "$root/bin/$tool"; done
+# crc32_generic first: rdma_rxe needs it although modinfo does not say so.
+for m in crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe; do
+  cp "$(find "$moddir" -name "$m.ko" | head -1)" "$root/mods/"
+done
+copy_with_libs() {
+  for f in "$@"; do
+    mkdir -p "$root$(dirname "$f")" && cp -L "$f" "$root$f"
+    ldd "$f" 2>/dev/null | awk '/=>/ {print $3} /ld-linux/ {print $1}' | while read -r lib; do
+      [ -f "$lib" ] && mkdir -p "$root$(dirname "$lib")" && cp -Ln "$lib" "$root$lib"
+    done
+  done
+}
+cp "$test_bin" "$root/bin/rdma_test"
+copy_with_libs "$root/bin/rdma_test" /usr/bin/rdma /usr/lib/x86_64-linux-gnu/libibverbs.so.1 \
+  /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+cp /usr/bin/rdma "$root/bin/rdma"
+cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
+cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$root/lib/" 2>/dev/null || true
+mkdir -p "$root/lib/x86_64-linux-gnu" && cp -Ln /lib/x86_64-linux-gnu/libgcc_s.so.1 "$root/lib/x86_64-linux-gnu/" 2>/dev/null || true
+
+cat > "$root/init" <<INIT
+#!/bin/sh
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe; do insmod /mods/\$m.ko; done
+ip link set lo up
+rdma link add rxe0 type rxe netdev lo
+sleep 5
+passed=0; failed=0
+for n in ${ranks[*]}; do
+  echo "== rdma_test at \$n ranks"
+  if MORI_TEST_RANKS=\$n MORI_RDMA_GID_INDEX=1 /bin/rdma_test; then passed=\$((passed+1)); else failed=\$((failed+1)); fi
+done
+echo "MORI_VM_RESULT \$passed \$failed"
+poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initramfs.gz"
+
+log="$work/console.log"
+timeout 600 qemu-system-x86_64 -accel tcg -cpu max -m 2G -smp 2 \
+  -kernel "$work/kernel/boot/vmlinuz-$kver" -initrd "$work/initramfs.gz" \
+  -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot -nic none </dev/null 2>&1 | tr -d '\r' | tee "$log" |
+  grep -vE '^\[ *[0-9]+\.[0-9]+\]' || true
+result=$(grep -a MORI_VM_RESULT "$log" | tail -1)
+if [ -z "$result" ]; then
+  echo "rdma vm: 0 passed, 1 failed (the guest gave no result; see $log)"
+  exit 1
+fi
+set -- $result
+echo "rdma vm: $2 passed, $3 failed"
+[ "$3" -eq 0 ]

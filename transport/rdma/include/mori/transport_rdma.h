@@ -1,0 +1,34 @@
+/* Transport: RDMA through libibverbs (loaded with dlopen: a program that does
+ * not list this transport never touches libibverbs). One RC queue pair per
+ * peer, one memory region per window; puts, gets and atomic adds are posted
+ * by the host (CPU proxy). GPU-initiated posting is not built (see
+ * docs/architecture.md). Reaches every peer of the comm; list it after p2p
+ * so that peers on the same host stay load/store.
+ *
+ * Environment: MORI_RDMA_DEVICE (device name, default: the first), 
+ * MORI_RDMA_PORT (default 1), MORI_RDMA_GID_INDEX (default 1 when the port
+ * has it — the IPv4-mapped RoCE GID —, else 0). */
+#ifndef MORI_TRANSPORT_RDMA_H
+#define MORI_TRANSPORT_RDMA_H
+
+#include "mori/plugin.h"
+
+MORI_EXTERN_C_BEGIN
+
+extern MORI_API const mori_transport_ops_t mori_transport_rdma_ops;
+
+/* RDMA WRITE of `bytes` from this rank's window at `src_offset` into
+ * `peer`'s window at `dst_offset`. Returns once posted; mori_rdma_quiet waits. */
+MORI_API int mori_rdma_put(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes);
+/* RDMA READ from `peer`'s window at `src_offset` into this rank's window at `dst_offset`. */
+MORI_API int mori_rdma_get(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes);
+/* Atomic 64-bit add at `peer`'s window `offset` (8-byte aligned). */
+MORI_API int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t value);
+/* Waits (bounded by MORI_BOOTSTRAP_TIMEOUT_MS) until everything this rank
+ * posted on the comm has completed; a failed completion is an error naming
+ * the peer and the verbs status. */
+MORI_API int mori_rdma_quiet(mori_comm_t *comm);
+
+MORI_EXTERN_C_END
+
+#endif
