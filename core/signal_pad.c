@@ -57,6 +57,18 @@ static int add_arena(mori_comm_t *c) {
   return 0;
 }
 
+/* One run for both slots: one allgather per window instead of two. */
+int mori_pad_assign_pair(mori_comm_t *c, size_t first_bytes, size_t second_bytes, mori_pad_slot_t *first,
+                         mori_pad_slot_t *second) {
+  size_t first_span = (first_bytes + GRANULE - 1) / GRANULE * GRANULE;
+  mori_pad_slot_t run;
+  int rc = mori_pad_assign(c, first_span + second_bytes, &run);
+  if (rc) return rc;
+  *first = (mori_pad_slot_t){.arena = run.arena, .offset = run.offset, .bytes = first_bytes};
+  *second = (mori_pad_slot_t){.arena = run.arena, .offset = run.offset + first_span, .bytes = second_bytes};
+  return 0;
+}
+
 int mori_pad_assign(mori_comm_t *c, size_t bytes, mori_pad_slot_t *slot) {
   int need = (int)((bytes + GRANULE - 1) / GRANULE);
   if (bytes > ARENA_BYTES)
@@ -106,7 +118,7 @@ out:
 }
 
 void mori_pad_release(mori_comm_t *c, const mori_pad_slot_t *slot) {
-  if (slot->arena < 0 || slot->arena >= c->num_pad_arenas) return;
+  if (slot->arena < 0 || slot->arena >= c->num_pad_arenas || slot->bytes == 0) return;
   mori_pad_arena_t *a = &c->pad_arenas[slot->arena];
   /* Pads must read zero when handed out again (torch's protocol). */
   char *local = (char *)mori_window_local_ptr(a->window) + slot->offset;

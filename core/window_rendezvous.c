@@ -188,11 +188,12 @@ static int build(mori_window_t *w, const struct rendezvous_info *all) {
   /* Invariant: the local entry is exactly what alloc returned. */
   w->ptrs[c->rank] = w->alloc->base;
   if (!c->creating_arena) {
-    if ((rc = mori_pad_assign(c, MORI_SYNC_AREA_BYTES(c->lsa_size), &w->sync_slot)) != 0) return rc;
+    /* The device barrier's area and the signal pad, from one arena run. */
+    rc = mori_pad_assign_pair(c, MORI_SYNC_AREA_BYTES(c->lsa_size), all[0].pad_size, &w->sync_slot, &w->pad_slot);
+    if (rc) return rc;
     w->has_sync = true;
   }
   if (all[0].pad_size && !c->creating_arena) {
-    if ((rc = mori_pad_assign(c, all[0].pad_size, &w->pad_slot)) != 0) return rc;
     w->has_pad = true;
     for (int p = 0; p < c->size; p++) w->pads[p] = mori_pad_peer_ptr(c, &w->pad_slot, p);
   }

@@ -91,6 +91,9 @@ MORI_API void mori_window_teardown(mori_window_t *w);
 
 /* Signal-pad arena of a comm (signal_pad.c). Collective. */
 MORI_API int mori_pad_assign(mori_comm_t *comm, size_t bytes, mori_pad_slot_t *slot);
+/* Two slots from one run (second_bytes may be 0): one collective step. */
+MORI_API int mori_pad_assign_pair(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, mori_pad_slot_t *first,
+                                  mori_pad_slot_t *second);
 MORI_API void mori_pad_release(mori_comm_t *comm, const mori_pad_slot_t *slot);
 MORI_API void *mori_pad_peer_ptr(mori_comm_t *comm, const mori_pad_slot_t *slot, int peer);
 /* The slot in the flat window arithmetic: LSA index i at base + i * stride. */
