@@ -145,6 +145,19 @@ static int use_device(int device) {
   return 0;
 }
 
+/* Entry points that make a device's primary context current put the
+ * caller's context back on the way out: a free from Python's garbage
+ * collector must not change which device the program is using. */
+static CUcontext save_context(void) {
+  CUcontext ctx = NULL;
+  if (ready() == 0) cu.cuCtxGetCurrent(&ctx);
+  return ctx;
+}
+
+static void restore_context(CUcontext ctx) {
+  if (ctx) cu.cuCtxSetCurrent(ctx);
+}
+
 static CUmemAllocationHandleType cuda_handle_type(int type) {
   return type == MORI_HANDLE_FABRIC ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 }
@@ -184,7 +197,7 @@ int mori_platform_current_device(int *device) {
   return 0;
 }
 
-int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
+static int device_uuid_in_context(int device, uint8_t uuid[16]) {
   int rc = use_device(device);
   if (rc) return rc;
   CUdevice dev;
@@ -195,7 +208,7 @@ int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
   return 0;
 }
 
-int mori_platform_granularity(int device, size_t *granularity) {
+static int granularity_in_context(int device, size_t *granularity) {
   int rc = use_device(device);
   if (rc) return rc;
   CUmemAllocationProp prop = allocation_prop(device, MORI_HANDLE_POSIX_FD);
@@ -204,7 +217,7 @@ int mori_platform_granularity(int device, size_t *granularity) {
   return 0;
 }
 
-int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+static int mem_create_in_context(int device, size_t size, int handle_type, mori_pmem_t *out) {
   memset(out, 0, sizeof(*out));
   int rc = use_device(device);
   if (rc) return rc;
@@ -229,7 +242,7 @@ int mori_platform_mem_release(mori_pmem_t *mem) {
   return 0;
 }
 
-int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
+static int mem_export_in_context(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
   memset(out, 0, sizeof(*out));
   out->type = handle_type;
   out->fd = -1;
@@ -249,7 +262,7 @@ int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_share
   return 0;
 }
 
-int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+static int mem_import_in_context(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
   memset(out, 0, sizeof(*out));
   int rc = use_device(device);
   if (rc) return rc;
@@ -358,7 +371,7 @@ int mori_platform_memcpy(void *dst, const void *src, size_t size) {
   return 0;
 }
 
-int mori_platform_synchronize(int device) {
+static int synchronize_in_context(int device) {
   int rc = use_device(device);
   if (rc) return rc;
   CU_CHECK(cu.cuCtxSynchronize(), "synchronizing device %d", device);
@@ -381,7 +394,7 @@ int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
   return 0;
 }
 
-int mori_platform_device_alloc(int device, size_t size, void **out) {
+static int device_alloc_in_context(int device, size_t size, void **out) {
   int rc = use_device(device);
   if (rc) return rc;
   CUdeviceptr p;
@@ -398,7 +411,7 @@ int mori_platform_device_free(void *ptr) {
   return 0;
 }
 
-int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev) {
+static int host_alloc_mapped_in_context(size_t size, void **host, void **dev) {
   int device = 0;
   int rc = mori_platform_current_device(&device);
   if (!rc) rc = use_device(device);
@@ -423,7 +436,7 @@ struct mori_platform_queue {
   int device;
 };
 
-int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
+static int queue_create_in_context(int device, mori_platform_queue_t **out) {
   int rc = use_device(device);
   if (rc) return rc;
   struct mori_platform_queue *q = calloc(1, sizeof(*q));
@@ -486,7 +499,7 @@ int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_wr
   return 0;
 }
 
-int mori_platform_stream_memops_supported(int device, bool *yes) {
+static int stream_memops_supported_in_context(int device, bool *yes) {
   int rc = use_device(device);
   if (rc) return rc;
   CUdevice dev;
@@ -495,4 +508,76 @@ int mori_platform_stream_memops_supported(int device, bool *yes) {
   CU_CHECK(cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev), "memop attribute");
   *yes = v != 0;
   return 0;
+}
+
+/* ---- entry points that switch contexts (see save_context) ---- */
+
+int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
+  CUcontext saved = save_context();
+  int rc = device_uuid_in_context(device, uuid);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_granularity(int device, size_t *granularity) {
+  CUcontext saved = save_context();
+  int rc = granularity_in_context(device, granularity);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+  CUcontext saved = save_context();
+  int rc = mem_create_in_context(device, size, handle_type, out);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
+  CUcontext saved = save_context();
+  int rc = mem_export_in_context(mem, handle_type, out);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+  CUcontext saved = save_context();
+  int rc = mem_import_in_context(shared, size, device, out);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_synchronize(int device) {
+  CUcontext saved = save_context();
+  int rc = synchronize_in_context(device);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_device_alloc(int device, size_t size, void **out) {
+  CUcontext saved = save_context();
+  int rc = device_alloc_in_context(device, size, out);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
+  CUcontext saved = save_context();
+  int rc = queue_create_in_context(device, out);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev) {
+  CUcontext saved = save_context();
+  int rc = host_alloc_mapped_in_context(size, host, dev);
+  restore_context(saved);
+  return rc;
+}
+
+int mori_platform_stream_memops_supported(int device, bool *yes) {
+  CUcontext saved = save_context();
+  int rc = stream_memops_supported_in_context(device, yes);
+  restore_context(saved);
+  return rc;
 }

@@ -45,6 +45,21 @@ static int use_device(int device) {
   return 0;
 }
 
+/* Entry points that select a device put the caller's device back on the way
+ * out: a free from Python's garbage collector must not change it. */
+static int save_device(void) {
+  int device = -1;
+  if (hipGetDevice(&device) != hipSuccess) {
+    (void)hipGetLastError();
+    device = -1;
+  }
+  return device;
+}
+
+static void restore_device(int device) {
+  if (device >= 0) (void)hipSetDevice(device);
+}
+
 static hipMemAllocationHandleType hip_handle_type(int type) {
   return type == MORI_HANDLE_FABRIC ? MORI_HIP_HANDLE_TYPE_FABRIC : hipMemHandleTypePosixFileDescriptor;
 }
@@ -78,7 +93,7 @@ int mori_platform_current_device(int *device) {
   return 0;
 }
 
-int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
+static int device_uuid_on_device(int device, uint8_t uuid[16]) {
   int rc = use_device(device);
   if (rc) return rc;
   hipUUID u;
@@ -87,7 +102,7 @@ int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
   return 0;
 }
 
-int mori_platform_granularity(int device, size_t *granularity) {
+static int granularity_on_device(int device, size_t *granularity) {
   int rc = use_device(device);
   if (rc) return rc;
   hipMemAllocationProp prop = allocation_prop(device, MORI_HANDLE_POSIX_FD);
@@ -96,7 +111,7 @@ int mori_platform_granularity(int device, size_t *granularity) {
   return 0;
 }
 
-int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+static int mem_create_on_device(int device, size_t size, int handle_type, mori_pmem_t *out) {
   memset(out, 0, sizeof(*out));
   int rc = use_device(device);
   if (rc) return rc;
@@ -134,7 +149,7 @@ int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_share
   return 0;
 }
 
-int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+static int mem_import_on_device(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
   memset(out, 0, sizeof(*out));
   int rc = use_device(device);
   if (rc) return rc;
@@ -221,7 +236,7 @@ int mori_platform_memcpy(void *dst, const void *src, size_t size) {
   return 0;
 }
 
-int mori_platform_synchronize(int device) {
+static int synchronize_on_device(int device) {
   int rc = use_device(device);
   if (rc) return rc;
   HIP_CHECK(hipDeviceSynchronize(), "synchronizing device %d", device);
@@ -239,7 +254,7 @@ int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
   return 0;
 }
 
-int mori_platform_device_alloc(int device, size_t size, void **out) {
+static int device_alloc_on_device(int device, size_t size, void **out) {
   int rc = use_device(device);
   if (rc) return rc;
   HIP_CHECK(hipMalloc(out, size ? size : 1), "allocating %zu bytes on device %d", size, device);
@@ -272,7 +287,7 @@ struct mori_platform_queue {
   hipStream_t stream;
 };
 
-int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
+static int queue_create_on_device(int device, mori_platform_queue_t **out) {
   int rc = use_device(device);
   if (rc) return rc;
   struct mori_platform_queue *q = calloc(1, sizeof(*q));
@@ -316,4 +331,55 @@ int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_wr
 int mori_platform_stream_memops_supported(int device, bool *yes) {
   *yes = true; /* part of HIP's stream API on every AMD GPU it supports */
   return 0;
+}
+
+/* ---- entry points that switch devices (see save_device) ---- */
+
+int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
+  int saved = save_device();
+  int rc = device_uuid_on_device(device, uuid);
+  restore_device(saved);
+  return rc;
+}
+
+int mori_platform_granularity(int device, size_t *granularity) {
+  int saved = save_device();
+  int rc = granularity_on_device(device, granularity);
+  restore_device(saved);
+  return rc;
+}
+
+int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+  int saved = save_device();
+  int rc = mem_create_on_device(device, size, handle_type, out);
+  restore_device(saved);
+  return rc;
+}
+
+int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+  int saved = save_device();
+  int rc = mem_import_on_device(shared, size, device, out);
+  restore_device(saved);
+  return rc;
+}
+
+int mori_platform_synchronize(int device) {
+  int saved = save_device();
+  int rc = synchronize_on_device(device);
+  restore_device(saved);
+  return rc;
+}
+
+int mori_platform_device_alloc(int device, size_t size, void **out) {
+  int saved = save_device();
+  int rc = device_alloc_on_device(device, size, out);
+  restore_device(saved);
+  return rc;
+}
+
+int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
+  int saved = save_device();
+  int rc = queue_create_on_device(device, out);
+  restore_device(saved);
+  return rc;
 }

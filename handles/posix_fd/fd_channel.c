@@ -177,12 +177,13 @@ static int receive_one(fd_channel_t *ch, struct stashed *got) {
   bool have_cred = false;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      /* Keep the first fd; close any extra a sender attached. */
       int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      int fds[4];
-      memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)(count > 4 ? 4 : count));
-      for (int i = 0; i < count && i < 4; i++) {
-        if (fd < 0) fd = fds[i];
-        else close(fds[i]);
+      for (int i = 0; i < count; i++) {
+        int one;
+        memcpy(&one, CMSG_DATA(c) + (size_t)i * sizeof(int), sizeof(int));
+        if (fd < 0) fd = one;
+        else close(one);
       }
     } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
       memcpy(&cred, CMSG_DATA(c), sizeof(cred));
