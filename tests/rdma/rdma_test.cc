@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "mori/device.h"
 #include "mori/team.h"
 #include "tests/support/world.h"
 
@@ -84,6 +85,56 @@ TEST(Rdma, CrossNodePeersArePutGotAndAddedOverRdma) {
     EXPECT_EQ(mori_rdma_put(win, other, counter, 0, 64), MORI_ERANGE);
     EXPECT_EQ(mori_rdma_atomic_add(win, other, 3, 1), MORI_EINVAL);
     EXPECT_EQ(mori_rdma_put(win, rank, 0, 0, 8), MORI_EINVAL);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+TEST(Rdma, DeviceApiReachesCrossNodePeersThroughTheProxy) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    int per_node = size / 2;
+    setenv("MORI_HOST_ID", rank < per_node ? "node-a" : "node-b", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    size_t staging = kChunk * size, counter = staging + kChunk;
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(counter + 8, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    mori_window_dev_t view = mori_window_device_view(win);
+    ASSERT_NE(view.proxy, nullptr);
+    char *mem = (char *)p;
+    for (size_t i = 0; i < kChunk; i++) mem[staging + i] = (char)(rank * 7 + i);
+    // The same calls a kernel makes: put, then a signal, to every peer; the
+    // cross-node ones go through the proxy, the others by load/store.
+    int cross = 0;
+    for (int peer = 0; peer < size; peer++) {
+      ASSERT_EQ(mori_put_block(view, peer, rank * kChunk, mem + staging, kChunk), MORI_DEVICE_OK) << "peer " << peer;
+      mori_quiet();
+      ASSERT_EQ(mori_signal_add(view, peer, counter, 1), MORI_DEVICE_OK);
+      cross += (peer < per_node) != (rank < per_node);
+    }
+    EXPECT_EQ(cross, size - per_node);
+    // Everyone signalled everyone once: wait for `size` arrivals.
+    ASSERT_EQ(mori_signal_wait_until(view, counter, MORI_CMP_GE, (uint64_t)size, 20000000000ull, -1, 0, nullptr),
+              MORI_DEVICE_OK);
+    for (int writer = 0; writer < size; writer++)
+      for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[writer * kChunk + i], (char)(writer * 7 + i)) << "from " << writer;
+    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // get through the proxy: what this rank put into the other node.
+    int other = (rank + per_node) % size;
+    memset(mem + staging, 0, kChunk);
+    ASSERT_EQ(mori_get_warp(view, other, mem + staging, rank * kChunk, kChunk), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+    for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[staging + i], (char)(rank * 7 + i));
+    // A local buffer outside the window cannot be sent: a defined error.
+    char outside[8] = {0};
+    EXPECT_EQ(mori_put_thread(view, other, 0, outside, 8), MORI_DEVICE_EINVAL);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(p));

@@ -4,6 +4,7 @@
  * registration. If any rank has no RDMA device, the transport reaches no
  * peer on any rank (decided together, so the ranks agree). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "core/internal/error.h"
 #include "core/internal/log.h"
+#include "core/platform/platform.h"
 #include "mori/transport_rdma.h"
 #include "transport/rdma/verbs_loader.h"
 
@@ -25,8 +27,16 @@ struct rdma_endpoint { /* what each rank publishes; qpn[] follows */
   uint8_t gid[16];
 };
 
+struct rdma_window;
+
 struct rdma_state {
   const struct mori_verbs *v;
+  /* Posting and reaping happen on the caller's thread (host API) and on the
+   * proxy thread (requests from kernels): one lock for both. */
+  pthread_mutex_t lock;
+  pthread_t proxy;
+  bool proxy_running, stopping;
+  struct rdma_window *proxied; /* windows whose rings the proxy serves */
   struct ibv_context *ctx;
   struct ibv_pd *pd;
   struct ibv_cq *cq;
@@ -46,6 +56,12 @@ struct rdma_window {
   size_t size; /* what the user asked for: the bounds of every operation */
   uint64_t *addr; /* per peer */
   uint32_t *rkey;
+  /* The request ring kernels submit to (host view / device view), the
+   * device-memory ticket counter, and the proxy's progress. */
+  mori_proxy_ring_t *ring, *ring_dev;
+  uint64_t *tickets;
+  uint64_t next; /* next ticket the proxy takes */
+  struct rdma_window *next_proxied;
 };
 
 static int verbs_error(int err, const char *what) {
@@ -108,7 +124,7 @@ static int open_local(struct rdma_state *s, struct rdma_endpoint *me, uint32_t *
     struct ibv_qp_init_attr init = {
         .send_cq = s->cq,
         .recv_cq = s->cq,
-        .cap = {.max_send_wr = SQ_DEPTH, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
+        .cap = {.max_send_wr = SQ_DEPTH, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 64},
         .qp_type = IBV_QPT_RC,
     };
     if (!(s->qp[p] = (v->ibv_create_qp)(s->pd, &init))) return verbs_error(errno, "ibv_create_qp");
@@ -171,19 +187,26 @@ static void close_local(struct rdma_state *s) {
   s->ctx = NULL;
 }
 
+static void stop_proxy(struct rdma_state *s);
+
 static int rdma_fini(void *state) {
   struct rdma_state *s = state;
   if (!s) return 0;
+  stop_proxy(s); /* teardown order: proxy threads first */
   close_local(s);
+  pthread_mutex_destroy(&s->lock);
   free(s->qp);
   free(s->scratch);
   free(s);
   return 0;
 }
 
+static int start_proxy(struct rdma_state *s);
+
 static int rdma_init(mori_comm_t *comm, void **state) {
   struct rdma_state *s = calloc(1, sizeof(*s));
   if (!s) return mori_error_set(MORI_ENOMEM, "rdma");
+  pthread_mutex_init(&s->lock, NULL);
   s->rank = mori_comm_rank(comm);
   s->size = mori_comm_size(comm);
   s->timeout_ms = mori_bootstrap_default_timeout_ms();
@@ -226,6 +249,7 @@ static int rdma_init(mori_comm_t *comm, void **state) {
     if (!rc) rc = brc;
     s->usable = rc == 0;
     if (s->usable) MORI_INFO("rdma: rank %d connected to %d peers over %s", s->rank, s->size - 1, s->device);
+    if (s->usable) rc = start_proxy(s);
   } else {
     close_local(s);
   }
@@ -283,25 +307,61 @@ static int rdma_window_register(void *state, mori_window_t *win, void **win_stat
     }
   }
   free(all);
+  /* The ring kernels hand their requests for RDMA peers to. */
+  if (!rc) rc = mori_platform_host_alloc_mapped(sizeof(mori_proxy_ring_t), (void **)&w->ring, (void **)&w->ring_dev);
+  if (!rc) rc = mori_platform_device_alloc(mori_comm_device(comm), sizeof(uint64_t), (void **)&w->tickets);
+  if (!rc) rc = mori_platform_memset_zero(w->tickets, sizeof(uint64_t));
   if (rc) {
     if (w->mr) (s->v->ibv_dereg_mr)(w->mr);
+    if (w->ring) mori_platform_host_free_mapped(w->ring);
+    mori_platform_device_free(w->tickets);
     free(w->addr);
     free(w->rkey);
     free(w);
     return rc;
   }
+  pthread_mutex_lock(&s->lock);
+  w->next_proxied = s->proxied;
+  s->proxied = w;
+  pthread_mutex_unlock(&s->lock);
   *win_state = w;
   return 0;
 }
 
+static int rdma_device_info(void *state, mori_window_t *win, void *win_state, mori_window_dev_t *dev) {
+  struct rdma_window *w = win_state;
+  if (!w) return 0;
+  dev->proxy = w->ring_dev;
+  dev->proxy_tickets = w->tickets;
+  return 0;
+}
+
 static int quiet(struct rdma_state *s);
+static int serve_rings(struct rdma_state *s, bool *worked);
 
 static int rdma_window_deregister(void *state, mori_window_t *win, void *win_state) {
   struct rdma_state *s = state;
   struct rdma_window *w = win_state;
   if (!w) return 0;
-  int rc = quiet(s); /* nothing in flight may touch the region */
+  /* The device is idle (core synchronised it): serve what is left in the
+   * ring, let everything complete, then stop serving the ring. */
+  bool worked = true;
+  int rc = 0;
+  pthread_mutex_lock(&s->lock);
+  while (worked && !rc) rc = serve_rings(s, &worked);
+  pthread_mutex_unlock(&s->lock);
+  int qrc = quiet(s);
+  if (!rc) rc = qrc;
+  pthread_mutex_lock(&s->lock);
+  for (struct rdma_window **p = &s->proxied; *p; p = &(*p)->next_proxied)
+    if (*p == w) {
+      *p = w->next_proxied;
+      break;
+    }
+  pthread_mutex_unlock(&s->lock);
   (s->v->ibv_dereg_mr)(w->mr);
+  mori_platform_host_free_mapped(w->ring);
+  mori_platform_device_free(w->tickets);
   free(w->addr);
   free(w->rkey);
   free(w);
@@ -317,7 +377,7 @@ const mori_transport_ops_t mori_transport_rdma_ops = {
     .can_reach = rdma_can_reach,
     .window_register = rdma_window_register,
     .window_deregister = rdma_window_deregister,
-    .device_info = NULL,
+    .device_info = rdma_device_info,
     .fini = rdma_fini,
 };
 
@@ -329,19 +389,41 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Reaps completions until at most `outstanding` remain. */
+/* Work-request ids: a host-API operation carries peer << 1; a proxied one
+ * the address of its window | 1 (windows are aligned). */
+static void complete(struct rdma_state *s, const struct ibv_wc *wc) {
+  s->completed++;
+  if (wc->wr_id & 1) {
+    struct rdma_window *w = (struct rdma_window *)(uintptr_t)(wc->wr_id & ~(uint64_t)1);
+    if (wc->status != IBV_WC_SUCCESS) {
+      __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
+      MORI_WARN("rdma: a request from a kernel failed: %s", (s->v->ibv_wc_status_str)(wc->status));
+    }
+    __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
+  }
+}
+
+/* Reaps what has completed; fails on the first failed host-API operation.
+ * Caller holds s->lock. */
+static int reap_some(struct rdma_state *s) {
+  struct ibv_wc wc[32];
+  int n = ibv_poll_cq(s->cq, 32, wc);
+  if (n < 0) return mori_error_set(MORI_EIO, "rdma: polling the completion queue failed");
+  for (int i = 0; i < n; i++) {
+    complete(s, &wc[i]);
+    if (!(wc[i].wr_id & 1) && wc[i].status != IBV_WC_SUCCESS)
+      return mori_error_set(MORI_EIO, "rdma: an operation to rank %d failed: %s (vendor error 0x%x)",
+                            (int)(wc[i].wr_id >> 1), (s->v->ibv_wc_status_str)(wc[i].status), wc[i].vendor_err);
+  }
+  return n;
+}
+
+/* Reaps completions until at most `outstanding` remain. Caller holds s->lock. */
 static int reap(struct rdma_state *s, uint64_t outstanding) {
   int64_t deadline = now_ms() + s->timeout_ms;
-  struct ibv_wc wc[32];
   while (s->posted - s->completed > outstanding) {
-    int n = ibv_poll_cq(s->cq, 32, wc);
-    if (n < 0) return mori_error_set(MORI_EIO, "rdma: polling the completion queue failed");
-    for (int i = 0; i < n; i++) {
-      s->completed++;
-      if (wc[i].status != IBV_WC_SUCCESS)
-        return mori_error_set(MORI_EIO, "rdma: an operation to rank %d failed: %s (vendor error 0x%x)", (int)wc[i].wr_id,
-                              (s->v->ibv_wc_status_str)(wc[i].status), wc[i].vendor_err);
-    }
+    int n = reap_some(s);
+    if (n < 0) return n;
     if (n == 0 && now_ms() > deadline)
       return mori_error_set(MORI_ETIMEDOUT, "rdma: %llu operation(s) did not complete within %d ms",
                             (unsigned long long)(s->posted - s->completed), s->timeout_ms);
@@ -349,7 +431,138 @@ static int reap(struct rdma_state *s, uint64_t outstanding) {
   return 0;
 }
 
-static int quiet(struct rdma_state *s) { return reap(s, 0); }
+static int quiet(struct rdma_state *s) {
+  pthread_mutex_lock(&s->lock);
+  int rc = reap(s, 0);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+/* Caller holds s->lock. */
+static int post(struct rdma_state *s, int peer, struct ibv_send_wr *wr, uint64_t wr_id) {
+  int rc = reap(s, SQ_DEPTH / 2); /* keep the send queue from overflowing */
+  if (rc) return rc;
+  struct ibv_send_wr *bad = NULL;
+  wr->wr_id = wr_id;
+  wr->send_flags |= IBV_SEND_SIGNALED;
+  int err = ibv_post_send(s->qp[peer], wr, &bad);
+  if (err) return mori_error_set(-err, "rdma: posting to rank %d failed: %s", peer, strerror(err));
+  s->posted++;
+  return 0;
+}
+
+static int post_put(struct rdma_state *s, struct rdma_window *w, int peer, uint64_t dst, uint64_t src, uint64_t bytes,
+                    uint64_t wr_id) {
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)(w->base + src), (uint32_t)bytes, w->mr->lkey};
+  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
+  wr.wr.rdma.remote_addr = w->addr[peer] + dst;
+  wr.wr.rdma.rkey = w->rkey[peer];
+  return post(s, peer, &wr, wr_id);
+}
+
+static int post_get(struct rdma_state *s, struct rdma_window *w, int peer, uint64_t dst, uint64_t src, uint64_t bytes,
+                    uint64_t wr_id) {
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)(w->base + dst), (uint32_t)bytes, w->mr->lkey};
+  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ};
+  wr.wr.rdma.remote_addr = w->addr[peer] + src;
+  wr.wr.rdma.rkey = w->rkey[peer];
+  return post(s, peer, &wr, wr_id);
+}
+
+/* Fenced: it happens after this QP's earlier reads and writes. */
+static int post_add(struct rdma_state *s, struct rdma_window *w, int peer, uint64_t offset, uint64_t value,
+                    uint64_t wr_id) {
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)s->scratch, 8, s->scratch_mr->lkey};
+  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+                           .send_flags = IBV_SEND_FENCE};
+  wr.wr.atomic.remote_addr = w->addr[peer] + offset;
+  wr.wr.atomic.compare_add = value;
+  wr.wr.atomic.rkey = w->rkey[peer];
+  return post(s, peer, &wr, wr_id);
+}
+
+/* The value travels inline (copied at post time): nothing to keep alive. */
+static int post_set(struct rdma_state *s, struct rdma_window *w, int peer, uint64_t offset, uint64_t value,
+                    uint64_t wr_id) {
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)&value, 8, 0};
+  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                           .send_flags = IBV_SEND_INLINE | IBV_SEND_FENCE};
+  wr.wr.rdma.remote_addr = w->addr[peer] + offset;
+  wr.wr.rdma.rkey = w->rkey[peer];
+  return post(s, peer, &wr, wr_id);
+}
+
+/* Takes every ready request from every ring and posts it. A request that
+ * cannot be posted (bad peer, out of bounds) counts as done and failed.
+ * Caller holds s->lock. */
+static int serve_rings(struct rdma_state *s, bool *worked) {
+  *worked = false;
+  for (struct rdma_window *w = s->proxied; w; w = w->next_proxied) {
+    for (;;) {
+      mori_proxy_request_t *r = &w->ring->slot[w->next % MORI_PROXY_SLOTS];
+      if (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) != w->next + 1) break;
+      mori_proxy_request_t q = *r;
+      uint64_t id = (uint64_t)(uintptr_t)w | 1;
+      int rc;
+      bool in_bounds = q.peer >= 0 && q.peer < s->size && q.peer != s->rank;
+      uint64_t span = (q.op == MORI_PROXY_PUT || q.op == MORI_PROXY_GET) ? q.bytes_or_value : 8;
+      in_bounds = in_bounds && q.dst_offset <= w->size && span <= w->size - q.dst_offset;
+      if (q.op == MORI_PROXY_PUT || q.op == MORI_PROXY_GET) in_bounds = in_bounds && q.src_offset <= w->size && span <= w->size - q.src_offset;
+      if (!in_bounds) rc = MORI_EINVAL;
+      else if (q.op == MORI_PROXY_PUT) rc = post_put(s, w, q.peer, q.dst_offset, q.src_offset, q.bytes_or_value, id);
+      else if (q.op == MORI_PROXY_GET) rc = post_get(s, w, q.peer, q.dst_offset, q.src_offset, q.bytes_or_value, id);
+      else if (q.op == MORI_PROXY_ATOMIC_ADD) rc = post_add(s, w, q.peer, q.dst_offset, q.bytes_or_value, id);
+      else if (q.op == MORI_PROXY_SIGNAL_SET) rc = post_set(s, w, q.peer, q.dst_offset, q.bytes_or_value, id);
+      else rc = MORI_EINVAL;
+      if (rc) {
+        MORI_WARN("rdma proxy: request %u to rank %d (dst %llu, %llu bytes) refused: %s", q.op, q.peer,
+                  (unsigned long long)q.dst_offset, (unsigned long long)q.bytes_or_value,
+                  rc == MORI_EINVAL ? "bad peer or out of the window" : mori_last_error());
+        __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
+      }
+      w->next++;
+      __atomic_store_n(&w->ring->consumed, w->next, __ATOMIC_RELEASE);
+      *worked = true;
+    }
+  }
+  int n = reap_some(s);
+  if (n > 0) *worked = true;
+  return n < 0 ? n : 0;
+}
+
+static void *proxy_main(void *arg) {
+  struct rdma_state *s = arg;
+  pthread_mutex_lock(&s->lock);
+  while (!s->stopping) {
+    bool worked = false;
+    if (serve_rings(s, &worked) != 0) MORI_WARN("rdma proxy: %s", mori_last_error());
+    if (!worked) {
+      pthread_mutex_unlock(&s->lock);
+      struct timespec pause = {0, 20 * 1000}; /* idle: 20 us */
+      nanosleep(&pause, NULL);
+      pthread_mutex_lock(&s->lock);
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+static int start_proxy(struct rdma_state *s) {
+  int err = pthread_create(&s->proxy, NULL, proxy_main, s);
+  if (err) return mori_error_set(-err, "rdma: starting the proxy thread: %s", strerror(err));
+  s->proxy_running = true;
+  return 0;
+}
+
+static void stop_proxy(struct rdma_state *s) {
+  if (!s->proxy_running) return;
+  pthread_mutex_lock(&s->lock);
+  s->stopping = true;
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->proxy, NULL);
+  s->proxy_running = false;
+}
 
 static int prepare(mori_window_t *win, int peer, size_t remote_offset, size_t local_offset, size_t bytes, const char *op,
                    struct rdma_state **s_out, struct rdma_window **w_out) {
@@ -364,21 +577,8 @@ static int prepare(mori_window_t *win, int peer, size_t remote_offset, size_t lo
   if (remote_offset > w->size || bytes > w->size - remote_offset || local_offset > w->size || bytes > w->size - local_offset)
     return mori_error_set(MORI_ERANGE, "rdma %s to rank %d: %zu bytes at remote offset %zu / local offset %zu leave the %zu-byte window",
                           op, peer, bytes, remote_offset, local_offset, w->size);
-  /* Keep the send queue from overflowing. */
-  int rc = reap(s, SQ_DEPTH / 2);
-  if (rc) return rc;
   *s_out = s;
   *w_out = w;
-  return 0;
-}
-
-static int post(struct rdma_state *s, int peer, struct ibv_send_wr *wr) {
-  struct ibv_send_wr *bad = NULL;
-  wr->wr_id = (uint64_t)peer;
-  wr->send_flags = IBV_SEND_SIGNALED;
-  int err = ibv_post_send(s->qp[peer], wr, &bad);
-  if (err) return mori_error_set(-err, "rdma: posting to rank %d failed: %s", peer, strerror(err));
-  s->posted++;
   return 0;
 }
 
@@ -387,11 +587,10 @@ int mori_rdma_put(mori_window_t *win, int peer, size_t dst_offset, size_t src_of
   struct rdma_window *w;
   int rc = prepare(win, peer, dst_offset, src_offset, bytes, "put", &s, &w);
   if (rc) return rc;
-  struct ibv_sge sge = {(uint64_t)(uintptr_t)(w->base + src_offset), (uint32_t)bytes, w->mr->lkey};
-  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
-  wr.wr.rdma.remote_addr = w->addr[peer] + dst_offset;
-  wr.wr.rdma.rkey = w->rkey[peer];
-  return post(s, peer, &wr);
+  pthread_mutex_lock(&s->lock);
+  rc = post_put(s, w, peer, dst_offset, src_offset, bytes, (uint64_t)peer << 1);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
 }
 
 int mori_rdma_get(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes) {
@@ -399,11 +598,10 @@ int mori_rdma_get(mori_window_t *win, int peer, size_t dst_offset, size_t src_of
   struct rdma_window *w;
   int rc = prepare(win, peer, src_offset, dst_offset, bytes, "get", &s, &w);
   if (rc) return rc;
-  struct ibv_sge sge = {(uint64_t)(uintptr_t)(w->base + dst_offset), (uint32_t)bytes, w->mr->lkey};
-  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ};
-  wr.wr.rdma.remote_addr = w->addr[peer] + src_offset;
-  wr.wr.rdma.rkey = w->rkey[peer];
-  return post(s, peer, &wr);
+  pthread_mutex_lock(&s->lock);
+  rc = post_get(s, w, peer, dst_offset, src_offset, bytes, (uint64_t)peer << 1);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
 }
 
 int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t value) {
@@ -412,12 +610,10 @@ int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t v
   if (offset % 8) return mori_error_set(MORI_EINVAL, "rdma atomic_add: offset %zu is not 8-byte aligned", offset);
   int rc = prepare(win, peer, offset, 0, 8, "atomic_add", &s, &w);
   if (rc) return rc;
-  struct ibv_sge sge = {(uint64_t)(uintptr_t)s->scratch, 8, s->scratch_mr->lkey};
-  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD};
-  wr.wr.atomic.remote_addr = w->addr[peer] + offset;
-  wr.wr.atomic.compare_add = value;
-  wr.wr.atomic.rkey = w->rkey[peer];
-  return post(s, peer, &wr);
+  pthread_mutex_lock(&s->lock);
+  rc = post_add(s, w, peer, offset, value, (uint64_t)peer << 1);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
 }
 
 int mori_rdma_quiet(mori_comm_t *comm) {

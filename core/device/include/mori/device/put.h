@@ -2,9 +2,12 @@
  *   _thread: one thread copies everything;
  *   _warp:   the calling warp (wavefront) cooperates; all its lanes call;
  *   _block:  the calling block cooperates; all its threads call.
- * Peers are world ranks; a peer outside the LSA team is MORI_DEVICE_EUNREACHABLE
- * (never a silent no-op). Completion: mori_quiet() before signalling. On the
- * host platform every scope is one thread. */
+ * Peers are world ranks. A peer outside the LSA team goes through the
+ * window's proxy when a transport provides one (rdma: one thread of the
+ * scope submits; the local buffer must lie in this rank's window; complete
+ * with mori_quiet_window), else MORI_DEVICE_EUNREACHABLE — never a silent
+ * no-op. Completion for load/store peers: mori_quiet() before signalling.
+ * On the host platform every scope is one thread. */
 #ifndef MORI_DEVICE_PUT_H
 #define MORI_DEVICE_PUT_H
 
@@ -38,23 +41,44 @@ MORI_DEVICE_INLINE void mori_copy_cooperative(void *dst, const void *src, uint64
   for (uint64_t i = vec * 16 + (uint64_t)rank; i < bytes; i += (uint64_t)count) d[i] = s[i];
 }
 
+/* A peer outside the LSA team: one thread of the scope hands the operation
+ * to the window's proxy (rdma). The local side must lie in this rank's
+ * window (that is the memory the transport registered). */
+MORI_DEVICE_INLINE int mori_put_via_proxy(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src,
+                                          uint64_t bytes, int scope_rank) {
+  if (!win.proxy) return MORI_DEVICE_EUNREACHABLE;
+  if (scope_rank != 0) return MORI_DEVICE_OK;
+  const char *base = (const char *)mori_local_ptr(win, 0);
+  if ((const char *)src < base || (uint64_t)((const char *)src - base) + bytes > win.size) return MORI_DEVICE_EINVAL;
+  return mori_proxy_request(win, MORI_PROXY_PUT, peer, dst_offset, (uint64_t)((const char *)src - base), bytes);
+}
+
+MORI_DEVICE_INLINE int mori_get_via_proxy(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes,
+                                          int scope_rank) {
+  if (!win.proxy) return MORI_DEVICE_EUNREACHABLE;
+  if (scope_rank != 0) return MORI_DEVICE_OK;
+  char *base = (char *)mori_local_ptr(win, 0);
+  if ((char *)dst < base || (uint64_t)((char *)dst - base) + bytes > win.size) return MORI_DEVICE_EINVAL;
+  return mori_proxy_request(win, MORI_PROXY_GET, peer, (uint64_t)((char *)dst - base), src_offset, bytes);
+}
+
 /* ---- put: local src -> peer's window at dst_offset ---- */
 MORI_DEVICE_INLINE int mori_put_thread(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
   void *dst = mori_peer_ptr(win, peer, dst_offset);
-  if (!dst) return MORI_DEVICE_EUNREACHABLE;
+  if (!dst) return mori_put_via_proxy(win, peer, dst_offset, src, bytes, 0);
   mori_copy_cooperative(dst, src, bytes, 0, 1);
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
   void *dst = mori_peer_ptr(win, peer, dst_offset);
-  if (!dst) return MORI_DEVICE_EUNREACHABLE;
+  if (!dst) return mori_put_via_proxy(win, peer, dst_offset, src, bytes, MORI_THREAD_RANK_WARP());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
   MORI_SYNC_WARP();
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_put_block(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
   void *dst = mori_peer_ptr(win, peer, dst_offset);
-  if (!dst) return MORI_DEVICE_EUNREACHABLE;
+  if (!dst) return mori_put_via_proxy(win, peer, dst_offset, src, bytes, MORI_THREAD_RANK_BLOCK());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
   MORI_SYNC_BLOCK();
   return MORI_DEVICE_OK;
@@ -63,20 +87,20 @@ MORI_DEVICE_INLINE int mori_put_block(mori_window_dev_t win, int peer, uint64_t 
 /* ---- get: peer's window at src_offset -> local dst ---- */
 MORI_DEVICE_INLINE int mori_get_thread(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
   const void *src = mori_peer_ptr(win, peer, src_offset);
-  if (!src) return MORI_DEVICE_EUNREACHABLE;
+  if (!src) return mori_get_via_proxy(win, peer, dst, src_offset, bytes, 0);
   mori_copy_cooperative(dst, src, bytes, 0, 1);
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_get_warp(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
   const void *src = mori_peer_ptr(win, peer, src_offset);
-  if (!src) return MORI_DEVICE_EUNREACHABLE;
+  if (!src) return mori_get_via_proxy(win, peer, dst, src_offset, bytes, MORI_THREAD_RANK_WARP());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
   MORI_SYNC_WARP();
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_get_block(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
   const void *src = mori_peer_ptr(win, peer, src_offset);
-  if (!src) return MORI_DEVICE_EUNREACHABLE;
+  if (!src) return mori_get_via_proxy(win, peer, dst, src_offset, bytes, MORI_THREAD_RANK_BLOCK());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
   MORI_SYNC_BLOCK();
   return MORI_DEVICE_OK;

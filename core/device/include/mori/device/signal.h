@@ -13,12 +13,9 @@
 #ifndef MORI_DEVICE_SIGNAL_H
 #define MORI_DEVICE_SIGNAL_H
 
+#include "mori/device/impl/report__funcs.h"
+#include "mori/device/proxy.h"
 #include "mori/device/window.h"
-
-#define MORI_DEVICE_OK 0
-#define MORI_DEVICE_EUNREACHABLE (-1003) /* = MORI_EUNREACHABLE */
-#define MORI_DEVICE_EABORTED (-1007)     /* = MORI_EABORTED */
-#define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
 
 typedef enum mori_cmp {
   MORI_CMP_EQ = 0,
@@ -42,32 +39,17 @@ MORI_HOST_DEVICE int mori_cmp_holds(uint64_t seen, mori_cmp_t cmp, uint64_t valu
   }
 }
 
-/* Leaves an error record in the mailbox (first writer wins) and returns code. */
-MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,
-                                          uint64_t waited_ns, uint64_t expected, uint64_t seen) {
-  mori_device_control_t *ctl = win.control;
-  if (ctl && mori_atomic_cas_u32(&ctl->error_claimed, 0, 1) == 0) {
-    ctl->error.waiter_rank = win.world_rank;
-    ctl->error.peer = peer;
-    ctl->error.channel = channel;
-    ctl->error.waited_ns = waited_ns;
-    ctl->error.expected = expected;
-    ctl->error.seen = seen;
-    mori_fence_system();
-    *(volatile uint32_t *)&ctl->error.code = (uint32_t)code;
-    mori_fence_system();
-  }
-  return code;
-}
+/* A request for a peer outside the LSA team, through the window's proxy
+ * (rdma); see mori/device/proxy.h. */
+#define MORI_PROXY_SUBMIT_TIMEOUT_NS (10ull * 1000 * 1000 * 1000)
+MORI_DEVICE_INLINE int mori_proxy_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
+                                          uint64_t src_offset, uint64_t bytes_or_value);
 
-MORI_DEVICE_INLINE int mori_aborted(mori_window_dev_t win) {
-  return win.control && *(volatile uint32_t *)&win.control->abort_flag != 0;
-}
-
-/* Peer's signal := value (release, system scope). */
+/* Peer's signal := value (release, system scope); ordered after this
+ * thread's earlier puts to that peer, also through the proxy. */
 MORI_DEVICE_INLINE int mori_signal_set(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
   uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
-  if (!sig) return MORI_DEVICE_EUNREACHABLE;
+  if (!sig) return mori_proxy_request(win, MORI_PROXY_SIGNAL_SET, peer, offset, 0, value);
   mori_atomic_store_release_u64(sig, value);
   return MORI_DEVICE_OK;
 }
@@ -75,7 +57,7 @@ MORI_DEVICE_INLINE int mori_signal_set(mori_window_dev_t win, int peer, uint64_t
 /* Peer's signal += value (release, system scope). */
 MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
   uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
-  if (!sig) return MORI_DEVICE_EUNREACHABLE;
+  if (!sig) return mori_proxy_request(win, MORI_PROXY_ATOMIC_ADD, peer, offset, 0, value);
   mori_atomic_add_release_u64(sig, value);
   return MORI_DEVICE_OK;
 }
@@ -102,6 +84,19 @@ MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t of
   }
   if (seen_out) *seen_out = seen;
   return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_proxy_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
+                                          uint64_t src_offset, uint64_t bytes_or_value) {
+  if (!win.proxy || peer < 0 || peer >= win.world_size) return MORI_DEVICE_EUNREACHABLE;
+  int64_t t = mori_proxy_submit(win, op, peer, dst_offset, src_offset, bytes_or_value, MORI_PROXY_SUBMIT_TIMEOUT_NS);
+  return t < 0 ? (int)t : MORI_DEVICE_OK;
+}
+
+/* mori_quiet, plus completion of every proxy request of this window. */
+MORI_DEVICE_INLINE int mori_quiet_window(mori_window_dev_t win, uint64_t timeout_ns) {
+  mori_fence_system();
+  return mori_proxy_quiet(win, timeout_ns);
 }
 
 #endif

@@ -2,6 +2,7 @@
 #ifndef MORI_DEVICE_IMPL_WINDOW_TYPES_H
 #define MORI_DEVICE_IMPL_WINDOW_TYPES_H
 
+#include "mori/device/impl/proxy__types.h"
 #include "mori/device/portability.h"
 
 /* A wait that timed out inside a kernel leaves one of these in the window's
@@ -38,6 +39,8 @@ typedef struct mori_window_dev {
   uint64_t sync_base;        /* LSA index i's barrier area: sync_base + i * sync_stride (0: none) */
   mori_device_control_t *control; /* host-mapped */
   uint64_t sync_stride;
+  mori_proxy_ring_t *proxy;  /* requests for peers outside the LSA team (rdma), or NULL */
+  uint64_t *proxy_tickets;   /* device-memory ticket counter of that ring */
   int32_t world_rank;
   int32_t world_size;
   int32_t lsa_rank;          /* my index in the LSA team */
@@ -46,7 +49,7 @@ typedef struct mori_window_dev {
   int32_t reserved;
 } mori_window_dev_t;
 
-MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 96, "mori_window_dev_t layout is part of the ABI");
+MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 112, "mori_window_dev_t layout is part of the ABI");
 
 /* Barrier channels of the device API (mori/device/barrier.h). Each rank's
  * barrier area holds MORI_SYNC_CHANNELS * lsa_size received epochs followed

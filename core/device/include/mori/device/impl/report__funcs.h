@@ -1,0 +1,36 @@
+/* Error codes of the device API and the mailbox every failed wait writes
+ * (see mori/device/signal.h). */
+#ifndef MORI_DEVICE_IMPL_REPORT_FUNCS_H
+#define MORI_DEVICE_IMPL_REPORT_FUNCS_H
+
+#include "mori/device/impl/window__types.h"
+
+#define MORI_DEVICE_OK 0
+#define MORI_DEVICE_EINVAL (-22)         /* = MORI_EINVAL */
+#define MORI_DEVICE_EUNREACHABLE (-1003) /* = MORI_EUNREACHABLE */
+#define MORI_DEVICE_EABORTED (-1007)     /* = MORI_EABORTED */
+#define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
+
+/* Leaves an error record in the mailbox (first writer wins) and returns code. */
+MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,
+                                          uint64_t waited_ns, uint64_t expected, uint64_t seen) {
+  mori_device_control_t *ctl = win.control;
+  if (ctl && mori_atomic_cas_u32(&ctl->error_claimed, 0, 1) == 0) {
+    ctl->error.waiter_rank = win.world_rank;
+    ctl->error.peer = peer;
+    ctl->error.channel = channel;
+    ctl->error.waited_ns = waited_ns;
+    ctl->error.expected = expected;
+    ctl->error.seen = seen;
+    mori_fence_system();
+    *(volatile uint32_t *)&ctl->error.code = (uint32_t)code;
+    mori_fence_system();
+  }
+  return code;
+}
+
+MORI_DEVICE_INLINE int mori_aborted(mori_window_dev_t win) {
+  return win.control && *(volatile uint32_t *)&win.control->abort_flag != 0;
+}
+
+#endif

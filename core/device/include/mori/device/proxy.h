@@ -1,0 +1,56 @@
+/* Operations on peers outside the LSA team, handed to the host proxy of the
+ * transport that reaches them (rdma). A single thread submits; completion is
+ * observed with mori_proxy_quiet. Offsets are into the window on both
+ * sides (the transport registered exactly the window's memory). */
+#ifndef MORI_DEVICE_PROXY_H
+#define MORI_DEVICE_PROXY_H
+
+#include "mori/device/impl/report__funcs.h"
+
+/* Takes a ticket, waits for a free slot (timeout, abort), fills it. Returns
+ * the ticket + 1 (> 0) or a negative code. */
+MORI_DEVICE_INLINE int64_t mori_proxy_submit(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
+                                             uint64_t src_offset, uint64_t bytes_or_value, uint64_t timeout_ns) {
+  mori_proxy_ring_t *ring = win.proxy;
+  if (!ring) return MORI_DEVICE_EUNREACHABLE;
+  uint64_t ticket = mori_atomic_add_release_u64(win.proxy_tickets, 1);
+  uint64_t start = 0;
+  for (uint32_t spin = 0; ticket - mori_atomic_load_acquire_u64(&ring->consumed) >= MORI_PROXY_SLOTS; spin++) {
+    if (spin == 0) start = mori_clock_ns();
+    if ((spin & 255) == 255) {
+      uint64_t waited = mori_clock_ns() - start;
+      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, op, waited, ticket, 0);
+      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, op, waited, ticket, 0);
+    }
+    mori_pause();
+  }
+  mori_proxy_request_t *r = &ring->slot[ticket % MORI_PROXY_SLOTS];
+  r->op = op;
+  r->peer = peer;
+  r->dst_offset = dst_offset;
+  r->src_offset = src_offset;
+  r->bytes_or_value = bytes_or_value;
+  mori_atomic_store_release_u64(&r->ready, ticket + 1);
+  return (int64_t)(ticket + 1);
+}
+
+/* Waits until every request submitted to this window's proxy so far has
+ * completed (timeout, abort); a failed request is MORI_DEVICE_EUNREACHABLE
+ * here and detailed by the host (mori_window_check). */
+MORI_DEVICE_INLINE int mori_proxy_quiet(mori_window_dev_t win, uint64_t timeout_ns) {
+  mori_proxy_ring_t *ring = win.proxy;
+  if (!ring) return MORI_DEVICE_OK;
+  uint64_t target = mori_atomic_load_acquire_u64(win.proxy_tickets), start = 0, seen = 0;
+  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&ring->done)) < target; spin++) {
+    if (spin == 0) start = mori_clock_ns();
+    if ((spin & 255) == 255) {
+      uint64_t waited = mori_clock_ns() - start;
+      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, -1, 0, waited, target, seen);
+      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, -1, 0, waited, target, seen);
+    }
+    mori_pause();
+  }
+  return mori_atomic_load_acquire_u64(&ring->failed) ? MORI_DEVICE_EUNREACHABLE : MORI_DEVICE_OK;
+}
+
+#endif
