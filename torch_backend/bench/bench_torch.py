@@ -85,7 +85,41 @@ def barrier_order_check():
     out(what="barrier_orders_writes", rounds=100, stale_rounds_per_rank=stales)
 
 
+def small_op_overheads():
+    """Where a small op's time goes: the host cost of a cached rendezvous
+    (torch calls it on every op), and one_shot_all_reduce at 16 KiB eager
+    against replayed from a CUDA graph (no host work per replay)."""
+    t = symm_mem.empty(8192, dtype=torch.bfloat16, device=dev).normal_()
+    symm_mem.rendezvous(t, gname)
+    t0 = time.perf_counter()
+    for _ in range(2000):
+        symm_mem.rendezvous(t, gname)
+    out(what="rendezvous_cached_host_us", us=round((time.perf_counter() - t0) / 2000 * 1e6, 2))
+    eager = time_us(lambda: torch.ops.symm_mem.one_shot_all_reduce(t, "sum", gname))
+    out(what="one_shot_all_reduce_16k_eager", us=round(eager, 2))
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                torch.ops.symm_mem.one_shot_all_reduce(t, "sum", gname)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(20):
+                torch.ops.symm_mem.one_shot_all_reduce(t, "sum", gname)
+        graphed = time_us(lambda: g.replay(), iters=20) / 20
+        out(what="one_shot_all_reduce_16k_graph", us=round(graphed, 2))
+    except Exception as e:  # noqa: BLE001
+        out(what="one_shot_all_reduce_16k_graph", error=repr(e)[:200])
+
+
 barrier_order_check()
+if "--only-small-ops" in sys.argv:
+    small_op_overheads()
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.exit(0)
 if "--only-barrier-check" in sys.argv:
     dist.barrier()
     dist.destroy_process_group()
