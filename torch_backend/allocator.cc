@@ -15,6 +15,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/platform/platform.h"
 #include "mori/handle_fabric.h"
@@ -69,7 +71,7 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
       // window (and so the memory) until they go.
       for (auto it = handles_.begin(); it != handles_.end();) {
         mori_mem_info_t info;
-        bool ours = mori_mem_query(it->first.first, &info) == 0 && info.base == ptr;
+        bool ours = mori_mem_query(it->first, &info) == 0 && info.base == ptr;
         it = ours ? handles_.erase(it) : std::next(it);
       }
       for (auto it = windows_.begin(); it != windows_.end();)
@@ -88,6 +90,15 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
   }
 
   c10::intrusive_ptr<SymmetricMemory> rendezvous(void *ptr, const std::optional<std::string> &group_name) override {
+    // torch calls this on every op: a cached (pointer, group) is one hash
+    // lookup, without touching mori's registry.
+    if (group_name) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto hit = handles_.find(ptr);
+      if (hit != handles_.end())
+        for (auto &entry : hit->second)
+          if (entry.first == *group_name) return entry.second;
+    }
     mori_mem_info_t info;
     if (mori_mem_query(ptr, &info) != 0) return {};  // not ours: torch falls back
     std::lock_guard<std::mutex> lock(mutex_);
@@ -99,8 +110,8 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
       TORCH_CHECK(it != alloc_group_.end(), "MORI rendezvous: no group name given at alloc or rendezvous");
       group = it->second;
     }
-    auto cached = handles_.find({ptr, group});
-    if (cached != handles_.end()) return cached->second;  // no store traffic
+    for (auto &entry : handles_[ptr])
+      if (entry.first == group) return entry.second;
 
     std::shared_ptr<WindowState> state;
     auto w = windows_.find({info.base, group});
@@ -120,8 +131,8 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
       state = std::make_shared<WindowState>(win, info.device, g.rank_to_global, r2g_dev);
       windows_[{info.base, group}] = state;
     }
-    auto handle = c10::make_intrusive<MoriSymmetricMemory>(state, info.offset);
-    handles_[{ptr, group}] = handle;
+    c10::intrusive_ptr<SymmetricMemory> handle = c10::make_intrusive<MoriSymmetricMemory>(state, info.offset);
+    handles_[ptr].emplace_back(group, handle);
     return handle;
   }
 
@@ -184,7 +195,8 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
   std::map<void *, std::string> alloc_group_;
   std::map<std::string, Group> groups_;
   std::map<std::pair<void *, std::string>, std::shared_ptr<WindowState>> windows_;
-  std::map<std::pair<void *, std::string>, c10::intrusive_ptr<SymmetricMemory>> handles_;
+  // Handles by the pointer torch passes, one per group.
+  std::unordered_map<void *, std::vector<std::pair<std::string, c10::intrusive_ptr<SymmetricMemory>>>> handles_;
 };
 
 // Never destroyed: torch's registry keeps a reference past our statics.
