@@ -281,8 +281,8 @@ int mori_platform_host_free_mapped(void *host) {
   return 0;
 }
 
-/* Copies on a HIP stream. The sdma transport drives the copy engines
- * directly through hsa-runtime; this queue is the portable fallback. */
+/* Copies on a HIP stream (the sdma transport's queue): AMD runs peer
+ * device-to-device copies on its SDMA engines. */
 struct mori_platform_queue {
   hipStream_t stream;
 };

@@ -64,7 +64,6 @@ MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
 }
 /* CPU ranks may outnumber cores: give the core away while waiting. */
 MORI_DEVICE_INLINE void mori_pause(void) { sched_yield(); }
-#define MORI_THREAD_RANK() 0
 #define MORI_THREAD_COUNT_WARP() 1
 #define MORI_THREAD_RANK_WARP() 0
 #define MORI_THREAD_COUNT_BLOCK() 1
