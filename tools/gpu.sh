@@ -13,7 +13,8 @@ if [ "$mode" = build ]; then
   set -e
   tools/install_deps.sh torch
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
-  bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:bench_p2p //tools/launch:mori_launch //torch_backend:mori
+  bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:bench_p2p //tools/launch:mori_launch \
+    //torch_backend:libmori_torch.so
   rm -rf .carry && mkdir -p .carry/bin .carry/python
   cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/bench_p2p bazel-bin/tools/launch/mori_launch .carry/bin/
   if [ -f bazel-bin/torch_backend/libmori_torch.so ]; then

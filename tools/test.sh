@@ -48,8 +48,9 @@ for config in cuda rocm; do
 done
 # The rdma transport against a real verbs device: Soft-RoCE in a QEMU guest.
 step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
-step "bazel build --config=cuda //torch_backend:mori (torch 2.11.0)" bazel build --config=cuda //torch_backend:mori
-step "the torch backend was really built" test -f bazel-bin/torch_backend/libmori_torch.so
+step "bazel build //torch_backend:mori (torch 2.11.0)" bazel build //torch_backend:mori
+# Built, not skipped: the library exists (a skipped build makes only a note).
+step "the torch backend was really built" test -n "$(find -L bazel-out -path '*/bin/torch_backend/libmori_torch.so' 2>/dev/null | head -1)"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -17,7 +17,7 @@ import torch  # loads libtorch*, which the backend links against
 _LIB_PATH = os.environ.get("MORI_TORCH_LIB", os.path.join(os.path.dirname(__file__), "libmori_torch.so"))
 if not os.path.exists(_LIB_PATH):
     raise ImportError(
-        f"mori: {_LIB_PATH} not found; build it with `bazel build --config=cuda //torch_backend:mori` "
+        f"mori: {_LIB_PATH} not found; build it with `bazel build //torch_backend:mori` "
         "and put libmori_torch.so next to this file (or set MORI_TORCH_LIB)"
     )
 torch.ops.load_library(_LIB_PATH)
