@@ -45,22 +45,26 @@ int main() {
       for (uint64_t bytes = 64 << 10; bytes <= max_bytes; bytes *= 4) {
         // The best of a few grid shapes (a block per 16-64 KiB).
         double t = -1;
-        int blocks = 0;
-        for (int b : {16, 64, 132, 264, 528, 1056}) {
-          if ((uint64_t)b * 8192 > bytes && b != 16) continue;
-          mori_bootstrap_barrier(w.bootstrap);
-          double tb = -1;
-          if (both == 1 || rank == 0) tb = gpu_bench_put(view, peer, src, bytes, b, 512, via_table, 20, both == 2 ? 8 : 1);
-          mori_bootstrap_barrier(w.bootstrap);
-          if (t < 0 || (tb > 0 && tb < t)) {
-            t = tb;
-            blocks = b;
+        int blocks = 0, threads = 0;
+        for (int th : {256, 512, 1024}) {
+          if (th != 512 && bytes < (16u << 20)) continue;  // the thread sweep only where bandwidth is the question
+          for (int b : {16, 64, 132, 264, 528, 1056}) {
+            if ((uint64_t)b * 8192 > bytes && b != 16) continue;
+            mori_bootstrap_barrier(w.bootstrap);
+            double tb = -1;
+            if (both == 1 || rank == 0) tb = gpu_bench_put(view, peer, src, bytes, b, th, via_table, 20, both == 2 ? 8 : 1);
+            mori_bootstrap_barrier(w.bootstrap);
+            if (t < 0 || (tb > 0 && tb < t)) {
+              t = tb;
+              blocks = b;
+              threads = th;
+            }
           }
         }
         if (rank == 0)
           printf("RESULT {\"what\": \"put_block\", \"directions\": \"%s\", \"addressing\": \"%s\", \"bytes\": %llu, "
-                 "\"blocks\": %d, \"us\": %.2f, \"GBps_per_direction\": %.1f}\n",
-                 both == 1 ? "all ranks" : both == 2 ? "rank0->1, 8 puts per launch" : "rank0->1", via_table ? "table" : "flat", (unsigned long long)bytes, blocks, t,
+                 "\"blocks\": %d, \"threads\": %d, \"us\": %.2f, \"GBps_per_direction\": %.1f}\n",
+                 both == 1 ? "all ranks" : both == 2 ? "rank0->1, 8 puts per launch" : "rank0->1", via_table ? "table" : "flat", (unsigned long long)bytes, blocks, threads, t,
                  bytes / t / 1e3);
       }
     }

@@ -27,16 +27,28 @@ MORI_DEVICE_INLINE void mori_copy_cooperative(void *dst, const void *src, uint64
     vec = bytes / 16;
     mori_vec16_t *dv = (mori_vec16_t *)d;
     const mori_vec16_t *sv = (const mori_vec16_t *)s;
-    uint64_t i = (uint64_t)rank;
-    /* Four independent 16-byte loads in flight per thread. */
-    for (; i + 3 * (uint64_t)count < vec; i += 4 * (uint64_t)count) {
-      mori_vec16_t a = sv[i], b = sv[i + count], c = sv[i + 2 * count], e = sv[i + 3 * count];
-      dv[i] = a;
-      dv[i + count] = b;
-      dv[i + 2 * count] = c;
-      dv[i + 3 * count] = e;
+    uint64_t i = (uint64_t)rank, n = (uint64_t)count;
+    /* Eight independent 16-byte loads in flight per thread, then four. */
+    for (; i + 7 * n < vec; i += 8 * n) {
+      mori_vec16_t r0 = sv[i], r1 = sv[i + n], r2 = sv[i + 2 * n], r3 = sv[i + 3 * n];
+      mori_vec16_t r4 = sv[i + 4 * n], r5 = sv[i + 5 * n], r6 = sv[i + 6 * n], r7 = sv[i + 7 * n];
+      dv[i] = r0;
+      dv[i + n] = r1;
+      dv[i + 2 * n] = r2;
+      dv[i + 3 * n] = r3;
+      dv[i + 4 * n] = r4;
+      dv[i + 5 * n] = r5;
+      dv[i + 6 * n] = r6;
+      dv[i + 7 * n] = r7;
     }
-    for (; i < vec; i += (uint64_t)count) dv[i] = sv[i];
+    for (; i + 3 * n < vec; i += 4 * n) {
+      mori_vec16_t r0 = sv[i], r1 = sv[i + n], r2 = sv[i + 2 * n], r3 = sv[i + 3 * n];
+      dv[i] = r0;
+      dv[i + n] = r1;
+      dv[i + 2 * n] = r2;
+      dv[i + 3 * n] = r3;
+    }
+    for (; i < vec; i += n) dv[i] = sv[i];
   }
   for (uint64_t i = vec * 16 + (uint64_t)rank; i < bytes; i += (uint64_t)count) d[i] = s[i];
 }
