@@ -30,21 +30,38 @@ bool HaveRdmaDevice() {
 
 constexpr size_t kChunk = 64 << 10;
 
+// Ranks [0, size/2) are "node-a", the rest "node-b" (MORI_HOST_ID).
+void JoinTwoNodes(int rank, int size) { setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1); }
+
+// The window both tests use: [size chunks received][staging chunk][8-byte counter].
+struct Layout {
+  void *mem = nullptr;
+  mori_window_t *win = nullptr;
+  size_t staging = 0, counter = 0;
+};
+
+void OpenLayout(mori_comm_t *comm, int size, Layout *l) {
+  l->staging = kChunk * size;
+  l->counter = l->staging + kChunk;
+  MORI_ASSERT_OK(mori_mem_alloc(l->counter + 8, nullptr, &l->mem));
+  MORI_ASSERT_OK(mori_window_create(comm, l->mem, &l->win));
+}
+
 TEST(Rdma, CrossNodePeersArePutGotAndAddedOverRdma) {
   int size = TestRanks();
   if (size < 2) GTEST_SKIP();
   bool have = HaveRdmaDevice();
   EXPECT_RANKS_PASS(size, [have](int rank, int size) {
     int per_node = size / 2;
-    setenv("MORI_HOST_ID", rank < per_node ? "node-a" : "node-b", 1);
+    JoinTwoNodes(rank, size);
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
-    // Layout: [size chunks received][staging chunk][8-byte counter].
-    size_t staging = kChunk * size, counter = staging + kChunk;
-    void *p = nullptr;
-    MORI_ASSERT_OK(mori_mem_alloc(counter + 8, nullptr, &p));
-    mori_window_t *win = nullptr;
-    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    void *p = l.mem;
+    mori_window_t *win = l.win;
+    size_t staging = l.staging, counter = l.counter;
     char *mem = (char *)p;
     int other = (rank + per_node) % size;  // same local index, other node
     if (!have) {
@@ -97,14 +114,15 @@ TEST(Rdma, DeviceApiReachesCrossNodePeersThroughTheProxy) {
   if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
   EXPECT_RANKS_PASS(size, [](int rank, int size) {
     int per_node = size / 2;
-    setenv("MORI_HOST_ID", rank < per_node ? "node-a" : "node-b", 1);
+    JoinTwoNodes(rank, size);
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
-    size_t staging = kChunk * size, counter = staging + kChunk;
-    void *p = nullptr;
-    MORI_ASSERT_OK(mori_mem_alloc(counter + 8, nullptr, &p));
-    mori_window_t *win = nullptr;
-    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    void *p = l.mem;
+    mori_window_t *win = l.win;
+    size_t staging = l.staging, counter = l.counter;
     mori_window_dev_t view = mori_window_device_view(win);
     ASSERT_NE(view.proxy, nullptr);
     char *mem = (char *)p;
