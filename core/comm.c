@@ -1,13 +1,19 @@
-/* Comm creation: one allgather of who every rank is, the agreed handle type,
- * and for every peer the transport that reaches it. */
+/* Comm creation: one allgather of who every rank is, the agreed handle
+ * type, and for every peer what the transports provide — from which the LSA
+ * team and the per-peer routes follow, by capability, whatever the order in
+ * which the transports were listed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "core/internal/core.h"
-#include "core/internal/error.h"
-#include "core/internal/log.h"
+#include "core/base/error.h"
+#include "core/base/log.h"
+#include "core/internal/comm.h"
+#include "core/internal/plugin_ops.h"
+
+static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
+static mori_comm_t *live_comms;
 
 void mori_comm_attr_init(mori_comm_attr_t *attr) {
   memset(attr, 0, sizeof(*attr));
@@ -39,36 +45,89 @@ static void host_identity(char *out, size_t len) {
   snprintf(out, len, "%.24s/%.36s", host, boot);
 }
 
-static int check_plugin(const char *kind, const char *name, uint32_t size, uint32_t version, size_t expected,
-                        const char *missing_op) {
-  if (size < expected || version != MORI_PLUGIN_ABI_VERSION)
-    return mori_error_set(MORI_EINVAL, "%s '%s': ops size %u / ABI %u, core expects %zu / %d", kind, name ? name : "?",
-                          size, version, expected, MORI_PLUGIN_ABI_VERSION);
-  if (missing_op) return mori_error_set(MORI_EINVAL, "%s '%s' lacks the mandatory op %s", kind, name, missing_op);
+int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
+  int32_t mine = my_rc, *all = calloc((size_t)c->size, sizeof(int32_t));
+  if (!all) return mori_error_set(MORI_ENOMEM, "%s: status table", step);
+  char own[512];
+  snprintf(own, sizeof(own), "%s", mori_last_error());
+  int rc = mori_bootstrap_allgather(c->bootstrap, &mine, all, sizeof(mine));
+  if (rc) {
+    free(all);
+    return mori_error_context(rc, "%s: agreeing on the outcome", step);
+  }
+  int first = -1, failed = 0;
+  for (int r = 0; r < c->size; r++)
+    if (all[r]) {
+      failed++;
+      if (first < 0) first = r;
+    }
+  if (first < 0) {
+    free(all);
+    return 0;
+  }
+  int code = all[first];
+  if (my_rc)
+    rc = mori_error_set(my_rc, "%s failed on rank %d (%d rank(s) failed): %s", step, c->rank, failed, own);
+  else
+    rc = mori_error_set(code, "%s failed on rank %d (%s; %d rank(s) failed)", step, first, mori_err_name(code), failed);
+  free(all);
+  return rc;
+}
+
+/* Per peer and transport, what the transport provides. */
+static int gather_caps(mori_comm_t *c, uint32_t *caps /* [t * size + p] */) {
+  for (int t = 0; t < c->num_transports; t++)
+    for (int p = 0; p < c->size; p++) {
+      uint32_t v = 0;
+      int rc = c->transports[t].peer_caps(c->transport_state[t], c, p, &v);
+      if (rc) return mori_error_context(rc, "transport %s: peer_caps(%d)", c->transports[t].name, p);
+      caps[(size_t)t * c->size + p] = v;
+    }
   return 0;
 }
 
-static int check_transport(const mori_transport_ops_t *t) {
-  if (!t) return mori_error_set(MORI_EINVAL, "comm: transport list holds NULL");
-  const char *missing = !t->init ? "init" : !t->can_reach ? "can_reach" : !t->window_register ? "window_register"
-                      : !t->window_deregister ? "window_deregister" : !t->fini ? "fini" : NULL;
-  return check_plugin("transport", t->name, t->size, t->abi_version, sizeof(*t), missing);
+/* Among the transports that provide `cap` for peer p, the one whose name
+ * sorts first: a choice that does not depend on the list's order. */
+static int8_t provider(const mori_comm_t *c, const uint32_t *caps, int p, uint32_t cap) {
+  int8_t best = -1;
+  for (int t = 0; t < c->num_transports; t++)
+    if ((caps[(size_t)t * c->size + p] & cap) && (best < 0 || strcmp(c->transports[t].name, c->transports[best].name) < 0))
+      best = (int8_t)t;
+  return best;
 }
 
-static int check_handle(const mori_handle_ops_t *h) {
-  if (!h) return mori_error_set(MORI_EINVAL, "comm: handle list holds NULL");
-  const char *missing = !h->init ? "init" : !h->share ? "share" : !h->fini ? "fini" : NULL;
-  return check_plugin("handle library", h->name, h->size, h->abi_version, sizeof(*h), missing);
+/* A transport that needs a capability for a peer it serves fails comm
+ * creation when no other listed transport provides it for that peer. */
+static int check_requirements(const mori_comm_t *c, const uint32_t *caps) {
+  for (int t = 0; t < c->num_transports; t++) {
+    uint32_t need = c->transports[t].requires;
+    if (!need) continue;
+    for (int p = 0; p < c->size; p++) {
+      if (!caps[(size_t)t * c->size + p]) continue;
+      uint32_t others = 0;
+      for (int u = 0; u < c->num_transports; u++)
+        if (u != t) others |= caps[(size_t)u * c->size + p];
+      uint32_t missing = need & ~others;
+      if (missing)
+        return mori_error_set(MORI_EINVAL,
+                              "transport %s needs %s%s%s%s for rank %d, and no other listed transport provides it "
+                              "(list p2p for load/store)",
+                              c->transports[t].name, (missing & MORI_CAP_LOAD_STORE) ? "load/store " : "",
+                              (missing & MORI_CAP_COPY_ENGINE) ? "copy-engine " : "",
+                              (missing & MORI_CAP_RDMA) ? "RDMA " : "",
+                              (missing & MORI_CAP_REMOTE_ATOMICS) ? "remote-atomics " : "", p);
+    }
+  }
+  return 0;
 }
 
 /* The LSA team: the contiguous run of load/store-reachable ranks around this
  * one. Kept only if every rank finds a run of the same size (else the flat
  * window arithmetic would differ per rank): then it collapses to self. */
-static int compute_lsa(mori_comm_t *c) {
+static int compute_lsa(mori_comm_t *c, const bool *load_store) {
   int lo = c->rank, hi = c->rank;
-  while (lo > 0 && c->reach[lo - 1] >= 0 && (c->transports[c->reach[lo - 1]]->caps & MORI_TRANSPORT_LOAD_STORE)) lo--;
-  while (hi + 1 < c->size && c->reach[hi + 1] >= 0 && (c->transports[c->reach[hi + 1]]->caps & MORI_TRANSPORT_LOAD_STORE))
-    hi++;
+  while (lo > 0 && load_store[lo - 1]) lo--;
+  while (hi + 1 < c->size && load_store[hi + 1]) hi++;
   int32_t mine[2] = {lo, hi - lo + 1};
   int32_t *all = calloc((size_t)c->size * 2, sizeof(int32_t));
   if (!all) return mori_error_set(MORI_ENOMEM, "comm: LSA");
@@ -92,55 +151,131 @@ static int compute_lsa(mori_comm_t *c) {
   return 0;
 }
 
-static void comm_free(mori_comm_t *c) {
-  for (int i = c->num_transports - 1; i >= 0; i--)
-    if (c->transports[i]) c->transports[i]->fini(c->transport_state[i]);
-  for (int i = c->num_handles - 1; i >= 0; i--) c->handles[i]->fini(c->handle_state[i]);
-  free(c->reach);
+static int compute_routes(mori_comm_t *c) {
+  uint32_t *caps = calloc((size_t)(c->num_transports ? c->num_transports : 1) * c->size, sizeof(uint32_t));
+  bool *load_store = calloc((size_t)c->size, sizeof(bool));
+  int rc = (!caps || !load_store) ? mori_error_set(MORI_ENOMEM, "comm: capability table") : 0;
+  if (!rc) rc = gather_caps(c, caps);
+  if (!rc) rc = check_requirements(c, caps);
+  for (int p = 0; !rc && p < c->size; p++) load_store[p] = provider(c, caps, p, MORI_CAP_LOAD_STORE) >= 0;
+  if (!rc) rc = compute_lsa(c, load_store);
+  for (int p = 0; !rc && p < c->size; p++) {
+    bool in_lsa = p >= c->lsa_base && p < c->lsa_base + c->lsa_size;
+    mori_route_t *r = &c->routes[p];
+    r->caps = 0;
+    for (int t = 0; t < c->num_transports; t++) r->caps |= caps[(size_t)t * c->size + p];
+    if (!in_lsa) r->caps &= ~(uint32_t)(MORI_CAP_LOAD_STORE | MORI_CAP_COPY_ENGINE);
+    r->reach = in_lsa ? provider(c, caps, p, MORI_CAP_LOAD_STORE) : provider(c, caps, p, MORI_CAP_RDMA);
+    r->copy_engine = in_lsa ? provider(c, caps, p, MORI_CAP_COPY_ENGINE) : -1;
+  }
+  free(caps);
+  free(load_store);
+  return rc;
+}
+
+void mori_comm_release(mori_comm_t *c) {
+  if (!c) return;
+  pthread_mutex_lock(&comms_lock);
+  for (mori_comm_t **p = &live_comms; *p; p = &(*p)->next_live)
+    if (*p == c) {
+      *p = c->next_live;
+      break;
+    }
+  pthread_mutex_unlock(&comms_lock);
+  for (int i = c->num_transports - 1; i >= 0; i--) c->transports[i].fini(c->transport_state[i]);
+  for (int i = c->num_handles - 1; i >= 0; i--) c->handles[i].fini(c->handle_state[i]);
+  free(c->routes);
   free(c->peers);
   free(c);
 }
 
+void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg) {
+  pthread_mutex_lock(&comms_lock);
+  for (mori_comm_t *c = live_comms; c; c = c->next_live) fn(c, arg);
+  pthread_mutex_unlock(&comms_lock);
+}
+
+static int describe_self(mori_comm_t *c, mori_peer_info_t *me) {
+  memset(me, 0, sizeof(*me));
+  me->rank = c->rank;
+  me->pid = (int32_t)getpid();
+  me->device = c->device;
+  host_identity(me->host_id, sizeof(me->host_id));
+  me->host_hash = hash_string(me->host_id);
+  int rc = mori_platform_device_uuid(c->device, me->device_uuid);
+  if (!rc) rc = mori_platform_probe_handle_types(c->device, &me->handle_mask);
+  return rc;
+}
+
+/* Handle libraries: every given one whose type every rank's device can
+ * create and export; the preferred type (fabric before posix_fd, or
+ * MORI_HANDLE_TYPE) is what new allocations use. */
+static int init_handles(mori_comm_t *c, const mori_handle_ops_t *const *given, int n) {
+  unsigned common = ~0u;
+  for (int r = 0; r < c->size; r++) common &= c->peers[r].handle_mask;
+  int preferred = -1;
+  int rc = mori_platform_preferred_handle_type(c->device, &preferred);
+  if (rc) return rc;
+  c->handle_type = MORI_HANDLE_NONE;
+  for (int i = 0; i < n; i++) {
+    mori_handle_ops_t *h = &c->handles[c->num_handles];
+    if ((rc = mori_handle_ops_adopt(given[i], h)) != 0) return rc;
+    if (!(common & (1u << h->handle_type))) continue;
+    if ((rc = h->init(c, &c->handle_state[c->num_handles])) != 0) return mori_error_context(rc, "handle library %s: init", h->name);
+    c->num_handles++;
+    if (h->handle_type == preferred || c->handle_type == MORI_HANDLE_NONE) c->handle_type = h->handle_type;
+  }
+  if (c->num_handles == 0)
+    return mori_error_set(MORI_ENOTSUP,
+                          "comm_create: no given handle library carries a type every rank supports (common mask 0x%x)",
+                          common);
+  return 0;
+}
+
+static int init_transports(mori_comm_t *c, const mori_transport_ops_t *const *given, int n) {
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < i; j++)
+      if (given[j] == given[i])
+        return mori_error_set(MORI_EINVAL, "comm_create: transport %s is listed twice", given[i]->name);
+    int rc = mori_transport_ops_adopt(given[i], &c->transports[i]);
+    if (!rc) rc = c->transports[i].init(c, &c->transport_state[i]);
+    if (rc) return mori_error_context(rc, "transport %s: init", given[i] && given[i]->name ? given[i]->name : "?");
+    c->transport_origin[i] = given[i];
+    c->num_transports = i + 1;
+  }
+  return 0;
+}
+
 int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   if (!attr || !out || !attr->bootstrap) return mori_error_set(MORI_EINVAL, "comm_create: attr, bootstrap and out are required");
-  if (attr->num_transports > MORI_MAX_PLUGINS || attr->num_handles > MORI_MAX_PLUGINS)
+  *out = NULL;
+  if (attr->num_transports < 0 || attr->num_transports > MORI_MAX_PLUGINS || attr->num_handles > MORI_MAX_PLUGINS)
     return mori_error_set(MORI_EINVAL, "comm_create: at most %d transports and %d handle libraries", MORI_MAX_PLUGINS,
                           MORI_MAX_PLUGINS);
   if (attr->num_handles < 1) return mori_error_set(MORI_EINVAL, "comm_create: no handle library given");
-  for (int i = 0; i < attr->num_handles; i++) {
-    int rc = check_handle(attr->handles[i]);
-    if (rc) return rc;
-  }
-  for (int i = 0; i < attr->num_transports; i++) {
-    int rc = check_transport(attr->transports[i]);
-    if (rc) return rc;
-  }
   mori_comm_t *c = calloc(1, sizeof(*c));
   if (!c) return mori_error_set(MORI_ENOMEM, "comm_create");
   c->bootstrap = attr->bootstrap;
   c->rank = mori_bootstrap_rank(attr->bootstrap);
   c->size = mori_bootstrap_size(attr->bootstrap);
   mori_log_set_rank(c->rank);
-  int rc = 0;
   c->device = attr->device;
-  if (c->device < 0 && (rc = mori_platform_current_device(&c->device)) != 0) goto fail;
-
+  int rc = 0;
   mori_peer_info_t me;
-  memset(&me, 0, sizeof(me));
-  me.rank = c->rank;
-  me.pid = (int32_t)getpid();
-  me.device = c->device;
-  host_identity(me.host_id, sizeof(me.host_id));
-  me.host_hash = hash_string(me.host_id);
-  if ((rc = mori_platform_device_uuid(c->device, me.device_uuid)) != 0) goto fail;
-  if ((rc = mori_platform_probe_handle_types(c->device, &me.handle_mask)) != 0) goto fail;
   c->peers = calloc((size_t)c->size, sizeof(*c->peers));
-  c->reach = malloc((size_t)c->size);
-  if (!c->peers || !c->reach) {
-    rc = mori_error_set(MORI_ENOMEM, "comm_create: peer table");
-    goto fail;
-  }
-  if ((rc = mori_bootstrap_allgather(c->bootstrap, &me, c->peers, sizeof(me))) != 0) goto fail;
+  c->routes = calloc((size_t)c->size, sizeof(*c->routes));
+  if (!c->peers || !c->routes) rc = mori_error_set(MORI_ENOMEM, "comm_create: peer table");
+  if (!rc && c->device < 0) rc = mori_platform_current_device(&c->device);
+  /* A rank that failed locally still takes part in the allgather, so that
+   * every rank learns it (and no rank waits for it). */
+  int local_rc = rc ? rc : describe_self(c, &me);
+  if (local_rc) memset(&me, 0, sizeof(me));
+  me.rank = local_rc ? -1 : c->rank;
+  if (c->peers) rc = mori_bootstrap_allgather(c->bootstrap, &me, c->peers, sizeof(me));
+  if (!rc) rc = local_rc;
+  for (int r = 0; !rc && r < c->size; r++)
+    if (c->peers[r].rank != r) rc = mori_error_set(MORI_EIO, "comm_create: rank %d could not describe itself", r);
+  if (rc) goto fail;
   /* Local ranks: order among the ranks of the same host. */
   for (int r = 0; r < c->size; r++) {
     for (int q = 0; q < c->size; q++) {
@@ -149,69 +284,20 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
       c->peers[r].local_size++;
     }
   }
-
-  /* Handle libraries: every given one whose type every rank's device can
-   * create and export; the preferred type (fabric before posix_fd, or
-   * MORI_HANDLE_TYPE) is what new allocations use. */
-  unsigned common = ~0u;
-  for (int r = 0; r < c->size; r++) common &= c->peers[r].handle_mask;
-  int preferred = -1;
-  rc = mori_platform_preferred_handle_type(c->device, &preferred);
-  if (rc) goto fail;
-  c->handle_type = MORI_HANDLE_NONE;
-  for (int i = 0; i < attr->num_handles; i++) {
-    const mori_handle_ops_t *h = attr->handles[i];
-    if (!(common & (1u << h->handle_type))) continue;
-    if ((rc = h->init(c, &c->handle_state[c->num_handles])) != 0) {
-      mori_error_context(rc, "handle library %s: init", h->name);
-      goto fail;
-    }
-    c->handles[c->num_handles++] = h;
-    if (h->handle_type == preferred || c->handle_type == MORI_HANDLE_NONE) c->handle_type = h->handle_type;
-  }
-  if (c->num_handles == 0) {
-    rc = mori_error_set(MORI_ENOTSUP, "comm_create: no given handle library carries a type every rank supports (common mask 0x%x)",
-                        common);
-    goto fail;
-  }
-
-  for (int i = 0; i < attr->num_transports; i++) {
-    c->transports[i] = attr->transports[i];
-    if ((rc = c->transports[i]->init(c, &c->transport_state[i])) != 0) {
-      mori_error_context(rc, "transport %s: init", c->transports[i]->name);
-      c->transports[i] = NULL;
-      goto fail;
-    }
-    c->num_transports = i + 1;
-  }
-  for (int p = 0; p < c->size; p++) {
-    c->reach[p] = -1;
-    for (int i = 0; i < c->num_transports && c->reach[p] < 0; i++) {
-      bool yes = false;
-      if ((rc = c->transports[i]->can_reach(c->transport_state[i], c, p, &yes)) != 0) {
-        mori_error_context(rc, "transport %s: can_reach(%d)", c->transports[i]->name, p);
-        goto fail;
-      }
-      if (yes) c->reach[p] = (int8_t)i;
-    }
-  }
-  if ((rc = compute_lsa(c)) != 0) goto fail;
+  if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
+  if ((rc = init_transports(c, attr->transports, attr->num_transports)) != 0) goto fail;
+  if ((rc = compute_routes(c)) != 0) goto fail;
   MORI_INFO("comm: rank %d of %d on device %d, handle %s, LSA team [%d, %d)", c->rank, c->size, c->device,
             mori_handle_type_name(c->handle_type), c->lsa_base, c->lsa_base + c->lsa_size);
+  pthread_mutex_lock(&comms_lock);
+  c->next_live = live_comms;
+  live_comms = c;
+  pthread_mutex_unlock(&comms_lock);
   *out = c;
   return 0;
 fail:
-  comm_free(c);
+  mori_comm_release(c);
   return mori_error_context(rc, "comm_create (rank %d)", mori_bootstrap_rank(attr->bootstrap));
-}
-
-int mori_comm_destroy(mori_comm_t *comm) {
-  if (!comm) return 0;
-  if (comm->live_windows > 0)
-    return mori_error_set(MORI_EBUSY, "comm_destroy: %d window(s) of this comm are still alive", comm->live_windows);
-  mori_pad_arenas_destroy(comm);
-  comm_free(comm);
-  return 0;
 }
 
 int mori_comm_rank(const mori_comm_t *c) { return c->rank; }
@@ -225,14 +311,29 @@ const mori_peer_info_t *mori_comm_peer_info(const mori_comm_t *c, int rank) {
 }
 
 const mori_transport_ops_t *mori_comm_transport_for(const mori_comm_t *c, int peer) {
-  if (peer < 0 || peer >= c->size || c->reach[peer] < 0) return NULL;
-  return c->transports[c->reach[peer]];
+  if (peer < 0 || peer >= c->size || c->routes[peer].reach < 0) return NULL;
+  return c->transport_origin[c->routes[peer].reach];
+}
+
+const mori_transport_ops_t *mori_comm_copy_engine_for(const mori_comm_t *c, int peer) {
+  if (peer < 0 || peer >= c->size || c->routes[peer].copy_engine < 0) return NULL;
+  return c->transport_origin[c->routes[peer].copy_engine];
+}
+
+uint32_t mori_comm_peer_caps(const mori_comm_t *c, int peer) {
+  return (peer < 0 || peer >= c->size) ? 0 : c->routes[peer].caps;
 }
 
 void mori_comm_lsa(const mori_comm_t *c, int *base, int *size, int *lsa_rank) {
   if (base) *base = c->lsa_base;
   if (size) *size = c->lsa_size;
   if (lsa_rank) *lsa_rank = c->lsa_rank;
+}
+
+void *mori_comm_transport_state(const mori_comm_t *c, const mori_transport_ops_t *ops) {
+  for (int i = 0; i < c->num_transports; i++)
+    if (c->transport_origin[i] == ops) return c->transport_state[i];
+  return NULL;
 }
 
 int mori_comm_peer_mappable(mori_comm_t *c, int peer, bool *yes) {

@@ -1,106 +1,206 @@
-/* Window accessors, the device view, the error mailbox, and destroy. */
+/* Windows: creation (the collective rendezvous of one allocation), the
+ * process's list of live windows, destroy and teardown.
+ *   1. every rank publishes {ok, size, mapped size, pad, device, handle type};
+ *      all validate the same table, so every rank fails alike on a
+ *      disagreement, naming the ranks;
+ *   2. the allocation becomes a segment: mapped across the LSA team,
+ *      registered with the transports (segment.c);
+ *   3. the signal pad and the device barrier's area come from the comm's
+ *      signal arenas (one collective step for both);
+ *   4. the tables are copied to the device; every rank agrees that every
+ *      rank succeeded.
+ * Destroy is local: the segment goes (transports deregister, device sync,
+ * unmap, release imports, free VA), then the tables, the arena slots and
+ * the window's reference to the allocation. */
+#include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "core/internal/core.h"
-#include "core/internal/error.h"
-#include "core/internal/log.h"
+#include "core/base/error.h"
+#include "core/base/log.h"
+#include "core/internal/window.h"
 
-int mori_window_destroy(mori_window_t *w) {
-  if (!w) return 0;
-  pthread_mutex_lock(mori_registry_lock());
-  bool live = false;
-  for (mori_window_t *x = mori_registry_first_window_locked(); x; x = x->next) live |= x == w;
-  if (live) mori_registry_remove_window_locked(w);
-  pthread_mutex_unlock(mori_registry_lock());
-  if (!live) return mori_error_set(MORI_EINVAL, "window_destroy: %p is not a live window (destroyed twice?)", (void *)w);
-  if (!w->internal) w->comm->live_windows--;
-  mori_window_teardown(w);
+static pthread_mutex_t windows_lock = PTHREAD_MUTEX_INITIALIZER;
+static mori_window_t *live_windows;
+
+struct rendezvous_info {
+  int32_t ok; /* 1: the pointer is mori memory */
+  int32_t device;
+  int32_t handle_type;
+  int32_t pid;
+  uint64_t size, mapped_size, pad_size, offset;
+};
+
+/* "rank 0: 4096, rank 1: 8192" for the ranks whose field differs from rank 0's. */
+static void describe_mismatch(char *out, size_t len, const struct rendezvous_info *all, int n, size_t field,
+                              const char *unit) {
+  size_t used = 0;
+  out[0] = '\0';
+  uint64_t first = *(const uint64_t *)((const char *)&all[0] + field);
+  used += (size_t)snprintf(out, len, "rank 0: %llu%s", (unsigned long long)first, unit);
+  for (int r = 1; r < n && used + 40 < len; r++) {
+    uint64_t v = *(const uint64_t *)((const char *)&all[r] + field);
+    if (v != first) used += (size_t)snprintf(out + used, len - used, ", rank %d: %llu%s", r, (unsigned long long)v, unit);
+  }
+}
+
+static int validate(mori_comm_t *c, const struct rendezvous_info *all) {
+  char list[512];
+  size_t used = 0;
+  list[0] = '\0';
+  for (int r = 0; r < c->size; r++)
+    if (!all[r].ok && used + 8 < sizeof(list)) used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", used ? ", " : "", r);
+  if (used) return mori_error_set(MORI_ENOT_OWNED, "window_create: rank(s) %s passed memory mori does not own", list);
+  static const struct {
+    size_t field;
+    const char *what, *unit;
+  } agreed[] = {
+      {offsetof(struct rendezvous_info, size), "the size", " bytes"},
+      {offsetof(struct rendezvous_info, pad_size), "the signal-pad size", " pad bytes"},
+      {offsetof(struct rendezvous_info, mapped_size), "the allocation granularity", " mapped bytes"},
+  };
+  for (size_t f = 0; f < sizeof(agreed) / sizeof(agreed[0]); f++)
+    for (int r = 1; r < c->size; r++)
+      if (*(const uint64_t *)((const char *)&all[r] + agreed[f].field) !=
+          *(const uint64_t *)((const char *)&all[0] + agreed[f].field)) {
+        describe_mismatch(list, sizeof(list), all, c->size, agreed[f].field, agreed[f].unit);
+        return mori_error_set(MORI_EMISMATCH, "window_create: ranks disagree on %s (%s)", agreed[f].what, list);
+      }
+  for (int r = 1; r < c->size; r++)
+    if (all[r].handle_type != all[0].handle_type)
+      return mori_error_set(MORI_EMISMATCH, "window_create: rank %d's memory has %s handles, rank 0's %s", r,
+                            mori_handle_type_name(all[r].handle_type), mori_handle_type_name(all[0].handle_type));
   return 0;
 }
 
-mori_comm_t *mori_window_comm(const mori_window_t *w) { return w->comm; }
-void *mori_window_local_ptr(const mori_window_t *w) { return w->alloc->base; }
-size_t mori_window_offset(const mori_window_t *w) { return w->offset; }
-size_t mori_window_size(const mori_window_t *w) { return w->alloc->size; }
-size_t mori_window_stride(const mori_window_t *w) { return w->stride; }
-size_t mori_window_mapped_size(const mori_window_t *w) { return w->alloc->mapped_size; }
-
-void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
-  if (peer < 0 || peer >= w->comm->size) return NULL;
-  return w->ptrs[peer];
+static int publish_tables(mori_window_t *w) {
+  mori_comm_t *c = w->comm;
+  size_t bytes = sizeof(void *) * (size_t)c->size;
+  int rc = mori_platform_device_alloc(c->device, bytes, (void **)&w->ptrs_dev);
+  if (!rc) rc = mori_platform_memcpy(c->device, w->ptrs_dev, w->ptrs, bytes);
+  if (!rc && w->pad_slot.bytes) {
+    rc = mori_platform_device_alloc(c->device, bytes, (void **)&w->pads_dev);
+    if (!rc) rc = mori_platform_memcpy(c->device, w->pads_dev, w->pads, bytes);
+  }
+  if (!rc)
+    rc = mori_platform_host_alloc_mapped(c->device, sizeof(mori_device_control_t), (void **)&w->control,
+                                         (void **)&w->control_dev);
+  return rc ? mori_error_context(rc, "window_create: publishing the pointer tables") : 0;
 }
 
-void *const *mori_window_ptrs(const mori_window_t *w) { return w->ptrs; }
-void *const *mori_window_ptrs_dev(const mori_window_t *w) { return w->ptrs_dev; }
-size_t mori_window_signal_pad_size(const mori_window_t *w) { return w->has_pad ? w->alloc->signal_pad_size : 0; }
-void *const *mori_window_signal_pads(const mori_window_t *w) { return w->has_pad ? w->pads : NULL; }
-void *const *mori_window_signal_pads_dev(const mori_window_t *w) { return w->has_pad ? w->pads_dev : NULL; }
-
-void *mori_window_slot(const mori_window_t *w, int lsa_index) {
-  return w->flat_base + (size_t)lsa_index * w->stride;
+/* Everything a (possibly partly built) window holds, in the design's order. */
+static void teardown(mori_window_t *w) {
+  mori_comm_t *c = w->comm;
+  mori_segment_destroy(w->segment);
+  mori_platform_device_free(c->device, w->ptrs_dev);
+  mori_platform_device_free(c->device, w->pads_dev);
+  mori_platform_host_free_mapped(w->control);
+  mori_signal_arena_release(c, &w->pad_slot);
+  mori_signal_arena_release(c, &w->barrier_slot);
+  free(w->ptrs);
+  free(w->pads);
+  mori_alloc_release(w->alloc);
+  free(w);
 }
 
-const mori_pmem_t *mori_window_lsa_mem(const mori_window_t *w, int lsa_index) { return &w->lsa_mem[lsa_index]; }
-
-void mori_window_set_peer_ptr(mori_window_t *w, int peer, void *ptr) {
-  if (peer >= 0 && peer < w->comm->size) w->ptrs[peer] = ptr;
+/* Steps 2-4 of the header comment, for a window whose step 1 succeeded. */
+static int build(mori_window_t *w, uint64_t pad_size) {
+  mori_comm_t *c = w->comm;
+  int rc = 0;
+  w->ptrs = calloc((size_t)c->size, sizeof(void *));
+  w->pads = calloc((size_t)c->size, sizeof(void *));
+  if (!w->ptrs || !w->pads) rc = mori_error_set(MORI_ENOMEM, "window_create: tables");
+  mori_alloc_t *a = w->alloc;
+  rc = mori_segment_create(c, &a->local.mem, a->local.base, a->size, rc, &w->segment);
+  if (rc) return rc; /* every rank failed together */
+  for (int p = 0; p < c->size; p++) w->ptrs[p] = w->segment->peer_base[p];
+  /* Invariant: the local entry is exactly what alloc returned. */
+  w->ptrs[c->rank] = a->local.base;
+  rc = mori_signal_arena_assign_pair(c, MORI_BARRIER_AREA_BYTES(c->lsa_size), pad_size, 0, &w->barrier_slot, &w->pad_slot);
+  if (rc) return rc; /* every rank failed together */
+  for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
+  rc = publish_tables(w);
+  return mori_comm_agree(c, rc, "window_create");
 }
 
-/* Plug-ins mark the slots they mapped so teardown unmaps exactly those. */
-void mori_window_mark_mapped(mori_window_t *w, int lsa_index, bool mapped) { w->lsa_mapped[lsa_index] = mapped; }
-
-mori_window_dev_t mori_window_device_view(const mori_window_t *w) {
-  mori_window_dev_t d;
-  memset(&d, 0, sizeof(d));
-  const mori_comm_t *c = w->comm;
-  d.flat_base = (uint64_t)(uintptr_t)w->flat_base;
-  d.stride = w->stride;
-  d.size = w->alloc->size;
-  d.ptrs = w->ptrs_dev;
-  d.signal_pads = w->has_pad ? (uint32_t **)w->pads_dev : NULL;
-  d.signal_pad_size = w->has_pad ? w->alloc->signal_pad_size : 0;
-  d.control = w->control_dev;
-  if (w->has_sync) mori_pad_flat(w->comm, &w->sync_slot, &d.sync_base, &d.sync_stride);
-  d.world_rank = c->rank;
-  d.world_size = c->size;
-  d.lsa_rank = c->lsa_rank;
-  d.lsa_size = c->lsa_size;
-  d.lsa_base = c->lsa_base;
-  for (int i = 0; i < c->num_transports; i++)
-    if (w->transport_registered[i] && c->transports[i]->device_info)
-      c->transports[i]->device_info(c->transport_state[i], (mori_window_t *)w, w->transport_state[i], &d);
-  return d;
+int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
+  if (!comm || !out) return mori_error_set(MORI_EINVAL, "window_create: comm and out are required");
+  *out = NULL;
+  struct rendezvous_info me;
+  memset(&me, 0, sizeof(me));
+  me.pid = (int32_t)getpid();
+  me.device = comm->device;
+  mori_alloc_t *a = mori_alloc_acquire(ptr); /* the window's reference; dropped on any failure */
+  if (a) {
+    me.ok = 1;
+    me.size = a->size;
+    me.mapped_size = a->local.mapped_size;
+    me.pad_size = a->signal_pad_size;
+    me.offset = (uint64_t)((char *)ptr - (char *)a->local.base);
+    me.handle_type = a->local.mem.handle_type;
+  } else {
+    MORI_WARN("window_create: %p is not mori memory; every rank will fail this rendezvous", ptr);
+  }
+  struct rendezvous_info *all = calloc((size_t)comm->size, sizeof(*all));
+  int rc = all ? mori_bootstrap_allgather(comm->bootstrap, &me, all, sizeof(me)) : mori_error_set(MORI_ENOMEM, "window_create");
+  if (!rc) rc = validate(comm, all);
+  uint64_t pad_size = all ? all[0].pad_size : 0;
+  free(all);
+  mori_window_t *w = rc ? NULL : calloc(1, sizeof(*w));
+  if (!rc && !w) rc = mori_error_set(MORI_ENOMEM, "window_create");
+  if (rc) {
+    mori_alloc_release(a);
+    return mori_error_context(rc, "window_create (rank %d, %p)", comm->rank, ptr);
+  }
+  w->comm = comm;
+  w->alloc = a;
+  w->offset = (size_t)me.offset;
+  rc = build(w, pad_size);
+  if (rc) {
+    teardown(w);
+    return mori_error_context(rc, "window_create (rank %d)", comm->rank);
+  }
+  pthread_mutex_lock(&windows_lock);
+  w->next = live_windows;
+  live_windows = w;
+  comm->live_windows++;
+  pthread_mutex_unlock(&windows_lock);
+  *out = w;
+  return 0;
 }
 
-int mori_window_check(mori_window_t *w) {
-  mori_device_control_t *ctl = w->control;
-  if (!ctl || !__atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE)) return 0;
-  mori_device_error_t e = ctl->error;
-  int code = (int)(int32_t)e.code;
-  memset(&ctl->error, 0, sizeof(ctl->error));
-  __atomic_store_n(&ctl->error_claimed, 0, __ATOMIC_RELEASE);
-  if (e.peer >= 0)
-    return mori_error_set(code, "kernel wait on rank %d for rank %d timed out after %.3f ms on channel %u (expected %llu, saw %llu)",
-                          e.waiter_rank, e.peer, (double)e.waited_ns / 1e6, e.channel, (unsigned long long)e.expected,
-                          (unsigned long long)e.seen);
-  return mori_error_set(code, "kernel wait on rank %d failed after %.3f ms on channel %u (%s)", e.waiter_rank,
-                        (double)e.waited_ns / 1e6, e.channel, mori_strerror(code));
+int mori_window_destroy(mori_window_t *w) {
+  if (!w) return 0;
+  pthread_mutex_lock(&windows_lock);
+  bool live = false;
+  for (mori_window_t **p = &live_windows; *p; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      live = true;
+      w->comm->live_windows--;
+      break;
+    }
+  pthread_mutex_unlock(&windows_lock);
+  if (!live) return mori_error_set(MORI_EINVAL, "window_destroy: %p is not a live window (destroyed twice?)", (void *)w);
+  teardown(w);
+  return 0;
 }
 
-void mori_window_abort(mori_window_t *w) {
-  if (w->control) __atomic_store_n(&w->control->abort_flag, 1, __ATOMIC_RELEASE);
+void mori_window_destroy_all(void) {
+  for (;;) {
+    pthread_mutex_lock(&windows_lock);
+    mori_window_t *w = live_windows;
+    pthread_mutex_unlock(&windows_lock);
+    if (!w) return;
+    mori_window_destroy(w);
+  }
 }
 
-void *mori_comm_transport_state(const mori_comm_t *c, const mori_transport_ops_t *ops) {
-  for (int i = 0; i < c->num_transports; i++)
-    if (c->transports[i] == ops) return c->transport_state[i];
-  return NULL;
-}
-
-void *mori_window_transport_state(const mori_window_t *w, const mori_transport_ops_t *ops) {
-  const mori_comm_t *c = w->comm;
-  for (int i = 0; i < c->num_transports; i++)
-    if (c->transports[i] == ops && w->transport_registered[i]) return w->transport_state[i];
-  return NULL;
+int mori_comm_live_windows(const mori_comm_t *comm) {
+  pthread_mutex_lock(&windows_lock);
+  int n = comm->live_windows;
+  pthread_mutex_unlock(&windows_lock);
+  return n;
 }

@@ -1,7 +1,7 @@
 /* Predefined teams and splits, from the comm's topology. */
 #include <string.h>
 
-#include "core/internal/error.h"
+#include "core/base/error.h"
 #include "mori/plugin.h"
 #include "mori/team.h"
 

@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/platform/platform.h"
 #include "mori/handle_fabric.h"
 #include "mori/handle_posix_fd.h"
 #include "mori/mem.h"
+#include "mori/runtime.h"
 #include "mori/transport_p2p.h"
 #include "torch_backend/store_bootstrap.h"
 #include "torch_backend/symmetric_memory.h"
@@ -125,8 +125,8 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
       TORCH_CHECK(rc == 0, "MORI rendezvous on group '", group, "': ", mori_last_error());
       int *r2g_dev = nullptr;
       size_t bytes = g.rank_to_global.size() * sizeof(int);
-      rc = mori_platform_device_alloc(info.device, bytes, (void **)&r2g_dev);
-      if (!rc) rc = mori_platform_memcpy(r2g_dev, g.rank_to_global.data(), bytes);
+      rc = mori_device_alloc(info.device, bytes, (void **)&r2g_dev);
+      if (!rc) rc = mori_device_copy(info.device, r2g_dev, g.rank_to_global.data(), bytes);
       TORCH_CHECK(rc == 0, "MORI rendezvous: ", mori_last_error());
       state = std::make_shared<WindowState>(win, info.device, g.rank_to_global, r2g_dev);
       windows_[{info.base, group}] = state;
@@ -236,7 +236,7 @@ extern "C" __attribute__((visibility("default"))) void mori_torch_finalize(void)
 }
 
 extern "C" __attribute__((visibility("default"))) const char *mori_torch_build_info(void) {
-  static std::string info = std::string("platform=") + mori_platform_name() + " torch=" +
+  static std::string info = std::string("platform=") + mori_runtime_platform() + " torch=" +
                             std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
                             " handles=posix_fd,fabric transports=p2p";
   return info.c_str();

@@ -25,7 +25,7 @@ static int check_launch(void) {
 }
 
 __global__ void barrier_kernel(mori_window_dev_t view, int channel, uint64_t timeout_ns) {
-  mori_pad_barrier_block(view, (uint32_t)channel, timeout_ns);
+  mori_barrier_block(view, (uint32_t)channel, timeout_ns);
 }
 
 __global__ void put_signal_kernel(mori_window_dev_t view, int dst, int channel, uint64_t timeout_ns) {

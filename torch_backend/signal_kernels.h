@@ -1,5 +1,6 @@
-// Stream-ordered kernels behind SymmetricMemory::barrier / put_signal /
-// wait_signal, on torch's signal-pad protocol (mori/device/barrier.h).
+// Stream-ordered kernels behind SymmetricMemory::barrier (the device API's
+// epoch barrier on the barrier area) and put_signal / wait_signal (torch's
+// signal-pad protocol), see mori/device/barrier.h.
 // Return 0 or a negative code for a failed launch; a wait that times out in
 // the kernel leaves a record in the window's mailbox instead of trapping.
 #pragma once

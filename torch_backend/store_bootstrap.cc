@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/internal/error.h"
+#include "mori/error.h"
 
 namespace mori_torch {
 namespace {
@@ -38,7 +38,7 @@ int WaitFor(StoreState &s, uint64_t seq, const std::vector<int> &ranks) {
       }
       if (!present) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
-    return mori_error_set(MORI_ERANK_TIMEOUT, "store bootstrap (%s): rank(s) %s did not arrive at step %llu within %lld ms",
+    return mori_error_report(MORI_ERANK_TIMEOUT, "store bootstrap (%s): rank(s) %s did not arrive at step %llu within %lld ms",
                           s.prefix.c_str(), missing.empty() ? "?" : missing.c_str(), (unsigned long long)seq,
                           (long long)s.timeout.count());
   }
@@ -57,13 +57,13 @@ int StoreAllgather(void *state, const void *send, void *recv, size_t bytes) {
     for (int r = 0; r < s.size; r++) {
       std::vector<uint8_t> v = s.store->get(Key(s, seq, r));
       if (v.size() != bytes)
-        return mori_error_set(MORI_EMISMATCH, "store bootstrap: rank %d contributed %zu bytes, rank %d %zu bytes", r, v.size(),
+        return mori_error_report(MORI_EMISMATCH, "store bootstrap: rank %d contributed %zu bytes, rank %d %zu bytes", r, v.size(),
                               s.rank, bytes);
       if (bytes) memcpy(static_cast<uint8_t *>(recv) + r * bytes, v.data(), bytes);
     }
     return 0;
   } catch (const std::exception &e) {
-    return mori_error_set(MORI_EIO, "store bootstrap: %s", e.what());
+    return mori_error_report(MORI_EIO, "store bootstrap: %s", e.what());
   }
 }
 
@@ -87,12 +87,12 @@ int StoreBcast(void *state, void *buf, size_t bytes, int root) {
     if (rc) return rc;
     std::vector<uint8_t> v = s.store->get(Key(s, seq, root));
     if (v.size() != bytes)
-      return mori_error_set(MORI_EMISMATCH, "store bootstrap: broadcast of %zu bytes from rank %d, expected %zu", v.size(),
+      return mori_error_report(MORI_EMISMATCH, "store bootstrap: broadcast of %zu bytes from rank %d, expected %zu", v.size(),
                             root, bytes);
     memcpy(buf, v.data(), bytes);
     return 0;
   } catch (const std::exception &e) {
-    return mori_error_set(MORI_EIO, "store bootstrap: %s", e.what());
+    return mori_error_report(MORI_EIO, "store bootstrap: %s", e.what());
   }
 }
 

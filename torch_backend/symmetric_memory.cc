@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/platform/platform.h"
+#include "mori/runtime.h"
 #include "mori/device/barrier.h"
 #include "torch_backend/signal_kernels.h"
 
@@ -18,30 +18,7 @@ WindowState::WindowState(mori_window_t *win, int device, std::vector<int> rank_t
 WindowState::~WindowState() {
   if (Finalized()) return;  // mori_finalize already released everything
   mori_window_destroy(win_);
-  mori_platform_device_free(rank_to_global_dev_);
-}
-
-bool WindowState::StreamBarrier(int channel, void *stream) {
-  if (memops_ < 0) {
-    bool yes = false;
-    memops_ = mori_platform_stream_memops_supported(device_, &yes) == 0 && yes;
-  }
-  mori_window_dev_t view = mori_window_device_view(win_);
-  if (!memops_ || !view.sync_base || channel < 0 || channel >= MORI_SYNC_CHANNELS) return false;
-  if (writes_[channel].empty() && view.lsa_size > 1) {
-    // The device API's barrier area layout (mori/device/barrier.h): peer i
-    // records my epochs at word channel * lsa_size + me of its area.
-    for (int i = 0; i < view.lsa_size; i++) {
-      if (i == view.lsa_rank) continue;
-      writes_[channel].push_back(mori_sync_word(view, i, (uint64_t)channel * view.lsa_size + view.lsa_rank));
-      waits_[channel].push_back(mori_sync_word(view, view.lsa_rank, (uint64_t)channel * view.lsa_size + i));
-    }
-  }
-  uint64_t epoch = ++epochs_[channel];
-  int rc = mori_platform_stream_signal_wait(stream, writes_[channel].data(), (int)writes_[channel].size(),
-                                            waits_[channel].data(), (int)waits_[channel].size(), epoch);
-  TORCH_CHECK(rc == 0, "MORI barrier: ", mori_last_error());
-  return true;
+  mori_device_free(device_, rank_to_global_dev_);
 }
 
 void WindowState::Check(const char *where) {
@@ -88,31 +65,17 @@ void CheckChannel(const MoriSymmetricMemory &, mori_window_dev_t view, int chann
 }
 }  // namespace
 
-namespace {
-// MORI_TORCH_BARRIER=kernel: every hdl.barrier runs the pad-protocol kernel.
-bool KernelBarrierForced() {
-  static const bool forced = [] {
-    const char *s = std::getenv("MORI_TORCH_BARRIER");
-    return s && std::string(s) == "kernel";
-  }();
-  return forced;
-}
-}  // namespace
-
-// hdl.barrier(channel, timeout_ms):
-//  - timeout_ms == 0 ("forever", torch's default) and channel < 8: stream
-//    memory operations on the window's barrier area, no kernel launch (the
-//    host cost of a launch dominated small all-to-alls; docs/performance.md);
-//  - otherwise: a kernel on torch's signal-pad protocol that honours the
-//    timeout and the abort flag.
-// Neither leaves the signal pad non-zero, so torch's own kernels are unaffected.
+// hdl.barrier(channel, timeout_ms): one small kernel running the device
+// API's barrier (mori_barrier_block) on the window's barrier area: epochs
+// kept in device memory (so a captured graph replays correctly), one release
+// store per peer, no round trips. It leaves the signal pad alone, so torch's
+// own kernels, which synchronise through the pad, are unaffected.
 void MoriSymmetricMemory::barrier(int channel, size_t timeout_ms) {
   state_->Check("barrier (an earlier wait)");
-  CheckChannel(*this, view_, channel, -1, "barrier");
+  TORCH_CHECK(channel >= 0 && channel < MORI_BARRIER_CHANNELS, "MORI barrier: channel ", channel, " is outside [0, ",
+              MORI_BARRIER_CHANNELS, ")");
   c10::cuda::CUDAGuard guard(state_->device());
-  auto stream = c10::cuda::getCurrentCUDAStream().stream();
-  if (timeout_ms == 0 && !KernelBarrierForced() && state_->StreamBarrier(channel, stream)) return;
-  int rc = mori_torch_launch_barrier(view_, channel, TimeoutNs(timeout_ms), stream);
+  int rc = mori_torch_launch_barrier(view_, channel, TimeoutNs(timeout_ms), c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(rc == 0, "MORI barrier: launch failed: ", mori_torch_launch_error());
 }
 

@@ -25,20 +25,12 @@ class WindowState {
   int *rank_to_global_dev() const { return rank_to_global_dev_; }
   // Throws with the kernel's error record if a device-side wait failed.
   void Check(const char *where);
-  // hdl.barrier without a kernel: stream memory operations write the next
-  // epoch of `channel` into every peer's barrier area and wait (in the
-  // stream, without a timeout) for every peer's epoch in ours.
-  // Returns false when the platform cannot (then use the kernel).
-  bool StreamBarrier(int channel, void *stream);
 
  private:
   mori_window_t *win_;
   int device_;
   std::vector<int> rank_to_global_;
   int *rank_to_global_dev_;
-  int memops_ = -1;  // -1: not probed yet
-  uint64_t epochs_[MORI_SYNC_CHANNELS] = {};
-  std::vector<void *> writes_[MORI_SYNC_CHANNELS], waits_[MORI_SYNC_CHANNELS];
 };
 
 class MoriSymmetricMemory : public c10d::symmetric_memory::SymmetricMemory {

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal/error.h"
+#include "core/base/error.h"
 #include "core/platform/platform.h"
 
 const char *mori_platform_name(void) { return "host"; }
@@ -166,7 +166,7 @@ int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *s
   return rc;
 }
 
-int mori_platform_va_reserve(size_t size, size_t alignment, void **out) {
+int mori_platform_va_reserve(int device, size_t size, size_t alignment, void **out) {
   size_t span = size + alignment;
   char *raw = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return mori_error_errno("host: reserve %zu bytes of VA", size);
@@ -179,7 +179,7 @@ int mori_platform_va_reserve(size_t size, size_t alignment, void **out) {
   return 0;
 }
 
-int mori_platform_va_release(void *va, size_t size) {
+int mori_platform_va_release(int device, void *va, size_t size) {
   if (munmap(va, size) != 0) return mori_error_errno("host: release VA %p (%zu bytes)", va, size);
   return 0;
 }
@@ -190,7 +190,7 @@ int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem) {
   return 0;
 }
 
-int mori_platform_mem_unmap(void *va, size_t size) {
+int mori_platform_mem_unmap(int device, void *va, size_t size) {
   /* Back to a PROT_NONE reservation, so the VA stays ours until released. */
   void *p = mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return mori_error_errno("host: unmap %zu bytes at %p", size, va);
@@ -203,12 +203,12 @@ int mori_platform_set_access(void *va, size_t size, int device) {
   return 0;
 }
 
-int mori_platform_memset_zero(void *ptr, size_t size) {
+int mori_platform_memset_zero(int device, void *ptr, size_t size) {
   memset(ptr, 0, size);
   return 0;
 }
 
-int mori_platform_memcpy(void *dst, const void *src, size_t size) {
+int mori_platform_memcpy(int device, void *dst, const void *src, size_t size) {
   memmove(dst, src, size);
   return 0;
 }
@@ -229,18 +229,18 @@ int mori_platform_device_alloc(int device, size_t size, void **out) {
   return 0;
 }
 
-int mori_platform_device_free(void *ptr) {
+int mori_platform_device_free(int device, void *ptr) {
   free(ptr);
   return 0;
 }
 
-int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev) {
-  int rc = mori_platform_device_alloc(0, size, host);
+int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void **dev) {
+  int rc = mori_platform_device_alloc(device, size, host);
   if (!rc) *dev = *host;
   return rc;
 }
 
-int mori_platform_host_free_mapped(void *host) { return mori_platform_device_free(host); }
+int mori_platform_host_free_mapped(void *host) { return mori_platform_device_free(0, host); }
 
 /* The host copy engine: one worker thread per queue, copies in FIFO order. */
 enum { HOST_QUEUE_DEPTH = 256 };

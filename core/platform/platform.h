@@ -1,7 +1,14 @@
 /* The platform layer: every GPU-runtime call of mori goes through these
- * functions. Exactly one of host.c, cuda.c, hip.c is linked (chosen by
- * --config=host|cuda|rocm), libuv-style: one name, one definition per build.
- * All return 0 or a negative MORI_E* with mori_last_error() set. */
+ * functions. One implementation per build (--config=host|cuda|rocm),
+ * libuv-style: one name, one definition per build. The two GPU platforms
+ * share one implementation of the virtual-memory sequences (gpu_vmm.c) over
+ * a name map (gpu_api.h); cuda.c and hip.c hold what really differs.
+ *
+ * Internal: visible to core and to the plug-in kit (transports, handle
+ * libraries), never exported from a shared library. Every function returns
+ * 0 or a negative MORI_E* with the message in mori_last_error(). Functions
+ * that take a device make that device current for their duration and put
+ * the caller's device (or context) back on the way out. */
 #ifndef MORI_CORE_PLATFORM_H
 #define MORI_CORE_PLATFORM_H
 
@@ -21,65 +28,69 @@ typedef struct mori_pmem {
   char name[MORI_FABRIC_BLOB_SIZE]; /* host fabric: the shm object's name */
 } mori_pmem_t;
 
-MORI_API const char *mori_platform_name(void);
-MORI_API int mori_platform_device_count(int *count);
-MORI_API int mori_platform_current_device(int *device);
-/* Host: a stable identity of the device (UUID on GPUs; zero on the host). */
-MORI_API int mori_platform_device_uuid(int device, uint8_t uuid[16]);
-MORI_API int mori_platform_granularity(int device, size_t *granularity);
+const char *mori_platform_name(void);
+int mori_platform_device_count(int *count);
+int mori_platform_current_device(int *device);
+/* A stable identity of the device (UUID on GPUs; zero on the host). */
+int mori_platform_device_uuid(int device, uint8_t uuid[16]);
+int mori_platform_granularity(int device, size_t *granularity);
 
-MORI_API int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out);
-MORI_API int mori_platform_mem_release(mori_pmem_t *mem);
-MORI_API int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out);
-MORI_API int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out);
+int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out);
+int mori_platform_mem_release(mori_pmem_t *mem);
+int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out);
+int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out);
 /* The physical memory behind an address mapped elsewhere (e.g. by torch):
  * its handle (retained), the base of that mapping and the mapping's size. */
-MORI_API int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *size);
+int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *size);
 
-MORI_API int mori_platform_va_reserve(size_t size, size_t alignment, void **out);
-MORI_API int mori_platform_va_release(void *va, size_t size);
-MORI_API int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem);
-MORI_API int mori_platform_mem_unmap(void *va, size_t size);
-MORI_API int mori_platform_set_access(void *va, size_t size, int device);
+int mori_platform_va_reserve(int device, size_t size, size_t alignment, void **out);
+int mori_platform_va_release(int device, void *va, size_t size);
+int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem);
+int mori_platform_mem_unmap(int device, void *va, size_t size);
+int mori_platform_set_access(void *va, size_t size, int device);
 
-MORI_API int mori_platform_memset_zero(void *ptr, size_t size);
-MORI_API int mori_platform_memcpy(void *dst, const void *src, size_t size);
-MORI_API int mori_platform_synchronize(int device);
-MORI_API int mori_platform_can_access_peer(int device, int peer_device, bool *yes);
+/* Zeroes device memory and waits for it (the bytes read zero afterwards on
+ * every stream). */
+int mori_platform_memset_zero(int device, void *ptr, size_t size);
+int mori_platform_memcpy(int device, void *dst, const void *src, size_t size);
+int mori_platform_synchronize(int device);
+int mori_platform_can_access_peer(int device, int peer_device, bool *yes);
 
 /* Device-visible memory for small tables (pointer tables, descriptors). */
-MORI_API int mori_platform_device_alloc(int device, size_t size, void **out);
-MORI_API int mori_platform_device_free(void *ptr);
+int mori_platform_device_alloc(int device, size_t size, void **out);
+int mori_platform_device_free(int device, void *ptr);
 
 /* Host memory that kernels can read and write (a mailbox): *host for the
  * CPU, *dev for kernels (the same pointer on the host platform). */
-MORI_API int mori_platform_host_alloc_mapped(size_t size, void **host, void **dev);
-MORI_API int mori_platform_host_free_mapped(void *host);
+int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void **dev);
+int mori_platform_host_free_mapped(void *host);
 
 /* Stream-ordered signalling without a kernel: on `stream` (a CUstream /
  * hipStream_t; ignored on the host platform), write `value` to each of
  * `writes` (uint64 slots, peers' included) with a system-scope fence before
  * each, then wait until each of `waits` holds a value >= `value`. The wait
  * has no timeout on GPUs: callers use it only where "forever" was asked. */
-MORI_API int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_writes, void *const *waits,
-                                              int n_waits, uint64_t value);
+int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_writes, void *const *waits, int n_waits,
+                                     uint64_t value);
 /* Whether mori_platform_stream_signal_wait works on `device`. */
-MORI_API int mori_platform_stream_memops_supported(int device, bool *yes);
+int mori_platform_stream_memops_supported(int device, bool *yes);
 
-/* Copy engine: an asynchronous copy on a stream-like queue. */
+/* Copy engine: asynchronous copies on a queue of their own (cuMemcpyAsync
+ * on a stream on NVIDIA; hsa-runtime's SDMA engines on AMD; a worker thread
+ * on the host platform). */
 typedef struct mori_platform_queue mori_platform_queue_t;
-MORI_API int mori_platform_queue_create(int device, mori_platform_queue_t **out);
-MORI_API int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size);
-MORI_API int mori_platform_queue_wait(mori_platform_queue_t *q);
-MORI_API int mori_platform_queue_destroy(mori_platform_queue_t *q);
+int mori_platform_queue_create(int device, mori_platform_queue_t **out);
+int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size);
+int mori_platform_queue_wait(mori_platform_queue_t *q);
+int mori_platform_queue_destroy(mori_platform_queue_t *q);
 
 /* Which handle types create + export both succeed for on `device`, as a
  * bitmask of (1 << mori_handle_type_t). Probed once per device and cached
  * (probe.c, common to all platforms). */
-MORI_API int mori_platform_probe_handle_types(int device, unsigned *mask);
+int mori_platform_probe_handle_types(int device, unsigned *mask);
 /* The handle type to allocate with: fabric if it works, else POSIX fd.
  * MORI_HANDLE_TYPE=posix_fd|fabric forces one (an error if it fails). */
-MORI_API int mori_platform_preferred_handle_type(int device, int *type);
+int mori_platform_preferred_handle_type(int device, int *type);
 
 MORI_EXTERN_C_END
 

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/internal/error.h"
-#include "core/internal/log.h"
+#include "core/base/error.h"
+#include "core/base/log.h"
 #include "core/platform/platform.h"
 
 enum { MAX_PROBED_DEVICES = 256 };

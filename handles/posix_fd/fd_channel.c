@@ -12,17 +12,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal/error.h"
-#include "core/internal/log.h"
+#include "core/base/error.h"
+#include "core/base/log.h"
 
 #define FD_MAGIC 0x6d6f72692d666421ull /* "mori-fd!" */
 enum { STASH_MAX = 4096 };
+
+/* flags: FD_NO_HANDLE says the sender has no handle for this step (its
+ * export failed): the step goes on everywhere, and the receiver learns it. */
+enum { FD_NO_HANDLE = 1 };
 
 struct fd_message {
   uint64_t magic;
   uint64_t token;
   int32_t rank;
-  int32_t reserved;
+  int32_t flags;
   uint64_t seq;
 };
 
@@ -77,7 +81,8 @@ int fd_channel_open(uint64_t nonce, uint64_t token, int rank, fd_channel_t **out
 
 void fd_channel_close(fd_channel_t *ch) {
   if (!ch) return;
-  for (int i = 0; i < ch->stash_count; i++) close(ch->stash[i].fd);
+  for (int i = 0; i < ch->stash_count; i++)
+    if (ch->stash[i].fd >= 0) close(ch->stash[i].fd);
   free(ch->stash);
   close(ch->sock);
   free(ch);
@@ -101,7 +106,7 @@ static int send_message(fd_channel_t *ch, uint64_t nonce, int to, uint64_t token
   if (sock < 0) return mori_error_errno("fd channel: socket");
   struct sockaddr_un sa;
   socklen_t len = channel_address(nonce, to, &sa);
-  struct fd_message m = {FD_MAGIC, token, claimed_rank, 0, seq};
+  struct fd_message m = {FD_MAGIC, token, claimed_rank, fd < 0 ? FD_NO_HANDLE : 0, seq};
   struct iovec iov = {&m, sizeof(m)};
   union {
     char buf[CMSG_SPACE(sizeof(int))];
@@ -145,14 +150,14 @@ int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd) {
 
 static int stash_push(fd_channel_t *ch, struct stashed got) {
   if (ch->stash_count >= STASH_MAX) {
-    close(got.fd);
+    if (got.fd >= 0) close(got.fd);
     ch->rejected++;
     MORI_WARN("fd channel: rank %d dropped a message: stash full", ch->rank);
     return 0;
   }
   struct stashed *grown = realloc(ch->stash, sizeof(*grown) * (size_t)(ch->stash_count + 1));
   if (!grown) {
-    close(got.fd);
+    if (got.fd >= 0) close(got.fd);
     return mori_error_set(MORI_ENOMEM, "fd channel: stash");
   }
   ch->stash = grown;
@@ -194,13 +199,17 @@ static int receive_one(fd_channel_t *ch, struct stashed *got) {
   if ((size_t)n != sizeof(m) || m.magic != FD_MAGIC) why = "malformed message";
   else if (m.token != ch->token) why = "wrong token";
   else if (!have_cred || cred.uid != geteuid()) why = "sender has another uid";
-  else if (fd < 0) why = "no file descriptor attached";
+  else if (fd < 0 && !(m.flags & FD_NO_HANDLE)) why = "no file descriptor attached";
   if (why) {
     ch->rejected++;
     MORI_WARN("fd channel: rank %d rejected a message claiming rank %d from pid %d uid %d: %s", ch->rank,
               (size_t)n == sizeof(m) ? m.rank : -1, (int)cred.pid, (int)cred.uid, why);
     if (fd >= 0) close(fd);
     return 0;
+  }
+  if ((m.flags & FD_NO_HANDLE) && fd >= 0) {
+    close(fd); /* "no handle" carries none */
+    fd = -1;
   }
   *got = (struct stashed){m.rank, cred.pid, m.seq, fd};
   return 1;
@@ -213,12 +222,19 @@ int fd_channel_recv(fd_channel_t *ch, int from, pid_t expected_pid, uint64_t seq
     /* Stashed first: a fast peer may have sent a later step already. */
     for (int i = 0; i < ch->stash_count; i++) {
       struct stashed *s = &ch->stash[i];
+      if (s->rank == from && s->seq < seq) {
+        /* Left from an exchange that already ended (a failed one): stale. */
+        if (s->fd >= 0) close(s->fd);
+        *s = ch->stash[--ch->stash_count];
+        i--;
+        continue;
+      }
       if (s->rank != from || s->seq != seq) continue;
       if (s->pid != expected_pid) {
         ch->rejected++;
         MORI_WARN("fd channel: rank %d rejected a message claiming rank %d: sent by pid %d, rank %d is pid %d", ch->rank,
                   from, (int)s->pid, from, (int)expected_pid);
-        close(s->fd);
+        if (s->fd >= 0) close(s->fd);
         *s = ch->stash[--ch->stash_count];
         i--;
         continue;

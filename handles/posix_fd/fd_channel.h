@@ -21,9 +21,12 @@ typedef struct fd_channel fd_channel_t;
  * secret every message must carry. */
 int fd_channel_open(uint64_t name_nonce, uint64_t token, int rank, fd_channel_t **out);
 void fd_channel_close(fd_channel_t *ch);
-/* Sends a duplicate of fd to rank `to`, tagged with step `seq`. */
+/* Sends a duplicate of fd to rank `to`, tagged with step `seq`; fd < 0
+ * sends "no handle" (this rank failed), which the receiver gets as -1. */
 int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd);
-/* Receives rank `from`'s fd of step `seq`, sent by process `expected_pid`. */
+/* Receives rank `from`'s fd of step `seq` (-1: the sender had none), sent
+ * by process `expected_pid`. Stashed messages of earlier steps from that
+ * rank are stale and dropped. */
 int fd_channel_recv(fd_channel_t *ch, int from, pid_t expected_pid, uint64_t seq, int timeout_ms, int *fd);
 /* Messages dropped so far (forged token, wrong uid or pid, malformed). */
 unsigned fd_channel_rejected(const fd_channel_t *ch);

@@ -6,13 +6,12 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "core/internal/error.h"
+#include "core/base/error.h"
 #include "handles/posix_fd/fd_channel.h"
 #include "mori/handle_posix_fd.h"
 
 struct posix_fd_state {
   fd_channel_t *channel;
-  uint64_t seq;
   int timeout_ms;
 };
 
@@ -41,24 +40,28 @@ static int posix_fd_init(mori_comm_t *comm, void **state) {
   return 0;
 }
 
-static int posix_fd_share(void *state, mori_comm_t *comm, const mori_shareable_t *mine, mori_shareable_t *theirs,
-                          const bool *want) {
+static int posix_fd_share(void *state, mori_comm_t *comm, uint64_t seq, const mori_shareable_t *mine,
+                          mori_shareable_t *theirs, const bool *want) {
   struct posix_fd_state *s = state;
-  uint64_t seq = ++s->seq; /* share() is collective: every rank counts alike */
-  int size = mori_comm_size(comm), me = mori_comm_rank(comm);
-  /* want[] is symmetric (the LSA team): whoever I want, wants me. */
+  int size = mori_comm_size(comm), me = mori_comm_rank(comm), rc = 0;
+  int fd = mine->type == MORI_HANDLE_POSIX_FD ? mine->fd : -1; /* -1: "no handle" */
+  /* want[] is symmetric (the LSA team): whoever I want, wants me. Every
+   * send and receive is attempted, so a failure here leaves no peer waiting
+   * for this rank longer than its own timeout. */
   for (int r = 0; r < size; r++) {
     if (!want[r] || r == me) continue;
-    int rc = fd_channel_send(s->channel, r, seq, mine->fd);
-    if (rc) return mori_error_context(rc, "posix_fd: rank %d sending its handle to rank %d", me, r);
+    int src = fd_channel_send(s->channel, r, seq, fd);
+    if (src && !rc) rc = mori_error_context(src, "posix_fd: rank %d sending its handle to rank %d", me, r);
   }
   for (int r = 0; r < size; r++) {
     if (!want[r] || r == me) continue;
-    theirs[r].type = MORI_HANDLE_POSIX_FD;
-    int rc = fd_channel_recv(s->channel, r, mori_comm_peer_info(comm, r)->pid, seq, s->timeout_ms, &theirs[r].fd);
-    if (rc) return rc;
+    int got = -1;
+    int rrc = fd_channel_recv(s->channel, r, mori_comm_peer_info(comm, r)->pid, seq, s->timeout_ms, &got);
+    theirs[r].type = got >= 0 ? MORI_HANDLE_POSIX_FD : MORI_HANDLE_NONE;
+    theirs[r].fd = got;
+    if (rrc && !rc) rc = rrc;
   }
-  return 0;
+  return rc;
 }
 
 static int posix_fd_fini(void *state) {

@@ -1,32 +1,26 @@
+/* libibverbs, loaded once through the shared dlopen helper. */
 #include "transport/rdma/verbs_loader.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
-#include "core/internal/error.h"
+#include "core/base/dynlib.h"
+#include "core/base/error.h"
 
 static struct mori_verbs verbs;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_status;
-static char load_message[256];
+static char load_message[512];
 
 static void load(void) {
-  void *lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!lib) {
-    load_status = MORI_ENODEV;
-    snprintf(load_message, sizeof(load_message), "rdma: cannot load libibverbs.so.1: %s", dlerror());
-    return;
-  }
-#define MORI_VERBS_LOAD(f)                                                              \
-  verbs.f = (__typeof__(f) *)dlsym(lib, #f);                                            \
-  if (!verbs.f) {                                                                       \
-    load_status = MORI_ENOSYS;                                                          \
-    snprintf(load_message, sizeof(load_message), "rdma: libibverbs lacks %s", #f);      \
-    return;                                                                             \
-  }
-  MORI_VERBS_FUNCS(MORI_VERBS_LOAD)
-#undef MORI_VERBS_LOAD
+  static const char *const names[] = {"libibverbs.so.1", "libibverbs.so", NULL};
+  static const mori_dynlib_symbol_t symbols[] = {
+#define MORI_VERBS_SYMBOL(f) MORI_DYNLIB_ENTRY(verbs, f, #f)
+      MORI_VERBS_FUNCS(MORI_VERBS_SYMBOL)
+#undef MORI_VERBS_SYMBOL
+  };
+  load_status = mori_dynlib_load(names, symbols, sizeof(symbols) / sizeof(symbols[0]), MORI_ENODEV, NULL);
+  if (load_status) snprintf(load_message, sizeof(load_message), "rdma: %s", mori_last_error());
 }
 
 int mori_verbs_load(const struct mori_verbs **out) {

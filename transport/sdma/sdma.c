@@ -1,8 +1,8 @@
 /* sdma transport: one copy queue per comm; puts and gets go through the
- * peer addresses p2p published in the window. */
+ * peer addresses the load/store transport published in the window. */
 #include <stdlib.h>
 
-#include "core/internal/error.h"
+#include "core/base/error.h"
 #include "core/platform/platform.h"
 #include "mori/transport_sdma.h"
 
@@ -22,18 +22,18 @@ static int sdma_init(mori_comm_t *comm, void **state) {
   return 0;
 }
 
-/* The copy engines reach what load/store reaches: same host, peer access. */
-static int sdma_can_reach(void *state, mori_comm_t *comm, int peer, bool *yes) {
-  return mori_comm_peer_mappable(comm, peer, yes);
+/* The copy engines reach what load/store reaches (same host, peer access);
+ * they move bytes through the peer mappings a load/store transport makes,
+ * hence `requires`. */
+static int sdma_peer_caps(void *state, mori_comm_t *comm, int peer, uint32_t *caps) {
+  bool yes = false;
+  int rc = mori_comm_peer_mappable(comm, peer, &yes);
+  *caps = yes ? MORI_CAP_COPY_ENGINE : 0;
+  return rc;
 }
 
-static int sdma_window_register(void *state, mori_window_t *win, void **win_state) {
-  *win_state = state; /* non-NULL: marks the window as registered with sdma */
-  return 0;
-}
-
-static int sdma_window_deregister(void *state, mori_window_t *win, void *win_state) {
-  /* Copies in flight read or write the window: finish them first. */
+static int sdma_segment_deregister(void *state, mori_segment_t *seg, void *seg_state) {
+  /* Copies in flight read or write the segment: finish them first. */
   return mori_platform_queue_wait(((struct sdma_state *)state)->queue);
 }
 
@@ -50,12 +50,10 @@ const mori_transport_ops_t mori_transport_sdma_ops = {
     .size = sizeof(mori_transport_ops_t),
     .abi_version = MORI_PLUGIN_ABI_VERSION,
     .name = "sdma",
-    .caps = MORI_TRANSPORT_COPY_ENGINE,
+    .requires = MORI_CAP_LOAD_STORE,
     .init = sdma_init,
-    .can_reach = sdma_can_reach,
-    .window_register = sdma_window_register,
-    .window_deregister = sdma_window_deregister,
-    .device_info = NULL,
+    .peer_caps = sdma_peer_caps,
+    .segment_deregister = sdma_segment_deregister,
     .fini = sdma_fini,
 };
 
@@ -63,10 +61,10 @@ const mori_transport_ops_t mori_transport_sdma_ops = {
 static int peer_range(mori_window_t *win, int peer, size_t offset, size_t bytes, const char *op, char **out,
                       struct sdma_state **state) {
   if (!win) return mori_error_set(MORI_EINVAL, "sdma %s: NULL window", op);
-  *state = mori_window_transport_state(win, &mori_transport_sdma_ops);
+  mori_comm_t *comm = mori_window_comm(win);
+  *state = mori_comm_transport_state(comm, &mori_transport_sdma_ops);
   if (!*state)
     return mori_error_set(MORI_EINVAL, "sdma %s: the window's comm was created without the sdma transport", op);
-  mori_comm_t *comm = mori_window_comm(win);
   if (peer < 0 || peer >= mori_comm_size(comm))
     return mori_error_set(MORI_EINVAL, "sdma %s: peer %d outside the comm of %d ranks", op, peer, mori_comm_size(comm));
   size_t size = mori_window_size(win);
@@ -74,8 +72,8 @@ static int peer_range(mori_window_t *win, int peer, size_t offset, size_t bytes,
     return mori_error_set(MORI_ERANGE, "sdma %s to rank %d: [%zu, %zu) is outside the window's %zu bytes", op, peer, offset,
                           offset + bytes, size);
   char *base = mori_window_peer_ptr(win, peer);
-  if (!base)
-    return mori_error_set(MORI_EUNREACHABLE, "sdma %s: rank %d is not mapped into this process (another node, or no p2p)",
+  if (!base || mori_comm_copy_engine_for(comm, peer) != &mori_transport_sdma_ops)
+    return mori_error_set(MORI_EUNREACHABLE, "sdma %s: rank %d is not mapped into this process for its copy engines (another node, or no p2p)",
                           op, peer);
   *out = base + offset;
   return 0;

@@ -18,7 +18,8 @@ typedef struct mori_handle_ops mori_handle_ops_t;
 typedef struct mori_comm_attr {
   mori_bootstrap_t *bootstrap; /* borrowed: must outlive the comm */
   int device;                  /* -1: the current device */
-  /* What the program links and wants, in order of preference. */
+  /* What the program links and wants (any order: transports are chosen by
+   * capability, handle types by what every rank's device supports). */
   const mori_handle_ops_t *const *handles;
   int num_handles;
   const mori_transport_ops_t *const *transports;
@@ -51,8 +52,15 @@ MORI_API mori_bootstrap_t *mori_comm_bootstrap(const mori_comm_t *comm);
 MORI_API const mori_peer_info_t *mori_comm_peer_info(const mori_comm_t *comm, int rank);
 /* The handle type windows of this comm exchange (agreed by all ranks). */
 MORI_API int mori_comm_handle_type(const mori_comm_t *comm);
-/* The transport that reaches `peer` (NULL: none), and whether it is load/store. */
+/* The transport that reaches `peer` (NULL: none): the load/store transport
+ * inside the LSA team, else the RDMA one. Chosen by capability, so the order
+ * of the transport list does not matter. */
 MORI_API const mori_transport_ops_t *mori_comm_transport_for(const mori_comm_t *comm, int peer);
+/* The transport that moves bulk copies to `peer` on copy engines (NULL: none). */
+MORI_API const mori_transport_ops_t *mori_comm_copy_engine_for(const mori_comm_t *comm, int peer);
+/* What the comm's transports provide for `peer` (mori_cap bits of
+ * mori/plugin.h; load/store only inside the LSA team). */
+MORI_API uint32_t mori_comm_peer_caps(const mori_comm_t *comm, int peer);
 /* The load/store-reachable team: contiguous world ranks [base, base + size),
  * equal-sized on every rank, else just this rank. */
 MORI_API void mori_comm_lsa(const mori_comm_t *comm, int *base, int *size, int *lsa_rank);

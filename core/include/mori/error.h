@@ -57,6 +57,14 @@ MORI_API const char *mori_err_name(int code);
 MORI_API const char *mori_last_error(void);
 /* Clears this thread's last error. */
 MORI_API void mori_clear_error(void);
+/* For code outside mori that implements one of its interfaces (a bootstrap
+ * over another channel, a plug-in): records the message as this thread's
+ * last error, as mori's own functions do, and returns code. */
+MORI_API int mori_error_report(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 MORI_EXTERN_C_END
 

@@ -3,8 +3,18 @@
  * const ops struct; the application lists the ones it wants in its
  * mori_comm_attr_t, so a program links only what it uses.
  *
- * Every ops struct opens with {size, abi_version, name}; core checks them and
- * the mandatory ops at mori_comm_create, naming library and op on failure. */
+ * Every ops struct opens with {size, abi_version, name}. At mori_comm_create
+ * core checks them and the mandatory ops (naming library and op on failure)
+ * and copies the struct over a table of defaults, so every op a plug-in
+ * leaves out — NULL, or beyond the end of an older, smaller struct — answers
+ * "nothing here / not supported", and call sites never test for NULL.
+ *
+ * Transports are chosen by capability, never by list order: for each peer a
+ * transport reports what it provides (peer_caps); the load/store (LSA) team
+ * is built from MORI_CAP_LOAD_STORE alone; a transport that needs another
+ * capability for the same peer (copy engines need the peer mapped) says so
+ * in `requires`, and comm creation fails with a clear error when no listed
+ * transport provides it. */
 #ifndef MORI_PLUGIN_H
 #define MORI_PLUGIN_H
 
@@ -15,7 +25,7 @@
 
 MORI_EXTERN_C_BEGIN
 
-enum { MORI_PLUGIN_ABI_VERSION = 1 };
+enum { MORI_PLUGIN_ABI_VERSION = 2 };
 
 /* ---- handle libraries ---- */
 struct mori_handle_ops {
@@ -24,55 +34,89 @@ struct mori_handle_ops {
   const char *name;
   int handle_type; /* mori_handle_type_t this library carries */
   int (*init)(mori_comm_t *comm, void **state);
-  /* Collective over the comm. mine: this rank's export; theirs[r] receives
-   * rank r's for every r with want[r] (the caller closes received fds). */
-  int (*share)(void *state, mori_comm_t *comm, const mori_shareable_t *mine, mori_shareable_t *theirs,
+  /* Mandatory. Collective over the comm; every rank calls it, also one whose
+   * own export failed (mine->type == MORI_HANDLE_NONE), so that no rank is
+   * left waiting. theirs[r] receives rank r's handle for every r with
+   * want[r]; theirs[r].type is MORI_HANDLE_NONE when rank r had none. The
+   * caller closes received fds. `seq` numbers the exchange (the same on
+   * every rank): a message from another exchange is never taken for this
+   * one. */
+  int (*share)(void *state, mori_comm_t *comm, uint64_t seq, const mori_shareable_t *mine, mori_shareable_t *theirs,
                const bool *want);
   int (*fini)(void *state);
 };
 
 /* ---- transports ---- */
-enum mori_transport_caps {
-  MORI_TRANSPORT_LOAD_STORE = 1u << 0, /* peers' memory is mapped: plain loads and stores */
-  MORI_TRANSPORT_RDMA = 1u << 1,       /* one-sided RDMA through a NIC */
-  MORI_TRANSPORT_COPY_ENGINE = 1u << 2 /* bulk copies by DMA engines */
+
+/* What a transport provides for one peer (a bitmask). */
+enum mori_cap {
+  MORI_CAP_LOAD_STORE = 1u << 0,     /* the peer's memory is mapped: plain loads and stores */
+  MORI_CAP_COPY_ENGINE = 1u << 1,    /* bulk copies by DMA engines */
+  MORI_CAP_RDMA = 1u << 2,           /* one-sided RDMA through a NIC */
+  MORI_CAP_REMOTE_ATOMICS = 1u << 3, /* 64-bit atomics on the peer's memory */
 };
+
+/* A symmetric segment: one physical range per rank, mapped across the LSA
+ * team of a comm into one flat VA span (slot i = LSA index i), registered
+ * with every transport of the comm. Windows, signal-pad arenas and the
+ * symmetric heap are built on segments. */
+typedef struct mori_segment mori_segment_t;
 
 struct mori_transport_ops {
   uint32_t size;
   uint32_t abi_version;
   const char *name;
-  uint32_t caps;
+  /* Capabilities this transport needs another transport to provide for a
+   * peer it serves (sdma: MORI_CAP_LOAD_STORE). */
+  uint32_t requires;
   int (*init)(mori_comm_t *comm, void **state);
-  int (*can_reach)(void *state, mori_comm_t *comm, int peer, bool *yes);
-  int (*window_register)(void *state, mori_window_t *win, void **win_state);
-  int (*window_deregister)(void *state, mori_window_t *win, void *win_state);
-  /* Adds what kernels need (keys, queues) to the device view. */
-  int (*device_info)(void *state, mori_window_t *win, void *win_state, mori_window_dev_t *dev);
+  /* Mandatory. What this transport provides for `peer` (mori_cap bits; 0:
+   * does not reach it). Same answer on every call. */
+  int (*peer_caps)(void *state, mori_comm_t *comm, int peer, uint32_t *caps);
+  /* Collective over the comm (every rank calls it in the same order, also
+   * after a local failure). p2p maps the LSA peers' memory into their slots;
+   * rdma registers the memory with the NIC and exchanges keys. */
+  int (*segment_register)(void *state, mori_segment_t *seg, void **seg_state);
+  /* Local. Called before core unmaps anything, with the device idle. */
+  int (*segment_deregister)(void *state, mori_segment_t *seg, void *seg_state);
+  /* Adds what kernels need (keys, queues) to a window's device view. */
+  int (*device_info)(void *state, mori_segment_t *seg, void *seg_state, mori_window_dev_t *dev);
   int (*fini)(void *state);
 };
 
 /* Whether this rank's device can map `peer`'s memory: same host and the
  * platform grants peer access (the rule of p2p and the copy engines). */
 MORI_API int mori_comm_peer_mappable(mori_comm_t *comm, int peer, bool *yes);
+/* The state a transport returned from init (NULL when the transport is not
+ * in the comm). Lets a transport's own host API find its state. Compares
+ * with the ops pointer the application listed. */
+MORI_API void *mori_comm_transport_state(const mori_comm_t *comm, const mori_transport_ops_t *ops);
 
-/* ---- what core offers plug-ins while a window is being made ---- */
-/* The flat span's slot for LSA index i (reserved, not yet mapped for peers). */
-MORI_API void *mori_window_slot(const mori_window_t *win, int lsa_index);
-MORI_API size_t mori_window_stride(const mori_window_t *win);
-MORI_API size_t mori_window_mapped_size(const mori_window_t *win);
+/* ---- what core offers plug-ins while a segment is being made ---- */
+MORI_API mori_comm_t *mori_segment_comm(const mori_segment_t *seg);
+/* This rank's memory of the segment (its local address) and its bytes. */
+MORI_API void *mori_segment_local_base(const mori_segment_t *seg);
+MORI_API size_t mori_segment_size(const mori_segment_t *seg);
+/* Bytes per slot of the flat span (the mapped size, a granularity multiple). */
+MORI_API size_t mori_segment_stride(const mori_segment_t *seg);
+/* The flat span's slot for LSA index i (reserved; core maps the own slot). */
+MORI_API void *mori_segment_slot(const mori_segment_t *seg, int lsa_index);
 /* Physical memory of LSA index i in this process (imported by core through
  * the handle library; index lsa_rank is this rank's own memory). */
-MORI_API const struct mori_pmem *mori_window_lsa_mem(const mori_window_t *win, int lsa_index);
-/* Records that a plug-in mapped (or unmapped) LSA slot i. */
-MORI_API void mori_window_mark_mapped(mori_window_t *win, int lsa_index, bool mapped);
-/* The state a transport returned from init / window_register (NULL when the
- * transport is not in the comm or not registered with the window). Lets a
- * transport's own host API find its state from a comm or window. */
-MORI_API void *mori_comm_transport_state(const mori_comm_t *comm, const mori_transport_ops_t *ops);
+MORI_API const struct mori_pmem *mori_segment_lsa_mem(const mori_segment_t *seg, int lsa_index);
+/* Records that a plug-in mapped (or unmapped) LSA slot i, so teardown
+ * unmaps exactly what was mapped. */
+MORI_API void mori_segment_mark_mapped(mori_segment_t *seg, int lsa_index, bool mapped);
+/* Publishes the address by which this process reaches world rank `peer`'s
+ * memory of the segment. */
+MORI_API void mori_segment_set_peer_base(mori_segment_t *seg, int peer, void *ptr);
+/* The state `ops` returned from segment_register (NULL when not registered). */
+MORI_API void *mori_segment_transport_state(const mori_segment_t *seg, const mori_transport_ops_t *ops);
+
+/* The segment a window lives in, and the window's offset in it on this rank. */
+MORI_API mori_segment_t *mori_window_segment(const mori_window_t *win, size_t *offset);
+/* mori_segment_transport_state of the window's segment. */
 MORI_API void *mori_window_transport_state(const mori_window_t *win, const mori_transport_ops_t *ops);
-/* Publishes the address by which this process reaches world rank `peer`. */
-MORI_API void mori_window_set_peer_ptr(mori_window_t *win, int peer, void *ptr);
 
 MORI_EXTERN_C_END
 

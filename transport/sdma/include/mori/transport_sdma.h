@@ -1,9 +1,10 @@
 /* Transport: copy engines. Bulk, host-initiated copies between this rank and
  * its load/store peers, queued on the device's copy engines (cuMemcpyAsync
- * on NVIDIA, hipMemcpyAsync on AMD — whose peer copies run on the SDMA
- * engines — and a worker thread on the host platform), so the SMs stay
- * free. It moves bytes through the peer mappings p2p makes: list it after
- * mori_transport_p2p_ops. */
+ * on NVIDIA; hsa-runtime's SDMA engines on AMD; a worker thread on the host
+ * platform), so the SMs stay free. It moves bytes through the peer mappings
+ * a load/store transport makes, so it requires one (p2p) in the same comm:
+ * comm creation fails with a clear error otherwise. List order does not
+ * matter. */
 #ifndef MORI_TRANSPORT_SDMA_H
 #define MORI_TRANSPORT_SDMA_H
 

@@ -78,26 +78,26 @@ MORI_DEVICE_INLINE int mori_pad_barrier_block(mori_window_dev_t win, uint32_t ch
 
 /* ---- the device API's barrier: epochs, one store per peer ---- */
 
-MORI_HOST_DEVICE uint64_t *mori_sync_word(mori_window_dev_t win, int lsa_index, uint64_t word) {
-  return (uint64_t *)(uintptr_t)(win.sync_base + (uint64_t)lsa_index * win.sync_stride) + word;
+MORI_HOST_DEVICE uint64_t *mori_barrier_word(mori_window_dev_t win, int lsa_index, uint64_t word) {
+  return (uint64_t *)(uintptr_t)(win.barrier_base + (uint64_t)lsa_index * win.barrier_stride) + word;
 }
 
-/* Barrier among the LSA team on `channel` (< MORI_SYNC_CHANNELS). Each
+/* Barrier among the LSA team on `channel` (< MORI_BARRIER_CHANNELS). Each
  * round writes the next epoch into every peer's slot for this rank (a
  * release store: no round trip) and waits until every peer's epoch in this
  * rank's area has arrived (acquire). Block scope: every thread of the block
  * calls; returns 0, or an error after leaving a record in the mailbox. */
 MORI_DEVICE_INLINE int mori_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
-  if (!win.sync_base || channel >= MORI_SYNC_CHANNELS) return MORI_DEVICE_EUNREACHABLE;
+  if (!win.barrier_base || channel >= MORI_BARRIER_CHANNELS) return MORI_DEVICE_EUNREACHABLE;
   int n = win.lsa_size, me = win.lsa_rank, count = MORI_THREAD_COUNT_BLOCK(), rc = MORI_DEVICE_OK;
-  uint64_t *counter = mori_sync_word(win, me, (uint64_t)MORI_SYNC_CHANNELS * n + channel);
+  uint64_t *counter = mori_barrier_word(win, me, (uint64_t)MORI_BARRIER_CHANNELS * n + channel);
   uint64_t epoch = *(volatile uint64_t *)counter + 1;
   MORI_SYNC_BLOCK(); /* the block's earlier stores, and every thread has read the counter */
   for (int i = MORI_THREAD_RANK_BLOCK(); i < n; i += count)
-    if (i != me) mori_atomic_store_release_u64(mori_sync_word(win, i, (uint64_t)channel * n + me), epoch);
+    if (i != me) mori_atomic_store_release_u64(mori_barrier_word(win, i, (uint64_t)channel * n + me), epoch);
   for (int i = MORI_THREAD_RANK_BLOCK(); i < n && rc == MORI_DEVICE_OK; i += count) {
     if (i == me) continue;
-    uint64_t *slot = mori_sync_word(win, me, (uint64_t)channel * n + i);
+    uint64_t *slot = mori_barrier_word(win, me, (uint64_t)channel * n + i);
     uint64_t start = 0, seen = 0;
     for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(slot)) < epoch; spin++) {
       if (spin == 0) start = mori_clock_ns();

@@ -36,9 +36,9 @@ typedef struct mori_window_dev {
   void **ptrs;               /* world_size entries, device-visible; NULL = not load/store reachable */
   uint32_t **signal_pads;    /* world_size entries or NULL when the window has no pad */
   uint64_t signal_pad_size;  /* bytes per rank */
-  uint64_t sync_base;        /* LSA index i's barrier area: sync_base + i * sync_stride (0: none) */
+  uint64_t barrier_base;        /* LSA index i's barrier area: barrier_base + i * barrier_stride (0: none) */
   mori_device_control_t *control; /* host-mapped */
-  uint64_t sync_stride;
+  uint64_t barrier_stride;
   mori_proxy_ring_t *proxy;  /* requests for peers outside the LSA team (rdma), or NULL */
   uint64_t *proxy_tickets;   /* device-memory ticket counter of that ring */
   int32_t world_rank;
@@ -52,9 +52,9 @@ typedef struct mori_window_dev {
 MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 112, "mori_window_dev_t layout is part of the ABI");
 
 /* Barrier channels of the device API (mori/device/barrier.h). Each rank's
- * barrier area holds MORI_SYNC_CHANNELS * lsa_size received epochs followed
- * by MORI_SYNC_CHANNELS local epoch counters, all uint64. */
-#define MORI_SYNC_CHANNELS 8
-#define MORI_SYNC_AREA_BYTES(lsa_size) ((uint64_t)MORI_SYNC_CHANNELS * ((uint64_t)(lsa_size) + 1) * 8)
+ * barrier area holds MORI_BARRIER_CHANNELS * lsa_size received epochs followed
+ * by MORI_BARRIER_CHANNELS local epoch counters, all uint64. */
+#define MORI_BARRIER_CHANNELS 8
+#define MORI_BARRIER_AREA_BYTES(lsa_size) ((uint64_t)MORI_BARRIER_CHANNELS * ((uint64_t)(lsa_size) + 1) * 8)
 
 #endif

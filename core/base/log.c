@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/internal/log.h"
+#include "core/base/log.h"
 
 static atomic_int log_level = -1; /* -1: not read from the environment yet */
 static atomic_int log_rank = -1;

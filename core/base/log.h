@@ -1,18 +1,18 @@
 /* Logging to stderr with a level from MORI_LOG_LEVEL (error, warn, info,
  * debug; default warn). Each line names the process's rank when known. */
-#ifndef MORI_CORE_INTERNAL_LOG_H
-#define MORI_CORE_INTERNAL_LOG_H
+#ifndef MORI_CORE_BASE_LOG_H
+#define MORI_CORE_BASE_LOG_H
 
-#include "core/internal/error.h"
+#include "core/base/error.h"
 
 MORI_EXTERN_C_BEGIN
 
 enum mori_log_level { MORI_LOG_ERROR = 0, MORI_LOG_WARN, MORI_LOG_INFO, MORI_LOG_DEBUG };
 
-MORI_API int mori_log_enabled(int level);
-MORI_API void mori_log_write(int level, const char *fmt, ...) MORI_PRINTF(2, 3);
+int mori_log_enabled(int level);
+void mori_log_write(int level, const char *fmt, ...) MORI_PRINTF(2, 3);
 /* The rank printed in log lines (-1: unknown). */
-MORI_API void mori_log_set_rank(int rank);
+void mori_log_set_rank(int rank);
 
 #define MORI_LOG(level, ...)                                                   \
   do {                                                                         \

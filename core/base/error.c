@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/internal/error.h"
+#include "core/base/error.h"
 
 enum { ERROR_MESSAGE_MAX = 1024 };
 static _Thread_local char last_error[ERROR_MESSAGE_MAX];
@@ -36,6 +36,14 @@ const char *mori_last_error(void) { return last_error; }
 void mori_clear_error(void) { last_error[0] = '\0'; }
 
 int mori_error_set(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof(last_error), fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int mori_error_report(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(last_error, sizeof(last_error), fmt, ap);

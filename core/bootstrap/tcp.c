@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal/error.h"
-#include "core/internal/log.h"
+#include "core/base/error.h"
+#include "core/base/log.h"
 #include "mori/bootstrap.h"
 
 enum {

@@ -1,7 +1,7 @@
 /* Internal error helpers: the detecting function sets the message, callers
  * add context in front of it, nobody overwrites it. */
-#ifndef MORI_CORE_INTERNAL_ERROR_H
-#define MORI_CORE_INTERNAL_ERROR_H
+#ifndef MORI_CORE_BASE_ERROR_H
+#define MORI_CORE_BASE_ERROR_H
 
 #include "mori/error.h"
 
@@ -14,11 +14,11 @@ MORI_EXTERN_C_BEGIN
 #endif
 
 /* Records "<message>" as this thread's last error and returns code. */
-MORI_API int mori_error_set(int code, const char *fmt, ...) MORI_PRINTF(2, 3);
+int mori_error_set(int code, const char *fmt, ...) MORI_PRINTF(2, 3);
 /* Prepends "<context>: " to the last error and returns code. */
-MORI_API int mori_error_context(int code, const char *fmt, ...) MORI_PRINTF(2, 3);
+int mori_error_context(int code, const char *fmt, ...) MORI_PRINTF(2, 3);
 /* Records strerror(errno) with a message; returns -errno (or MORI_EIO). */
-MORI_API int mori_error_errno(const char *fmt, ...) MORI_PRINTF(1, 2);
+int mori_error_errno(const char *fmt, ...) MORI_PRINTF(1, 2);
 
 MORI_EXTERN_C_END
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal/error.h"
+#include "core/base/error.h"
 #include "mori/bootstrap.h"
 
 struct mori_bootstrap {

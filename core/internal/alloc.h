@@ -1,0 +1,34 @@
+/* User allocations (mem.c): the process registry of what mori_mem_alloc
+ * and mori_mem_register handed out, by address. Knows nothing of windows:
+ * a window holds a reference. */
+#ifndef MORI_CORE_INTERNAL_ALLOC_H
+#define MORI_CORE_INTERNAL_ALLOC_H
+
+#include <stdbool.h>
+
+#include "core/internal/local_mem.h"
+#include "mori/mem.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef struct mori_alloc {
+  mori_local_mem_t local; /* base, mapped size, device, physical memory */
+  size_t size;            /* bytes asked for */
+  size_t signal_pad_size;
+  bool registered;        /* memory mapped by someone else: never unmapped by us */
+  bool freed;             /* mori_mem_free was called; released when refs drop to 0 */
+  int refs;               /* 1 for the user + 1 per window */
+  struct mori_alloc *next;
+} mori_alloc_t;
+
+/* The live allocation covering ptr (interior pointers allowed), with one
+ * more reference taken; NULL when ptr is not live mori memory. */
+mori_alloc_t *mori_alloc_acquire(const void *ptr);
+/* Drops a reference; the last one unmaps and releases. */
+void mori_alloc_release(mori_alloc_t *a);
+/* mori_finalize: releases every allocation whatever its references. */
+void mori_alloc_release_all(void);
+
+MORI_EXTERN_C_END
+
+#endif

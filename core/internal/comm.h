@@ -1,0 +1,62 @@
+/* The comm's internal layout (comm.c) and what the layers above it (segment,
+ * signal arena, window, teardown) use of it. */
+#ifndef MORI_CORE_INTERNAL_COMM_H
+#define MORI_CORE_INTERNAL_COMM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "core/platform/platform.h"
+#include "mori/plugin.h"
+
+MORI_EXTERN_C_BEGIN
+
+enum { MORI_MAX_PLUGINS = 8 };
+
+/* How this rank reaches one peer: what the transports provide (load/store
+ * only inside the LSA team) and which transport carries what. */
+typedef struct mori_route {
+  uint32_t caps;
+  int8_t reach;       /* transport index: load/store inside the LSA team, else RDMA; -1: none */
+  int8_t copy_engine; /* transport index for copy-engine traffic; -1: none */
+} mori_route_t;
+
+struct mori_signal_arenas; /* signal_arena.c */
+
+struct mori_comm {
+  mori_bootstrap_t *bootstrap;
+  int rank, size, device;
+  mori_peer_info_t *peers;
+  /* Every given handle library whose type all ranks support, initialised;
+   * a segment uses the one matching its memory. handle_type: the preferred. */
+  mori_handle_ops_t handles[MORI_MAX_PLUGINS]; /* filled over the defaults */
+  void *handle_state[MORI_MAX_PLUGINS];
+  int num_handles;
+  int handle_type;
+  /* Transports as given (origin: the application's pointer, for lookups)
+   * and as filled over the defaults table. */
+  const mori_transport_ops_t *transport_origin[MORI_MAX_PLUGINS];
+  mori_transport_ops_t transports[MORI_MAX_PLUGINS];
+  void *transport_state[MORI_MAX_PLUGINS];
+  int num_transports;
+  mori_route_t *routes; /* per world rank */
+  int lsa_base, lsa_size, lsa_rank;
+  uint64_t next_segment_seq; /* collective counter: same on every rank */
+  int live_windows;          /* under the window list's lock */
+  struct mori_signal_arenas *arenas;
+  struct mori_comm *next_live; /* the process's list of comms (teardown) */
+};
+
+/* Every rank contributes its status of a step; 0 when all succeeded, else
+ * the first failing rank is named on every rank (with this rank's own
+ * message when it is the one that failed). Collective. */
+int mori_comm_agree(mori_comm_t *comm, int my_rc, const char *step);
+
+/* The process's comms, for mori_finalize: calls fn on each under the lock. */
+void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg);
+/* Removes the comm from the list and releases it (plug-ins' fini, tables). */
+void mori_comm_release(mori_comm_t *comm);
+
+MORI_EXTERN_C_END
+
+#endif

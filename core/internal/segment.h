@@ -1,0 +1,39 @@
+/* Symmetric segments (segment.c): one physical range per rank mapped across
+ * the LSA team of a comm — handles shared through the comm's handle
+ * library, peers' memory imported, one flat VA span reserved, the own slot
+ * mapped by core, the rest by the transports, which also register it. The
+ * unit that windows, signal arenas and the heap are built on. */
+#ifndef MORI_CORE_INTERNAL_SEGMENT_H
+#define MORI_CORE_INTERNAL_SEGMENT_H
+
+#include "core/internal/comm.h"
+
+MORI_EXTERN_C_BEGIN
+
+struct mori_segment {
+  mori_comm_t *comm;
+  void *local_base;       /* this rank's memory (what its owner mapped) */
+  size_t size;            /* usable bytes per rank */
+  size_t stride;          /* mapped bytes per rank: one slot of the flat span */
+  char *flat_base;        /* lsa_size * stride bytes of VA */
+  mori_pmem_t *lsa_mem;   /* per LSA index; the own entry aliases the owner's memory */
+  bool *lsa_mapped;
+  void **peer_base;       /* per world rank; NULL: not load/store reachable */
+  void *transport_state[MORI_MAX_PLUGINS];
+  bool registered[MORI_MAX_PLUGINS];
+};
+
+/* Collective over the comm. `local` is this rank's physical memory, mapped
+ * at local_base (the segment aliases it, never releases it); `size` bytes
+ * are usable, local->size are mapped. `local_rc` != 0 says this rank already
+ * failed: it still takes part in every collective step, and every rank fails
+ * with its name. */
+int mori_segment_create(mori_comm_t *comm, const mori_pmem_t *local, void *local_base, size_t size, int local_rc,
+                        mori_segment_t **out);
+/* Local: the device is synchronised, transports deregister, slots are
+ * unmapped, imports released, VA freed. NULL is a no-op. */
+void mori_segment_destroy(mori_segment_t *seg);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,33 @@
+/* Signal arenas (signal_arena.c): small symmetric slots — a window's signal
+ * pad and its barrier area — cut from 2 MiB segments of the comm, so a pad
+ * does not cost a granule of its own. A slot sits at the same offset on
+ * every rank: it is a run of granules free on every rank, found from an
+ * allgather of the free maps. Slots are zero when handed out. */
+#ifndef MORI_CORE_INTERNAL_SIGNAL_ARENA_H
+#define MORI_CORE_INTERNAL_SIGNAL_ARENA_H
+
+#include "core/internal/comm.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef struct mori_arena_slot {
+  int arena;
+  size_t offset, bytes; /* bytes == 0: no slot */
+} mori_arena_slot_t;
+
+/* Two slots from one run (second_bytes may be 0): one collective step.
+ * `local_rc` != 0: this rank already failed; it still takes part. */
+int mori_signal_arena_assign_pair(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, int local_rc,
+                                  mori_arena_slot_t *first, mori_arena_slot_t *second);
+/* Local: zeroes the slot (torch's kernels expect zero pads) and frees it. */
+void mori_signal_arena_release(mori_comm_t *comm, const mori_arena_slot_t *slot);
+/* Where `peer`'s copy of the slot is in this process (NULL: not mapped). */
+void *mori_signal_arena_peer_ptr(mori_comm_t *comm, const mori_arena_slot_t *slot, int peer);
+/* The slot in the flat arithmetic: LSA index i at *base + i * *stride. */
+void mori_signal_arena_flat(mori_comm_t *comm, const mori_arena_slot_t *slot, uint64_t *base, uint64_t *stride);
+/* Releases every arena of the comm (no window may use them any more). */
+void mori_signal_arena_destroy_all(mori_comm_t *comm);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,32 @@
+/* The window's internal layout (window.c, window_view.c). */
+#ifndef MORI_CORE_INTERNAL_WINDOW_H
+#define MORI_CORE_INTERNAL_WINDOW_H
+
+#include "core/internal/alloc.h"
+#include "core/internal/segment.h"
+#include "core/internal/signal_arena.h"
+
+MORI_EXTERN_C_BEGIN
+
+struct mori_window {
+  mori_comm_t *comm;
+  mori_alloc_t *alloc;       /* the allocation (one reference) */
+  mori_segment_t *segment;   /* owned: the allocation mapped across the LSA team */
+  size_t offset;             /* of the pointer given at creation from the allocation's base */
+  void **ptrs, **ptrs_dev;   /* per world rank: host and device tables */
+  void **pads, **pads_dev;
+  mori_arena_slot_t pad_slot;     /* the signal pad (bytes == 0: none) */
+  mori_arena_slot_t barrier_slot; /* the device barrier's area */
+  mori_device_control_t *control; /* host-visible */
+  mori_device_control_t *control_dev;
+  struct mori_window *next;  /* the process's list of windows */
+};
+
+/* mori_finalize: destroys every live window. */
+void mori_window_destroy_all(void);
+/* How many windows of the comm are alive (mori_comm_destroy refuses then). */
+int mori_comm_live_windows(const mori_comm_t *comm);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,206 @@
+/* The name map under gpu_vmm.c: CUDA's driver API and HIP spell the same
+ * virtual-memory calls differently, and this header gives each call, type
+ * and constant one name for both. gpu_vmm.c is written once against these
+ * names; cuda.c and hip.c (one per build) load the table `gpu` and keep the
+ * few things that really differ (contexts vs devices, compatibility values,
+ * stream memory operations, the copy engine).
+ *
+ * GPU_FUNCS(X) lists every runtime entry point as X(field, symbol); the
+ * symbol is expanded before it is turned into a string, so CUDA's versioned
+ * names (cuMemAlloc -> cuMemAlloc_v2) are what dlsym looks up. */
+#ifndef MORI_CORE_PLATFORM_GPU_API_H
+#define MORI_CORE_PLATFORM_GPU_API_H
+
+#include "core/platform/platform.h"
+
+#if defined(MORI_PLATFORM_CUDA)
+
+#include <cuda.h>
+
+typedef CUresult gpu_status_t;
+typedef CUdeviceptr gpu_va_t;
+typedef CUmemGenericAllocationHandle gpu_mem_t;
+typedef CUmemAllocationProp gpu_alloc_prop_t;
+typedef CUmemAccessDesc gpu_access_t;
+typedef CUuuid gpu_uuid_t;
+typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
+
+#define GPU_OK CUDA_SUCCESS
+#define GPU_ERR_OUT_OF_MEMORY CUDA_ERROR_OUT_OF_MEMORY
+#define GPU_ERR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE
+#define GPU_ERR_NOT_PERMITTED CUDA_ERROR_NOT_PERMITTED
+#define GPU_ERR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED
+#define GPU_ERR_NO_DEVICE CUDA_ERROR_NO_DEVICE
+#define GPU_ALLOC_PINNED CU_MEM_ALLOCATION_TYPE_PINNED
+#define GPU_LOCATION_DEVICE CU_MEM_LOCATION_TYPE_DEVICE
+#define GPU_HANDLE_POSIX_FD CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#define GPU_HANDLE_FABRIC CU_MEM_HANDLE_TYPE_FABRIC
+#define GPU_ACCESS_READ_WRITE CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+#define GPU_GRANULARITY_MINIMUM CU_MEM_ALLOC_GRANULARITY_MINIMUM
+#define GPU_HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
+#define GPU_PROP_HANDLE_TYPES(prop) ((prop).requestedHandleTypes)
+/* The fd travels in the pointer argument itself. */
+#define GPU_IMPORT_FD_ARG(fd_ptr) ((void *)(uintptr_t)(*(fd_ptr)))
+#define GPU_MEMCPY(dst, src, n) gpu.copy((gpu_va_t)(uintptr_t)(dst), (gpu_va_t)(uintptr_t)(src), (n))
+
+#define GPU_FUNCS(X)                                           \
+  X(memGetAllocationGranularity, cuMemGetAllocationGranularity) \
+  X(memCreate, cuMemCreate)                                    \
+  X(memRelease, cuMemRelease)                                  \
+  X(memExportToShareableHandle, cuMemExportToShareableHandle)  \
+  X(memImportFromShareableHandle, cuMemImportFromShareableHandle) \
+  X(memRetainAllocationHandle, cuMemRetainAllocationHandle)    \
+  X(memGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle) \
+  X(memGetAddressRange, cuMemGetAddressRange)                  \
+  X(memAddressReserve, cuMemAddressReserve)                    \
+  X(memAddressFree, cuMemAddressFree)                          \
+  X(memMap, cuMemMap)                                          \
+  X(memUnmap, cuMemUnmap)                                      \
+  X(memSetAccess, cuMemSetAccess)                              \
+  X(memsetD8, cuMemsetD8)                                      \
+  X(copy, cuMemcpy)                                          \
+  X(synchronize, cuCtxSynchronize)                             \
+  X(deviceMalloc, cuMemAlloc)                                        \
+  X(deviceFree, cuMemFree)                                           \
+  X(hostAlloc, cuMemHostAlloc)                                 \
+  X(hostGetDevicePointer, cuMemHostGetDevicePointer)           \
+  X(hostFree, cuMemFreeHost)                                   \
+  X(getDeviceCount, cuDeviceGetCount)                          \
+  X(deviceGetUuid, cuDeviceGetUuid)                            \
+  CUDA_ONLY_FUNCS(X)
+
+/* What only cuda.c calls: contexts, device handles, streams, memops. */
+#define CUDA_ONLY_FUNCS(X)                                 \
+  X(init, cuInit)                                          \
+  X(getErrorName, cuGetErrorName)                          \
+  X(getErrorString, cuGetErrorString)                      \
+  X(deviceGet, cuDeviceGet)                                \
+  X(deviceCanAccessPeer, cuDeviceCanAccessPeer)            \
+  X(deviceGetAttribute, cuDeviceGetAttribute)              \
+  X(devicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)      \
+  X(ctxSetCurrent, cuCtxSetCurrent)                        \
+  X(ctxGetCurrent, cuCtxGetCurrent)                        \
+  X(ctxGetDevice, cuCtxGetDevice)                          \
+  X(streamCreate, cuStreamCreate)                          \
+  X(streamSynchronize, cuStreamSynchronize)                \
+  X(streamDestroy, cuStreamDestroy)                        \
+  X(memcpyAsync, cuMemcpyAsync)                            \
+  X(streamBatchMemOp, cuStreamBatchMemOp)
+
+#elif defined(MORI_PLATFORM_HIP)
+
+#include "core/platform/hip_compat.h"
+
+typedef hipError_t gpu_status_t;
+typedef void *gpu_va_t;
+typedef hipMemGenericAllocationHandle_t gpu_mem_t;
+typedef hipMemAllocationProp gpu_alloc_prop_t;
+typedef hipMemAccessDesc gpu_access_t;
+typedef hipUUID gpu_uuid_t;
+typedef int gpu_saved_t; /* the caller's device, put back on leave */
+
+#define GPU_OK hipSuccess
+#define GPU_ERR_OUT_OF_MEMORY hipErrorOutOfMemory
+#define GPU_ERR_INVALID_VALUE hipErrorInvalidValue
+#define GPU_ERR_NOT_PERMITTED hipErrorNotSupported
+#define GPU_ERR_NOT_SUPPORTED hipErrorNotSupported
+#define GPU_ERR_NO_DEVICE hipErrorNoDevice
+#define GPU_ALLOC_PINNED hipMemAllocationTypePinned
+#define GPU_LOCATION_DEVICE hipMemLocationTypeDevice
+#define GPU_HANDLE_POSIX_FD hipMemHandleTypePosixFileDescriptor
+#define GPU_HANDLE_FABRIC MORI_HIP_HANDLE_TYPE_FABRIC
+#define GPU_ACCESS_READ_WRITE hipMemAccessFlagsProtReadWrite
+#define GPU_GRANULARITY_MINIMUM hipMemAllocationGranularityMinimum
+#define GPU_HOST_ALLOC_FLAGS (hipHostMallocMapped | hipHostMallocPortable)
+#define GPU_PROP_HANDLE_TYPES(prop) MORI_HIP_PROP_HANDLE_TYPES(prop)
+#define GPU_IMPORT_FD_ARG(fd_ptr) MORI_HIP_IMPORT_FD_ARG(fd_ptr)
+#define GPU_MEMCPY(dst, src, n) gpu.copy((dst), (src), (n), hipMemcpyDefault)
+
+#define GPU_FUNCS(X)                                            \
+  X(memGetAllocationGranularity, hipMemGetAllocationGranularity) \
+  X(memCreate, hipMemCreate)                                    \
+  X(memRelease, hipMemRelease)                                  \
+  X(memExportToShareableHandle, hipMemExportToShareableHandle)  \
+  X(memImportFromShareableHandle, hipMemImportFromShareableHandle) \
+  X(memRetainAllocationHandle, hipMemRetainAllocationHandle)    \
+  X(memGetAllocationPropertiesFromHandle, hipMemGetAllocationPropertiesFromHandle) \
+  X(memGetAddressRange, hipMemGetAddressRange)                  \
+  X(memAddressReserve, hipMemAddressReserve)                    \
+  X(memAddressFree, hipMemAddressFree)                          \
+  X(memMap, hipMemMap)                                          \
+  X(memUnmap, hipMemUnmap)                                      \
+  X(memSetAccess, hipMemSetAccess)                              \
+  X(memsetD8, hipMemset)                                        \
+  X(copy, hipMemcpy)                                          \
+  X(synchronize, hipDeviceSynchronize)                          \
+  X(deviceMalloc, hipMalloc)                                          \
+  X(deviceFree, hipFree)                                              \
+  X(hostAlloc, hipHostMalloc)                                   \
+  X(hostGetDevicePointer, hipHostGetDevicePointer)              \
+  X(hostFree, hipHostFree)                                      \
+  X(getDeviceCount, hipGetDeviceCount)                          \
+  X(deviceGetUuid, hipDeviceGetUuid)                            \
+  HIP_ONLY_FUNCS(X)
+
+/* What only hip.c calls. */
+#define HIP_ONLY_FUNCS(X)                            \
+  X(getErrorName, hipGetErrorName)                   \
+  X(getErrorString, hipGetErrorString)               \
+  X(getLastError, hipGetLastError)                   \
+  X(setDevice, hipSetDevice)                         \
+  X(getDevice, hipGetDevice)                         \
+  X(deviceCanAccessPeer, hipDeviceCanAccessPeer)     \
+  X(streamWriteValue64, hipStreamWriteValue64)       \
+  X(streamWaitValue64, hipStreamWaitValue64)       \
+  X(streamCreateWithFlags, hipStreamCreateWithFlags) \
+  X(streamSynchronize, hipStreamSynchronize)       \
+  X(streamDestroy, hipStreamDestroy)               \
+  X(memcpyAsync, hipMemcpyAsync)
+
+#else
+#error "gpu_api.h is for the cuda and hip platforms"
+#endif
+
+/* The loaded entry points. */
+struct gpu_funcs {
+#define GPU_FIELD(field, symbol) __typeof__(symbol) *field;
+  GPU_FUNCS(GPU_FIELD)
+#undef GPU_FIELD
+};
+extern struct gpu_funcs gpu;
+
+/* ---- what cuda.c / hip.c provide to gpu_vmm.c ---- */
+
+/* Loads the runtime once; 0 or a clear error (MORI_ENO_GPU when absent). */
+int gpu_ready(void);
+/* Makes `device` current, remembering the caller's state in *saved. */
+int gpu_enter(int device, gpu_saved_t *saved);
+void gpu_leave(const gpu_saved_t *saved);
+/* The one place a runtime status becomes a mori code (and a message). */
+int gpu_fail(gpu_status_t status, const char *what);
+/* Whether `device` can map `peer_device`'s memory (peer access). */
+int gpu_peer_access(int device, int peer_device, bool *yes);
+
+#define GPU_TRY(call, ...)                             \
+  do {                                                 \
+    gpu_status_t gpu_s_ = (call);                      \
+    if (gpu_s_ != GPU_OK) {                            \
+      char gpu_what_[256];                             \
+      snprintf(gpu_what_, sizeof(gpu_what_), __VA_ARGS__); \
+      return gpu_fail(gpu_s_, gpu_what_);              \
+    }                                                  \
+  } while (0)
+
+/* Runs `expr` (an int-valued expression) with `device` current. */
+#define GPU_ON_DEVICE(device, expr)              \
+  __extension__({                                \
+    gpu_saved_t gpu_saved_;                      \
+    int gpu_rc_ = gpu_enter((device), &gpu_saved_); \
+    if (gpu_rc_ == 0) {                          \
+      gpu_rc_ = (expr);                          \
+      gpu_leave(&gpu_saved_);                    \
+    }                                            \
+    gpu_rc_;                                     \
+  })
+
+#endif

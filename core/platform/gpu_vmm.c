@@ -1,0 +1,285 @@
+/* The GPU platforms' virtual memory management, written once for CUDA and
+ * HIP over the names of gpu_api.h: physical create/release/export/import,
+ * VA reserve/map/access, small device tables and mapped host memory. Every
+ * entry point that concerns a device runs with that device current and
+ * restores the caller's (a free from Python's garbage collector must not
+ * change which device the program uses). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "core/platform/gpu_api.h"
+
+#define VA(p) ((gpu_va_t)(uintptr_t)(p))
+#define PTR(v) ((void *)(uintptr_t)(v))
+
+static gpu_alloc_prop_t allocation_prop(int device, int handle_type) {
+  gpu_alloc_prop_t prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = GPU_ALLOC_PINNED;
+  prop.location.type = GPU_LOCATION_DEVICE;
+  prop.location.id = device;
+  GPU_PROP_HANDLE_TYPES(prop) = handle_type == MORI_HANDLE_FABRIC ? GPU_HANDLE_FABRIC : GPU_HANDLE_POSIX_FD;
+  return prop;
+}
+
+static int handle_type_of(const gpu_alloc_prop_t *prop) {
+  if (GPU_PROP_HANDLE_TYPES(*prop) & GPU_HANDLE_FABRIC) return MORI_HANDLE_FABRIC;
+  if (GPU_PROP_HANDLE_TYPES(*prop) & GPU_HANDLE_POSIX_FD) return MORI_HANDLE_POSIX_FD;
+  return MORI_HANDLE_NONE;
+}
+
+int mori_platform_device_count(int *count) {
+  int rc = gpu_ready();
+  if (rc) return rc;
+  GPU_TRY(gpu.getDeviceCount(count), "counting devices");
+  if (*count == 0) return mori_error_set(MORI_ENO_GPU, "%s: no GPU present", mori_platform_name());
+  return 0;
+}
+
+static int device_uuid(int device, uint8_t uuid[16]) {
+  gpu_uuid_t u;
+  GPU_TRY(gpu.deviceGetUuid(&u, device), "UUID of device %d", device);
+  memcpy(uuid, u.bytes, 16);
+  return 0;
+}
+
+int mori_platform_device_uuid(int device, uint8_t uuid[16]) { return GPU_ON_DEVICE(device, device_uuid(device, uuid)); }
+
+static int granularity(int device, size_t *out) {
+  gpu_alloc_prop_t prop = allocation_prop(device, MORI_HANDLE_POSIX_FD);
+  GPU_TRY(gpu.memGetAllocationGranularity(out, &prop, GPU_GRANULARITY_MINIMUM), "granularity of device %d", device);
+  return 0;
+}
+
+int mori_platform_granularity(int device, size_t *out) { return GPU_ON_DEVICE(device, granularity(device, out)); }
+
+static int mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+  gpu_alloc_prop_t prop = allocation_prop(device, handle_type);
+  gpu_mem_t h;
+  GPU_TRY(gpu.memCreate(&h, size, &prop, 0), "creating %zu bytes on device %d with %s handles", size, device,
+          mori_handle_type_name(handle_type));
+  out->handle = (uint64_t)(uintptr_t)h;
+  out->size = size;
+  out->device = device;
+  out->handle_type = handle_type;
+  out->owned = true;
+  return 0;
+}
+
+int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+  memset(out, 0, sizeof(*out));
+  return GPU_ON_DEVICE(device, mem_create(device, size, handle_type, out));
+}
+
+static int mem_release(mori_pmem_t *mem) {
+  GPU_TRY(gpu.memRelease((gpu_mem_t)(uintptr_t)mem->handle), "releasing %zu bytes on device %d", mem->size, mem->device);
+  mem->handle_type = MORI_HANDLE_NONE;
+  return 0;
+}
+
+int mori_platform_mem_release(mori_pmem_t *mem) {
+  if (mem->handle_type == MORI_HANDLE_NONE) return 0;
+  return GPU_ON_DEVICE(mem->device, mem_release(mem));
+}
+
+static int mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
+  gpu_mem_t h = (gpu_mem_t)(uintptr_t)mem->handle;
+  if (handle_type == MORI_HANDLE_POSIX_FD) {
+    int fd = -1;
+    GPU_TRY(gpu.memExportToShareableHandle(&fd, h, GPU_HANDLE_POSIX_FD, 0), "exporting a POSIX fd");
+    out->fd = fd;
+    return 0;
+  }
+  GPU_TRY(gpu.memExportToShareableHandle(out->blob, h, GPU_HANDLE_FABRIC, 0), "exporting a fabric handle");
+  return 0;
+}
+
+int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->type = handle_type;
+  out->fd = -1;
+  return GPU_ON_DEVICE(mem->device, mem_export(mem, handle_type, out));
+}
+
+static int mem_import(const mori_shareable_t *shared, mori_pmem_t *out) {
+  gpu_mem_t h;
+  if (shared->type == MORI_HANDLE_POSIX_FD) {
+    int fd = shared->fd;
+    GPU_TRY(gpu.memImportFromShareableHandle(&h, GPU_IMPORT_FD_ARG(&fd), GPU_HANDLE_POSIX_FD), "importing fd %d", fd);
+  } else {
+    uint8_t blob[MORI_FABRIC_BLOB_SIZE];
+    memcpy(blob, shared->blob, sizeof(blob));
+    GPU_TRY(gpu.memImportFromShareableHandle(&h, blob, GPU_HANDLE_FABRIC), "importing a fabric handle");
+  }
+  out->handle = (uint64_t)(uintptr_t)h;
+  out->handle_type = shared->type;
+  return 0;
+}
+
+int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->size = size;
+  out->device = device;
+  return GPU_ON_DEVICE(device, mem_import(shared, out));
+}
+
+int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *size) {
+  memset(out, 0, sizeof(*out));
+  int rc = gpu_ready();
+  if (rc) return rc;
+  gpu_mem_t h;
+  gpu_status_t s = gpu.memRetainAllocationHandle(&h, ptr);
+  if (s != GPU_OK) {
+    gpu_fail(s, "retaining the allocation handle");
+    return mori_error_context(MORI_ENOT_OWNED, "%s: %p is not a VMM mapping", mori_platform_name(), ptr);
+  }
+  gpu_alloc_prop_t prop;
+  gpu_va_t b;
+  size_t s_size = 0;
+  if ((s = gpu.memGetAllocationPropertiesFromHandle(&prop, h)) != GPU_OK ||
+      (s = gpu.memGetAddressRange(&b, &s_size, VA(ptr))) != GPU_OK) {
+    gpu.memRelease(h);
+    return gpu_fail(s, "reading the properties of a retained allocation");
+  }
+  out->handle = (uint64_t)(uintptr_t)h;
+  out->size = s_size;
+  out->device = prop.location.id;
+  out->handle_type = handle_type_of(&prop);
+  if (out->handle_type == MORI_HANDLE_NONE) {
+    gpu.memRelease(h);
+    return mori_error_set(MORI_ENOTSUP, "%s: the allocation at %p was created without shareable handle types",
+                          mori_platform_name(), ptr);
+  }
+  *base = PTR(b);
+  *size = s_size;
+  return 0;
+}
+
+static int va_reserve(size_t size, size_t alignment, void **out) {
+  gpu_va_t p;
+  GPU_TRY(gpu.memAddressReserve(&p, size, alignment, VA(0), 0), "reserving %zu bytes of VA", size);
+  *out = PTR(p);
+  return 0;
+}
+
+int mori_platform_va_reserve(int device, size_t size, size_t alignment, void **out) {
+  return GPU_ON_DEVICE(device, va_reserve(size, alignment, out));
+}
+
+static int va_release(void *va, size_t size) {
+  GPU_TRY(gpu.memAddressFree(VA(va), size), "releasing VA %p (%zu bytes)", va, size);
+  return 0;
+}
+
+int mori_platform_va_release(int device, void *va, size_t size) { return GPU_ON_DEVICE(device, va_release(va, size)); }
+
+static int mem_map(void *va, size_t size, const mori_pmem_t *mem) {
+  GPU_TRY(gpu.memMap(VA(va), size, 0, (gpu_mem_t)(uintptr_t)mem->handle, 0), "mapping %zu bytes at %p", size, va);
+  return 0;
+}
+
+int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem) {
+  return GPU_ON_DEVICE(mem->device, mem_map(va, size, mem));
+}
+
+static int mem_unmap(void *va, size_t size) {
+  GPU_TRY(gpu.memUnmap(VA(va), size), "unmapping %zu bytes at %p", size, va);
+  return 0;
+}
+
+int mori_platform_mem_unmap(int device, void *va, size_t size) { return GPU_ON_DEVICE(device, mem_unmap(va, size)); }
+
+static int set_access(void *va, size_t size, int device) {
+  gpu_access_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.location.type = GPU_LOCATION_DEVICE;
+  desc.location.id = device;
+  desc.flags = GPU_ACCESS_READ_WRITE;
+  GPU_TRY(gpu.memSetAccess(VA(va), size, &desc, 1), "granting device %d access to %p (%zu bytes)", device, va, size);
+  return 0;
+}
+
+int mori_platform_set_access(void *va, size_t size, int device) {
+  return GPU_ON_DEVICE(device, set_access(va, size, device));
+}
+
+static int memset_zero(void *ptr, size_t size) {
+  GPU_TRY(gpu.memsetD8(VA(ptr), 0, size), "zeroing %zu bytes at %p", size, ptr);
+  GPU_TRY(gpu.synchronize(), "synchronizing after zeroing");
+  return 0;
+}
+
+int mori_platform_memset_zero(int device, void *ptr, size_t size) { return GPU_ON_DEVICE(device, memset_zero(ptr, size)); }
+
+static int copy(void *dst, const void *src, size_t size) {
+  GPU_TRY(GPU_MEMCPY(dst, src, size), "copying %zu bytes", size);
+  return 0;
+}
+
+int mori_platform_memcpy(int device, void *dst, const void *src, size_t size) {
+  return GPU_ON_DEVICE(device, copy(dst, src, size));
+}
+
+static int synchronize(int device) {
+  GPU_TRY(gpu.synchronize(), "synchronizing device %d", device);
+  return 0;
+}
+
+int mori_platform_synchronize(int device) { return GPU_ON_DEVICE(device, synchronize(device)); }
+
+int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
+  if (device == peer_device) {
+    *yes = true;
+    return 0;
+  }
+  int rc = gpu_ready();
+  return rc ? rc : gpu_peer_access(device, peer_device, yes);
+}
+
+static int device_alloc(int device, size_t size, void **out) {
+  gpu_va_t p;
+  GPU_TRY(gpu.deviceMalloc(&p, size ? size : 1), "allocating %zu bytes on device %d", size, device);
+  *out = PTR(p);
+  return 0;
+}
+
+int mori_platform_device_alloc(int device, size_t size, void **out) {
+  return GPU_ON_DEVICE(device, device_alloc(device, size, out));
+}
+
+static int device_free(void *ptr) {
+  GPU_TRY(gpu.deviceFree(VA(ptr)), "freeing %p", ptr);
+  return 0;
+}
+
+int mori_platform_device_free(int device, void *ptr) {
+  if (!ptr) return 0;
+  return GPU_ON_DEVICE(device, device_free(ptr));
+}
+
+static int host_alloc_mapped(size_t size, void **host, void **dev) {
+  GPU_TRY(gpu.hostAlloc(host, size, GPU_HOST_ALLOC_FLAGS), "allocating %zu bytes of mapped host memory", size);
+  memset(*host, 0, size);
+  gpu_va_t d;
+  gpu_status_t s = gpu.hostGetDevicePointer(&d, *host, 0);
+  if (s != GPU_OK) {
+    gpu.hostFree(*host);
+    *host = NULL;
+    return gpu_fail(s, "device address of mapped host memory");
+  }
+  *dev = PTR(d);
+  return 0;
+}
+
+int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void **dev) {
+  return GPU_ON_DEVICE(device, host_alloc_mapped(size, host, dev));
+}
+
+int mori_platform_host_free_mapped(void *host) {
+  if (!host) return 0;
+  int rc = gpu_ready();
+  if (rc) return rc;
+  GPU_TRY(gpu.hostFree(host), "freeing mapped host memory");
+  return 0;
+}

@@ -1,0 +1,188 @@
+/* Symmetric segments: one range per rank mapped across the LSA team.
+ *   1. the handle library of the memory's type shares this rank's exported
+ *      handle with its LSA peers (every rank takes part, also one that has
+ *      already failed: it shares "no handle");
+ *   2. peers' handles are imported, one flat VA span of lsa_size × stride
+ *      is reserved and the own slot is mapped as an alias of the local
+ *      memory (so the flat arithmetic holds for every LSA index);
+ *   3. every rank agrees that 1–2 succeeded everywhere, else all fail
+ *      together naming the rank;
+ *   4. every transport registers the segment (p2p maps the peers' slots);
+ *      every rank agrees again.
+ * Destroy is local: device synchronised, transports deregister, slots
+ * unmapped, imports released, VA freed. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/base/error.h"
+#include "core/base/log.h"
+#include "core/internal/segment.h"
+
+static int find_handle_library(const mori_comm_t *c, int type) {
+  for (int i = 0; i < c->num_handles; i++)
+    if (c->handles[i].handle_type == type) return i;
+  return -1;
+}
+
+static void close_shared(mori_shareable_t *s) {
+  if (s->type == MORI_HANDLE_POSIX_FD && s->fd >= 0) close(s->fd);
+  s->fd = -1;
+}
+
+/* Steps 1 and 2 of the header comment. `rc` is this rank's status so far. */
+static int share_and_map(mori_segment_t *seg, const mori_pmem_t *local, uint64_t seq, int rc) {
+  mori_comm_t *c = seg->comm;
+  int type = local ? local->handle_type : c->handle_type;
+  mori_shareable_t mine;
+  memset(&mine, 0, sizeof(mine));
+  mine.type = MORI_HANDLE_NONE;
+  mine.fd = -1;
+  mori_shareable_t *theirs = NULL;
+  if (c->lsa_size > 1) {
+    int lib = find_handle_library(c, type);
+    theirs = calloc((size_t)c->size, sizeof(*theirs));
+    bool *want = calloc((size_t)c->size, sizeof(bool));
+    if (!rc && (!theirs || !want)) rc = mori_error_set(MORI_ENOMEM, "segment: handle table");
+    if (!rc && lib < 0)
+      rc = mori_error_set(MORI_ENOTSUP, "segment: the memory has %s handles and the comm has no handle library for them",
+                          mori_handle_type_name(type));
+    if (!rc) {
+      rc = mori_platform_mem_export(local, type, &mine);
+      if (rc) {
+        mori_error_context(rc, "segment: exporting rank %d's memory", c->rank);
+        mine.type = MORI_HANDLE_NONE;
+        mine.fd = -1;
+      }
+    }
+    if (lib >= 0 && theirs && want) {
+      for (int r = 0; r < c->size; r++) theirs[r] = (mori_shareable_t){.type = MORI_HANDLE_NONE, .fd = -1};
+      for (int i = 0; i < c->lsa_size; i++) want[c->lsa_base + i] = c->lsa_base + i != c->rank;
+      int share_rc = c->handles[lib].share(c->handle_state[lib], c, seq, &mine, theirs, want);
+      if (share_rc && !rc) rc = mori_error_context(share_rc, "segment: sharing handles through %s", c->handles[lib].name);
+    }
+    free(want);
+  }
+  for (int i = 0; !rc && i < c->lsa_size; i++) {
+    int peer = c->lsa_base + i;
+    if (peer == c->rank) {
+      seg->lsa_mem[i] = *local;
+      seg->lsa_mem[i].owned = false; /* an alias: never released through the segment */
+      continue;
+    }
+    if (theirs[peer].type == MORI_HANDLE_NONE) {
+      rc = mori_error_set(MORI_EIO, "segment: rank %d shared no handle (it failed)", peer);
+      break;
+    }
+    rc = mori_platform_mem_import(&theirs[peer], seg->stride, c->device, &seg->lsa_mem[i]);
+    if (rc) mori_error_context(rc, "segment: importing rank %d's memory", peer);
+  }
+  if (theirs)
+    for (int r = 0; r < c->size; r++) close_shared(&theirs[r]);
+  close_shared(&mine);
+  free(theirs);
+  size_t granularity = 0, span = 0;
+  if (!rc) rc = mori_platform_granularity(c->device, &granularity);
+  if (!rc && __builtin_mul_overflow((size_t)c->lsa_size, seg->stride, &span))
+    rc = mori_error_set(MORI_ERANGE, "segment: %d slots of %zu bytes overflow the address space", c->lsa_size, seg->stride);
+  if (!rc) {
+    rc = mori_platform_va_reserve(c->device, span, granularity, (void **)&seg->flat_base);
+    if (rc) mori_error_context(rc, "segment: reserving the flat span (%d x %zu bytes)", c->lsa_size, seg->stride);
+  }
+  if (!rc) {
+    char *own = seg->flat_base + (size_t)c->lsa_rank * seg->stride;
+    rc = mori_platform_mem_map(own, seg->stride, local);
+    if (!rc) {
+      seg->lsa_mapped[c->lsa_rank] = true;
+      rc = mori_platform_set_access(own, seg->stride, c->device);
+    }
+    if (rc) mori_error_context(rc, "segment: mapping rank %d's own slot", c->rank);
+  }
+  return rc;
+}
+
+int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_base, size_t size, int local_rc,
+                        mori_segment_t **out) {
+  *out = NULL;
+  mori_segment_t *seg = calloc(1, sizeof(*seg));
+  int rc = local_rc;
+  if (seg) {
+    seg->comm = c;
+    seg->local_base = local_base;
+    seg->size = size;
+    seg->stride = local ? local->size : 0;
+    seg->lsa_mem = calloc((size_t)c->lsa_size, sizeof(*seg->lsa_mem));
+    seg->lsa_mapped = calloc((size_t)c->lsa_size, sizeof(bool));
+    seg->peer_base = calloc((size_t)c->size, sizeof(void *));
+  }
+  if (!rc && (!seg || !seg->lsa_mem || !seg->lsa_mapped || !seg->peer_base))
+    rc = mori_error_set(MORI_ENOMEM, "segment: tables");
+  if (!rc && (!local || size > local->size))
+    rc = mori_error_set(MORI_EINVAL, "segment: %zu usable bytes in %zu mapped", size, local ? local->size : 0);
+  uint64_t seq = ++c->next_segment_seq;
+  if (seg) {
+    rc = share_and_map(seg, local, seq, rc);
+    if (!rc) seg->peer_base[c->rank] = local_base;
+  }
+  rc = mori_comm_agree(c, rc, "sharing and mapping a segment");
+  if (!rc) {
+    for (int i = 0; i < c->num_transports; i++) {
+      int trc = c->transports[i].segment_register(c->transport_state[i], seg, &seg->transport_state[i]);
+      if (trc == 0) seg->registered[i] = true;
+      else if (!rc) rc = mori_error_context(trc, "segment: transport %s", c->transports[i].name);
+    }
+    rc = mori_comm_agree(c, rc, "registering a segment with the transports");
+  }
+  if (rc) {
+    mori_segment_destroy(seg);
+    return rc;
+  }
+  *out = seg;
+  return 0;
+}
+
+void mori_segment_destroy(mori_segment_t *seg) {
+  if (!seg) return;
+  mori_comm_t *c = seg->comm;
+  /* Kernels may still use the segment (read peers through the slots, submit
+   * to a transport's ring): wait for the device before anything goes. */
+  if (mori_platform_synchronize(c->device) != 0) MORI_WARN("segment teardown: %s", mori_last_error());
+  for (int i = c->num_transports - 1; i >= 0; i--) {
+    if (!seg->registered[i]) continue;
+    if (c->transports[i].segment_deregister(c->transport_state[i], seg, seg->transport_state[i]) != 0)
+      MORI_WARN("segment teardown: transport %s: %s", c->transports[i].name, mori_last_error());
+    seg->registered[i] = false;
+  }
+  for (int i = 0; seg->lsa_mapped && i < c->lsa_size; i++) {
+    if (!seg->lsa_mapped[i]) continue;
+    if (mori_platform_mem_unmap(c->device, seg->flat_base + (size_t)i * seg->stride, seg->stride) != 0)
+      MORI_WARN("segment teardown: unmapping slot %d: %s", i, mori_last_error());
+  }
+  for (int i = 0; seg->lsa_mem && i < c->lsa_size; i++)
+    if (c->lsa_base + i != c->rank) mori_platform_mem_release(&seg->lsa_mem[i]);
+  if (seg->flat_base && mori_platform_va_release(c->device, seg->flat_base, (size_t)c->lsa_size * seg->stride) != 0)
+    MORI_WARN("segment teardown: %s", mori_last_error());
+  free(seg->lsa_mem);
+  free(seg->lsa_mapped);
+  free(seg->peer_base);
+  free(seg);
+}
+
+mori_comm_t *mori_segment_comm(const mori_segment_t *seg) { return seg->comm; }
+void *mori_segment_local_base(const mori_segment_t *seg) { return seg->local_base; }
+size_t mori_segment_size(const mori_segment_t *seg) { return seg->size; }
+size_t mori_segment_stride(const mori_segment_t *seg) { return seg->stride; }
+void *mori_segment_slot(const mori_segment_t *seg, int lsa_index) { return seg->flat_base + (size_t)lsa_index * seg->stride; }
+const mori_pmem_t *mori_segment_lsa_mem(const mori_segment_t *seg, int lsa_index) { return &seg->lsa_mem[lsa_index]; }
+void mori_segment_mark_mapped(mori_segment_t *seg, int lsa_index, bool mapped) { seg->lsa_mapped[lsa_index] = mapped; }
+
+void mori_segment_set_peer_base(mori_segment_t *seg, int peer, void *ptr) {
+  if (peer >= 0 && peer < seg->comm->size) seg->peer_base[peer] = ptr;
+}
+
+void *mori_segment_transport_state(const mori_segment_t *seg, const mori_transport_ops_t *ops) {
+  const mori_comm_t *c = seg->comm;
+  for (int i = 0; i < c->num_transports; i++)
+    if (c->transport_origin[i] == ops && seg->registered[i]) return seg->transport_state[i];
+  return NULL;
+}

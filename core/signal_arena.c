@@ -1,0 +1,196 @@
+/* Signal arenas: each comm keeps 2 MiB segments cut into GRANULE-byte
+ * pieces; a slot is a run of granules free on every rank, found from an
+ * allgather of the ranks' free maps, so all ranks agree on its offset
+ * although they release slots in different orders (and from other threads:
+ * the torch backend frees from Python's garbage collector). A released run
+ * is zeroed before it can be handed out again. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "core/base/log.h"
+#include "core/internal/local_mem.h"
+#include "core/internal/segment.h"
+#include "core/internal/signal_arena.h"
+
+enum {
+  GRANULE = 512,
+  ARENA_BYTES = 2 << 20,
+  GRANULES = ARENA_BYTES / GRANULE,
+  MAP_BYTES = GRANULES / 8,
+};
+
+struct arena {
+  mori_local_mem_t memory;
+  mori_segment_t *segment;
+  uint8_t used[MAP_BYTES];
+};
+
+struct mori_signal_arenas {
+  pthread_mutex_t lock; /* assign (collective) against release (any thread) */
+  struct arena **arenas; /* each arena allocated alone: lookups never see one move */
+  int count;
+};
+
+static bool is_used(const uint8_t *map, int g) { return map[g / 8] & (1u << (g % 8)); }
+static void set_used(uint8_t *map, int g, bool v) {
+  if (v) map[g / 8] |= (uint8_t)(1u << (g % 8));
+  else map[g / 8] &= (uint8_t)~(1u << (g % 8));
+}
+
+static struct mori_signal_arenas *arenas_of(mori_comm_t *c) {
+  if (!c->arenas) {
+    struct mori_signal_arenas *a = calloc(1, sizeof(*a));
+    if (!a) return NULL;
+    pthread_mutex_init(&a->lock, NULL);
+    c->arenas = a;
+  }
+  return c->arenas;
+}
+
+/* Every rank adds one arena together. `rc`: this rank's status so far. */
+static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc) {
+  struct arena **grown = rc ? NULL : realloc(all->arenas, sizeof(*grown) * (size_t)(all->count + 1));
+  struct arena *fresh = rc ? NULL : calloc(1, sizeof(*fresh));
+  if (!rc && (!grown || !fresh)) rc = mori_error_set(MORI_ENOMEM, "signal arena: table");
+  if (grown) all->arenas = grown;
+  if (!rc) rc = mori_local_mem_create(c->device, ARENA_BYTES, c->handle_type, &fresh->memory);
+  if (!rc) rc = mori_platform_memset_zero(c->device, fresh->memory.base, fresh->memory.mapped_size);
+  mori_segment_t *seg = NULL;
+  int seg_rc = mori_segment_create(c, rc ? NULL : &fresh->memory.mem, rc ? NULL : fresh->memory.base, ARENA_BYTES, rc, &seg);
+  if (seg_rc) {
+    if (fresh) mori_local_mem_destroy(&fresh->memory);
+    free(fresh);
+    return mori_error_context(seg_rc, "signal arena");
+  }
+  fresh->segment = seg;
+  all->arenas[all->count++] = fresh;
+  return 0;
+}
+
+/* A run of `need` granules free in the OR of every rank's maps. */
+static bool find_run(const uint8_t *map, int need, int *start_out) {
+  for (int start = 0, run = 0; start + need <= GRANULES;) {
+    if (is_used(map, start + run)) {
+      start += run + 1;
+      run = 0;
+      continue;
+    }
+    if (++run == need) {
+      *start_out = start;
+      return true;
+    }
+  }
+  return false;
+}
+
+static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t bytes, int rc, mori_arena_slot_t *slot) {
+  int need = bytes ? (int)((bytes + GRANULE - 1) / GRANULE) : 1;
+  if (!rc && bytes > ARENA_BYTES)
+    rc = mori_error_set(MORI_ENOTSUP, "signal pad of %zu bytes is larger than an arena (%d bytes)", bytes, ARENA_BYTES);
+  /* Every rank has the same number of arenas: they are added together. */
+  int n = all->count;
+  size_t map_bytes = (size_t)(n ? n : 1) * MAP_BYTES;
+  uint8_t *mine = calloc(1, map_bytes), *gathered = calloc((size_t)c->size, map_bytes);
+  if (!rc && (!mine || !gathered)) rc = mori_error_set(MORI_ENOMEM, "signal arena: maps");
+  /* A failed rank marks everything used: nobody picks a slot from its data. */
+  for (int i = 0; mine && i < n; i++) {
+    if (rc) memset(mine + (size_t)i * MAP_BYTES, 0xff, MAP_BYTES);
+    else memcpy(mine + (size_t)i * MAP_BYTES, all->arenas[i]->used, MAP_BYTES);
+  }
+  int found_arena = -1, start = 0;
+  if (n > 0) {
+    int arc = (mine && gathered) ? mori_bootstrap_allgather(c->bootstrap, mine, gathered, map_bytes) : MORI_ENOMEM;
+    if (arc) {
+      free(mine);
+      free(gathered);
+      return rc ? rc : mori_error_context(arc, "signal arena: gathering free maps");
+    }
+    for (int r = 1; r < c->size; r++)
+      for (size_t b = 0; b < map_bytes; b++) gathered[b] |= gathered[(size_t)r * map_bytes + b];
+    for (int i = 0; i < n && found_arena < 0; i++)
+      if (find_run(gathered + (size_t)i * MAP_BYTES, need, &start)) found_arena = i;
+  }
+  free(mine);
+  free(gathered);
+  if (found_arena < 0) {
+    /* Every arena is full on some rank (or a rank failed): all add one. */
+    int grc = add_arena(c, all, rc);
+    if (grc) return grc;
+    found_arena = n;
+    start = 0;
+  }
+  if (rc) return rc;
+  for (int g = start; g < start + need; g++) set_used(all->arenas[found_arena]->used, g, true);
+  *slot = (mori_arena_slot_t){.arena = found_arena, .offset = (size_t)start * GRANULE, .bytes = bytes};
+  return 0;
+}
+
+int mori_signal_arena_assign_pair(mori_comm_t *c, size_t first_bytes, size_t second_bytes, int local_rc,
+                                  mori_arena_slot_t *first, mori_arena_slot_t *second) {
+  memset(first, 0, sizeof(*first));
+  memset(second, 0, sizeof(*second));
+  struct mori_signal_arenas *all = arenas_of(c);
+  if (!all) return mori_error_set(MORI_ENOMEM, "signal arena");
+  size_t first_span = (first_bytes + GRANULE - 1) / GRANULE * GRANULE;
+  size_t total = first_span + second_bytes;
+  int rc = local_rc;
+  if (!rc && (first_bytes > ARENA_BYTES || second_bytes > ARENA_BYTES))
+    rc = mori_error_set(MORI_ENOTSUP, "signal slots of %zu + %zu bytes are larger than an arena (%d bytes)", first_bytes,
+                        second_bytes, ARENA_BYTES);
+  mori_arena_slot_t run;
+  pthread_mutex_lock(&all->lock);
+  rc = assign_locked(c, all, rc ? 0 : total, rc, &run);
+  pthread_mutex_unlock(&all->lock);
+  if (rc) return rc;
+  *first = (mori_arena_slot_t){.arena = run.arena, .offset = run.offset, .bytes = first_bytes};
+  *second = (mori_arena_slot_t){.arena = run.arena, .offset = run.offset + first_span, .bytes = second_bytes};
+  return 0;
+}
+
+void mori_signal_arena_release(mori_comm_t *c, const mori_arena_slot_t *slot) {
+  struct mori_signal_arenas *all = c->arenas;
+  if (!all || slot->bytes == 0) return;
+  pthread_mutex_lock(&all->lock);
+  if (slot->arena >= 0 && slot->arena < all->count) {
+    struct arena *a = all->arenas[slot->arena];
+    /* Slots must read zero when handed out again (torch's protocol). */
+    char *local = (char *)a->memory.base + slot->offset;
+    if (mori_platform_memset_zero(c->device, local, slot->bytes) != 0) MORI_WARN("signal arena: %s", mori_last_error());
+    int first = (int)(slot->offset / GRANULE), count = (int)((slot->bytes + GRANULE - 1) / GRANULE);
+    for (int g = first; g < first + count; g++) set_used(a->used, g, false);
+  }
+  pthread_mutex_unlock(&all->lock);
+}
+
+static mori_segment_t *segment_of(mori_comm_t *c, const mori_arena_slot_t *slot) {
+  pthread_mutex_lock(&c->arenas->lock);
+  mori_segment_t *seg = c->arenas->arenas[slot->arena]->segment;
+  pthread_mutex_unlock(&c->arenas->lock);
+  return seg;
+}
+
+void *mori_signal_arena_peer_ptr(mori_comm_t *c, const mori_arena_slot_t *slot, int peer) {
+  char *base = segment_of(c, slot)->peer_base[peer];
+  return base ? base + slot->offset : NULL;
+}
+
+void mori_signal_arena_flat(mori_comm_t *c, const mori_arena_slot_t *slot, uint64_t *base, uint64_t *stride) {
+  mori_segment_t *seg = segment_of(c, slot);
+  *base = (uint64_t)(uintptr_t)seg->flat_base + slot->offset;
+  *stride = seg->stride;
+}
+
+void mori_signal_arena_destroy_all(mori_comm_t *c) {
+  struct mori_signal_arenas *all = c->arenas;
+  if (!all) return;
+  for (int i = 0; i < all->count; i++) {
+    mori_segment_destroy(all->arenas[i]->segment);
+    mori_local_mem_destroy(&all->arenas[i]->memory);
+    free(all->arenas[i]);
+  }
+  free(all->arenas);
+  pthread_mutex_destroy(&all->lock);
+  free(all);
+  c->arenas = NULL;
+}

@@ -1,0 +1,25 @@
+/* Teardown above everything it releases: a comm's destroy (its windows
+ * must be gone; its signal arenas go with it) and mori_finalize (every
+ * window, every comm's arenas, every allocation — in that order). Local,
+ * idempotent, never collective. */
+#include "core/base/error.h"
+#include "core/internal/window.h"
+
+int mori_comm_destroy(mori_comm_t *comm) {
+  if (!comm) return 0;
+  int live = mori_comm_live_windows(comm);
+  if (live > 0) return mori_error_set(MORI_EBUSY, "comm_destroy: %d window(s) of this comm are still alive", live);
+  mori_signal_arena_destroy_all(comm);
+  mori_comm_release(comm);
+  return 0;
+}
+
+static void release_arenas(mori_comm_t *comm, void *unused) { mori_signal_arena_destroy_all(comm); }
+
+int mori_finalize(void) {
+  mori_window_destroy_all();
+  /* The comms stay usable: their arenas come back with the next window. */
+  mori_comm_for_each(release_arenas, NULL);
+  mori_alloc_release_all();
+  return 0;
+}

@@ -1,0 +1,73 @@
+/* What a window shows: accessors, the device view kernels take by value,
+ * and the error mailbox kernels write instead of trapping. */
+#include <string.h>
+
+#include "core/base/error.h"
+#include "core/internal/window.h"
+
+mori_comm_t *mori_window_comm(const mori_window_t *w) { return w->comm; }
+void *mori_window_local_ptr(const mori_window_t *w) { return w->alloc->local.base; }
+size_t mori_window_offset(const mori_window_t *w) { return w->offset; }
+size_t mori_window_size(const mori_window_t *w) { return w->alloc->size; }
+
+void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
+  if (peer < 0 || peer >= w->comm->size) return NULL;
+  return w->ptrs[peer];
+}
+
+void *const *mori_window_ptrs(const mori_window_t *w) { return w->ptrs; }
+void *const *mori_window_ptrs_dev(const mori_window_t *w) { return w->ptrs_dev; }
+size_t mori_window_signal_pad_size(const mori_window_t *w) { return w->pad_slot.bytes; }
+void *const *mori_window_signal_pads(const mori_window_t *w) { return w->pad_slot.bytes ? w->pads : NULL; }
+void *const *mori_window_signal_pads_dev(const mori_window_t *w) { return w->pad_slot.bytes ? w->pads_dev : NULL; }
+
+mori_segment_t *mori_window_segment(const mori_window_t *w, size_t *offset) {
+  if (offset) *offset = 0; /* a window's segment starts at its allocation's base */
+  return w->segment;
+}
+
+mori_window_dev_t mori_window_device_view(const mori_window_t *w) {
+  mori_window_dev_t d;
+  memset(&d, 0, sizeof(d));
+  mori_comm_t *c = w->comm;
+  d.flat_base = (uint64_t)(uintptr_t)w->segment->flat_base;
+  d.stride = w->segment->stride;
+  d.size = w->alloc->size;
+  d.ptrs = w->ptrs_dev;
+  d.signal_pads = w->pad_slot.bytes ? (uint32_t **)w->pads_dev : NULL;
+  d.signal_pad_size = w->pad_slot.bytes;
+  d.control = w->control_dev;
+  mori_signal_arena_flat(c, &w->barrier_slot, &d.barrier_base, &d.barrier_stride);
+  d.world_rank = c->rank;
+  d.world_size = c->size;
+  d.lsa_rank = c->lsa_rank;
+  d.lsa_size = c->lsa_size;
+  d.lsa_base = c->lsa_base;
+  for (int i = 0; i < c->num_transports; i++)
+    if (w->segment->registered[i])
+      c->transports[i].device_info(c->transport_state[i], w->segment, w->segment->transport_state[i], &d);
+  return d;
+}
+
+int mori_window_check(mori_window_t *w) {
+  mori_device_control_t *ctl = w->control;
+  if (!ctl || !__atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE)) return 0;
+  mori_device_error_t e = ctl->error;
+  int code = (int)(int32_t)e.code;
+  memset(&ctl->error, 0, sizeof(ctl->error));
+  __atomic_store_n(&ctl->error_claimed, 0, __ATOMIC_RELEASE);
+  if (e.peer >= 0)
+    return mori_error_set(code, "kernel wait on rank %d for rank %d timed out after %.3f ms on channel %u (expected %llu, saw %llu)",
+                          e.waiter_rank, e.peer, (double)e.waited_ns / 1e6, e.channel, (unsigned long long)e.expected,
+                          (unsigned long long)e.seen);
+  return mori_error_set(code, "kernel wait on rank %d failed after %.3f ms on channel %u (%s)", e.waiter_rank,
+                        (double)e.waited_ns / 1e6, e.channel, mori_strerror(code));
+}
+
+void mori_window_abort(mori_window_t *w) {
+  if (w->control) __atomic_store_n(&w->control->abort_flag, 1, __ATOMIC_RELEASE);
+}
+
+void *mori_window_transport_state(const mori_window_t *w, const mori_transport_ops_t *ops) {
+  return mori_segment_transport_state(w->segment, ops);
+}
