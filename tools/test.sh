@@ -50,7 +50,9 @@ done
 step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
 step "bazel build //torch_backend:mori (torch 2.11.0)" bazel build //torch_backend:mori
 # Built, not skipped: the library exists (a skipped build makes only a note).
-step "the torch backend was really built" test -n "$(find -L bazel-out -path '*/bin/torch_backend/libmori_torch.so' 2>/dev/null | head -1)"
+torch_lib=$(find -L bazel-out -path '*/bin/torch_backend/libmori_torch.so' 2>/dev/null | head -1)
+step "the torch backend was really built" test -n "$torch_lib"
+step "the torch backend exports only public names" tools/check_exports.sh "$torch_lib" mori_torch_finalize mori_torch_build_info
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

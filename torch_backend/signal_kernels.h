@@ -11,10 +11,13 @@
 extern "C" {
 #endif
 
-int mori_torch_launch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream);
-int mori_torch_launch_put_signal(mori_window_dev_t view, int dst_rank, int channel, uint64_t timeout_ns, void *stream);
-int mori_torch_launch_wait_signal(mori_window_dev_t view, int src_rank, int channel, uint64_t timeout_ns, void *stream);
-const char *mori_torch_launch_error(void);
+// Internal to the backend library: never exported from it.
+#define MORI_TORCH_INTERNAL __attribute__((visibility("hidden")))
+
+MORI_TORCH_INTERNAL int mori_torch_launch_barrier(mori_window_dev_t view, int channel, uint64_t timeout_ns, void *stream);
+MORI_TORCH_INTERNAL int mori_torch_launch_put_signal(mori_window_dev_t view, int dst_rank, int channel, uint64_t timeout_ns, void *stream);
+MORI_TORCH_INTERNAL int mori_torch_launch_wait_signal(mori_window_dev_t view, int src_rank, int channel, uint64_t timeout_ns, void *stream);
+MORI_TORCH_INTERNAL const char *mori_torch_launch_error(void);
 
 #ifdef __cplusplus
 }
