@@ -1,5 +1,5 @@
 """One rule for device code: .cu sources compiled by nvcc (--config=cuda) or
-hipcc (--config=rocm). Under --config=host the target is incompatible and
+clang-22 as HIP (--config=rocm). Under --config=host the target is incompatible and
 skipped: CPU ranks use the device headers directly from C."""
 
 load("//bazel:copts.bzl", "GPU_ONLY", "platform_select")

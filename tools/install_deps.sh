@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(bazel-bootstrap bazel-rules-java bazel-platforms bazel-skylib libgtest-dev
-          libibverbs-dev libamdhip64-dev hipcc libhsa-runtime-dev rocm-device-libs)
+          libibverbs-dev libamdhip64-dev hipcc libhsa-runtime-dev rocm-device-libs
+          clang-22 lld-22 clang-tools-22)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

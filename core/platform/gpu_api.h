@@ -148,14 +148,11 @@ typedef int gpu_saved_t; /* the caller's device, put back on leave */
   X(getErrorString, hipGetErrorString)               \
   X(getLastError, hipGetLastError)                   \
   X(setDevice, hipSetDevice)                         \
+  X(deviceGetAttribute, hipDeviceGetAttribute)       \
   X(getDevice, hipGetDevice)                         \
   X(deviceCanAccessPeer, hipDeviceCanAccessPeer)     \
   X(streamWriteValue64, hipStreamWriteValue64)       \
-  X(streamWaitValue64, hipStreamWaitValue64)       \
-  X(streamCreateWithFlags, hipStreamCreateWithFlags) \
-  X(streamSynchronize, hipStreamSynchronize)       \
-  X(streamDestroy, hipStreamDestroy)               \
-  X(memcpyAsync, hipMemcpyAsync)
+  X(streamWaitValue64, hipStreamWaitValue64)
 
 #else
 #error "gpu_api.h is for the cuda and hip platforms"

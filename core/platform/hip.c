@@ -2,12 +2,11 @@
  * libamdhip64 is loaded with dlopen (a rocm build starts, and fails with a
  * clear error, on a machine without ROCm); devices are selected with
  * hipSetDevice rather than contexts; stream memory operations are one call
- * per slot; the copy engine is a stream of its own. The
+ * per slot; the copy engine is hsa-runtime's (hip_copy_engine.c). The
  * virtual-memory sequences themselves are in gpu_vmm.c; what ROCm versions
  * spell differently is in hip_compat.h. */
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/base/dynlib.h"
@@ -112,49 +111,5 @@ int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_wr
 
 int mori_platform_stream_memops_supported(int device, bool *yes) {
   *yes = true; /* part of HIP's stream API on every AMD GPU it supports */
-  return 0;
-}
-
-/* The copy queue: hipMemcpyAsync on a stream of its own (AMD runs peer
- * copies on its SDMA engines when it can). */
-struct mori_platform_queue {
-  hipStream_t stream;
-  int device;
-};
-
-static int queue_create(int device, mori_platform_queue_t *q) {
-  GPU_TRY(gpu.streamCreateWithFlags(&q->stream, hipStreamNonBlocking), "creating a copy stream on device %d", device);
-  q->device = device;
-  return 0;
-}
-
-int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
-  mori_platform_queue_t *q = calloc(1, sizeof(*q));
-  if (!q) return mori_error_set(MORI_ENOMEM, "hip: copy queue");
-  int rc = GPU_ON_DEVICE(device, queue_create(device, q));
-  if (rc) {
-    free(q);
-    return rc;
-  }
-  *out = q;
-  return 0;
-}
-
-int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
-  GPU_TRY(gpu.memcpyAsync(dst, src, size, hipMemcpyDefault, q->stream), "queueing a %zu-byte copy", size);
-  return 0;
-}
-
-static int queue_wait(mori_platform_queue_t *q) {
-  GPU_TRY(gpu.streamSynchronize(q->stream), "waiting for copies on device %d", q->device);
-  return 0;
-}
-
-int mori_platform_queue_wait(mori_platform_queue_t *q) { return GPU_ON_DEVICE(q->device, queue_wait(q)); }
-
-int mori_platform_queue_destroy(mori_platform_queue_t *q) {
-  if (!q) return 0;
-  (void)gpu.streamDestroy(q->stream);
-  free(q);
   return 0;
 }

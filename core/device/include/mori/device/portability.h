@@ -144,9 +144,15 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t ex
                                        __HIP_MEMORY_SCOPE_SYSTEM);
   return expected;
 }
-/* The 100 MHz real-time counter (s_memrealtime), in nanoseconds. */
+/* The real-time counter, in nanoseconds, at the 100 MHz of the gfx9 parts
+ * (MI200, MI300, MI355X; not confirmed on gfx1250, where a different rate
+ * would only scale the timeouts). gfx1250 has no s_memrealtime: clang's
+ * __builtin_readsteadycounter reads the same counter on every target
+ * (s_memrealtime on gfx9, a message on gfx1250); older clangs lack it. */
 MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
-#if defined(__HIP_DEVICE_COMPILE__)
+#if defined(__HIP_DEVICE_COMPILE__) && __has_builtin(__builtin_readsteadycounter)
+  return __builtin_readsteadycounter() * 10ull;
+#elif defined(__HIP_DEVICE_COMPILE__)
   return __builtin_amdgcn_s_memrealtime() * 10ull;
 #else
   return 0;
