@@ -56,6 +56,19 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t ex
   return expected;
 }
 MORI_DEVICE_INLINE void mori_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+}
+MORI_DEVICE_INLINE uint64_t mori_load_volatile_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+/* Two 8-byte halves, each written and read whole: what an LL line needs. */
+MORI_DEVICE_INLINE void mori_store_ll_line(uint64_t *p, uint64_t lo, uint64_t hi) {
+  __atomic_store_n(p, lo, __ATOMIC_RELAXED);
+  __atomic_store_n(p + 1, hi, __ATOMIC_RELAXED);
+}
+MORI_DEVICE_INLINE void mori_load_ll_line(const uint64_t *p, uint64_t *lo, uint64_t *hi) {
+  *lo = __atomic_load_n(p, __ATOMIC_RELAXED);
+  *hi = __atomic_load_n(p + 1, __ATOMIC_RELAXED);
+}
 /* Nanoseconds of a monotonic clock, for wait timeouts. */
 MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
   struct timespec ts;
@@ -108,6 +121,16 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t ex
   asm volatile("atom.acquire.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
   return old;
 }
+MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) { return atomicAdd(p, v); }
+MORI_DEVICE_INLINE uint64_t mori_load_volatile_u64(const uint64_t *p) { return *(const volatile uint64_t *)p; }
+/* One 16-byte store / load: each 8-byte half {data, flag} arrives whole,
+ * which the LL protocol relies on (as NCCL's does). */
+MORI_DEVICE_INLINE void mori_store_ll_line(uint64_t *p, uint64_t lo, uint64_t hi) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi) : "memory");
+}
+MORI_DEVICE_INLINE void mori_load_ll_line(const uint64_t *p, uint64_t *lo, uint64_t *hi) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*lo), "=l"(*hi) : "l"(p) : "memory");
+}
 MORI_DEVICE_INLINE uint64_t mori_clock_ns(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -143,6 +166,21 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t ex
   __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE,
                                        __HIP_MEMORY_SCOPE_SYSTEM);
   return expected;
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+MORI_DEVICE_INLINE uint64_t mori_load_volatile_u64(const uint64_t *p) {
+  return __hip_atomic_load((uint64_t *)p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+/* Each 8-byte half {data, flag} written and read as one relaxed atomic. */
+MORI_DEVICE_INLINE void mori_store_ll_line(uint64_t *p, uint64_t lo, uint64_t hi) {
+  __hip_atomic_store(p, lo, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_store(p + 1, hi, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+MORI_DEVICE_INLINE void mori_load_ll_line(const uint64_t *p, uint64_t *lo, uint64_t *hi) {
+  *lo = __hip_atomic_load((uint64_t *)p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  *hi = __hip_atomic_load((uint64_t *)p + 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 /* The real-time counter, in nanoseconds, at the 100 MHz of the gfx9 parts
  * (MI200, MI300, MI355X; not confirmed on gfx1250, where a different rate

@@ -1,0 +1,241 @@
+/* Collective contexts: the workspace window, and the plan of each call
+ * (slices, items, which all-reduce algorithm) from its sizes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/internal.h"
+#include "core/base/checked_math.h"
+#include "core/base/error.h"
+#include "mori/device/coll.h"
+#include "mori/mem.h"
+
+enum {
+  HEADER_BYTES = 64,
+  MAX_SLICES = 256, /* per member and phase: the flags a call may use */
+};
+
+/* Sizes that shape calls; environment overrides exist for tuning runs. */
+static uint64_t env_bytes(const char *name, uint64_t fallback) {
+  const char *s = getenv(name);
+  char *end = NULL;
+  unsigned long long v = s && *s ? strtoull(s, &end, 10) : 0;
+  return (s && *s && end && *end == '\0' && v > 0) ? (uint64_t)v : fallback;
+}
+
+/* The slice for a chunk of `bytes`: 64 KiB pieces at most, 16 KiB at least,
+ * at most MAX_SLICES of them, a multiple of 16 bytes. */
+static void plan_slices(uint64_t bytes, uint64_t *slice, uint32_t *slices) {
+  uint64_t target = env_bytes("MORI_COLL_SLICE_BYTES", bytes >= (1u << 20) ? 64u << 10 : 16u << 10);
+  uint64_t s = bytes ? (bytes + target - 1) / target : 1;
+  if (s > MAX_SLICES) s = MAX_SLICES;
+  uint64_t each = bytes ? (bytes + s - 1) / s : 16;
+  each = (each + 15) / 16 * 16;
+  *slice = each;
+  *slices = (uint32_t)(bytes ? (bytes + each - 1) / each : 1);
+}
+
+void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)); }
+
+static int make_workspace(mori_coll_t *c, size_t staging) {
+  size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t), total;
+  if (mori_add_overflows(HEADER_BYTES + flags, staging, &total))
+    return mori_error_set(MORI_ERANGE, "collectives: a workspace of %zu bytes overflows", staging);
+  mori_mem_attr_t attr;
+  mori_mem_attr_init(&attr);
+  attr.device = c->device;
+  void *mem = NULL;
+  int rc = mori_mem_alloc(total, &attr, &mem); /* zeroed: epoch 0, flags 0 */
+  mori_window_t *win = NULL;
+  /* Every rank takes part in the rendezvous even if its allocation failed,
+   * so that all fail together. */
+  int wrc = mori_window_create(c->comm, mem, &win);
+  if (!rc) rc = wrc;
+  if (rc) {
+    mori_mem_free(mem);
+    return mori_error_context(rc, "collectives: workspace of %zu bytes per rank", total);
+  }
+  c->memory = mem;
+  c->win = win;
+  c->staging_bytes = staging;
+  return 0;
+}
+
+static void drop_workspace(mori_coll_t *c) {
+  mori_window_destroy(c->win);
+  mori_mem_free(c->memory);
+  c->win = NULL;
+  c->memory = NULL;
+}
+
+int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_t **out) {
+  if (!comm || !out) return mori_error_set(MORI_EINVAL, "coll_create: comm and out are required");
+  *out = NULL;
+  mori_coll_attr_t defaults;
+  mori_coll_attr_init(&defaults);
+  if (!attr) attr = &defaults;
+  int base, size, me = mori_comm_rank(comm);
+  mori_comm_lsa(comm, &base, &size, NULL);
+  mori_team_t team = attr->team;
+  if (team.size == 0) team = (mori_team_t){base, 1, size, me - base};
+  else team.rank = mori_team_from_world(team, me);
+  int rc = 0;
+  for (int i = 0; i < team.size && !rc; i++) {
+    int w = mori_team_to_world(team, i);
+    if (w < base || w >= base + size)
+      rc = mori_error_set(MORI_EUNREACHABLE, "coll_create: member %d (world rank %d) is outside rank %d's load/store team [%d, %d)",
+                          i, w, me, base, base + size);
+  }
+  mori_coll_t *c = calloc(1, sizeof(*c));
+  if (!rc && !c) rc = mori_error_set(MORI_ENOMEM, "coll_create");
+  if (c) {
+    c->comm = comm;
+    c->team = team;
+    c->device = mori_comm_device(comm);
+    c->flag_slots = 2ull * (uint64_t)(team.size > 0 ? team.size : 1) * MAX_SLICES;
+    uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_default_timeout_ms();
+    c->timeout_ns = timeout_ms * 1000000ull;
+  }
+  /* The window is collective over the comm: create it even after a local
+   * error so the other ranks are not left waiting (make_workspace passes
+   * the error on as foreign memory, and every rank fails). */
+  size_t staging = attr->workspace_bytes ? attr->workspace_bytes : (size_t)1 << 20;
+  if (c) {
+    int wrc = make_workspace(c, staging);
+    if (!rc) rc = wrc;
+  }
+  if (rc) {
+    if (c && c->win) drop_workspace(c);
+    free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+int mori_coll_destroy(mori_coll_t *c) {
+  if (!c) return 0;
+  drop_workspace(c);
+  free(c);
+  return 0;
+}
+
+int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
+  if (!c) return mori_error_set(MORI_EINVAL, "coll_reserve: NULL context");
+  if (bytes <= c->staging_bytes) return 0;
+  size_t grown = c->staging_bytes * 2 > bytes ? c->staging_bytes * 2 : bytes;
+  drop_workspace(c);
+  return make_workspace(c, grown);
+}
+
+mori_team_t mori_coll_team(const mori_coll_t *c) { return c->team; }
+
+mori_coll_dev_t mori_coll_device_view(const mori_coll_t *c) {
+  mori_coll_dev_t d;
+  memset(&d, 0, sizeof(d));
+  d.win = mori_window_device_view(c->win);
+  d.team = c->team;
+  char *local = (char *)mori_window_local_ptr(c->win);
+  d.epoch = (uint64_t *)local;
+  d.arrived = (uint32_t *)(local + 8);
+  d.flags_offset = HEADER_BYTES;
+  d.flag_slots = c->flag_slots;
+  d.data_offset = HEADER_BYTES + c->flag_slots * 2 * sizeof(uint64_t);
+  d.data_bytes = c->staging_bytes;
+  d.timeout_ns = c->timeout_ns;
+  return d;
+}
+
+int mori_coll_check(mori_coll_t *c) { return c ? mori_window_check(c->win) : 0; }
+
+static int enough(const mori_coll_t *c, size_t need, const char *what) {
+  if (need <= c->staging_bytes) return 0;
+  return mori_error_set(MORI_ENOMEM, "%s needs %zu bytes of workspace per rank, the context has %zu: call mori_coll_reserve",
+                        what, need, c->staging_bytes);
+}
+
+static int member_or_fail(const mori_coll_t *c, const char *what) {
+  if (c->team.rank >= 0) return 0;
+  return mori_error_set(MORI_EINVAL, "%s: rank %d is not a member of the context's team", what, mori_comm_rank(c->comm));
+}
+
+/* ---- all-to-all ---- */
+
+static void plan_all_to_all(const mori_coll_t *c, size_t bytes, mori_a2a_args_t *a) {
+  memset(a, 0, sizeof(*a));
+  a->bytes = bytes;
+  plan_slices(bytes, &a->slice, &a->slices);
+  a->items = (uint32_t)(2 * c->team.size - 1) * a->slices;
+}
+
+size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
+  mori_a2a_args_t a;
+  plan_all_to_all(c, bytes_per_rank, &a);
+  return 2 * (size_t)c->team.size * mori_a2a_slot_bytes(&a);
+}
+
+int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, void *stream) {
+  if (!c || (bytes && (!in || !out))) return mori_error_set(MORI_EINVAL, "all_to_all: NULL argument");
+  const char *i = (const char *)in, *o = (const char *)out;
+  size_t span = bytes * (size_t)c->team.size;
+  if (bytes && i < o + span && o < i + span)
+    return mori_error_set(MORI_EINVAL, "all_to_all: in and out overlap (in place is not supported)");
+  int rc = member_or_fail(c, "all_to_all");
+  if (!rc) rc = enough(c, mori_all_to_all_workspace(c, bytes), "all_to_all");
+  if (rc) return rc;
+  mori_a2a_args_t a;
+  plan_all_to_all(c, bytes, &a);
+  a.in = (const char *)in;
+  a.out = (char *)out;
+  return mori_coll_launch_all_to_all(c, &a, stream);
+}
+
+/* ---- all-reduce ---- */
+
+static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dtype, mori_allreduce_args_t *a) {
+  memset(a, 0, sizeof(*a));
+  int n = c->team.size;
+  uint64_t esize = mori_dtype_size(dtype), bytes = count * esize;
+  a->count = count;
+  a->dtype = dtype;
+  if (bytes <= env_bytes("MORI_ALLREDUCE_LL_MAX_BYTES", 256u << 10)) {
+    a->algo = MORI_ALLREDUCE_LL;
+    uint64_t lines = (bytes + 7) / 8;
+    a->lines_per_item = lines > 512 * 32 ? (lines + 31) / 32 : 512;
+    uint64_t runs = lines ? (lines + a->lines_per_item - 1) / a->lines_per_item : 1;
+    a->items = (uint32_t)(2 * runs);
+    return;
+  }
+  a->algo = MORI_ALLREDUCE_RS_AG;
+  a->part_elems = ((count + (uint64_t)n - 1) / (uint64_t)n + 7) / 8 * 8;
+  uint64_t slice_bytes;
+  uint32_t slices;
+  plan_slices(a->part_elems * esize, &slice_bytes, &slices);
+  a->slice_elems = (slice_bytes / esize + 7) / 8 * 8;
+  a->slices = (uint32_t)((a->part_elems + a->slice_elems - 1) / a->slice_elems);
+  a->items = (uint32_t)(2 * n - 1) * a->slices;
+}
+
+size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_t dtype) {
+  mori_allreduce_args_t a;
+  plan_all_reduce(c, count, dtype, &a);
+  uint64_t n = (uint64_t)c->team.size, esize = mori_dtype_size(dtype);
+  if (a.algo == MORI_ALLREDUCE_LL) return 2 * n * ((count * esize + 7) / 8) * 16;
+  return 2 * 2 * n * a.part_elems * esize;
+}
+
+int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mori_dtype_t dtype, mori_redop_t op,
+                    void *stream) {
+  if (!c || (count && (!in || !out))) return mori_error_set(MORI_EINVAL, "all_reduce: NULL argument");
+  if (dtype != MORI_FLOAT32 && dtype != MORI_BFLOAT16 && dtype != MORI_FLOAT16)
+    return mori_error_set(MORI_EINVAL, "all_reduce: unknown dtype %d", (int)dtype);
+  if (op < MORI_REDOP_SUM || op > MORI_REDOP_MIN) return mori_error_set(MORI_EINVAL, "all_reduce: unknown op %d", (int)op);
+  int rc = member_or_fail(c, "all_reduce");
+  if (!rc) rc = enough(c, mori_all_reduce_workspace(c, count, dtype), "all_reduce");
+  if (rc) return rc;
+  mori_allreduce_args_t a;
+  plan_all_reduce(c, count, dtype, &a);
+  a.in = in;
+  a.out = out;
+  a.op = op;
+  return mori_coll_launch_all_reduce(c, &a, stream);
+}

@@ -1,0 +1,64 @@
+/* Collectives over a team of load/store-reachable ranks, fused into single
+ * kernels that synchronise inside (mori/device/coll.h): all-to-all with
+ * equal chunks and all-reduce. A context owns a workspace window (staging,
+ * flags, the epoch counter); calls are stream-ordered, graph-capturable and
+ * may run back to back with no host synchronisation. On the host platform
+ * the same item functions run in the calling CPU rank.
+ *
+ * Buffers (in, out) are any device memory of this rank; they need not be
+ * symmetric. Calls on one context must be issued in the same order on every
+ * rank, on one stream per rank (the epoch counts calls). */
+#ifndef MORI_COLLECTIVES_H
+#define MORI_COLLECTIVES_H
+
+#include "mori/comm.h"
+#include "mori/device/coll/types.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef struct mori_coll mori_coll_t;
+
+typedef struct mori_coll_attr {
+  /* Members (world ranks); every one must be in this rank's LSA team.
+   * size 0: the LSA team. */
+  mori_team_t team;
+  /* Staging bytes per rank to start with (grow with mori_coll_reserve). */
+  size_t workspace_bytes;
+  /* Every wait inside a kernel; 0: the bootstrap timeout. */
+  uint64_t timeout_ms;
+} mori_coll_attr_t;
+
+MORI_API void mori_coll_attr_init(mori_coll_attr_t *attr);
+/* Collective over the comm (every rank of it, members or not: the workspace
+ * is a window of the comm). */
+MORI_API int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_t **out);
+/* Local. Waits for the device. NULL is a no-op. */
+MORI_API int mori_coll_destroy(mori_coll_t *coll);
+/* Collective: makes the workspace at least `bytes` of staging per rank
+ * (a new window when it grows; never while a call may be in flight). */
+MORI_API int mori_coll_reserve(mori_coll_t *coll, size_t bytes);
+
+/* Staging bytes a call needs; a call with too little fails with MORI_ENOMEM
+ * and names the size to reserve. */
+MORI_API size_t mori_all_to_all_workspace(const mori_coll_t *coll, size_t bytes_per_rank);
+MORI_API size_t mori_all_reduce_workspace(const mori_coll_t *coll, size_t count, mori_dtype_t dtype);
+
+/* out[src * bytes .. ] = src's in[me * bytes ..] for every member src.
+ * `stream`: CUstream / hipStream_t (NULL: the default stream; ignored on
+ * the host platform, where the call completes before it returns). */
+MORI_API int mori_all_to_all(mori_coll_t *coll, const void *in, void *out, size_t bytes_per_rank, void *stream);
+/* out[i] = op over members of in[i]; in may equal out. */
+MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_t count, mori_dtype_t dtype,
+                             mori_redop_t op, void *stream);
+
+/* The device view, for kernels that fuse collectives with their own work. */
+MORI_API mori_coll_dev_t mori_coll_device_view(const mori_coll_t *coll);
+/* Reports (and clears) an error a kernel of this context left in the
+ * mailbox (a wait that timed out: who waited for whom, on which slot). */
+MORI_API int mori_coll_check(mori_coll_t *coll);
+/* The team the context runs over. */
+MORI_API mori_team_t mori_coll_team(const mori_coll_t *coll);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,24 @@
+/* Device-side collectives: all-to-all and all-reduce that synchronise inside
+ * the kernel (completion rides with the data: per-slice flags, or LL lines
+ * that carry their own flag), team-scoped, graph-capturable (the epoch lives
+ * in device memory), never trapping (a wait that times out leaves a record
+ * in the workspace window's mailbox). For HIP, CUDA and plain C (CPU ranks).
+ *
+ * Each call is a list of items (see all_to_all.h, all_reduce.h); a kernel
+ * runs them with:
+ *
+ *     uint64_t epoch = mori_coll_epoch(ctx);
+ *     for (uint32_t i = blockIdx.x; i < args.items; i += gridDim.x)
+ *       mori_a2a_item(ctx, &args, epoch, i);
+ *     mori_coll_finish_block(ctx, epoch, gridDim.x);
+ *
+ * with every block resident (grid no larger than the device runs at once),
+ * so that users can fuse a collective with their own work in one kernel.
+ * mori/collectives.h launches these kernels for you. */
+#ifndef MORI_DEVICE_COLL_H
+#define MORI_DEVICE_COLL_H
+
+#include "mori/device/coll/all_reduce.h"
+#include "mori/device/coll/all_to_all.h"
+
+#endif

@@ -1,0 +1,218 @@
+/* All-reduce inside one kernel, two algorithms (the host picks by size):
+ *
+ * LL (small messages): one shot. Every 8 bytes of input travel to every
+ * member as a 16-byte line {4 data bytes, flag, 4 data bytes, flag}, the
+ * flag being the call's epoch: a reader spins on the line itself, so the
+ * data carries its own arrival and there is no separate barrier or flag
+ * round. Items: [0, W) write a run of lines to every member (this one
+ * included); [W, 2W) read the same run from every member's line and reduce
+ * in rank order.
+ *
+ * RS_AG (large messages): the buffer is cut into n parts (part p reduced by
+ * member p) and each part into S slices, each with a flag. Items:
+ *   [0, (n-1)*S)       push slice s of part me+k to member me+k's staging;
+ *   [(n-1)*S, n*S)     reduce slice s of my part (own input + every member's
+ *                      staged copy, in rank order), write it to out, push it
+ *                      to every member's all-gather staging;
+ *   [n*S, (2n-1)*S)    wait for slice s of member me-k's part, copy to out.
+ * A reduce waits only for pushes, an all-gather copy only for reduces: a
+ * kernel can take items in any order once its blocks are resident, a CPU
+ * rank in index order. Both algorithms give the same bits on every rank
+ * (fp32 accumulation in rank order) and the same bits as a sequential
+ * reduction in rank order. */
+#ifndef MORI_DEVICE_COLL_ALL_REDUCE_H
+#define MORI_DEVICE_COLL_ALL_REDUCE_H
+
+#include "mori/device/coll/numeric.h"
+#include "mori/device/coll/sync.h"
+
+/* ---- helpers: 8-byte words of a buffer that may end mid-word ---- */
+
+MORI_HOST_DEVICE uint64_t mori_ar_load_word(const char *base, uint64_t byte, uint64_t end) {
+  if (byte + 8 <= end && (((uintptr_t)(base + byte)) & 7) == 0) return *(const uint64_t *)(base + byte);
+  uint64_t w = 0;
+  for (int i = 0; i < 8 && byte + (uint64_t)i < end; i++) w |= (uint64_t)(uint8_t)base[byte + i] << (8 * i);
+  return w;
+}
+
+MORI_HOST_DEVICE void mori_ar_store_word(char *base, uint64_t byte, uint64_t end, uint64_t w) {
+  if (byte + 8 <= end && (((uintptr_t)(base + byte)) & 7) == 0) {
+    *(uint64_t *)(base + byte) = w;
+    return;
+  }
+  for (int i = 0; i < 8 && byte + (uint64_t)i < end; i++) base[byte + i] = (char)(w >> (8 * i));
+}
+
+/* acc[j] := reduction of element j of the words seen so far (rank order),
+ * in fp32: one rounding, at the end. */
+MORI_HOST_DEVICE void mori_ar_accumulate(float *acc, uint64_t w, int first, uint32_t dtype, uint32_t op) {
+  int k = mori_word_elems(dtype);
+  for (int j = 0; j < k; j++) {
+    float v = mori_word_elem(w, j, dtype);
+    acc[j] = first ? v : mori_reduce(acc[j], v, op);
+  }
+}
+
+/* The reduced word, in the buffer's type. */
+MORI_HOST_DEVICE uint64_t mori_ar_pack(const float *acc, uint32_t dtype, uint32_t op, int n) {
+  uint64_t w = 0;
+  int k = mori_word_elems(dtype);
+  for (int j = 0; j < k; j++) w = mori_word_set(w, j, dtype, mori_reduce_finish(acc[j], op, n));
+  return w;
+}
+
+/* ---- LL ---- */
+
+MORI_HOST_DEVICE uint64_t mori_ar_ll_lines(const mori_allreduce_args_t *a) {
+  return (a->count * mori_dtype_size(a->dtype) + 7) / 8;
+}
+
+MORI_DEVICE_INLINE int mori_ar_ll_item(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch, uint32_t item) {
+  int n = c.team.size, me = c.team.rank;
+  uint32_t writes = a->items / 2;
+  uint64_t lines = mori_ar_ll_lines(a), bytes = a->count * mori_dtype_size(a->dtype);
+  uint32_t run = item < writes ? item : item - writes;
+  uint64_t first = (uint64_t)run * a->lines_per_item, last = first + a->lines_per_item;
+  if (last > lines) last = lines;
+  uint64_t flag = (uint64_t)(uint32_t)epoch << 32;
+  int t = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK();
+  int rc = MORI_DEVICE_OK;
+  if (item < writes) {
+    for (uint64_t l = first + (uint64_t)t; l < last; l += (uint64_t)threads) {
+      uint64_t w = mori_ar_load_word((const char *)a->in, l * 8, bytes);
+      uint64_t lo = (w & 0xffffffffull) | flag, hi = (w >> 32) | flag;
+      /* Own line too: the reads then never overtake this write, so in and
+       * out may be the same buffer. */
+      for (int k = 0; k < n; k++) {
+        int dst = (me + k) % n;
+        uint64_t *line = (uint64_t *)mori_coll_staging(c, dst, epoch, ((uint64_t)me * lines + l) * 16);
+        mori_store_ll_line(line, lo, hi);
+      }
+    }
+    return rc;
+  }
+  for (uint64_t l = first + (uint64_t)t; l < last; l += (uint64_t)threads) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int src = 0; src < n; src++) {
+      uint64_t w;
+      {
+        const uint64_t *line = (const uint64_t *)mori_coll_staging(c, me, epoch, ((uint64_t)src * lines + l) * 16);
+        uint64_t lo, hi, start = 0;
+        for (uint32_t spin = 0;; spin++) {
+          mori_load_ll_line(line, &lo, &hi);
+          if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
+          if (spin == 0) start = mori_clock_ns();
+          if ((spin & 1023) == 1023) {
+            uint64_t waited = mori_clock_ns() - start;
+            int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
+                    : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
+            if (bad) {
+              rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, src), (uint32_t)l, waited, epoch, lo >> 32);
+              break;
+            }
+          }
+          mori_pause();
+        }
+        if (rc) break;
+        w = (lo & 0xffffffffull) | (hi << 32);
+      }
+      mori_ar_accumulate(acc, w, src == 0, a->dtype, a->op);
+    }
+    if (rc) break;
+    mori_ar_store_word((char *)a->out, l * 8, bytes, mori_ar_pack(acc, a->dtype, a->op, n));
+  }
+  return rc;
+}
+
+/* ---- RS_AG ---- */
+
+/* Elements [*begin, *end) of slice s of part p. */
+MORI_HOST_DEVICE void mori_ar_slice(const mori_allreduce_args_t *a, int p, uint32_t s, uint64_t *begin, uint64_t *end) {
+  uint64_t part_begin = (uint64_t)p * a->part_elems, part_end = part_begin + a->part_elems;
+  if (part_end > a->count) part_end = a->count;
+  uint64_t b = part_begin + (uint64_t)s * a->slice_elems, e = b + a->slice_elems;
+  if (b > part_end) b = part_end;
+  if (e > part_end) e = part_end;
+  *begin = b;
+  *end = e;
+}
+
+/* Staging of the reduce-scatter (region 0) and all-gather (region 1):
+ * source slot src holds that member's copy of one part. */
+MORI_HOST_DEVICE uint64_t mori_ar_staging_offset(const mori_allreduce_args_t *a, int n, int region, int src, uint64_t elem_in_part) {
+  uint64_t esize = mori_dtype_size(a->dtype);
+  return (((uint64_t)region * (uint64_t)n + (uint64_t)src) * a->part_elems + elem_in_part) * esize;
+}
+
+MORI_DEVICE_INLINE int mori_ar_rsag_item(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch, uint32_t item) {
+  int n = c.team.size, me = c.team.rank;
+  uint32_t S = a->slices, s = item % S;
+  uint64_t esize = mori_dtype_size(a->dtype);
+  int t = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK();
+  const char *in = (const char *)a->in;
+  char *out = (char *)a->out;
+  if (item < (uint32_t)(n - 1) * S) {
+    int dst = (me + 1 + (int)(item / S)) % n;
+    uint64_t b, e;
+    mori_ar_slice(a, dst, s, &b, &e);
+    uint64_t in_part = b - (uint64_t)dst * a->part_elems;
+    char *remote = mori_coll_staging(c, dst, epoch, mori_ar_staging_offset(a, n, 0, me, in_part));
+    mori_copy_cooperative(remote, in + b * esize, (e - b) * esize, t, threads);
+    mori_coll_signal_block(mori_coll_flag(c, dst, epoch, (uint64_t)me * S + s), epoch);
+    return MORI_DEVICE_OK;
+  }
+  if (item < (uint32_t)n * S) {
+    uint64_t b, e;
+    mori_ar_slice(a, me, s, &b, &e);
+    uint64_t in_part = b - (uint64_t)me * a->part_elems;
+    int rc = MORI_DEVICE_OK;
+    for (int src = 0; src < n; src++) {
+      if (src == me) continue;
+      int r = mori_coll_wait_block(c, mori_coll_flag(c, me, epoch, (uint64_t)src * S + s), epoch,
+                                   mori_team_to_world(c.team, src), (uint32_t)((uint64_t)src * S + s));
+      if (r && !rc) rc = r;
+    }
+    /* Words of 8 bytes, rank order; the slice ends on a word boundary
+     * except at the end of the buffer (handled by the word helpers). */
+    uint64_t bytes_end = a->count * esize;
+    for (uint64_t byte = b * esize + (uint64_t)t * 8; byte < e * esize; byte += (uint64_t)threads * 8) {
+      float acc[4] = {0, 0, 0, 0};
+      for (int src = 0; src < n; src++) {
+        uint64_t w;
+        if (src == me) {
+          w = mori_ar_load_word(in, byte, bytes_end);
+        } else {
+          const char *staged = mori_coll_staging(c, me, epoch, mori_ar_staging_offset(a, n, 0, src, 0));
+          uint64_t rel = byte - (uint64_t)me * a->part_elems * esize;
+          w = mori_ar_load_word(staged, rel, rel + (bytes_end - byte));
+        }
+        mori_ar_accumulate(acc, w, src == 0, a->dtype, a->op);
+      }
+      mori_ar_store_word(out, byte, bytes_end, mori_ar_pack(acc, a->dtype, a->op, n));
+    }
+    MORI_SYNC_BLOCK(); /* the reduced slice is in out before it is pushed */
+    for (int k = 1; k < n; k++) {
+      int dst = (me + k) % n;
+      char *remote = mori_coll_staging(c, dst, epoch, mori_ar_staging_offset(a, n, 1, me, in_part));
+      mori_copy_cooperative(remote, out + b * esize, (e - b) * esize, t, threads);
+      mori_coll_signal_block(mori_coll_flag(c, dst, epoch, (uint64_t)n * S + (uint64_t)me * S + s), epoch);
+    }
+    return rc;
+  }
+  int src = (me - 1 - (int)((item - (uint32_t)n * S) / S) + n) % n;
+  uint64_t b, e;
+  mori_ar_slice(a, src, s, &b, &e);
+  uint64_t in_part = b - (uint64_t)src * a->part_elems;
+  uint64_t slot = (uint64_t)n * S + (uint64_t)src * S + s;
+  int rc = mori_coll_wait_block(c, mori_coll_flag(c, me, epoch, slot), epoch, mori_team_to_world(c.team, src), (uint32_t)slot);
+  const char *staged = mori_coll_staging(c, me, epoch, mori_ar_staging_offset(a, n, 1, src, in_part));
+  mori_copy_cooperative(out + b * esize, staged, (e - b) * esize, t, threads);
+  MORI_SYNC_BLOCK();
+  return rc;
+}
+
+MORI_DEVICE_INLINE int mori_allreduce_item(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch, uint32_t item) {
+  return a->algo == MORI_ALLREDUCE_LL ? mori_ar_ll_item(c, a, epoch, item) : mori_ar_rsag_item(c, a, epoch, item);
+}
+
+#endif

@@ -1,0 +1,56 @@
+/* All-to-all of equal chunks, completing with per-slice flags inside the
+ * same kernel: out[src] on this rank = in[me] on src, for every member src.
+ *
+ * Work is cut into items, in this order:
+ *   [0, (n-1)*S)       push: slice s of the chunk for member me+k (k >= 1)
+ *                      into that member's staging (source slot me), then its
+ *                      flag;
+ *   [(n-1)*S, n*S)     own chunk: slice s copied from in to out locally;
+ *   [n*S, (2n-1)*S)    receive: wait for slice s from member me-k, copy it
+ *                      from this rank's staging to out.
+ * Item i does the same thing on every rank, and a receive waits only for a
+ * push (which never waits): a kernel can take items in any order once every
+ * block is resident, and a CPU rank takes them in index order. Staging has
+ * two halves (parity = epoch & 1): a member one call ahead writes the other
+ * half. When the last receive is done, out holds every chunk: the next
+ * kernel on the stream can read it, and the next call may run at once. */
+#ifndef MORI_DEVICE_COLL_ALL_TO_ALL_H
+#define MORI_DEVICE_COLL_ALL_TO_ALL_H
+
+#include "mori/device/coll/sync.h"
+
+/* The staging bytes per source slot (a whole number of slices). */
+MORI_HOST_DEVICE uint64_t mori_a2a_slot_bytes(const mori_a2a_args_t *a) { return a->slice * a->slices; }
+
+/* One item of the call; block scope. Returns 0 or the error a wait left in
+ * the mailbox. */
+MORI_DEVICE_INLINE int mori_a2a_item(mori_coll_dev_t c, const mori_a2a_args_t *a, uint64_t epoch, uint32_t item) {
+  int n = c.team.size, me = c.team.rank;
+  uint32_t S = a->slices;
+  uint32_t kind_end_push = (uint32_t)(n - 1) * S, kind_end_own = (uint32_t)n * S;
+  uint32_t s = item % S;
+  uint64_t off = (uint64_t)s * a->slice;
+  uint64_t len = off < a->bytes ? (a->bytes - off < a->slice ? a->bytes - off : a->slice) : 0;
+  int t = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK();
+  if (item < kind_end_push) {
+    int k = 1 + (int)(item / S), dst = (me + k) % n;
+    char *remote = mori_coll_staging(c, dst, epoch, (uint64_t)me * mori_a2a_slot_bytes(a) + off);
+    mori_copy_cooperative(remote, a->in + (uint64_t)dst * a->bytes + off, len, t, threads);
+    mori_coll_signal_block(mori_coll_flag(c, dst, epoch, (uint64_t)me * S + s), epoch);
+    return MORI_DEVICE_OK;
+  }
+  if (item < kind_end_own) {
+    uint64_t at = (uint64_t)me * a->bytes + off;
+    mori_copy_cooperative(a->out + at, a->in + at, len, t, threads);
+    return MORI_DEVICE_OK;
+  }
+  int k = 1 + (int)((item - kind_end_own) / S), src = (me - k + n) % n;
+  int rc = mori_coll_wait_block(c, mori_coll_flag(c, me, epoch, (uint64_t)src * S + s), epoch,
+                                mori_team_to_world(c.team, src), (uint32_t)((uint64_t)src * S + s));
+  const char *staged = mori_coll_staging(c, me, epoch, (uint64_t)src * mori_a2a_slot_bytes(a) + off);
+  mori_copy_cooperative(a->out + (uint64_t)src * a->bytes + off, staged, len, t, threads);
+  MORI_SYNC_BLOCK();
+  return rc;
+}
+
+#endif

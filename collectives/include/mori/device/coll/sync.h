@@ -1,0 +1,77 @@
+/* What every collective call does around its data: take the next epoch,
+ * address flags and staging on a member, signal a flag once a block's
+ * stores are done, wait for one (bounded, abort-aware, never a trap), and
+ * publish the epoch when the last block is done. Block scope: every thread
+ * of the block calls, in the same order. */
+#ifndef MORI_DEVICE_COLL_SYNC_H
+#define MORI_DEVICE_COLL_SYNC_H
+
+#include "mori/device/coll/types.h"
+#include "mori/device/put.h"
+
+/* The epoch of the call about to run (read by every block at its start). */
+MORI_DEVICE_INLINE uint64_t mori_coll_epoch(mori_coll_dev_t c) { return mori_load_volatile_u64(c.epoch) + 1; }
+
+MORI_DEVICE_INLINE char *mori_coll_at(mori_coll_dev_t c, int member, uint64_t offset) {
+  return (char *)mori_peer_ptr(c.win, mori_team_to_world(c.team, member), offset);
+}
+
+/* Flag `slot` of `parity` in `member`'s workspace. */
+MORI_DEVICE_INLINE uint64_t *mori_coll_flag(mori_coll_dev_t c, int member, uint64_t epoch, uint64_t slot) {
+  uint64_t parity = epoch & 1;
+  return (uint64_t *)mori_coll_at(c, member, c.flags_offset + (parity * c.flag_slots + slot) * 8);
+}
+
+/* Byte `offset` of the staging half of `parity` in `member`'s workspace. */
+MORI_DEVICE_INLINE char *mori_coll_staging(mori_coll_dev_t c, int member, uint64_t epoch, uint64_t offset) {
+  uint64_t parity = epoch & 1;
+  return mori_coll_at(c, member, c.data_offset + parity * (c.data_bytes / 2) + offset);
+}
+
+/* After the block's stores to a member: flag := epoch (release, system
+ * scope, by one thread once every thread's stores are done). */
+MORI_DEVICE_INLINE void mori_coll_signal_block(uint64_t *flag, uint64_t epoch) {
+  MORI_SYNC_BLOCK();
+  if (MORI_THREAD_RANK_BLOCK() == 0) mori_atomic_store_release_u64(flag, epoch);
+}
+
+/* Until this rank's `flag` holds >= epoch (acquire). One thread polls; the
+ * block then reads what the flag guards. A wait that times out or is
+ * aborted leaves a record in the mailbox (channel: the flag's slot) and
+ * returns the error; the data read after it is not valid. */
+MORI_DEVICE_INLINE int mori_coll_wait_block(mori_coll_dev_t c, const uint64_t *flag, uint64_t epoch, int peer_world,
+                                            uint32_t channel) {
+  int rc = MORI_DEVICE_OK;
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    uint64_t start = 0, seen = 0;
+    for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64((uint64_t *)flag)) < epoch; spin++) {
+      if (spin == 0) start = mori_clock_ns();
+      if ((spin & 1023) == 1023) {
+        uint64_t waited = mori_clock_ns() - start;
+        if (mori_aborted(c.win)) {
+          rc = mori_device_report(c.win, MORI_DEVICE_EABORTED, peer_world, channel, waited, epoch, seen);
+          break;
+        }
+        if (c.timeout_ns && waited > c.timeout_ns) {
+          rc = mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, peer_world, channel, waited, epoch, seen);
+          break;
+        }
+      }
+      mori_pause();
+    }
+  }
+  MORI_SYNC_BLOCK();
+  return rc;
+}
+
+/* The block is done with the call; the last block to finish publishes the
+ * epoch, so the next call (stream-ordered after this one) takes the next. */
+MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint64_t epoch, uint32_t blocks) {
+  MORI_SYNC_BLOCK();
+  if (MORI_THREAD_RANK_BLOCK() == 0 && mori_atomic_add_u32(c.arrived, 1) == blocks - 1) {
+    *(volatile uint32_t *)c.arrived = 0;
+    *(volatile uint64_t *)c.epoch = epoch;
+  }
+}
+
+#endif

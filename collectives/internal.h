@@ -1,0 +1,34 @@
+/* The collectives' host side, shared by coll.c (contexts, plans) and the
+ * launchers (launch_gpu.cu on GPUs, launch_host.c on the host platform). */
+#ifndef MORI_COLLECTIVES_INTERNAL_H
+#define MORI_COLLECTIVES_INTERNAL_H
+
+#include "mori/collectives.h"
+#include "mori/window.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mori_coll {
+  mori_comm_t *comm;
+  mori_team_t team;
+  uint64_t timeout_ns;
+  void *memory;
+  mori_window_t *win;
+  size_t staging_bytes; /* both halves */
+  uint64_t flag_slots;  /* per parity */
+  int device;
+};
+
+/* Runs a call: every item, then the epoch. GPU: one kernel on `stream`
+ * with at most as many blocks as the device runs at once; host: in the
+ * calling thread. */
+int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream);
+int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

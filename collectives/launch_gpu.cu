@@ -1,0 +1,85 @@
+// The GPU launcher: one kernel per call, as many blocks as there are items
+// but no more than the device keeps resident at once (every block must be
+// running for the waits to be met), on the caller's stream and device.
+#include "collectives/internal.h"
+#include "core/base/error.h"
+#include "mori/device/coll.h"
+
+#if defined(MORI_DEVICE_COMPILER_HIP)
+#define gpu(name) hip##name
+typedef hipStream_t stream_t;
+typedef hipError_t status_t;
+#define GPU_SUCCESS hipSuccess
+#define GPU_ATTR_SMS hipDeviceAttributeMultiprocessorCount
+#else
+#define gpu(name) cuda##name
+typedef cudaStream_t stream_t;
+typedef cudaError_t status_t;
+#define GPU_SUCCESS cudaSuccess
+#define GPU_ATTR_SMS cudaDevAttrMultiProcessorCount
+#endif
+
+namespace {
+
+constexpr int kThreads = 512;
+
+__global__ void __launch_bounds__(kThreads) all_to_all_kernel(mori_coll_dev_t c, mori_a2a_args_t a) {
+  uint64_t epoch = mori_coll_epoch(c);
+  for (uint32_t i = blockIdx.x; i < a.items; i += gridDim.x) mori_a2a_item(c, &a, epoch, i);
+  mori_coll_finish_block(c, epoch, gridDim.x);
+}
+
+__global__ void __launch_bounds__(kThreads) all_reduce_kernel(mori_coll_dev_t c, mori_allreduce_args_t a) {
+  uint64_t epoch = mori_coll_epoch(c);
+  for (uint32_t i = blockIdx.x; i < a.items; i += gridDim.x) mori_allreduce_item(c, &a, epoch, i);
+  mori_coll_finish_block(c, epoch, gridDim.x);
+}
+
+int fail(status_t e, const char *what) {
+  return mori_error_set(MORI_ERUNTIME, "collectives: %s: %s", what, gpu(GetErrorString)(e));
+}
+
+// Blocks of `kernel` the device keeps resident at once (cached per device).
+template <typename Kernel>
+int resident_blocks(Kernel kernel, int device, int *out) {
+  int sms = 0, per_sm = 0;
+  status_t e = gpu(DeviceGetAttribute)(&sms, GPU_ATTR_SMS, device);
+  if (e == GPU_SUCCESS) e = gpu(OccupancyMaxActiveBlocksPerMultiprocessor)(&per_sm, kernel, kThreads, 0);
+  if (e != GPU_SUCCESS) return fail(e, "querying the resident blocks");
+  *out = sms * (per_sm > 0 ? per_sm : 1);
+  return 0;
+}
+
+template <typename Kernel, typename Args>
+int launch(const mori_coll_t *c, Kernel kernel, const Args *a, void *stream) {
+  int saved = -1;
+  status_t e = gpu(GetDevice)(&saved);
+  if (e == GPU_SUCCESS && saved != c->device) e = gpu(SetDevice)(c->device);
+  if (e != GPU_SUCCESS) return fail(e, "selecting the context's device");
+  static int cached_blocks[64][2];
+  int slot = kernel == (Kernel)all_to_all_kernel ? 0 : 1;
+  int max_blocks = c->device < 64 ? cached_blocks[c->device][slot] : 0;
+  int rc = 0;
+  if (max_blocks == 0) {
+    rc = resident_blocks(kernel, c->device, &max_blocks);
+    if (!rc && c->device < 64) cached_blocks[c->device][slot] = max_blocks;
+  }
+  if (!rc) {
+    unsigned grid = a->items < (uint32_t)max_blocks ? a->items : (unsigned)max_blocks;
+    kernel<<<grid ? grid : 1, kThreads, 0, (stream_t)stream>>>(mori_coll_device_view(c), *a);
+    e = gpu(GetLastError)();
+    if (e != GPU_SUCCESS) rc = fail(e, "launching the kernel");
+  }
+  if (saved >= 0 && saved != c->device) gpu(SetDevice)(saved);
+  return rc;
+}
+
+}  // namespace
+
+extern "C" int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream) {
+  return launch(c, all_to_all_kernel, a, stream);
+}
+
+extern "C" int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream) {
+  return launch(c, all_reduce_kernel, a, stream);
+}

@@ -1,0 +1,196 @@
+// The collectives in CPU ranks (host platform), across separate processes:
+// every result against a sequential reference in rank order, many calls
+// back to back with fresh data each time, sub-teams, and the unhappy paths.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mori/collectives.h"
+#include "mori/device/coll/numeric.h"
+#include "mori/team.h"
+#include "tests/support/world.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+namespace {
+
+uint8_t Byte(int src, int dst, size_t i, int call) { return (uint8_t)(src * 131 + dst * 31 + i * 7 + call * 13 + 1); }
+
+void CheckAllToAll(mori_coll_t *coll, int me, int n, size_t bytes, int calls) {
+  std::vector<uint8_t> in(bytes * n), out(bytes * n);
+  for (int call = 0; call < calls; call++) {
+    for (int dst = 0; dst < n; dst++)
+      for (size_t i = 0; i < bytes; i++) in[dst * bytes + i] = Byte(me, dst, i, call);
+    std::fill(out.begin(), out.end(), 0xee);
+    MORI_ASSERT_OK(mori_all_to_all(coll, in.data(), out.data(), bytes, nullptr));
+    for (int src = 0; src < n; src++)
+      for (size_t i = 0; i < bytes; i++)
+        ASSERT_EQ(out[src * bytes + i], Byte(src, me, i, call))
+            << "bytes " << bytes << " call " << call << " from member " << src << " at " << i;
+  }
+}
+
+TEST(Collectives, AllToAllEverySizeBackToBack) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = nullptr;
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = 4 << 20;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    for (size_t bytes : {(size_t)1, (size_t)100, (size_t)4096, (size_t)65536 + 48, (size_t)300000}) {
+      MORI_ASSERT_OK(mori_coll_reserve(coll, mori_all_to_all_workspace(coll, bytes)));
+      CheckAllToAll(coll, rank, size, bytes, 5);
+    }
+    MORI_EXPECT_OK(mori_coll_check(coll));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// The reference: element i reduced over ranks in rank order, in fp32.
+float Value(int rank, size_t i, int call) { return (float)((int)((rank * 7919 + i * 104729 + call * 31) % 2001) - 1000) / 64.0f; }
+
+void CheckAllReduce(mori_coll_t *coll, int me, int n, size_t count, mori_dtype_t dtype, mori_redop_t op, int calls,
+                    bool in_place) {
+  size_t esize = mori_dtype_size(dtype);
+  std::vector<uint8_t> in(count * esize + 8), out(count * esize + 8);
+  for (int call = 0; call < calls; call++) {
+    for (size_t i = 0; i < count; i++) mori_store_elem(in.data(), i, dtype, Value(me, i, call));
+    std::fill(out.begin(), out.end(), 0xee);
+    void *dst = in_place ? in.data() : out.data();
+    MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), dst, count, dtype, op, nullptr));
+    for (size_t i = 0; i < count; i++) {
+      float acc = 0;
+      for (int r = 0; r < n; r++) {
+        uint8_t tmp[4];
+        mori_store_elem(tmp, 0, dtype, Value(r, i, call));
+        float x = mori_load_elem(tmp, 0, dtype);
+        acc = r == 0 ? x : mori_reduce(acc, x, op);
+      }
+      uint8_t want[4], got[4];
+      mori_store_elem(want, 0, dtype, mori_reduce_finish(acc, op, n));
+      memcpy(got, (uint8_t *)dst + i * esize, esize);
+      ASSERT_EQ(memcmp(want, got, esize), 0) << "count " << count << " dtype " << dtype << " op " << op << " call "
+                                             << call << " element " << i << ": want " << mori_load_elem(want, 0, dtype)
+                                             << " got " << mori_load_elem(got, 0, dtype);
+    }
+    if (!in_place) {
+      for (size_t b = count * esize; b < out.size(); b++) ASSERT_EQ(out[b], 0xee) << "wrote past the end";
+    }
+  }
+}
+
+TEST(Collectives, AllReduceBothAlgorithmsEveryTypeAndOp) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
+    for (const char *ll_max : {"1048576", "64"}) {  // everything LL, then RS_AG from 64 bytes up
+      setenv("MORI_ALLREDUCE_LL_MAX_BYTES", ll_max, 1);
+      for (mori_dtype_t dtype : {MORI_FLOAT32, MORI_BFLOAT16, MORI_FLOAT16})
+        for (mori_redop_t op : {MORI_REDOP_SUM, MORI_REDOP_AVG, MORI_REDOP_MAX, MORI_REDOP_MIN})
+          for (size_t count : {(size_t)1, (size_t)7, (size_t)1000, (size_t)33333}) {
+            size_t need = mori_all_reduce_workspace(coll, count, dtype);
+            MORI_ASSERT_OK(mori_coll_reserve(coll, need));
+            CheckAllReduce(coll, rank, size, count, dtype, op, 2, (count % 2) == 1);
+          }
+    }
+    unsetenv("MORI_ALLREDUCE_LL_MAX_BYTES");
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+TEST(Collectives, SubTeamOfEvenRanks) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 4) GTEST_SKIP() << "needs 4 ranks";
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.team = (mori_team_t){0, 2, size / 2, -1};
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));  // collective over the whole comm
+    mori_team_t team = mori_coll_team(coll);
+    EXPECT_EQ(team.rank, rank % 2 == 0 ? rank / 2 : -1);
+    if (rank % 2 == 0) {
+      CheckAllToAll(coll, team.rank, team.size, 1000, 3);
+      CheckAllReduce(coll, team.rank, team.size, 500, MORI_FLOAT32, MORI_REDOP_SUM, 3, false);
+    } else {
+      int x = 0;
+      EXPECT_EQ(mori_all_to_all(coll, &x, &x + 1, 0, nullptr), MORI_EINVAL) << "not a member";
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+TEST(Collectives, BadInputIsRefusedWithAReason) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = 4096;
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    std::vector<uint8_t> in(1 << 20), out(1 << 20);
+    EXPECT_EQ(mori_all_to_all(coll, in.data(), out.data(), 65536, nullptr), MORI_ENOMEM);
+    EXPECT_NE(std::string(mori_last_error()).find("mori_coll_reserve"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(mori_all_to_all(coll, in.data(), in.data() + 8, 16, nullptr), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("overlap"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(mori_all_reduce(coll, in.data(), out.data(), 16, (mori_dtype_t)9, MORI_REDOP_SUM, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_all_reduce(coll, in.data(), out.data(), 16, MORI_FLOAT32, (mori_redop_t)9, nullptr), MORI_EINVAL);
+    // After growing, the same call works on every rank.
+    MORI_ASSERT_OK(mori_coll_reserve(coll, mori_all_to_all_workspace(coll, 65536)));
+    CheckAllToAll(coll, rank, size, 65536, 2);
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+TEST(Collectives, MembersOutsideTheLoadStoreTeamAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-0" : "node-1", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.team = (mori_team_t){0, 1, size, -1};  // the world, across both nodes
+    mori_coll_t *coll = nullptr;
+    EXPECT_EQ(mori_coll_create(w.comm, &attr, &coll), MORI_EUNREACHABLE);
+    EXPECT_NE(std::string(mori_last_error()).find("outside rank"), std::string::npos) << mori_last_error();
+    // The default team (the node) works.
+    MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
+    EXPECT_EQ(mori_coll_team(coll).size, size / 2);
+    CheckAllToAll(coll, mori_coll_team(coll).rank, size / 2, 256, 2);
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+TEST(Collectives, AMemberThatNeverCallsIsNamedWithinTheTimeout) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.timeout_ms = 300;
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    int last = size - 1;
+    if (rank != last) {
+      std::vector<uint8_t> in(64 * size), out(64 * size);
+      int rc = mori_all_to_all(coll, in.data(), out.data(), 64, nullptr);
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT);
+      std::string msg = mori_last_error();
+      EXPECT_NE(msg.find("for rank " + std::to_string(last)), std::string::npos) << msg;
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+}  // namespace
