@@ -70,7 +70,7 @@ int launch(const mori_coll_t *c, Kernel kernel, const Args *a, void *stream) {
     e = gpu(GetLastError)();
     if (e != GPU_SUCCESS) rc = fail(e, "launching the kernel");
   }
-  if (saved >= 0 && saved != c->device) gpu(SetDevice)(saved);
+  if (saved >= 0 && saved != c->device) (void)gpu(SetDevice)(saved);
   return rc;
 }
 
