@@ -2,6 +2,7 @@
  * call in index order (pushes before the waits that need them, on every
  * rank), then publishes the epoch. */
 #include "collectives/internal.h"
+#include "mori/device.h"
 #include "mori/device/coll.h"
 
 int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream) {
@@ -26,4 +27,19 @@ int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_
   }
   mori_coll_finish_block(d, epoch, 1);
   return rc ? mori_window_check(c->win) : 0;
+}
+
+int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, int op, int peer, int channel,
+                          uint64_t timeout_ns, void *stream) {
+  int rc;
+  if (op == MORI_WINDOW_OP_BARRIER) {
+    rc = mori_barrier_block(*v, (uint32_t)channel, timeout_ns);
+  } else if (op == MORI_WINDOW_OP_PUT_SIGNAL) {
+    mori_fence_system();
+    rc = mori_pad_put(*v, peer, (uint32_t)channel, timeout_ns);
+  } else {
+    rc = mori_pad_wait(*v, peer, (uint32_t)channel, timeout_ns);
+    mori_fence_system();
+  }
+  return rc ? mori_window_check(win) : 0;
 }

@@ -18,3 +18,13 @@ int mori_device_copy(int device, void *dst, const void *src, size_t size) {
   if (!dst || !src) return mori_error_set(MORI_EINVAL, "device_copy: NULL pointer");
   return mori_platform_memcpy(device, dst, src, size);
 }
+
+int mori_stream_synchronize(int device, void *stream) { return mori_platform_stream_synchronize(device, stream); }
+
+int mori_stream_capturing(int device, void *stream, int *yes) {
+  if (!yes) return mori_error_set(MORI_EINVAL, "stream_capturing: yes is NULL");
+  bool b = false;
+  int rc = mori_platform_stream_capturing(device, stream, &b);
+  *yes = b;
+  return rc;
+}

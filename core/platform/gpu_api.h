@@ -85,7 +85,8 @@ typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
   X(streamSynchronize, cuStreamSynchronize)                \
   X(streamDestroy, cuStreamDestroy)                        \
   X(memcpyAsync, cuMemcpyAsync)                            \
-  X(streamBatchMemOp, cuStreamBatchMemOp)
+  X(streamBatchMemOp, cuStreamBatchMemOp)                  \
+  X(streamIsCapturing, cuStreamIsCapturing)
 
 #elif defined(MORI_PLATFORM_HIP)
 
@@ -152,7 +153,9 @@ typedef int gpu_saved_t; /* the caller's device, put back on leave */
   X(getDevice, hipGetDevice)                         \
   X(deviceCanAccessPeer, hipDeviceCanAccessPeer)     \
   X(streamWriteValue64, hipStreamWriteValue64)       \
-  X(streamWaitValue64, hipStreamWaitValue64)
+  X(streamWaitValue64, hipStreamWaitValue64)       \
+  X(streamSynchronize, hipStreamSynchronize)       \
+  X(streamIsCapturing, hipStreamIsCapturing)
 
 #else
 #error "gpu_api.h is for the cuda and hip platforms"

@@ -113,3 +113,23 @@ int mori_platform_stream_memops_supported(int device, bool *yes) {
   *yes = true; /* part of HIP's stream API on every AMD GPU it supports */
   return 0;
 }
+
+static int stream_synchronize(void *stream) {
+  GPU_TRY(gpu.streamSynchronize((hipStream_t)stream), "waiting for stream %p", stream);
+  return 0;
+}
+
+int mori_platform_stream_synchronize(int device, void *stream) {
+  return GPU_ON_DEVICE(device, stream_synchronize(stream));
+}
+
+static int stream_capturing(void *stream, bool *yes) {
+  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  GPU_TRY(gpu.streamIsCapturing((hipStream_t)stream, &status), "capture status of stream %p", stream);
+  *yes = status != hipStreamCaptureStatusNone;
+  return 0;
+}
+
+int mori_platform_stream_capturing(int device, void *stream, bool *yes) {
+  return GPU_ON_DEVICE(device, stream_capturing(stream, yes));
+}

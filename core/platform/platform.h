@@ -74,6 +74,10 @@ int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_wr
                                      uint64_t value);
 /* Whether mori_platform_stream_signal_wait works on `device`. */
 int mori_platform_stream_memops_supported(int device, bool *yes);
+/* Waits for everything queued on `stream` (NULL: the default stream). */
+int mori_platform_stream_synchronize(int device, void *stream);
+/* Whether `stream` is being captured into a graph (no waiting allowed). */
+int mori_platform_stream_capturing(int device, void *stream, bool *yes);
 
 /* Copy engine: asynchronous copies on a queue of their own (cuMemcpyAsync
  * on a stream on NVIDIA; hsa-runtime's SDMA engines on AMD; a worker thread

@@ -1,0 +1,31 @@
+/* Stream-ordered synchronisation on a window's load/store team: one small
+ * kernel per call on GPUs (on the host platform the calling CPU rank runs
+ * it in place). These are what torch's SymmetricMemory handle methods map
+ * to, and what C programs use between their own kernels.
+ *
+ * timeout_ns == 0 waits forever (the window's abort flag still ends it). A
+ * wait that times out never traps: it leaves a record in the window's
+ * mailbox, which mori_window_check reports (who waited for whom, on which
+ * channel, for how long). */
+#ifndef MORI_WINDOW_OPS_H
+#define MORI_WINDOW_OPS_H
+
+#include "mori/window.h"
+
+MORI_EXTERN_C_BEGIN
+
+/* Barrier among the window's LSA team on `channel` (< MORI_BARRIER_CHANNELS):
+ * the device API's epoch barrier (mori_barrier_block) on the window's
+ * barrier area, epochs kept in device memory, so a captured graph replays
+ * correctly. Orders every rank's earlier work on its stream before every
+ * rank's later work. */
+MORI_API int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, void *stream);
+/* torch's signal-pad protocol: sets this rank's slot of `channel` in
+ * `peer`'s pad (after the stream's earlier writes; spins while the previous
+ * signal is unconsumed), and consumes `peer`'s signal in this rank's pad. */
+MORI_API int mori_window_put_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream);
+MORI_API int mori_window_wait_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,91 @@
+// Stream-ordered window ops in CPU ranks: the barrier orders every rank's
+// writes before every rank's reads, put/wait signals carry data and leave
+// the pad zero, timeouts are reported naming the peer, bad arguments fail.
+#include <cstring>
+#include <string>
+
+#include "mori/window_ops.h"
+#include "tests/support/world.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+namespace {
+
+struct Window {
+  void *mem = nullptr;
+  mori_window_t *win = nullptr;
+  Window(mori_comm_t *comm, size_t bytes, size_t pad) {
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.signal_pad_size = pad;
+    EXPECT_EQ(mori_mem_alloc(bytes, &attr, &mem), 0) << mori_last_error();
+    EXPECT_EQ(mori_window_create(comm, mem, &win), 0) << mori_last_error();
+  }
+  ~Window() {
+    mori_window_destroy(win);
+    mori_mem_free(mem);
+  }
+};
+
+TEST(WindowOps, BarrierOrdersWritesBeforeReadsEveryRound) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Window win(w.comm, 4096, 0);
+    int *mine = (int *)win.mem;
+    int *next = (int *)mori_window_peer_ptr(win.win, (rank + 1) % size);
+    for (int round = 0; round < 200; round++) {
+      next[0] = round * 1000 + rank;
+      MORI_ASSERT_OK(mori_window_barrier(win.win, round % MORI_BARRIER_CHANNELS, 0, nullptr));
+      ASSERT_EQ(mine[0], round * 1000 + (rank - 1 + size) % size) << "round " << round;
+      MORI_ASSERT_OK(mori_window_barrier(win.win, round % MORI_BARRIER_CHANNELS, 0, nullptr));
+    }
+  });
+}
+
+TEST(WindowOps, PutAndWaitSignalCarryDataAndLeaveThePadZero) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    size_t pad = 4 * 4 * size;  // 4 channels
+    Window win(w.comm, 4096, pad);
+    int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
+    int *to_next = (int *)mori_window_peer_ptr(win.win, next);
+    for (int round = 0; round < 100; round++) {
+      int channel = round % 4;
+      to_next[1] = round;
+      MORI_ASSERT_OK(mori_window_put_signal(win.win, next, channel, 0, nullptr));
+      MORI_ASSERT_OK(mori_window_wait_signal(win.win, prev, channel, 0, nullptr));
+      ASSERT_EQ(((int *)win.mem)[1], round);
+      MORI_ASSERT_OK(mori_window_barrier(win.win, 0, 0, nullptr));
+    }
+    const uint32_t *my_pad = (const uint32_t *)mori_window_signal_pads(win.win)[rank];
+    for (size_t i = 0; i < pad / 4; i++) EXPECT_EQ(my_pad[i], 0u) << "slot " << i;
+  });
+}
+
+TEST(WindowOps, TimeoutsNameThePeerAndBadArgumentsFail) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Window win(w.comm, 4096, 4 * size);
+    int peer = (rank + 1) % size;
+    EXPECT_EQ(mori_window_wait_signal(win.win, peer, 0, 50 * 1000000ull, nullptr), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(peer)), std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(mori_window_barrier(win.win, MORI_BARRIER_CHANNELS, 0, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_window_put_signal(win.win, size, 0, 0, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_window_put_signal(win.win, peer, 1, 0, nullptr), MORI_EINVAL) << "channel 1 needs a larger pad";
+    EXPECT_NE(std::string(mori_last_error()).find("bytes of signal pad"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // A barrier whose peers never come: timed out, the peer named.
+    if (rank == 0) {
+      EXPECT_EQ(mori_window_barrier(win.win, 1, 50 * 1000000ull, nullptr), MORI_EDEVICE_TIMEOUT);
+      EXPECT_NE(std::string(mori_last_error()).find("timed out"), std::string::npos) << mori_last_error();
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
+}  // namespace
