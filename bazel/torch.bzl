@@ -24,12 +24,19 @@ def _local_torch_impl(ctx):
                     version = line.split("=")[1].strip().strip("'\"")
         ctx.file("BUILD.bazel", """
 package(default_visibility = ["//visibility:public"])
+# Device-generic torch: what the backend library links (no CUDA or HIP).
 cc_library(
     name = "torch",
     hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"]),
     includes = ["include", "include/torch/csrc/api/include"],
     defines = ["_GLIBCXX_USE_CXX11_ABI=1"],
-    srcs = ["lib/libc10.so", "lib/libc10_cuda.so", "lib/libtorch_cpu.so", "lib/libtorch_cuda.so", "lib/libtorch.so"],
+    srcs = ["lib/libc10.so", "lib/libtorch_cpu.so", "lib/libtorch.so"],
+)
+# torch's device library: only the MemPool shim needs it.
+cc_library(
+    name = "torch_cuda",
+    srcs = ["lib/libc10_cuda.so", "lib/libtorch_cuda.so"],
+    deps = [":torch"],
 )
 """)
     else:

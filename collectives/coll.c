@@ -128,6 +128,7 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
 }
 
 mori_team_t mori_coll_team(const mori_coll_t *c) { return c->team; }
+size_t mori_coll_workspace_bytes(const mori_coll_t *c) { return c ? c->staging_bytes : 0; }
 
 mori_coll_dev_t mori_coll_device_view(const mori_coll_t *c) {
   mori_coll_dev_t d;

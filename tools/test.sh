@@ -50,9 +50,15 @@ done
 step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
 step "bazel build //torch_backend:mori (torch 2.11.0)" bazel build //torch_backend:mori
 # Built, not skipped: the library exists (a skipped build makes only a note).
-torch_lib=$(find -L bazel-out -path '*/bin/torch_backend/libmori_torch.so' 2>/dev/null | head -1)
+torch_lib=$(find -L bazel-out -path '*-ST-*/bin/torch_backend/libmori_torch.so' 2>/dev/null | head -1)
 step "the torch backend was really built" test -n "$torch_lib"
-step "the torch backend exports only public names" tools/check_exports.sh "$torch_lib" mori_torch_finalize mori_torch_build_info
+step "the torch backend exports only public names" tools/check_exports.sh "$torch_lib" mori_torch_finalize \
+  mori_torch_build_info mori_torch_alloc mori_torch_free
+# Device-generic: the backend library needs neither of torch's device libraries.
+needs_no_torch_device_library() { ! readelf -d "$1" | grep -E 'NEEDED.*(libc10_cuda|libtorch_cuda|libc10_hip|libtorch_hip)'; }
+step "the torch backend needs no torch device library" needs_no_torch_device_library "$torch_lib"
+step "bazel build --config=rocm //torch_backend:mori (the same source for ROCm torch)" \
+  bazel build --config=rocm //torch_backend:mori
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -9,28 +9,31 @@
 #include <vector>
 
 #include "mori/window.h"
+#include "torch_backend/group.h"
 
 namespace mori_torch {
 
 // One rendezvoused window; shared by the handles of interior pointers.
-// Destroying it is local (never collective), and does nothing once the
+// Destroying it is local (never collective), safe from any thread (Python
+// drops handles from its garbage collector), and does nothing once the
 // process has been finalized (the GPU runtime may be gone).
 class WindowState {
  public:
-  WindowState(mori_window_t *win, int device, std::vector<int> rank_to_global, int *rank_to_global_dev);
+  WindowState(mori_window_t *win, Group *group) : win_(win), group_(group) {}
   ~WindowState();
   mori_window_t *win() const { return win_; }
-  int device() const { return device_; }
-  const std::vector<int> &rank_to_global() const { return rank_to_global_; }
-  int *rank_to_global_dev() const { return rank_to_global_dev_; }
+  int device() const { return group_->device; }
+  const Group &group() const { return *group_; }
   // Throws with the kernel's error record if a device-side wait failed.
   void Check(const char *where);
+  // After an op given a timeout: in eager mode wait for it on the host and
+  // raise if it timed out; under graph capture the mailbox keeps the record
+  // for the next call.
+  void FinishTimedOp(void *stream, const char *what);
 
  private:
   mori_window_t *win_;
-  int device_;
-  std::vector<int> rank_to_global_;
-  int *rank_to_global_dev_;
+  Group *group_;
 };
 
 class MoriSymmetricMemory : public c10d::symmetric_memory::SymmetricMemory {
@@ -51,11 +54,15 @@ class MoriSymmetricMemory : public c10d::symmetric_memory::SymmetricMemory {
   int get_rank() override;
   int get_world_size() override;
   c10::Device get_device() override;
-  const std::vector<int> &get_rank_to_global_rank() override { return state_->rank_to_global(); }
-  int *get_rank_to_global_rank_dev() override { return state_->rank_to_global_dev(); }
+  const std::vector<int> &get_rank_to_global_rank() override { return state_->group().rank_to_global; }
+  int *get_rank_to_global_rank_dev() override { return state_->group().rank_to_global_dev; }
   bool world_within_direct_access() override;
 
  private:
+  // torch reads the pads through the global signal-pad size; refuse when it
+  // was raised after this handle's pads were made (they would be overrun).
+  void CheckPadSize(const char *what);
+
   std::shared_ptr<WindowState> state_;
   size_t offset_;
   mori_window_dev_t view_;

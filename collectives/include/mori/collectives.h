@@ -38,6 +38,8 @@ MORI_API int mori_coll_destroy(mori_coll_t *coll);
  * (a new window when it grows; never while a call may be in flight). */
 MORI_API int mori_coll_reserve(mori_coll_t *coll, size_t bytes);
 
+/* Staging bytes per rank the workspace has now. */
+MORI_API size_t mori_coll_workspace_bytes(const mori_coll_t *coll);
 /* Staging bytes a call needs; a call with too little fails with MORI_ENOMEM
  * and names the size to reserve. */
 MORI_API size_t mori_all_to_all_workspace(const mori_coll_t *coll, size_t bytes_per_rank);

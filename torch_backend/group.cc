@@ -1,0 +1,101 @@
+#include "torch_backend/group.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
+
+#include <cstdlib>
+
+#include "mori/handle_fabric.h"
+#include "mori/handle_posix_fd.h"
+#include "mori/runtime.h"
+#include "mori/transport_p2p.h"
+#include "torch_backend/device.h"
+#include "torch_backend/store_bootstrap.h"
+
+namespace mori_torch {
+
+Group::~Group() {
+  mori_coll_destroy(coll);
+  if (comm && mori_comm_destroy(comm) != 0) TORCH_WARN("MORI group '", name, "': ", mori_last_error());
+  mori_device_free(device, rank_to_global_dev);
+  mori_bootstrap_destroy(bootstrap);
+}
+
+mori_coll_t *Group::Coll(size_t workspace, bool capturing) {
+  if (!coll) {
+    TORCH_CHECK(!capturing, "MORI: the first collective op of group '", name,
+                "' creates its workspace, which cannot happen during CUDA-graph capture: run the op once before capturing");
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = workspace;
+    int rc = mori_coll_create(comm, &attr, &coll);
+    TORCH_CHECK(rc == 0, "MORI group '", name, "': collective workspace: ", mori_last_error());
+  }
+  if (mori_coll_workspace_bytes(coll) < workspace) {
+    TORCH_CHECK(!capturing, "MORI: group '", name, "' needs its collective workspace to grow to ", workspace,
+                " bytes, which cannot happen during CUDA-graph capture: run the op at this size once before capturing");
+    int rc = mori_coll_reserve(coll, workspace);
+    TORCH_CHECK(rc == 0, "MORI group '", name, "': growing the collective workspace: ", mori_last_error());
+  }
+  return coll;
+}
+
+Group &Groups::Get(const std::string &name, int device) {
+  auto key = std::make_pair(name, device);
+  auto it = groups_.find(key);
+  if (it != groups_.end()) return *it->second;
+  int rank = -1, size = 0;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    auto &info = c10d::symmetric_memory::get_group_info(name);
+    rank = info.rank;
+    size = info.world_size;
+    store = info.store;
+  } catch (const std::exception &) {
+    auto pg = c10d::resolve_process_group(name);
+    TORCH_CHECK(pg, "MORI: unknown group '", name, "'");
+    rank = pg->getRank();
+    size = pg->getSize();
+    store = pg->getStore();
+  }
+  auto g = std::make_unique<Group>();  // releases whatever is made if a step throws
+  g->name = name;
+  g->device = device;
+  int rc = CreateStoreBootstrap(store, name + "/" + std::to_string(device), rank, size, &g->bootstrap);
+  TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", rank, " of ", size, "): ", mori_last_error());
+  static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
+  static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops};
+  mori_comm_attr_t attr;
+  mori_comm_attr_init(&attr);
+  attr.bootstrap = g->bootstrap;
+  attr.device = device;
+  attr.handles = handles;
+  attr.num_handles = 2;
+  attr.transports = transports;
+  attr.num_transports = 1;
+  rc = mori_comm_create(&attr, &g->comm);
+  TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", rank, " of ", size, ", cuda:", device, "): ", mori_last_error());
+  // Global ranks: RANK from the launcher, else the rank in this group.
+  const char *env_rank = std::getenv("RANK");
+  int32_t global = env_rank ? std::atoi(env_rank) : rank;
+  g->rank_to_global.resize(size);
+  rc = mori_bootstrap_allgather(g->bootstrap, &global, g->rank_to_global.data(), sizeof(int32_t));
+  size_t bytes = g->rank_to_global.size() * sizeof(int);
+  if (!rc) rc = mori_device_alloc(device, bytes, (void **)&g->rank_to_global_dev);
+  if (!rc) rc = mori_device_copy(device, g->rank_to_global_dev, g->rank_to_global.data(), bytes);
+  TORCH_CHECK(rc == 0, "MORI group '", name, "': ", mori_last_error());
+  return *groups_.emplace(key, std::move(g)).first->second;
+}
+
+void Groups::ReleaseColls() {
+  for (auto &entry : groups_) {
+    mori_coll_destroy(entry.second->coll);
+    entry.second->coll = nullptr;
+  }
+}
+
+void Groups::ReleaseAll() { groups_.clear(); }
+
+}  // namespace mori_torch

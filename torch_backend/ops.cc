@@ -1,0 +1,115 @@
+// torch.ops.mori.*: mori's fused collectives on torch tensors. Each is one
+// kernel that synchronises inside (mori/collectives.h): when the op returns
+// on the stream, the next kernel on that stream can read `out` on every rank,
+// and the next call may run at once. Inputs and outputs are any CUDA tensors
+// of the group's ranks (they need not be symmetric). Registered with the
+// dispatcher with Meta kernels, so they work under torch.compile and inside
+// CUDA graphs (after one call outside the capture has sized the workspace).
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "mori/collectives.h"
+#include "mori/runtime.h"
+#include "torch_backend/allocator.h"
+#include "torch_backend/device.h"
+
+namespace mori_torch {
+namespace {
+
+void CheckPair(const at::Tensor &input, const at::Tensor &out, const char *op) {
+  TORCH_CHECK(input.device().type() == kDeviceType && out.device() == input.device(), "MORI ", op,
+              ": input and out must be on the same GPU (got ", input.device(), " and ", out.device(), ")");
+  TORCH_CHECK(input.is_contiguous() && out.is_contiguous(), "MORI ", op, ": input and out must be contiguous");
+  TORCH_CHECK(input.scalar_type() == out.scalar_type(), "MORI ", op, ": input is ", input.scalar_type(), ", out is ",
+              out.scalar_type());
+  TORCH_CHECK(input.numel() == out.numel(), "MORI ", op, ": input has ", input.numel(), " elements, out ", out.numel());
+}
+
+// The group's collective context on `device`, sized by `workspace(coll)`,
+// with a pending kernel error raised first.
+template <typename Workspace>
+mori_coll_t *Context(const std::string &group, int device, void *stream, const char *op, Workspace workspace) {
+  Group &g = GroupFor(group, device);
+  int capturing = 0;
+  int rc = mori_stream_capturing(device, stream, &capturing);
+  TORCH_CHECK(rc == 0, "MORI ", op, ": ", mori_last_error());
+  mori_coll_t *coll = g.Coll(0, capturing);
+  rc = mori_coll_check(coll);
+  TORCH_CHECK(rc == 0, "MORI ", op, " (an earlier call): ", mori_last_error());
+  mori_team_t team = mori_coll_team(coll);
+  TORCH_CHECK(team.size == static_cast<int>(g.rank_to_global.size()), "MORI ", op, ": group '", group, "' has ",
+              g.rank_to_global.size(), " ranks but only ", team.size,
+              " of them are load/store reachable from this rank; the fused collectives need all of them");
+  return g.Coll(workspace(coll), capturing);
+}
+
+void AllToAll(const at::Tensor &input, at::Tensor &out, std::string group) {
+  CheckPair(input, out, "all_to_all");
+  int device = input.device().index();
+  c10::DeviceGuard guard(input.device());
+  void *stream = CurrentStream(device);
+  size_t bytes = input.numel() * input.element_size();
+  mori_coll_t *coll = Context(group, device, stream, "all_to_all", [&](mori_coll_t *c) {
+    int n = mori_coll_team(c).size;
+    TORCH_CHECK(bytes % n == 0, "MORI all_to_all: ", input.numel(), " elements do not split evenly over ", n, " ranks");
+    return mori_all_to_all_workspace(c, bytes / n);
+  });
+  size_t per_rank = bytes / mori_coll_team(coll).size;
+  int rc = mori_all_to_all(coll, input.data_ptr(), out.data_ptr(), per_rank, stream);
+  TORCH_CHECK(rc == 0, "MORI all_to_all of ", per_rank, " bytes per rank on group '", group, "': ", mori_last_error());
+}
+
+mori_dtype_t DtypeOf(const at::Tensor &t, const char *op) {
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Float: return MORI_FLOAT32;
+    case c10::ScalarType::BFloat16: return MORI_BFLOAT16;
+    case c10::ScalarType::Half: return MORI_FLOAT16;
+    default: TORCH_CHECK(false, "MORI ", op, ": ", t.scalar_type(), " is not supported (float32, bfloat16, float16)");
+  }
+}
+
+mori_redop_t OpOf(const std::string &name) {
+  if (name == "sum") return MORI_REDOP_SUM;
+  if (name == "avg") return MORI_REDOP_AVG;
+  if (name == "max") return MORI_REDOP_MAX;
+  if (name == "min") return MORI_REDOP_MIN;
+  TORCH_CHECK(false, "MORI all_reduce: reduce_op '", name, "' is not one of sum, avg, max, min");
+}
+
+void AllReduce(const at::Tensor &input, at::Tensor &out, std::string reduce_op, std::string group) {
+  CheckPair(input, out, "all_reduce");
+  mori_dtype_t dtype = DtypeOf(input, "all_reduce");
+  mori_redop_t op = OpOf(reduce_op);
+  int device = input.device().index();
+  c10::DeviceGuard guard(input.device());
+  void *stream = CurrentStream(device);
+  size_t count = input.numel();
+  mori_coll_t *coll = Context(group, device, stream, "all_reduce",
+                              [&](mori_coll_t *c) { return mori_all_reduce_workspace(c, count, dtype); });
+  int rc = mori_all_reduce(coll, input.data_ptr(), out.data_ptr(), count, dtype, op, stream);
+  TORCH_CHECK(rc == 0, "MORI all_reduce of ", count, " elements on group '", group, "': ", mori_last_error());
+}
+
+void AllToAllMeta(const at::Tensor &, at::Tensor &, std::string) {}
+void AllReduceMeta(const at::Tensor &, at::Tensor &, std::string, std::string) {}
+
+}  // namespace
+}  // namespace mori_torch
+
+TORCH_LIBRARY(mori, m) {
+  m.def("all_to_all(Tensor input, Tensor(a!) out, str group_name) -> ()");
+  m.def("all_reduce(Tensor input, Tensor(a!) out, str reduce_op, str group_name) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(mori, CUDA, m) {
+  m.impl("all_to_all", mori_torch::AllToAll);
+  m.impl("all_reduce", mori_torch::AllReduce);
+}
+
+TORCH_LIBRARY_IMPL(mori, Meta, m) {
+  m.impl("all_to_all", mori_torch::AllToAllMeta);
+  m.impl("all_reduce", mori_torch::AllReduceMeta);
+}

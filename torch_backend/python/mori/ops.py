@@ -1,0 +1,30 @@
+"""mori's fused collectives on torch tensors (torch.ops.mori.*), each one
+kernel that synchronises inside: when it returns on the stream, the next
+kernel on that stream can read `out` on every rank.
+
+    import mori.ops
+    mori.ops.all_to_all(inp, out, group)          # out[r] = rank r's inp[me]
+    mori.ops.all_reduce(inp, out, "sum", group)   # sum, avg, max, min
+
+`group` is a ProcessGroup or its name. Inputs and outputs are any CUDA
+tensors (contiguous, same size and dtype); they need not be symmetric. The
+first call at a size sizes the group's workspace (collectively); under CUDA
+graph capture run the op once before capturing.
+"""
+import torch
+
+import mori.allocator  # noqa: F401  (loads the library that registers the ops)
+
+
+def _name(group):
+    return group if isinstance(group, str) else group.group_name
+
+
+def all_to_all(inp, out, group):
+    torch.ops.mori.all_to_all(inp, out, _name(group))
+    return out
+
+
+def all_reduce(inp, out, reduce_op, group):
+    torch.ops.mori.all_reduce(inp, out, reduce_op, _name(group))
+    return out
