@@ -1,10 +1,12 @@
 #!/bin/bash
-# The GPU run, in two halves (the device machine has no Bazel):
-#   tools/gpu.sh build   here: builds the cuda configuration and stages the
-#                        binaries, the torch backend and the examples in .carry/
-#   tools/gpu.sh run     there (carry .carry): runs the GPU tests, the torch
-#                        backend tests and the benchmarks, and prints a summary
-# Environment kept set there: no NVLink multicast anywhere.
+# Build once, run on a machine with NVIDIA GPUs: the GPU test suites, the
+# torch backend's suites and the benchmark harness, with a summary at the
+# end. The build half needs Bazel and no GPU; the run half needs the GPUs,
+# torch, and no Bazel (it runs what the build half staged in .carry/).
+#   tools/gpu.sh build            stage the cuda build in .carry/
+#   tools/gpu.sh run [tests|bench|all] [rounds]
+# Results and logs go to $OUT (default /tmp/mori-gpu-out). NVLink multicast
+# stays off everywhere (mori never creates multicast objects).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -13,58 +15,61 @@ if [ "$mode" = build ]; then
   set -e
   tools/install_deps.sh torch
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
-  bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:bench_p2p //tools/launch:mori_launch \
-    //torch_backend:libmori_torch.so
+  bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p \
+    //tools/launch:mori_launch
+  bazel build -c opt //torch_backend:mori
   rm -rf .carry && mkdir -p .carry/bin .carry/python
-  cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/bench_p2p bazel-bin/tools/launch/mori_launch .carry/bin/
-  if [ -f bazel-bin/torch_backend/libmori_torch.so ]; then
-    cp -r torch_backend/python/mori .carry/python/
-    cp -f bazel-bin/torch_backend/libmori_torch.so .carry/python/mori/
-  fi
-  [ -d ../shared/bench ] && cp -r ../shared/bench .carry/anchor_bench
+  cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/bench_p2p \
+    bazel-bin/tools/launch/mori_launch .carry/bin/
+  cp -r torch_backend/python/mori .carry/python/
+  for lib in libmori_torch.so libmori_torch_mempool.so; do
+    cp -f "$(ls -t $(find -L bazel-out -path "*opt-ST-*/bin/torch_backend/$lib") | head -1)" .carry/python/mori/
+  done
   chmod -R u+w .carry
   du -sh .carry
   exit 0
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build|run" >&2
+  echo "usage: tools/gpu.sh build | run [tests|bench|all] [rounds]" >&2
   exit 2
 fi
-
+what=${2:-all}
+rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD/.carry/python:${PYTHONPATH:-}
 OUT=${OUT:-/tmp/mori-gpu-out}
 mkdir -p "$OUT"
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-echo "== $(nvidia-smi -L | head -8 | tr '\n' ';')"
+machine="$ngpu x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+echo "== $machine; $(nvidia-smi topo -m 2>/dev/null | sed -n 2p | tr -s ' ')"
 summary=()
 record() { summary+=("$1"); }
+gtest_counts() { echo "$(grep -c '^\[       OK' "$1") passed, $(grep -c '^\[  FAILED  \] [A-Z]' "$1") failed"; }
 
-echo "== GPU tests ($ngpu ranks)"
-MORI_TEST_RANKS=$ngpu timeout 300 .carry/bin/gpu_window_test 2>&1 | tee "$OUT/gpu_window_test.log" | grep -vE '^\[ RUN' | tail -40
-rc=${PIPESTATUS[0]}
-record "gpu_window_test: $(grep -c '^\[       OK' "$OUT/gpu_window_test.log") passed, $(grep -c '^\[  FAILED  \] [A-Z]' "$OUT/gpu_window_test.log") failed (exit $rc)"
-
-echo "== p2p benchmark"
-timeout 200 .carry/bin/mori_launch -n "$ngpu" -t 180 .carry/bin/bench_p2p 2>&1 | tee "$OUT/bench_p2p.log" | grep RESULT
-record "bench_p2p: $(grep -c RESULT "$OUT/bench_p2p.log") results"
-
-if [ -d .carry/python/mori ] && [ "${MORI_SKIP_TORCH:-0}" != 1 ]; then
-  export PYTHONPATH=$PWD/.carry/python:${PYTHONPATH:-}
-  echo "== torch backend tests"
-  timeout 300 torchrun --nproc_per_node="$ngpu" torch_backend/tests/test_torch_backend.py 2>&1 | tee "$OUT/torch_tests.log" | grep -E "PASS|FAIL|Error|error" | head -60
-  record "torch backend: $(grep -c '^PASS' "$OUT/torch_tests.log") passed, $(grep -c '^FAIL' "$OUT/torch_tests.log") failed"
-  echo "== examples"
-  for ex in a2a_triton a2a_cuda; do
-    timeout 120 torchrun --nproc_per_node="$ngpu" torch_backend/examples/$ex.py MORI 2>&1 | tee -a "$OUT/examples.log" | grep -E "correct|Error"
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  for t in gpu_window_test gpu_coll_test; do
+    echo "== $t ($ngpu ranks)"
+    MORI_TEST_RANKS=$ngpu timeout 300 .carry/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
+    record "$t: $(gtest_counts "$OUT/$t.log") (exit ${PIPESTATUS[0]})"
   done
-  record "examples: $(grep -c 'all-to-all correct' "$OUT/examples.log") of $((2 * ngpu)) ranks correct"
-  echo "== torch benchmarks (MORI vs default vs NVSHMEM)"
-  # Twice, in opposite orders, so that no backend always runs first.
-  for backend in MORI default NVSHMEM MORI-kernel NVSHMEM default MORI; do
-    timeout 200 torchrun --nproc_per_node="$ngpu" torch_backend/bench/bench_torch.py "$backend" 2>&1 | tee -a "$OUT/torch_bench.log" | grep -E "RESULT|Error" | head -20
+  for t in test_torch_backend test_mori_ops; do
+    echo "== torch: $t"
+    timeout 400 torchrun --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
+      grep -E "^(PASS|FAIL|SUMMARY)" | head -60
+    record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed (exit ${PIPESTATUS[0]})"
   done
-  record "torch bench: $(grep -c RESULT "$OUT/torch_bench.log") results"
+fi
+
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  echo "== device API benchmark (bench_p2p)"
+  timeout 200 .carry/bin/mori_launch -n "$ngpu" -t 180 .carry/bin/bench_p2p 2>&1 | tee "$OUT/bench_p2p.log" | grep RESULT
+  grep '^RESULT' "$OUT/bench_p2p.log" | sed 's/^RESULT //' > "$OUT/bench_p2p.jsonl"
+  record "bench_p2p: $(wc -l < "$OUT/bench_p2p.jsonl") results"
+  echo "== benchmark harness: $rounds rounds, every backend"
+  MORI_BENCH_MACHINE="$machine" timeout 540 python3 bench/run.py --rounds "$rounds" --out "$OUT/bench.jsonl" \
+    2>&1 | tee "$OUT/bench_summary.txt"
+  record "bench: $(wc -l < "$OUT/bench.jsonl") records, $(grep -c '"error"' "$OUT/bench.jsonl") with errors"
 fi
 
 echo "== summary"

@@ -113,7 +113,7 @@ def _():
     assert torch.count_nonzero(pads).item() == 0, "pad is all zero after matched signals"
 
 
-@check("barrier orders writes to peers before their reads (both barrier paths, 50 rounds)")
+@check("barrier orders writes to peers before their reads (with and without a timeout, 50 rounds)")
 def _():
     n = 1 << 18
     t = symm_mem.empty(n, dtype=torch.int64, device=dev)
@@ -126,9 +126,9 @@ def _():
         remote.copy_(torch.arange(n, device=dev) + seed)  # into the next rank's buffer
         seeds = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
         if round_ % 2:
-            hdl.barrier(channel=1)                 # stream memory operations
+            hdl.barrier(channel=1)
         else:
-            hdl.barrier(channel=1, timeout_ms=10000)  # the pad-protocol kernel
+            hdl.barrier(channel=1, timeout_ms=10000)  # waits for itself on the host
         dist.all_gather(seeds, seed)
         expected = torch.arange(n, device=dev) + seeds[peer_prev]
         stale += int(not torch.equal(t, expected))
@@ -136,18 +136,19 @@ def _():
     assert stale == 0, f"{stale} of 50 rounds read stale data"
 
 
-@check("a wait for a peer that never signals times out with an error")
+@check("a timed-out wait raises RuntimeError naming the peer, and the handle works after")
 def _():
     t = symm_mem.empty(1024, dtype=torch.int32, device=dev)
     hdl = symm_mem.rendezvous(t, group)
-    hdl.wait_signal((rank + 1) % world, channel=3, timeout_ms=100)
-    torch.cuda.synchronize()  # the kernel returns: the context survives
+    peer = (rank + 1) % world
     try:
-        hdl.barrier(channel=0)
-        raise AssertionError("the timeout was not reported")
+        hdl.wait_signal(peer, channel=3, timeout_ms=100)  # nobody signals
+        torch.cuda.synchronize()
+        raise AssertionError("the timeout was not raised")
     except RuntimeError as e:
-        assert "timed out" in str(e), str(e)
-    hdl.barrier(channel=0)  # and the handle works again
+        assert "timed out" in str(e) and f"rank {peer}" in str(e), str(e)
+    dist.barrier()
+    hdl.barrier(channel=0)  # the GPU context and the handle are intact
     torch.cuda.synchronize()
 
 
@@ -228,6 +229,147 @@ def _():
             if i % 2:
                 gc.collect()
         gc.collect()
+    torch.cuda.synchronize()
+
+
+@check("a tensor on a device other than the current one (no set_device for it)")
+def _():
+    other = torch.device("cuda", rank)
+    with torch.cuda.device(0):  # the current device is cuda:0 on every rank
+        t = symm_mem.empty(4096, dtype=torch.float32, device=other)
+        hdl = symm_mem.rendezvous(t, group)
+        assert hdl.device == other, hdl.device
+        t.fill_(rank)
+        hdl.barrier()
+        peer = hdl.get_buffer((rank + 1) % world, (4096,), torch.float32)
+        assert torch.all(peer == (rank + 1) % world).item()
+        hdl.barrier()
+
+
+@check("dispatcher ops with the TorchBind handle (_rendezvous, _barrier)")
+def _():
+    t = symm_mem.empty(1024, dtype=torch.float32, device=dev)
+    sm = torch.ops.symm_mem._rendezvous(t, group)
+    torch.ops.symm_mem._barrier(sm)
+    torch.cuda.synchronize()
+
+
+@check("get_signal_pad sizes and dtypes; set_signal_pad_size before allocating; raised after, refused")
+def _():
+    default = symm_mem.get_signal_pad_size()
+    t = symm_mem.empty(64, dtype=torch.float32, device=dev)
+    hdl = symm_mem.rendezvous(t, group)
+    pad = hdl.get_signal_pad(rank)
+    assert pad.dtype == torch.uint32 and pad.numel() == default // 4, (pad.dtype, pad.numel())
+    assert pad.data_ptr() == hdl.signal_pad_ptrs[rank]
+    assert hdl.get_signal_pad(rank, (8, 8)).numel() == 64
+    assert hdl.get_signal_pad(rank, dtype=torch.uint64).numel() == default // 8
+    symm_mem.set_signal_pad_size(2 * default)
+    try:
+        t2 = symm_mem.empty(64, dtype=torch.float32, device=dev)
+        hdl2 = symm_mem.rendezvous(t2, group)
+        assert hdl2.signal_pad_size == 2 * default
+        pad2 = hdl2.get_signal_pad(rank)
+        assert pad2.numel() == 2 * default // 4
+        pad2[0] = 42
+        torch.cuda.synchronize()
+        assert int(pad2[0].item()) == 42
+        pad2[0] = 0
+        try:
+            hdl.get_signal_pad(rank)  # made with the smaller size
+            raise AssertionError("a pad smaller than the global size was handed out")
+        except RuntimeError as e:
+            assert "signal pad size was raised" in str(e), str(e)
+    finally:
+        symm_mem.set_signal_pad_size(default)
+    hdl2.barrier()
+
+
+@check("empty_strided_p2p with an alloc_id (persistent allocation)")
+def _():
+    from torch._C._distributed_c10d import _SymmetricMemory
+    alloc_id = 4242
+    t = _SymmetricMemory.empty_strided_p2p((64, 64), (64, 1), torch.float32, dev, group, alloc_id)
+    ptr = t.data_ptr()
+    try:
+        _SymmetricMemory.empty_strided_p2p((64, 64), (64, 1), torch.float32, dev, group, alloc_id)
+        raise AssertionError("a second live tensor with the same alloc_id")
+    except RuntimeError:
+        pass
+    del t
+    t = _SymmetricMemory.empty_strided_p2p((64, 64), (64, 1), torch.float32, dev, group, alloc_id)
+    assert t.data_ptr() == ptr
+    hdl = _SymmetricMemory.rendezvous(t)
+    hdl.barrier()
+
+
+@check("mismatched sizes: a RuntimeError on every rank naming the ranks")
+def _():
+    t = symm_mem.empty((4 << 20) * (1 + rank), dtype=torch.uint8, device=dev)  # whole pool segments
+    try:
+        symm_mem.rendezvous(t, group)
+        raise AssertionError("rendezvous of different sizes succeeded")
+    except RuntimeError as e:
+        assert "disagree on the size" in str(e) and "rank 1" in str(e), str(e)
+
+
+@check("store keys stay bounded over 300 rendezvous")
+def _():
+    store = dist.distributed_c10d._get_default_store()
+    before = store.num_keys()
+    for _ in range(300):
+        t = symm_mem.empty(4096, dtype=torch.uint8, device=dev)
+        symm_mem.rendezvous(t, group)
+        del t
+    dist.barrier()
+    grown = store.num_keys() - before
+    assert grown < 4 * world + 8, f"the store grew by {grown} keys"
+
+
+@check("handles dropped on other threads while this one allocates")
+def _():
+    import threading
+    held = []
+    for _ in range(8):
+        t = symm_mem.empty(1 << 16, dtype=torch.uint8, device=dev)
+        held.append((t, symm_mem.rendezvous(t, group)))
+    errors = []
+
+    def drop(items):
+        try:
+            for item in items:
+                del item
+            items.clear()
+            gc.collect()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=drop, args=([held.pop() for _ in range(2)],)) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for _ in range(8):  # collective allocations on this thread meanwhile
+        t = symm_mem.empty(1 << 16, dtype=torch.uint8, device=dev)
+        symm_mem.rendezvous(t, group).barrier()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
+@check("every rank on one device (TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES), then on its own")
+def _():
+    os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+    try:
+        shared = torch.device("cuda", 0)
+        t = symm_mem.empty(64, dtype=torch.float32, device=shared)
+        hdl = symm_mem.rendezvous(t, group)
+        assert hdl.rank == rank and hdl.world_size == world
+        assert hdl.get_buffer(rank, (64,), torch.float32).data_ptr() == t.data_ptr()
+        hdl.barrier()
+    finally:
+        os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "0"
+    mine = symm_mem.empty(64, dtype=torch.float32, device=dev)
+    h2 = torch.ops.symm_mem._rendezvous(mine, group)
+    torch.ops.symm_mem._barrier(h2)
     torch.cuda.synchronize()
 
 

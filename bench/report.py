@@ -1,0 +1,304 @@
+"""Generates docs/performance.md and its plots from benchmark records (the
+.jsonl files bench/run.py writes). Nothing in the document is typed by
+hand: every figure comes from the records.
+
+    python3 bench/report.py docs/perf/h200x2.jsonl [more.jsonl ...] \
+        --doc docs/performance.md --plots docs/perf
+
+Each records file is one GPU run (its machine is named in the file's first
+record, "machine"); files for other world sizes add sections.
+"""
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import summary  # noqa: E402
+from summary import fmt_size, spread  # noqa: E402
+
+BACKEND_ORDER = ["MORI", "default", "NVSHMEM", "NCCL-symm", "NCCL"]
+
+
+def cell(values, digits=2):
+    s = spread(values)
+    if not s:
+        return "—"
+    if s[1] == s[2]:
+        return f"{s[0]:.{digits}f}"
+    return f"{s[0]:.{digits}f} [{s[1]:.{digits}f}–{s[2]:.{digits}f}]"
+
+
+def best(table, what, size, backend, kind="gpu", label_has=None):
+    """(median, label) of the fastest label of a backend for an op and size."""
+    found = None
+    for (w, s, b, label), row in table.items():
+        if w != what or s != size or b != backend or not row[kind]:
+            continue
+        if label_has and label_has not in label:
+            continue
+        m = spread(row[kind])[0]
+        if found is None or m < found[0]:
+            found = (m, label, row[kind])
+    return found
+
+
+def op_table(table, what, kind, title):
+    keys = sorted({(b, label) for (w, _, b, label), row in table.items() if w == what and row[kind]},
+                  key=lambda k: (BACKEND_ORDER.index(k[0]) if k[0] in BACKEND_ORDER else 99, k[1]))
+    sizes = sorted({s for (w, s, _, _), row in table.items() if w == what and row[kind]})
+    if not keys:
+        return ""
+    lines = [f"**{title}** (µs per call; median [min–max] over rounds)", ""]
+    lines.append("| size | " + " | ".join(f"{b}: {label}" for b, label in keys) + " |")
+    lines.append("|---|" + "---|" * len(keys))
+    for s in sizes:
+        cells = [cell(table.get((what, s, b, label), {}).get(kind, [])) for b, label in keys]
+        lines.append(f"| {fmt_size(s) or '—'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def correctness_table(records):
+    rows = {}
+    for r in records:
+        key = (r["backend"], r["what"], r.get("label", ""))
+        row = rows.setdefault(key, {"checked": 0, "wrong": 0, "stale": 0, "stale_checked": 0, "errors": 0})
+        if "correct" in r:
+            row["checked"] += 1
+            row["wrong"] += 0 if r["correct"] else 1
+        if "stale_rounds" in r:
+            row["stale_checked"] += 1
+            row["stale"] += r["stale_rounds"]
+        if "error" in r:
+            row["errors"] += 1
+    lines = ["| backend | op | what it does | data checks (wrong) | stale rounds | errors |", "|---|---|---|---|---|---|"]
+    for (b, what, label), row in sorted(rows.items()):
+        if what in ("floor", "alloc_rendezvous"):
+            continue
+        checks = f"{row['checked']} ({row['wrong']})" if row["checked"] else "—"
+        stale = str(row["stale"]) if row["stale_checked"] else "—"
+        lines.append(f"| {b} | {what} | {label} | {checks} | {stale} | {row['errors']} |")
+    return "\n".join(lines) + "\n"
+
+
+def alloc_table(table):
+    lines = ["| backend | size | first call in process (ms) | steady, new memory each time (ms) | after free (ms) |",
+             "|---|---|---|---|---|"]
+    for (what, size, b, label), row in sorted(table.items(), key=lambda kv: (kv[0][1], BACKEND_ORDER.index(kv[0][2])
+                                                                              if kv[0][2] in BACKEND_ORDER else 99)):
+        if what != "alloc_rendezvous":
+            continue
+        recs = [r for r in row["records"] if "steady_ms" in r]
+        if not recs:
+            err = next((r["error"] for r in row["records"] if "error" in r), "")
+            lines.append(f"| {b} | {fmt_size(size)} | error: {err[:60]} | | |")
+            continue
+        first = [r["first_ms"] for r in recs if r.get("first_in_process")] or [r["first_ms"] for r in recs]
+        steady = [r["steady_ms"] for r in recs]
+        reuse = [r["reuse_ms"] for r in recs]
+        fmt = lambda v, d=3: f"{statistics.median(v):.{d}f} [{min(v):.{d}f}–{max(v):.{d}f}]"  # noqa: E731
+        lines.append(f"| {b} | {fmt_size(size)} | {fmt(first, 1)} | {fmt(steady)} | {fmt(reuse)} |")
+    return "\n".join(lines) + "\n"
+
+
+def stability_table(table):
+    """Per backend: how much its per-round medians moved (max/min - 1)."""
+    moves = {}
+    for (what, size, b, label), row in table.items():
+        if len(row["gpu"]) < 2 or what == "floor":
+            continue
+        v = [x for _, x in row["gpu"]]
+        moves.setdefault(b, []).append(max(v) / min(v) - 1)
+    lines = ["| backend | figures | median spread across rounds | largest spread |", "|---|---|---|---|"]
+    for b in sorted(moves, key=lambda b: BACKEND_ORDER.index(b) if b in BACKEND_ORDER else 99):
+        m = moves[b]
+        lines.append(f"| {b} | {len(m)} | {100 * statistics.median(m):.1f} % | {100 * max(m):.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
+GOALS = [
+    # (what, size, kind, goal_us, description)
+    ("a2a", 4 << 20, "gpu", 12.5, "all-to-all 4 MiB per peer incl. synchronisation, GPU time"),
+    ("a2a", 4 << 20, "eager", 15.0, "all-to-all 4 MiB per peer, eager (torch op)"),
+    ("a2a", 256 << 10, "gpu", 3.5, "all-to-all 256 KiB per peer, GPU time"),
+    ("all_reduce", 16 << 10, "gpu", 3.0, "all-reduce bf16 16 KiB, GPU time"),
+    ("all_reduce", 16 << 20, "gpu", 52.0, "all-reduce bf16 16 MiB, GPU time"),
+    ("barrier", 0, "gpu", 2.5, "barrier, GPU time"),
+    ("barrier", 0, "eager", 3.5, "barrier, eager"),
+]
+
+
+def goals_table(table):
+    lines = ["| what | goal (µs) | MORI (µs) | met | fastest other backend (µs) |", "|---|---|---|---|---|"]
+    for what, size, kind, goal, desc in GOALS:
+        label_has = "fused" if what in ("a2a", "all_reduce") else None
+        mine = best(table, what, size, "MORI", kind, label_has)
+        others = [(b, best(table, what, size, b, kind)) for b in BACKEND_ORDER if b != "MORI"]
+        others = [(b, x) for b, x in others if x and "no-op" not in x[1] and "empty function" not in x[1]
+                  and "push alone" not in x[1]]
+        other = min(others, key=lambda bx: bx[1][0]) if others else None
+        floor = best(table, "floor", 0, "MORI", "gpu")
+        note = ""
+        if what == "barrier" and kind == "gpu" and floor:
+            goal_alt = floor[0] + 1.3
+            note = f" (or launch floor {floor[0]:.2f} + 1.3 = {goal_alt:.2f})"
+            met = mine and (mine[0] <= goal or mine[0] <= goal_alt)
+        else:
+            met = mine and mine[0] <= goal
+        mtxt = cell(mine[2]) if mine else "—"
+        otxt = f"{other[0]}: {cell(other[1][2])} ({other[1][1]})" if other else "—"
+        lines.append(f"| {desc} | {goal}{note} | {mtxt} | {'yes' if met else 'no'} | {otxt} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(table, what, kind, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    keys = sorted({(b, label) for (w, _, b, label), row in table.items() if w == what and row[kind]})
+    for b, label in keys:
+        pts = sorted((s, spread(row[kind])) for (w, s, bb, ll), row in table.items()
+                     if w == what and bb == b and ll == label and row[kind])
+        xs = [s for s, _ in pts]
+        ys = [v[0] for _, v in pts]
+        err = [[v[0] - v[1] for _, v in pts], [v[2] - v[0] for _, v in pts]]
+        ax[0].errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{b}: {label}"[:60])
+        ref = {s: spread(row[kind])[0] for (w, s, bb, _), row in table.items()
+               if w == what and bb == "default" and row[kind]}
+        rx = [s for s in xs if s in ref]
+        if b != "default" and rx:
+            ax[1].plot(rx, [ys[xs.index(s)] / ref[s] for s in rx], marker="o", label=f"{b}: {label}"[:60])
+    for a in ax:
+        a.set_xscale("log", base=2)
+        a.set_xlabel("bytes" + (" per peer" if what == "a2a" else ""))
+        a.grid(True, which="both", alpha=0.3)
+    ax[0].set_yscale("log")
+    ax[0].set_ylabel(f"µs per call ({'GPU time, graph replay' if kind == 'gpu' else 'eager loop'})")
+    ax[0].set_title(title)
+    ax[1].axhline(1.0, color="gray", lw=1)
+    ax[1].set_ylabel("time / torch default backend")
+    ax[1].set_title("ratio to torch's default backend (lower is faster)")
+    ax[0].legend(fontsize=7)
+    ax[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+METHOD = """\
+## How the figures are taken
+
+`python3 bench/run.py --rounds 3 --out <file>.jsonl` on a machine with GPUs
+runs every backend in its own processes (torch fixes the symmetric-memory
+backend per process), interleaved round by round — MORI, torch's default
+backend, NVSHMEM, torch's NCCL symmetric-memory backend, plain NCCL, then
+again — one rank per GPU (`bench/worker.py`, `bench/harness.py`):
+
+- **GPU time**: 20 calls captured in a CUDA graph, the graph replayed 5
+  times back to back between two events; per call = elapsed / 100. Five such
+  samples per process; the round's figure is their median. This is what the
+  GPU spends, without the host's launch cost.
+- **Eager time**: a Python loop of 100 calls between two events, after 10
+  warm-up calls — what a training or inference loop sees, host launch cost
+  included.
+- **Launch floor**: an empty kernel measured the same two ways in every
+  process.
+- Tables give the median over rounds and, in brackets, the smallest and
+  largest round.
+- **Correctness in the same run**: every op's output is compared with the
+  expected one over fresh inputs (all-to-all: every element; MORI's
+  all-reduce: bit for bit against every rank's input summed in fp32 in rank
+  order; other all-reduces: within bf16 tolerance), and every
+  synchronisation primitive gets 30 write → sync → read rounds whose stale
+  reads are counted.
+- **Allocation**: `symm_mem.empty` + `rendezvous`, host wall time until the
+  device is idle, every rank starting together: the first call of the
+  process, then four more with all of them kept alive (new memory each time,
+  so no pool can hand one back), then again after freeing them.
+
+Each label says what the op really does. In torch 2.11 the NVSHMEM backend's
+`hdl.barrier()` is an empty function: its "Triton push + hdl.barrier" is a
+push alone, and its synchronised all-to-all is `nvshmem_all_to_all`.
+"""
+
+
+def section(records, plots_dir, doc_dir):
+    table = summary.rows(records)
+    world = records[0]["world"]
+    machine = next((r.get("machine") for r in records if r.get("machine")), f"{world} GPUs")
+    rounds = len({r["round"] for r in records})
+    tag = f"w{world}"
+    out = [f"## {machine}: {world} ranks, {rounds} rounds", ""]
+    out += ["### Against the goals", "", goals_table(table)]
+    for what, title in [("a2a", "All-to-all"), ("all_reduce", "All-reduce, bf16"), ("barrier", "Barrier"),
+                        ("floor", "Launch floor")]:
+        out += [f"### {title}", ""]
+        for kind, name in [("gpu", "GPU time (graph replay)"), ("eager", "Eager time (Python loop)")]:
+            t = op_table(table, what, kind, f"{title}: {name}")
+            if t:
+                out += [t, ""]
+        if what in ("a2a", "all_reduce") and plots_dir:
+            png = os.path.join(plots_dir, f"{what}_{tag}.png")
+            plot(table, what, "gpu", png, f"{title}, GPU time, {world} ranks")
+            out += [f"![{title}]({os.path.relpath(png, doc_dir)})", ""]
+    out += ["### Allocation + rendezvous", "", alloc_table(table), ""]
+    out += ["### Correctness checks of this run", "", correctness_table(records), ""]
+    out += ["### Stability across rounds", "",
+            "How far each backend's per-round GPU-time medians moved (largest / smallest − 1), over all its figures.", "",
+            stability_table(table), ""]
+    return "\n".join(out)
+
+
+def device_api_section(recs, path, doc_dir):
+    """The C device API's own figures (tests/gpu/bench_p2p): barrier rounds
+    inside one kernel, block-scope puts, copy engines."""
+    out = ["## Device API (C, `tests/gpu/bench_p2p`)", "",
+           f"From `{os.path.relpath(path, doc_dir)}`: `mori_launch -n <gpus> bench_p2p`; best of a sweep of grid shapes "
+           "per size; one put per launch unless said.", ""]
+    bars = [r for r in recs if r.get("what") == "lsa_barrier"]
+    if bars:
+        out += ["| barrier inside one kernel (10 000 rounds) | µs per round |", "|---|---|"]
+        out += [f"| {r['protocol']} ({r['ranks']} ranks) | {r['us']:.3f} |" for r in bars]
+        out.append("")
+    puts = [r for r in recs if r.get("what") in ("put_block", "sdma_put")]
+    if puts:
+        out += ["| op | directions | addressing | bytes | µs | GB/s per direction |", "|---|---|---|---|---|---|"]
+        for r in puts:
+            out.append(f"| {r['what']} | {r['directions']} | {r.get('addressing', '—')} | {fmt_size(r['bytes'])} | "
+                       f"{r['us']:.2f} | {r['GBps_per_direction']:.1f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("results", nargs="+")
+    p.add_argument("--doc", default="docs/performance.md")
+    p.add_argument("--plots", default="docs/perf")
+    p.add_argument("--preamble", default="", help="a markdown file placed before the generated sections")
+    p.add_argument("--device-api", default="", help="records of tests/gpu/bench_p2p (JSON lines)")
+    a = p.parse_args()
+    os.makedirs(a.plots, exist_ok=True)
+    doc_dir = os.path.dirname(os.path.abspath(a.doc))
+    parts = ["# Performance", "",
+             "Generated by `bench/report.py` from " +
+             ", ".join(f"`{os.path.relpath(r, os.path.dirname(a.doc) or '.')}`" for r in a.results) +
+             ": every figure below comes from those records.", ""]
+    if a.preamble:
+        with open(a.preamble) as f:
+            parts += [f.read(), ""]
+    parts += [METHOD, ""]
+    for path in a.results:
+        parts.append(section(summary.load(path), os.path.abspath(a.plots), doc_dir))
+    if a.device_api:
+        parts.append(device_api_section(summary.load(a.device_api), a.device_api, os.path.dirname(a.doc) or "."))
+    with open(a.doc, "w") as f:
+        f.write("\n".join(parts).rstrip() + "\n")
+    print(f"report: wrote {a.doc}")
+
+
+if __name__ == "__main__":
+    main()
