@@ -36,7 +36,10 @@ static void plan_slices(uint64_t bytes, uint64_t *slice, uint32_t *slices) {
 
 void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)); }
 
+static mori_coll_dev_t make_view(const mori_coll_t *c);
+
 static int make_workspace(mori_coll_t *c, size_t staging) {
+  staging = (staging + 255) / 256 * 256; /* each half 16-byte aligned (LL lines), and more */
   size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t), total;
   if (mori_add_overflows(HEADER_BYTES + flags, staging, &total))
     return mori_error_set(MORI_ERANGE, "collectives: a workspace of %zu bytes overflows", staging);
@@ -57,6 +60,7 @@ static int make_workspace(mori_coll_t *c, size_t staging) {
   c->memory = mem;
   c->win = win;
   c->staging_bytes = staging;
+  c->view = make_view(c);
   return 0;
 }
 
@@ -130,7 +134,9 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
 mori_team_t mori_coll_team(const mori_coll_t *c) { return c->team; }
 size_t mori_coll_workspace_bytes(const mori_coll_t *c) { return c ? c->staging_bytes : 0; }
 
-mori_coll_dev_t mori_coll_device_view(const mori_coll_t *c) {
+mori_coll_dev_t mori_coll_device_view(const mori_coll_t *c) { return c->view; }
+
+static mori_coll_dev_t make_view(const mori_coll_t *c) {
   mori_coll_dev_t d;
   memset(&d, 0, sizeof(d));
   d.win = mori_window_device_view(c->win);

@@ -17,6 +17,7 @@ struct mori_coll {
   void *memory;
   mori_window_t *win;
   size_t staging_bytes; /* both halves */
+  mori_coll_dev_t view; /* made with the workspace */
   uint64_t flag_slots;  /* per parity */
   int device;
 };

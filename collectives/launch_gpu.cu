@@ -52,13 +52,12 @@ int resident_blocks(Kernel kernel, int device, int *out) {
 }
 
 template <typename Kernel, typename Args>
-int launch(const mori_coll_t *c, Kernel kernel, const Args *a, void *stream) {
+int launch(const mori_coll_t *c, Kernel kernel, int slot, const Args *a, void *stream) {
   int saved = -1;
   status_t e = gpu(GetDevice)(&saved);
   if (e == GPU_SUCCESS && saved != c->device) e = gpu(SetDevice)(c->device);
   if (e != GPU_SUCCESS) return fail(e, "selecting the context's device");
   static int cached_blocks[64][2];
-  int slot = kernel == (Kernel)all_to_all_kernel ? 0 : 1;
   int max_blocks = c->device < 64 ? cached_blocks[c->device][slot] : 0;
   int rc = 0;
   if (max_blocks == 0) {
@@ -67,7 +66,7 @@ int launch(const mori_coll_t *c, Kernel kernel, const Args *a, void *stream) {
   }
   if (!rc) {
     unsigned grid = a->items < (uint32_t)max_blocks ? a->items : (unsigned)max_blocks;
-    kernel<<<grid ? grid : 1, kThreads, 0, (stream_t)stream>>>(mori_coll_device_view(c), *a);
+    kernel<<<grid ? grid : 1, kThreads, 0, (stream_t)stream>>>(c->view, *a);
     e = gpu(GetLastError)();
     if (e != GPU_SUCCESS) rc = fail(e, "launching the kernel");
   }
@@ -110,9 +109,9 @@ extern "C" int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t
 }
 
 extern "C" int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream) {
-  return launch(c, all_to_all_kernel, a, stream);
+  return launch(c, all_to_all_kernel, 0, a, stream);
 }
 
 extern "C" int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream) {
-  return launch(c, all_reduce_kernel, a, stream);
+  return launch(c, all_reduce_kernel, 1, a, stream);
 }

@@ -6,7 +6,7 @@
 #include "mori/device/coll.h"
 
 int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream) {
-  mori_coll_dev_t d = mori_coll_device_view(c);
+  mori_coll_dev_t d = c->view;
   uint64_t epoch = mori_coll_epoch(d);
   int rc = 0;
   for (uint32_t i = 0; i < a->items; i++) {
@@ -18,7 +18,7 @@ int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, 
 }
 
 int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream) {
-  mori_coll_dev_t d = mori_coll_device_view(c);
+  mori_coll_dev_t d = c->view;
   uint64_t epoch = mori_coll_epoch(d);
   int rc = 0;
   for (uint32_t i = 0; i < a->items; i++) {

@@ -122,6 +122,7 @@ static int build(mori_window_t *w, uint64_t pad_size) {
   if (rc) return rc; /* every rank failed together */
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
   rc = publish_tables(w);
+  if (!rc) w->view = mori_window_make_view(w);
   return mori_comm_agree(c, rc, "window_create");
 }
 

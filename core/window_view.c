@@ -26,7 +26,11 @@ mori_segment_t *mori_window_segment(const mori_window_t *w, size_t *offset) {
   return w->segment;
 }
 
-mori_window_dev_t mori_window_device_view(const mori_window_t *w) {
+mori_window_dev_t mori_window_device_view(const mori_window_t *w) { return w->view; }
+
+/* Called once, when the window is complete: the view never changes after
+ * (and kernels launched per call should not pay for assembling it). */
+mori_window_dev_t mori_window_make_view(const mori_window_t *w) {
   mori_window_dev_t d;
   memset(&d, 0, sizeof(d));
   mori_comm_t *c = w->comm;

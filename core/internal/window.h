@@ -19,8 +19,12 @@ struct mori_window {
   mori_arena_slot_t barrier_slot; /* the device barrier's area */
   mori_device_control_t *control; /* host-visible */
   mori_device_control_t *control_dev;
+  mori_window_dev_t view;    /* the device view, made once the window is complete */
   struct mori_window *next;  /* the process's list of windows */
 };
+
+/* Assembles the device view (window_view.c). */
+mori_window_dev_t mori_window_make_view(const mori_window_t *w);
 
 /* mori_finalize: destroys every live window. */
 void mori_window_destroy_all(void);
