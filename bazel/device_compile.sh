@@ -10,7 +10,7 @@ case "$platform" in
     # sm_90 machine code for the H200s plus PTX so newer GPUs can JIT it.
     exec "$nvcc" -std=c++17 -O3 -x cu \
       -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
-      -Xcompiler -fPIC -Xcompiler -Wall -Werror all-warnings \
+      -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -Wall -Werror all-warnings \
       -DMORI_PLATFORM_CUDA=1 "$@" -c "$src" -o "$out" ;;
   rocm)
     # Debian's hipcc (ROCm 5.2) stops at gfx90a; Debian's clang-22 also
@@ -46,7 +46,7 @@ case "$platform" in
     exec "$llvm/bin/clang" -std=c++17 -O3 -x hip "${per_target[@]}" \
       --rocm-device-lib-path="$bitcode" --hip-device-lib=ockl.bc --hip-device-lib=hip.bc \
       --hip-device-lib=oclc_abi_version_500.bc \
-      -fuse-ld=lld --ld-path="$llvm/bin/ld.lld" -fPIC -Wall -Werror \
+      -fuse-ld=lld --ld-path="$llvm/bin/ld.lld" -fPIC -fvisibility=hidden -Wall -Werror \
       -DMORI_PLATFORM_HIP=1 "$@" -c "$src" -o "$out" ;;
   *)
     echo "device_compile.sh: no device compiler for platform '$platform'" >&2
