@@ -138,7 +138,7 @@ int mori_signal_arena_assign_pair(mori_comm_t *c, size_t first_bytes, size_t sec
   if (!rc && (first_bytes > ARENA_BYTES || second_bytes > ARENA_BYTES))
     rc = mori_error_set(MORI_ENOTSUP, "signal slots of %zu + %zu bytes are larger than an arena (%d bytes)", first_bytes,
                         second_bytes, ARENA_BYTES);
-  mori_arena_slot_t run;
+  mori_arena_slot_t run = {0, 0, 0};
   pthread_mutex_lock(&all->lock);
   rc = assign_locked(c, all, rc ? 0 : total, rc, &run);
   pthread_mutex_unlock(&all->lock);

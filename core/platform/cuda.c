@@ -81,7 +81,7 @@ static int primary_context(int device, CUcontext *ctx) {
 int gpu_enter(int device, CUcontext *saved) {
   *saved = NULL;
   int rc = gpu_ready();
-  CUcontext ctx;
+  CUcontext ctx = NULL;
   if (!rc) rc = primary_context(device, &ctx);
   if (rc) return rc;
   gpu.ctxGetCurrent(saved);

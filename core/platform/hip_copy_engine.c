@@ -364,7 +364,7 @@ int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
   *out = NULL;
   int rc = load_hsa();
   if (rc) return rc;
-  hsa_agent_t agent;
+  hsa_agent_t agent = {0};
   if ((rc = agent_of_device(device, &agent)) != 0) return rc;
   struct mori_platform_queue *q = calloc(1, sizeof(*q));
   if (!q) return mori_error_set(MORI_ENOMEM, "hsa: copy queue for device %d", device);
