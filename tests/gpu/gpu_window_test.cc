@@ -107,7 +107,7 @@ TEST(GpuWindow, VmmAllocationMadeElsewhereIsRegisteredAndShared) {
     mori_pmem_t mem;
     void *va = nullptr;
     MORI_ASSERT_OK(mori_platform_mem_create(dev, bytes, MORI_HANDLE_POSIX_FD, &mem));
-    MORI_ASSERT_OK(mori_platform_va_reserve(bytes, g, &va));
+    MORI_ASSERT_OK(mori_platform_va_reserve(dev, bytes, g, &va));
     MORI_ASSERT_OK(mori_platform_mem_map(va, bytes, &mem));
     MORI_ASSERT_OK(mori_platform_set_access(va, bytes, dev));
     void *base = nullptr;
@@ -122,8 +122,8 @@ TEST(GpuWindow, VmmAllocationMadeElsewhereIsRegisteredAndShared) {
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(va));  // forgets the registration only
-    MORI_EXPECT_OK(mori_platform_mem_unmap(va, bytes));
-    MORI_EXPECT_OK(mori_platform_va_release(va, bytes));
+    MORI_EXPECT_OK(mori_platform_mem_unmap(dev, va, bytes));
+    MORI_EXPECT_OK(mori_platform_va_release(dev, va, bytes));
     MORI_EXPECT_OK(mori_platform_mem_release(&mem));
   });
 }
