@@ -50,12 +50,12 @@ gtest_counts() { echo "$(grep -c '^\[       OK' "$1") passed, $(grep -c '^\[  FA
 if [ "$what" = tests ] || [ "$what" = all ]; then
   for t in gpu_window_test gpu_coll_test; do
     echo "== $t ($ngpu ranks)"
-    MORI_TEST_RANKS=$ngpu timeout 300 .carry/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
+    MORI_TEST_RANKS=$ngpu timeout 150 .carry/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
     record "$t: $(gtest_counts "$OUT/$t.log") (exit ${PIPESTATUS[0]})"
   done
   for t in test_torch_backend test_mori_ops; do
     echo "== torch: $t"
-    timeout 400 torchrun --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
+    timeout 200 torchrun --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
       grep -E "^(PASS|FAIL|SUMMARY)" | head -60
     record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed (exit ${PIPESTATUS[0]})"
   done
