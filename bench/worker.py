@@ -107,8 +107,10 @@ def triton_push(label, with_barrier):
                 hdl.barrier()
             return ok
 
-        H.measure("a2a", chunk, label, step, check=check)
+        rec = H.measure("a2a", chunk, label, step, check=check)
         del buf, hdl
+        if "error" in rec:
+            break  # the next sizes would fail the same way
 
 
 def mori_a2a():
@@ -125,8 +127,10 @@ def mori_a2a():
                 ok &= torch.equal(out, a2a_expected(n, k))
             return ok
 
-        H.measure("a2a", chunk, "fused kernel: push + per-slice flags", lambda: mori.ops.all_to_all(inp, out, group),
-                  check=check)
+        rec = H.measure("a2a", chunk, "fused kernel: push + per-slice flags", lambda: mori.ops.all_to_all(inp, out, group),
+                        check=check)
+        if "error" in rec:
+            break
 
 
 def nvshmem_a2a():
@@ -147,8 +151,10 @@ def nvshmem_a2a():
                 dist.barrier()  # nvshmem_all_to_all has no trailing barrier
             return ok
 
-        H.measure("a2a", chunk, "nvshmem_all_to_all (synchronised)",
-                  lambda: torch.ops.symm_mem.nvshmem_all_to_all(inp, out, gname), check=check)
+        rec = H.measure("a2a", chunk, "nvshmem_all_to_all (synchronised)",
+                        lambda: torch.ops.symm_mem.nvshmem_all_to_all(inp, out, gname), check=check)
+        if "error" in rec:
+            break
 
 
 def nccl_a2a():
@@ -161,7 +167,8 @@ def nccl_a2a():
             dist.all_to_all_single(out, inp)
             return torch.equal(out, a2a_expected(n, 3))
 
-        H.measure("a2a", chunk, "all_to_all_single", lambda: dist.all_to_all_single(out, inp), check=check)
+        if "error" in H.measure("a2a", chunk, "all_to_all_single", lambda: dist.all_to_all_single(out, inp), check=check):
+            break
 
 
 def reference_sum(x):
@@ -199,8 +206,10 @@ def mori_all_reduce():
             return out
 
         label = "fused kernel: LL lines" if nbytes <= (256 << 10) else "fused kernel: reduce-scatter + all-gather"
-        H.measure("all_reduce", nbytes, label, lambda: mori.ops.all_reduce(inp, out, "sum", group),
-                  check=ar_check(run, inp, out, exact=True))
+        rec = H.measure("all_reduce", nbytes, label, lambda: mori.ops.all_reduce(inp, out, "sum", group),
+                        check=ar_check(run, inp, out, exact=True))
+        if "error" in rec:
+            break
 
 
 def one_shot_all_reduce(label):
@@ -209,7 +218,8 @@ def one_shot_all_reduce(label):
         symm_mem.rendezvous(t, gname)
         t.copy_(torch.randn(t.numel(), device=dev, dtype=torch.bfloat16))
         run = lambda: torch.ops.symm_mem.one_shot_all_reduce(t, "sum", gname)  # noqa: E731
-        H.measure("all_reduce", nbytes, label, run, check=ar_check(run, t, None, exact=False))
+        if "error" in H.measure("all_reduce", nbytes, label, run, check=ar_check(run, t, None, exact=False)):
+            break
 
 
 def nccl_all_reduce(label, symmetric):
@@ -228,7 +238,9 @@ def nccl_all_reduce(label, symmetric):
             return x
 
         # The timed op reduces in place (the value grows; only time matters).
-        H.measure("all_reduce", nbytes, label, lambda: dist.all_reduce(x), check=ar_check(run, keep, None, exact=False))
+        if "error" in H.measure("all_reduce", nbytes, label, lambda: dist.all_reduce(x),
+                                check=ar_check(run, keep, None, exact=False)):
+            break
 
 
 def barrier(label):

@@ -63,7 +63,8 @@ Group &Groups::Get(const std::string &name, int device) {
   auto g = std::make_unique<Group>();  // releases whatever is made if a step throws
   g->name = name;
   g->device = device;
-  int rc = CreateStoreBootstrap(store, name + "/" + std::to_string(device), rank, size, &g->bootstrap);
+  int instance = made_[name]++;
+  int rc = CreateStoreBootstrap(store, name + "/" + std::to_string(instance), rank, size, &g->bootstrap);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", rank, " of ", size, "): ", mori_last_error());
   static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
   static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops};

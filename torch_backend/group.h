@@ -42,6 +42,10 @@ class Groups {
 
  private:
   std::map<std::pair<std::string, int>, std::unique_ptr<Group>> groups_;
+  // Communicators made so far per group name: every rank makes them in the
+  // same order (they are collective), so the count names the store scope of
+  // the next one identically on every rank, whatever devices they are on.
+  std::map<std::string, int> made_;
 };
 
 }  // namespace mori_torch

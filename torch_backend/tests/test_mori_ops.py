@@ -162,7 +162,7 @@ def _():
 @check("bad input is a RuntimeError on every rank, naming the cause")
 def _():
     a = torch.zeros(world * 4, device=dev)
-    for args, words in [((a, torch.zeros(world * 4, device=dev, dtype=torch.int32), group.group_name), "float"),
+    for args, words in [((a, torch.zeros(world * 4, device=dev, dtype=torch.int32), group.group_name), "out is Int"),
                         ((a, torch.zeros(world * 5, device=dev), group.group_name), "elements"),
                         ((torch.zeros(world * 4 + 1, device=dev), torch.zeros(world * 4 + 1, device=dev),
                           group.group_name), "split evenly"),
