@@ -305,7 +305,8 @@ def _():
 
 @check("mismatched sizes: a RuntimeError on every rank naming the ranks")
 def _():
-    t = symm_mem.empty((4 << 20) * (1 + rank), dtype=torch.uint8, device=dev)  # whole pool segments
+    # Sizes no earlier check used: the MemPool cannot hand back a cached block.
+    t = symm_mem.empty((22 << 20) * (1 + rank), dtype=torch.uint8, device=dev)
     try:
         symm_mem.rendezvous(t, group)
         raise AssertionError("rendezvous of different sizes succeeded")
@@ -317,10 +318,11 @@ def _():
 def _():
     store = dist.distributed_c10d._get_default_store()
     before = store.num_keys()
+    held = []  # alive: each is new memory, so each rendezvous is a real exchange
     for _ in range(300):
         t = symm_mem.empty(4096, dtype=torch.uint8, device=dev)
         symm_mem.rendezvous(t, group)
-        del t
+        held.append(t)
     dist.barrier()
     grown = store.num_keys() - before
     assert grown < 4 * world + 8, f"the store grew by {grown} keys"
