@@ -10,8 +10,8 @@
 #include "mori/mem.h"
 
 enum {
-  HEADER_BYTES = 64,
-  MAX_SLICES = 256, /* per member and phase: the flags a call may use */
+  HEADER_BYTES = MORI_COLL_MAX_GRID * 8, /* the per-block epochs */
+  MAX_SLICES = 256,                      /* per member and phase: the flags a call may use */
 };
 
 /* Sizes that shape calls; environment overrides exist for tuning runs. */
@@ -22,16 +22,25 @@ static uint64_t env_bytes(const char *name, uint64_t fallback) {
   return (s && *s && end && *end == '\0' && v > 0) ? (uint64_t)v : fallback;
 }
 
-/* The slice for a chunk of `bytes`: 64 KiB pieces at most, 16 KiB at least,
- * at most MAX_SLICES of them, a multiple of 16 bytes. */
+/* The slice for `bytes` moved in flagged pieces: MORI_COLL_SLICE_BYTES, else
+ * 32 KiB pieces from 1 MiB up (enough pieces in flight to fill the links)
+ * and 16 KiB below; at most MAX_SLICES of them; a multiple of 16 bytes. */
 static void plan_slices(uint64_t bytes, uint64_t *slice, uint32_t *slices) {
-  uint64_t target = env_bytes("MORI_COLL_SLICE_BYTES", bytes >= (1u << 20) ? 64u << 10 : 16u << 10);
+  uint64_t target = env_bytes("MORI_COLL_SLICE_BYTES", bytes >= (1u << 20) ? 32u << 10 : 16u << 10);
   uint64_t s = bytes ? (bytes + target - 1) / target : 1;
   if (s > MAX_SLICES) s = MAX_SLICES;
   uint64_t each = bytes ? (bytes + s - 1) / s : 16;
   each = (each + 15) / 16 * 16;
   *slice = each;
   *slices = (uint32_t)(bytes ? (bytes + each - 1) / each : 1);
+}
+
+/* MORI_<name>=<one of choices> forces an algorithm (index), else -1. */
+static int env_choice(const char *name, const char *const *choices, int count) {
+  const char *s = getenv(name);
+  for (int i = 0; s && i < count; i++)
+    if (!strcmp(s, choices[i])) return i;
+  return -1;
 }
 
 void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)); }
@@ -96,6 +105,8 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
     c->team = team;
     c->device = mori_comm_device(comm);
     c->flag_slots = 2ull * (uint64_t)(team.size > 0 ? team.size : 1) * MAX_SLICES;
+    int grc = mori_coll_grid(c->device, &c->grid);
+    if (!rc) rc = grc;
     uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_default_timeout_ms();
     c->timeout_ns = timeout_ms * 1000000ull;
   }
@@ -142,8 +153,8 @@ static mori_coll_dev_t make_view(const mori_coll_t *c) {
   d.win = mori_window_device_view(c->win);
   d.team = c->team;
   char *local = (char *)mori_window_local_ptr(c->win);
-  d.epoch = (uint64_t *)local;
-  d.arrived = (uint32_t *)(local + 8);
+  d.epochs = (uint64_t *)local;
+  d.grid = c->grid;
   d.flags_offset = HEADER_BYTES;
   d.flag_slots = c->flag_slots;
   d.data_offset = HEADER_BYTES + c->flag_slots * 2 * sizeof(uint64_t);
@@ -167,9 +178,15 @@ static int member_or_fail(const mori_coll_t *c, const char *what) {
 
 /* ---- all-to-all ---- */
 
+/* Small chunks as LL lines (no flag round after the data), larger ones in
+ * flagged slices. MORI_A2A_ALGO=ll|slices forces one. */
 static void plan_all_to_all(const mori_coll_t *c, size_t bytes, mori_a2a_args_t *a) {
+  static const char *const algos[] = {"slices", "ll"};
   memset(a, 0, sizeof(*a));
   a->bytes = bytes;
+  int forced = env_choice("MORI_A2A_ALGO", algos, 2);
+  a->algo = forced >= 0 ? (uint32_t)forced
+          : bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 64u << 10) ? MORI_A2A_LL : MORI_A2A_SLICES;
   plan_slices(bytes, &a->slice, &a->slices);
   a->items = (uint32_t)(2 * c->team.size - 1) * a->slices;
 }
@@ -198,28 +215,36 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
 
 /* ---- all-reduce ---- */
 
+/* LL for small messages; for larger ones, one shot in flagged slices at two
+ * members (the link carries what reduce-scatter + all-gather would, in one
+ * phase) and reduce-scatter + all-gather beyond. MORI_ALLREDUCE_ALGO=
+ * ll|rsag|oneshot forces one. */
 static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dtype, mori_allreduce_args_t *a) {
+  static const char *const algos[] = {"ll", "rsag", "oneshot"};
   memset(a, 0, sizeof(*a));
   int n = c->team.size;
   uint64_t esize = mori_dtype_size(dtype), bytes = count * esize;
   a->count = count;
   a->dtype = dtype;
-  if (bytes <= env_bytes("MORI_ALLREDUCE_LL_MAX_BYTES", 256u << 10)) {
-    a->algo = MORI_ALLREDUCE_LL;
+  int forced = env_choice("MORI_ALLREDUCE_ALGO", algos, 3);
+  a->algo = forced >= 0 ? (uint32_t)forced
+          : bytes <= env_bytes("MORI_ALLREDUCE_LL_MAX_BYTES", 256u << 10) ? MORI_ALLREDUCE_LL
+          : n == 2 ? MORI_ALLREDUCE_ONESHOT : MORI_ALLREDUCE_RS_AG;
+  if (a->algo == MORI_ALLREDUCE_LL) {
     uint64_t lines = (bytes + 7) / 8;
-    a->lines_per_item = lines > 512 * 32 ? (lines + 31) / 32 : 512;
+    a->lines_per_item = env_bytes("MORI_ALLREDUCE_LL_LINES", lines > 512 * 32 ? (lines + 31) / 32 : 512);
     uint64_t runs = lines ? (lines + a->lines_per_item - 1) / a->lines_per_item : 1;
     a->items = (uint32_t)(2 * runs);
     return;
   }
-  a->algo = MORI_ALLREDUCE_RS_AG;
-  a->part_elems = ((count + (uint64_t)n - 1) / (uint64_t)n + 7) / 8 * 8;
+  int parts = a->algo == MORI_ALLREDUCE_ONESHOT ? 1 : n;
+  a->part_elems = ((count + (uint64_t)parts - 1) / (uint64_t)parts + 7) / 8 * 8;
   uint64_t slice_bytes;
   uint32_t slices;
   plan_slices(a->part_elems * esize, &slice_bytes, &slices);
   a->slice_elems = (slice_bytes / esize + 7) / 8 * 8;
   a->slices = (uint32_t)((a->part_elems + a->slice_elems - 1) / a->slice_elems);
-  a->items = (uint32_t)(2 * n - 1) * a->slices;
+  a->items = (uint32_t)(a->algo == MORI_ALLREDUCE_ONESHOT ? n : 2 * n - 1) * a->slices;
 }
 
 size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_t dtype) {
@@ -227,7 +252,8 @@ size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_
   plan_all_reduce(c, count, dtype, &a);
   uint64_t n = (uint64_t)c->team.size, esize = mori_dtype_size(dtype);
   if (a.algo == MORI_ALLREDUCE_LL) return 2 * n * ((count * esize + 7) / 8) * 16;
-  return 2 * 2 * n * a.part_elems * esize;
+  uint64_t regions = a.algo == MORI_ALLREDUCE_ONESHOT ? 1 : 2;
+  return 2 * regions * n * a.part_elems * esize;
 }
 
 int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mori_dtype_t dtype, mori_redop_t op,

@@ -18,9 +18,15 @@ struct mori_coll {
   mori_window_t *win;
   size_t staging_bytes; /* both halves */
   mori_coll_dev_t view; /* made with the workspace */
+  uint32_t grid;        /* blocks of every kernel on this context (fixed at creation) */
   uint64_t flag_slots;  /* per parity */
   int device;
 };
+
+/* The grid of every kernel on a context of `device`: the blocks the device
+ * keeps resident at once (at most MORI_COLL_MAX_GRID), at most
+ * MORI_COLL_MAX_BLOCKS (read when a context is made). Host platform: 1. */
+int mori_coll_grid(int device, uint32_t *grid);
 
 /* Runs a call: every item, then the epoch. GPU: one kernel on `stream`
  * with at most as many blocks as the device runs at once; host: in the

@@ -1,6 +1,8 @@
 // The GPU launcher: one kernel per call, as many blocks as there are items
 // but no more than the device keeps resident at once (every block must be
 // running for the waits to be met), on the caller's stream and device.
+#include <stdlib.h>
+
 #include "collectives/internal.h"
 #include "core/base/error.h"
 #include "mori/device.h"
@@ -22,54 +24,52 @@ typedef cudaError_t status_t;
 
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 512;  // the most a block has; MORI_COLL_THREADS may ask for fewer
 
 __global__ void __launch_bounds__(kThreads) all_to_all_kernel(mori_coll_dev_t c, mori_a2a_args_t a) {
-  uint64_t epoch = mori_coll_epoch(c);
-  for (uint32_t i = blockIdx.x; i < a.items; i += gridDim.x) mori_a2a_item(c, &a, epoch, i);
-  mori_coll_finish_block(c, epoch, gridDim.x);
+  uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
+  for (uint32_t i = blockIdx.x; i < a.items; i += c.grid) mori_a2a_item(c, &a, epoch, i);
+  mori_coll_finish_block(c, blockIdx.x, epoch);
 }
 
 __global__ void __launch_bounds__(kThreads) all_reduce_kernel(mori_coll_dev_t c, mori_allreduce_args_t a) {
-  uint64_t epoch = mori_coll_epoch(c);
-  for (uint32_t i = blockIdx.x; i < a.items; i += gridDim.x) mori_allreduce_item(c, &a, epoch, i);
-  mori_coll_finish_block(c, epoch, gridDim.x);
+  uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
+  for (uint32_t i = blockIdx.x; i < a.items; i += c.grid) mori_allreduce_item(c, &a, epoch, i);
+  mori_coll_finish_block(c, blockIdx.x, epoch);
+}
+
+int env_int(const char *name, int fallback) {
+  const char *s = getenv(name);
+  return s && *s ? atoi(s) : fallback;
 }
 
 int fail(status_t e, const char *what) {
   return mori_error_set(MORI_ERUNTIME, "collectives: %s: %s", what, gpu(GetErrorString)(e));
 }
 
-// Blocks of `kernel` the device keeps resident at once (cached per device).
-template <typename Kernel>
-int resident_blocks(Kernel kernel, int device, int *out) {
-  int sms = 0, per_sm = 0;
+// Blocks the device keeps resident at once for the heavier of the kernels.
+int resident_blocks(int device, int *out) {
+  int sms = 0, a2a = 0, ar = 0;
   status_t e = gpu(DeviceGetAttribute)(&sms, GPU_ATTR_SMS, device);
-  if (e == GPU_SUCCESS) e = gpu(OccupancyMaxActiveBlocksPerMultiprocessor)(&per_sm, kernel, kThreads, 0);
+  if (e == GPU_SUCCESS) e = gpu(OccupancyMaxActiveBlocksPerMultiprocessor)(&a2a, all_to_all_kernel, kThreads, 0);
+  if (e == GPU_SUCCESS) e = gpu(OccupancyMaxActiveBlocksPerMultiprocessor)(&ar, all_reduce_kernel, kThreads, 0);
   if (e != GPU_SUCCESS) return fail(e, "querying the resident blocks");
+  int per_sm = a2a < ar ? a2a : ar;
   *out = sms * (per_sm > 0 ? per_sm : 1);
   return 0;
 }
 
 template <typename Kernel, typename Args>
-int launch(const mori_coll_t *c, Kernel kernel, int slot, const Args *a, void *stream) {
+int launch(const mori_coll_t *c, Kernel kernel, const Args *a, void *stream) {
   int saved = -1;
   status_t e = gpu(GetDevice)(&saved);
   if (e == GPU_SUCCESS && saved != c->device) e = gpu(SetDevice)(c->device);
   if (e != GPU_SUCCESS) return fail(e, "selecting the context's device");
-  static int cached_blocks[64][2];
-  int max_blocks = c->device < 64 ? cached_blocks[c->device][slot] : 0;
-  int rc = 0;
-  if (max_blocks == 0) {
-    rc = resident_blocks(kernel, c->device, &max_blocks);
-    if (!rc && c->device < 64) cached_blocks[c->device][slot] = max_blocks;
-  }
-  if (!rc) {
-    unsigned grid = a->items < (uint32_t)max_blocks ? a->items : (unsigned)max_blocks;
-    kernel<<<grid ? grid : 1, kThreads, 0, (stream_t)stream>>>(c->view, *a);
-    e = gpu(GetLastError)();
-    if (e != GPU_SUCCESS) rc = fail(e, "launching the kernel");
-  }
+  int threads = env_int("MORI_COLL_THREADS", kThreads);
+  if (threads <= 0 || threads > kThreads) threads = kThreads;
+  kernel<<<c->grid, threads, 0, (stream_t)stream>>>(c->view, *a);
+  e = gpu(GetLastError)();
+  int rc = e == GPU_SUCCESS ? 0 : fail(e, "launching the kernel");
   if (saved >= 0 && saved != c->device) (void)gpu(SetDevice)(saved);
   return rc;
 }
@@ -108,10 +108,26 @@ extern "C" int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t
   return rc;
 }
 
+extern "C" int mori_coll_grid(int device, uint32_t *grid) {
+  int saved = -1;
+  status_t e = gpu(GetDevice)(&saved);
+  if (e == GPU_SUCCESS && saved != device) e = gpu(SetDevice)(device);
+  if (e != GPU_SUCCESS) return fail(e, "selecting the device");
+  int blocks = 0;
+  int rc = resident_blocks(device, &blocks);
+  if (saved >= 0 && saved != device) (void)gpu(SetDevice)(saved);
+  if (rc) return rc;
+  int cap = env_int("MORI_COLL_MAX_BLOCKS", 0);
+  if (cap > 0 && cap < blocks) blocks = cap;
+  if (blocks > MORI_COLL_MAX_GRID) blocks = MORI_COLL_MAX_GRID;
+  *grid = (uint32_t)(blocks > 0 ? blocks : 1);
+  return 0;
+}
+
 extern "C" int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream) {
-  return launch(c, all_to_all_kernel, 0, a, stream);
+  return launch(c, all_to_all_kernel, a, stream);
 }
 
 extern "C" int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream) {
-  return launch(c, all_reduce_kernel, 1, a, stream);
+  return launch(c, all_reduce_kernel, a, stream);
 }

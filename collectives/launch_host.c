@@ -5,27 +5,32 @@
 #include "mori/device.h"
 #include "mori/device/coll.h"
 
+int mori_coll_grid(int device, uint32_t *grid) {
+  *grid = 1; /* the calling CPU rank is the one block */
+  return 0;
+}
+
 int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream) {
   mori_coll_dev_t d = c->view;
-  uint64_t epoch = mori_coll_epoch(d);
+  uint64_t epoch = mori_coll_epoch(d, 0);
   int rc = 0;
   for (uint32_t i = 0; i < a->items; i++) {
     int r = mori_a2a_item(d, a, epoch, i);
     if (r && !rc) rc = r;
   }
-  mori_coll_finish_block(d, epoch, 1);
+  mori_coll_finish_block(d, 0, epoch);
   return rc ? mori_window_check(c->win) : 0;
 }
 
 int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream) {
   mori_coll_dev_t d = c->view;
-  uint64_t epoch = mori_coll_epoch(d);
+  uint64_t epoch = mori_coll_epoch(d, 0);
   int rc = 0;
   for (uint32_t i = 0; i < a->items; i++) {
     int r = mori_allreduce_item(d, a, epoch, i);
     if (r && !rc) rc = r;
   }
-  mori_coll_finish_block(d, epoch, 1);
+  mori_coll_finish_block(d, 0, epoch);
   return rc ? mori_window_check(c->win) : 0;
 }
 

@@ -16,10 +16,11 @@ if [ "$mode" = build ]; then
   tools/install_deps.sh torch
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p \
-    //tools/launch:mori_launch
+    //tests/gpu:bench_coll //tools/launch:mori_launch
   bazel build -c opt //torch_backend:mori
   rm -rf .carry && mkdir -p .carry/bin .carry/python
   cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/bench_p2p \
+    bazel-bin/tests/gpu/bench_coll \
     bazel-bin/tools/launch/mori_launch .carry/bin/
   cp -r torch_backend/python/mori .carry/python/
   for lib in libmori_torch.so libmori_torch_mempool.so; do

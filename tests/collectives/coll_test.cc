@@ -42,10 +42,14 @@ TEST(Collectives, AllToAllEverySizeBackToBack) {
     mori_coll_attr_init(&attr);
     attr.workspace_bytes = 4 << 20;
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
-    for (size_t bytes : {(size_t)1, (size_t)100, (size_t)4096, (size_t)65536 + 48, (size_t)300000}) {
-      MORI_ASSERT_OK(mori_coll_reserve(coll, mori_all_to_all_workspace(coll, bytes)));
-      CheckAllToAll(coll, rank, size, bytes, 5);
+    for (const char *algo : {"ll", "slices", ""}) {  // each forced, then the automatic choice
+      setenv("MORI_A2A_ALGO", algo, 1);
+      for (size_t bytes : {(size_t)1, (size_t)100, (size_t)4096, (size_t)65536 + 48, (size_t)300000}) {
+        MORI_ASSERT_OK(mori_coll_reserve(coll, mori_all_to_all_workspace(coll, bytes)));
+        CheckAllToAll(coll, rank, size, bytes, 5);
+      }
     }
+    unsetenv("MORI_A2A_ALGO");
     MORI_EXPECT_OK(mori_coll_check(coll));
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
@@ -90,8 +94,8 @@ TEST(Collectives, AllReduceBothAlgorithmsEveryTypeAndOp) {
     ASSERT_TRUE(w.ok());
     mori_coll_t *coll = nullptr;
     MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
-    for (const char *ll_max : {"1048576", "64"}) {  // everything LL, then RS_AG from 64 bytes up
-      setenv("MORI_ALLREDUCE_LL_MAX_BYTES", ll_max, 1);
+    for (const char *algo : {"ll", "rsag", "oneshot"}) {
+      setenv("MORI_ALLREDUCE_ALGO", algo, 1);
       for (mori_dtype_t dtype : {MORI_FLOAT32, MORI_BFLOAT16, MORI_FLOAT16})
         for (mori_redop_t op : {MORI_REDOP_SUM, MORI_REDOP_AVG, MORI_REDOP_MAX, MORI_REDOP_MIN})
           for (size_t count : {(size_t)1, (size_t)7, (size_t)1000, (size_t)33333}) {
@@ -100,7 +104,7 @@ TEST(Collectives, AllReduceBothAlgorithmsEveryTypeAndOp) {
             CheckAllReduce(coll, rank, size, count, dtype, op, 2, (count % 2) == 1);
           }
     }
-    unsetenv("MORI_ALLREDUCE_LL_MAX_BYTES");
+    unsetenv("MORI_ALLREDUCE_ALGO");
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
 }

@@ -158,3 +158,21 @@ int coll_graph_replay(void *graph, void *stream) {
 void coll_graph_free(void *graph) { (void)gpu(GraphExecDestroy)((graph_exec_t)graph); }
 
 int coll_stream_sync(void *stream) { return gpu(StreamSynchronize)((stream_t)stream) == GPU_SUCCESS ? 0 : -1; }
+
+double coll_time_replays(void *graph, void *stream, int replays) {
+#if defined(MORI_DEVICE_COMPILER_HIP)
+  hipEvent_t a, b;
+#else
+  cudaEvent_t a, b;
+#endif
+  if (gpu(EventCreate)(&a) != GPU_SUCCESS || gpu(EventCreate)(&b) != GPU_SUCCESS) return -1;
+  (void)gpu(EventRecord)(a, (stream_t)stream);
+  for (int r = 0; r < replays; r++) (void)gpu(GraphLaunch)((graph_exec_t)graph, (stream_t)stream);
+  (void)gpu(EventRecord)(b, (stream_t)stream);
+  (void)gpu(EventSynchronize)(b);
+  float ms = 0;
+  (void)gpu(EventElapsedTime)(&ms, a, b);
+  (void)gpu(EventDestroy)(a);
+  (void)gpu(EventDestroy)(b);
+  return (double)ms * 1e3 / replays;
+}

@@ -36,6 +36,8 @@ int coll_capture_begin(void *stream);
 // Ends the capture; *graph receives an instantiated graph.
 int coll_capture_end(void *stream, void **graph);
 int coll_graph_replay(void *graph, void *stream);
+// Microseconds for `replays` back-to-back replays, timed with events.
+double coll_time_replays(void *graph, void *stream, int replays);
 void coll_graph_free(void *graph);
 int coll_stream_sync(void *stream);
 

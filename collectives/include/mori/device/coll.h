@@ -5,15 +5,17 @@
  * in the workspace window's mailbox). For HIP, CUDA and plain C (CPU ranks).
  *
  * Each call is a list of items (see all_to_all.h, all_reduce.h); a kernel
- * runs them with:
+ * of exactly ctx.grid blocks runs them with:
  *
- *     uint64_t epoch = mori_coll_epoch(ctx);
- *     for (uint32_t i = blockIdx.x; i < args.items; i += gridDim.x)
+ *     uint64_t epoch = mori_coll_epoch(ctx, blockIdx.x);
+ *     for (uint32_t i = blockIdx.x; i < args.items; i += ctx.grid)
  *       mori_a2a_item(ctx, &args, epoch, i);
- *     mori_coll_finish_block(ctx, epoch, gridDim.x);
+ *     mori_coll_finish_block(ctx, blockIdx.x, epoch);
  *
- * with every block resident (grid no larger than the device runs at once),
- * so that users can fuse a collective with their own work in one kernel.
+ * (every block of the grid, even one without items, counts the call), so
+ * that users can fuse a collective with their own work in one kernel. The
+ * grid is no larger than the device keeps resident at once: the waits of
+ * one block are met by pushes of others.
  * mori/collectives.h launches these kernels for you. */
 #ifndef MORI_DEVICE_COLL_H
 #define MORI_DEVICE_COLL_H

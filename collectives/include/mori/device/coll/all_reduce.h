@@ -25,23 +25,7 @@
 
 #include "mori/device/coll/numeric.h"
 #include "mori/device/coll/sync.h"
-
-/* ---- helpers: 8-byte words of a buffer that may end mid-word ---- */
-
-MORI_HOST_DEVICE uint64_t mori_ar_load_word(const char *base, uint64_t byte, uint64_t end) {
-  if (byte + 8 <= end && (((uintptr_t)(base + byte)) & 7) == 0) return *(const uint64_t *)(base + byte);
-  uint64_t w = 0;
-  for (int i = 0; i < 8 && byte + (uint64_t)i < end; i++) w |= (uint64_t)(uint8_t)base[byte + i] << (8 * i);
-  return w;
-}
-
-MORI_HOST_DEVICE void mori_ar_store_word(char *base, uint64_t byte, uint64_t end, uint64_t w) {
-  if (byte + 8 <= end && (((uintptr_t)(base + byte)) & 7) == 0) {
-    *(uint64_t *)(base + byte) = w;
-    return;
-  }
-  for (int i = 0; i < 8 && byte + (uint64_t)i < end; i++) base[byte + i] = (char)(w >> (8 * i));
-}
+#include "mori/device/coll/words.h"
 
 /* acc[j] := reduction of element j of the words seen so far (rank order),
  * in fp32: one rounding, at the end. */
@@ -126,6 +110,7 @@ MORI_DEVICE_INLINE int mori_ar_ll_item(mori_coll_dev_t c, const mori_allreduce_a
 
 /* ---- RS_AG ---- */
 
+
 /* Elements [*begin, *end) of slice s of part p. */
 MORI_HOST_DEVICE void mori_ar_slice(const mori_allreduce_args_t *a, int p, uint32_t s, uint64_t *begin, uint64_t *end) {
   uint64_t part_begin = (uint64_t)p * a->part_elems, part_end = part_begin + a->part_elems;
@@ -143,6 +128,47 @@ MORI_HOST_DEVICE uint64_t mori_ar_staging_offset(const mori_allreduce_args_t *a,
   uint64_t esize = mori_dtype_size(a->dtype);
   return (((uint64_t)region * (uint64_t)n + (uint64_t)src) * a->part_elems + elem_in_part) * esize;
 }
+
+/* Elements [b, e) of the buffer reduced over every member in rank order:
+ * this rank's input for itself, the copy member src staged (region 0, slot
+ * src, at element index - base) for the others; the result goes to out.
+ * Words of 8 bytes; the range ends on a word boundary except at the end of
+ * the buffer (handled by the word helpers). */
+MORI_DEVICE_INLINE void mori_ar_reduce_range(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch,
+                                             uint64_t b, uint64_t e, uint64_t base) {
+  int n = c.team.size, me = c.team.rank;
+  uint64_t esize = mori_dtype_size(a->dtype), bytes_end = a->count * esize;
+  int t = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK();
+  const char *in = (const char *)a->in;
+  for (uint64_t byte = b * esize + (uint64_t)t * 8; byte < e * esize; byte += (uint64_t)threads * 8) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int src = 0; src < n; src++) {
+      uint64_t w;
+      if (src == me) {
+        w = mori_ar_load_word(in, byte, bytes_end);
+      } else {
+        const char *staged = mori_coll_staging(c, me, epoch, mori_ar_staging_offset(a, n, 0, src, 0));
+        uint64_t rel = byte - base * esize;
+        w = mori_ar_load_word(staged, rel, rel + (bytes_end - byte));
+      }
+      mori_ar_accumulate(acc, w, src == 0, a->dtype, a->op);
+    }
+    mori_ar_store_word((char *)a->out, byte, bytes_end, mori_ar_pack(acc, a->dtype, a->op, n));
+  }
+}
+
+/* Waits for slice s's flags from every other member (RS region). */
+MORI_DEVICE_INLINE int mori_ar_wait_slice(mori_coll_dev_t c, uint64_t epoch, uint32_t S, uint32_t s) {
+  int n = c.team.size, me = c.team.rank, rc = MORI_DEVICE_OK;
+  for (int src = 0; src < n; src++) {
+    if (src == me) continue;
+    int r = mori_coll_wait_block(c, mori_coll_flag(c, me, epoch, (uint64_t)src * S + s), epoch,
+                                 mori_team_to_world(c.team, src), (uint32_t)((uint64_t)src * S + s));
+    if (r && !rc) rc = r;
+  }
+  return rc;
+}
+
 
 MORI_DEVICE_INLINE int mori_ar_rsag_item(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch, uint32_t item) {
   int n = c.team.size, me = c.team.rank;
@@ -165,31 +191,8 @@ MORI_DEVICE_INLINE int mori_ar_rsag_item(mori_coll_dev_t c, const mori_allreduce
     uint64_t b, e;
     mori_ar_slice(a, me, s, &b, &e);
     uint64_t in_part = b - (uint64_t)me * a->part_elems;
-    int rc = MORI_DEVICE_OK;
-    for (int src = 0; src < n; src++) {
-      if (src == me) continue;
-      int r = mori_coll_wait_block(c, mori_coll_flag(c, me, epoch, (uint64_t)src * S + s), epoch,
-                                   mori_team_to_world(c.team, src), (uint32_t)((uint64_t)src * S + s));
-      if (r && !rc) rc = r;
-    }
-    /* Words of 8 bytes, rank order; the slice ends on a word boundary
-     * except at the end of the buffer (handled by the word helpers). */
-    uint64_t bytes_end = a->count * esize;
-    for (uint64_t byte = b * esize + (uint64_t)t * 8; byte < e * esize; byte += (uint64_t)threads * 8) {
-      float acc[4] = {0, 0, 0, 0};
-      for (int src = 0; src < n; src++) {
-        uint64_t w;
-        if (src == me) {
-          w = mori_ar_load_word(in, byte, bytes_end);
-        } else {
-          const char *staged = mori_coll_staging(c, me, epoch, mori_ar_staging_offset(a, n, 0, src, 0));
-          uint64_t rel = byte - (uint64_t)me * a->part_elems * esize;
-          w = mori_ar_load_word(staged, rel, rel + (bytes_end - byte));
-        }
-        mori_ar_accumulate(acc, w, src == 0, a->dtype, a->op);
-      }
-      mori_ar_store_word(out, byte, bytes_end, mori_ar_pack(acc, a->dtype, a->op, n));
-    }
+    int rc = mori_ar_wait_slice(c, epoch, S, s);
+    mori_ar_reduce_range(c, a, epoch, b, e, (uint64_t)me * a->part_elems);
     MORI_SYNC_BLOCK(); /* the reduced slice is in out before it is pushed */
     for (int k = 1; k < n; k++) {
       int dst = (me + k) % n;
@@ -211,8 +214,32 @@ MORI_DEVICE_INLINE int mori_ar_rsag_item(mori_coll_dev_t c, const mori_allreduce
   return rc;
 }
 
+/* ---- ONESHOT: every member's whole buffer in flagged slices ---- */
+
+MORI_DEVICE_INLINE int mori_ar_oneshot_item(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch,
+                                            uint32_t item) {
+  int n = c.team.size, me = c.team.rank;
+  uint32_t S = a->slices, s = item % S;
+  uint64_t esize = mori_dtype_size(a->dtype), b, e;
+  mori_ar_slice(a, 0, s, &b, &e);
+  if (item < (uint32_t)(n - 1) * S) {
+    int dst = (me + 1 + (int)(item / S)) % n;
+    char *remote = mori_coll_staging(c, dst, epoch, mori_ar_staging_offset(a, n, 0, me, b));
+    mori_copy_cooperative(remote, (const char *)a->in + b * esize, (e - b) * esize, MORI_THREAD_RANK_BLOCK(),
+                          MORI_THREAD_COUNT_BLOCK());
+    mori_coll_signal_block(mori_coll_flag(c, dst, epoch, (uint64_t)me * S + s), epoch);
+    return MORI_DEVICE_OK;
+  }
+  int rc = mori_ar_wait_slice(c, epoch, S, s);
+  mori_ar_reduce_range(c, a, epoch, b, e, 0);
+  MORI_SYNC_BLOCK();
+  return rc;
+}
+
 MORI_DEVICE_INLINE int mori_allreduce_item(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch, uint32_t item) {
-  return a->algo == MORI_ALLREDUCE_LL ? mori_ar_ll_item(c, a, epoch, item) : mori_ar_rsag_item(c, a, epoch, item);
+  if (a->algo == MORI_ALLREDUCE_LL) return mori_ar_ll_item(c, a, epoch, item);
+  if (a->algo == MORI_ALLREDUCE_ONESHOT) return mori_ar_oneshot_item(c, a, epoch, item);
+  return mori_ar_rsag_item(c, a, epoch, item);
 }
 
 #endif

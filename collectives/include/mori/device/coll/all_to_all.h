@@ -18,9 +18,55 @@
 #define MORI_DEVICE_COLL_ALL_TO_ALL_H
 
 #include "mori/device/coll/sync.h"
+#include "mori/device/coll/words.h"
 
-/* The staging bytes per source slot (a whole number of slices). */
-MORI_HOST_DEVICE uint64_t mori_a2a_slot_bytes(const mori_a2a_args_t *a) { return a->slice * a->slices; }
+/* The staging bytes per source slot: a whole number of slices (LL: two
+ * bytes of line per byte of data). */
+MORI_HOST_DEVICE uint64_t mori_a2a_slot_bytes(const mori_a2a_args_t *a) {
+  return a->slice * a->slices * (a->algo == MORI_A2A_LL ? 2 : 1);
+}
+
+/* LL: one item moves `slice` bytes (a multiple of 8) of one member's chunk
+ * as 16-byte lines {4 data bytes, epoch, 4 data bytes, epoch}; the reader
+ * spins on the lines themselves, so no flag round follows the data. */
+MORI_DEVICE_INLINE int mori_a2a_ll_item(mori_coll_dev_t c, const mori_a2a_args_t *a, uint64_t epoch, int kind, int member,
+                                        uint64_t off, uint64_t len) {
+  int me = c.team.rank, t = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK(), rc = MORI_DEVICE_OK;
+  uint64_t flag = (uint64_t)(uint32_t)epoch << 32, line0 = off / 8, lines = (len + 7) / 8;
+  if (kind == 0) { /* push to member */
+    const char *src = a->in + (uint64_t)member * a->bytes;
+    uint64_t *dst = (uint64_t *)mori_coll_staging(c, member, epoch, (uint64_t)me * mori_a2a_slot_bytes(a));
+    for (uint64_t l = (uint64_t)t; l < lines; l += (uint64_t)threads) {
+      uint64_t w = mori_ar_load_word(src, off + l * 8, a->bytes);
+      mori_store_ll_line(dst + 2 * (line0 + l), (w & 0xffffffffull) | flag, (w >> 32) | flag);
+    }
+    return rc;
+  }
+  const uint64_t *lines_in = (const uint64_t *)mori_coll_staging(c, me, epoch, (uint64_t)member * mori_a2a_slot_bytes(a));
+  char *out = a->out + (uint64_t)member * a->bytes;
+  for (uint64_t l = (uint64_t)t; l < lines; l += (uint64_t)threads) {
+    uint64_t lo, hi, start = 0;
+    for (uint32_t spin = 0;; spin++) {
+      mori_load_ll_line(lines_in + 2 * (line0 + l), &lo, &hi);
+      if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
+      if (spin == 0) start = mori_clock_ns();
+      if ((spin & 1023) == 1023) {
+        uint64_t waited = mori_clock_ns() - start;
+        int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
+                : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
+        if (bad) {
+          rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, member), (uint32_t)(line0 + l), waited, epoch,
+                                  lo >> 32);
+          break;
+        }
+      }
+      mori_pause();
+    }
+    if (rc) break;
+    mori_ar_store_word(out, off + l * 8, a->bytes, (lo & 0xffffffffull) | (hi << 32));
+  }
+  return rc;
+}
 
 /* One item of the call; block scope. Returns 0 or the error a wait left in
  * the mailbox. */
@@ -32,6 +78,10 @@ MORI_DEVICE_INLINE int mori_a2a_item(mori_coll_dev_t c, const mori_a2a_args_t *a
   uint64_t off = (uint64_t)s * a->slice;
   uint64_t len = off < a->bytes ? (a->bytes - off < a->slice ? a->bytes - off : a->slice) : 0;
   int t = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK();
+  if (a->algo == MORI_A2A_LL && item < kind_end_push)
+    return mori_a2a_ll_item(c, a, epoch, 0, (me + 1 + (int)(item / S)) % n, off, len);
+  if (a->algo == MORI_A2A_LL && item >= kind_end_own)
+    return mori_a2a_ll_item(c, a, epoch, 1, (me - 1 - (int)((item - kind_end_own) / S) + n) % n, off, len);
   if (item < kind_end_push) {
     int k = 1 + (int)(item / S), dst = (me + k) % n;
     char *remote = mori_coll_staging(c, dst, epoch, (uint64_t)me * mori_a2a_slot_bytes(a) + off);

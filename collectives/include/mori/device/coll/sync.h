@@ -9,8 +9,10 @@
 #include "mori/device/coll/types.h"
 #include "mori/device/put.h"
 
-/* The epoch of the call about to run (read by every block at its start). */
-MORI_DEVICE_INLINE uint64_t mori_coll_epoch(mori_coll_dev_t c) { return mori_load_volatile_u64(c.epoch) + 1; }
+/* The epoch of the call about to run, for block `block` (< c.grid). */
+MORI_DEVICE_INLINE uint64_t mori_coll_epoch(mori_coll_dev_t c, uint32_t block) {
+  return mori_load_volatile_u64(c.epochs + block) + 1;
+}
 
 MORI_DEVICE_INLINE char *mori_coll_at(mori_coll_dev_t c, int member, uint64_t offset) {
   return (char *)mori_peer_ptr(c.win, mori_team_to_world(c.team, member), offset);
@@ -64,14 +66,11 @@ MORI_DEVICE_INLINE int mori_coll_wait_block(mori_coll_dev_t c, const uint64_t *f
   return rc;
 }
 
-/* The block is done with the call; the last block to finish publishes the
- * epoch, so the next call (stream-ordered after this one) takes the next. */
-MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint64_t epoch, uint32_t blocks) {
+/* The block is done with the call: it records the epoch, for its next call
+ * (stream-ordered after this one) to take the next. */
+MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block, uint64_t epoch) {
   MORI_SYNC_BLOCK();
-  if (MORI_THREAD_RANK_BLOCK() == 0 && mori_atomic_add_u32(c.arrived, 1) == blocks - 1) {
-    *(volatile uint32_t *)c.arrived = 0;
-    *(volatile uint64_t *)c.epoch = epoch;
-  }
+  if (MORI_THREAD_RANK_BLOCK() == 0) *(volatile uint64_t *)(c.epochs + block) = epoch;
 }
 
 #endif

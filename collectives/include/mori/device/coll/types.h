@@ -6,6 +6,9 @@
 #include "mori/device/team.h"
 #include "mori/device/window.h"
 
+/* The most blocks a collective kernel runs (each has an epoch counter). */
+#define MORI_COLL_MAX_GRID 1024
+
 typedef enum mori_dtype {
   MORI_FLOAT32 = 0,
   MORI_BFLOAT16 = 1,
@@ -21,17 +24,21 @@ typedef enum mori_redop {
 
 /* A collective context on the device: a workspace window and a team whose
  * members are all load/store reachable. Each rank's workspace holds
- *   [0, 64)                      epoch (u64) and arrived-blocks (u32): local only
- *   [flags_offset, +2*flag_slots*8)   flags, one set per parity, written by peers
- *   [data_offset, +data_bytes)        staging, two halves (parities)
- * A call takes the next epoch; parity = epoch & 1 picks the halves, so a
- * peer can run one call ahead without overwriting what this rank still
- * reads (it cannot run two ahead: every call needs every rank's data). */
+ *   [0, grid*8)                        one epoch per block (local only)
+ *   [flags_offset, +2*flag_slots*8)    flags, one set per parity, written by peers
+ *   [data_offset, +data_bytes)         staging, two halves (parities)
+ * Every kernel on a context runs `grid` blocks, and block b counts the calls
+ * in epochs[b]: it reads its own counter at its start and writes it at its
+ * end, so no block waits for another and no atomic sits on the critical
+ * path. A call's epoch picks the parity (epoch & 1) of flags and staging,
+ * so a peer can run one call ahead without overwriting what this rank
+ * still reads (it cannot run two ahead: every call needs every rank's data). */
 typedef struct mori_coll_dev {
   mori_window_dev_t win;
   mori_team_t team;
-  uint64_t *epoch;     /* this rank's count of calls (device memory) */
-  uint32_t *arrived;   /* blocks that finished the current call */
+  uint64_t *epochs;    /* per block: calls this block has finished (device memory) */
+  uint32_t grid;       /* blocks of every kernel on this context (1 on the host platform) */
+  uint32_t reserved;
   uint64_t flags_offset;
   uint64_t flag_slots; /* u64 flags per parity */
   uint64_t data_offset;
@@ -39,19 +46,28 @@ typedef struct mori_coll_dev {
   uint64_t timeout_ns; /* every wait; 0 waits forever (the abort flag still ends it) */
 } mori_coll_dev_t;
 
-/* all-to-all of `bytes` per team member: out[src] = src's in[me]. */
+enum mori_a2a_algo {
+  MORI_A2A_SLICES = 0, /* slices with a flag each (large chunks) */
+  MORI_A2A_LL = 1,     /* every 8 bytes travel with their arrival flag (small chunks) */
+};
+
+/* all-to-all of `bytes` per team member: out[src] = src's in[me]. Items
+ * come in three runs of (n - 1) * slices, slices and (n - 1) * slices. */
 typedef struct mori_a2a_args {
   const char *in;
   char *out;
   uint64_t bytes;  /* per member */
-  uint64_t slice;  /* bytes per slice, a multiple of 16 */
+  uint64_t slice;  /* bytes per slice (SLICES: a multiple of 16; LL: of 8) */
   uint32_t slices; /* per member */
   uint32_t items;  /* (2n - 1) * slices */
+  uint32_t algo;   /* mori_a2a_algo */
+  uint32_t reserved;
 } mori_a2a_args_t;
 
 enum mori_allreduce_algo {
-  MORI_ALLREDUCE_LL = 0,    /* one shot; every 8 bytes travel with their arrival flag */
-  MORI_ALLREDUCE_RS_AG = 1, /* reduce-scatter + all-gather in slices, each with a flag */
+  MORI_ALLREDUCE_LL = 0,      /* one shot; every 8 bytes travel with their arrival flag */
+  MORI_ALLREDUCE_RS_AG = 1,   /* reduce-scatter + all-gather in slices, each with a flag */
+  MORI_ALLREDUCE_ONESHOT = 2, /* every member's whole input pushed in flagged slices; each reduces all */
 };
 
 typedef struct mori_allreduce_args {
@@ -64,7 +80,8 @@ typedef struct mori_allreduce_args {
   uint32_t items;
   /* LL: lines (8 bytes of data each) per item. */
   uint64_t lines_per_item;
-  /* RS_AG: elements per part (a multiple of 8), per slice, slices per part. */
+  /* RS_AG: elements per part (a multiple of 8), per slice, slices per part.
+   * ONESHOT: one part (the whole buffer), cut into slices the same way. */
   uint64_t part_elems;
   uint64_t slice_elems;
   uint32_t slices;

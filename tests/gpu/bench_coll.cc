@@ -1,0 +1,139 @@
+// Microbenchmark (not a test): the fused collectives' GPU time under graph
+// replay across their tuning knobs (algorithm, slice size, block count,
+// threads per block), and the launch floor, so that defaults are chosen by
+// measurement. Run with
+//   mori_launch -n <gpus> bench_coll
+// Prints one "RESULT {json}" line per measurement from rank 0.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "mori/collectives.h"
+#include "tests/gpu/coll_kernels.h"
+#include "tests/gpu/gpu_kernels.h"
+#include "tests/support/world.h"
+
+namespace {
+
+struct Knobs {
+  const char *algo_var, *algo;
+  uint64_t slice;  // 0: default
+  int blocks;      // the context's grid (fixed when it is made; 0: every resident block)
+  int threads;     // 0: default
+  uint64_t ll_lines;
+};
+
+void Apply(const Knobs &k) {
+  unsetenv("MORI_A2A_ALGO");
+  unsetenv("MORI_ALLREDUCE_ALGO");
+  if (k.algo_var) setenv(k.algo_var, k.algo, 1);
+  if (k.slice) setenv("MORI_COLL_SLICE_BYTES", std::to_string(k.slice).c_str(), 1);
+  else unsetenv("MORI_COLL_SLICE_BYTES");
+  if (k.threads) setenv("MORI_COLL_THREADS", std::to_string(k.threads).c_str(), 1);
+  else unsetenv("MORI_COLL_THREADS");
+  if (k.ll_lines) setenv("MORI_ALLREDUCE_LL_LINES", std::to_string(k.ll_lines).c_str(), 1);
+  else unsetenv("MORI_ALLREDUCE_LL_LINES");
+}
+
+// Microseconds per call: `calls` captured in a graph, replayed `replays` times.
+template <typename Call>
+double GraphTime(void *stream, Call call, int calls = 20, int replays = 10) {
+  for (int i = 0; i < 3; i++) call();
+  coll_stream_sync(stream);
+  if (coll_capture_begin(stream) != 0) return -1;
+  for (int i = 0; i < calls; i++) call();
+  void *graph = nullptr;
+  if (coll_capture_end(stream, &graph) != 0) return -1;
+  coll_graph_replay(graph, stream);
+  coll_stream_sync(stream);
+  double us = coll_time_replays(graph, stream, replays) / (double)calls;
+  coll_graph_free(graph);
+  return us;
+}
+
+}  // namespace
+
+int main() {
+  int rank = atoi(getenv("MORI_RANK") ? getenv("MORI_RANK") : "0");
+  if (gpu_select_device(atoi(getenv("MORI_LOCAL_RANK") ? getenv("MORI_LOCAL_RANK") : "0")) < 0) {
+    fprintf(stderr, "bench_coll: no GPU: %s\n", gpu_last_error());
+    return 1;
+  }
+  mori_test::World w;
+  if (!w.ok()) return 1;
+  void *stream = coll_stream_new();
+  const uint64_t max_bytes = 64ull << 20;
+  int n = 0, check = 0;
+  void *in = gpu_alloc(max_bytes), *out = gpu_alloc(max_bytes);
+  auto report = [&](const char *what, uint64_t bytes, const Knobs &k, double us) {
+    if (rank == 0)
+      printf("RESULT {\"what\": \"%s\", \"ranks\": %d, \"bytes\": %llu, \"algo\": \"%s\", \"slice\": %llu, \"grid\": %d, "
+             "\"threads\": %d, \"ll_lines\": %llu, \"us\": %.3f}\n",
+             what, n, (unsigned long long)bytes, k.algo ? k.algo : "auto", (unsigned long long)k.slice, k.blocks,
+             k.threads, (unsigned long long)k.ll_lines, us);
+    fflush(stdout);
+  };
+  {
+    Knobs none = {nullptr, nullptr, 0, 0, 0, 0};
+    mori_bootstrap_barrier(w.bootstrap);
+    report("floor", 0, none, GraphTime(stream, [&] { coll_delay(0, stream); }));
+  }
+  // One context per grid: the grid is fixed when a context is made.
+  for (int grid : {132, 264, 0}) {
+    if (grid) setenv("MORI_COLL_MAX_BLOCKS", std::to_string(grid).c_str(), 1);
+    else unsetenv("MORI_COLL_MAX_BLOCKS");
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = 256ull << 20;
+    mori_coll_t *coll = nullptr;
+    if (mori_coll_create(w.comm, &attr, &coll)) {
+      fprintf(stderr, "bench_coll: %s\n", mori_last_error());
+      return 1;
+    }
+    n = mori_coll_team(coll).size;
+    coll_fill_a2a(in, max_bytes / n, rank, n, 1, stream);
+    std::vector<Knobs> a2a_knobs = {{nullptr, nullptr, 0, grid, 0, 0}, {"MORI_A2A_ALGO", "ll", 0, grid, 0, 0}};
+    for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10})
+      for (int threads : {256, 512}) a2a_knobs.push_back({"MORI_A2A_ALGO", "slices", slice, grid, threads, 0});
+    for (uint64_t bytes : {64ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20}) {
+      for (const Knobs &k : a2a_knobs) {
+        if (k.algo && std::string(k.algo) == "ll" && bytes > (1u << 20)) continue;
+        Apply(k);
+        mori_bootstrap_barrier(w.bootstrap);
+        int rc = 0;
+        double us = GraphTime(stream, [&] { rc |= mori_all_to_all(coll, in, out, bytes, stream); });
+        if (rc) fprintf(stderr, "rank %d: all_to_all: %s\n", rank, mori_last_error());
+        report("coll_a2a", bytes, k, rc ? -1 : us);
+      }
+    }
+    std::vector<Knobs> ar_knobs = {{nullptr, nullptr, 0, grid, 0, 0}};
+    for (uint64_t lines : {128u, 256u, 512u}) ar_knobs.push_back({"MORI_ALLREDUCE_ALGO", "ll", 0, grid, 0, lines});
+    for (const char *algo : {"oneshot", "rsag"})
+      for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10})
+        for (int threads : {256, 512}) ar_knobs.push_back({"MORI_ALLREDUCE_ALGO", algo, slice, grid, threads, 0});
+    for (uint64_t bytes : {16ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20}) {
+      for (const Knobs &k : ar_knobs) {
+        if (k.algo && std::string(k.algo) == "ll" && bytes > (1u << 20)) continue;
+        Apply(k);
+        mori_bootstrap_barrier(w.bootstrap);
+        int rc = 0;
+        double us = GraphTime(stream, [&] {
+          rc |= mori_all_reduce(coll, in, out, bytes / 2, MORI_BFLOAT16, MORI_REDOP_SUM, stream);
+        });
+        if (rc) fprintf(stderr, "rank %d: all_reduce: %s\n", rank, mori_last_error());
+        report("coll_all_reduce", bytes, k, rc ? -1 : us);
+      }
+    }
+    coll_stream_sync(stream);
+    if (mori_coll_check(coll)) {
+      fprintf(stderr, "rank %d: a kernel reported: %s\n", rank, mori_last_error());
+      check = 1;
+    }
+    mori_coll_destroy(coll);
+  }
+  gpu_free(in);
+  gpu_free(out);
+  coll_stream_free(stream);
+  return check ? 1 : 0;
+}
