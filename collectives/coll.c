@@ -23,10 +23,11 @@ static uint64_t env_bytes(const char *name, uint64_t fallback) {
 }
 
 /* The slice for `bytes` moved in flagged pieces: MORI_COLL_SLICE_BYTES, else
- * 32 KiB pieces from 1 MiB up (enough pieces in flight to fill the links)
- * and 16 KiB below; at most MAX_SLICES of them; a multiple of 16 bytes. */
+ * 32 KiB pieces from 2 MiB up and 16 KiB below (the best of a sweep on
+ * H200s, tests/gpu/bench_coll); at most MAX_SLICES of them; a multiple of
+ * 16 bytes. */
 static void plan_slices(uint64_t bytes, uint64_t *slice, uint32_t *slices) {
-  uint64_t target = env_bytes("MORI_COLL_SLICE_BYTES", bytes >= (1u << 20) ? 32u << 10 : 16u << 10);
+  uint64_t target = env_bytes("MORI_COLL_SLICE_BYTES", bytes >= (2u << 20) ? 32u << 10 : 16u << 10);
   uint64_t s = bytes ? (bytes + target - 1) / target : 1;
   if (s > MAX_SLICES) s = MAX_SLICES;
   uint64_t each = bytes ? (bytes + s - 1) / s : 16;
@@ -186,9 +187,16 @@ static void plan_all_to_all(const mori_coll_t *c, size_t bytes, mori_a2a_args_t 
   a->bytes = bytes;
   int forced = env_choice("MORI_A2A_ALGO", algos, 2);
   a->algo = forced >= 0 ? (uint32_t)forced
-          : bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 64u << 10) ? MORI_A2A_LL : MORI_A2A_SLICES;
+          : bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) ? MORI_A2A_LL : MORI_A2A_SLICES;
+  /* 256 threads per block moved slices faster up to 4 MiB per member, 512
+   * beyond (measured). */
+  a->threads = bytes <= (4u << 20) ? 256 : 512;
   plan_slices(bytes, &a->slice, &a->slices);
-  a->items = (uint32_t)(2 * c->team.size - 1) * a->slices;
+  uint32_t n = (uint32_t)c->team.size, S = a->slices;
+  a->items = (2 * n - 1) * S;
+  a->kind_end[0] = (n - 1) * S;
+  a->kind_end[1] = n * S;
+  a->kind_end[2] = a->items;
 }
 
 size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
@@ -215,10 +223,9 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
 
 /* ---- all-reduce ---- */
 
-/* LL for small messages; for larger ones, one shot in flagged slices at two
- * members (the link carries what reduce-scatter + all-gather would, in one
- * phase) and reduce-scatter + all-gather beyond. MORI_ALLREDUCE_ALGO=
- * ll|rsag|oneshot forces one. */
+/* LL up to 1 MiB; reduce-scatter + all-gather beyond (it beat one shot in
+ * flagged slices even at two members, whose link bytes are the same:
+ * measured). MORI_ALLREDUCE_ALGO=ll|rsag|oneshot forces one. */
 static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dtype, mori_allreduce_args_t *a) {
   static const char *const algos[] = {"ll", "rsag", "oneshot"};
   memset(a, 0, sizeof(*a));
@@ -228,13 +235,15 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   a->dtype = dtype;
   int forced = env_choice("MORI_ALLREDUCE_ALGO", algos, 3);
   a->algo = forced >= 0 ? (uint32_t)forced
-          : bytes <= env_bytes("MORI_ALLREDUCE_LL_MAX_BYTES", 256u << 10) ? MORI_ALLREDUCE_LL
-          : n == 2 ? MORI_ALLREDUCE_ONESHOT : MORI_ALLREDUCE_RS_AG;
+          : bytes <= env_bytes("MORI_ALLREDUCE_LL_MAX_BYTES", 1u << 20) ? MORI_ALLREDUCE_LL : MORI_ALLREDUCE_RS_AG;
+  a->threads = 512;
   if (a->algo == MORI_ALLREDUCE_LL) {
     uint64_t lines = (bytes + 7) / 8;
-    a->lines_per_item = env_bytes("MORI_ALLREDUCE_LL_LINES", lines > 512 * 32 ? (lines + 31) / 32 : 512);
+    a->lines_per_item = env_bytes("MORI_ALLREDUCE_LL_LINES", lines > 256 * 64 ? (lines + 63) / 64 : 256);
     uint64_t runs = lines ? (lines + a->lines_per_item - 1) / a->lines_per_item : 1;
     a->items = (uint32_t)(2 * runs);
+    a->kind_end[0] = (uint32_t)runs;
+    a->kind_end[1] = a->kind_end[2] = a->items;
     return;
   }
   int parts = a->algo == MORI_ALLREDUCE_ONESHOT ? 1 : n;
@@ -245,6 +254,9 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   a->slice_elems = (slice_bytes / esize + 7) / 8 * 8;
   a->slices = (uint32_t)((a->part_elems + a->slice_elems - 1) / a->slice_elems);
   a->items = (uint32_t)(a->algo == MORI_ALLREDUCE_ONESHOT ? n : 2 * n - 1) * a->slices;
+  a->kind_end[0] = (uint32_t)(n - 1) * a->slices;
+  a->kind_end[1] = (uint32_t)n * a->slices;
+  a->kind_end[2] = a->items;
 }
 
 size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_t dtype) {

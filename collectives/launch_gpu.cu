@@ -28,13 +28,17 @@ constexpr int kThreads = 512;  // the most a block has; MORI_COLL_THREADS may as
 
 __global__ void __launch_bounds__(kThreads) all_to_all_kernel(mori_coll_dev_t c, mori_a2a_args_t a) {
   uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
-  for (uint32_t i = blockIdx.x; i < a.items; i += c.grid) mori_a2a_item(c, &a, epoch, i);
+  uint32_t first, stride, last;
+  mori_coll_block_share(c.grid, blockIdx.x, a.kind_end, &first, &stride, &last);
+  for (uint32_t i = first; i < last; i += stride) mori_a2a_item(c, &a, epoch, i);
   mori_coll_finish_block(c, blockIdx.x, epoch);
 }
 
 __global__ void __launch_bounds__(kThreads) all_reduce_kernel(mori_coll_dev_t c, mori_allreduce_args_t a) {
   uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
-  for (uint32_t i = blockIdx.x; i < a.items; i += c.grid) mori_allreduce_item(c, &a, epoch, i);
+  uint32_t first, stride, last;
+  mori_coll_block_share(c.grid, blockIdx.x, a.kind_end, &first, &stride, &last);
+  for (uint32_t i = first; i < last; i += stride) mori_allreduce_item(c, &a, epoch, i);
   mori_coll_finish_block(c, blockIdx.x, epoch);
 }
 
@@ -65,7 +69,7 @@ int launch(const mori_coll_t *c, Kernel kernel, const Args *a, void *stream) {
   status_t e = gpu(GetDevice)(&saved);
   if (e == GPU_SUCCESS && saved != c->device) e = gpu(SetDevice)(c->device);
   if (e != GPU_SUCCESS) return fail(e, "selecting the context's device");
-  int threads = env_int("MORI_COLL_THREADS", kThreads);
+  int threads = env_int("MORI_COLL_THREADS", a->threads ? (int)a->threads : kThreads);
   if (threads <= 0 || threads > kThreads) threads = kThreads;
   kernel<<<c->grid, threads, 0, (stream_t)stream>>>(c->view, *a);
   e = gpu(GetLastError)();

@@ -8,7 +8,9 @@
  * of exactly ctx.grid blocks runs them with:
  *
  *     uint64_t epoch = mori_coll_epoch(ctx, blockIdx.x);
- *     for (uint32_t i = blockIdx.x; i < args.items; i += ctx.grid)
+ *     uint32_t first, stride, last;
+ *     mori_coll_block_share(ctx.grid, blockIdx.x, args.kind_end, &first, &stride, &last);
+ *     for (uint32_t i = first; i < last; i += stride)
  *       mori_a2a_item(ctx, &args, epoch, i);
  *     mori_coll_finish_block(ctx, blockIdx.x, epoch);
  *

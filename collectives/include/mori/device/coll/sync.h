@@ -66,6 +66,60 @@ MORI_DEVICE_INLINE int mori_coll_wait_block(mori_coll_dev_t c, const uint64_t *f
   return rc;
 }
 
+/* Which items block `block` of `grid` runs: first, first + stride, ...
+ * below last. The blocks are shared among the call's kinds of items (at
+ * most three: e.g. push, reduce, receive) in proportion to their counts, at
+ * least one each, so the kinds run side by side — receives and reductions
+ * overlap the pushes instead of queueing behind them in the same blocks. A
+ * kind waits only for an earlier kind (of another rank), so with every
+ * block resident nothing deadlocks. A grid smaller than the number of kinds
+ * (one CPU rank) runs every item in order. */
+MORI_HOST_DEVICE void mori_coll_block_share(uint32_t grid, uint32_t block, const uint32_t end[3], uint32_t *first,
+                                            uint32_t *stride, uint32_t *last) {
+  uint32_t counts[3], begin[3], total = 0, kinds = 0;
+  for (int k = 0; k < 3; k++) {
+    begin[k] = k ? end[k - 1] : 0;
+    counts[k] = end[k] > begin[k] ? end[k] - begin[k] : 0;
+    total += counts[k];
+    kinds += counts[k] > 0;
+  }
+  if (grid < kinds || total == 0) {
+    *first = block;
+    *stride = grid;
+    *last = end[2];
+    return;
+  }
+  uint32_t share[3], given = 0;
+  for (int k = 0; k < 3; k++) {
+    share[k] = counts[k] ? (uint32_t)(((uint64_t)grid * counts[k]) / total) : 0;
+    if (counts[k] && share[k] == 0) share[k] = 1;
+    given += share[k];
+  }
+  while (given > grid) /* rounding up for tiny kinds: take back from the largest */
+    for (int k = 0; k < 3 && given > grid; k++)
+      if (share[k] > 1 && share[k] >= share[(k + 1) % 3] && share[k] >= share[(k + 2) % 3]) {
+        share[k]--;
+        given--;
+      }
+  for (int k = 0; given < grid; k = (k + 1) % 3) /* leftovers to the kinds with items */
+    if (counts[k]) {
+      share[k]++;
+      given++;
+    }
+  uint32_t start = 0;
+  for (int k = 0; k < 3; k++) {
+    if (block < start + share[k]) {
+      *first = begin[k] + (block - start);
+      *stride = share[k];
+      *last = end[k];
+      return;
+    }
+    start += share[k];
+  }
+  *first = *last = 0; /* not reached */
+  *stride = 1;
+}
+
 /* The block is done with the call: it records the epoch, for its next call
  * (stream-ordered after this one) to take the next. */
 MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block, uint64_t epoch) {

@@ -61,7 +61,8 @@ typedef struct mori_a2a_args {
   uint32_t slices; /* per member */
   uint32_t items;  /* (2n - 1) * slices */
   uint32_t algo;   /* mori_a2a_algo */
-  uint32_t reserved;
+  uint32_t kind_end[3]; /* items [0, e0) push, [e0, e1) own chunk, [e1, e2) receive */
+  uint32_t threads;     /* per block, chosen with the plan */
 } mori_a2a_args_t;
 
 enum mori_allreduce_algo {
@@ -85,7 +86,10 @@ typedef struct mori_allreduce_args {
   uint64_t part_elems;
   uint64_t slice_elems;
   uint32_t slices;
-  uint32_t reserved;
+  /* The kinds of items: LL [0, e0) write, [e0, e1) read; RS_AG [0, e0) push,
+   * [e0, e1) reduce, [e1, e2) gather; ONESHOT [0, e0) push, [e0, e1) reduce. */
+  uint32_t kind_end[3];
+  uint32_t threads; /* per block, chosen with the plan */
 } mori_allreduce_args_t;
 
 #endif
