@@ -106,7 +106,7 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
     if (w != windows_.end()) {
       state = w->second;
     } else {
-      Group &g = groups_.Get(group, info.device);
+      Group &g = groups_.Get(group, info.device, /*agree=*/true);
       c10::DeviceGuard guard(GpuDevice(info.device));
       mori_window_t *win = nullptr;
       int rc = mori_window_create(g.comm, info.base, &win);
@@ -126,7 +126,7 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
   Group &GroupFor(const std::string &name, int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!Finalized(), "MORI: collective op after finalization");
-    return groups_.Get(name, device);
+    return groups_.Get(name, device, /*agree=*/false);
   }
 
   void Finalize() {

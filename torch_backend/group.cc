@@ -42,30 +42,43 @@ mori_coll_t *Group::Coll(size_t workspace, bool capturing) {
   return coll;
 }
 
-Group &Groups::Get(const std::string &name, int device) {
-  auto key = std::make_pair(name, device);
-  auto it = groups_.find(key);
-  if (it != groups_.end()) return *it->second;
-  int rank = -1, size = 0;
-  c10::intrusive_ptr<c10d::Store> store;
+Groups::Base::~Base() { mori_bootstrap_destroy(bootstrap); }
+
+Groups::Base &Groups::BaseOf(const std::string &name) {
+  auto it = bases_.find(name);
+  if (it != bases_.end()) return *it->second;
+  auto b = std::make_unique<Base>();
   try {
     auto &info = c10d::symmetric_memory::get_group_info(name);
-    rank = info.rank;
-    size = info.world_size;
-    store = info.store;
+    b->rank = info.rank;
+    b->size = info.world_size;
+    b->store = info.store;
   } catch (const std::exception &) {
     auto pg = c10d::resolve_process_group(name);
     TORCH_CHECK(pg, "MORI: unknown group '", name, "'");
-    rank = pg->getRank();
-    size = pg->getSize();
-    store = pg->getStore();
+    b->rank = pg->getRank();
+    b->size = pg->getSize();
+    b->store = pg->getStore();
   }
+  int rc = CreateStoreBootstrap(b->store, name + "/base", b->rank, b->size, &b->bootstrap);
+  TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", b->rank, " of ", b->size, "): ", mori_last_error());
+  // Global ranks: RANK from the launcher, else the rank in this group.
+  const char *env_rank = std::getenv("RANK");
+  int32_t global = env_rank ? std::atoi(env_rank) : b->rank;
+  b->rank_to_global.resize(b->size);
+  rc = mori_bootstrap_allgather(b->bootstrap, &global, b->rank_to_global.data(), sizeof(int32_t));
+  TORCH_CHECK(rc == 0, "MORI group '", name, "': ", mori_last_error());
+  return *bases_.emplace(name, std::move(b)).first->second;
+}
+
+Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> &devices, int device) {
   auto g = std::make_unique<Group>();  // releases whatever is made if a step throws
   g->name = name;
   g->device = device;
-  int instance = made_[name]++;
-  int rc = CreateStoreBootstrap(store, name + "/" + std::to_string(instance), rank, size, &g->bootstrap);
-  TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", rank, " of ", size, "): ", mori_last_error());
+  g->rank_to_global = base.rank_to_global;
+  int instance = base.made++;
+  int rc = CreateStoreBootstrap(base.store, name + "/" + std::to_string(instance), base.rank, base.size, &g->bootstrap);
+  TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, "): ", mori_last_error());
   static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
   static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops};
   mori_comm_attr_t attr;
@@ -77,17 +90,27 @@ Group &Groups::Get(const std::string &name, int device) {
   attr.transports = transports;
   attr.num_transports = 1;
   rc = mori_comm_create(&attr, &g->comm);
-  TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", rank, " of ", size, ", cuda:", device, "): ", mori_last_error());
-  // Global ranks: RANK from the launcher, else the rank in this group.
-  const char *env_rank = std::getenv("RANK");
-  int32_t global = env_rank ? std::atoi(env_rank) : rank;
-  g->rank_to_global.resize(size);
-  rc = mori_bootstrap_allgather(g->bootstrap, &global, g->rank_to_global.data(), sizeof(int32_t));
+  TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, ", cuda:", device, "): ",
+              mori_last_error());
   size_t bytes = g->rank_to_global.size() * sizeof(int);
-  if (!rc) rc = mori_device_alloc(device, bytes, (void **)&g->rank_to_global_dev);
+  rc = mori_device_alloc(device, bytes, (void **)&g->rank_to_global_dev);
   if (!rc) rc = mori_device_copy(device, g->rank_to_global_dev, g->rank_to_global.data(), bytes);
   TORCH_CHECK(rc == 0, "MORI group '", name, "': ", mori_last_error());
-  return *groups_.emplace(key, std::move(g)).first->second;
+  return *groups_.emplace(std::make_pair(name, devices), std::move(g)).first->second;
+}
+
+Group &Groups::Get(const std::string &name, int device, bool agree) {
+  auto cur = current_.find({name, device});
+  if (!agree && cur != current_.end()) return *cur->second;
+  Base &base = BaseOf(name);
+  std::vector<int> devices(base.size);
+  int32_t mine = device;
+  int rc = mori_bootstrap_allgather(base.bootstrap, &mine, devices.data(), sizeof(int32_t));
+  TORCH_CHECK(rc == 0, "MORI group '", name, "': agreeing on the devices: ", mori_last_error());
+  auto it = groups_.find({name, devices});
+  Group &g = it != groups_.end() ? *it->second : Make(name, base, devices, device);
+  current_[{name, device}] = &g;
+  return g;
 }
 
 void Groups::ReleaseColls() {
@@ -97,6 +120,10 @@ void Groups::ReleaseColls() {
   }
 }
 
-void Groups::ReleaseAll() { groups_.clear(); }
+void Groups::ReleaseAll() {
+  current_.clear();
+  groups_.clear();
+  bases_.clear();
+}
 
 }  // namespace mori_torch

@@ -13,6 +13,8 @@
 #include "mori/collectives.h"
 #include "mori/comm.h"
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 namespace mori_torch {
 
 struct Group {
@@ -33,19 +35,35 @@ struct Group {
 
 class Groups {
  public:
-  // Throws a c10::Error naming the group and the cause. Caller holds the
-  // backend's lock.
-  Group &Get(const std::string &name, int device);
+  // The communicator of group `name` whose ranks are on the devices every
+  // rank passes as `device` (agreed with one allgather over the group's
+  // store, so that every rank picks the same communicator even when the
+  // devices change between calls; a new device set makes a new one). With
+  // `agree` false, the communicator last agreed for (name, device) is used
+  // without a round trip (collective ops call this every time). Throws a
+  // c10::Error naming the group and the cause. Caller holds the backend's lock.
+  Group &Get(const std::string &name, int device, bool agree);
   // Collective contexts first (they are windows), then the comms.
   void ReleaseColls();
   void ReleaseAll();
 
  private:
-  std::map<std::pair<std::string, int>, std::unique_ptr<Group>> groups_;
-  // Communicators made so far per group name: every rank makes them in the
-  // same order (they are collective), so the count names the store scope of
-  // the next one identically on every rank, whatever devices they are on.
-  std::map<std::string, int> made_;
+  // What a group has whatever its devices: its store, ranks, and a
+  // bootstrap for agreeing on devices.
+  struct Base {
+    mori_bootstrap_t *bootstrap = nullptr;
+    int rank = -1, size = 0;
+    c10::intrusive_ptr<c10d::Store> store;
+    std::vector<int> rank_to_global;
+    int made = 0;  // communicators made so far: names the next one's store scope
+    ~Base();
+  };
+  Base &BaseOf(const std::string &name);
+  Group &Make(const std::string &name, Base &base, const std::vector<int> &devices, int device);
+
+  std::map<std::string, std::unique_ptr<Base>> bases_;
+  std::map<std::pair<std::string, std::vector<int>>, std::unique_ptr<Group>> groups_;
+  std::map<std::pair<std::string, int>, Group *> current_;
 };
 
 }  // namespace mori_torch

@@ -54,7 +54,8 @@ void AllToAll(const at::Tensor &input, at::Tensor &out, std::string group) {
   size_t bytes = input.numel() * input.element_size();
   mori_coll_t *coll = Context(group, device, stream, "all_to_all", [&](mori_coll_t *c) {
     int n = mori_coll_team(c).size;
-    TORCH_CHECK(bytes % n == 0, "MORI all_to_all: ", input.numel(), " elements do not split evenly over ", n, " ranks");
+    TORCH_CHECK(input.numel() % n == 0, "MORI all_to_all: ", input.numel(), " elements do not split evenly over ", n,
+                " ranks");
     return mori_all_to_all_workspace(c, bytes / n);
   });
   size_t per_rank = bytes / mori_coll_team(coll).size;
