@@ -10,6 +10,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/comm.h"
+#include "core/internal/node_channel.h"
 #include "core/internal/plugin_ops.h"
 
 static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,12 +46,17 @@ static void host_identity(char *out, size_t len) {
   snprintf(out, len, "%.24s/%.36s", host, boot);
 }
 
+int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t bytes) {
+  if (c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD) return mori_node_channel_allgather(c->channel, send, recv, bytes);
+  return mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
+}
+
 int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
   int32_t mine = my_rc, *all = calloc((size_t)c->size, sizeof(int32_t));
   if (!all) return mori_error_set(MORI_ENOMEM, "%s: status table", step);
   char own[512];
   snprintf(own, sizeof(own), "%s", mori_last_error());
-  int rc = mori_bootstrap_allgather(c->bootstrap, &mine, all, sizeof(mine));
+  int rc = mori_comm_allgather(c, &mine, all, sizeof(mine));
   if (rc) {
     free(all);
     return mori_error_context(rc, "%s: agreeing on the outcome", step);
@@ -184,6 +190,7 @@ void mori_comm_release(mori_comm_t *c) {
   pthread_mutex_unlock(&comms_lock);
   for (int i = c->num_transports - 1; i >= 0; i--) c->transports[i].fini(c->transport_state[i]);
   for (int i = c->num_handles - 1; i >= 0; i--) c->handles[i].fini(c->handle_state[i]);
+  mori_node_channel_destroy(c->channel);
   free(c->routes);
   free(c->peers);
   free(c);
@@ -284,6 +291,9 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
       c->peers[r].local_size++;
     }
   }
+  bool one_host = true;
+  for (int r = 1; r < c->size; r++) one_host = one_host && c->peers[r].host_hash == c->peers[0].host_hash;
+  if ((rc = mori_node_channel_create(c->bootstrap, c->rank, c->size, one_host, &c->channel)) != 0) goto fail;
   if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
   if ((rc = init_transports(c, attr->transports, attr->num_transports)) != 0) goto fail;
   if ((rc = compute_routes(c)) != 0) goto fail;

@@ -6,7 +6,7 @@
 #include "core/base/log.h"
 #include "core/internal/local_mem.h"
 
-int mori_local_mem_create(int device, size_t size, int handle_type, mori_local_mem_t *out) {
+int mori_local_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_local_mem_t *out) {
   memset(out, 0, sizeof(*out));
   int type = handle_type, rc;
   size_t granularity, mapped;
@@ -15,7 +15,7 @@ int mori_local_mem_create(int device, size_t size, int handle_type, mori_local_m
     return rc;
   if (size == 0 || mori_round_up_overflows(size, granularity, &mapped))
     return mori_error_set(MORI_EINVAL, "%zu bytes cannot be allocated (granularity %zu)", size, granularity);
-  if ((rc = mori_platform_mem_create(device, mapped, type, &out->mem)) != 0) return rc;
+  if ((rc = mori_platform_mem_create(device, mapped, type, flags, &out->mem)) != 0) return rc;
   if ((rc = mori_platform_va_reserve(device, mapped, granularity, &out->base)) != 0) goto fail_release;
   if ((rc = mori_platform_mem_map(out->base, mapped, &out->mem)) != 0) goto fail_va;
   if ((rc = mori_platform_set_access(out->base, mapped, device)) != 0) goto fail_unmap;

@@ -94,7 +94,7 @@ int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
   a->size = size;
   a->signal_pad_size = attr->signal_pad_size;
   a->refs = 1;
-  if ((rc = mori_local_mem_create(device, size, -1, &a->local)) != 0) {
+  if ((rc = mori_local_mem_create(device, size, -1, 0, &a->local)) != 0) {
     free(a);
     return mori_error_context(rc, "mem_alloc of %zu bytes on device %d", size, device);
   }

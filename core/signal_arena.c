@@ -54,7 +54,7 @@ static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc) {
   struct arena *fresh = rc ? NULL : calloc(1, sizeof(*fresh));
   if (!rc && (!grown || !fresh)) rc = mori_error_set(MORI_ENOMEM, "signal arena: table");
   if (grown) all->arenas = grown;
-  if (!rc) rc = mori_local_mem_create(c->device, ARENA_BYTES, c->handle_type, &fresh->memory);
+  if (!rc) rc = mori_local_mem_create(c->device, ARENA_BYTES, c->handle_type, 0, &fresh->memory);
   if (!rc) rc = mori_platform_memset_zero(c->device, fresh->memory.base, fresh->memory.mapped_size);
   mori_segment_t *seg = NULL;
   int seg_rc = mori_segment_create(c, rc ? NULL : &fresh->memory.mem, rc ? NULL : fresh->memory.base, ARENA_BYTES, rc, &seg);
@@ -100,7 +100,7 @@ static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t 
   }
   int found_arena = -1, start = 0;
   if (n > 0) {
-    int arc = (mine && gathered) ? mori_bootstrap_allgather(c->bootstrap, mine, gathered, map_bytes) : MORI_ENOMEM;
+    int arc = (mine && gathered) ? mori_comm_allgather(c, mine, gathered, map_bytes) : MORI_ENOMEM;
     if (arc) {
       free(mine);
       free(gathered);

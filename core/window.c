@@ -145,7 +145,7 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
     MORI_WARN("window_create: %p is not mori memory; every rank will fail this rendezvous", ptr);
   }
   struct rendezvous_info *all = calloc((size_t)comm->size, sizeof(*all));
-  int rc = all ? mori_bootstrap_allgather(comm->bootstrap, &me, all, sizeof(me)) : mori_error_set(MORI_ENOMEM, "window_create");
+  int rc = all ? mori_comm_allgather(comm, &me, all, sizeof(me)) : mori_error_set(MORI_ENOMEM, "window_create");
   if (!rc) rc = validate(comm, all);
   uint64_t pad_size = all ? all[0].pad_size : 0;
   free(all);

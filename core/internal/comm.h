@@ -22,6 +22,8 @@ typedef struct mori_route {
 } mori_route_t;
 
 struct mori_signal_arenas; /* signal_arena.c */
+struct mori_node_channel;  /* node_channel.c */
+struct mori_heap_segments; /* heap_segments.c */
 
 struct mori_comm {
   mori_bootstrap_t *bootstrap;
@@ -44,8 +46,14 @@ struct mori_comm {
   uint64_t next_segment_seq; /* collective counter: same on every rank */
   int live_windows;          /* under the window list's lock */
   struct mori_signal_arenas *arenas;
+  struct mori_heap_segments *heap_segments; /* the device heap's chunks mapped across this comm */
+  struct mori_node_channel *channel; /* NULL: collective steps go through the bootstrap */
   struct mori_comm *next_live; /* the process's list of comms (teardown) */
 };
+
+/* The comm's own collective steps: through the node channel when there is
+ * one (every rank on one host), else the bootstrap. */
+int mori_comm_allgather(mori_comm_t *comm, const void *send, void *recv, size_t bytes);
 
 /* Every rank contributes its status of a step; 0 when all succeeded, else
  * the first failing rank is named on every rank (with this rank's own

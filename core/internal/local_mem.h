@@ -16,9 +16,9 @@ typedef struct mori_local_mem {
 } mori_local_mem_t;
 
 /* Creates `size` bytes (rounded up to the granularity) with `handle_type`
- * (-1: the device's preferred one), reserves VA, maps, grants access. Not
- * zeroed. */
-int mori_local_mem_create(int device, size_t size, int handle_type, mori_local_mem_t *out);
+ * (-1: the device's preferred one) and `flags` (MORI_PMEM_*), reserves VA,
+ * maps, grants access. Not zeroed. */
+int mori_local_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_local_mem_t *out);
 /* Unmaps and releases; the caller made sure the device no longer uses it. */
 void mori_local_mem_destroy(mori_local_mem_t *lm);
 

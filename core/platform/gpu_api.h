@@ -32,6 +32,8 @@ typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
 #define GPU_ERR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED
 #define GPU_ERR_NO_DEVICE CUDA_ERROR_NO_DEVICE
 #define GPU_ALLOC_PINNED CU_MEM_ALLOCATION_TYPE_PINNED
+/* CUDA's VMM has no uncached allocation type: normal memory (platform.h). */
+#define GPU_ALLOC_UNCACHED CU_MEM_ALLOCATION_TYPE_PINNED
 #define GPU_LOCATION_DEVICE CU_MEM_LOCATION_TYPE_DEVICE
 #define GPU_HANDLE_POSIX_FD CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 #define GPU_HANDLE_FABRIC CU_MEM_HANDLE_TYPE_FABRIC
@@ -107,6 +109,7 @@ typedef int gpu_saved_t; /* the caller's device, put back on leave */
 #define GPU_ERR_NOT_SUPPORTED hipErrorNotSupported
 #define GPU_ERR_NO_DEVICE hipErrorNoDevice
 #define GPU_ALLOC_PINNED hipMemAllocationTypePinned
+#define GPU_ALLOC_UNCACHED MORI_HIP_ALLOC_UNCACHED
 #define GPU_LOCATION_DEVICE hipMemLocationTypeDevice
 #define GPU_HANDLE_POSIX_FD hipMemHandleTypePosixFileDescriptor
 #define GPU_HANDLE_FABRIC MORI_HIP_HANDLE_TYPE_FABRIC
@@ -155,6 +158,8 @@ typedef int gpu_saved_t; /* the caller's device, put back on leave */
   X(streamWriteValue64, hipStreamWriteValue64)       \
   X(streamWaitValue64, hipStreamWaitValue64)       \
   X(streamSynchronize, hipStreamSynchronize)       \
+  X(streamCreateWithFlags, hipStreamCreateWithFlags) \
+  X(memcpyAsync, hipMemcpyAsync)                     \
   X(streamIsCapturing, hipStreamIsCapturing)
 
 #else

@@ -13,10 +13,10 @@
 #define VA(p) ((gpu_va_t)(uintptr_t)(p))
 #define PTR(v) ((void *)(uintptr_t)(v))
 
-static gpu_alloc_prop_t allocation_prop(int device, int handle_type) {
+static gpu_alloc_prop_t allocation_prop(int device, int handle_type, unsigned flags) {
   gpu_alloc_prop_t prop;
   memset(&prop, 0, sizeof(prop));
-  prop.type = GPU_ALLOC_PINNED;
+  prop.type = (flags & MORI_PMEM_UNCACHED) ? GPU_ALLOC_UNCACHED : GPU_ALLOC_PINNED;
   prop.location.type = GPU_LOCATION_DEVICE;
   prop.location.id = device;
   GPU_PROP_HANDLE_TYPES(prop) = handle_type == MORI_HANDLE_FABRIC ? GPU_HANDLE_FABRIC : GPU_HANDLE_POSIX_FD;
@@ -47,15 +47,15 @@ static int device_uuid(int device, uint8_t uuid[16]) {
 int mori_platform_device_uuid(int device, uint8_t uuid[16]) { return GPU_ON_DEVICE(device, device_uuid(device, uuid)); }
 
 static int granularity(int device, size_t *out) {
-  gpu_alloc_prop_t prop = allocation_prop(device, MORI_HANDLE_POSIX_FD);
+  gpu_alloc_prop_t prop = allocation_prop(device, MORI_HANDLE_POSIX_FD, 0);
   GPU_TRY(gpu.memGetAllocationGranularity(out, &prop, GPU_GRANULARITY_MINIMUM), "granularity of device %d", device);
   return 0;
 }
 
 int mori_platform_granularity(int device, size_t *out) { return GPU_ON_DEVICE(device, granularity(device, out)); }
 
-static int mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
-  gpu_alloc_prop_t prop = allocation_prop(device, handle_type);
+static int mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
+  gpu_alloc_prop_t prop = allocation_prop(device, handle_type, flags);
   gpu_mem_t h;
   GPU_TRY(gpu.memCreate(&h, size, &prop, 0), "creating %zu bytes on device %d with %s handles", size, device,
           mori_handle_type_name(handle_type));
@@ -67,9 +67,9 @@ static int mem_create(int device, size_t size, int handle_type, mori_pmem_t *out
   return 0;
 }
 
-int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
   memset(out, 0, sizeof(*out));
-  return GPU_ON_DEVICE(device, mem_create(device, size, handle_type, out));
+  return GPU_ON_DEVICE(device, mem_create(device, size, handle_type, flags, out));
 }
 
 static int mem_release(mori_pmem_t *mem) {

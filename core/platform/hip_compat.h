@@ -14,6 +14,10 @@
 #include <hip/hip_version.h>
 
 #define MORI_HIP_HANDLE_TYPE_FABRIC ((hipMemAllocationHandleType)0x8)
+/* Fine-grained device memory through the VMM API (ROCm 7.2's
+ * hipMemAllocationTypeUncached); older runtimes refuse the value, and the
+ * error names the allocation that asked for it. */
+#define MORI_HIP_ALLOC_UNCACHED ((hipMemAllocationType)0x40000000)
 
 #if HIP_VERSION >= 70100000
 #define MORI_HIP_IMPORT_FD_ARG(fd_ptr) ((void *)(uintptr_t)(*(fd_ptr)))

@@ -50,7 +50,8 @@ static int make_shm_name(char *name, size_t len) {
   return 0;
 }
 
-int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out) {
+int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
+  (void)flags; /* shared memory is coherent: "uncached" changes nothing here */
   memset(out, 0, sizeof(*out));
   int fd = -1;
   if (handle_type == MORI_HANDLE_FABRIC) {
@@ -209,6 +210,11 @@ int mori_platform_memset_zero(int device, void *ptr, size_t size) {
 }
 
 int mori_platform_memcpy(int device, void *dst, const void *src, size_t size) {
+  memmove(dst, src, size);
+  return 0;
+}
+
+int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
   memmove(dst, src, size);
   return 0;
 }

@@ -18,6 +18,9 @@
 
 MORI_EXTERN_C_BEGIN
 
+/* Devices one process can use (per-device caches and streams). */
+enum { MORI_MAX_DEVICES = 64 };
+
 /* Physical memory owned or imported by this process. */
 typedef struct mori_pmem {
   uint64_t handle; /* driver handle (cuda/hip) or the memfd (host) */
@@ -35,7 +38,14 @@ int mori_platform_current_device(int *device);
 int mori_platform_device_uuid(int device, uint8_t uuid[16]);
 int mori_platform_granularity(int device, size_t *granularity);
 
-int mori_platform_mem_create(int device, size_t size, int handle_type, mori_pmem_t *out);
+/* Flags of mori_platform_mem_create. */
+enum {
+  /* Fine-grained ("uncached") memory where the GPU has it (AMD); CUDA's
+   * virtual-memory allocations have no such kind and the host platform's
+   * memory is coherent anyway: both create normal memory. */
+  MORI_PMEM_UNCACHED = 1u << 0,
+};
+int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out);
 int mori_platform_mem_release(mori_pmem_t *mem);
 int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out);
 int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out);
@@ -54,6 +64,10 @@ int mori_platform_set_access(void *va, size_t size, int device);
 int mori_platform_memset_zero(int device, void *ptr, size_t size);
 int mori_platform_memcpy(int device, void *dst, const void *src, size_t size);
 int mori_platform_synchronize(int device);
+/* Copies host bytes into device memory on a stream of mori's own and waits
+ * for that copy alone: work queued on other streams is neither waited for
+ * nor delayed (pointer tables of heap windows are written this way). */
+int mori_platform_upload(int device, void *dst, const void *src, size_t size);
 int mori_platform_can_access_peer(int device, int peer_device, bool *yes);
 
 /* Device-visible memory for small tables (pointer tables, descriptors). */

@@ -27,7 +27,7 @@ const char *mori_handle_type_name(int type) {
 
 static bool try_handle_type(int device, size_t size, int type) {
   mori_pmem_t mem;
-  if (mori_platform_mem_create(device, size, type, &mem) != 0) {
+  if (mori_platform_mem_create(device, size, type, 0, &mem) != 0) {
     MORI_INFO("probe: device %d: creating with %s handles failed: %s", device,
               mori_handle_type_name(type), mori_last_error());
     return false;

@@ -106,7 +106,7 @@ TEST(GpuWindow, VmmAllocationMadeElsewhereIsRegisteredAndShared) {
     const uint64_t chunk = 1 << 20, bytes = (chunk * size + g - 1) / g * g;
     mori_pmem_t mem;
     void *va = nullptr;
-    MORI_ASSERT_OK(mori_platform_mem_create(dev, bytes, MORI_HANDLE_POSIX_FD, &mem));
+    MORI_ASSERT_OK(mori_platform_mem_create(dev, bytes, MORI_HANDLE_POSIX_FD, 0, &mem));
     MORI_ASSERT_OK(mori_platform_va_reserve(dev, bytes, g, &va));
     MORI_ASSERT_OK(mori_platform_mem_map(va, bytes, &mem));
     MORI_ASSERT_OK(mori_platform_set_access(va, bytes, dev));

@@ -1,0 +1,36 @@
+/* The node channel (node_channel.c): when every rank of a comm lives on one
+ * host, a small shared-memory area with one mailbox per rank carries the
+ * comm's own collective steps (agreeing on an outcome, a window's
+ * rendezvous, the signal arenas' free maps) in microseconds instead of a
+ * round trip through the bootstrap (TCP, or torch's Store). Plug-ins keep
+ * using the bootstrap; each collective step goes wholly through one or the
+ * other, the same on every rank. */
+#ifndef MORI_CORE_INTERNAL_NODE_CHANNEL_H
+#define MORI_CORE_INTERNAL_NODE_CHANNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "mori/bootstrap.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef struct mori_node_channel mori_node_channel_t;
+
+/* Payloads up to this many bytes per rank go through the channel; larger
+ * ones through the bootstrap. */
+enum { MORI_NODE_CHANNEL_PAYLOAD = 8192 };
+
+/* Collective over the bootstrap. *out stays NULL (and 0 is returned) when
+ * the channel does not apply (ranks on several hosts, one rank,
+ * MORI_NODE_CHANNEL=0) or could not be set up on some rank: the comm then
+ * uses its bootstrap, which is slower but equivalent. */
+int mori_node_channel_create(mori_bootstrap_t *bootstrap, int rank, int size, bool one_host, mori_node_channel_t **out);
+void mori_node_channel_destroy(mori_node_channel_t *ch);
+/* `bytes` (<= MORI_NODE_CHANNEL_PAYLOAD) from every rank into recv[rank];
+ * a rank that does not arrive within the bootstrap timeout is named. */
+int mori_node_channel_allgather(mori_node_channel_t *ch, const void *send, void *recv, size_t bytes);
+
+MORI_EXTERN_C_END
+
+#endif
