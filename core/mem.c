@@ -37,7 +37,9 @@ static void release_locked(mori_alloc_t *a) {
       break;
     }
   recently_freed[freed_next++ % FREED_MEMORY] = a->local.base;
-  if (a->registered) {
+  if (a->heap) {
+    mori_heap_free(a->heap, &a->block); /* deferred: reused after a device sync */
+  } else if (a->registered) {
     if (mori_platform_mem_release(&a->local.mem) != 0) MORI_WARN("free: %s", mori_last_error());
   } else {
     /* Kernels may still touch the memory: wait for the device first. */
@@ -79,6 +81,26 @@ void mori_mem_attr_init(mori_mem_attr_t *attr) {
   attr->device = -1;
 }
 
+enum { DEFAULT_ALIGNMENT = 4096 };
+
+/* A carve from the device's heap; MORI_ENOTSUP when the heap does not take
+ * the request (isolation mode, or larger than a vmm chunk). */
+static int carve(mori_alloc_t *a, int device, size_t size, size_t alignment) {
+  mori_heap_t *h = NULL;
+  int rc = mori_heap_of_device(device, &h);
+  if (rc) return rc;
+  if (!h) return MORI_ENOTSUP;
+  if ((rc = mori_heap_alloc(h, size, alignment, &a->block)) != 0) return rc;
+  void *chunk_base;
+  a->heap = h;
+  mori_heap_chunk(h, a->block.chunk, &a->local.mem, &chunk_base);
+  a->local.mem.owned = false;
+  a->local.base = a->block.ptr;
+  a->local.mapped_size = a->block.size;
+  a->local.device = device;
+  return 0;
+}
+
 int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
   if (!out) return mori_error_set(MORI_EINVAL, "mem_alloc: out is NULL");
   *out = NULL;
@@ -86,6 +108,9 @@ int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
   mori_mem_attr_t defaults;
   mori_mem_attr_init(&defaults);
   if (!attr) attr = &defaults;
+  size_t alignment = attr->alignment ? attr->alignment : DEFAULT_ALIGNMENT;
+  if (alignment & (alignment - 1))
+    return mori_error_set(MORI_EINVAL, "mem_alloc of %zu bytes: alignment %zu is not a power of two", size, alignment);
   int device = attr->device, rc = 0;
   if (device < 0 && (rc = mori_platform_current_device(&device)) != 0)
     return mori_error_context(rc, "mem_alloc of %zu bytes", size);
@@ -94,20 +119,24 @@ int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
   a->size = size;
   a->signal_pad_size = attr->signal_pad_size;
   a->refs = 1;
-  if ((rc = mori_local_mem_create(device, size, -1, 0, &a->local)) != 0) {
-    free(a);
-    return mori_error_context(rc, "mem_alloc of %zu bytes on device %d", size, device);
+  rc = carve(a, device, size, alignment);
+  if (rc == MORI_ENOTSUP) {
+    size_t granularity = 0;
+    rc = mori_platform_granularity(device, &granularity);
+    if (!rc && alignment > granularity)
+      rc = mori_error_set(MORI_EINVAL, "mem_alloc of %zu bytes: alignment %zu exceeds the mapping granularity %zu", size,
+                          alignment, granularity);
+    if (!rc) rc = mori_local_mem_create(device, size, -1, 0, &a->local);
   }
-  if ((rc = mori_platform_memset_zero(device, a->local.base, a->local.mapped_size)) != 0) {
-    mori_local_mem_destroy(&a->local);
+  if (rc) {
     free(a);
     return mori_error_context(rc, "mem_alloc of %zu bytes on device %d", size, device);
   }
   pthread_mutex_lock(&registry_lock);
   insert_locked(a);
   pthread_mutex_unlock(&registry_lock);
-  MORI_DEBUG("mem_alloc: %zu bytes (%zu mapped, %s handle) at %p on device %d", size, a->local.mapped_size,
-             mori_handle_type_name(a->local.mem.handle_type), a->local.base, device);
+  MORI_DEBUG("mem_alloc: %zu bytes (%zu mapped, %s) at %p on device %d", size, a->local.mapped_size,
+             a->heap ? "heap" : mori_handle_type_name(a->local.mem.handle_type), a->local.base, device);
   *out = a->local.base;
   return 0;
 }
@@ -177,6 +206,7 @@ int mori_mem_query(const void *ptr, mori_mem_info_t *info) {
     info->device = a->local.device;
     info->handle_type = a->local.mem.handle_type;
     info->registered = a->registered;
+    info->heap = a->heap != NULL;
   }
   pthread_mutex_unlock(&registry_lock);
   if (!live) return mori_error_set(MORI_ENOT_OWNED, "%p is not mori memory", ptr);

@@ -3,7 +3,10 @@
  * allgather of the ranks' free maps, so all ranks agree on its offset
  * although they release slots in different orders (and from other threads:
  * the torch backend frees from Python's garbage collector). A released run
- * is zeroed before it can be handed out again. */
+ * is "dirty": kernels of the old window may still touch it, so it is zeroed
+ * and reused only after a device synchronisation, which happens when no
+ * run is free on some rank (all ranks learn it from the same allgather) —
+ * before a new arena is added. Releasing never waits for the device. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,13 +26,15 @@ enum {
 struct arena {
   mori_local_mem_t memory;
   mori_segment_t *segment;
-  uint8_t used[MAP_BYTES];
+  uint8_t used[MAP_BYTES];  /* handed out or dirty */
+  uint8_t dirty[MAP_BYTES]; /* released, waiting for a device sync and zeroing */
 };
 
 struct mori_signal_arenas {
   pthread_mutex_t lock; /* assign (collective) against release (any thread) */
   struct arena **arenas; /* each arena allocated alone: lookups never see one move */
   int count;
+  int dirty_granules;
 };
 
 static bool is_used(const uint8_t *map, int g) { return map[g / 8] & (1u << (g % 8)); }
@@ -84,6 +89,27 @@ static bool find_run(const uint8_t *map, int need, int *start_out) {
   return false;
 }
 
+/* Waits for the device, zeroes every dirty run and frees it. */
+static int reclaim_dirty(mori_comm_t *c, struct mori_signal_arenas *all) {
+  int rc = mori_platform_synchronize(c->device);
+  for (int i = 0; !rc && i < all->count; i++) {
+    struct arena *a = all->arenas[i];
+    for (int g = 0; !rc && g < GRANULES; g++) {
+      if (!is_used(a->dirty, g)) continue;
+      int end = g;
+      while (end < GRANULES && is_used(a->dirty, end)) end++;
+      rc = mori_platform_memset_zero(c->device, (char *)a->memory.base + (size_t)g * GRANULE, (size_t)(end - g) * GRANULE);
+      for (int k = g; !rc && k < end; k++) {
+        set_used(a->dirty, k, false);
+        set_used(a->used, k, false);
+      }
+      g = end;
+    }
+  }
+  if (!rc) all->dirty_granules = 0;
+  return rc ? mori_error_context(rc, "signal arena: reusing released slots") : 0;
+}
+
 static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t bytes, int rc, mori_arena_slot_t *slot) {
   int need = bytes ? (int)((bytes + GRANULE - 1) / GRANULE) : 1;
   if (!rc && bytes > ARENA_BYTES)
@@ -91,25 +117,34 @@ static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t 
   /* Every rank has the same number of arenas: they are added together. */
   int n = all->count;
   size_t map_bytes = (size_t)(n ? n : 1) * MAP_BYTES;
-  uint8_t *mine = calloc(1, map_bytes), *gathered = calloc((size_t)c->size, map_bytes);
-  if (!rc && (!mine || !gathered)) rc = mori_error_set(MORI_ENOMEM, "signal arena: maps");
   /* A failed rank marks everything used: nobody picks a slot from its data. */
-  for (int i = 0; mine && i < n; i++) {
-    if (rc) memset(mine + (size_t)i * MAP_BYTES, 0xff, MAP_BYTES);
-    else memcpy(mine + (size_t)i * MAP_BYTES, all->arenas[i]->used, MAP_BYTES);
-  }
+  uint8_t *mine = calloc(1, map_bytes + 1), *gathered = calloc((size_t)c->size, map_bytes + 1);
+  if (!rc && (!mine || !gathered)) rc = mori_error_set(MORI_ENOMEM, "signal arena: maps");
   int found_arena = -1, start = 0;
-  if (n > 0) {
-    int arc = (mine && gathered) ? mori_comm_allgather(c, mine, gathered, map_bytes) : MORI_ENOMEM;
+  /* Round 0 searches the maps as they are; if no run is free anywhere and
+   * some rank holds dirty runs, every such rank reclaims and round 1
+   * searches again. The last byte of each map says "I hold dirty runs". */
+  for (int round = 0; n > 0 && found_arena < 0 && round < 2; round++) {
+    for (int i = 0; mine && i < n; i++) {
+      if (rc) memset(mine + (size_t)i * MAP_BYTES, 0xff, MAP_BYTES);
+      else memcpy(mine + (size_t)i * MAP_BYTES, all->arenas[i]->used, MAP_BYTES);
+    }
+    if (mine) mine[map_bytes] = !rc && all->dirty_granules > 0;
+    int arc = (mine && gathered) ? mori_comm_allgather(c, mine, gathered, map_bytes + 1) : MORI_ENOMEM;
     if (arc) {
       free(mine);
       free(gathered);
       return rc ? rc : mori_error_context(arc, "signal arena: gathering free maps");
     }
+    bool someone_dirty = false;
+    for (int r = 0; r < c->size; r++) someone_dirty = someone_dirty || gathered[(size_t)r * (map_bytes + 1) + map_bytes];
     for (int r = 1; r < c->size; r++)
-      for (size_t b = 0; b < map_bytes; b++) gathered[b] |= gathered[(size_t)r * map_bytes + b];
+      for (size_t b = 0; b < map_bytes; b++) gathered[b] |= gathered[(size_t)r * (map_bytes + 1) + b];
     for (int i = 0; i < n && found_arena < 0; i++)
       if (find_run(gathered + (size_t)i * MAP_BYTES, need, &start)) found_arena = i;
+    if (found_arena >= 0 || !someone_dirty || round == 1) break;
+    /* A failure here is this rank's: it marks everything used next round. */
+    if (!rc && all->dirty_granules > 0) rc = reclaim_dirty(c, all);
   }
   free(mine);
   free(gathered);
@@ -154,11 +189,11 @@ void mori_signal_arena_release(mori_comm_t *c, const mori_arena_slot_t *slot) {
   pthread_mutex_lock(&all->lock);
   if (slot->arena >= 0 && slot->arena < all->count) {
     struct arena *a = all->arenas[slot->arena];
-    /* Slots must read zero when handed out again (torch's protocol). */
-    char *local = (char *)a->memory.base + slot->offset;
-    if (mori_platform_memset_zero(c->device, local, slot->bytes) != 0) MORI_WARN("signal arena: %s", mori_last_error());
+    /* Slots must read zero when handed out again (torch's protocol): the
+     * run stays used until a reclaim has zeroed it. */
     int first = (int)(slot->offset / GRANULE), count = (int)((slot->bytes + GRANULE - 1) / GRANULE);
-    for (int g = first; g < first + count; g++) set_used(a->used, g, false);
+    for (int g = first; g < first + count; g++) set_used(a->dirty, g, true);
+    all->dirty_granules += count;
   }
   pthread_mutex_unlock(&all->lock);
 }

@@ -1,8 +1,10 @@
 /* Teardown above everything it releases: a comm's destroy (its windows
- * must be gone; its signal arenas go with it) and mori_finalize (every
- * window, every comm's arenas, every allocation — in that order). Local,
+ * must be gone; its signal arenas and heap mappings go with it) and
+ * mori_finalize (every window, every comm's arenas and heap mappings,
+ * every allocation, the control blocks, the heaps — in that order). Local,
  * idempotent, never collective. */
 #include "core/base/error.h"
+#include "core/internal/control_pool.h"
 #include "core/internal/window.h"
 
 int mori_comm_destroy(mori_comm_t *comm) {
@@ -10,16 +12,23 @@ int mori_comm_destroy(mori_comm_t *comm) {
   int live = mori_comm_live_windows(comm);
   if (live > 0) return mori_error_set(MORI_EBUSY, "comm_destroy: %d window(s) of this comm are still alive", live);
   mori_signal_arena_destroy_all(comm);
+  mori_heap_segments_destroy_all(comm);
   mori_comm_release(comm);
   return 0;
 }
 
-static void release_arenas(mori_comm_t *comm, void *unused) { mori_signal_arena_destroy_all(comm); }
+static void release_comm_memory(mori_comm_t *comm, void *unused) {
+  mori_signal_arena_destroy_all(comm);
+  mori_heap_segments_destroy_all(comm);
+}
 
 int mori_finalize(void) {
   mori_window_destroy_all();
-  /* The comms stay usable: their arenas come back with the next window. */
-  mori_comm_for_each(release_arenas, NULL);
+  /* The comms stay usable: arenas and heap mappings come back with the
+   * next window. */
+  mori_comm_for_each(release_comm_memory, NULL);
   mori_alloc_release_all();
+  mori_control_pool_destroy_all();
+  mori_heap_destroy_all();
   return 0;
 }

@@ -22,8 +22,8 @@ void *const *mori_window_signal_pads(const mori_window_t *w) { return w->pad_slo
 void *const *mori_window_signal_pads_dev(const mori_window_t *w) { return w->pad_slot.bytes ? w->pads_dev : NULL; }
 
 mori_segment_t *mori_window_segment(const mori_window_t *w, size_t *offset) {
-  if (offset) *offset = 0; /* a window's segment starts at its allocation's base */
-  return w->segment;
+  if (offset) *offset = w->segment_offset; /* 0 for a segment of its own; the carve's place in a heap chunk */
+  return w->view_segment;
 }
 
 mori_window_dev_t mori_window_device_view(const mori_window_t *w) { return w->view; }
@@ -34,8 +34,8 @@ mori_window_dev_t mori_window_make_view(const mori_window_t *w) {
   mori_window_dev_t d;
   memset(&d, 0, sizeof(d));
   mori_comm_t *c = w->comm;
-  d.flat_base = (uint64_t)(uintptr_t)w->segment->flat_base;
-  d.stride = w->segment->stride;
+  d.flat_base = w->flat_base;
+  d.stride = w->flat_stride;
   d.size = w->alloc->size;
   d.ptrs = w->ptrs_dev;
   d.signal_pads = w->pad_slot.bytes ? (uint32_t **)w->pads_dev : NULL;
@@ -47,9 +47,10 @@ mori_window_dev_t mori_window_make_view(const mori_window_t *w) {
   d.lsa_rank = c->lsa_rank;
   d.lsa_size = c->lsa_size;
   d.lsa_base = c->lsa_base;
+  d.segment_offset = w->segment_offset;
   for (int i = 0; i < c->num_transports; i++)
-    if (w->segment->registered[i])
-      c->transports[i].device_info(c->transport_state[i], w->segment, w->segment->transport_state[i], &d);
+    if (w->view_segment->registered[i])
+      c->transports[i].device_info(c->transport_state[i], w->view_segment, w->view_segment->transport_state[i], &d);
   return d;
 }
 
@@ -73,5 +74,5 @@ void mori_window_abort(mori_window_t *w) {
 }
 
 void *mori_window_transport_state(const mori_window_t *w, const mori_transport_ops_t *ops) {
-  return mori_segment_transport_state(w->segment, ops);
+  return mori_segment_transport_state(w->view_segment, ops);
 }

@@ -31,6 +31,7 @@ int mori_log_enabled(int level) {
 }
 
 void mori_log_set_rank(int rank) { atomic_store(&log_rank, rank); }
+int mori_log_rank(void) { return atomic_load(&log_rank); }
 
 void mori_log_write(int level, const char *fmt, ...) {
   static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};

@@ -13,6 +13,8 @@ int mori_log_enabled(int level);
 void mori_log_write(int level, const char *fmt, ...) MORI_PRINTF(2, 3);
 /* The rank printed in log lines (-1: unknown). */
 void mori_log_set_rank(int rank);
+/* The rank set last (-1 before any comm): error messages name it. */
+int mori_log_rank(void);
 
 #define MORI_LOG(level, ...)                                                   \
   do {                                                                         \

@@ -6,13 +6,17 @@
 
 #include <stdbool.h>
 
+#include "core/internal/heap.h"
 #include "core/internal/local_mem.h"
 #include "mori/mem.h"
 
 MORI_EXTERN_C_BEGIN
 
 typedef struct mori_alloc {
-  mori_local_mem_t local; /* base, mapped size, device, physical memory */
+  mori_local_mem_t local; /* base, mapped size, device, physical memory (a heap
+                           * carve: its chunk's memory, not owned) */
+  mori_heap_t *heap;      /* non-NULL: carved from this heap */
+  mori_heap_block_t block;
   size_t size;            /* bytes asked for */
   size_t signal_pad_size;
   bool registered;        /* memory mapped by someone else: never unmapped by us */

@@ -19,7 +19,8 @@ typedef struct mori_arena_slot {
  * `local_rc` != 0: this rank already failed; it still takes part. */
 int mori_signal_arena_assign_pair(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, int local_rc,
                                   mori_arena_slot_t *first, mori_arena_slot_t *second);
-/* Local: zeroes the slot (torch's kernels expect zero pads) and frees it. */
+/* Local, never waits: the slot is reused (zeroed: torch's kernels expect
+ * zero pads) after a later assign has synchronised the device. */
 void mori_signal_arena_release(mori_comm_t *comm, const mori_arena_slot_t *slot);
 /* Where `peer`'s copy of the slot is in this process (NULL: not mapped). */
 void *mori_signal_arena_peer_ptr(mori_comm_t *comm, const mori_arena_slot_t *slot, int peer);

@@ -3,6 +3,7 @@
 #define MORI_CORE_INTERNAL_WINDOW_H
 
 #include "core/internal/alloc.h"
+#include "core/internal/heap_segments.h"
 #include "core/internal/segment.h"
 #include "core/internal/signal_arena.h"
 
@@ -11,8 +12,13 @@ MORI_EXTERN_C_BEGIN
 struct mori_window {
   mori_comm_t *comm;
   mori_alloc_t *alloc;       /* the allocation (one reference) */
-  mori_segment_t *segment;   /* owned: the allocation mapped across the LSA team */
+  mori_segment_t *segment;   /* owned: the allocation mapped across the LSA team (NULL for heap memory) */
+  mori_segment_t *view_segment; /* what transports and the view see: `segment`, or the heap chunk's (not owned) */
+  size_t segment_offset;     /* of the allocation inside view_segment on this rank */
+  uint64_t flat_base, flat_stride; /* LSA flat arithmetic; 0: the ranks' placements differ (tables only) */
   size_t offset;             /* of the pointer given at creation from the allocation's base */
+  mori_heap_block_t tables;  /* heap windows: both device tables in one carve */
+  bool pooled_control;       /* heap windows: the control block came from the pool */
   void **ptrs, **ptrs_dev;   /* per world rank: host and device tables */
   void **pads, **pads_dev;
   mori_arena_slot_t pad_slot;     /* the signal pad (bytes == 0: none) */

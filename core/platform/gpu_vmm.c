@@ -226,6 +226,8 @@ static int synchronize(int device) {
   return 0;
 }
 
+bool mori_platform_device_is_async(void) { return true; }
+
 int mori_platform_synchronize(int device) { return GPU_ON_DEVICE(device, synchronize(device)); }
 
 int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {

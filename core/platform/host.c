@@ -219,6 +219,8 @@ int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
   return 0;
 }
 
+bool mori_platform_device_is_async(void) { return false; }
+
 int mori_platform_synchronize(int device) {
   atomic_thread_fence(memory_order_seq_cst);
   return 0;

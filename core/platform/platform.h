@@ -64,6 +64,10 @@ int mori_platform_set_access(void *va, size_t size, int device);
 int mori_platform_memset_zero(int device, void *ptr, size_t size);
 int mori_platform_memcpy(int device, void *dst, const void *src, size_t size);
 int mori_platform_synchronize(int device);
+/* Whether the device runs work asynchronously to the host (GPUs), so that
+ * freed memory may still be in use until mori_platform_synchronize. The
+ * host platform's "kernels" are the CPU's own calls: false. */
+bool mori_platform_device_is_async(void);
 /* Copies host bytes into device memory on a stream of mori's own and waits
  * for that copy alone: work queued on other streams is neither waited for
  * nor delayed (pointer tables of heap windows are written this way). */

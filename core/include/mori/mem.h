@@ -1,6 +1,11 @@
 /* Symmetric-memory allocations. alloc and free are local (never collective):
  * torch allocates and frees at any time on any rank, in any order. A window
- * (mori/window.h) makes an allocation addressable by the peers. */
+ * (mori/window.h) makes an allocation addressable by the peers.
+ *
+ * Allocations are carved from the device's symmetric heap (mori/heap.h)
+ * unless MORI_SHMEM_MODE=isolation, or the request is larger than a vmm
+ * chunk: then they get a mapping of their own. Either way nothing waits for
+ * the device and the memory is not zeroed (torch.empty's semantics). */
 #ifndef MORI_MEM_H
 #define MORI_MEM_H
 
@@ -11,6 +16,7 @@ MORI_EXTERN_C_BEGIN
 typedef struct mori_mem_attr {
   int device;             /* -1: the current device */
   size_t signal_pad_size; /* bytes of signal pad each window of this memory carries (0: none) */
+  size_t alignment;       /* of the returned pointer; a power of two (0: 4096) */
 } mori_mem_attr_t;
 
 typedef struct mori_mem_info {
@@ -22,12 +28,17 @@ typedef struct mori_mem_info {
   int device;
   int handle_type;        /* mori_handle_type_t */
   int registered;         /* 1: memory made elsewhere (mori_mem_register) */
+  int heap;               /* 1: carved from the device's symmetric heap */
 } mori_mem_info_t;
 
 MORI_API void mori_mem_attr_init(mori_mem_attr_t *attr);
-/* attr may be NULL (current device, no pad). The memory is zeroed. */
+/* attr may be NULL (current device, no pad, 4096-byte alignment). Not
+ * zeroed. Heap exhaustion is MORI_ENOMEM naming the request and the free
+ * space. */
 MORI_API int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out);
-/* Local. Windows still using the memory keep it alive until destroyed. */
+/* Local, and never waits for the device: windows still using the memory
+ * keep it alive until destroyed, and heap memory is reused only after the
+ * device has been synchronised. */
 MORI_API int mori_mem_free(void *ptr);
 /* Adopts memory mapped elsewhere (a VMM allocation, e.g. torch's) so windows
  * can be made of it; *base receives the start of that allocation. */

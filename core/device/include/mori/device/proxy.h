@@ -1,7 +1,9 @@
 /* Operations on peers outside the LSA team, handed to the host proxy of the
  * transport that reaches them (rdma). A single thread submits; completion is
  * observed with mori_proxy_quiet. Offsets are into the window on both
- * sides (the transport registered exactly the window's memory). */
+ * sides; the transport registered the window's segment (its own memory, or
+ * the heap chunk it lives in, at the same offset on every rank), so the
+ * window's place in that segment is added here. */
 #ifndef MORI_DEVICE_PROXY_H
 #define MORI_DEVICE_PROXY_H
 
@@ -27,8 +29,8 @@ MORI_DEVICE_INLINE int64_t mori_proxy_submit(mori_window_dev_t win, uint32_t op,
   mori_proxy_request_t *r = &ring->slot[ticket % MORI_PROXY_SLOTS];
   r->op = op;
   r->peer = peer;
-  r->dst_offset = dst_offset;
-  r->src_offset = src_offset;
+  r->dst_offset = dst_offset + win.segment_offset;
+  r->src_offset = src_offset + win.segment_offset;
   r->bytes_or_value = bytes_or_value;
   mori_atomic_store_release_u64(&r->ready, ticket + 1);
   return (int64_t)(ticket + 1);

@@ -2,7 +2,9 @@
  *
  * Two models over the same memory:
  *   - the LSA flat window: peer p's byte `off` is flat_base + p * stride + off
- *     (one multiply-add, no memory load);
+ *     (one multiply-add, no memory load) — when every rank's memory sits at
+ *     the same place of its segment (always, except heap carves that landed
+ *     at different offsets: then stride is 0 and the table is used);
  *   - the pointer table: ptrs[world_peer] + off (torch's model; one load).
  * Both give NULL for a peer outside the load/store-reachable (LSA) team. */
 #ifndef MORI_DEVICE_WINDOW_H
@@ -10,8 +12,11 @@
 
 #include "mori/device/impl/window__types.h"
 
-/* Address of byte `offset` of LSA peer `lsa_peer` (0 <= lsa_peer < lsa_size). */
+/* Address of byte `offset` of LSA peer `lsa_peer` (0 <= lsa_peer < lsa_size).
+ * A heap window whose ranks carved their memory at different places has no
+ * flat arithmetic (stride 0): the pointer table answers instead. */
 MORI_HOST_DEVICE void *mori_lsa_ptr(mori_window_dev_t win, int lsa_peer, uint64_t offset) {
+  if (win.stride == 0) return (void *)((char *)win.ptrs[win.lsa_base + lsa_peer] + offset);
   return (void *)(uintptr_t)(win.flat_base + (uint64_t)lsa_peer * win.stride + offset);
 }
 

@@ -47,9 +47,10 @@ typedef struct mori_window_dev {
   int32_t lsa_size;
   int32_t lsa_base;          /* world rank of LSA index 0 (the team is contiguous) */
   int32_t reserved;
+  uint64_t segment_offset;   /* of this memory inside what the transports registered (a heap chunk); 0 otherwise */
 } mori_window_dev_t;
 
-MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 112, "mori_window_dev_t layout is part of the ABI");
+MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 120, "mori_window_dev_t layout is part of the ABI");
 
 /* Barrier channels of the device API (mori/device/barrier.h). Each rank's
  * barrier area holds MORI_BARRIER_CHANNELS * lsa_size received epochs followed

@@ -1,0 +1,374 @@
+/* Device heaps: see internal/heap.h and mori/heap.h. Free space is a list of
+ * ranges sorted by offset (offsets from the heap's base); ranges never span
+ * two chunks, so a carve always lies in one chunk's physical memory. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/checked_math.h"
+#include "core/base/error.h"
+#include "core/base/log.h"
+#include "core/internal/heap.h"
+
+typedef struct range {
+  size_t start, len;
+} range_t;
+
+typedef struct ranges {
+  range_t *v;
+  size_t n, cap;
+} ranges_t;
+
+struct mori_heap {
+  pthread_mutex_t lock;
+  int device, handle_type;
+  mori_heap_config_t cfg;
+  char *va;
+  size_t va_size, chunk_size;
+  int max_chunks, nchunks;
+  mori_pmem_t *chunks; /* max_chunks entries, filled up to nchunks */
+  ranges_t free_space, pending;
+  size_t in_use, pending_bytes, allocations;
+  uint64_t reclaims, grows;
+};
+
+static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static mori_heap_t *heaps[MORI_MAX_DEVICES];
+
+static int ranges_insert_at(ranges_t *r, size_t at, range_t value) {
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 16;
+    range_t *v = realloc(r->v, cap * sizeof(*v));
+    if (!v) return mori_error_set(MORI_ENOMEM, "heap: range list");
+    r->v = v;
+    r->cap = cap;
+  }
+  memmove(&r->v[at + 1], &r->v[at], (r->n - at) * sizeof(*r->v));
+  r->v[at] = value;
+  r->n++;
+  return 0;
+}
+
+static void ranges_remove_at(ranges_t *r, size_t at) {
+  memmove(&r->v[at], &r->v[at + 1], (r->n - at - 1) * sizeof(*r->v));
+  r->n--;
+}
+
+/* Returns a range to the free space, merged with its neighbours unless a
+ * chunk boundary separates them. */
+static int free_insert(mori_heap_t *h, range_t x) {
+  ranges_t *f = &h->free_space;
+  size_t at = 0;
+  while (at < f->n && f->v[at].start < x.start) at++;
+  bool join_prev = at > 0 && f->v[at - 1].start + f->v[at - 1].len == x.start && x.start % h->chunk_size != 0;
+  bool join_next = at < f->n && x.start + x.len == f->v[at].start && f->v[at].start % h->chunk_size != 0;
+  if (join_prev && join_next) {
+    f->v[at - 1].len += x.len + f->v[at].len;
+    ranges_remove_at(f, at);
+    return 0;
+  }
+  if (join_prev) {
+    f->v[at - 1].len += x.len;
+    return 0;
+  }
+  if (join_next) {
+    f->v[at].start = x.start;
+    f->v[at].len += x.len;
+    return 0;
+  }
+  return ranges_insert_at(f, at, x);
+}
+
+static int grow_locked(mori_heap_t *h) {
+  if (h->nchunks >= h->max_chunks)
+    return mori_error_set(MORI_ENOMEM, "heap of device %d: all %d chunk(s) of %zu bytes are mapped (limit %zu bytes)", h->device,
+                          h->max_chunks, h->chunk_size, h->va_size);
+  mori_pmem_t mem;
+  unsigned flags = h->cfg.uncached ? MORI_PMEM_UNCACHED : 0;
+  int rc = mori_platform_mem_create(h->device, h->chunk_size, h->handle_type, flags, &mem);
+  if (rc) return mori_error_context(rc, "heap of device %d: chunk %d (%zu bytes)", h->device, h->nchunks, h->chunk_size);
+  char *at = h->va + (size_t)h->nchunks * h->chunk_size;
+  rc = mori_platform_mem_map(at, h->chunk_size, &mem);
+  if (!rc) {
+    rc = mori_platform_set_access(at, h->chunk_size, h->device);
+    if (rc) mori_platform_mem_unmap(h->device, at, h->chunk_size);
+  }
+  if (!rc) rc = free_insert(h, (range_t){(size_t)h->nchunks * h->chunk_size, h->chunk_size});
+  if (rc) {
+    mori_platform_mem_release(&mem);
+    return mori_error_context(rc, "heap of device %d: mapping chunk %d", h->device, h->nchunks);
+  }
+  h->chunks[h->nchunks++] = mem;
+  if (h->nchunks > 1) h->grows++;
+  MORI_DEBUG("heap of device %d: chunk %d mapped (%zu bytes at %p)", h->device, h->nchunks - 1, h->chunk_size, (void *)at);
+  return 0;
+}
+
+static int reclaim_locked(mori_heap_t *h) {
+  if (h->pending.n == 0) return 0;
+  /* Kernels may still use what was freed: wait for the device once. */
+  int rc = mori_platform_synchronize(h->device);
+  if (rc) return mori_error_context(rc, "heap of device %d: waiting to reuse freed memory", h->device);
+  for (size_t i = 0; i < h->pending.n; i++)
+    if ((rc = free_insert(h, h->pending.v[i])) != 0) return rc;
+  h->pending.n = 0;
+  h->pending_bytes = 0;
+  h->reclaims++;
+  return 0;
+}
+
+static bool carve_locked(mori_heap_t *h, size_t size, size_t alignment, mori_heap_block_t *out) {
+  ranges_t *f = &h->free_space;
+  uintptr_t base = (uintptr_t)h->va;
+  for (size_t i = 0; i < f->n; i++) {
+    range_t r = f->v[i];
+    size_t start = (size_t)(((base + r.start + alignment - 1) & ~(uintptr_t)(alignment - 1)) - base);
+    if (start - r.start > r.len || r.len - (start - r.start) < size) continue;
+    size_t head = start - r.start, tail = r.len - head - size;
+    /* Keep the list valid even if an insert fails: shrink in place first. */
+    if (head) {
+      f->v[i].len = head;
+      if (tail && ranges_insert_at(f, i + 1, (range_t){start + size, tail}) != 0) {
+        f->v[i].len = r.len; /* undo: no memory for the split */
+        return false;
+      }
+    } else if (tail) {
+      f->v[i] = (range_t){start + size, tail};
+    } else {
+      ranges_remove_at(f, i);
+    }
+    out->chunk = (int)(start / h->chunk_size);
+    out->offset = start % h->chunk_size;
+    out->size = size;
+    out->ptr = h->va + start;
+    h->in_use += size;
+    h->allocations++;
+    return true;
+  }
+  return false;
+}
+
+static void free_summary(const mori_heap_t *h, size_t *total, size_t *largest) {
+  *total = *largest = 0;
+  for (size_t i = 0; i < h->free_space.n; i++) {
+    *total += h->free_space.v[i].len;
+    if (h->free_space.v[i].len > *largest) *largest = h->free_space.v[i].len;
+  }
+}
+
+int mori_heap_alloc(mori_heap_t *h, size_t size, size_t alignment, mori_heap_block_t *out) {
+  if (alignment == 0 || (alignment & (alignment - 1)))
+    return mori_error_set(MORI_EINVAL, "heap: alignment %zu is not a power of two", alignment);
+  size_t rounded;
+  if (size == 0 || mori_round_up_overflows(size, alignment, &rounded))
+    return mori_error_set(MORI_EINVAL, "heap: %zu bytes with alignment %zu", size, alignment);
+  if (h->cfg.mode == MORI_HEAP_VMM && rounded > h->chunk_size)
+    return MORI_ENOTSUP; /* larger than a chunk: the caller maps it on its own */
+  pthread_mutex_lock(&h->lock);
+  int rc = 0;
+  bool done = carve_locked(h, rounded, alignment, out);
+  /* Pending frees that could serve the request come before growing; growing
+   * comes before failing. */
+  if (!done && h->pending_bytes >= rounded) {
+    rc = reclaim_locked(h);
+    done = !rc && carve_locked(h, rounded, alignment, out);
+  }
+  /* (A static heap maps its one chunk at the first allocation.) */
+  while (!done && !rc && (h->cfg.mode == MORI_HEAP_VMM || h->nchunks == 0) && h->nchunks < h->max_chunks) {
+    rc = grow_locked(h);
+    done = !rc && carve_locked(h, rounded, alignment, out);
+  }
+  if (!done && !rc && h->pending.n) {
+    rc = reclaim_locked(h);
+    done = !rc && carve_locked(h, rounded, alignment, out);
+  }
+  if (!done && !rc) {
+    size_t total, largest;
+    free_summary(h, &total, &largest);
+    rc = mori_error_set(MORI_ENOMEM,
+                        "heap of device %d (rank %d): no room for %zu bytes (alignment %zu): %zu bytes free, largest %zu, "
+                        "%zu in use by %zu allocation(s); %s heap of %zu bytes (MORI_SHMEM_HEAP_SIZE)",
+                        h->device, mori_log_rank(), size, alignment, total, largest, h->in_use, h->allocations,
+                        h->cfg.mode == MORI_HEAP_STATIC ? "static" : "vmm", h->va_size);
+  }
+  pthread_mutex_unlock(&h->lock);
+  return rc;
+}
+
+void mori_heap_free(mori_heap_t *h, const mori_heap_block_t *b) {
+  size_t start = (size_t)((char *)b->ptr - h->va);
+  pthread_mutex_lock(&h->lock);
+  if (!h->cfg.defer_frees) {
+    /* Nothing runs behind the host's back: reusable at once. */
+    if (free_insert(h, (range_t){start, b->size}) != 0)
+      MORI_WARN("heap of device %d: %zu bytes at %p leak: %s", h->device, b->size, b->ptr, mori_last_error());
+  } else if (ranges_insert_at(&h->pending, h->pending.n, (range_t){start, b->size}) != 0) {
+    /* No memory to remember it: the block is lost to the heap, not reused early. */
+    MORI_WARN("heap of device %d: %zu bytes at %p leak: %s", h->device, b->size, b->ptr, mori_last_error());
+  } else {
+    h->pending_bytes += b->size;
+  }
+  h->in_use -= b->size;
+  h->allocations--;
+  pthread_mutex_unlock(&h->lock);
+}
+
+int mori_heap_grow_to(mori_heap_t *h, int chunks) {
+  pthread_mutex_lock(&h->lock);
+  int rc = 0;
+  if (chunks > h->max_chunks)
+    rc = mori_error_set(MORI_ENOMEM, "heap of device %d (rank %d): a peer's allocation lives in chunk %d, this heap holds at most %d",
+                        h->device, mori_log_rank(), chunks - 1, h->max_chunks);
+  while (!rc && h->nchunks < chunks) rc = grow_locked(h);
+  pthread_mutex_unlock(&h->lock);
+  return rc;
+}
+
+static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **out) {
+  mori_heap_t *h = calloc(1, sizeof(*h));
+  if (!h) return mori_error_set(MORI_ENOMEM, "heap");
+  h->device = device;
+  h->cfg = *cfg;
+  size_t granularity = 0;
+  int rc = mori_platform_granularity(device, &granularity);
+  if (!rc) rc = mori_platform_preferred_handle_type(device, &h->handle_type);
+  size_t want = cfg->mode == MORI_HEAP_STATIC ? cfg->heap_size : cfg->chunk_size;
+  if (!rc && mori_round_up_overflows(want, granularity, &h->chunk_size))
+    rc = mori_error_set(MORI_ERANGE, "heap: %zu bytes", want);
+  if (!rc) {
+    h->max_chunks = cfg->mode == MORI_HEAP_STATIC ? 1 : (int)(cfg->heap_size / h->chunk_size);
+    if (h->max_chunks < 1) h->max_chunks = 1;
+    h->va_size = (size_t)h->max_chunks * h->chunk_size;
+    h->chunks = calloc((size_t)h->max_chunks, sizeof(*h->chunks));
+    if (!h->chunks) rc = mori_error_set(MORI_ENOMEM, "heap: chunk table");
+  }
+  if (!rc) rc = mori_platform_va_reserve(device, h->va_size, granularity, (void **)&h->va);
+  if (rc) {
+    free(h->chunks);
+    free(h);
+    return mori_error_context(rc, "heap of device %d", device);
+  }
+  pthread_mutex_init(&h->lock, NULL);
+  MORI_INFO("heap of device %d: %s, %zu bytes reserved, chunks of %zu bytes%s", device,
+            cfg->mode == MORI_HEAP_STATIC ? "static" : "vmm", h->va_size, h->chunk_size, cfg->uncached ? ", uncached" : "");
+  *out = h;
+  return 0;
+}
+
+int mori_heap_of_device(int device, mori_heap_t **out) {
+  *out = NULL;
+  if (device < 0 || device >= MORI_MAX_DEVICES) return mori_error_set(MORI_EINVAL, "heap: device %d", device);
+  pthread_mutex_lock(&heaps_lock);
+  int rc = 0;
+  if (!heaps[device]) {
+    mori_heap_config_t cfg;
+    rc = mori_heap_config_from_env(&cfg);
+    if (!rc && cfg.mode != MORI_HEAP_ISOLATION) rc = create_heap(device, &cfg, &heaps[device]);
+  }
+  *out = heaps[device];
+  pthread_mutex_unlock(&heaps_lock);
+  return rc;
+}
+
+int mori_heap_device(const mori_heap_t *h) { return h->device; }
+int mori_heap_mode(const mori_heap_t *h) { return h->cfg.mode; }
+size_t mori_heap_chunk_size(const mori_heap_t *h) { return h->chunk_size; }
+
+int mori_heap_chunk_count(mori_heap_t *h) {
+  pthread_mutex_lock(&h->lock);
+  int n = h->nchunks;
+  pthread_mutex_unlock(&h->lock);
+  return n;
+}
+
+void mori_heap_chunk(mori_heap_t *h, int k, mori_pmem_t *mem, void **base) {
+  pthread_mutex_lock(&h->lock);
+  *mem = h->chunks[k];
+  *base = h->va + (size_t)k * h->chunk_size;
+  pthread_mutex_unlock(&h->lock);
+}
+
+void mori_heap_destroy_all(void) {
+  pthread_mutex_lock(&heaps_lock);
+  for (int d = 0; d < MORI_MAX_DEVICES; d++) {
+    mori_heap_t *h = heaps[d];
+    if (!h) continue;
+    heaps[d] = NULL;
+    if (mori_platform_synchronize(d) != 0) MORI_WARN("heap teardown: %s", mori_last_error());
+    for (int k = h->nchunks - 1; k >= 0; k--) {
+      if (mori_platform_mem_unmap(d, h->va + (size_t)k * h->chunk_size, h->chunk_size) != 0)
+        MORI_WARN("heap teardown: unmapping chunk %d: %s", k, mori_last_error());
+      mori_platform_mem_release(&h->chunks[k]);
+    }
+    if (mori_platform_va_release(d, h->va, h->va_size) != 0) MORI_WARN("heap teardown: %s", mori_last_error());
+    pthread_mutex_destroy(&h->lock);
+    free(h->chunks);
+    free(h->free_space.v);
+    free(h->pending.v);
+    free(h);
+  }
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+/* ---- the public side (mori/heap.h) ---- */
+
+static int resolve_device(int device, int *out) {
+  *out = device;
+  if (device < 0) return mori_platform_current_device(out);
+  return 0;
+}
+
+int mori_heap_init(int device) {
+  int rc = resolve_device(device, &device);
+  mori_heap_t *h = NULL;
+  if (!rc) rc = mori_heap_of_device(device, &h);
+  if (!rc && h) rc = mori_heap_grow_to(h, 1);
+  return rc ? mori_error_context(rc, "heap_init") : 0;
+}
+
+int mori_heap_stats(int device, mori_heap_stats_t *out) {
+  if (!out) return mori_error_set(MORI_EINVAL, "heap_stats: out is NULL");
+  memset(out, 0, sizeof(*out));
+  int rc = resolve_device(device, &device);
+  if (rc) return rc;
+  if (device >= MORI_MAX_DEVICES) return mori_error_set(MORI_EINVAL, "heap_stats: device %d", device);
+  out->device = device;
+  pthread_mutex_lock(&heaps_lock);
+  mori_heap_t *h = heaps[device];
+  pthread_mutex_unlock(&heaps_lock);
+  if (!h) {
+    mori_heap_config_t cfg;
+    if (mori_heap_config_from_env(&cfg) == 0) out->mode = cfg.mode;
+    return 0;
+  }
+  pthread_mutex_lock(&h->lock);
+  out->mode = h->cfg.mode;
+  out->uncached = h->cfg.uncached;
+  out->chunks = h->nchunks;
+  out->chunk_size = h->chunk_size;
+  out->limit = h->va_size;
+  out->mapped = (size_t)h->nchunks * h->chunk_size;
+  out->in_use = h->in_use;
+  out->pending = h->pending_bytes;
+  free_summary(h, &out->free_bytes, &out->largest_free);
+  out->allocations = h->allocations;
+  out->reclaims = h->reclaims;
+  out->grows = h->grows;
+  pthread_mutex_unlock(&h->lock);
+  return 0;
+}
+
+int mori_heap_reclaim(int device) {
+  int rc = resolve_device(device, &device);
+  mori_heap_t *h = NULL;
+  if (!rc && device < MORI_MAX_DEVICES) {
+    pthread_mutex_lock(&heaps_lock);
+    h = heaps[device];
+    pthread_mutex_unlock(&heaps_lock);
+  }
+  if (rc || !h) return rc;
+  pthread_mutex_lock(&h->lock);
+  rc = reclaim_locked(h);
+  pthread_mutex_unlock(&h->lock);
+  return rc;
+}

@@ -1,0 +1,56 @@
+/* See internal/heap_segments.h. */
+#include <stdlib.h>
+
+#include "core/base/error.h"
+#include "core/internal/heap_segments.h"
+
+struct mori_heap_segments {
+  mori_segment_t **segments;
+  int count, cap;
+};
+
+int mori_heap_segments_ensure(mori_comm_t *c, mori_heap_t *heap, int chunks, int local_rc) {
+  struct mori_heap_segments *s = c->heap_segments;
+  int rc = local_rc;
+  if (!s) {
+    s = calloc(1, sizeof(*s));
+    if (!s) return mori_comm_agree(c, rc ? rc : mori_error_set(MORI_ENOMEM, "heap segments"), "mapping heap chunks");
+    c->heap_segments = s;
+  }
+  if (chunks > s->cap) {
+    int cap = chunks > 2 * s->cap ? chunks : 2 * s->cap;
+    mori_segment_t **grown = realloc(s->segments, sizeof(*grown) * (size_t)cap);
+    if (grown) {
+      s->segments = grown;
+      s->cap = cap;
+    } else if (!rc) {
+      rc = mori_error_set(MORI_ENOMEM, "heap segments: table of %d", chunks);
+    }
+  }
+  if (s->count >= chunks) return mori_comm_agree(c, rc, "mapping heap chunks");
+  /* Every rank has the same count: segments are made together, in order. */
+  while (s->count < chunks) {
+    int k = s->count;
+    mori_pmem_t mem;
+    void *base = NULL;
+    bool mine = !rc && heap && k < mori_heap_chunk_count(heap);
+    if (mine) mori_heap_chunk(heap, k, &mem, &base);
+    else if (!rc) rc = mori_error_set(MORI_EINVAL, "heap segments: chunk %d is not mapped on rank %d", k, c->rank);
+    mori_segment_t *seg = NULL;
+    int seg_rc = mori_segment_create(c, mine ? &mem : NULL, base, mine ? mori_heap_chunk_size(heap) : 0, rc, &seg);
+    if (seg_rc) return mori_error_context(seg_rc, "mapping heap chunk %d across the comm", k);
+    s->segments[s->count++] = seg;
+  }
+  return 0;
+}
+
+mori_segment_t *mori_heap_segment(mori_comm_t *c, int k) { return c->heap_segments->segments[k]; }
+
+void mori_heap_segments_destroy_all(mori_comm_t *c) {
+  struct mori_heap_segments *s = c->heap_segments;
+  if (!s) return;
+  for (int k = s->count - 1; k >= 0; k--) mori_segment_destroy(s->segments[k]);
+  free(s->segments);
+  free(s);
+  c->heap_segments = NULL;
+}

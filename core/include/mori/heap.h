@@ -1,0 +1,65 @@
+/* The symmetric heap of a device: a range of address space reserved once,
+ * backed by physical memory mapped once (static) or chunk by chunk as it
+ * fills (vmm), from which mori_mem_alloc carves allocations locally — no
+ * driver call, no device synchronisation — so "allocate + make a window"
+ * costs microseconds instead of a mapping per allocation. Windows of heap
+ * memory map each chunk across a comm once, the first time a window of
+ * that comm needs it.
+ *
+ * Settings (environment, read when the device's heap is first used):
+ *   MORI_SHMEM_MODE            vmm (default) | static | isolation (one
+ *                              mapping per allocation: no heap)
+ *   MORI_SHMEM_HEAP_SIZE       static: the heap's size (required);
+ *                              vmm: how far it may grow (default 512G)
+ *   MORI_SHMEM_VMM_CHUNK_SIZE  vmm: bytes per growth step (default 1G);
+ *                              a larger allocation gets a mapping of its own
+ *   MORI_SHMEM_HEAP_TYPE       normal (default) | uncached: fine-grained
+ *                              memory on AMD GPUs; CUDA and the host
+ *                              platform have one kind of memory (normal)
+ *
+ * A free is local and deferred: the range is reused only after the device
+ * has been waited for, which the heap does only when an allocation would
+ * otherwise need more memory (or on mori_heap_reclaim). */
+#ifndef MORI_HEAP_H
+#define MORI_HEAP_H
+
+#include "mori/error.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef enum mori_heap_mode {
+  MORI_HEAP_ISOLATION = 0, /* no heap: one mapping per allocation */
+  MORI_HEAP_STATIC = 1,
+  MORI_HEAP_VMM = 2,
+} mori_heap_mode_t;
+
+typedef struct mori_heap_stats {
+  int mode;              /* mori_heap_mode_t */
+  int device;
+  int uncached;          /* 1: MORI_SHMEM_HEAP_TYPE=uncached was asked for */
+  int chunks;            /* physical chunks mapped */
+  size_t chunk_size;     /* bytes per chunk (static: the whole heap) */
+  size_t limit;          /* bytes the heap may grow to */
+  size_t mapped;         /* chunks * chunk_size */
+  size_t in_use;         /* carved and not freed */
+  size_t pending;        /* freed, reused once the device has been waited for */
+  size_t free_bytes;     /* reusable now */
+  size_t largest_free;   /* the largest carve that fits without growing */
+  size_t allocations;    /* live carves */
+  uint64_t reclaims;     /* device waits made to reuse pending frees */
+  uint64_t grows;        /* chunks added after the first */
+} mori_heap_stats_t;
+
+/* Creates the heap of `device` (-1: the current one) now rather than at the
+ * first allocation: static mode maps the whole heap, vmm mode its first
+ * chunk. Idempotent. MORI_EINVAL names a malformed variable. */
+MORI_API int mori_heap_init(int device);
+/* What the heap of `device` holds; mode MORI_HEAP_ISOLATION and zeros when
+ * it has none. */
+MORI_API int mori_heap_stats(int device, mori_heap_stats_t *out);
+/* Waits for the device, then makes every pending free reusable. */
+MORI_API int mori_heap_reclaim(int device);
+
+MORI_EXTERN_C_END
+
+#endif

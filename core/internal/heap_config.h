@@ -1,0 +1,38 @@
+/* The symmetric heap's settings (heap_config.c), from the environment
+ * variables of the MORI Shmem Guide:
+ *   MORI_SHMEM_MODE            static | vmm | isolation
+ *   MORI_SHMEM_HEAP_SIZE       "6G", "512M", "1073741824": static: the heap;
+ *                              vmm: the most it may grow to
+ *   MORI_SHMEM_VMM_CHUNK_SIZE  vmm: bytes per growth step
+ *   MORI_SHMEM_HEAP_TYPE       normal | uncached
+ * A value that does not parse is an error naming the variable and value. */
+#ifndef MORI_CORE_INTERNAL_HEAP_CONFIG_H
+#define MORI_CORE_INTERNAL_HEAP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "mori/heap.h"
+
+MORI_EXTERN_C_BEGIN
+
+typedef struct mori_heap_config {
+  int mode;            /* mori_heap_mode_t */
+  size_t heap_size;    /* static: the heap; vmm: the growth limit */
+  size_t chunk_size;   /* vmm: one growth step (before rounding to the granularity) */
+  bool uncached;       /* MORI_SHMEM_HEAP_TYPE=uncached */
+  bool defer_frees;    /* freed carves wait for a device sync: on GPUs, or
+                        * MORI_HEAP_DEFER_FREES=1 (tests of the host platform) */
+} mori_heap_config_t;
+
+/* Defaults when a variable is unset (mori_mem_alloc and the torch backend):
+ * vmm mode, growth limit 512 GiB of address space, 1 GiB chunks, normal
+ * memory. A static heap needs MORI_SHMEM_HEAP_SIZE. */
+int mori_heap_config_from_env(mori_heap_config_t *out);
+/* "6G", "512M", "64K", "1T" (powers of 1024; an optional trailing "B" or
+ * "iB"), or plain bytes. */
+int mori_parse_size(const char *text, size_t *out);
+
+MORI_EXTERN_C_END
+
+#endif
