@@ -24,6 +24,14 @@ ALLOC_BYTES = [1 << 20, 1 << 30]
 ALLOC_LIVE = 4  # distinct allocations kept alive: the pool cannot hand one back
 
 backend, round_, out_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+# MORI's heap modes as backends of their own (the variables are read when
+# the first symmetric allocation is made, so setting them here is in time).
+VARIANT_ENV = {
+    "MORI-static": {"MORI_SHMEM_MODE": "static", "MORI_SHMEM_HEAP_SIZE": "8G"},
+    "MORI-isolation": {"MORI_SHMEM_MODE": "isolation"},
+}
+os.environ.update(VARIANT_ENV.get(backend, {}))
+kind = "MORI" if backend.startswith("MORI") else backend
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 torch.cuda.set_device(rank)
 dev = torch.device("cuda", rank)
@@ -31,10 +39,10 @@ dist.init_process_group("nccl", device_id=dev)
 group = dist.group.WORLD
 gname = group.group_name
 symm_mem = None
-if backend != "NCCL":
+if kind != "NCCL":
     import torch.distributed._symmetric_memory as symm_mem
 
-    if backend == "MORI":
+    if kind == "MORI":
         import mori.allocator  # noqa: F401
         import mori.ops
 
@@ -279,27 +287,37 @@ def alloc_rendezvous():
         torch.cuda.empty_cache()
 
 
+def step(name, fn):
+    fn.__name__ = name
+    return fn
+
+
 PLANS = {
-    "MORI": [floor, mori_a2a, lambda: triton_push("Triton push + hdl.barrier", True), mori_all_reduce,
-             lambda: one_shot_all_reduce("torch one_shot_all_reduce on MORI tensors"),
-             lambda: barrier("hdl.barrier"), alloc_rendezvous],
-    "default": [floor, lambda: triton_push("Triton push + hdl.barrier", True),
-                lambda: one_shot_all_reduce("torch one_shot_all_reduce"), lambda: barrier("hdl.barrier"),
-                alloc_rendezvous],
-    "NVSHMEM": [floor, lambda: triton_push("Triton push (hdl.barrier is a no-op in torch 2.11)", True), nvshmem_a2a,
-                lambda: one_shot_all_reduce("torch one_shot_all_reduce"),
-                lambda: barrier("hdl.barrier (an empty function in torch 2.11)"), alloc_rendezvous],
-    "NCCL-symm": [floor, lambda: nccl_all_reduce("dist.all_reduce on NCCL symmetric memory", True), alloc_rendezvous],
-    "NCCL": [floor, nccl_a2a, lambda: nccl_all_reduce("dist.all_reduce", False)],
+    "MORI": [floor, mori_a2a, step("triton_push", lambda: triton_push("Triton push + hdl.barrier", True)),
+             mori_all_reduce,
+             step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce on MORI tensors")),
+             step("barrier", lambda: barrier("hdl.barrier")), alloc_rendezvous],
+    "MORI-static": [floor, alloc_rendezvous],
+    "MORI-isolation": [floor, alloc_rendezvous],
+    "default": [floor, step("triton_push", lambda: triton_push("Triton push + hdl.barrier", True)),
+                step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
+                step("barrier", lambda: barrier("hdl.barrier")), alloc_rendezvous],
+    "NVSHMEM": [floor, step("triton_push", lambda: triton_push("Triton push (hdl.barrier is a no-op in torch 2.11)", True)),
+                nvshmem_a2a, step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
+                step("barrier", lambda: barrier("hdl.barrier (an empty function in torch 2.11)")), alloc_rendezvous],
+    "NCCL-symm": [floor, step("nccl_all_reduce", lambda: nccl_all_reduce("dist.all_reduce on NCCL symmetric memory", True)),
+                  alloc_rendezvous],
+    "NCCL": [floor, nccl_a2a, step("nccl_all_reduce", lambda: nccl_all_reduce("dist.all_reduce", False))],
 }
 
-only = os.environ.get("MORI_BENCH_ONLY", "")
-for step in PLANS[backend]:
-    name = getattr(step, "__name__", "")
-    if only and name not in ("floor", "<lambda>") and only not in name:
+# MORI_BENCH_ONLY=a,b: only the steps whose names contain a or b (and the floor).
+only = [o for o in os.environ.get("MORI_BENCH_ONLY", "").split(",") if o]
+for fn in PLANS[backend]:
+    name = fn.__name__
+    if only and name != "floor" and not any(o in name for o in only):
         continue
     try:
-        step()
+        fn()
     except Exception as e:  # noqa: BLE001 (one failed step must not end the round)
         H.record("step_failed", 0, name, error=f"{type(e).__name__}: {str(e)[:300]}")
         torch.cuda.synchronize()

@@ -8,6 +8,7 @@
 #include "core/base/error.h"
 #include "mori/device/coll.h"
 #include "mori/mem.h"
+#include "mori/runtime.h"
 
 enum {
   HEADER_BYTES = MORI_COLL_MAX_GRID * 8, /* the per-block epochs */
@@ -57,7 +58,14 @@ static int make_workspace(mori_coll_t *c, size_t staging) {
   mori_mem_attr_init(&attr);
   attr.device = c->device;
   void *mem = NULL;
-  int rc = mori_mem_alloc(total, &attr, &mem); /* zeroed: epoch 0, flags 0 */
+  int rc = mori_mem_alloc(total, &attr, &mem);
+  /* Epochs and flags start at 0 (allocations are not zeroed); no peer
+   * writes them before the rendezvous below completes. */
+  size_t control = HEADER_BYTES + flags;
+  void *zeros = rc ? NULL : calloc(1, control);
+  if (!rc && !zeros) rc = mori_error_set(MORI_ENOMEM, "collectives: workspace header");
+  if (!rc) rc = mori_device_upload(c->device, mem, zeros, control);
+  free(zeros);
   mori_window_t *win = NULL;
   /* Every rank takes part in the rendezvous even if its allocation failed,
    * so that all fail together. */

@@ -8,7 +8,9 @@
 #include "core/internal/control_pool.h"
 #include "core/platform/platform.h"
 
-enum { PAGE_BYTES = 4096, BLOCK_BYTES = 64, BLOCKS_PER_PAGE = PAGE_BYTES / BLOCK_BYTES };
+/* Up to RECLAIM_PAGES pages are added before returned blocks are reclaimed
+ * (which waits for the device): 4096 windows' worth of churn per wait. */
+enum { PAGE_BYTES = 4096, BLOCK_BYTES = 64, BLOCKS_PER_PAGE = PAGE_BYTES / BLOCK_BYTES, RECLAIM_PAGES = 64 };
 MORI_STATIC_ASSERT(sizeof(mori_device_control_t) <= BLOCK_BYTES, "a control block fits its slot");
 
 typedef struct block {
@@ -24,6 +26,7 @@ typedef struct page {
 
 typedef struct pool {
   page_t *pages;
+  int npages;
   block_t *free_blocks, *pending;
 } pool_t;
 
@@ -45,6 +48,7 @@ static int add_page(int device, pool_t *p) {
   }
   pg->next = p->pages;
   p->pages = pg;
+  p->npages++;
   return 0;
 }
 
@@ -53,7 +57,7 @@ int mori_control_block_get(int device, mori_device_control_t **host, mori_device
   pthread_mutex_lock(&pool_lock);
   pool_t *p = &pools[device];
   int rc = 0;
-  if (!p->free_blocks && p->pending) {
+  if (!p->free_blocks && p->pending && p->npages >= RECLAIM_PAGES) {
     /* Reuse what old windows returned once their kernels are surely done. */
     rc = mori_platform_synchronize(device);
     while (!rc && p->pending) {
@@ -101,6 +105,7 @@ void mori_control_pool_destroy_all(void) {
       free(pg);
     }
     p->free_blocks = p->pending = NULL;
+    p->npages = 0;
   }
   pthread_mutex_unlock(&pool_lock);
 }

@@ -19,6 +19,12 @@ int mori_device_copy(int device, void *dst, const void *src, size_t size) {
   return mori_platform_memcpy(device, dst, src, size);
 }
 
+int mori_device_upload(int device, void *dst, const void *src, size_t size) {
+  if (!size) return 0;
+  if (!dst || !src) return mori_error_set(MORI_EINVAL, "device_upload: NULL pointer");
+  return mori_platform_upload(device, dst, src, size);
+}
+
 int mori_stream_synchronize(int device, void *stream) { return mori_platform_stream_synchronize(device, stream); }
 
 int mori_stream_capturing(int device, void *stream, int *yes) {

@@ -4,7 +4,11 @@
 # end. The build half needs Bazel and no GPU; the run half needs the GPUs,
 # torch, and no Bazel (it runs what the build half staged in .carry/).
 #   tools/gpu.sh build            stage the cuda build in .carry/
-#   tools/gpu.sh run [tests|bench|all] [rounds]
+#   tools/gpu.sh run [PARTS] [rounds]
+# PARTS: a comma list of tests (GPU suites and torch suites), heap (the heap
+# benchmark in every mode), coll (the collectives sweep), p2p (the device
+# API benchmark), bench (the harness over BENCH_BACKENDS, default every
+# backend), or all of them. MORI_BENCH_ONLY narrows the harness's steps.
 # Results and logs go to $OUT (default /tmp/mori-gpu-out). NVLink multicast
 # stays off everywhere (mori never creates multicast objects).
 set -uo pipefail
@@ -16,11 +20,11 @@ if [ "$mode" = build ]; then
   tools/install_deps.sh torch
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p \
-    //tests/gpu:bench_coll //tools/launch:mori_launch
+    //tests/gpu:bench_coll //tests/gpu:bench_heap //tools/launch:mori_launch
   bazel build -c opt //torch_backend:mori
   rm -rf .carry && mkdir -p .carry/bin .carry/python
   cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/bench_p2p \
-    bazel-bin/tests/gpu/bench_coll \
+    bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap \
     bazel-bin/tools/launch/mori_launch .carry/bin/
   cp -r torch_backend/python/mori .carry/python/
   for lib in libmori_torch.so libmori_torch_mempool.so; do
@@ -32,10 +36,12 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests|bench|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,heap,coll,p2p,bench|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
+[ "$what" = all ] && what=tests,heap,coll,p2p,bench
+has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD/.carry/python:${PYTHONPATH:-}
@@ -48,7 +54,7 @@ summary=()
 record() { summary+=("$1"); }
 gtest_counts() { echo "$(grep -c '^\[       OK' "$1") passed, $(grep -c '^\[  FAILED  \] [A-Z]' "$1") failed"; }
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if has tests; then
   for t in gpu_window_test gpu_coll_test; do
     echo "== $t ($ngpu ranks)"
     MORI_TEST_RANKS=$ngpu timeout 150 .carry/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
@@ -62,14 +68,36 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   done
 fi
 
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if has heap; then
+  : > "$OUT/bench_heap.jsonl"
+  for mode in vmm static isolation; do
+    echo "== heap benchmark, MORI_SHMEM_MODE=$mode"
+    MORI_SHMEM_MODE=$mode MORI_SHMEM_HEAP_SIZE=$([ $mode = static ] && echo 8G || echo 512G) \
+      timeout 120 .carry/bin/mori_launch -n "$ngpu" -t 110 .carry/bin/bench_heap 2>&1 | tee "$OUT/bench_heap_$mode.log" | grep RESULT
+    grep '^RESULT' "$OUT/bench_heap_$mode.log" | sed 's/^RESULT //' >> "$OUT/bench_heap.jsonl"
+  done
+  record "bench_heap: $(wc -l < "$OUT/bench_heap.jsonl") results"
+fi
+
+if has coll; then
+  echo "== collectives sweep (bench_coll)"
+  timeout 200 .carry/bin/mori_launch -n "$ngpu" -t 190 .carry/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
+  grep '^RESULT' "$OUT/bench_coll.log" | sed 's/^RESULT //' > "$OUT/bench_coll.jsonl"
+  record "bench_coll: $(wc -l < "$OUT/bench_coll.jsonl") results"
+fi
+
+if has p2p; then
   echo "== device API benchmark (bench_p2p)"
   timeout 200 .carry/bin/mori_launch -n "$ngpu" -t 180 .carry/bin/bench_p2p 2>&1 | tee /tmp/bench_p2p.log | grep RESULT
   grep '^RESULT' /tmp/bench_p2p.log | sed 's/^RESULT //' > "$OUT/bench_p2p.jsonl"
   record "bench_p2p: $(wc -l < "$OUT/bench_p2p.jsonl") results"
-  echo "== benchmark harness: $rounds rounds, every backend"
+fi
+
+if has bench; then
+  backends=${BENCH_BACKENDS:-MORI,default,NVSHMEM,NCCL-symm,NCCL}
+  echo "== benchmark harness: $rounds rounds, $backends"
   MORI_BENCH_MACHINE="$machine" timeout $((rounds * 240)) python3 bench/run.py --rounds "$rounds" \
-    --out "$OUT/bench.jsonl" 2>&1
+    --backends "$backends" --out "$OUT/bench.jsonl" 2>&1
   record "bench: $(wc -l < "$OUT/bench.jsonl") records, $(grep -c '"error"' "$OUT/bench.jsonl") with errors"
 fi
 

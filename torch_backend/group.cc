@@ -105,11 +105,16 @@ Group &Groups::Get(const std::string &name, int device, bool agree) {
   Base &base = BaseOf(name);
   std::vector<int> devices(base.size);
   int32_t mine = device;
-  int rc = mori_bootstrap_allgather(base.bootstrap, &mine, devices.data(), sizeof(int32_t));
+  // Every rank of the group has the same history of agreements, so the
+  // same last communicator (or none, the first time).
+  auto last = last_.find(name);
+  int rc = last != last_.end() ? mori_comm_allgather(last->second->comm, &mine, devices.data(), sizeof(int32_t))
+                               : mori_bootstrap_allgather(base.bootstrap, &mine, devices.data(), sizeof(int32_t));
   TORCH_CHECK(rc == 0, "MORI group '", name, "': agreeing on the devices: ", mori_last_error());
   auto it = groups_.find({name, devices});
   Group &g = it != groups_.end() ? *it->second : Make(name, base, devices, device);
   current_[{name, device}] = &g;
+  last_[name] = &g;
   return g;
 }
 
@@ -122,6 +127,7 @@ void Groups::ReleaseColls() {
 
 void Groups::ReleaseAll() {
   current_.clear();
+  last_.clear();
   groups_.clear();
   bases_.clear();
 }

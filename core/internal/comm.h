@@ -51,10 +51,6 @@ struct mori_comm {
   struct mori_comm *next_live; /* the process's list of comms (teardown) */
 };
 
-/* The comm's own collective steps: through the node channel when there is
- * one (every rank on one host), else the bootstrap. */
-int mori_comm_allgather(mori_comm_t *comm, const void *send, void *recv, size_t bytes);
-
 /* Every rank contributes its status of a step; 0 when all succeeded, else
  * the first failing rank is named on every rank (with this rank's own
  * message when it is the one that failed). Collective. */

@@ -176,8 +176,7 @@ static CUstream upload_streams[MORI_MAX_DEVICES];
 static int upload(int device, void *dst, const void *src, size_t size) {
   CUstream *st = &upload_streams[device];
   if (!*st) GPU_TRY(gpu.streamCreate(st, CU_STREAM_NON_BLOCKING), "creating the upload stream of device %d", device);
-  GPU_TRY(gpu.memcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, size, *st),
-          "uploading %zu bytes to %p", size, dst);
+  GPU_TRY(gpu.memcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, size, *st), "uploading %zu bytes to %p", size, dst);
   GPU_TRY(gpu.streamSynchronize(*st), "waiting for an upload of %zu bytes", size);
   return 0;
 }

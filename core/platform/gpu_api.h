@@ -87,6 +87,7 @@ typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
   X(streamSynchronize, cuStreamSynchronize)                \
   X(streamDestroy, cuStreamDestroy)                        \
   X(memcpyAsync, cuMemcpyAsync)                            \
+  X(memcpyHtoDAsync, cuMemcpyHtoDAsync)                    \
   X(streamBatchMemOp, cuStreamBatchMemOp)                  \
   X(streamIsCapturing, cuStreamIsCapturing)
 

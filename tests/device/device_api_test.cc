@@ -32,6 +32,7 @@ void Make(World &w, int size, Fixture &f) {
   attr.signal_pad_size = 4 * size * 8;  // 8 barrier channels
   f.signal_offset = (kChunk * size + 63) / 64 * 64;
   ASSERT_EQ(mori_mem_alloc(f.signal_offset + 8 * size, &attr, &f.mem), 0) << mori_last_error();
+  memset((char *)f.mem + f.signal_offset, 0, 8 * size);  // signals start at 0 (allocations are not zeroed)
   ASSERT_EQ(mori_window_create(w.comm, f.mem, &f.win), 0) << mori_last_error();
   f.view = mori_window_device_view(f.win);
 }

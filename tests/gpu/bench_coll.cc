@@ -3,6 +3,8 @@
 // threads per block), and the launch floor, so that defaults are chosen by
 // measurement. Run with
 //   mori_launch -n <gpus> bench_coll
+// MORI_BENCH_COLL_QUICK=1: the defaults only (and all-reduce's two large-
+// message algorithms), one grid: seconds instead of minutes.
 // Prints one "RESULT {json}" line per measurement from rank 0.
 #include <cstdio>
 #include <cstdlib>
@@ -79,8 +81,10 @@ int main() {
     mori_bootstrap_barrier(w.bootstrap);
     report("floor", 0, none, GraphTime(stream, [&] { coll_delay(0, stream); }));
   }
+  const bool quick = getenv("MORI_BENCH_COLL_QUICK") && atoi(getenv("MORI_BENCH_COLL_QUICK"));
   // One context per grid: the grid is fixed when a context is made.
   for (int grid : {132, 264, 0}) {
+    if (quick && grid) continue;
     if (grid) setenv("MORI_COLL_MAX_BLOCKS", std::to_string(grid).c_str(), 1);
     else unsetenv("MORI_COLL_MAX_BLOCKS");
     mori_coll_attr_t attr;
@@ -95,7 +99,9 @@ int main() {
     coll_fill_a2a(in, max_bytes / n, rank, n, 1, stream);
     std::vector<Knobs> a2a_knobs = {{nullptr, nullptr, 0, grid, 0, 0}, {"MORI_A2A_ALGO", "ll", 0, grid, 0, 0}};
     for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10})
-      for (int threads : {256, 512}) a2a_knobs.push_back({"MORI_A2A_ALGO", "slices", slice, grid, threads, 0});
+      for (int threads : {256, 512})
+        if (!quick) a2a_knobs.push_back({"MORI_A2A_ALGO", "slices", slice, grid, threads, 0});
+    if (quick) a2a_knobs.resize(1);
     for (uint64_t bytes : {64ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20}) {
       for (const Knobs &k : a2a_knobs) {
         if (k.algo && std::string(k.algo) == "ll" && bytes > (1u << 20)) continue;
@@ -112,6 +118,9 @@ int main() {
     for (const char *algo : {"oneshot", "rsag"})
       for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10})
         for (int threads : {256, 512}) ar_knobs.push_back({"MORI_ALLREDUCE_ALGO", algo, slice, grid, threads, 0});
+    if (quick)
+      ar_knobs = {{nullptr, nullptr, 0, grid, 0, 0}, {"MORI_ALLREDUCE_ALGO", "oneshot", 0, grid, 0, 0},
+                  {"MORI_ALLREDUCE_ALGO", "rsag", 0, grid, 0, 0}};
     for (uint64_t bytes : {16ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20}) {
       for (const Knobs &k : ar_knobs) {
         if (k.algo && std::string(k.algo) == "ll" && bytes > (1u << 20)) continue;

@@ -25,6 +25,8 @@
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDestroy hipEventDestroy
+#define gpuStreamQuery hipStreamQuery
+#define gpuErrorNotReady hipErrorNotReady
 #else
 #define gpuError_t cudaError_t
 #define gpuSuccess cudaSuccess
@@ -38,6 +40,8 @@
 #define gpuMemset cudaMemset
 #define gpuMemcpy cudaMemcpy
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuStreamQuery cudaStreamQuery
+#define gpuErrorNotReady cudaErrorNotReady
 #define gpuEvent_t cudaEvent_t
 #define gpuEventCreate cudaEventCreate
 #define gpuEventRecord cudaEventRecord
@@ -343,3 +347,25 @@ void *gpu_alloc(uint64_t bytes) {
 }
 
 void gpu_free(void *p) { (void)gpuFree(p); }
+
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t start = mori_clock_ns();
+  while (mori_clock_ns() - start < ns) {
+  }
+}
+
+int gpu_spin_start(uint64_t ns) {
+  spin_kernel<<<1, 1>>>(ns);
+  return check(gpuGetLastError(), "spin kernel");
+}
+
+int gpu_spin_running(void) {
+  gpuError_t e = gpuStreamQuery(0);
+  if (e == gpuErrorNotReady) return 1;
+  return e == gpuSuccess ? 0 : -1;
+}
+
+int gpu_zero(void *p, uint64_t bytes) {
+  if (check(gpuMemset(p, 0, bytes), "memset")) return -1;
+  return check(gpuDeviceSynchronize(), "synchronize");
+}

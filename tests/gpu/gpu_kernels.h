@@ -32,6 +32,12 @@ double gpu_bench_barrier(mori_window_dev_t view, int iters, int pad_protocol);
 // Microseconds per put; reps puts run back to back inside each launch.
 double gpu_bench_put(mori_window_dev_t view, int peer, void *src, uint64_t bytes, int blocks, int threads, int via_table,
                      int iters, int reps);
+// A one-thread kernel on the default stream that spins for `ns`; whether
+// the default stream still has work (1), is idle (0), or failed (-1).
+int gpu_spin_start(uint64_t ns);
+int gpu_spin_running(void);
+// Zeroes device memory and waits (mori memory is not zeroed when allocated).
+int gpu_zero(void *p, uint64_t bytes);
 void *gpu_alloc(uint64_t bytes);
 void gpu_free(void *p);
 

@@ -177,6 +177,7 @@ TEST(GpuDeviceApi, PutSignalWaitAndTheTimeoutRecord) {
     attr.signal_pad_size = 4 * size * 4;
     void *p = nullptr;
     MORI_ASSERT_OK(mori_mem_alloc(signals + 8 * size + 64, &attr, &p));
+    ASSERT_EQ(gpu_zero((char *)p + signals, 8 * size + 64), 0) << gpu_last_error();  // signals start at 0
     mori_window_t *win = nullptr;
     MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
     mori_window_dev_t view = mori_window_device_view(win);

@@ -375,6 +375,88 @@ def _():
     torch.cuda.synchronize()
 
 
+@check("heap: frees timed per rank through GC, then every peer's data through get_buffer")
+def _():
+    keep = []
+    for cycle in range(12):
+        ts = [symm_mem.empty(4096 * (1 + (i + cycle) % 5), dtype=torch.int32, device=dev) for i in range(4)]
+        hs = [symm_mem.rendezvous(t, group) for t in ts]
+        for i, t in enumerate(ts):
+            t.fill_(rank * 1000 + cycle * 10 + i)
+        hs[0].barrier()
+        for i, h in enumerate(hs):
+            for peer in range(world):
+                got = h.get_buffer(peer, (64,), torch.int32)
+                want = peer * 1000 + cycle * 10 + i
+                assert torch.all(got == want).item(), f"cycle {cycle} tensor {i} peer {peer}: {got[0].item()} != {want}"
+        hs[0].barrier()
+        # Rank-specific lifetimes: some kept, the rest dropped in a rank order.
+        keep.append(ts[rank % 4])
+        for i in ([0, 1, 2, 3] if rank % 2 else [3, 2, 1, 0]):
+            ts[i] = None
+            hs[i] = None
+            if (i + rank) % 2:
+                gc.collect()
+    torch.cuda.synchronize()
+
+
+@check("heap: empty + rendezvous return while a kernel still runs on the current stream (no device sync)")
+def _():
+    warm = symm_mem.empty(1 << 20, dtype=torch.uint8, device=dev)
+    symm_mem.rendezvous(warm, group).barrier()
+    torch.cuda.synchronize()
+    dist.barrier()
+    torch.cuda._sleep(int(1.5e9))  # about half a second of GPU time on the current stream
+    done = torch.cuda.Event()
+    done.record()
+    t0 = time.perf_counter()
+    held = []
+    for i in range(10):
+        t = symm_mem.empty((1 << 20) + 4096 * i, dtype=torch.uint8, device=dev)
+        held.append((t, symm_mem.rendezvous(t, group)))
+    dt = time.perf_counter() - t0
+    assert not done.query(), f"the sleep kernel finished during 10 empty + rendezvous ({dt * 1e3:.1f} ms): something waited"
+    torch.cuda.synchronize()
+    if rank == 0:
+        print(f"RESULT {{\"what\": \"alloc_rendezvous_while_busy\", \"backend\": \"MORI\", \"us_per_call\": {dt * 1e5:.1f}}}")
+
+
+def allocate_during_capture(make):
+    """Allocates a symmetric tensor (make) inside a CUDA-graph capture, fills
+    it in the graph; rendezvous after capture; the replay's values must
+    reach every peer."""
+    pool = symm_mem.get_mem_pool(dev)
+    with torch.cuda.use_mem_pool(pool):
+        warm = torch.empty(1 << 20, device=dev)  # the heap exists and has room before capture
+    del warm
+    n = 1 << 16
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        t = make(n)
+        t.fill_(rank + 1.0)
+    hdl = symm_mem.rendezvous(t, group)
+    g.replay()
+    torch.cuda.synchronize()
+    hdl.barrier()
+    peer = (rank + 1) % world
+    assert torch.all(hdl.get_buffer(peer, (n,), torch.float32) == peer + 1.0).item()
+    hdl.barrier()
+
+
+@check("heap: symm_mem.empty inside CUDA-graph capture")
+def _():
+    allocate_during_capture(lambda n: symm_mem.empty(n, dtype=torch.float32, device=dev))
+
+
+@check("heap: an allocation from the MORI MemPool inside CUDA-graph capture")
+def _():
+    def from_pool(n):
+        with torch.cuda.use_mem_pool(symm_mem.get_mem_pool(dev)):
+            return torch.empty(n, device=dev)
+
+    allocate_during_capture(from_pool)
+
+
 @check("alloc + rendezvous timing (1 MiB, 64 MiB)")
 def _():
     for nbytes in [1 << 20, 64 << 20]:

@@ -49,6 +49,10 @@ MORI_API int mori_comm_rank(const mori_comm_t *comm);
 MORI_API int mori_comm_size(const mori_comm_t *comm);
 MORI_API int mori_comm_device(const mori_comm_t *comm);
 MORI_API mori_bootstrap_t *mori_comm_bootstrap(const mori_comm_t *comm);
+/* Collective: `bytes` from every rank into recv[rank * bytes]. Through the
+ * comm's node channel (shared memory, microseconds) when every rank is on
+ * one host and the payload is small, else through the bootstrap. */
+MORI_API int mori_comm_allgather(mori_comm_t *comm, const void *send, void *recv, size_t bytes);
 MORI_API const mori_peer_info_t *mori_comm_peer_info(const mori_comm_t *comm, int rank);
 /* The handle type windows of this comm exchange (agreed by all ranks). */
 MORI_API int mori_comm_handle_type(const mori_comm_t *comm);

@@ -18,6 +18,9 @@ MORI_API int mori_device_alloc(int device, size_t size, void **out);
 MORI_API int mori_device_free(int device, void *ptr);
 /* Copies between host and device memory and waits for the copy. */
 MORI_API int mori_device_copy(int device, void *dst, const void *src, size_t size);
+/* Host bytes into device memory on a stream of mori's own, waiting for that
+ * copy alone: no other stream is waited for or delayed. */
+MORI_API int mori_device_upload(int device, void *dst, const void *src, size_t size);
 /* Streams are the platform's (CUstream, hipStream_t; NULL: the default
  * stream; ignored on the host platform, where work completes at once). */
 MORI_API int mori_stream_synchronize(int device, void *stream);

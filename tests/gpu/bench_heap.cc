@@ -1,0 +1,180 @@
+// Microbenchmark (not a test): what allocation and window creation cost with
+// the symmetric heap, and proof that none of it waits for the device.
+//   mori_launch -n 2 bench_heap                     (MORI_SHMEM_MODE as set)
+// Prints one "RESULT {json}" line per measurement from rank 0:
+//   heap_init          creating the heap (static: the whole heap; vmm: the
+//                      first chunk), local
+//   carve              mori_mem_alloc + mori_mem_free of heap memory, local
+//   alloc_window       mori_mem_alloc + mori_window_create (the node-local
+//                      exchange included), first call and steady state;
+//                      destroy + free untimed
+//   growth             an allocation that maps a new vmm chunk, local
+//   no_device_stall    alloc + window + destroy + free while a kernel spins
+//                      on the default stream: whether the kernel was still
+//                      running when the calls returned
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "mori/heap.h"
+#include "tests/gpu/gpu_kernels.h"
+#include "tests/support/world.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Us(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
+
+const char *ModeName(int mode) { return mode == MORI_HEAP_STATIC ? "static" : mode == MORI_HEAP_VMM ? "vmm" : "isolation"; }
+
+struct Stats {
+  double median, min, max;
+};
+
+Stats Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+bool Fail(const char *what) {
+  fprintf(stderr, "bench_heap: %s: %s\n", what, mori_last_error());
+  return false;
+}
+
+// alloc + window_create, timed on every rank between two barriers; rank 0
+// reports the slowest rank's time per repetition.
+bool AllocWindow(mori_test::World &w, size_t bytes, int reps, int rank, int size, const char *mode) {
+  std::vector<double> times;
+  double first = 0;
+  for (int i = 0; i < reps; i++) {
+    mori_bootstrap_barrier(w.bootstrap);
+    auto t0 = Clock::now();
+    void *p = nullptr;
+    mori_window_t *win = nullptr;
+    if (mori_mem_alloc(bytes, nullptr, &p)) return Fail("alloc");
+    if (mori_window_create(w.comm, p, &win)) return Fail("window_create");
+    double us = Us(t0, Clock::now());
+    std::vector<double> all(size);
+    mori_bootstrap_allgather(w.bootstrap, &us, all.data(), sizeof(double));
+    double slowest = *std::max_element(all.begin(), all.end());
+    if (i == 0) first = slowest;
+    else times.push_back(slowest);
+    mori_window_destroy(win);
+    mori_mem_free(p);
+  }
+  Stats s = Summarize(times);
+  mori_heap_stats_t st;
+  mori_heap_stats(-1, &st);
+  if (rank == 0)
+    printf("RESULT {\"what\": \"alloc_window\", \"mode\": \"%s\", \"ranks\": %d, \"bytes\": %zu, \"first_us\": %.1f, "
+           "\"us\": %.1f, \"us_min\": %.1f, \"us_max\": %.1f, \"reps\": %d, \"reclaims\": %llu, \"chunks\": %d}\n",
+           mode, size, bytes, first, s.median, s.min, s.max, reps - 1, (unsigned long long)st.reclaims, st.chunks);
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  int rank = atoi(getenv("MORI_RANK") ? getenv("MORI_RANK") : "0");
+  if (gpu_select_device(atoi(getenv("MORI_LOCAL_RANK") ? getenv("MORI_LOCAL_RANK") : "0")) < 0) {
+    fprintf(stderr, "bench_heap: no GPU: %s\n", gpu_last_error());
+    return 1;
+  }
+  mori_test::World w;
+  if (!w.ok()) return 1;
+  int size = mori_comm_size(w.comm);
+  mori_heap_stats_t st;
+  mori_heap_stats(-1, &st);
+  const char *mode = ModeName(st.mode);
+
+  auto t0 = Clock::now();
+  if (mori_heap_init(-1)) return Fail("heap_init"), 1;
+  double init_us = Us(t0, Clock::now());
+  mori_heap_stats(-1, &st);
+  if (rank == 0)
+    printf("RESULT {\"what\": \"heap_init\", \"mode\": \"%s\", \"mapped_bytes\": %zu, \"ms\": %.3f}\n", mode, st.mapped,
+           init_us / 1e3);
+
+  // Local carve + free (heap modes only: isolation maps every time).
+  if (st.mode != MORI_HEAP_ISOLATION) {
+    std::vector<double> times;
+    for (int i = 0; i < 2000; i++) {
+      void *p = nullptr;
+      auto a = Clock::now();
+      if (mori_mem_alloc(1 << 20, nullptr, &p)) return Fail("alloc"), 1;
+      mori_mem_free(p);
+      times.push_back(Us(a, Clock::now()));
+    }
+    Stats s = Summarize(times);
+    mori_heap_stats(-1, &st);
+    if (rank == 0)
+      printf("RESULT {\"what\": \"carve\", \"mode\": \"%s\", \"bytes\": %d, \"us\": %.2f, \"us_min\": %.2f, \"us_max\": %.1f, "
+             "\"reps\": 2000, \"reclaims\": %llu}\n",
+             mode, 1 << 20, s.median, s.min, s.max, (unsigned long long)st.reclaims);
+  }
+
+  for (size_t bytes : {(size_t)1 << 20, (size_t)64 << 20, (size_t)1 << 30})
+    if (!AllocWindow(w, bytes, bytes >= (1u << 30) ? 6 : 50, rank, size, mode)) return 1;
+
+  // One growth step: an allocation the mapped chunks cannot hold.
+  if (st.mode == MORI_HEAP_VMM) {
+    std::vector<void *> hold;
+    mori_heap_stats(-1, &st);
+    int before = st.chunks;
+    double grow_us = 0;
+    for (int i = 0; i < 64 && grow_us == 0; i++) {
+      void *p = nullptr;
+      auto a = Clock::now();
+      if (mori_mem_alloc(st.chunk_size / 2, nullptr, &p)) return Fail("alloc"), 1;
+      double us = Us(a, Clock::now());
+      hold.push_back(p);
+      mori_heap_stats_t now;
+      mori_heap_stats(-1, &now);
+      if (now.chunks > before) grow_us = us;
+    }
+    if (rank == 0)
+      printf("RESULT {\"what\": \"growth\", \"mode\": \"%s\", \"chunk_bytes\": %zu, \"ms\": %.3f}\n", mode, st.chunk_size,
+             grow_us / 1e3);
+    for (void *p : hold) mori_mem_free(p);
+  }
+
+  // No device stall: the calls return while a kernel still runs on the
+  // default stream (a context synchronisation would have waited for it).
+  {
+    void *warm = nullptr;
+    mori_window_t *ww = nullptr;
+    mori_mem_alloc(1 << 20, nullptr, &warm);
+    mori_window_create(w.comm, warm, &ww);  // arenas and chunk mappings exist
+    mori_bootstrap_barrier(w.bootstrap);
+    const uint64_t spin_ns = 300000000ull;
+    gpu_spin_start(spin_ns);
+    auto a = Clock::now();
+    int reps = 20;
+    for (int i = 0; i < reps; i++) {
+      void *p = nullptr;
+      mori_window_t *win = nullptr;
+      if (mori_mem_alloc(4 << 20, nullptr, &p) || mori_window_create(w.comm, p, &win)) return Fail("alloc/window"), 1;
+      mori_window_destroy(win);
+      mori_mem_free(p);
+    }
+    double us = Us(a, Clock::now());
+    int running = gpu_spin_running();
+    int all_running = running;
+    std::vector<int> every(size);
+    mori_bootstrap_allgather(w.bootstrap, &running, every.data(), sizeof(int));
+    for (int r : every) all_running = all_running && r == 1;
+    if (rank == 0)
+      printf("RESULT {\"what\": \"no_device_stall\", \"mode\": \"%s\", \"ranks\": %d, \"cycles\": %d, \"us_per_cycle\": %.1f, "
+             "\"spin_ms\": %.0f, \"kernel_still_running_on_every_rank\": %s}\n",
+             mode, size, reps, us / reps, spin_ns / 1e6, all_running ? "true" : "false");
+    gpu_synchronize();
+    mori_window_destroy(ww);
+    mori_mem_free(warm);
+  }
+  mori_bootstrap_barrier(w.bootstrap);
+  return 0;
+}
