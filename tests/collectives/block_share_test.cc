@@ -12,15 +12,18 @@ void Check(uint32_t grid, uint32_t a, uint32_t b, uint32_t c) {
   const uint32_t end[3] = {a, a + b, a + b + c};
   std::vector<int> seen(end[2], 0);
   std::vector<int> blocks_per_kind(3, 0);
+  uint32_t share[2];
+  mori_coll_share_blocks(grid, end, share);
+  bool split = share[0] < grid;
   for (uint32_t block = 0; block < grid; block++) {
     uint32_t first, stride, last;
-    mori_coll_block_share(grid, block, end, &first, &stride, &last);
+    mori_coll_block_range(grid, block, end, share, &first, &stride, &last);
     ASSERT_GE(stride, 1u);
     int kind = -1;
     for (uint32_t i = first; i < last; i += stride) {
       seen[i]++;
       int k = i < end[0] ? 0 : i < end[1] ? 1 : 2;
-      if (grid >= 3) {
+      if (split) {
         if (kind < 0) kind = k;
         EXPECT_EQ(k, kind) << "block " << block << " mixes kinds";
       }
@@ -28,7 +31,9 @@ void Check(uint32_t grid, uint32_t a, uint32_t b, uint32_t c) {
     if (kind >= 0) blocks_per_kind[kind]++;
   }
   for (uint32_t i = 0; i < end[2]; i++) EXPECT_EQ(seen[i], 1) << "item " << i << " grid " << grid;
-  if (grid >= 3) {
+  int kinds = (a > 0) + (b > 0) + (c > 0);
+  EXPECT_EQ(split, grid >= (uint32_t)kinds && kinds >= 2) << "grid " << grid;
+  if (split) {
     for (int k = 0; k < 3; k++) {
       uint32_t count = k == 0 ? a : k == 1 ? b : c;
       if (count > 0) {

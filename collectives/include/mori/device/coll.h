@@ -9,7 +9,7 @@
  *
  *     uint64_t epoch = mori_coll_epoch(ctx, blockIdx.x);
  *     uint32_t first, stride, last;
- *     mori_coll_block_share(ctx.grid, blockIdx.x, args.kind_end, &first, &stride, &last);
+ *     mori_coll_block_range(ctx.grid, blockIdx.x, args.kind_end, args.share, &first, &stride, &last);
  *     for (uint32_t i = first; i < last; i += stride)
  *       mori_a2a_item(ctx, &args, epoch, i);
  *     mori_coll_finish_block(ctx, blockIdx.x, epoch);

@@ -66,58 +66,69 @@ MORI_DEVICE_INLINE int mori_coll_wait_block(mori_coll_dev_t c, const uint64_t *f
   return rc;
 }
 
-/* Which items block `block` of `grid` runs: first, first + stride, ...
- * below last. The blocks are shared among the call's kinds of items (at
- * most three: e.g. push, reduce, receive) in proportion to their counts, at
- * least one each, so the kinds run side by side — receives and reductions
- * overlap the pushes instead of queueing behind them in the same blocks. A
- * kind waits only for an earlier kind (of another rank), so with every
- * block resident nothing deadlocks. A grid smaller than the number of kinds
- * (one CPU rank) runs every item in order. */
-MORI_HOST_DEVICE void mori_coll_block_share(uint32_t grid, uint32_t block, const uint32_t end[3], uint32_t *first,
-                                            uint32_t *stride, uint32_t *last) {
-  uint32_t counts[3], begin[3], total = 0, kinds = 0;
+/* How a call's blocks share its kinds of items (at most three: e.g. push,
+ * reduce, receive), decided on the host once per call: share[0] blocks for
+ * kind 0, share[1] for kind 1, the rest of the grid for kind 2, in
+ * proportion to their counts and at least one each, so the kinds run side
+ * by side instead of queueing behind each other in the same blocks. A kind
+ * waits only for an earlier kind (of another rank), so with every block
+ * resident nothing deadlocks. share[0] == grid means no split: every block
+ * takes items in order, kind after kind (also what a grid smaller than the
+ * number of kinds gets). */
+MORI_HOST_DEVICE void mori_coll_share_blocks(uint32_t grid, const uint32_t end[3], uint32_t share[2]) {
+  uint32_t counts[3], total = 0, kinds = 0;
   for (int k = 0; k < 3; k++) {
-    begin[k] = k ? end[k - 1] : 0;
-    counts[k] = end[k] > begin[k] ? end[k] - begin[k] : 0;
+    uint32_t begin = k ? end[k - 1] : 0;
+    counts[k] = end[k] > begin ? end[k] - begin : 0;
     total += counts[k];
     kinds += counts[k] > 0;
   }
-  if (grid < kinds || total == 0) {
-    *first = block;
-    *stride = grid;
-    *last = end[2];
-    return;
-  }
-  uint32_t share[3], given = 0;
+  share[0] = grid;
+  share[1] = 0;
+  if (grid < kinds || kinds < 2) return;
+  uint32_t part[3], given = 0;
   for (int k = 0; k < 3; k++) {
-    share[k] = counts[k] ? (uint32_t)(((uint64_t)grid * counts[k]) / total) : 0;
-    if (counts[k] && share[k] == 0) share[k] = 1;
-    given += share[k];
+    part[k] = counts[k] ? (uint32_t)(((uint64_t)grid * counts[k]) / total) : 0;
+    if (counts[k] && part[k] == 0) part[k] = 1;
+    given += part[k];
   }
   while (given > grid) /* rounding up for tiny kinds: take back from the largest */
     for (int k = 0; k < 3 && given > grid; k++)
-      if (share[k] > 1 && share[k] >= share[(k + 1) % 3] && share[k] >= share[(k + 2) % 3]) {
-        share[k]--;
+      if (part[k] > 1 && part[k] >= part[(k + 1) % 3] && part[k] >= part[(k + 2) % 3]) {
+        part[k]--;
         given--;
       }
   for (int k = 0; given < grid; k = (k + 1) % 3) /* leftovers to the kinds with items */
     if (counts[k]) {
-      share[k]++;
+      part[k]++;
       given++;
     }
-  uint32_t start = 0;
-  for (int k = 0; k < 3; k++) {
-    if (block < start + share[k]) {
-      *first = begin[k] + (block - start);
-      *stride = share[k];
-      *last = end[k];
-      return;
-    }
-    start += share[k];
+  share[0] = part[0];
+  share[1] = part[1];
+}
+
+/* Which items block `block` runs: first, first + stride, ... below last.
+ * Scalar on purpose: it runs at the start of every block of every call. */
+MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const uint32_t end[3], const uint32_t share[2],
+                                            uint32_t *first, uint32_t *stride, uint32_t *last) {
+  uint32_t s0 = share[0], s1 = share[1];
+  if (s0 >= grid) {
+    *first = block;
+    *stride = grid;
+    *last = end[2];
+  } else if (block < s0) {
+    *first = block;
+    *stride = s0;
+    *last = end[0];
+  } else if (block < s0 + s1) {
+    *first = end[0] + (block - s0);
+    *stride = s1;
+    *last = end[1];
+  } else {
+    *first = end[1] + (block - s0 - s1);
+    *stride = grid - s0 - s1;
+    *last = end[2];
   }
-  *first = *last = 0; /* not reached */
-  *stride = 1;
 }
 
 /* The block is done with the call: it records the epoch, for its next call

@@ -63,6 +63,7 @@ typedef struct mori_a2a_args {
   uint32_t algo;   /* mori_a2a_algo */
   uint32_t kind_end[3]; /* items [0, e0) push, [e0, e1) own chunk, [e1, e2) receive */
   uint32_t threads;     /* per block, chosen with the plan */
+  uint32_t share[2];    /* blocks per kind (mori_coll_share_blocks) */
 } mori_a2a_args_t;
 
 enum mori_allreduce_algo {
@@ -90,6 +91,7 @@ typedef struct mori_allreduce_args {
    * [e0, e1) reduce, [e1, e2) gather; ONESHOT [0, e0) push, [e0, e1) reduce. */
   uint32_t kind_end[3];
   uint32_t threads; /* per block, chosen with the plan */
+  uint32_t share[2]; /* blocks per kind (mori_coll_share_blocks) */
 } mori_allreduce_args_t;
 
 #endif

@@ -16,7 +16,7 @@
  * A heap window whose ranks carved their memory at different places has no
  * flat arithmetic (stride 0): the pointer table answers instead. */
 MORI_HOST_DEVICE void *mori_lsa_ptr(mori_window_dev_t win, int lsa_peer, uint64_t offset) {
-  if (win.stride == 0) return (void *)((char *)win.ptrs[win.lsa_base + lsa_peer] + offset);
+  if (__builtin_expect(win.stride == 0, 0)) return (void *)((char *)win.ptrs[win.lsa_base + lsa_peer] + offset);
   return (void *)(uintptr_t)(win.flat_base + (uint64_t)lsa_peer * win.stride + offset);
 }
 
