@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import summary  # noqa: E402
 from summary import fmt_size, spread  # noqa: E402
 
-BACKEND_ORDER = ["MORI", "default", "NVSHMEM", "NCCL-symm", "NCCL"]
+BACKEND_ORDER = ["MORI", "MORI-static", "MORI-isolation", "default", "NVSHMEM", "NCCL-symm", "NCCL"]
 
 
 def cell(values, digits=2):
@@ -148,6 +148,28 @@ def goals_table(table):
         mtxt = cell(mine[2]) if mine else "—"
         otxt = f"{other[0]}: {cell(other[1][2])} ({other[1][1]})" if other else "—"
         lines.append(f"| {desc} | {goal}{note} | {mtxt} | {'yes' if met else 'no'} | {otxt} |")
+    # Allocation + rendezvous (ms, steady state: new memory each time).
+    for size in (1 << 20, 1 << 30):
+        for b in ("MORI", "MORI-static"):
+            row = table.get(("alloc_rendezvous", size, b, "empty + rendezvous"))
+            recs = [r for r in (row or {}).get("records", []) if "steady_ms" in r]
+            if not recs:
+                continue
+            steady = [r["steady_ms"] for r in recs]
+            reuse = [r["reuse_ms"] for r in recs]
+            med = statistics.median(steady)
+            others = []
+            for o in BACKEND_ORDER:
+                orow = table.get(("alloc_rendezvous", size, o, "empty + rendezvous"))
+                ov = [r["steady_ms"] for r in (orow or {}).get("records", []) if "steady_ms" in r]
+                if ov and not o.startswith("MORI"):
+                    others.append((statistics.median(ov), o))
+            best_other = min(others) if others else None
+            mode = "vmm (default)" if b == "MORI" else "static 8G"
+            lines.append(f"| symm_mem.empty + rendezvous {fmt_size(size)}, steady, MORI {mode} (ms; after free: "
+                         f"{statistics.median(reuse):.3f}) | 0.1 | {med:.3f} [{min(steady):.3f}–{max(steady):.3f}] | "
+                         f"{'yes' if med <= 0.1 else 'no'} | "
+                         f"{f'{best_other[1]}: {best_other[0]:.3f}' if best_other else '—'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -193,9 +215,11 @@ METHOD = """\
 
 `python3 bench/run.py --rounds 3 --out <file>.jsonl` on a machine with GPUs
 runs every backend in its own processes (torch fixes the symmetric-memory
-backend per process), interleaved round by round — MORI, torch's default
-backend, NVSHMEM, torch's NCCL symmetric-memory backend, plain NCCL, then
-again — one rank per GPU (`bench/worker.py`, `bench/harness.py`):
+backend per process), interleaved round by round — MORI (and its heap modes
+as MORI-static, `MORI_SHMEM_MODE=static MORI_SHMEM_HEAP_SIZE=8G`, and
+MORI-isolation, one mapping per allocation), torch's default backend,
+NVSHMEM, torch's NCCL symmetric-memory backend, plain NCCL, then again —
+one rank per GPU (`bench/worker.py`, `bench/harness.py`):
 
 - **GPU time**: 20 calls captured in a CUDA graph, the graph replayed 5
   times back to back between two events; per call = elapsed / 100. Five such
@@ -273,6 +297,81 @@ def device_api_section(recs, path, doc_dir):
     return "\n".join(out)
 
 
+def heap_section(recs, path, doc_dir):
+    """The symmetric heap's own figures (tests/gpu/bench_heap), per mode."""
+    out = ["## Symmetric heap (C, `tests/gpu/bench_heap`)", "",
+           f"From `{os.path.relpath(path, doc_dir)}`: `MORI_SHMEM_MODE=<mode> mori_launch -n <gpus> bench_heap` "
+           "(static: `MORI_SHMEM_HEAP_SIZE=8G`; vmm: 1 GiB chunks). Host wall time; alloc + window is the slowest "
+           "rank's time between two barriers (the window's node-local exchange included), window destroy and free "
+           "untimed.", ""]
+    init = [r for r in recs if r.get("what") in ("heap_init", "growth")]
+    if init:
+        out += ["| mode | what | bytes mapped | ms |", "|---|---|---|---|"]
+        for r in init:
+            b = r.get("mapped_bytes", r.get("chunk_bytes", 0))
+            what = "heap initialisation" if r["what"] == "heap_init" else "one growth step (a new chunk, local)"
+            out.append(f"| {r['mode']} | {what} | {fmt_size(b) if b else '—'} | {r['ms']:.3f} |")
+        out.append("")
+    carve = [r for r in recs if r.get("what") == "carve"]
+    if carve:
+        out += ["| mode | alloc + free of 1 MiB (local) | µs median [min–max] | device waits (reclaims) in 2000 |",
+                "|---|---|---|---|"]
+        for r in carve:
+            out.append(f"| {r['mode']} | {fmt_size(r['bytes'])} | {r['us']:.2f} [{r['us_min']:.2f}–{r['us_max']:.1f}] | "
+                       f"{r['reclaims']} |")
+        out.append("")
+    aw = [r for r in recs if r.get("what") == "alloc_window"]
+    if aw:
+        out += ["| mode | bytes | alloc + window, first (µs) | steady (µs) median [min–max] | repetitions |",
+                "|---|---|---|---|---|"]
+        for r in aw:
+            out.append(f"| {r['mode']} | {fmt_size(r['bytes'])} | {r['first_us']:.1f} | "
+                       f"{r['us']:.1f} [{r['us_min']:.1f}–{r['us_max']:.1f}] | {r['reps']} |")
+        out.append("")
+    stall = [r for r in recs if r.get("what") == "no_device_stall"]
+    if stall:
+        out += ["No device stall: a one-thread kernel spins on the default stream; meanwhile each rank runs "
+                "alloc + window + destroy + free; afterwards each rank asks whether the kernel is still running "
+                "(a device or context synchronisation anywhere on the path would have waited for it).", "",
+                "| mode | kernel spin (ms) | cycles | µs per cycle | kernel still running on every rank |", "|---|---|---|---|---|"]
+        for r in stall:
+            out.append(f"| {r['mode']} | {r['spin_ms']:.0f} | {r['cycles']} | {r['us_per_cycle']:.1f} | "
+                       f"{'yes' if r['kernel_still_running_on_every_rank'] else 'no'} |")
+        out.append("")
+    return "\n".join(out)
+
+
+COLL_VARIANTS = {"default": "defaults", "share": "MORI_COLL_BLOCK_SHARE=1"}
+
+
+def coll_section(recs, path, doc_dir):
+    """The fused collectives in C (tests/gpu/bench_coll, graph replay), per
+    size and algorithm, for each variant the file holds."""
+    out = ["## Fused collectives in C (`tests/gpu/bench_coll`)", "",
+           f"From `{os.path.relpath(path, doc_dir)}`: `MORI_BENCH_COLL_QUICK=1 mori_launch -n <gpus> bench_coll`, "
+           "GPU time per call (20 calls in a CUDA graph, replayed), the fastest of the runs in the file; `auto` "
+           "is what mori picks, the others are forced with `MORI_ALLREDUCE_ALGO`. bf16 all-reduce; all-to-all "
+           "bytes are per member.", ""]
+    cells = {}
+    for r in recs:
+        if r.get("what") == "floor":
+            continue
+        v = COLL_VARIANTS.get(r.get("bin", "default"), r.get("bin", "default"))
+        op = "all-to-all" if r["what"] == "coll_a2a" else "all-reduce"
+        cells.setdefault((op, r["bytes"], r["algo"]), {}).setdefault(v, []).append(r["us"])
+    variants = sorted({v for c in cells.values() for v in c}, key=lambda v: v != "defaults")
+    out += ["| op | bytes | algorithm | " + " | ".join(variants) + " |", "|---|---|---|" + "---|" * len(variants)]
+    for (op, b, algo) in sorted(cells, key=lambda k: (k[0], k[1], k[2] != "auto", k[2])):
+        c = cells[(op, b, algo)]
+        out.append(f"| {op} | {fmt_size(b)} | {algo} | " +
+                   " | ".join(f"{min(c[v]):.2f}" if v in c else "—" for v in variants) + " |")
+    floors = [r["us"] for r in recs if r.get("what") == "floor"]
+    if floors:
+        out += ["", f"Launch floor (an empty kernel, same measurement): {min(floors):.2f} µs."]
+    out.append("")
+    return "\n".join(out)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("results", nargs="+")
@@ -280,12 +379,15 @@ def main():
     p.add_argument("--plots", default="docs/perf")
     p.add_argument("--preamble", default="", help="a markdown file placed before the generated sections")
     p.add_argument("--device-api", default="", help="records of tests/gpu/bench_p2p (JSON lines)")
+    p.add_argument("--heap", default="", help="records of tests/gpu/bench_heap (JSON lines)")
+    p.add_argument("--coll", default="", help="records of tests/gpu/bench_coll (JSON lines)")
     a = p.parse_args()
     os.makedirs(a.plots, exist_ok=True)
     doc_dir = os.path.dirname(os.path.abspath(a.doc))
     parts = ["# Performance", "",
              "Generated by `bench/report.py` from " +
-             ", ".join(f"`{os.path.relpath(r, os.path.dirname(a.doc) or '.')}`" for r in a.results) +
+             ", ".join(f"`{os.path.relpath(r, os.path.dirname(a.doc) or '.')}`"
+                       for r in list(a.results) + [x for x in (a.coll, a.heap, a.device_api) if x]) +
              ": every figure below comes from those records.", ""]
     if a.preamble:
         with open(a.preamble) as f:
@@ -293,6 +395,10 @@ def main():
     parts += [METHOD, ""]
     for path in a.results:
         parts.append(section(summary.load(path), os.path.abspath(a.plots), doc_dir))
+    if a.coll:
+        parts.append(coll_section(summary.load(a.coll), a.coll, os.path.dirname(a.doc) or "."))
+    if a.heap:
+        parts.append(heap_section(summary.load(a.heap), a.heap, os.path.dirname(a.doc) or "."))
     if a.device_api:
         parts.append(device_api_section(summary.load(a.device_api), a.device_api, os.path.dirname(a.doc) or "."))
     with open(a.doc, "w") as f:
