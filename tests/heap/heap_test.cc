@@ -340,6 +340,58 @@ TEST(Heap, TeardownWithLiveWindowsInDivergentOrders) {
   });
 }
 
+TEST(Heap, SymmetricAllocationsSitAtTheSameOffsetAndDivergenceIsNamed) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseVmmHeap(2 * kMiB, 64 * kMiB);
+    World w;
+    ASSERT_TRUE(w.ok());
+    std::vector<void *> held;
+    for (int i = 0; i < 12; i++) {
+      void *p = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc_symmetric(w.comm, 64 * 8 * size + 5000 * (i % 4), nullptr, &p));
+      mori_window_t *win = nullptr;
+      MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+      EXPECT_NE(mori_window_device_view(win).stride, 0u) << "same place on every rank: flat arithmetic";
+      ExchangeAndCheck(w, win, rank, size, 40 + i, true);
+      MORI_EXPECT_OK(mori_window_destroy(win));
+      held.push_back(p);
+      if (i % 3 == 2) {  // the same frees on every rank keep the sequences equal
+        MORI_EXPECT_OK(mori_mem_free(held.front()));
+        held.erase(held.begin());
+      }
+    }
+    mori_heap_stats_t before, after;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &before));
+    // Divergence: the last rank carved something the others did not.
+    int odd = size - 1;
+    void *extra = nullptr, *p = nullptr;
+    if (rank == odd) MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &extra));
+    EXPECT_EQ(mori_mem_alloc_symmetric(w.comm, 8192, nullptr, &p), MORI_EMISMATCH);
+    std::string msg = mori_last_error();
+    EXPECT_NE(msg.find("rank " + std::to_string(odd) + "'s carve is at heap offset"), std::string::npos) << msg;
+    EXPECT_EQ(p, nullptr);
+    MORI_ASSERT_OK(mori_heap_stats(-1, &after));
+    EXPECT_EQ(after.allocations, before.allocations + (rank == odd ? 1u : 0u)) << "nothing stays allocated";
+    if (extra) MORI_EXPECT_OK(mori_mem_free(extra));
+    // Different sizes are named too.
+    EXPECT_EQ(mori_mem_alloc_symmetric(w.comm, rank == odd ? 8192 : 4096, nullptr, &p), MORI_EMISMATCH);
+    EXPECT_NE(std::string(mori_last_error()).find("asked for"), std::string::npos) << mori_last_error();
+    for (void *h : held) MORI_EXPECT_OK(mori_mem_free(h));
+  });
+}
+
+TEST(Heap, SymmetricAllocationNeedsTheHeap) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_SHMEM_MODE", "isolation", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *p = nullptr;
+    EXPECT_EQ(mori_mem_alloc_symmetric(w.comm, 4096, nullptr, &p), MORI_ENOTSUP);
+    EXPECT_NE(std::string(mori_last_error()).find("need the heap"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(mori_mem_count(), 0);
+  });
+}
+
 TEST(Heap, TwoHundredCyclesLeaveFdsMappingsAndMemoryFlat) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseVmmHeap(8 * kMiB, 64 * kMiB);

@@ -23,7 +23,8 @@
 #ifndef MORI_HEAP_H
 #define MORI_HEAP_H
 
-#include "mori/error.h"
+#include "mori/comm.h"
+#include "mori/mem.h"
 
 MORI_EXTERN_C_BEGIN
 
@@ -59,6 +60,15 @@ MORI_API int mori_heap_init(int device);
 MORI_API int mori_heap_stats(int device, mori_heap_stats_t *out);
 /* Waits for the device, then makes every pending free reusable. */
 MORI_API int mori_heap_reclaim(int device);
+
+/* Collective (the shmem model, shmem_malloc): every rank allocates `size`
+ * in the same order and gets memory at the same offset of its heap, on the
+ * comm's device. A rank whose sequence diverged — another size, or a heap
+ * whose history put its carve elsewhere — makes every rank fail with
+ * MORI_EMISMATCH naming the rank and both offsets, and nothing stays
+ * allocated; a rank that fails locally is named on every rank. Free with
+ * mori_mem_free. Needs the heap (static or vmm mode, at most a chunk). */
+MORI_API int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr_t *attr, void **out);
 
 MORI_EXTERN_C_END
 
