@@ -270,8 +270,6 @@ int mori_heap_of_device(int device, mori_heap_t **out) {
   return rc;
 }
 
-int mori_heap_device(const mori_heap_t *h) { return h->device; }
-int mori_heap_mode(const mori_heap_t *h) { return h->cfg.mode; }
 size_t mori_heap_chunk_size(const mori_heap_t *h) { return h->chunk_size; }
 
 int mori_heap_chunk_count(mori_heap_t *h) {
@@ -312,6 +310,14 @@ void mori_heap_destroy_all(void) {
 
 /* ---- the public side (mori/heap.h) ---- */
 
+/* The heap of `device` if it has been created (NULL otherwise). */
+static mori_heap_t *existing_heap(int device) {
+  pthread_mutex_lock(&heaps_lock);
+  mori_heap_t *h = heaps[device];
+  pthread_mutex_unlock(&heaps_lock);
+  return h;
+}
+
 static int resolve_device(int device, int *out) {
   *out = device;
   if (device < 0) return mori_platform_current_device(out);
@@ -333,9 +339,7 @@ int mori_heap_stats(int device, mori_heap_stats_t *out) {
   if (rc) return rc;
   if (device >= MORI_MAX_DEVICES) return mori_error_set(MORI_EINVAL, "heap_stats: device %d", device);
   out->device = device;
-  pthread_mutex_lock(&heaps_lock);
-  mori_heap_t *h = heaps[device];
-  pthread_mutex_unlock(&heaps_lock);
+  mori_heap_t *h = existing_heap(device);
   if (!h) {
     mori_heap_config_t cfg;
     if (mori_heap_config_from_env(&cfg) == 0) out->mode = cfg.mode;
@@ -360,12 +364,7 @@ int mori_heap_stats(int device, mori_heap_stats_t *out) {
 
 int mori_heap_reclaim(int device) {
   int rc = resolve_device(device, &device);
-  mori_heap_t *h = NULL;
-  if (!rc && device < MORI_MAX_DEVICES) {
-    pthread_mutex_lock(&heaps_lock);
-    h = heaps[device];
-    pthread_mutex_unlock(&heaps_lock);
-  }
+  mori_heap_t *h = !rc && device < MORI_MAX_DEVICES ? existing_heap(device) : NULL;
   if (rc || !h) return rc;
   pthread_mutex_lock(&h->lock);
   rc = reclaim_locked(h);

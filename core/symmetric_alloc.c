@@ -17,8 +17,8 @@
 
 struct placement {
   int32_t rc;
-  int32_t heap; /* 1: a heap carve */
-  uint64_t size, offset;
+  int32_t reserved;
+  uint64_t size, offset; /* offset from the heap's base */
 };
 
 int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr_t *attr, void **out) {
@@ -34,9 +34,8 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
   if (!me.rc) {
     mori_alloc_t *a = mori_alloc_acquire(ptr);
     if (a && a->heap) {
-      me.heap = 1;
       me.offset = (uint64_t)a->block.chunk * mori_heap_chunk_size(a->heap) + a->block.offset;
-    } else if (!a || !a->heap) {
+    } else {
       me.rc = mori_error_set(MORI_ENOTSUP,
                              "mem_alloc_symmetric of %zu bytes on rank %d: symmetric offsets need the heap "
                              "(MORI_SHMEM_MODE=static or vmm, and at most one chunk)",

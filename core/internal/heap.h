@@ -35,8 +35,6 @@ void mori_heap_free(mori_heap_t *h, const mori_heap_block_t *block);
  * chunk a peer's window lives in. */
 int mori_heap_grow_to(mori_heap_t *h, int chunks);
 
-int mori_heap_device(const mori_heap_t *h);
-int mori_heap_mode(const mori_heap_t *h);
 int mori_heap_chunk_count(mori_heap_t *h);
 size_t mori_heap_chunk_size(const mori_heap_t *h);
 /* Chunk k's physical memory and where it is mapped here (k < chunk count). */

@@ -168,27 +168,6 @@ int mori_platform_queue_destroy(mori_platform_queue_t *q) {
   return 0;
 }
 
-/* ---- uploads: a non-blocking stream per device, waited for alone ---- */
-
-static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUstream upload_streams[MORI_MAX_DEVICES];
-
-static int upload(int device, void *dst, const void *src, size_t size) {
-  CUstream *st = &upload_streams[device];
-  if (!*st) GPU_TRY(gpu.streamCreate(st, CU_STREAM_NON_BLOCKING), "creating the upload stream of device %d", device);
-  GPU_TRY(gpu.memcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, size, *st), "uploading %zu bytes to %p", size, dst);
-  GPU_TRY(gpu.streamSynchronize(*st), "waiting for an upload of %zu bytes", size);
-  return 0;
-}
-
-int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
-  if (device < 0 || device >= MORI_MAX_DEVICES) return mori_error_set(MORI_EINVAL, "cuda: upload to device %d", device);
-  pthread_mutex_lock(&upload_lock);
-  int rc = GPU_ON_DEVICE(device, upload(device, dst, src, size));
-  pthread_mutex_unlock(&upload_lock);
-  return rc;
-}
-
 /* ---- stream memory operations ---- */
 
 int mori_platform_stream_signal_wait(void *stream, void *const *writes, int n_writes, void *const *waits, int n_waits,

@@ -24,6 +24,7 @@ typedef CUmemAllocationProp gpu_alloc_prop_t;
 typedef CUmemAccessDesc gpu_access_t;
 typedef CUuuid gpu_uuid_t;
 typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
+typedef CUstream gpu_stream_t;
 
 #define GPU_OK CUDA_SUCCESS
 #define GPU_ERR_OUT_OF_MEMORY CUDA_ERROR_OUT_OF_MEMORY
@@ -44,6 +45,8 @@ typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
 /* The fd travels in the pointer argument itself. */
 #define GPU_IMPORT_FD_ARG(fd_ptr) ((void *)(uintptr_t)(*(fd_ptr)))
 #define GPU_MEMCPY(dst, src, n) gpu.copy((gpu_va_t)(uintptr_t)(dst), (gpu_va_t)(uintptr_t)(src), (n))
+#define GPU_STREAM_CREATE_NONBLOCKING(st) gpu.streamCreate((st), CU_STREAM_NON_BLOCKING)
+#define GPU_UPLOAD_ASYNC(dst, src, n, st) gpu.memcpyHtoDAsync((CUdeviceptr)(uintptr_t)(dst), (src), (n), (st))
 
 #define GPU_FUNCS(X)                                           \
   X(memGetAllocationGranularity, cuMemGetAllocationGranularity) \
@@ -102,6 +105,7 @@ typedef hipMemAllocationProp gpu_alloc_prop_t;
 typedef hipMemAccessDesc gpu_access_t;
 typedef hipUUID gpu_uuid_t;
 typedef int gpu_saved_t; /* the caller's device, put back on leave */
+typedef hipStream_t gpu_stream_t;
 
 #define GPU_OK hipSuccess
 #define GPU_ERR_OUT_OF_MEMORY hipErrorOutOfMemory
@@ -120,6 +124,8 @@ typedef int gpu_saved_t; /* the caller's device, put back on leave */
 #define GPU_PROP_HANDLE_TYPES(prop) MORI_HIP_PROP_HANDLE_TYPES(prop)
 #define GPU_IMPORT_FD_ARG(fd_ptr) MORI_HIP_IMPORT_FD_ARG(fd_ptr)
 #define GPU_MEMCPY(dst, src, n) gpu.copy((dst), (src), (n), hipMemcpyDefault)
+#define GPU_STREAM_CREATE_NONBLOCKING(st) gpu.streamCreateWithFlags((st), hipStreamNonBlocking)
+#define GPU_UPLOAD_ASYNC(dst, src, n, st) gpu.memcpyAsync((dst), (src), (n), hipMemcpyHostToDevice, (st))
 
 #define GPU_FUNCS(X)                                            \
   X(memGetAllocationGranularity, hipMemGetAllocationGranularity) \

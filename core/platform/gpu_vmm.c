@@ -4,6 +4,7 @@
  * entry point that concerns a device runs with that device current and
  * restores the caller's (a free from Python's garbage collector must not
  * change which device the program uses). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -227,6 +228,27 @@ static int synchronize(int device) {
 }
 
 bool mori_platform_device_is_async(void) { return true; }
+
+/* Uploads: a non-blocking stream per device, waited for alone. */
+static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpu_stream_t upload_streams[MORI_MAX_DEVICES];
+
+static int upload(int device, void *dst, const void *src, size_t size) {
+  gpu_stream_t *st = &upload_streams[device];
+  if (!*st) GPU_TRY(GPU_STREAM_CREATE_NONBLOCKING(st), "creating the upload stream of device %d", device);
+  GPU_TRY(GPU_UPLOAD_ASYNC(dst, src, size, *st), "uploading %zu bytes to %p", size, dst);
+  GPU_TRY(gpu.streamSynchronize(*st), "waiting for an upload of %zu bytes", size);
+  return 0;
+}
+
+int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
+  if (device < 0 || device >= MORI_MAX_DEVICES)
+    return mori_error_set(MORI_EINVAL, "%s: upload to device %d", mori_platform_name(), device);
+  pthread_mutex_lock(&upload_lock);
+  int rc = GPU_ON_DEVICE(device, upload(device, dst, src, size));
+  pthread_mutex_unlock(&upload_lock);
+  return rc;
+}
 
 int mori_platform_synchronize(int device) { return GPU_ON_DEVICE(device, synchronize(device)); }
 

@@ -6,12 +6,13 @@ import gc
 import os
 import sys
 import time
-import traceback
 
 import torch
 import torch.distributed as dist
 
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+sys.path.insert(0, os.path.dirname(__file__))
+from checks import check, rank, results, summary, world  # noqa: E402
+
 torch.cuda.set_device(rank)
 dev = torch.device("cuda", rank)
 dist.init_process_group("nccl", device_id=dev)
@@ -21,28 +22,6 @@ import mori.allocator  # noqa: E402
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 symm_mem.set_backend("MORI")
-results = []
-
-
-def check(name):
-    def wrap(fn):
-        try:
-            fn()
-            ok, why = True, ""
-        except Exception as e:  # noqa: BLE001
-            ok, why = False, f"{type(e).__name__}: {str(e)[:300]}"
-            traceback.print_exc()
-        torch.cuda.synchronize()
-        dist.barrier()
-        outcomes = [None] * world
-        dist.all_gather_object(outcomes, (ok, why))
-        bad = [(r, w) for r, (o, w) in enumerate(outcomes) if not o]
-        if rank == 0:
-            print(f"PASS {name}" if not bad else f"FAIL {name}: " + "; ".join(f"rank {r}: {w}" for r, w in bad), flush=True)
-        results.append(not bad)
-        return fn
-
-    return wrap
 
 
 @check("backend registered and selected")
@@ -475,8 +454,7 @@ def _():
 
 
 dist.barrier()
-if rank == 0:
-    print(f"SUMMARY {sum(results)} passed, {len(results) - sum(results)} failed", flush=True)
+summary()
 dist.destroy_process_group()
 # Interpreter exit with live symmetric tensors: the exit hook finalizes.
 keep_alive = symm_mem.empty(1 << 20, dtype=torch.uint8, device=dev)

@@ -119,10 +119,11 @@ int rdma_post_set(struct rdma_state *s, struct rdma_segment *w, int peer, uint64
   return post(s, peer, &wr, wr_id);
 }
 
-/* Offsets are into the window; the registered segment may be a heap chunk
- * the window sits in (at the same offset on every rank): *base is added. */
-static int prepare(mori_window_t *win, int peer, size_t remote_offset, size_t local_offset, size_t bytes, const char *op,
-                   struct rdma_state **s_out, struct rdma_segment **w_out, size_t *base) {
+/* Offsets come in relative to the window and go out relative to the
+ * registered segment, which may be a heap chunk the window sits in (at the
+ * same offset on every rank). */
+static int prepare(mori_window_t *win, int peer, size_t *remote_offset, size_t *local_offset, size_t bytes, const char *op,
+                   struct rdma_state **s_out, struct rdma_segment **w_out) {
   if (!win) return mori_error_set(MORI_EINVAL, "rdma %s: NULL window", op);
   mori_comm_t *comm = mori_window_comm(win);
   struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);
@@ -131,11 +132,13 @@ static int prepare(mori_window_t *win, int peer, size_t remote_offset, size_t lo
   struct rdma_segment *w = mori_window_transport_state(win, &mori_transport_rdma_ops);
   if (peer < 0 || peer >= s->size || peer == s->rank)
     return mori_error_set(MORI_EINVAL, "rdma %s: peer %d (this is rank %d of %d)", op, peer, s->rank, s->size);
-  size_t size = mori_window_size(win);
-  mori_window_segment(win, base);
-  if (remote_offset > size || bytes > size - remote_offset || local_offset > size || bytes > size - local_offset)
+  size_t size = mori_window_size(win), base = 0, remote = *remote_offset, local = *local_offset;
+  mori_window_segment(win, &base);
+  if (remote > size || bytes > size - remote || local > size || bytes > size - local)
     return mori_error_set(MORI_ERANGE, "rdma %s to rank %d: %zu bytes at remote offset %zu / local offset %zu leave the %zu-byte window",
-                          op, peer, bytes, remote_offset, local_offset, size);
+                          op, peer, bytes, remote, local, size);
+  *remote_offset = base + remote;
+  *local_offset = base + local;
   *s_out = s;
   *w_out = w;
   return 0;
@@ -144,11 +147,10 @@ static int prepare(mori_window_t *win, int peer, size_t remote_offset, size_t lo
 int mori_rdma_put(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes) {
   struct rdma_state *s;
   struct rdma_segment *w;
-  size_t base = 0;
-  int rc = prepare(win, peer, dst_offset, src_offset, bytes, "put", &s, &w, &base);
+  int rc = prepare(win, peer, &dst_offset, &src_offset, bytes, "put", &s, &w);
   if (rc) return rc;
   pthread_mutex_lock(&s->lock);
-  rc = rdma_post_put(s, w, peer, base + dst_offset, base + src_offset, bytes, (uint64_t)peer << 1);
+  rc = rdma_post_put(s, w, peer, dst_offset, src_offset, bytes, (uint64_t)peer << 1);
   pthread_mutex_unlock(&s->lock);
   return rc;
 }
@@ -156,11 +158,10 @@ int mori_rdma_put(mori_window_t *win, int peer, size_t dst_offset, size_t src_of
 int mori_rdma_get(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes) {
   struct rdma_state *s;
   struct rdma_segment *w;
-  size_t base = 0;
-  int rc = prepare(win, peer, src_offset, dst_offset, bytes, "get", &s, &w, &base);
+  int rc = prepare(win, peer, &src_offset, &dst_offset, bytes, "get", &s, &w);
   if (rc) return rc;
   pthread_mutex_lock(&s->lock);
-  rc = rdma_post_get(s, w, peer, base + dst_offset, base + src_offset, bytes, (uint64_t)peer << 1);
+  rc = rdma_post_get(s, w, peer, dst_offset, src_offset, bytes, (uint64_t)peer << 1);
   pthread_mutex_unlock(&s->lock);
   return rc;
 }
@@ -169,11 +170,11 @@ int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t v
   struct rdma_state *s;
   struct rdma_segment *w;
   if (offset % 8) return mori_error_set(MORI_EINVAL, "rdma atomic_add: offset %zu is not 8-byte aligned", offset);
-  size_t base = 0;
-  int rc = prepare(win, peer, offset, 0, 8, "atomic_add", &s, &w, &base);
+  size_t unused_local = 0;
+  int rc = prepare(win, peer, &offset, &unused_local, 8, "atomic_add", &s, &w);
   if (rc) return rc;
   pthread_mutex_lock(&s->lock);
-  rc = rdma_post_add(s, w, peer, base + offset, value, (uint64_t)peer << 1);
+  rc = rdma_post_add(s, w, peer, offset, value, (uint64_t)peer << 1);
   pthread_mutex_unlock(&s->lock);
   return rc;
 }
