@@ -2,8 +2,8 @@
 # Build once, run on a machine with NVIDIA GPUs: the GPU test suites, the
 # torch backend's suites and the benchmark harness, with a summary at the
 # end. The build half needs Bazel and no GPU; the run half needs the GPUs,
-# torch, and no Bazel (it runs what the build half staged in .carry/).
-#   tools/gpu.sh build            stage the cuda build in .carry/
+# torch, and no Bazel (it runs what the build half staged in gpu-bundle/).
+#   tools/gpu.sh build            stage the cuda build in gpu-bundle/
 #   tools/gpu.sh run [PARTS] [rounds]
 # PARTS: a comma list of tests (GPU suites and torch suites), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
@@ -22,16 +22,16 @@ if [ "$mode" = build ]; then
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p \
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tools/launch:mori_launch
   bazel build -c opt //torch_backend:mori
-  rm -rf .carry && mkdir -p .carry/bin .carry/python
+  rm -rf gpu-bundle && mkdir -p gpu-bundle/bin gpu-bundle/python
   cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/bench_p2p \
     bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap \
-    bazel-bin/tools/launch/mori_launch .carry/bin/
-  cp -r torch_backend/python/mori .carry/python/
+    bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
+  cp -r torch_backend/python/mori gpu-bundle/python/
   for lib in libmori_torch.so libmori_torch_mempool.so; do
-    cp -f "$(ls -t $(find -L bazel-out -path "*opt-ST-*/bin/torch_backend/$lib") | head -1)" .carry/python/mori/
+    cp -f "$(ls -t $(find -L bazel-out -path "*opt-ST-*/bin/torch_backend/$lib") | head -1)" gpu-bundle/python/mori/
   done
-  chmod -R u+w .carry
-  du -sh .carry
+  chmod -R u+w gpu-bundle
+  du -sh gpu-bundle
   exit 0
 fi
 
@@ -44,7 +44,7 @@ what=${2:-all}
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD/.carry/python:${PYTHONPATH:-}
+export PYTHONPATH=$PWD/gpu-bundle/python:${PYTHONPATH:-}
 OUT=${OUT:-/tmp/mori-gpu-out}
 mkdir -p "$OUT"
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -57,7 +57,7 @@ gtest_counts() { echo "$(grep -c '^\[       OK' "$1") passed, $(grep -c '^\[  FA
 if has tests; then
   for t in gpu_window_test gpu_coll_test; do
     echo "== $t ($ngpu ranks)"
-    MORI_TEST_RANKS=$ngpu timeout 150 .carry/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
+    MORI_TEST_RANKS=$ngpu timeout 150 gpu-bundle/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
     record "$t: $(gtest_counts "$OUT/$t.log") (exit ${PIPESTATUS[0]})"
   done
   for t in test_torch_backend test_mori_ops; do
@@ -73,7 +73,7 @@ if has heap; then
   for mode in vmm static isolation; do
     echo "== heap benchmark, MORI_SHMEM_MODE=$mode"
     MORI_SHMEM_MODE=$mode MORI_SHMEM_HEAP_SIZE=$([ $mode = static ] && echo 8G || echo 512G) \
-      timeout 120 .carry/bin/mori_launch -n "$ngpu" -t 110 .carry/bin/bench_heap 2>&1 | tee "$OUT/bench_heap_$mode.log" | grep RESULT
+      timeout 120 gpu-bundle/bin/mori_launch -n "$ngpu" -t 110 gpu-bundle/bin/bench_heap 2>&1 | tee "$OUT/bench_heap_$mode.log" | grep RESULT
     grep '^RESULT' "$OUT/bench_heap_$mode.log" | sed 's/^RESULT //' >> "$OUT/bench_heap.jsonl"
   done
   record "bench_heap: $(wc -l < "$OUT/bench_heap.jsonl") results"
@@ -81,14 +81,14 @@ fi
 
 if has coll; then
   echo "== collectives sweep (bench_coll)"
-  timeout 200 .carry/bin/mori_launch -n "$ngpu" -t 190 .carry/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
+  timeout 200 gpu-bundle/bin/mori_launch -n "$ngpu" -t 190 gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_coll.log" | sed 's/^RESULT //' > "$OUT/bench_coll.jsonl"
   record "bench_coll: $(wc -l < "$OUT/bench_coll.jsonl") results"
 fi
 
 if has p2p; then
   echo "== device API benchmark (bench_p2p)"
-  timeout 200 .carry/bin/mori_launch -n "$ngpu" -t 180 .carry/bin/bench_p2p 2>&1 | tee /tmp/bench_p2p.log | grep RESULT
+  timeout 200 gpu-bundle/bin/mori_launch -n "$ngpu" -t 180 gpu-bundle/bin/bench_p2p 2>&1 | tee /tmp/bench_p2p.log | grep RESULT
   grep '^RESULT' /tmp/bench_p2p.log | sed 's/^RESULT //' > "$OUT/bench_p2p.jsonl"
   record "bench_p2p: $(wc -l < "$OUT/bench_p2p.jsonl") results"
 fi
