@@ -121,10 +121,19 @@ def triton_push(label, with_barrier):
             break  # the next sizes would fail the same way
 
 
-def mori_a2a():
+def mori_a2a(symmetric=False):
+    """torch.ops.mori.all_to_all; `symmetric`: into a rendezvoused MORI
+    tensor, which peers write straight into (no staging)."""
+    label = ("fused kernel into a symmetric out: direct push + per-slice flags" if symmetric
+             else "fused kernel: push + per-slice flags")
     for chunk in A2A_BYTES:
         n = chunk // 4
-        inp, out = a2a_input(n, 0), torch.empty(world * n, dtype=torch.int32, device=dev)
+        inp = a2a_input(n, 0)
+        if symmetric:
+            out = symm_mem.empty(world * n, dtype=torch.int32, device=dev)
+            symm_mem.rendezvous(out, group.group_name)
+        else:
+            out = torch.empty(world * n, dtype=torch.int32, device=dev)
 
         def check():
             ok = True
@@ -135,8 +144,7 @@ def mori_a2a():
                 ok &= torch.equal(out, a2a_expected(n, k))
             return ok
 
-        rec = H.measure("a2a", chunk, "fused kernel: push + per-slice flags", lambda: mori.ops.all_to_all(inp, out, group),
-                        check=check)
+        rec = H.measure("a2a", chunk, label, lambda: mori.ops.all_to_all(inp, out, group), check=check)
         if "error" in rec:
             break
 
@@ -293,7 +301,7 @@ def step(name, fn):
 
 
 PLANS = {
-    "MORI": [floor, mori_a2a, step("triton_push", lambda: triton_push("Triton push + hdl.barrier", True)),
+    "MORI": [floor, mori_a2a, step("mori_a2a_symmetric", lambda: mori_a2a(True)), step("triton_push", lambda: triton_push("Triton push + hdl.barrier", True)),
              mori_all_reduce,
              step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce on MORI tensors")),
              step("barrier", lambda: barrier("hdl.barrier")), alloc_rendezvous],

@@ -24,11 +24,9 @@ static uint64_t env_bytes(const char *name, uint64_t fallback) {
 }
 
 /* The slice for `bytes` moved in flagged pieces: MORI_COLL_SLICE_BYTES, else
- * 32 KiB pieces from 2 MiB up and 16 KiB below (the best of a sweep on
- * H200s, tests/gpu/bench_coll); at most MAX_SLICES of them; a multiple of
- * 16 bytes. */
-static void plan_slices(uint64_t bytes, uint64_t *slice, uint32_t *slices) {
-  uint64_t target = env_bytes("MORI_COLL_SLICE_BYTES", bytes >= (2u << 20) ? 32u << 10 : 16u << 10);
+ * `target`; at most MAX_SLICES of them; a multiple of 16 bytes. */
+static void plan_slices(uint64_t bytes, uint64_t target, uint64_t *slice, uint32_t *slices) {
+  target = env_bytes("MORI_COLL_SLICE_BYTES", target);
   uint64_t s = bytes ? (bytes + target - 1) / target : 1;
   if (s > MAX_SLICES) s = MAX_SLICES;
   uint64_t each = bytes ? (bytes + s - 1) / s : 16;
@@ -49,9 +47,12 @@ void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)
 
 static mori_coll_dev_t make_view(const mori_coll_t *c);
 
+/* Bytes of the ready slots, rounded so that staging stays 256-aligned. */
+static size_t ready_bytes(const mori_coll_t *c) { return ((size_t)c->team.size * 8 + 255) / 256 * 256; }
+
 static int make_workspace(mori_coll_t *c, size_t staging) {
   staging = (staging + 255) / 256 * 256; /* each half 16-byte aligned (LL lines), and more */
-  size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t), total;
+  size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t) + ready_bytes(c), total;
   if (mori_add_overflows(HEADER_BYTES + flags, staging, &total))
     return mori_error_set(MORI_ERANGE, "collectives: a workspace of %zu bytes overflows", staging);
   mori_mem_attr_t attr;
@@ -152,6 +153,7 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
 }
 
 mori_team_t mori_coll_team(const mori_coll_t *c) { return c->team; }
+mori_comm_t *mori_coll_comm(const mori_coll_t *c) { return c ? c->comm : NULL; }
 size_t mori_coll_workspace_bytes(const mori_coll_t *c) { return c ? c->staging_bytes : 0; }
 
 mori_coll_dev_t mori_coll_device_view(const mori_coll_t *c) { return c->view; }
@@ -166,7 +168,8 @@ static mori_coll_dev_t make_view(const mori_coll_t *c) {
   d.grid = c->grid;
   d.flags_offset = HEADER_BYTES;
   d.flag_slots = c->flag_slots;
-  d.data_offset = HEADER_BYTES + c->flag_slots * 2 * sizeof(uint64_t);
+  d.ready_offset = HEADER_BYTES + c->flag_slots * 2 * sizeof(uint64_t);
+  d.data_offset = d.ready_offset + ready_bytes(c);
   d.data_bytes = c->staging_bytes;
   d.timeout_ns = c->timeout_ns;
   return d;
@@ -201,19 +204,36 @@ static void share_blocks(const mori_coll_t *c, bool by_default, const uint32_t k
 
 /* ---- all-to-all ---- */
 
-/* Small chunks as LL lines (no flag round after the data), larger ones in
- * flagged slices. MORI_A2A_ALGO=ll|slices forces one. */
-static void plan_all_to_all(const mori_coll_t *c, size_t bytes, mori_a2a_args_t *a) {
+/* Staged (out is any memory): small chunks as LL lines (no flag round
+ * after the data), larger ones in flagged slices; MORI_A2A_ALGO=ll|slices
+ * forces one. Direct (out is a window): flagged slices into the members'
+ * out. Slices and threads are the best of a sweep on 2 x H200
+ * (tests/gpu/bench_coll; MORI_COLL_SLICE_BYTES and MORI_COLL_THREADS
+ * override them): LL in 2 KiB items of 256 threads (a thread per line:
+ * latency, not bandwidth, decides at these sizes); staged slices of a
+ * 64th of the chunk (16 KiB to 128 KiB); direct slices of a 32nd (at
+ * least 16 KiB), with 128 threads up to 1 MiB and 256 beyond. */
+static void plan_all_to_all(const mori_coll_t *c, size_t bytes, bool direct, mori_a2a_args_t *a) {
   static const char *const algos[] = {"slices", "ll"};
   memset(a, 0, sizeof(*a));
   a->bytes = bytes;
   int forced = env_choice("MORI_A2A_ALGO", algos, 2);
-  a->algo = forced >= 0 ? (uint32_t)forced
-          : bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) ? MORI_A2A_LL : MORI_A2A_SLICES;
-  /* 256 threads per block moved slices faster up to 4 MiB per member, 512
-   * beyond (measured). */
-  a->threads = bytes <= (4u << 20) ? 256 : 512;
-  plan_slices(bytes, &a->slice, &a->slices);
+  if (direct) a->algo = MORI_A2A_DIRECT;
+  else
+    a->algo = forced >= 0 ? (uint32_t)forced
+            : bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) ? MORI_A2A_LL : MORI_A2A_SLICES;
+  uint64_t target;
+  if (a->algo == MORI_A2A_LL) {
+    target = 2u << 10;
+    a->threads = 256;
+  } else if (a->algo == MORI_A2A_SLICES) {
+    target = bytes / 64 < (16u << 10) ? 16u << 10 : bytes / 64 > (128u << 10) ? 128u << 10 : bytes / 64;
+    a->threads = 256;
+  } else {
+    target = bytes / 32 < (16u << 10) ? 16u << 10 : bytes / 32;
+    a->threads = bytes <= (1u << 20) ? 128 : 256;
+  }
+  plan_slices(bytes, target, &a->slice, &a->slices);
   uint32_t n = (uint32_t)c->team.size, S = a->slices;
   a->items = (2 * n - 1) * S;
   a->kind_end[0] = (n - 1) * S;
@@ -224,31 +244,73 @@ static void plan_all_to_all(const mori_coll_t *c, size_t bytes, mori_a2a_args_t 
 
 size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
   mori_a2a_args_t a;
-  plan_all_to_all(c, bytes_per_rank, &a);
+  plan_all_to_all(c, bytes_per_rank, false, &a);
   return 2 * (size_t)c->team.size * mori_a2a_slot_bytes(&a);
 }
 
-int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, void *stream) {
-  if (!c || (bytes && (!in || !out))) return mori_error_set(MORI_EINVAL, "all_to_all: NULL argument");
+static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, size_t bytes, const char *what) {
+  if (!c || (bytes && (!in || !out))) return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
   const char *i = (const char *)in, *o = (const char *)out;
-  size_t span = bytes * (size_t)c->team.size;
+  size_t span;
+  if (mori_mul_overflows(bytes, (size_t)c->team.size, &span))
+    return mori_error_set(MORI_ERANGE, "%s: %zu bytes per member times %d members overflows", what, bytes, c->team.size);
   if (bytes && i < o + span && o < i + span)
-    return mori_error_set(MORI_EINVAL, "all_to_all: in and out overlap (in place is not supported)");
-  int rc = member_or_fail(c, "all_to_all");
+    return mori_error_set(MORI_EINVAL, "%s: in and out overlap (in place is not supported)", what);
+  return member_or_fail(c, what);
+}
+
+int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, void *stream) {
+  int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
   if (!rc) rc = enough(c, mori_all_to_all_workspace(c, bytes), "all_to_all");
   if (rc) return rc;
   mori_a2a_args_t a;
-  plan_all_to_all(c, bytes, &a);
+  plan_all_to_all(c, bytes, false, &a);
   a.in = (const char *)in;
   a.out = (char *)out;
   return mori_coll_launch_all_to_all(c, &a, stream);
 }
 
+int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes,
+                           void *stream) {
+  if (!c || !out_win) return mori_error_set(MORI_EINVAL, "all_to_all_window: NULL context or window");
+  char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
+  int rc = check_all_to_all(c, in, out, bytes, "all_to_all_window");
+  if (rc) return rc;
+  int me = mori_comm_rank(c->comm);
+  if (mori_window_comm(out_win) != c->comm)
+    return mori_error_set(MORI_EINVAL, "all_to_all_window: rank %d's output window is of another comm than the context",
+                          me);
+  size_t span = bytes * (size_t)c->team.size, end;
+  if (mori_add_overflows(out_offset, span, &end) || end > mori_window_size(out_win))
+    return mori_error_set(MORI_ERANGE,
+                          "all_to_all_window: rank %d writes [%zu, %zu + %zu) of a window of %zu bytes per rank", me,
+                          out_offset, out_offset, span, mori_window_size(out_win));
+  for (int m = 0; m < c->team.size; m++)
+    if (!mori_window_peer_ptr(out_win, mori_team_to_world(c->team, m)))
+      return mori_error_set(MORI_EUNREACHABLE, "all_to_all_window: member %d (world rank %d) cannot be written by rank %d",
+                            m, mori_team_to_world(c->team, m), me);
+  mori_a2a_args_t a;
+  /* Small chunks are faster as LL lines through the staging (no wait for
+   * the destination to start: latency decides there), when the workspace
+   * holds them; the workspace is the same on every rank (it grows only
+   * collectively), so every rank makes the same choice. */
+  bool ll = bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) && mori_all_to_all_workspace(c, bytes) <= c->staging_bytes;
+  plan_all_to_all(c, bytes, !ll, &a);
+  a.in = (const char *)in;
+  a.out = out;
+  a.out_win = mori_window_device_view(out_win);
+  a.out_offset = out_offset;
+  return mori_coll_launch_all_to_all(c, &a, stream);
+}
+
 /* ---- all-reduce ---- */
 
-/* LL up to 1 MiB; reduce-scatter + all-gather beyond (it beat one shot in
- * flagged slices even at two members, whose link bytes are the same:
- * measured). MORI_ALLREDUCE_ALGO=ll|rsag|oneshot forces one. */
+/* Measured on 2 x H200 (tests/gpu/bench_coll): LL up to 256 KiB (items of
+ * a 128th of the lines, at least 64); above, at two members, one shot in
+ * flagged 16 KiB slices up to 1 MiB (the link bytes equal reduce-scatter +
+ * all-gather's, in one phase fewer), and reduce-scatter + all-gather beyond,
+ * and at any size above 256 KiB with more members, each part in 128 slices
+ * (at least 16 KiB). MORI_ALLREDUCE_ALGO=ll|rsag|oneshot forces one. */
 static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dtype, mori_allreduce_args_t *a) {
   static const char *const algos[] = {"ll", "rsag", "oneshot"};
   memset(a, 0, sizeof(*a));
@@ -257,12 +319,14 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   a->count = count;
   a->dtype = dtype;
   int forced = env_choice("MORI_ALLREDUCE_ALGO", algos, 3);
-  a->algo = forced >= 0 ? (uint32_t)forced
-          : bytes <= env_bytes("MORI_ALLREDUCE_LL_MAX_BYTES", 1u << 20) ? MORI_ALLREDUCE_LL : MORI_ALLREDUCE_RS_AG;
+  if (forced >= 0) a->algo = (uint32_t)forced;
+  else if (bytes <= env_bytes("MORI_ALLREDUCE_LL_MAX_BYTES", 256u << 10)) a->algo = MORI_ALLREDUCE_LL;
+  else if (n == 2 && bytes <= (1u << 20)) a->algo = MORI_ALLREDUCE_ONESHOT;
+  else a->algo = MORI_ALLREDUCE_RS_AG;
   a->threads = 512;
   if (a->algo == MORI_ALLREDUCE_LL) {
     uint64_t lines = (bytes + 7) / 8;
-    a->lines_per_item = env_bytes("MORI_ALLREDUCE_LL_LINES", lines > 256 * 64 ? (lines + 63) / 64 : 256);
+    a->lines_per_item = env_bytes("MORI_ALLREDUCE_LL_LINES", lines > 64 * 128 ? (lines + 127) / 128 : 64);
     uint64_t runs = lines ? (lines + a->lines_per_item - 1) / a->lines_per_item : 1;
     a->items = (uint32_t)(2 * runs);
     a->kind_end[0] = (uint32_t)runs;
@@ -274,7 +338,9 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   a->part_elems = ((count + (uint64_t)parts - 1) / (uint64_t)parts + 7) / 8 * 8;
   uint64_t slice_bytes;
   uint32_t slices;
-  plan_slices(a->part_elems * esize, &slice_bytes, &slices);
+  uint64_t part_bytes = a->part_elems * esize;
+  plan_slices(part_bytes, a->algo == MORI_ALLREDUCE_RS_AG && part_bytes / 128 > (16u << 10) ? part_bytes / 128 : 16u << 10,
+              &slice_bytes, &slices);
   a->slice_elems = (slice_bytes / esize + 7) / 8 * 8;
   a->slices = (uint32_t)((a->part_elems + a->slice_elems - 1) / a->slice_elems);
   a->items = (uint32_t)(a->algo == MORI_ALLREDUCE_ONESHOT ? n : 2 * n - 1) * a->slices;

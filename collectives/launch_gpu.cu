@@ -28,6 +28,7 @@ constexpr int kThreads = 512;  // the most a block has; MORI_COLL_THREADS may as
 
 __global__ void __launch_bounds__(kThreads) all_to_all_kernel(mori_coll_dev_t c, mori_a2a_args_t a) {
   uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
+  if (blockIdx.x == 0) mori_a2a_begin(c, &a, epoch);
   uint32_t first, stride, last;
   mori_coll_block_range(c.grid, blockIdx.x, a.kind_end, a.share, &first, &stride, &last);
   for (uint32_t i = first; i < last; i += stride) mori_a2a_item(c, &a, epoch, i);

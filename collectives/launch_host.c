@@ -14,6 +14,7 @@ int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, 
   mori_coll_dev_t d = c->view;
   uint64_t epoch = mori_coll_epoch(d, 0);
   int rc = 0;
+  mori_a2a_begin(d, a, epoch);
   for (uint32_t i = 0; i < a->items; i++) {
     int r = mori_a2a_item(d, a, epoch, i);
     if (r && !rc) rc = r;

@@ -81,7 +81,7 @@ fi
 
 if has coll; then
   echo "== collectives sweep (bench_coll)"
-  timeout 200 gpu-bundle/bin/mori_launch -n "$ngpu" -t 190 gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
+  timeout 420 gpu-bundle/bin/mori_launch -n "$ngpu" -t 410 gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_coll.log" | sed 's/^RESULT //' > "$OUT/bench_coll.jsonl"
   record "bench_coll: $(wc -l < "$OUT/bench_coll.jsonl") results"
 fi

@@ -123,6 +123,17 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
   c10::DeviceType supported_device_type() override { return kDeviceType; }
   std::string name() override { return "MORI"; }
 
+  std::shared_ptr<WindowState> WindowOf(const void *ptr, const std::string &name, int device, size_t *offset) {
+    mori_mem_info_t info;
+    if (mori_mem_query(ptr, &info) != 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (Finalized()) return nullptr;
+    auto w = windows_.find(std::make_tuple(info.base, name, device));
+    if (w == windows_.end()) return nullptr;
+    *offset = info.offset;
+    return w->second;
+  }
+
   Group &GroupFor(const std::string &name, int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!Finalized(), "MORI: collective op after finalization");
@@ -171,6 +182,10 @@ struct Registration {
 }  // namespace
 
 Group &GroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device); }
+
+std::shared_ptr<WindowState> WindowOf(const void *ptr, const std::string &name, int device, size_t *offset) {
+  return TheAllocator()->WindowOf(ptr, name, device, offset);
+}
 
 }  // namespace mori_torch
 

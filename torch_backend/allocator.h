@@ -2,14 +2,21 @@
 // communicators it keeps.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "torch_backend/group.h"
+#include "torch_backend/symmetric_memory.h"
 
 namespace mori_torch {
 
 // The communicator of `name` on `device` (created collectively on first use).
 // Throws a c10::Error naming the group and the cause.
 Group &GroupFor(const std::string &name, int device);
+
+// The window of the MORI allocation holding `ptr`, rendezvoused on group
+// `name` on `device`, and ptr's offset in it; null when there is none (not
+// MORI memory, or never rendezvoused on that group). Never collective.
+std::shared_ptr<WindowState> WindowOf(const void *ptr, const std::string &name, int device, size_t *offset);
 
 }  // namespace mori_torch

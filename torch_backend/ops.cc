@@ -2,7 +2,8 @@
 // kernel that synchronises inside (mori/collectives.h): when the op returns
 // on the stream, the next kernel on that stream can read `out` on every rank,
 // and the next call may run at once. Inputs and outputs are any CUDA tensors
-// of the group's ranks (they need not be symmetric). Registered with the
+// of the group's ranks (they need not be symmetric; an all-to-all into a
+// symmetric out rendezvoused on the group writes straight into it). Registered with the
 // dispatcher with Meta kernels, so they work under torch.compile and inside
 // CUDA graphs (after one call outside the capture has sized the workspace).
 #include <ATen/core/Tensor.h>
@@ -59,7 +60,13 @@ void AllToAll(const at::Tensor &input, at::Tensor &out, std::string group) {
     return mori_all_to_all_workspace(c, bytes / n);
   });
   size_t per_rank = bytes / mori_coll_team(coll).size;
-  int rc = mori_all_to_all(coll, input.data_ptr(), out.data_ptr(), per_rank, stream);
+  // A symmetric out (rendezvoused on this group): peers write straight
+  // into it, with no staging and no second copy.
+  size_t out_offset = 0;
+  std::shared_ptr<WindowState> out_win = WindowOf(out.data_ptr(), group, device, &out_offset);
+  int rc = out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll)
+               ? mori_all_to_all_window(coll, input.data_ptr(), out_win->win(), out_offset, per_rank, stream)
+               : mori_all_to_all(coll, input.data_ptr(), out.data_ptr(), per_rank, stream);
   TORCH_CHECK(rc == 0, "MORI all_to_all of ", per_rank, " bytes per rank on group '", group, "': ", mori_last_error());
 }
 

@@ -9,6 +9,7 @@
 
 #include "mori/collectives.h"
 #include "mori/device/coll/numeric.h"
+#include "mori/mem.h"
 #include "mori/team.h"
 #include "tests/support/world.h"
 
@@ -51,6 +52,97 @@ TEST(Collectives, AllToAllEverySizeBackToBack) {
     }
     unsetenv("MORI_A2A_ALGO");
     MORI_EXPECT_OK(mori_coll_check(coll));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// Direct all-to-all into a window: every size and slicing, mixed with
+// staged calls on the same context (they share epochs and flags), the
+// output at an offset inside the window.
+TEST(Collectives, AllToAllIntoAWindowBackToBack) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = nullptr;
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = 1 << 20;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    const size_t max_bytes = 300000, offset = 4096;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(offset + max_bytes * size, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    uint8_t *out = (uint8_t *)mem + offset;
+    std::vector<uint8_t> in(max_bytes * size), staged(max_bytes * size);
+    int call = 0;
+    // Direct at every size (LL only for 1 byte), then the automatic choice
+    // (LL lines through the staging for small chunks).
+    for (const char *slice : {"16", "4096", "", "auto"}) {
+      setenv("MORI_A2A_LL_MAX_BYTES", strcmp(slice, "auto") ? "1" : "", 1);
+      setenv("MORI_COLL_SLICE_BYTES", strcmp(slice, "auto") ? slice : "", 1);
+      for (size_t bytes : {(size_t)1, (size_t)100, (size_t)4096, (size_t)65536 + 48, max_bytes}) {
+        for (int rep = 0; rep < 3; rep++, call++) {
+          for (int dst = 0; dst < size; dst++)
+            for (size_t i = 0; i < bytes; i++) in[dst * bytes + i] = Byte(rank, dst, i, call);
+          memset(out, 0xee, bytes * size);
+          MORI_ASSERT_OK(mori_all_to_all_window(coll, in.data(), win, offset, bytes, nullptr));
+          for (int src = 0; src < size; src++)
+            for (size_t i = 0; i < bytes; i++)
+              ASSERT_EQ(out[src * bytes + i], Byte(src, rank, i, call))
+                  << "bytes " << bytes << " call " << call << " from member " << src << " at " << i;
+          if (rep == 1) {  // a staged call in between
+            MORI_ASSERT_OK(mori_coll_reserve(coll, mori_all_to_all_workspace(coll, 1000)));
+            MORI_ASSERT_OK(mori_all_to_all(coll, in.data(), staged.data(), 1000, nullptr));
+          }
+        }
+      }
+    }
+    unsetenv("MORI_COLL_SLICE_BYTES");
+    unsetenv("MORI_A2A_LL_MAX_BYTES");
+    // Bad input, refused locally with the reason.
+    EXPECT_EQ(mori_all_to_all_window(coll, in.data(), win, offset + 1, max_bytes, nullptr), MORI_ERANGE);
+    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + " writes"), std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(mori_all_to_all_window(coll, in.data(), nullptr, 0, 16, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_all_to_all_window(coll, out + 8, win, offset, 16, nullptr), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("overlap"), std::string::npos) << mori_last_error();
+    MORI_EXPECT_OK(mori_coll_check(coll));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// A member that makes a staged call while the others write into its window
+// is not waited for forever: the writers time out naming it.
+TEST(Collectives, AllToAllIntoAWindowNamesAMemberThatNeverStarts) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.timeout_ms = 300;
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(64 * size, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    int last = size - 1;
+    setenv("MORI_A2A_LL_MAX_BYTES", "1", 1);  // the direct algorithm, whose writers wait for the start
+    if (rank != last) {
+      std::vector<uint8_t> in(64 * size);
+      int rc = mori_all_to_all_window(coll, in.data(), win, 0, 64, nullptr);
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT);
+      std::string msg = mori_last_error();
+      EXPECT_NE(msg.find("for rank " + std::to_string(last)), std::string::npos) << msg;
+    }
+    unsetenv("MORI_A2A_LL_MAX_BYTES");
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
 }

@@ -5,6 +5,7 @@
 //   mori_launch -n <gpus> bench_coll
 // MORI_BENCH_COLL_QUICK=1: the defaults only (and all-reduce's two large-
 // message algorithms), one grid: seconds instead of minutes.
+// MORI_BENCH_COLL_GRIDS=32,0: the grids swept (default 32,132,0).
 // Prints one "RESULT {json}" line per measurement from rank 0.
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "mori/collectives.h"
+#include "mori/mem.h"
 #include "tests/gpu/coll_kernels.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/support/world.h"
@@ -24,18 +26,23 @@ struct Knobs {
   int blocks;      // the context's grid (fixed when it is made; 0: every resident block)
   int threads;     // 0: default
   uint64_t ll_lines;
+  int share = -1;  // MORI_COLL_BLOCK_SHARE: -1 default, 0 off, 1 on
 };
+
+void Set(const char *name, uint64_t value) {
+  if (value) setenv(name, std::to_string(value).c_str(), 1);
+  else unsetenv(name);
+}
 
 void Apply(const Knobs &k) {
   unsetenv("MORI_A2A_ALGO");
   unsetenv("MORI_ALLREDUCE_ALGO");
   if (k.algo_var) setenv(k.algo_var, k.algo, 1);
-  if (k.slice) setenv("MORI_COLL_SLICE_BYTES", std::to_string(k.slice).c_str(), 1);
-  else unsetenv("MORI_COLL_SLICE_BYTES");
-  if (k.threads) setenv("MORI_COLL_THREADS", std::to_string(k.threads).c_str(), 1);
-  else unsetenv("MORI_COLL_THREADS");
-  if (k.ll_lines) setenv("MORI_ALLREDUCE_LL_LINES", std::to_string(k.ll_lines).c_str(), 1);
-  else unsetenv("MORI_ALLREDUCE_LL_LINES");
+  Set("MORI_COLL_SLICE_BYTES", k.slice);
+  Set("MORI_COLL_THREADS", (uint64_t)k.threads);
+  Set("MORI_ALLREDUCE_LL_LINES", k.ll_lines);
+  if (k.share >= 0) setenv("MORI_COLL_BLOCK_SHARE", k.share ? "1" : "0", 1);
+  else unsetenv("MORI_COLL_BLOCK_SHARE");
 }
 
 // Microseconds per call: `calls` captured in a graph, replayed `replays` times.
@@ -68,12 +75,22 @@ int main() {
   const uint64_t max_bytes = 64ull << 20;
   int n = 0, check = 0;
   void *in = gpu_alloc(max_bytes), *out = gpu_alloc(max_bytes);
+  // A symmetric output for the direct all-to-all.
+  mori_mem_attr_t mattr;
+  mori_mem_attr_init(&mattr);
+  mattr.device = mori_comm_device(w.comm);
+  void *sym = nullptr;
+  mori_window_t *sym_win = nullptr;
+  if (mori_mem_alloc(max_bytes, &mattr, &sym) || mori_window_create(w.comm, sym, &sym_win)) {
+    fprintf(stderr, "bench_coll: symmetric output: %s\n", mori_last_error());
+    return 1;
+  }
   auto report = [&](const char *what, uint64_t bytes, const Knobs &k, double us) {
     if (rank == 0)
       printf("RESULT {\"what\": \"%s\", \"ranks\": %d, \"bytes\": %llu, \"algo\": \"%s\", \"slice\": %llu, \"grid\": %d, "
-             "\"threads\": %d, \"ll_lines\": %llu, \"us\": %.3f}\n",
+             "\"threads\": %d, \"ll_lines\": %llu, \"share\": %d, \"us\": %.3f}\n",
              what, n, (unsigned long long)bytes, k.algo ? k.algo : "auto", (unsigned long long)k.slice, k.blocks,
-             k.threads, (unsigned long long)k.ll_lines, us);
+             k.threads, (unsigned long long)k.ll_lines, k.share, us);
     fflush(stdout);
   };
   {
@@ -83,7 +100,19 @@ int main() {
   }
   const bool quick = getenv("MORI_BENCH_COLL_QUICK") && atoi(getenv("MORI_BENCH_COLL_QUICK"));
   // One context per grid: the grid is fixed when a context is made.
-  for (int grid : {132, 264, 0}) {
+  // MORI_BENCH_COLL_GRIDS: the grids to sweep (0: every resident block).
+  std::vector<int> grids = {32, 132, 0};
+  if (const char *g = getenv("MORI_BENCH_COLL_GRIDS")) {
+    grids.clear();
+    std::string list = g;
+    for (size_t at = 0; at <= list.size();) {
+      size_t comma = list.find(',', at);
+      if (comma == std::string::npos) comma = list.size();
+      if (comma > at) grids.push_back(atoi(list.substr(at, comma - at).c_str()));
+      at = comma + 1;
+    }
+  }
+  for (int grid : grids) {
     if (quick && grid) continue;
     if (grid) setenv("MORI_COLL_MAX_BLOCKS", std::to_string(grid).c_str(), 1);
     else unsetenv("MORI_COLL_MAX_BLOCKS");
@@ -97,11 +126,14 @@ int main() {
     }
     n = mori_coll_team(coll).size;
     coll_fill_a2a(in, max_bytes / n, rank, n, 1, stream);
-    std::vector<Knobs> a2a_knobs = {{nullptr, nullptr, 0, grid, 0, 0}, {"MORI_A2A_ALGO", "ll", 0, grid, 0, 0}};
-    for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10})
-      for (int threads : {256, 512})
-        if (!quick) a2a_knobs.push_back({"MORI_A2A_ALGO", "slices", slice, grid, threads, 0});
-    if (quick) a2a_knobs.resize(1);
+    std::vector<Knobs> a2a_knobs = {{nullptr, nullptr, 0, grid, 0, 0}};
+    if (!quick) {
+      for (uint64_t slice : {1u << 10, 2u << 10, 4u << 10, 8u << 10, 16u << 10})
+        for (int threads : {256, 512}) a2a_knobs.push_back({"MORI_A2A_ALGO", "ll", slice, grid, threads, 0});
+      for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10, 128u << 10, 256u << 10})
+        for (int threads : {128, 256, 512}) a2a_knobs.push_back({"MORI_A2A_ALGO", "slices", slice, grid, threads, 0});
+      a2a_knobs.push_back({"MORI_A2A_ALGO", "slices", 0, grid, 0, 0, 1});
+    }
     for (uint64_t bytes : {64ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20}) {
       for (const Knobs &k : a2a_knobs) {
         if (k.algo && std::string(k.algo) == "ll" && bytes > (1u << 20)) continue;
@@ -113,11 +145,31 @@ int main() {
         report("coll_a2a", bytes, k, rc ? -1 : us);
       }
     }
+    // Direct into the symmetric output (the algorithm is implied by the call).
+    std::vector<Knobs> direct_knobs = {{nullptr, nullptr, 0, grid, 0, 0}};
+    if (!quick) {
+      for (uint64_t slice : {16u << 10, 64u << 10, 128u << 10, 256u << 10, 512u << 10, 2048u << 10})
+        for (int threads : {128, 256, 512}) direct_knobs.push_back({nullptr, nullptr, slice, grid, threads, 0});
+      direct_knobs.push_back({nullptr, nullptr, 0, grid, 0, 0, 1});
+    }
+    for (uint64_t bytes : {64ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20}) {
+      if (bytes * n > max_bytes) continue;
+      for (const Knobs &k : direct_knobs) {
+        Apply(k);
+        mori_bootstrap_barrier(w.bootstrap);
+        int rc = 0;
+        double us = GraphTime(stream, [&] { rc |= mori_all_to_all_window(coll, in, sym_win, 0, bytes, stream); });
+        if (rc) fprintf(stderr, "rank %d: all_to_all_window: %s\n", rank, mori_last_error());
+        report("coll_a2a_window", bytes, k, rc ? -1 : us);
+      }
+    }
     std::vector<Knobs> ar_knobs = {{nullptr, nullptr, 0, grid, 0, 0}};
-    for (uint64_t lines : {128u, 256u, 512u}) ar_knobs.push_back({"MORI_ALLREDUCE_ALGO", "ll", 0, grid, 0, lines});
-    for (const char *algo : {"oneshot", "rsag"})
-      for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10})
+    for (uint64_t lines : {16u, 32u, 64u, 128u, 256u}) ar_knobs.push_back({"MORI_ALLREDUCE_ALGO", "ll", 0, grid, 0, lines});
+    for (const char *algo : {"oneshot", "rsag"}) {
+      for (uint64_t slice : {16u << 10, 32u << 10, 64u << 10, 128u << 10, 256u << 10})
         for (int threads : {256, 512}) ar_knobs.push_back({"MORI_ALLREDUCE_ALGO", algo, slice, grid, threads, 0});
+      ar_knobs.push_back({"MORI_ALLREDUCE_ALGO", algo, 0, grid, 0, 0, 1});
+    }
     if (quick)
       ar_knobs = {{nullptr, nullptr, 0, grid, 0, 0}, {"MORI_ALLREDUCE_ALGO", "oneshot", 0, grid, 0, 0},
                   {"MORI_ALLREDUCE_ALGO", "rsag", 0, grid, 0, 0}};
@@ -141,6 +193,10 @@ int main() {
     }
     mori_coll_destroy(coll);
   }
+  coll_stream_sync(stream);
+  mori_bootstrap_barrier(w.bootstrap);
+  mori_window_destroy(sym_win);
+  mori_mem_free(sym);
   gpu_free(in);
   gpu_free(out);
   coll_stream_free(stream);

@@ -12,6 +12,7 @@
 #define MORI_COLLECTIVES_H
 
 #include "mori/comm.h"
+#include "mori/window.h"
 #include "mori/device/coll/types.h"
 
 MORI_EXTERN_C_BEGIN
@@ -49,6 +50,15 @@ MORI_API size_t mori_all_reduce_workspace(const mori_coll_t *coll, size_t count,
  * `stream`: CUstream / hipStream_t (NULL: the default stream; ignored on
  * the host platform, where the call completes before it returns). */
 MORI_API int mori_all_to_all(mori_coll_t *coll, const void *in, void *out, size_t bytes_per_rank, void *stream);
+/* The same exchange into a symmetric output: `out_win` (a window of this
+ * context's comm, every member in it) at byte `out_offset`, the same on
+ * every member. Each member's chunk is written straight into its
+ * destination's out (no staging, no second copy, no workspace needed), so
+ * it is the faster call for symmetric buffers. A call first waits until
+ * the member it writes to has started the same call (its earlier work on
+ * out is done); every member must make the same kind of call. */
+MORI_API int mori_all_to_all_window(mori_coll_t *coll, const void *in, mori_window_t *out_win, size_t out_offset,
+                                    size_t bytes_per_rank, void *stream);
 /* out[i] = op over members of in[i]; in may equal out. */
 MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_t count, mori_dtype_t dtype,
                              mori_redop_t op, void *stream);
@@ -60,6 +70,8 @@ MORI_API mori_coll_dev_t mori_coll_device_view(const mori_coll_t *coll);
 MORI_API int mori_coll_check(mori_coll_t *coll);
 /* The team the context runs over. */
 MORI_API mori_team_t mori_coll_team(const mori_coll_t *coll);
+/* The comm the context was made on. */
+MORI_API mori_comm_t *mori_coll_comm(const mori_coll_t *coll);
 
 MORI_EXTERN_C_END
 

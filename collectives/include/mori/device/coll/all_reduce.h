@@ -129,31 +129,69 @@ MORI_HOST_DEVICE uint64_t mori_ar_staging_offset(const mori_allreduce_args_t *a,
   return (((uint64_t)region * (uint64_t)n + (uint64_t)src) * a->part_elems + elem_in_part) * esize;
 }
 
-/* Elements [b, e) of the buffer reduced over every member in rank order:
- * this rank's input for itself, the copy member src staged (region 0, slot
- * src, at element index - base) for the others; the result goes to out.
- * Words of 8 bytes; the range ends on a word boundary except at the end of
- * the buffer (handled by the word helpers). */
+/* Word w of the buffer reduced over every member in rank order: this
+ * rank's input for itself, the copy member src staged (region 0, slot src,
+ * at byte `rel` of the part) for the others. */
+MORI_DEVICE_INLINE uint64_t mori_ar_reduce_word(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch,
+                                                uint64_t byte, uint64_t rel, uint64_t bytes_end) {
+  int n = c.team.size, me = c.team.rank;
+  float acc[4] = {0, 0, 0, 0};
+  for (int src = 0; src < n; src++) {
+    uint64_t w;
+    if (src == me) {
+      w = mori_ar_load_word((const char *)a->in, byte, bytes_end);
+    } else {
+      const char *staged = mori_coll_staging(c, me, epoch, mori_ar_staging_offset(a, n, 0, src, 0));
+      w = mori_ar_load_word(staged, rel, rel + (bytes_end - byte));
+    }
+    mori_ar_accumulate(acc, w, src == 0, a->dtype, a->op);
+  }
+  return mori_ar_pack(acc, a->dtype, a->op, n);
+}
+
+/* Elements [b, e) of the buffer reduced over every member (base: the first
+ * element of the part the staged copies hold); the result goes to out and,
+ * with `gather`, from the same registers to every other member's
+ * all-gather staging (region 1, slot me), so reduced bytes are never read
+ * back. 16 bytes per thread and step where every address allows (slices
+ * start on 16 bytes of the part), 8-byte words otherwise and for a tail. */
 MORI_DEVICE_INLINE void mori_ar_reduce_range(mori_coll_dev_t c, const mori_allreduce_args_t *a, uint64_t epoch,
-                                             uint64_t b, uint64_t e, uint64_t base) {
+                                             uint64_t b, uint64_t e, uint64_t base, int gather) {
   int n = c.team.size, me = c.team.rank;
   uint64_t esize = mori_dtype_size(a->dtype), bytes_end = a->count * esize;
+  uint64_t first = b * esize, last = e * esize, rel0 = first - base * esize;
   int t = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK();
+  char *out = (char *)a->out;
   const char *in = (const char *)a->in;
-  for (uint64_t byte = b * esize + (uint64_t)t * 8; byte < e * esize; byte += (uint64_t)threads * 8) {
-    float acc[4] = {0, 0, 0, 0};
+  uint64_t gather_at = mori_ar_staging_offset(a, n, 1, me, 0);
+  uint64_t vec_end = first;
+  if ((((uintptr_t)(in + first) | (uintptr_t)(out + first)) & 15) == 0 && (rel0 & 15) == 0)
+    vec_end = first + (last - first) / 16 * 16;
+  for (uint64_t byte = first + (uint64_t)t * 16; byte < vec_end; byte += (uint64_t)threads * 16) {
+    uint64_t rel = byte - base * esize;
+    mori_vec16_t mine = *(const mori_vec16_t *)(in + byte);
+    float lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
     for (int src = 0; src < n; src++) {
-      uint64_t w;
-      if (src == me) {
-        w = mori_ar_load_word(in, byte, bytes_end);
-      } else {
-        const char *staged = mori_coll_staging(c, me, epoch, mori_ar_staging_offset(a, n, 0, src, 0));
-        uint64_t rel = byte - base * esize;
-        w = mori_ar_load_word(staged, rel, rel + (bytes_end - byte));
-      }
-      mori_ar_accumulate(acc, w, src == 0, a->dtype, a->op);
+      mori_vec16_t v = mine;
+      if (src != me)
+        v = *(const mori_vec16_t *)mori_coll_staging(c, me, epoch, mori_ar_staging_offset(a, n, 0, src, 0) + rel);
+      mori_ar_accumulate(lo, v.lo, src == 0, a->dtype, a->op);
+      mori_ar_accumulate(hi, v.hi, src == 0, a->dtype, a->op);
     }
-    mori_ar_store_word((char *)a->out, byte, bytes_end, mori_ar_pack(acc, a->dtype, a->op, n));
+    mori_vec16_t r;
+    r.lo = mori_ar_pack(lo, a->dtype, a->op, n);
+    r.hi = mori_ar_pack(hi, a->dtype, a->op, n);
+    *(mori_vec16_t *)(out + byte) = r;
+    for (int k = 1; gather && k < n; k++)
+      *(mori_vec16_t *)mori_coll_staging(c, (me + k) % n, epoch, gather_at + rel) = r;
+  }
+  for (uint64_t byte = vec_end + (uint64_t)t * 8; byte < last; byte += (uint64_t)threads * 8) {
+    uint64_t rel = byte - base * esize, w = mori_ar_reduce_word(c, a, epoch, byte, rel, bytes_end);
+    mori_ar_store_word(out, byte, bytes_end, w);
+    for (int k = 1; gather && k < n; k++) {
+      char *staged = mori_coll_staging(c, (me + k) % n, epoch, gather_at);
+      mori_ar_store_word(staged, rel, rel + (bytes_end - byte), w);
+    }
   }
 }
 
@@ -190,16 +228,10 @@ MORI_DEVICE_INLINE int mori_ar_rsag_item(mori_coll_dev_t c, const mori_allreduce
   if (item < (uint32_t)n * S) {
     uint64_t b, e;
     mori_ar_slice(a, me, s, &b, &e);
-    uint64_t in_part = b - (uint64_t)me * a->part_elems;
     int rc = mori_ar_wait_slice(c, epoch, S, s);
-    mori_ar_reduce_range(c, a, epoch, b, e, (uint64_t)me * a->part_elems);
-    MORI_SYNC_BLOCK(); /* the reduced slice is in out before it is pushed */
-    for (int k = 1; k < n; k++) {
-      int dst = (me + k) % n;
-      char *remote = mori_coll_staging(c, dst, epoch, mori_ar_staging_offset(a, n, 1, me, in_part));
-      mori_copy_cooperative(remote, out + b * esize, (e - b) * esize, t, threads);
-      mori_coll_signal_block(mori_coll_flag(c, dst, epoch, (uint64_t)n * S + (uint64_t)me * S + s), epoch);
-    }
+    mori_ar_reduce_range(c, a, epoch, b, e, (uint64_t)me * a->part_elems, 1);
+    for (int k = 1; k < n; k++) /* each signal syncs the block: every thread's stores are done */
+      mori_coll_signal_block(mori_coll_flag(c, (me + k) % n, epoch, (uint64_t)n * S + (uint64_t)me * S + s), epoch);
     return rc;
   }
   int src = (me - 1 - (int)((item - (uint32_t)n * S) / S) + n) % n;
@@ -231,7 +263,7 @@ MORI_DEVICE_INLINE int mori_ar_oneshot_item(mori_coll_dev_t c, const mori_allred
     return MORI_DEVICE_OK;
   }
   int rc = mori_ar_wait_slice(c, epoch, S, s);
-  mori_ar_reduce_range(c, a, epoch, b, e, 0);
+  mori_ar_reduce_range(c, a, epoch, b, e, 0, 0);
   MORI_SYNC_BLOCK();
   return rc;
 }

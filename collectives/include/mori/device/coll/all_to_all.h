@@ -13,7 +13,16 @@
  * block is resident, and a CPU rank takes them in index order. Staging has
  * two halves (parity = epoch & 1): a member one call ahead writes the other
  * half. When the last receive is done, out holds every chunk: the next
- * kernel on the stream can read it, and the next call may run at once. */
+ * kernel on the stream can read it, and the next call may run at once.
+ *
+ * DIRECT (out is symmetric: a window): a push writes straight into the
+ * member's out and a receive only waits for the slice's flag, so no byte
+ * is staged or copied twice. Writing into another member's out is safe
+ * only once that member has started the same call (its earlier kernels,
+ * which may read out, are done): every member announces the call it
+ * starts (mori_a2a_begin, block 0, before any item) and a push waits for
+ * the announcement of the member it writes to. A member therefore never
+ * runs ahead by a call, and flags need no second half. */
 #ifndef MORI_DEVICE_COLL_ALL_TO_ALL_H
 #define MORI_DEVICE_COLL_ALL_TO_ALL_H
 
@@ -68,6 +77,28 @@ MORI_DEVICE_INLINE int mori_a2a_ll_item(mori_coll_dev_t c, const mori_a2a_args_t
   return rc;
 }
 
+/* DIRECT: this rank has started call `epoch`, announced to every member.
+ * Block 0 runs it before its items (on the host: before any item). */
+MORI_DEVICE_INLINE void mori_a2a_begin(mori_coll_dev_t c, const mori_a2a_args_t *a, uint64_t epoch) {
+  if (a->algo != MORI_A2A_DIRECT) return;
+  for (int m = MORI_THREAD_RANK_BLOCK(); m < c.team.size; m += MORI_THREAD_COUNT_BLOCK())
+    if (m != c.team.rank) mori_atomic_store_release_u64(mori_coll_ready(c, m, c.team.rank), epoch);
+}
+
+/* DIRECT push of slice [off, off + len) of member dst's chunk, once dst
+ * has started the call; then its flag. */
+MORI_DEVICE_INLINE int mori_a2a_direct_push(mori_coll_dev_t c, const mori_a2a_args_t *a, uint64_t epoch, int dst,
+                                            uint32_t s, uint64_t off, uint64_t len) {
+  int me = c.team.rank, dst_world = mori_team_to_world(c.team, dst);
+  int rc = mori_coll_wait_block(c, mori_coll_ready(c, me, dst), epoch, dst_world, (uint32_t)(c.flag_slots + (uint64_t)dst));
+  if (rc) return rc;
+  char *remote = (char *)mori_peer_ptr(a->out_win, dst_world, a->out_offset + (uint64_t)me * a->bytes + off);
+  mori_copy_cooperative(remote, a->in + (uint64_t)dst * a->bytes + off, len, MORI_THREAD_RANK_BLOCK(),
+                        MORI_THREAD_COUNT_BLOCK());
+  mori_coll_signal_block(mori_coll_flag(c, dst, epoch, (uint64_t)me * a->slices + s), epoch);
+  return MORI_DEVICE_OK;
+}
+
 /* One item of the call; block scope. Returns 0 or the error a wait left in
  * the mailbox. */
 MORI_DEVICE_INLINE int mori_a2a_item(mori_coll_dev_t c, const mori_a2a_args_t *a, uint64_t epoch, uint32_t item) {
@@ -82,6 +113,8 @@ MORI_DEVICE_INLINE int mori_a2a_item(mori_coll_dev_t c, const mori_a2a_args_t *a
     return mori_a2a_ll_item(c, a, epoch, 0, (me + 1 + (int)(item / S)) % n, off, len);
   if (a->algo == MORI_A2A_LL && item >= kind_end_own)
     return mori_a2a_ll_item(c, a, epoch, 1, (me - 1 - (int)((item - kind_end_own) / S) + n) % n, off, len);
+  if (a->algo == MORI_A2A_DIRECT && item < kind_end_push)
+    return mori_a2a_direct_push(c, a, epoch, (me + 1 + (int)(item / S)) % n, s, off, len);
   if (item < kind_end_push) {
     int k = 1 + (int)(item / S), dst = (me + k) % n;
     char *remote = mori_coll_staging(c, dst, epoch, (uint64_t)me * mori_a2a_slot_bytes(a) + off);
@@ -97,6 +130,7 @@ MORI_DEVICE_INLINE int mori_a2a_item(mori_coll_dev_t c, const mori_a2a_args_t *a
   int k = 1 + (int)((item - kind_end_own) / S), src = (me - k + n) % n;
   int rc = mori_coll_wait_block(c, mori_coll_flag(c, me, epoch, (uint64_t)src * S + s), epoch,
                                 mori_team_to_world(c.team, src), (uint32_t)((uint64_t)src * S + s));
+  if (a->algo == MORI_A2A_DIRECT) return rc; /* the data is in out already */
   const char *staged = mori_coll_staging(c, me, epoch, (uint64_t)src * mori_a2a_slot_bytes(a) + off);
   mori_copy_cooperative(a->out + (uint64_t)src * a->bytes + off, staged, len, t, threads);
   MORI_SYNC_BLOCK();

@@ -30,6 +30,11 @@ MORI_DEVICE_INLINE char *mori_coll_staging(mori_coll_dev_t c, int member, uint64
   return mori_coll_at(c, member, c.data_offset + parity * (c.data_bytes / 2) + offset);
 }
 
+/* Member `member`'s ready slot for `source` (see mori_coll_dev_t). */
+MORI_DEVICE_INLINE uint64_t *mori_coll_ready(mori_coll_dev_t c, int member, int source) {
+  return (uint64_t *)mori_coll_at(c, member, c.ready_offset + (uint64_t)source * 8);
+}
+
 /* After the block's stores to a member: flag := epoch (release, system
  * scope, by one thread once every thread's stores are done). */
 MORI_DEVICE_INLINE void mori_coll_signal_block(uint64_t *flag, uint64_t epoch) {

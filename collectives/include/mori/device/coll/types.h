@@ -44,11 +44,16 @@ typedef struct mori_coll_dev {
   uint64_t data_offset;
   uint64_t data_bytes; /* both halves */
   uint64_t timeout_ns; /* every wait; 0 waits forever (the abort flag still ends it) */
+  /* [ready_offset, +team.size*8): slot j holds the last call member j has
+   * started (what a direct all-to-all waits for before it writes into
+   * member j's output). */
+  uint64_t ready_offset;
 } mori_coll_dev_t;
 
 enum mori_a2a_algo {
   MORI_A2A_SLICES = 0, /* slices with a flag each (large chunks) */
   MORI_A2A_LL = 1,     /* every 8 bytes travel with their arrival flag (small chunks) */
+  MORI_A2A_DIRECT = 2, /* slices written straight into each member's symmetric output */
 };
 
 /* all-to-all of `bytes` per team member: out[src] = src's in[me]. Items
@@ -64,6 +69,9 @@ typedef struct mori_a2a_args {
   uint32_t kind_end[3]; /* items [0, e0) push, [e0, e1) own chunk, [e1, e2) receive */
   uint32_t threads;     /* per block, chosen with the plan */
   uint32_t share[2];    /* blocks per kind (mori_coll_share_blocks) */
+  /* DIRECT: the output window (out is its local memory at out_offset). */
+  mori_window_dev_t out_win;
+  uint64_t out_offset;
 } mori_a2a_args_t;
 
 enum mori_allreduce_algo {
