@@ -187,6 +187,51 @@ def nccl_a2a():
             break
 
 
+HIDDEN = 7168  # MoE rows: 7168 bf16 features
+VDEV_ROWS = 256  # rows per peer on average (about 3.5 MiB)
+
+
+def vdev(label, op):
+    """all_to_all_vdev with MoE rows: every pair's row count drawn from
+    [VDEV_ROWS / 2, 3 VDEV_ROWS / 2] (the same draw on every backend), every
+    tensor symmetric (what NVSHMEM's op requires); checked against NCCL's
+    all_to_all_single with the same splits."""
+    max_rows = VDEV_ROWS * 3 // 2
+    inp = symm_mem.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    out = symm_mem.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    in_splits = symm_mem.empty(world, dtype=torch.int64, device=dev)
+    oso = symm_mem.empty(2, world, dtype=torch.int64, device=dev)
+    for t in (inp, out, in_splits, oso):
+        symm_mem.rendezvous(t, gname)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(7 + rank)
+    in_splits.copy_(torch.randint(VDEV_ROWS // 2, max_rows + 1, (world,), device=dev, generator=gen))
+    inp.copy_(torch.randn(inp.shape, device=dev, generator=gen))
+
+    def check():
+        op(inp, out, in_splits, oso)
+        out_splits = torch.empty_like(in_splits)
+        dist.all_to_all_single(out_splits, in_splits)
+        ins, outs = in_splits.tolist(), out_splits.tolist()
+        ref = torch.empty(sum(outs), HIDDEN, dtype=torch.bfloat16, device=dev)
+        dist.all_to_all_single(ref, inp[:sum(ins)], outs, ins)
+        return torch.equal(out[:sum(outs)], ref) and oso[0].tolist() == outs
+
+    total = int(in_splits.sum().item()) * HIDDEN * 2
+    H.measure("a2a_vdev", VDEV_ROWS * HIDDEN * 2, label, lambda: op(inp, out, in_splits, oso), check=check,
+              bytes_sent=total)
+
+
+def mori_vdev():
+    vdev("torch.ops.mori.all_to_all_vdev (one kernel)",
+         lambda i, o, s, x: mori.ops.all_to_all_vdev(i, o, s, x, group))
+
+
+def nvshmem_vdev():
+    vdev("torch.ops.symm_mem.all_to_all_vdev",
+         lambda i, o, s, x: torch.ops.symm_mem.all_to_all_vdev(i, o, s, x, gname))
+
+
 def reference_sum(x):
     """Every rank's input summed in rank order in fp32, then rounded: what a
     deterministic all-reduce returns."""
@@ -301,7 +346,8 @@ def step(name, fn):
 
 
 PLANS = {
-    "MORI": [floor, mori_a2a, step("mori_a2a_symmetric", lambda: mori_a2a(True)), step("triton_push", lambda: triton_push("Triton push + hdl.barrier", True)),
+    "MORI": [floor, mori_a2a, step("mori_a2a_symmetric", lambda: mori_a2a(True)), mori_vdev,
+             step("triton_push", lambda: triton_push("Triton push + hdl.barrier", True)),
              mori_all_reduce,
              step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce on MORI tensors")),
              step("barrier", lambda: barrier("hdl.barrier")), alloc_rendezvous],
@@ -311,7 +357,7 @@ PLANS = {
                 step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
                 step("barrier", lambda: barrier("hdl.barrier")), alloc_rendezvous],
     "NVSHMEM": [floor, step("triton_push", lambda: triton_push("Triton push (hdl.barrier is a no-op in torch 2.11)", True)),
-                nvshmem_a2a, step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
+                nvshmem_a2a, nvshmem_vdev, step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
                 step("barrier", lambda: barrier("hdl.barrier (an empty function in torch 2.11)")), alloc_rendezvous],
     "NCCL-symm": [floor, step("nccl_all_reduce", lambda: nccl_all_reduce("dist.all_reduce on NCCL symmetric memory", True)),
                   alloc_rendezvous],

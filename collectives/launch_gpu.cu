@@ -43,6 +43,15 @@ __global__ void __launch_bounds__(kThreads) all_reduce_kernel(mori_coll_dev_t c,
   mori_coll_finish_block(c, blockIdx.x, epoch);
 }
 
+__global__ void __launch_bounds__(kThreads) all_to_all_v_kernel(mori_coll_dev_t c, mori_a2av_args_t a) {
+  uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
+  if (blockIdx.x == 0) mori_a2av_begin(c, &a, epoch);
+  uint32_t first, stride, last;
+  mori_coll_block_range(c.grid, blockIdx.x, a.kind_end, a.share, &first, &stride, &last);
+  for (uint32_t i = first; i < last; i += stride) mori_a2av_item(c, &a, epoch, i);
+  mori_coll_finish_block(c, blockIdx.x, epoch);
+}
+
 int env_int(const char *name, int fallback) {
   const char *s = getenv(name);
   return s && *s ? atoi(s) : fallback;
@@ -58,8 +67,11 @@ int resident_blocks(int device, int *out) {
   status_t e = gpu(DeviceGetAttribute)(&sms, GPU_ATTR_SMS, device);
   if (e == GPU_SUCCESS) e = gpu(OccupancyMaxActiveBlocksPerMultiprocessor)(&a2a, all_to_all_kernel, kThreads, 0);
   if (e == GPU_SUCCESS) e = gpu(OccupancyMaxActiveBlocksPerMultiprocessor)(&ar, all_reduce_kernel, kThreads, 0);
+  int a2av = 0;
+  if (e == GPU_SUCCESS) e = gpu(OccupancyMaxActiveBlocksPerMultiprocessor)(&a2av, all_to_all_v_kernel, kThreads, 0);
   if (e != GPU_SUCCESS) return fail(e, "querying the resident blocks");
   int per_sm = a2a < ar ? a2a : ar;
+  if (a2av < per_sm) per_sm = a2av;
   *out = sms * (per_sm > 0 ? per_sm : 1);
   return 0;
 }
@@ -135,4 +147,8 @@ extern "C" int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_
 
 extern "C" int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream) {
   return launch(c, all_reduce_kernel, a, stream);
+}
+
+extern "C" int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *a, void *stream) {
+  return launch(c, all_to_all_v_kernel, a, stream);
 }

@@ -35,6 +35,19 @@ int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_
   return rc ? mori_window_check(c->win) : 0;
 }
 
+int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *a, void *stream) {
+  mori_coll_dev_t d = c->view;
+  uint64_t epoch = mori_coll_epoch(d, 0);
+  int rc = 0;
+  mori_a2av_begin(d, a, epoch);
+  for (uint32_t i = 0; i < a->items; i++) {
+    int r = mori_a2av_item(d, a, epoch, i);
+    if (r && !rc) rc = r;
+  }
+  mori_coll_finish_block(d, 0, epoch);
+  return rc ? mori_window_check(c->win) : 0;
+}
+
 int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, int op, int peer, int channel,
                           uint64_t timeout_ns, void *stream) {
   int rc;

@@ -101,7 +101,47 @@ void AllReduce(const at::Tensor &input, at::Tensor &out, std::string reduce_op, 
   TORCH_CHECK(rc == 0, "MORI all_reduce of ", count, " elements on group '", group, "': ", mori_last_error());
 }
 
+// torch's all_to_all_vdev: in_splits (int64, one per rank) rows of `input`
+// for each rank, packed in rank order; `out` a MORI tensor rendezvoused on
+// the group; out_splits_offsets (int64, 2 x ranks) gets the rows from each
+// rank and where they start in out. Rows run along dim 0.
+void AllToAllVdev(const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits, at::Tensor &out_splits_offsets,
+                  std::string group) {
+  TORCH_CHECK(input.device().type() == kDeviceType && out.device() == input.device() &&
+                  in_splits.device() == input.device() && out_splits_offsets.device() == input.device(),
+              "MORI all_to_all_vdev: every tensor must be on the same GPU");
+  TORCH_CHECK(input.is_contiguous() && out.is_contiguous() && in_splits.is_contiguous() &&
+                  out_splits_offsets.is_contiguous(),
+              "MORI all_to_all_vdev: tensors must be contiguous");
+  TORCH_CHECK(input.scalar_type() == out.scalar_type(), "MORI all_to_all_vdev: input is ", input.scalar_type(),
+              ", out is ", out.scalar_type());
+  TORCH_CHECK(in_splits.scalar_type() == c10::ScalarType::Long && out_splits_offsets.scalar_type() == c10::ScalarType::Long,
+              "MORI all_to_all_vdev: splits must be int64");
+  TORCH_CHECK(input.dim() >= 1 && out.dim() >= 1, "MORI all_to_all_vdev: input and out need a dim 0 (rows)");
+  size_t row_bytes = input.size(0) ? input.numel() / input.size(0) * input.element_size() : 0;
+  size_t out_row_bytes = out.size(0) ? out.numel() / out.size(0) * out.element_size() : 0;
+  TORCH_CHECK(row_bytes > 0 && row_bytes == out_row_bytes, "MORI all_to_all_vdev: rows of input (", row_bytes,
+              " bytes) and out (", out_row_bytes, " bytes) must match and be non-empty");
+  int device = input.device().index();
+  c10::DeviceGuard guard(input.device());
+  void *stream = CurrentStream(device);
+  mori_coll_t *coll = Context(group, device, stream, "all_to_all_vdev",
+                              [&](mori_coll_t *c) { return mori_all_to_all_v_workspace(c); });
+  int n = mori_coll_team(coll).size;
+  TORCH_CHECK(in_splits.numel() == n && out_splits_offsets.numel() == 2 * n, "MORI all_to_all_vdev: group '", group,
+              "' has ", n, " ranks: in_splits needs ", n, " entries (has ", in_splits.numel(),
+              "), out_splits_offsets 2 x ", n, " (has ", out_splits_offsets.numel(), ")");
+  size_t out_offset = 0;
+  std::shared_ptr<WindowState> out_win = WindowOf(out.data_ptr(), group, device, &out_offset);
+  TORCH_CHECK(out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll), "MORI all_to_all_vdev: out must be a",
+              " MORI tensor rendezvoused on group '", group, "' (symm_mem.empty + symm_mem.rendezvous)");
+  int rc = mori_all_to_all_v(coll, input.data_ptr(), in_splits.data_ptr<int64_t>(), out_win->win(), out_offset,
+                             out.size(0), row_bytes, out_splits_offsets.data_ptr<int64_t>(), stream);
+  TORCH_CHECK(rc == 0, "MORI all_to_all_vdev on group '", group, "': ", mori_last_error());
+}
+
 void AllToAllMeta(const at::Tensor &, at::Tensor &, std::string) {}
+void AllToAllVdevMeta(const at::Tensor &, at::Tensor &, const at::Tensor &, at::Tensor &, std::string) {}
 void AllReduceMeta(const at::Tensor &, at::Tensor &, std::string, std::string) {}
 
 }  // namespace
@@ -110,14 +150,17 @@ void AllReduceMeta(const at::Tensor &, at::Tensor &, std::string, std::string) {
 TORCH_LIBRARY(mori, m) {
   m.def("all_to_all(Tensor input, Tensor(a!) out, str group_name) -> ()");
   m.def("all_reduce(Tensor input, Tensor(a!) out, str reduce_op, str group_name) -> ()");
+  m.def("all_to_all_vdev(Tensor input, Tensor(a!) out, Tensor in_splits, Tensor(a!) out_splits_offsets, str group_name) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(mori, CUDA, m) {
   m.impl("all_to_all", mori_torch::AllToAll);
   m.impl("all_reduce", mori_torch::AllReduce);
+  m.impl("all_to_all_vdev", mori_torch::AllToAllVdev);
 }
 
 TORCH_LIBRARY_IMPL(mori, Meta, m) {
   m.impl("all_to_all", mori_torch::AllToAllMeta);
   m.impl("all_reduce", mori_torch::AllReduceMeta);
+  m.impl("all_to_all_vdev", mori_torch::AllToAllVdevMeta);
 }

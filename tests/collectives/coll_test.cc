@@ -147,6 +147,98 @@ TEST(Collectives, AllToAllIntoAWindowNamesAMemberThatNeverStarts) {
   });
 }
 
+// Rows member src sends to member dst at call `call` (0 included).
+int64_t Rows(int src, int dst, int call) { return (src * 7 + dst * 13 + call * 5) % 11; }
+
+// Variable all-to-all: sizes drawn per call and per pair (zeros too), rows
+// that are not a multiple of 16 bytes, back to back with other calls on the
+// same context, every byte and the splits/offsets checked.
+TEST(Collectives, AllToAllVSizesOnTheDevice) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
+    const size_t max_rows = 11 * (size_t)size;
+    for (size_t row_bytes : {(size_t)24, (size_t)4096 + 8}) {
+      void *mem = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc(64 + max_rows * row_bytes, nullptr, &mem));
+      mori_window_t *win = nullptr;
+      MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+      uint8_t *out = (uint8_t *)mem + 64;
+      std::vector<uint8_t> in(max_rows * row_bytes);
+      std::vector<int64_t> splits(size), got(2 * size);
+      for (int call = 0; call < 6; call++) {
+        size_t at = 0;
+        for (int dst = 0; dst < size; dst++) {
+          splits[dst] = Rows(rank, dst, call);
+          for (size_t i = 0; i < (size_t)splits[dst] * row_bytes; i++) in[at + i] = Byte(rank, dst, i, call);
+          at += (size_t)splits[dst] * row_bytes;
+        }
+        memset(out, 0xee, max_rows * row_bytes);
+        MORI_ASSERT_OK(mori_all_to_all_v(coll, in.data(), splits.data(), win, 64, max_rows, row_bytes, got.data(), nullptr));
+        int64_t offset = 0;
+        for (int src = 0; src < size; src++) {
+          int64_t rows = Rows(src, rank, call);
+          ASSERT_EQ(got[src], rows) << "rows from member " << src << " at call " << call;
+          ASSERT_EQ(got[size + src], offset) << "offset of member " << src << " at call " << call;
+          for (size_t i = 0; i < (size_t)rows * row_bytes; i++)
+            ASSERT_EQ(out[offset * row_bytes + i], Byte(src, rank, i, call))
+                << "row bytes " << row_bytes << " call " << call << " from member " << src << " at " << i;
+          offset += rows;
+        }
+        if (call == 2) {  // other calls on the same context in between
+          std::vector<uint8_t> a(64 * size), b(64 * size);
+          MORI_ASSERT_OK(mori_all_to_all(coll, a.data(), b.data(), 64, nullptr));
+        }
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      MORI_EXPECT_OK(mori_window_destroy(win));
+      MORI_EXPECT_OK(mori_mem_free(mem));
+    }
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// What would overflow a destination's out is not written: the sender says
+// how many rows were needed and how many fit; every rank goes on.
+TEST(Collectives, AllToAllVRefusesWhatDoesNotFit) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
+    const size_t cap = 4, row_bytes = 16;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(cap * row_bytes, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    // Every member sends 3 rows to member 0: 3 * size > 4 rows for size >= 2.
+    std::vector<int64_t> splits(size, 0), got(2 * size);
+    splits[0] = 3;
+    std::vector<uint8_t> in(3 * row_bytes, 1);
+    // Member 0 (whose out is too small) and every member whose rows start
+    // past its end (all but 0) say so; nothing waits for the rows not sent.
+    int rc = mori_all_to_all_v(coll, in.data(), splits.data(), win, 0, cap, row_bytes, got.data(), nullptr);
+    EXPECT_EQ(rc, MORI_ERANGE);
+    EXPECT_NE(std::string(mori_last_error()).find("rows needed"), std::string::npos) << mori_last_error();
+    // Bad arguments, refused locally.
+    EXPECT_EQ(mori_all_to_all_v(coll, in.data(), splits.data(), win, 0, cap + 1, row_bytes, got.data(), nullptr),
+              MORI_ERANGE);
+    EXPECT_EQ(mori_all_to_all_v(coll, in.data(), splits.data(), win, 0, cap, 0, got.data(), nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_all_to_all_v(coll, in.data(), nullptr, win, 0, cap, row_bytes, got.data(), nullptr), MORI_EINVAL);
+    // The context still works: one row to the next member.
+    std::fill(splits.begin(), splits.end(), 0);
+    splits[(rank + 1) % size] = 1;
+    MORI_ASSERT_OK(mori_all_to_all_v(coll, in.data(), splits.data(), win, 0, cap, row_bytes, got.data(), nullptr));
+    EXPECT_EQ(got[(rank + size - 1) % size], 1);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 // The reference: element i reduced over ranks in rank order, in fp32.
 float Value(int rank, size_t i, int call) { return (float)((int)((rank * 7919 + i * 104729 + call * 31) % 2001) - 1000) / 64.0f; }
 

@@ -170,6 +170,92 @@ def _():
     torch.testing.assert_close(got, rc * 2, rtol=1e-5, atol=1e-5)
 
 
+HIDDEN = 7168  # MoE rows: 7168 bf16 features
+
+
+def vdev_case(max_rows, iters, capture=False):
+    """all_to_all_vdev with row counts drawn on the GPU every iteration (a
+    different count per pair, zeros included) against NCCL's
+    all_to_all_single with the same splits; returns (bad rows, bad splits)."""
+    inp = torch.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    out = symm_mem.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    symm_mem.rendezvous(out, group.group_name)
+    in_splits = torch.empty(world, dtype=torch.int64, device=dev)
+    oso = torch.empty(2, world, dtype=torch.int64, device=dev)
+    gen = torch.Generator(device=dev)
+    bad_rows = bad_splits = 0
+    for it in range(iters):
+        gen.manual_seed(1000 * it + rank)
+        in_splits.copy_(torch.randint(0, max_rows + 1, (world,), device=dev, generator=gen))
+        inp.copy_(torch.randn(inp.shape, device=dev, generator=gen))
+        maybe_delay()
+        mori.ops.all_to_all_vdev(inp, out, in_splits, oso, group)
+        out_splits = torch.empty_like(in_splits)
+        dist.all_to_all_single(out_splits, in_splits)  # NCCL: the reference splits
+        ins, outs = in_splits.tolist(), out_splits.tolist()
+        ref = torch.empty(sum(outs), HIDDEN, dtype=torch.bfloat16, device=dev)
+        dist.all_to_all_single(ref, inp[:sum(ins)], outs, ins)
+        offsets = torch.cumsum(out_splits, 0) - out_splits
+        bad_splits += int((oso[0] != out_splits).sum() + (oso[1] != offsets).sum())
+        bad_rows += int((out[:sum(outs)] != ref).any(dim=1).sum())
+    return bad_rows, bad_splits
+
+
+@check("all_to_all_vdev (MoE rows of 7168 bf16, counts drawn on the GPU per call) equals NCCL's all_to_all_single")
+def _():
+    for max_rows, iters in [(3, 200), (256, 100)]:
+        bad_rows, bad_splits = vdev_case(max_rows, iters)
+        assert bad_rows == 0 and bad_splits == 0, f"max {max_rows} rows: {bad_rows} rows, {bad_splits} splits differ"
+
+
+@check("all_to_all_vdev captured in a CUDA graph: new counts written on the GPU between replays")
+def _():
+    max_rows = 64
+    inp = torch.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    out = symm_mem.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    symm_mem.rendezvous(out, group.group_name)
+    in_splits = torch.ones(world, dtype=torch.int64, device=dev)
+    oso = torch.empty(2, world, dtype=torch.int64, device=dev)
+    mori.ops.all_to_all_vdev(inp, out, in_splits, oso, group)  # sizes the workspace outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        mori.ops.all_to_all_vdev(inp, out, in_splits, oso, group)
+    for it in range(20):
+        counts = [(rank + dst + it) % (max_rows + 1) for dst in range(world)]
+        in_splits.copy_(torch.tensor(counts, device=dev))
+        inp.copy_(torch.arange(inp.numel(), device=dev).reshape(inp.shape).remainder(251).to(torch.bfloat16) + rank)
+        g.replay()
+        outs = [(src + rank + it) % (max_rows + 1) for src in range(world)]
+        assert oso[0].tolist() == outs, f"replay {it}: splits {oso[0].tolist()} != {outs}"
+        ref = torch.empty(sum(outs), HIDDEN, dtype=torch.bfloat16, device=dev)
+        dist.all_to_all_single(ref, inp[:sum(counts)], outs, counts)
+        assert torch.equal(out[:sum(outs)], ref), f"replay {it}: rows differ"
+
+
+@check("all_to_all_vdev refuses an out that is not a rendezvoused MORI tensor, and rows that do not fit")
+def _():
+    inp = torch.zeros(world * 4, 8, device=dev)
+    splits = torch.full((world,), 4, dtype=torch.int64, device=dev)
+    oso = torch.empty(2, world, dtype=torch.int64, device=dev)
+    try:
+        mori.ops.all_to_all_vdev(inp, torch.empty_like(inp), splits, oso, group)
+        raise AssertionError("accepted a plain tensor as out")
+    except RuntimeError as e:
+        assert "rendezvoused" in str(e), str(e)
+    small = symm_mem.empty(3, 8, device=dev)
+    symm_mem.rendezvous(small, group.group_name)
+    mori.ops.all_to_all_vdev(inp, small, splits, oso, group)  # 4 * world rows into 3: recorded on the device
+    try:
+        mori.ops.all_to_all_vdev(inp, small, torch.zeros_like(splits), oso, group)  # the next call reports it
+        raise AssertionError("the overflow was not reported")
+    except RuntimeError as e:
+        assert "rows needed" in str(e), str(e)
+    mori.ops.all_to_all_vdev(inp, small, torch.zeros_like(splits), oso, group)  # and the context goes on
+    torch.cuda.synchronize()
+    assert oso[0].tolist() == [0] * world
+
+
 @check("bad input is a RuntimeError on every rank, naming the cause")
 def _():
     a = torch.zeros(world * 4, device=dev)

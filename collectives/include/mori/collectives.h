@@ -59,6 +59,20 @@ MORI_API int mori_all_to_all(mori_coll_t *coll, const void *in, void *out, size_
  * out is done); every member must make the same kind of call. */
 MORI_API int mori_all_to_all_window(mori_coll_t *coll, const void *in, mori_window_t *out_win, size_t out_offset,
                                     size_t bytes_per_rank, void *stream);
+/* All-to-all with sizes on the device (torch's all_to_all_vdev; MoE
+ * dispatch/combine), one kernel, graph-capturable. in_splits (n int64,
+ * device): rows for each member, packed in member order in `in`. What
+ * arrives is packed in member order into the symmetric out (`out_win` at
+ * `out_offset`, room for `out_rows` rows on every member);
+ * out_splits_offsets (2 x n int64, device) receives the rows from each
+ * member and the row where they start. Rows are `row_bytes` long. A chunk
+ * that would not fit is not written: the next mori_coll_check reports
+ * MORI_ERANGE with the rows needed. Needs mori_all_to_all_v_workspace
+ * bytes of staging. */
+MORI_API int mori_all_to_all_v(mori_coll_t *coll, const void *in, const int64_t *in_splits, mori_window_t *out_win,
+                               size_t out_offset, size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets,
+                               void *stream);
+MORI_API size_t mori_all_to_all_v_workspace(const mori_coll_t *coll);
 /* out[i] = op over members of in[i]; in may equal out. */
 MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_t count, mori_dtype_t dtype,
                              mori_redop_t op, void *stream);

@@ -5,11 +5,18 @@ kernel on that stream can read `out` on every rank.
     import mori.ops
     mori.ops.all_to_all(inp, out, group)          # out[r] = rank r's inp[me]
     mori.ops.all_reduce(inp, out, "sum", group)   # sum, avg, max, min
+    mori.ops.all_to_all_vdev(inp, out, in_splits, out_splits_offsets, group)
 
 `group` is a ProcessGroup or its name. Inputs and outputs are any CUDA
 tensors (contiguous, same size and dtype); they need not be symmetric. The
 first call at a size sizes the group's workspace (collectively); under CUDA
 graph capture run the op once before capturing.
+
+all_to_all_vdev has torch's all_to_all_vdev contract (MoE dispatch and
+combine, sizes on the GPU): in_splits (int64, one per rank) counts the rows
+(dim 0) of `inp` for each rank, packed in rank order; `out` must be a MORI
+tensor rendezvoused on the group; out_splits_offsets (int64, 2 x ranks)
+receives the rows from each rank and where they start in `out`.
 """
 import torch
 
@@ -27,4 +34,9 @@ def all_to_all(inp, out, group):
 
 def all_reduce(inp, out, reduce_op, group):
     torch.ops.mori.all_reduce(inp, out, reduce_op, _name(group))
+    return out
+
+
+def all_to_all_vdev(inp, out, in_splits, out_splits_offsets, group):
+    torch.ops.mori.all_to_all_vdev(inp, out, in_splits, out_splits_offsets, _name(group))
     return out

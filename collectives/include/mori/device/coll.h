@@ -14,7 +14,8 @@
  *       mori_a2a_item(ctx, &args, epoch, i);
  *     mori_coll_finish_block(ctx, blockIdx.x, epoch);
  *
- * (every block of the grid, even one without items, counts the call), so
+ * (every block of the grid, even one without items, counts the call; block
+ * 0 first runs mori_a2a_begin / mori_a2av_begin for those calls), so
  * that users can fuse a collective with their own work in one kernel. The
  * grid is no larger than the device keeps resident at once: the waits of
  * one block are met by pushes of others.
@@ -24,5 +25,6 @@
 
 #include "mori/device/coll/all_reduce.h"
 #include "mori/device/coll/all_to_all.h"
+#include "mori/device/coll/all_to_all_v.h"
 
 #endif

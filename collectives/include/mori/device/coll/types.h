@@ -74,6 +74,29 @@ typedef struct mori_a2a_args {
   uint64_t out_offset;
 } mori_a2a_args_t;
 
+/* all-to-all with sizes that live on the device (MoE dispatch/combine):
+ * member p gets in_splits[p] rows of row_bytes, the rows for member p
+ * following those for p - 1 in `in`; what arrives is packed in member
+ * order into the symmetric out (out_win at out_offset, out_rows rows),
+ * and out_splits_offsets (2 x n) receives the rows from each member and
+ * where they start. Items: (n - 1) * P pushes, P own pieces, (n - 1) * P
+ * receives; each member's chunk in P pieces. */
+typedef struct mori_a2av_args {
+  const char *in;
+  const int64_t *in_splits;    /* n, device */
+  int64_t *out_splits_offsets; /* 2 x n, device */
+  char *out;                   /* out_win's local memory at out_offset */
+  mori_window_dev_t out_win;
+  uint64_t out_offset;
+  uint64_t out_rows;  /* rows out holds on every member */
+  uint64_t row_bytes;
+  uint32_t pieces;    /* P */
+  uint32_t items;
+  uint32_t kind_end[3];
+  uint32_t threads;
+  uint32_t share[2];
+} mori_a2av_args_t;
+
 enum mori_allreduce_algo {
   MORI_ALLREDUCE_LL = 0,      /* one shot; every 8 bytes travel with their arrival flag */
   MORI_ALLREDUCE_RS_AG = 1,   /* reduce-scatter + all-gather in slices, each with a flag */

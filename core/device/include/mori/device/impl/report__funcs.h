@@ -7,6 +7,7 @@
 
 #define MORI_DEVICE_OK 0
 #define MORI_DEVICE_EINVAL (-22)         /* = MORI_EINVAL */
+#define MORI_DEVICE_ERANGE (-34)         /* = MORI_ERANGE: an output too small for what arrives */
 #define MORI_DEVICE_EUNREACHABLE (-1003) /* = MORI_EUNREACHABLE */
 #define MORI_DEVICE_EABORTED (-1007)     /* = MORI_EABORTED */
 #define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
