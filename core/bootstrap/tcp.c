@@ -22,6 +22,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/bootstrap/internal/address.h"
 #include "mori/bootstrap.h"
 
 enum {
@@ -331,27 +332,6 @@ static const mori_bootstrap_ops_t tcp_ops = {
     .fini = tcp_fini,
 };
 
-static int parse_address(const char *address, struct sockaddr_storage *sa, socklen_t *len) {
-  char host[128];
-  const char *colon = strrchr(address, ':');
-  if (!colon || colon == address || (size_t)(colon - address) >= sizeof(host))
-    return mori_error_set(MORI_EINVAL, "bootstrap: address '%s' is not host:port", address);
-  memcpy(host, address, (size_t)(colon - address));
-  host[colon - address] = '\0';
-  if (host[0] == '[') { /* [v6]:port */
-    memmove(host, host + 1, strlen(host));
-    host[strlen(host) - 1] = '\0';
-  }
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-  int e = getaddrinfo(host, colon + 1, &hints, &res);
-  if (e != 0 || !res)
-    return mori_error_set(MORI_EINVAL, "bootstrap: cannot resolve '%s': %s", address, gai_strerror(e));
-  memcpy(sa, res->ai_addr, res->ai_addrlen);
-  *len = res->ai_addrlen;
-  freeaddrinfo(res);
-  return 0;
-}
-
 static void tune_socket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -404,7 +384,8 @@ static int root_accept_all(struct tcp_state *s, int listen_fd) {
 static int leaf_connect(struct tcp_state *s) {
   struct sockaddr_storage sa;
   socklen_t len;
-  int rc = parse_address(s->address, &sa, &len);
+  bool numeric;
+  int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
   if (rc) return rc;
   int64_t deadline = now_ms() + s->timeout_ms;
   int fd = -1;
@@ -446,7 +427,8 @@ void mori_bootstrap_tcp_attr_init(mori_bootstrap_tcp_attr_t *attr) {
 static int root_listen(struct tcp_state *s, int *listen_fd) {
   struct sockaddr_storage sa;
   socklen_t len;
-  int rc = parse_address(s->address, &sa, &len);
+  bool numeric;
+  int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
   if (rc) return rc;
   /* Listen on every interface at that port: the name may resolve to an
    * address other ranks use differently. */
