@@ -139,6 +139,30 @@ static int fail_all(struct tcp_state *s, int code, const char *fmt, ...) {
   return mori_error_set(code, "%s", s->broken);
 }
 
+/* What a rank returns for rank 0's ABORT: rank 0's code when it is one of
+ * mori's own (negative and named), else MORI_EABORTED. The value on the wire
+ * is the peer's data and is never handed to the caller as it is: a positive
+ * one would read as success to a caller testing rc < 0. */
+static int abort_code(int32_t peer_code) {
+  if (peer_code < 0 && strcmp(mori_err_name(peer_code), "MORI_E_UNKNOWN") != 0) return peer_code;
+  return MORI_EABORTED;
+}
+
+/* Reads an ABORT's text (the header's bytes follow it) into text, NUL-
+ * terminated and with anything unprintable replaced. */
+static void recv_abort_text(int fd, const struct tcp_header *h, char *text, size_t len) {
+  size_t n = h->bytes < len ? (size_t)h->bytes : len - 1;
+  memset(text, 0, len);
+  if (recv_all(fd, text, n, now_ms() + 1000) != 0) text[0] = '\0';
+  text[len - 1] = '\0';
+  for (char *p = text; *p; p++)
+    if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
+  if (abort_code(h->arg) != h->arg) {
+    size_t used = strlen(text);
+    snprintf(text + used, len - used, " [rank 0 sent code %d, which is not a mori error]", h->arg);
+  }
+}
+
 static void list_ranks(char *out, size_t len, const int *ranks, int n) {
   size_t used = 0;
   out[0] = '\0';
@@ -156,12 +180,19 @@ static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *m
   if (!done || !missing) {
     free(done);
     free(missing);
-    return mori_error_set(MORI_ENOMEM, "bootstrap: collect");
+    return fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 is out of memory collecting step %llu",
+                    (unsigned long long)s->seq);
   }
   int rc = 0, pending = n - 1;
   if (bytes && (op == OP_ALLGATHER || arg == 0)) memcpy(gathered, mine, bytes);
   done[0] = 1;
   struct pollfd *fds = calloc((size_t)n, sizeof(*fds));
+  if (!fds) {
+    free(done);
+    free(missing);
+    return fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 is out of memory collecting step %llu",
+                    (unsigned long long)s->seq);
+  }
   while (pending > 0 && !rc) {
     int count = 0;
     for (int r = 1; r < n; r++)
@@ -260,11 +291,10 @@ static int leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *min
   }
   if (h.op == OP_ABORT) {
   aborted:;
-    char text[ERROR_TEXT_MAX] = {0};
-    size_t len = h.bytes < sizeof(text) ? h.bytes : sizeof(text) - 1;
-    recv_all(fd, text, len, now_ms() + 1000);
+    char text[ERROR_TEXT_MAX - 32];
+    recv_abort_text(fd, &h, text, sizeof(text));
     snprintf(s->broken, sizeof(s->broken), "%s (reported by rank 0)", text);
-    return mori_error_set(h.arg ? h.arg : MORI_ERANK_TIMEOUT, "%s", s->broken);
+    return mori_error_set(abort_code(h.arg), "%s", s->broken);
   }
   if (h.magic != TCP_MAGIC || h.op != OP_RESULT || h.seq != s->seq || h.bytes != result_bytes) {
     snprintf(s->broken, sizeof(s->broken), "bootstrap: unexpected reply from rank 0 at step %llu",
@@ -365,6 +395,7 @@ static int root_accept_all(struct tcp_state *s, int listen_fd) {
   }
   if (connected < s->size - 1) {
     int *missing = calloc((size_t)s->size, sizeof(int));
+    if (!missing) return fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 is out of memory naming the missing ranks");
     int count = 0;
     for (int r = 1; r < s->size; r++)
       if (s->peer_fd[r] < 0) missing[count++] = r;
@@ -411,9 +442,9 @@ static int leaf_connect(struct tcp_state *s) {
     return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s did not confirm start-up (%s)", s->address,
                           rc == MORI_ETIMEDOUT ? "timed out" : "connection closed");
   if (h.op == OP_ABORT) {
-    char text[ERROR_TEXT_MAX] = {0};
-    recv_all(fd, text, h.bytes < sizeof(text) ? h.bytes : sizeof(text) - 1, now_ms() + 1000);
-    return mori_error_set(h.arg ? h.arg : MORI_ERANK_TIMEOUT, "%s (reported by rank 0)", text);
+    char text[ERROR_TEXT_MAX];
+    recv_abort_text(fd, &h, text, sizeof(text));
+    return mori_error_set(abort_code(h.arg), "%s (reported by rank 0)", text);
   }
   if (h.op != OP_READY) return mori_error_set(MORI_EPROTO, "bootstrap: unexpected start-up reply from rank 0");
   return 0;
@@ -459,6 +490,11 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   s->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : mori_bootstrap_default_timeout_ms();
   snprintf(s->address, sizeof(s->address), "%s", attr->address ? attr->address : "(inherited socket)");
   s->peer_fd = malloc(sizeof(int) * (size_t)s->size);
+  if (!s->peer_fd) {
+    free(s);
+    return mori_error_set(MORI_ENOMEM, "bootstrap tcp (rank %d of %d): no memory for %d connections", attr->rank,
+                          attr->size, attr->size);
+  }
   for (int r = 0; r < s->size; r++) s->peer_fd[r] = -1;
   int rc = 0;
   if (s->size > 1) {
