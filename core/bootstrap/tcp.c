@@ -23,6 +23,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/bootstrap/internal/address.h"
+#include "core/bootstrap/internal/net.h"
 #include "mori/bootstrap.h"
 
 enum {
@@ -58,68 +59,11 @@ struct tcp_state {
   char address[128];
 };
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits for fd to be ready; MORI_ETIMEDOUT at the deadline. */
-static int wait_fd(int fd, short events, int64_t deadline) {
-  for (;;) {
-    int64_t left = deadline - now_ms();
-    if (left <= 0) return MORI_ETIMEDOUT;
-    struct pollfd p = {.fd = fd, .events = events};
-    int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
-    if (n > 0) return 0;
-    if (n < 0 && errno != EINTR) return -errno;
-  }
-}
-
-static int send_all(int fd, const void *buf, size_t len, int64_t deadline) {
-  const char *p = buf;
-  while (len) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= (size_t)n;
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      int rc = wait_fd(fd, POLLOUT, deadline);
-      if (rc) return rc;
-      continue;
-    }
-    return MORI_ECONNRESET;
-  }
-  return 0;
-}
-
-static int recv_all(int fd, void *buf, size_t len, int64_t deadline) {
-  char *p = buf;
-  while (len) {
-    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= (size_t)n;
-      continue;
-    }
-    if (n == 0) return MORI_ECONNRESET;
-    if (errno == EAGAIN || errno == EINTR) {
-      int rc = wait_fd(fd, POLLIN, deadline);
-      if (rc) return rc;
-      continue;
-    }
-    return MORI_ECONNRESET;
-  }
-  return 0;
-}
-
 static int send_msg(int fd, uint32_t op, int rank, int arg, uint64_t seq, const void *payload, uint64_t bytes,
                     int64_t deadline) {
   struct tcp_header h = {TCP_MAGIC, op, rank, arg, seq, bytes};
-  int rc = send_all(fd, &h, sizeof(h), deadline);
-  if (!rc && bytes && payload) rc = send_all(fd, payload, bytes, deadline);
+  int rc = mori_net_send_all(fd, &h, sizeof(h), deadline);
+  if (!rc && bytes && payload) rc = mori_net_send_all(fd, payload, bytes, deadline);
   return rc;
 }
 
@@ -131,7 +75,7 @@ static int fail_all(struct tcp_state *s, int code, const char *fmt, ...) {
   vsnprintf(s->broken, sizeof(s->broken), fmt, ap);
   va_end(ap);
   if (s->rank == 0) {
-    int64_t deadline = now_ms() + 1000;
+    int64_t deadline = mori_net_now_ms() + 1000;
     for (int r = 1; r < s->size; r++)
       if (s->peer_fd[r] >= 0)
         send_msg(s->peer_fd[r], OP_ABORT, 0, code, s->seq, s->broken, strlen(s->broken) + 1, deadline);
@@ -153,7 +97,7 @@ static int abort_code(int32_t peer_code) {
 static void recv_abort_text(int fd, const struct tcp_header *h, char *text, size_t len) {
   size_t n = h->bytes < len ? (size_t)h->bytes : len - 1;
   memset(text, 0, len);
-  if (recv_all(fd, text, n, now_ms() + 1000) != 0) text[0] = '\0';
+  if (mori_net_recv_all(fd, text, n, mori_net_now_ms() + 1000) != 0) text[0] = '\0';
   text[len - 1] = '\0';
   for (char *p = text; *p; p++)
     if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
@@ -174,7 +118,7 @@ static void list_ranks(char *out, size_t len, const int *ranks, int n) {
  * (size * bytes; for bcast only the root's slot is filled). */
 static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, char *gathered) {
   int n = s->size;
-  int64_t deadline = now_ms() + s->timeout_ms;
+  int64_t deadline = mori_net_now_ms() + s->timeout_ms;
   char *done = calloc((size_t)n, 1);
   int *missing = calloc((size_t)n, sizeof(int));
   if (!done || !missing) {
@@ -197,7 +141,7 @@ static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *m
     int count = 0;
     for (int r = 1; r < n; r++)
       if (!done[r]) fds[count++] = (struct pollfd){.fd = s->peer_fd[r], .events = POLLIN};
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - mori_net_now_ms();
     if (left <= 0) break;
     int ready = poll(fds, (nfds_t)count, (int)(left > 500 ? 500 : left));
     if (ready < 0 && errno != EINTR) {
@@ -209,7 +153,7 @@ static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *m
       struct pollfd p = {.fd = s->peer_fd[r], .events = POLLIN};
       if (poll(&p, 1, 0) <= 0) continue;
       struct tcp_header h;
-      int e = recv_all(s->peer_fd[r], &h, sizeof(h), deadline);
+      int e = mori_net_recv_all(s->peer_fd[r], &h, sizeof(h), deadline);
       if (e == MORI_ECONNRESET) {
         close(s->peer_fd[r]);
         s->peer_fd[r] = -1;
@@ -232,7 +176,7 @@ static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *m
       bool has_payload = op == OP_ALLGATHER || (op == OP_BCAST && arg == r);
       if (has_payload && bytes) {
         char *dst = op == OP_ALLGATHER ? gathered + (size_t)r * bytes : gathered;
-        if (recv_all(s->peer_fd[r], dst, bytes, deadline) != 0) {
+        if (mori_net_recv_all(s->peer_fd[r], dst, bytes, deadline) != 0) {
           rc = fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: rank %d's message broke off", r);
           break;
         }
@@ -257,7 +201,7 @@ static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *m
 }
 
 static int root_reply(struct tcp_state *s, const void *result, size_t bytes) {
-  int64_t deadline = now_ms() + s->timeout_ms;
+  int64_t deadline = mori_net_now_ms() + s->timeout_ms;
   for (int r = 1; r < s->size; r++) {
     if (send_msg(s->peer_fd[r], OP_RESULT, 0, 0, s->seq, result, bytes, deadline) != 0)
       return fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: could not send the result of step %llu to rank %d",
@@ -270,19 +214,19 @@ static int root_reply(struct tcp_state *s, const void *result, size_t bytes) {
 static int leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, void *result,
                       size_t result_bytes) {
   int fd = s->peer_fd[0];
-  int64_t deadline = now_ms() + s->timeout_ms;
+  int64_t deadline = mori_net_now_ms() + s->timeout_ms;
   bool has_payload = op == OP_ALLGATHER || (op == OP_BCAST && arg == s->rank);
   struct tcp_header h = {TCP_MAGIC, op, s->rank, arg, s->seq, bytes};
-  int rc = send_all(fd, &h, sizeof(h), deadline);
-  if (!rc && has_payload && bytes) rc = send_all(fd, mine, bytes, deadline);
+  int rc = mori_net_send_all(fd, &h, sizeof(h), deadline);
+  if (!rc && has_payload && bytes) rc = mori_net_send_all(fd, mine, bytes, deadline);
   if (rc) {
     /* Rank 0 may have given up on this step already and said why. */
-    if (recv_all(fd, &h, sizeof(h), now_ms() + 200) == 0 && h.op == OP_ABORT) goto aborted;
+    if (mori_net_recv_all(fd, &h, sizeof(h), mori_net_now_ms() + 200) == 0 && h.op == OP_ABORT) goto aborted;
     snprintf(s->broken, sizeof(s->broken), "bootstrap: rank 0 (%s) is gone: sending step %llu failed", s->address,
              (unsigned long long)s->seq);
     return mori_error_set(MORI_ERANK_TIMEOUT, "%s", s->broken);
   }
-  rc = recv_all(fd, &h, sizeof(h), deadline + GRACE_MS);
+  rc = mori_net_recv_all(fd, &h, sizeof(h), deadline + GRACE_MS);
   if (rc) {
     snprintf(s->broken, sizeof(s->broken), "bootstrap: rank 0 (%s) %s at step %llu (waited %d ms)", s->address,
              rc == MORI_ETIMEDOUT ? "did not answer" : "closed its connection", (unsigned long long)s->seq,
@@ -301,7 +245,7 @@ static int leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *min
              (unsigned long long)s->seq);
     return mori_error_set(MORI_EPROTO, "%s", s->broken);
   }
-  if (result_bytes && recv_all(fd, result, result_bytes, deadline + GRACE_MS) != 0) {
+  if (result_bytes && mori_net_recv_all(fd, result, result_bytes, deadline + GRACE_MS) != 0) {
     snprintf(s->broken, sizeof(s->broken), "bootstrap: rank 0's result of step %llu broke off", (unsigned long long)s->seq);
     return mori_error_set(MORI_ERANK_TIMEOUT, "%s", s->broken);
   }
@@ -362,22 +306,16 @@ static const mori_bootstrap_ops_t tcp_ops = {
     .fini = tcp_fini,
 };
 
-static void tune_socket(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
 static int root_accept_all(struct tcp_state *s, int listen_fd) {
-  int64_t deadline = now_ms() + s->timeout_ms;
+  int64_t deadline = mori_net_now_ms() + s->timeout_ms;
   int connected = 0;
   while (connected < s->size - 1) {
-    if (wait_fd(listen_fd, POLLIN, deadline) != 0) break;
+    if (mori_net_wait(listen_fd, POLLIN, deadline) != 0) break;
     int fd = accept(listen_fd, NULL, NULL);
     if (fd < 0) continue;
-    tune_socket(fd);
+    mori_net_tune(fd);
     struct tcp_header h;
-    if (recv_all(fd, &h, sizeof(h), now_ms() + 5000) != 0 || h.magic != TCP_MAGIC || h.op != OP_HELLO) {
+    if (mori_net_recv_all(fd, &h, sizeof(h), mori_net_now_ms() + 5000) != 0 || h.magic != TCP_MAGIC || h.op != OP_HELLO) {
       MORI_WARN("bootstrap: dropped a connection that did not introduce itself as a mori rank");
       close(fd);
       continue;
@@ -386,7 +324,7 @@ static int root_accept_all(struct tcp_state *s, int listen_fd) {
       char why[128];
       snprintf(why, sizeof(why), "bootstrap: a process says it is rank %d of %d; rank 0 expects ranks 1..%d of %d once",
                h.rank, h.arg, s->size - 1, s->size);
-      send_msg(fd, OP_ABORT, 0, MORI_EMISMATCH, 0, why, strlen(why) + 1, now_ms() + 1000);
+      send_msg(fd, OP_ABORT, 0, MORI_EMISMATCH, 0, why, strlen(why) + 1, mori_net_now_ms() + 1000);
       close(fd);
       return fail_all(s, MORI_EMISMATCH, "%s", why);
     }
@@ -405,7 +343,7 @@ static int root_accept_all(struct tcp_state *s, int listen_fd) {
     return fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: rank(s) %s never connected to rank 0 at %s within %d ms", list,
                     s->address, s->timeout_ms);
   }
-  int64_t send_deadline = now_ms() + s->timeout_ms;
+  int64_t send_deadline = mori_net_now_ms() + s->timeout_ms;
   for (int r = 1; r < s->size; r++)
     if (send_msg(s->peer_fd[r], OP_READY, 0, 0, 0, NULL, 0, send_deadline) != 0)
       return fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: rank %d left during start-up", r);
@@ -418,26 +356,20 @@ static int leaf_connect(struct tcp_state *s) {
   bool numeric;
   int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
   if (rc) return rc;
-  int64_t deadline = now_ms() + s->timeout_ms;
+  int64_t deadline = mori_net_now_ms() + s->timeout_ms;
   int fd = -1;
-  for (;;) {
-    fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return mori_error_errno("bootstrap: socket");
-    if (connect(fd, (struct sockaddr *)&sa, len) == 0) break;
-    close(fd);
-    fd = -1;
-    if (now_ms() >= deadline)
-      return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not reach rank 0 at %s within %d ms", s->rank,
-                            s->address, s->timeout_ms);
-    struct timespec pause = {0, 20 * 1000 * 1000};
-    nanosleep(&pause, NULL);
-  }
-  tune_socket(fd);
+  char why[160];
+  rc = mori_net_connect((struct sockaddr *)&sa, len, deadline, &fd, why, sizeof(why));
+  if (rc == MORI_ETIMEDOUT)
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not reach rank 0 at %s within %d ms (%s)",
+                          s->rank, s->address, s->timeout_ms, why);
+  if (rc) return mori_error_set(rc, "bootstrap: rank %d cannot connect to rank 0 at %s: %s", s->rank, s->address, why);
+  mori_net_tune(fd);
   s->peer_fd[0] = fd;
   if (send_msg(fd, OP_HELLO, s->rank, s->size, 0, NULL, 0, deadline) != 0)
     return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s dropped the connection", s->address);
   struct tcp_header h;
-  rc = recv_all(fd, &h, sizeof(h), deadline + GRACE_MS);
+  rc = mori_net_recv_all(fd, &h, sizeof(h), deadline + GRACE_MS);
   if (rc)
     return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s did not confirm start-up (%s)", s->address,
                           rc == MORI_ETIMEDOUT ? "timed out" : "connection closed");
