@@ -87,6 +87,7 @@ static int connect_once(int fd, const struct sockaddr *sa, socklen_t len, int64_
 int mori_net_connect(const struct sockaddr *sa, socklen_t len, int64_t deadline, int *fd_out, char *why,
                      size_t why_len) {
   snprintf(why, why_len, "no attempt finished");
+  int last = 0; /* how the previous attempt ended */
   for (;;) {
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
@@ -101,10 +102,14 @@ int mori_net_connect(const struct sockaddr *sa, socklen_t len, int64_t deadline,
     }
     close(fd);
     if (err == ETIMEDOUT && mori_net_now_ms() >= deadline) {
-      snprintf(why, why_len, "the connection was never accepted: rank 0's accept queue may be full, or the network "
-                             "drops it");
+      if (last)
+        snprintf(why, why_len, "%s", strerror(last));
+      else
+        snprintf(why, why_len, "the connection was never accepted: rank 0's accept queue may be full, or the "
+                               "network drops it");
       return MORI_ETIMEDOUT;
     }
+    last = err;
     snprintf(why, why_len, "%s", strerror(err));
     /* Nobody listening yet, or the route is not there yet: try again. */
     if (err != ECONNREFUSED && err != ECONNRESET && err != ENETUNREACH && err != EHOSTUNREACH && err != ETIMEDOUT &&

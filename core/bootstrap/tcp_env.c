@@ -12,6 +12,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/bootstrap/internal/secret.h"
 #include "mori/bootstrap.h"
 
 /* The first of names that is set and not empty; its name in *which. */
@@ -103,6 +104,15 @@ int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out) {
   attr.address = address;
   const char *fd_s = getenv("MORI_BOOTSTRAP_LISTEN_FD");
   if (attr.rank == 0 && fd_s && *fd_s && (rc = env_listen_fd(fd_s, &attr.listen_fd)) != 0) return rc;
+  static uint8_t secret[MORI_SECRET_MAX];
+  size_t secret_len = 0;
+  if ((rc = mori_secret_from_env(secret, sizeof(secret), &secret_len)) != 0) return rc;
+  if (secret_len) {
+    attr.secret = secret;
+    attr.secret_len = secret_len;
+  }
   mori_log_set_rank(attr.rank);
-  return mori_bootstrap_tcp_create(&attr, out);
+  rc = mori_bootstrap_tcp_create(&attr, out);
+  memset(secret, 0, secret_len);
+  return rc;
 }

@@ -3,12 +3,19 @@
 #ifndef MORI_TESTS_BOOTSTRAP_SCRIPTED_ROOT_H
 #define MORI_TESTS_BOOTSTRAP_SCRIPTED_ROOT_H
 
+#include <string>
+
 namespace mori_test {
 
-// Accepts one rank on listen_fd, goes through start-up as far as a real rank
-// 0 would, then sends an ABORT carrying `code` and `text` instead of READY.
-// True when the script ran to its end.
-bool ScriptedRootAborts(int listen_fd, int size, int code, const char *text);
+enum class RootRefuses {
+  kAtHello,  // a REJECT in answer to the HELLO, before anyone proved anything
+  kAtReady,  // the whole handshake with the job's secret, then an ABORT instead of READY
+};
+
+// Accepts one rank of a job of `size` on listen_fd and refuses it as `when`
+// says, with `code` and `text`. True when the script ran to its end.
+bool ScriptedRootRefuses(int listen_fd, int size, const std::string &secret, RootRefuses when, int code,
+                         const char *text);
 
 }  // namespace mori_test
 
