@@ -104,7 +104,7 @@ int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out) {
   attr.address = address;
   const char *fd_s = getenv("MORI_BOOTSTRAP_LISTEN_FD");
   if (attr.rank == 0 && fd_s && *fd_s && (rc = env_listen_fd(fd_s, &attr.listen_fd)) != 0) return rc;
-  static uint8_t secret[MORI_SECRET_MAX];
+  uint8_t secret[MORI_SECRET_MAX];
   size_t secret_len = 0;
   if ((rc = mori_secret_from_env(secret, sizeof(secret), &secret_len)) != 0) return rc;
   if (secret_len) {
