@@ -132,10 +132,11 @@ int FreePort() {
   return ntohs(sa.sin_port);
 }
 
-// The launchers' own variables, with none of mori's.
+// The launchers' own variables, with none of mori's: no secret either, so
+// the ranks use the one rank 0 leaves for the ranks of its own machine.
 void UseLauncherEnvironment(const std::string &style, int rank, int size, int port) {
   for (const char *v : {"MORI_RANK", "MORI_WORLD_SIZE", "MORI_BOOTSTRAP_ADDR", "MORI_BOOTSTRAP_LISTEN_FD",
-                        "MORI_BOOTSTRAP_PORT"})
+                        "MORI_BOOTSTRAP_PORT", "MORI_BOOTSTRAP_SECRET", "MORI_BOOTSTRAP_SECRET_FILE"})
     unsetenv(v);
   auto set = [](const char *k, const std::string &v) { setenv(k, v.c_str(), 1); };
   if (style == "torchrun") {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,6 +35,16 @@ static int listen_loopback(int *port) {
   return fd;
 }
 
+/* A fresh secret for the job, as 64 hex digits: the ranks authenticate each
+ * other with it, and no other process can learn it (a process's environment
+ * is readable only by its own user). */
+static int draw_secret(char hex[65]) {
+  unsigned char raw[32];
+  if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) return -1;
+  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  return 0;
+}
+
 static void setenv_int(const char *name, int value) {
   char buf[32];
   snprintf(buf, sizeof(buf), "%d", value);
@@ -48,6 +59,11 @@ int mori_launch_local(int size, int timeout_ms, mori_rank_fn fn, void *arg, mori
              MORI_LAUNCH_MAX_RANKS);
     return MORI_EINVAL;
   }
+  char secret[65];
+  if (draw_secret(secret) != 0) {
+    snprintf(result->message, sizeof(result->message), "launch: cannot draw the job's secret: %s", strerror(errno));
+    return MORI_EIO;
+  }
   int port = 0;
   int listen_fd = listen_loopback(&port);
   if (listen_fd < 0) {
@@ -57,6 +73,11 @@ int mori_launch_local(int size, int timeout_ms, mori_rank_fn fn, void *arg, mori
   fflush(stdout);
   fflush(stderr);
   pid_t *pids = calloc((size_t)size, sizeof(pid_t));
+  if (!pids) {
+    close(listen_fd);
+    snprintf(result->message, sizeof(result->message), "launch: out of memory for %d ranks", size);
+    return MORI_ENOMEM;
+  }
   for (int r = 0; r < size; r++) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -67,6 +88,7 @@ int mori_launch_local(int size, int timeout_ms, mori_rank_fn fn, void *arg, mori
       setenv_int("MORI_LOCAL_RANK", r);
       setenv_int("MORI_LOCAL_SIZE", size);
       setenv("MORI_BOOTSTRAP_ADDR", addr, 1);
+      setenv("MORI_BOOTSTRAP_SECRET", secret, 1);
       if (r == 0) {
         setenv_int("MORI_BOOTSTRAP_LISTEN_FD", listen_fd);
       } else {

@@ -1,6 +1,7 @@
 /* Starts N ranks of a job on this machine: forks N processes, gives each
- * MORI_RANK / MORI_WORLD_SIZE / MORI_LOCAL_RANK / MORI_BOOTSTRAP_ADDR, and
- * hands rank 0 an already-listening bootstrap socket (no port race). Waits
+ * MORI_RANK / MORI_WORLD_SIZE / MORI_LOCAL_RANK / MORI_BOOTSTRAP_ADDR and a
+ * fresh MORI_BOOTSTRAP_SECRET, and hands rank 0 an already-listening
+ * bootstrap socket (no port race). Waits
  * with a time limit; a rank that fails or hangs is named, the rest are
  * stopped. Used by the mori_launch tool and by the test harness. */
 #ifndef MORI_TOOLS_LAUNCH_H

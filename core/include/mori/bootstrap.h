@@ -37,14 +37,21 @@ MORI_API int mori_bootstrap_allgather(mori_bootstrap_t *bootstrap, const void *s
 MORI_API int mori_bootstrap_barrier(mori_bootstrap_t *bootstrap);
 MORI_API int mori_bootstrap_bcast(mori_bootstrap_t *bootstrap, void *buf, size_t bytes, int root);
 
-/* TCP bootstrap: rank 0 listens at `address` ("host:port"); the others
- * connect to it. */
+/* TCP bootstrap: rank 0 listens at `address` ("host:port" or
+ * "[IPv6]:port", and only there); the others connect to it. Only processes
+ * that hold the job's secret are admitted, and rank 0 must prove it holds it
+ * too (HMAC-SHA256 challenge/response); every later frame carries a MAC. With
+ * no secret given, rank 0 makes one for the ranks of its own machine, so a
+ * job across machines must give every rank the same secret (see
+ * docs/security.md). */
 typedef struct mori_bootstrap_tcp_attr {
   int rank;
   int size;
   const char *address;  /* "host:port" of rank 0 */
   int listen_fd;        /* rank 0 only: an already-listening socket, or -1 */
   int timeout_ms;       /* every blocking step; <= 0: the default */
+  const void *secret;   /* the job's secret, the same on every rank, or NULL */
+  size_t secret_len;    /* at least 16 bytes */
 } mori_bootstrap_tcp_attr_t;
 
 MORI_API void mori_bootstrap_tcp_attr_init(mori_bootstrap_tcp_attr_t *attr);
@@ -57,7 +64,13 @@ MORI_API int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mo
  *     MORI_BOOTSTRAP_PORT or MASTER_PORT + 1 (torchrun's store owns
  *     MASTER_PORT); else SLURM_LAUNCH_NODE_IPADDR; else 127.0.0.1, port
  *     MORI_BOOTSTRAP_PORT or one derived from the job id.
- *   timeout: MORI_BOOTSTRAP_TIMEOUT_MS (default 60000). */
+ *   secret: MORI_BOOTSTRAP_SECRET, else the contents of the file named by
+ *     MORI_BOOTSTRAP_SECRET_FILE (this user's, mode 600); else none (one
+ *     machine only).
+ *   rank 0's socket: MORI_BOOTSTRAP_LISTEN_FD, a listening socket a launcher
+ *     opened (mori_launch does).
+ *   timeout: MORI_BOOTSTRAP_TIMEOUT_MS (default 60000).
+ * A value that is not what it should be is an error naming the variable. */
 MORI_API int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out);
 
 /* The bootstrap timeout in force: MORI_BOOTSTRAP_TIMEOUT_MS or 60 s. */

@@ -1,0 +1,68 @@
+/* Frames on an authenticated connection: header, payload, and a MAC under
+ * the direction's session key over {frame number, header, payload}. A frame
+ * whose MAC does not match was altered, injected or replayed. */
+#include <string.h>
+
+#include "core/bootstrap/internal/net.h"
+#include "core/bootstrap/internal/tcp.h"
+#include "mori/error.h"
+
+int mori_tcp_send_frame(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, int64_t deadline) {
+  uint8_t header[MORI_WIRE_HEADER_BYTES];
+  mori_wire_encode(h, header);
+  size_t bytes = (size_t)mori_wire_payload_bytes(h);
+  uint8_t mac[MORI_WIRE_MAC_BYTES];
+  bool with_mac = mori_wire_has_mac(h->op);
+  if (with_mac) {
+    mori_hmac_sha256_t ctx;
+    mori_hs_frame_mac_init(&ctx, p->key_tx, p->sent);
+    mori_hmac_sha256_update(&ctx, header, sizeof(header));
+    if (bytes) mori_hmac_sha256_update(&ctx, payload, bytes);
+    mori_hmac_sha256_final(&ctx, mac);
+    p->sent++;
+  }
+  int rc = mori_net_send_all(p->fd, header, sizeof(header), deadline);
+  if (!rc && bytes) rc = mori_net_send_all(p->fd, payload, bytes, deadline);
+  if (!rc && with_mac) rc = mori_net_send_all(p->fd, mac, sizeof(mac), deadline);
+  return rc;
+}
+
+int mori_tcp_recv_header(struct tcp_peer *p, mori_wire_header_t *h, int64_t deadline, char *why, size_t why_len) {
+  uint8_t header[MORI_WIRE_HEADER_BYTES];
+  int rc = mori_net_recv_all(p->fd, header, sizeof(header), deadline);
+  if (rc) return rc;
+  rc = mori_wire_decode(header, h, why, why_len);
+  if (rc) return rc;
+  if (mori_wire_has_mac(h->op)) {
+    mori_hs_frame_mac_init(&p->rx, p->key_rx, p->received);
+    mori_hmac_sha256_update(&p->rx, header, sizeof(header));
+  }
+  return 0;
+}
+
+int mori_tcp_recv_payload(struct tcp_peer *p, void *dst, size_t bytes, int64_t deadline) {
+  int rc = mori_net_recv_all(p->fd, dst, bytes, deadline);
+  if (!rc) mori_hmac_sha256_update(&p->rx, dst, bytes);
+  return rc;
+}
+
+int mori_tcp_recv_end(struct tcp_peer *p, int64_t deadline) {
+  uint8_t got[MORI_WIRE_MAC_BYTES], want[MORI_WIRE_MAC_BYTES];
+  int rc = mori_net_recv_all(p->fd, got, sizeof(got), deadline);
+  if (rc) return rc;
+  mori_hmac_sha256_final(&p->rx, want);
+  p->received++;
+  return mori_equal_secret(got, want, sizeof(want)) ? 0 : MORI_EPROTO;
+}
+
+int mori_tcp_recv_text(struct tcp_peer *p, const mori_wire_header_t *h, char *text, size_t len, int64_t deadline) {
+  uint8_t raw[MORI_WIRE_TEXT_MAX]; /* the decoder bounds an ABORT's or REJECT's bytes by this */
+  size_t bytes = (size_t)h->bytes;
+  int rc = mori_net_recv_all(p->fd, raw, bytes, deadline);
+  if (!rc && mori_wire_has_mac(h->op)) {
+    mori_hmac_sha256_update(&p->rx, raw, bytes);
+    rc = mori_tcp_recv_end(p, deadline);
+  }
+  mori_wire_text(raw, rc ? 0 : bytes, text, len);
+  return rc;
+}

@@ -1,0 +1,89 @@
+/* The TCP bootstrap's frames on the wire (protocol 2). Every frame opens
+ * with a 32-byte little-endian header:
+ *   magic u32 "mori" | version u16 | op u16 | rank i32 | arg i32 | seq u64 | bytes u64
+ * then a payload of mori_wire_payload_bytes() and, once a connection is
+ * authenticated, a 32-byte HMAC-SHA256 over {frame counter, header, payload}
+ * under that direction's session key (see handshake.h).
+ *
+ * Start-up (no MAC trailer; the proofs are the authentication):
+ *   rank -> 0  HELLO      rank, arg = world size, payload = the rank's nonce
+ *   0 -> rank  CHALLENGE  payload = rank 0's nonce | rank 0's proof
+ *              or REJECT  arg = a mori code, payload = why (text)
+ *   rank -> 0  AUTH       rank, arg = world size, payload = the rank's proof
+ *   0 -> rank  READY, or ABORT (arg = a mori code, payload = why), with MACs
+ * Collectives (with MACs): ALLGATHER, BCAST (arg = root), BARRIER from each
+ * rank with bytes = its contribution's size; RESULT or ABORT from rank 0.
+ * Decoding never trusts a length beyond what the caller expects. */
+#ifndef MORI_CORE_BOOTSTRAP_WIRE_H
+#define MORI_CORE_BOOTSTRAP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mori/api.h"
+
+MORI_EXTERN_C_BEGIN
+
+enum {
+  MORI_WIRE_MAGIC = 0x6d6f7269, /* "mori" */
+  MORI_WIRE_VERSION = 2,
+  MORI_WIRE_HEADER_BYTES = 32,
+  MORI_WIRE_NONCE_BYTES = 32,
+  MORI_WIRE_MAC_BYTES = 32,
+  /* An ABORT's or REJECT's text, NUL included. */
+  MORI_WIRE_TEXT_MAX = 768,
+};
+
+/* No collective's contribution is larger (1 TiB): a header that claims more
+ * is garbage, and sizes stay far from overflowing. */
+#define MORI_WIRE_BYTES_MAX (UINT64_C(1) << 40)
+
+typedef enum mori_wire_op {
+  MORI_WIRE_HELLO = 1,
+  MORI_WIRE_CHALLENGE,
+  MORI_WIRE_AUTH,
+  MORI_WIRE_REJECT,
+  MORI_WIRE_READY,
+  MORI_WIRE_ALLGATHER,
+  MORI_WIRE_BCAST,
+  MORI_WIRE_BARRIER,
+  MORI_WIRE_RESULT,
+  MORI_WIRE_ABORT,
+  MORI_WIRE_OP_END,
+} mori_wire_op_t;
+
+typedef struct mori_wire_header {
+  uint32_t op;
+  int32_t rank; /* the sender's rank */
+  int32_t arg;  /* world size (HELLO, AUTH), root (BCAST), a mori code (REJECT, ABORT) */
+  uint64_t seq; /* the collective's step, 0 during start-up */
+  uint64_t bytes;
+} mori_wire_header_t;
+
+void mori_wire_encode(const mori_wire_header_t *h, uint8_t out[MORI_WIRE_HEADER_BYTES]);
+
+/* Decodes and checks magic, version, op and size bounds. 0, or MORI_EPROTO
+ * with the reason in why (always NUL-terminated). */
+int mori_wire_decode(const uint8_t in[MORI_WIRE_HEADER_BYTES], mori_wire_header_t *h, char *why, size_t why_len);
+
+/* Bytes of payload that follow h on the wire: h->bytes, except a BCAST from
+ * a rank other than the root and a BARRIER, which carry none. */
+uint64_t mori_wire_payload_bytes(const mori_wire_header_t *h);
+
+/* Whether frames of this op carry a MAC trailer. */
+int mori_wire_has_mac(uint32_t op);
+
+/* The code a rank returns for a REJECT or ABORT carrying peer_code: the
+ * peer's code when it is one of mori's own (negative and named), else
+ * MORI_EABORTED. The value on the wire is data, never returned as it is. */
+int mori_wire_abort_code(int32_t peer_code);
+
+/* Copies a peer's text into out (NUL-terminated, at most out_len - 1
+ * characters), replacing anything unprintable with '?'. */
+void mori_wire_text(const uint8_t *in, size_t len, char *out, size_t out_len);
+
+const char *mori_wire_op_name(uint32_t op);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,475 @@
+/* Start-up of the TCP bootstrap: rank 0 admits ranks, the others join.
+ *
+ * Rank 0 serves every connection that is not a rank yet at once, polled, so
+ * that a silent or slow stranger holds up nobody: each only ever waits as
+ * long as the start-up's one deadline. A connection is admitted when it has
+ * proven that it holds the job's secret (handshake.h); a malformed, foreign
+ * or duplicate one is dropped with a note, and the start-up goes on. When
+ * accept() runs out of descriptors rank 0 backs off instead of spinning, and
+ * says so if ranks are still missing at the deadline. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/base/error.h"
+#include "core/base/log.h"
+#include "core/bootstrap/internal/address.h"
+#include "core/bootstrap/internal/net.h"
+#include "core/bootstrap/internal/secret.h"
+#include "core/bootstrap/internal/tcp.h"
+
+enum {
+  /* Connections rank 0 serves at once beyond the ranks it expects: past
+   * that the oldest is dropped (a real rank whose connection is dropped
+   * before rank 0 answered tries again). */
+  EXTRA_PENDING = 64,
+  /* Pause after accept() ran out of descriptors or memory. */
+  BACKOFF_MS = 100,
+  NOTE_MAX = 320,
+};
+
+/* A connection that is not a rank yet. */
+struct pending {
+  int fd;
+  bool hello_done; /* HELLO read and CHALLENGE sent; AUTH due */
+  int rank;
+  mori_hs_reader_t reader;
+  uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES], nonce_root[MORI_WIRE_NONCE_BYTES];
+  char from[64];
+};
+
+struct admission {
+  struct tcp_state *s;
+  int listen_fd;
+  struct pending *pending;
+  int count, cap;
+  int admitted;
+  int64_t deadline, backoff_until;
+  int accept_errno;    /* what accept() last ran out of */
+  char note[NOTE_MAX]; /* the last connection dropped, and why */
+};
+
+static void describe_peer(const struct sockaddr_storage *sa, char *out, size_t len) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->ss_family == AF_INET) {
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)sa;
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+    port = ntohs(v4->sin_port);
+  } else if (sa->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+    port = ntohs(v6->sin6_port);
+  }
+  snprintf(out, len, sa->ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+/* Closes pending connection i (it stays in the array until compacted). */
+static void drop(struct admission *a, int i, bool loud, const char *fmt, ...) MORI_PRINTF(4, 5);
+static void drop(struct admission *a, int i, bool loud, const char *fmt, ...) {
+  struct pending *p = &a->pending[i];
+  char why[NOTE_MAX - 80];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  snprintf(a->note, sizeof(a->note), "a connection from %s: %s", p->from, why);
+  if (loud)
+    MORI_WARN("bootstrap: rank 0 at %s dropped %s", a->s->address, a->note);
+  else
+    MORI_DEBUG("bootstrap: rank 0 at %s dropped %s", a->s->address, a->note);
+  close(p->fd);
+  p->fd = -1;
+}
+
+/* Refuses a connection with a REJECT it can read (it has not proven
+ * anything, so the text says only what rank 0 expects), then drops it. */
+static void reject(struct admission *a, int i, int code, const char *text) {
+  struct tcp_peer plain = {.fd = a->pending[i].fd};
+  mori_wire_header_t h = {.op = MORI_WIRE_REJECT, .arg = code, .bytes = strlen(text) + 1};
+  mori_tcp_send_frame(&plain, &h, text, mori_net_now_ms() + 100);
+  drop(a, i, true, "%s", text);
+}
+
+static void accept_some(struct admission *a) {
+  for (int n = 0; n < 16; n++) {
+    struct sockaddr_storage from;
+    socklen_t len = sizeof(from);
+    int fd = accept4(a->listen_fd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (!a->accept_errno)
+          MORI_WARN("bootstrap: rank 0 at %s cannot accept connections: %s; retrying until its deadline",
+                    a->s->address, strerror(errno));
+        a->accept_errno = errno;
+        a->backoff_until = mori_net_now_ms() + BACKOFF_MS;
+      }
+      return; /* EAGAIN, or a connection that vanished: the next poll says more */
+    }
+    mori_net_tune(fd);
+    if (a->count == a->cap) { /* flooded: the oldest goes */
+      drop(a, 0, true, "too many connections at once");
+      memmove(a->pending, a->pending + 1, sizeof(*a->pending) * (size_t)(a->count - 1));
+      a->count--;
+    }
+    struct pending *p = &a->pending[a->count++];
+    memset(p, 0, sizeof(*p));
+    p->fd = fd;
+    p->rank = -1;
+    describe_peer(&from, p->from, sizeof(p->from));
+  }
+}
+
+static void on_hello(struct admission *a, int i, const mori_wire_header_t *h, const uint8_t nonce[]) {
+  struct tcp_state *s = a->s;
+  struct pending *p = &a->pending[i];
+  char text[200];
+  if (h->arg != s->size || h->rank < 1 || h->rank >= s->size) {
+    snprintf(text, sizeof(text),
+             "rank 0 at %s runs a job of %d ranks (1..%d join it); this process says it is rank %d of %d", s->address,
+             s->size, s->size - 1, h->rank, h->arg);
+    reject(a, i, MORI_EMISMATCH, text);
+    return;
+  }
+  if (s->peers[h->rank].fd >= 0) {
+    snprintf(text, sizeof(text), "rank %d is already connected to rank 0 at %s", h->rank, s->address);
+    reject(a, i, MORI_EMISMATCH, text);
+    return;
+  }
+  p->rank = h->rank;
+  memcpy(p->nonce_rank, nonce, MORI_WIRE_NONCE_BYTES);
+  if (getrandom(p->nonce_root, sizeof(p->nonce_root), 0) != (ssize_t)sizeof(p->nonce_root)) {
+    drop(a, i, true, "no random nonce: %s", strerror(errno));
+    return;
+  }
+  uint8_t body[MORI_WIRE_NONCE_BYTES + MORI_WIRE_MAC_BYTES];
+  memcpy(body, p->nonce_root, MORI_WIRE_NONCE_BYTES);
+  mori_hs_proof(s->key, MORI_HS_ROOT, s->size, p->rank, p->nonce_rank, p->nonce_root, body + MORI_WIRE_NONCE_BYTES);
+  struct tcp_peer plain = {.fd = p->fd};
+  mori_wire_header_t challenge = {.op = MORI_WIRE_CHALLENGE, .arg = s->size, .bytes = sizeof(body)};
+  /* A fresh socket's buffer takes 128 bytes at once; one that does not is
+   * not worth waiting for. */
+  if (mori_tcp_send_frame(&plain, &challenge, body, mori_net_now_ms()) != 0) {
+    drop(a, i, false, "it did not take rank 0's challenge");
+    return;
+  }
+  p->hello_done = true;
+  mori_hs_reader_reset(&p->reader);
+}
+
+static void on_auth(struct admission *a, int i, const mori_wire_header_t *h, const uint8_t proof[]) {
+  struct tcp_state *s = a->s;
+  struct pending *p = &a->pending[i];
+  if (h->rank != p->rank || h->arg != s->size) {
+    drop(a, i, true, "its AUTH (rank %d of %d) does not match its HELLO (rank %d of %d)", h->rank, h->arg, p->rank,
+         s->size);
+    return;
+  }
+  uint8_t want[MORI_WIRE_MAC_BYTES];
+  mori_hs_proof(s->key, MORI_HS_RANK, s->size, p->rank, p->nonce_rank, p->nonce_root, want);
+  if (!mori_equal_secret(want, proof, sizeof(want))) {
+    drop(a, i, true, "it claims rank %d but does not hold the job's secret", p->rank);
+    return;
+  }
+  struct tcp_peer peer = {.fd = p->fd};
+  mori_hs_session_keys(s->key, s->size, p->rank, p->nonce_rank, p->nonce_root, peer.key_rx, peer.key_tx);
+  if (s->peers[p->rank].fd >= 0) {
+    /* Proven, so it may hear why: most likely two processes of this job
+     * were given the same rank. */
+    char text[200];
+    snprintf(text, sizeof(text),
+             "rank %d is already connected to rank 0 at %s; a second process claiming it (from %s) is turned away",
+             p->rank, s->address, p->from);
+    mori_wire_header_t abort = {.op = MORI_WIRE_ABORT, .arg = MORI_EMISMATCH, .bytes = strlen(text) + 1};
+    mori_tcp_send_frame(&peer, &abort, text, mori_net_now_ms() + 100);
+    drop(a, i, true, "%s", text);
+    return;
+  }
+  s->peers[p->rank] = peer;
+  p->fd = -1; /* the rank's now */
+  a->admitted++;
+  MORI_DEBUG("bootstrap: rank 0 admitted rank %d from %s", p->rank, p->from);
+}
+
+/* Reads what connection i has sent and acts on each complete message. */
+static void serve(struct admission *a, int i) {
+  struct pending *p = &a->pending[i];
+  uint8_t buf[MORI_WIRE_HEADER_BYTES + MORI_WIRE_NONCE_BYTES];
+  ssize_t n = recv(p->fd, buf, mori_hs_reader_want(&p->reader), MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    drop(a, i, false, "it closed before finishing its start-up");
+    return;
+  }
+  mori_wire_header_t h;
+  uint8_t body[MORI_WIRE_NONCE_BYTES];
+  char why[160];
+  int rc = mori_hs_reader_feed(&p->reader, buf, (size_t)n, p->hello_done ? MORI_WIRE_AUTH : MORI_WIRE_HELLO, &h,
+                               body, why, sizeof(why));
+  if (rc < 0) {
+    char text[240];
+    snprintf(text, sizeof(text), "not a mori rank's start-up: %s", why);
+    if (p->hello_done)
+      drop(a, i, true, "%s", text);
+    else
+      reject(a, i, MORI_EPROTO, text);
+  } else if (rc == 1) {
+    if (p->hello_done)
+      on_auth(a, i, &h, body);
+    else
+      on_hello(a, i, &h, body);
+  }
+}
+
+static void compact(struct admission *a) {
+  int kept = 0;
+  for (int i = 0; i < a->count; i++)
+    if (a->pending[i].fd >= 0) a->pending[kept++] = a->pending[i];
+  a->count = kept;
+}
+
+/* The error when ranks are missing at the deadline: who, and what rank 0
+ * saw that may explain it. */
+static int report_missing(struct admission *a) {
+  struct tcp_state *s = a->s;
+  char list[512];
+  size_t used = 0;
+  list[0] = '\0';
+  for (int r = 1; r < s->size && used + 16 < sizeof(list); r++)
+    if (s->peers[r].fd < 0) used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", used ? ", " : "", r);
+  char extra[NOTE_MAX + 200] = "";
+  int code = MORI_ERANK_TIMEOUT;
+  if (a->accept_errno) {
+    code = a->accept_errno == ENOBUFS || a->accept_errno == ENOMEM ? MORI_ENOMEM : MORI_EMFILE;
+    snprintf(extra, sizeof(extra), "; rank 0 could not accept connections: %s",
+             a->accept_errno == EMFILE   ? "too many open files (EMFILE): raise the limit (ulimit -n)"
+             : a->accept_errno == ENFILE ? "too many open files in the system (ENFILE)"
+                                         : "out of memory for sockets");
+  } else if (a->note[0]) {
+    snprintf(extra, sizeof(extra), "; last dropped: %s", a->note);
+  }
+  if (s->local_secret && code == MORI_ERANK_TIMEOUT)
+    snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
+             " (no secret was given: only ranks on this machine can join; a job across machines needs "
+             "MORI_BOOTSTRAP_SECRET on every rank)");
+  return mori_tcp_fail_all(s, code, "bootstrap: rank(s) %s never connected to rank 0 at %s within %d ms%s", list,
+                           s->address, s->timeout_ms, extra);
+}
+
+int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
+  struct admission a = {.s = s, .listen_fd = listen_fd, .cap = s->size + EXTRA_PENDING};
+  a.deadline = mori_net_now_ms() + s->timeout_ms;
+  a.pending = calloc((size_t)a.cap, sizeof(*a.pending));
+  struct pollfd *fds = calloc((size_t)a.cap + 1, sizeof(*fds));
+  if (!a.pending || !fds) {
+    free(a.pending);
+    free(fds);
+    return mori_error_set(MORI_ENOMEM, "bootstrap: rank 0 has no memory for %d connections", a.cap);
+  }
+  int flags = fcntl(listen_fd, F_GETFL);
+  if (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    free(a.pending);
+    free(fds);
+    return mori_error_errno("bootstrap: rank 0's listening socket");
+  }
+  while (a.admitted < s->size - 1) {
+    int64_t now = mori_net_now_ms(), left = a.deadline - now;
+    if (left <= 0) break;
+    int nfds = 0, wait_ms = (int)(left < 1000 ? left : 1000);
+    bool listening = now >= a.backoff_until;
+    if (listening)
+      fds[nfds++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+    else if (a.backoff_until - now < wait_ms)
+      wait_ms = (int)(a.backoff_until - now);
+    for (int i = 0; i < a.count; i++) fds[nfds++] = (struct pollfd){.fd = a.pending[i].fd, .events = POLLIN};
+    int ready = poll(fds, (nfds_t)nfds, wait_ms);
+    if (ready < 0 && errno != EINTR) {
+      free(a.pending);
+      free(fds);
+      return mori_tcp_fail_all(s, MORI_EIO, "bootstrap: rank 0 at %s: poll failed: %s", s->address, strerror(errno));
+    }
+    if (ready <= 0) continue;
+    int first = listening ? 1 : 0, count = a.count;
+    for (int i = 0; i < count && a.admitted < s->size - 1; i++)
+      if (fds[first + i].revents) serve(&a, i);
+    compact(&a);
+    if (listening && fds[0].revents) accept_some(&a);
+  }
+  for (int i = 0; i < a.count; i++) close(a.pending[i].fd);
+  free(a.pending);
+  free(fds);
+  if (a.admitted < s->size - 1) return report_missing(&a);
+  int64_t send_deadline = mori_net_now_ms() + s->timeout_ms;
+  for (int r = 1; r < s->size; r++) {
+    mori_wire_header_t ready = {.op = MORI_WIRE_READY};
+    if (mori_tcp_send_frame(&s->peers[r], &ready, NULL, send_deadline) != 0)
+      return mori_tcp_fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: rank %d left during start-up", r);
+  }
+  return 0;
+}
+
+static bool is_loopback(const struct sockaddr_storage *sa) {
+  if (sa->ss_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+  const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+  return IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+}
+
+int mori_tcp_root_listen(struct tcp_state *s, int *listen_fd) {
+  struct sockaddr_storage sa;
+  socklen_t len;
+  bool numeric;
+  int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
+  if (rc) return rc;
+  char host[MORI_TCP_HOST_MAX];
+  uint16_t port;
+  mori_tcp_split_address(s->address, host, sizeof(host), &port);
+  /* Exactly the address given. One exception: a machine's own name that
+   * resolves to loopback here (Debian's 127.0.1.1 line in /etc/hosts) while
+   * the other machines reach it by its real address; then every interface,
+   * and the secret keeps strangers out. */
+  if (!numeric && is_loopback(&sa) && strcmp(host, "localhost") != 0 && strncmp(host, "localhost.", 10) != 0) {
+    MORI_INFO("bootstrap: %s resolves to a loopback address here; rank 0 listens on every interface", s->address);
+    if (sa.ss_family == AF_INET)
+      ((struct sockaddr_in *)&sa)->sin_addr.s_addr = htonl(INADDR_ANY);
+    else
+      ((struct sockaddr_in6 *)&sa)->sin6_addr = in6addr_any;
+  }
+  int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return mori_error_errno("bootstrap: rank 0: socket");
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 1024) != 0) {
+    int err = errno;
+    close(fd);
+    if (err == EADDRINUSE)
+      return mori_error_set(MORI_EBUSY,
+                            "bootstrap: rank 0 cannot listen at %s: another process holds that address (give the job "
+                            "a free port)",
+                            s->address);
+    if (err == EADDRNOTAVAIL)
+      return mori_error_set(MORI_EINVAL, "bootstrap: rank 0 cannot listen at %s: not an address of this machine",
+                            s->address);
+    return mori_error_set(MORI_EIO, "bootstrap: rank 0 cannot listen at %s: %s", s->address, strerror(err));
+  }
+  *listen_fd = fd;
+  return 0;
+}
+
+/* One attempt to join: connect, HELLO, CHALLENGE checked, AUTH. 1 when rank
+ * 0 closed the connection before answering (worth another attempt). */
+static int join_once(struct tcp_state *s, const struct sockaddr_storage *sa, socklen_t len, int64_t deadline,
+                     char *why, size_t why_len) {
+  int fd = -1;
+  int rc = mori_net_connect((const struct sockaddr *)sa, len, deadline, &fd, why, why_len);
+  if (rc == MORI_ETIMEDOUT)
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not reach rank 0 at %s within %d ms (%s)",
+                          s->rank, s->address, s->timeout_ms, why);
+  if (rc) return mori_error_set(rc, "bootstrap: rank %d cannot connect to rank 0 at %s: %s", s->rank, s->address, why);
+  mori_net_tune(fd);
+  struct tcp_peer *root = &s->peers[0];
+  *root = (struct tcp_peer){.fd = fd};
+  uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES];
+  if (getrandom(nonce_rank, sizeof(nonce_rank), 0) != (ssize_t)sizeof(nonce_rank))
+    return mori_error_set(MORI_EIO, "bootstrap: rank %d cannot draw a nonce: %s", s->rank, strerror(errno));
+  mori_wire_header_t h = {.op = MORI_WIRE_HELLO, .rank = s->rank, .arg = s->size, .bytes = sizeof(nonce_rank)};
+  rc = mori_tcp_send_frame(root, &h, nonce_rank, deadline);
+  char detail[160] = "";
+  if (!rc) rc = mori_tcp_recv_header(root, &h, deadline, detail, sizeof(detail));
+  if (rc == MORI_ECONNRESET) {
+    snprintf(why, why_len, "rank 0 closed the connection before answering");
+    return 1;
+  }
+  if (rc == MORI_ETIMEDOUT)
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s did not answer rank %d within %d ms", s->address,
+                          s->rank, s->timeout_ms);
+  if (rc)
+    return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori rank 0: %s", s->address, detail);
+  if (h.op == MORI_WIRE_REJECT) {
+    char text[MORI_WIRE_TEXT_MAX];
+    mori_tcp_recv_text(root, &h, text, sizeof(text), mori_net_now_ms() + 1000);
+    return mori_error_set(mori_wire_abort_code(h.arg), "bootstrap: rank 0 at %s refused rank %d: %s", s->address,
+                          s->rank, text);
+  }
+  uint8_t body[MORI_WIRE_NONCE_BYTES + MORI_WIRE_MAC_BYTES];
+  if (h.op != MORI_WIRE_CHALLENGE || h.bytes != sizeof(body) ||
+      mori_net_recv_all(fd, body, sizeof(body), deadline) != 0)
+    return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori rank 0 (%s frame of %llu bytes)",
+                          s->address, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
+  if (s->local_secret) {
+    /* Read only now: rank 0 publishes it before it answers anyone. */
+    uint8_t secret[MORI_SECRET_LOCAL];
+    rc = mori_secret_local_read(s->address, secret);
+    if (rc) return rc;
+    mori_hs_job_key(secret, sizeof(secret), s->key);
+    memset(secret, 0, sizeof(secret));
+  }
+  const uint8_t *nonce_root = body;
+  uint8_t want[MORI_WIRE_MAC_BYTES];
+  mori_hs_proof(s->key, MORI_HS_ROOT, s->size, s->rank, nonce_rank, nonce_root, want);
+  if (!mori_equal_secret(want, body + MORI_WIRE_NONCE_BYTES, sizeof(want)))
+    return mori_error_set(MORI_EACCES,
+                          "bootstrap: rank 0 at %s does not hold this job's secret: another process may have taken "
+                          "the address, or rank 0 was given a different secret (MORI_BOOTSTRAP_SECRET); rank %d refuses "
+                          "it",
+                          s->address, s->rank);
+  uint8_t proof[MORI_WIRE_MAC_BYTES];
+  mori_hs_proof(s->key, MORI_HS_RANK, s->size, s->rank, nonce_rank, nonce_root, proof);
+  h = (mori_wire_header_t){.op = MORI_WIRE_AUTH, .rank = s->rank, .arg = s->size, .bytes = sizeof(proof)};
+  if (mori_tcp_send_frame(root, &h, proof, deadline) != 0)
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s dropped rank %d during its start-up",
+                          s->address, s->rank);
+  mori_hs_session_keys(s->key, s->size, s->rank, nonce_rank, nonce_root, root->key_tx, root->key_rx);
+  return 0;
+}
+
+int mori_tcp_rank_start(struct tcp_state *s) {
+  struct sockaddr_storage sa;
+  socklen_t len;
+  bool numeric;
+  int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
+  if (rc) return rc;
+  int64_t deadline = mori_net_now_ms() + s->timeout_ms;
+  char why[200] = "";
+  for (;;) {
+    rc = join_once(s, &sa, len, deadline, why, sizeof(why));
+    if (rc != 1) break;
+    close(s->peers[0].fd);
+    s->peers[0].fd = -1;
+    int64_t left = deadline - mori_net_now_ms();
+    if (left <= 0)
+      return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not join rank 0 at %s within %d ms (%s)",
+                            s->rank, s->address, s->timeout_ms, why);
+    struct timespec pause = {0, (left < 20 ? left : 20) * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  if (rc) return rc;
+  struct tcp_peer *root = &s->peers[0];
+  mori_wire_header_t h;
+  char detail[160] = "";
+  rc = mori_tcp_recv_header(root, &h, deadline + MORI_TCP_GRACE_MS, detail, sizeof(detail));
+  if (rc == MORI_EPROTO) return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 at %s: %s", s->address, detail);
+  if (rc)
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s did not confirm rank %d's start-up (%s)",
+                          s->address, s->rank,
+                          rc == MORI_ETIMEDOUT ? "timed out" : "connection closed; see rank 0's error");
+  if (h.op == MORI_WIRE_ABORT) {
+    char text[MORI_WIRE_TEXT_MAX];
+    if (mori_tcp_recv_text(root, &h, text, sizeof(text), mori_net_now_ms() + 1000) == MORI_EPROTO)
+      return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 at %s: an ABORT failed its integrity check", s->address);
+    return mori_error_set(mori_wire_abort_code(h.arg), "%s (reported by rank 0)", text);
+  }
+  if (h.op != MORI_WIRE_READY || h.bytes != 0 || mori_tcp_recv_end(root, mori_net_now_ms() + 1000) != 0)
+    return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 at %s: unexpected or altered start-up reply (%s)", s->address,
+                          mori_wire_op_name(h.op));
+  return 0;
+}

@@ -1,0 +1,76 @@
+// The launcher's variables as the TCP bootstrap reads them: a value that is
+// not what it claims to be is refused with MORI_EINVAL naming the variable
+// and the value, never read as some other number.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "mori/bootstrap.h"
+#include "tests/support/harness.h"
+#include "tests/support/sockets.h"
+
+namespace {
+
+void RankZeroOfTwo() {
+  setenv("MORI_RANK", "0", 1);
+  setenv("MORI_WORLD_SIZE", "2", 1);
+  setenv("MORI_BOOTSTRAP_ADDR", ("127.0.0.1:" + std::to_string(mori_test::FreePort())).c_str(), 1);
+  setenv("MORI_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
+}
+
+void ExpectRefused(const char *variable, const std::string &value, const std::string &why) {
+  mori_bootstrap_t *b = nullptr;
+  int rc = mori_bootstrap_tcp_from_env(&b);
+  EXPECT_EQ(rc, MORI_EINVAL) << variable << "=" << value << " -> " << mori_err_name(rc) << ": " << mori_last_error();
+  EXPECT_EQ(b, nullptr);
+  std::string msg = mori_last_error();
+  EXPECT_NE(msg.find(variable), std::string::npos) << msg;
+  EXPECT_NE(msg.find(why), std::string::npos) << msg;
+}
+
+TEST(BootstrapEnv, ListenFdThatIsNotANumberIsRefused) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    RankZeroOfTwo();
+    for (const char *value : {"abc", "3x", "-1", "99999999999", " 3", "0x3"}) {
+      setenv("MORI_BOOTSTRAP_LISTEN_FD", value, 1);
+      ExpectRefused("MORI_BOOTSTRAP_LISTEN_FD", value, "'" + std::string(value) + "'");
+    }
+  }, 30000);
+}
+
+TEST(BootstrapEnv, ListenFdThatIsNotAListeningSocketIsRefused) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    RankZeroOfTwo();
+    int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int unbound = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int datagram = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    for (int fd : {file, unbound, datagram, 987}) {
+      std::string value = std::to_string(fd);
+      setenv("MORI_BOOTSTRAP_LISTEN_FD", value.c_str(), 1);
+      ExpectRefused("MORI_BOOTSTRAP_LISTEN_FD", value, "not a listening");
+    }
+    // Refused, not taken over: the descriptors are still the caller's.
+    EXPECT_EQ(fcntl(file, F_GETFD), FD_CLOEXEC);
+    EXPECT_EQ(fcntl(unbound, F_GETFD), FD_CLOEXEC);
+  }, 30000);
+}
+
+TEST(BootstrapEnv, RankAndSizeThatAreNotNumbersAreRefused) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    RankZeroOfTwo();
+    unsetenv("MORI_BOOTSTRAP_LISTEN_FD");
+    setenv("MORI_RANK", "one", 1);
+    ExpectRefused("MORI_RANK", "one", "'one'");
+    setenv("MORI_RANK", "0", 1);
+    setenv("MORI_WORLD_SIZE", "2 ranks", 1);
+    ExpectRefused("MORI_WORLD_SIZE", "2 ranks", "'2 ranks'");
+    setenv("MORI_WORLD_SIZE", "2", 1);
+    setenv("MORI_BOOTSTRAP_PORT", "http", 1);
+    unsetenv("MORI_BOOTSTRAP_ADDR");
+    ExpectRefused("MORI_BOOTSTRAP_PORT", "http", "'http'");
+  }, 30000);
+}
+
+}  // namespace

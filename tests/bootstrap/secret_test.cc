@@ -1,0 +1,151 @@
+// The job's secret: given in the environment or a private file (checked like
+// an ssh key), or, on one machine with none given, published by rank 0 in a
+// file only this user can read and withdrawn once the job has started.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap/internal/secret.h"
+#include "mori/bootstrap.h"
+#include "tests/support/harness.h"
+
+using mori_test::TestRanks;
+
+namespace {
+
+// A fresh private directory standing in for $XDG_RUNTIME_DIR.
+std::string PrivateDir() {
+  char tmpl[] = "/tmp/mori-secret-test-XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl), nullptr);
+  return tmpl;
+}
+
+int FilesIn(const std::string &dir) {
+  DIR *d = opendir(dir.c_str());
+  int n = 0;
+  while (dirent *e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+void WriteFile(const std::string &path, const std::string &text, mode_t mode) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, text.data(), text.size()), (ssize_t)text.size());
+  close(fd);
+  chmod(path.c_str(), mode);
+}
+
+TEST(BootstrapSecret, LocalSecretIsPrivateAndReadOnlyWhenPrivate) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    std::string dir = PrivateDir();
+    setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+    uint8_t made[MORI_SECRET_LOCAL], read_back[MORI_SECRET_LOCAL];
+    char path[MORI_SECRET_PATH_MAX];
+    MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:4242", made, path, sizeof(path)));
+    EXPECT_EQ(std::string(path).rfind(dir + "/", 0), 0u) << path;
+    struct stat st;
+    ASSERT_EQ(stat(path, &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(st.st_uid, getuid());
+    MORI_ASSERT_OK(mori_secret_local_read("127.0.0.1:4242", read_back));
+    EXPECT_EQ(memcmp(made, read_back, sizeof(made)), 0);
+    // Another job's address has another file: none here.
+    EXPECT_EQ(mori_secret_local_read("127.0.0.1:4243", read_back), MORI_EACCES);
+    EXPECT_NE(std::string(mori_last_error()).find("MORI_BOOTSTRAP_SECRET"), std::string::npos) << mori_last_error();
+    // Readable by others: refused.
+    chmod(path, 0644);
+    EXPECT_EQ(mori_secret_local_read("127.0.0.1:4242", read_back), MORI_EACCES);
+    EXPECT_NE(std::string(mori_last_error()).find("mode 600"), std::string::npos) << mori_last_error();
+    mori_secret_local_remove(path);
+    EXPECT_EQ(FilesIn(dir), 0);
+    rmdir(dir.c_str());
+  });
+}
+
+TEST(BootstrapSecret, RuntimeDirectoryOthersCanEnterIsNotUsed) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    std::string dir = PrivateDir();
+    chmod(dir.c_str(), 0755);
+    setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+    uint8_t made[MORI_SECRET_LOCAL];
+    char path[MORI_SECRET_PATH_MAX];
+    MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:4244", made, path, sizeof(path)));
+    EXPECT_NE(std::string(path).rfind(dir + "/", 0), 0u) << path;
+    struct stat st;
+    std::string parent = std::string(path).substr(0, std::string(path).rfind('/'));
+    ASSERT_EQ(lstat(parent.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << parent;
+    mori_secret_local_remove(path);
+    rmdir(dir.c_str());
+  });
+}
+
+TEST(BootstrapSecret, SecretFromTheEnvironmentIsChecked) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    uint8_t buf[MORI_SECRET_MAX];
+    size_t len = 99;
+    unsetenv("MORI_BOOTSTRAP_SECRET");
+    unsetenv("MORI_BOOTSTRAP_SECRET_FILE");
+    MORI_ASSERT_OK(mori_secret_from_env(buf, sizeof(buf), &len));
+    EXPECT_EQ(len, 0u);
+    setenv("MORI_BOOTSTRAP_SECRET", "too-short", 1);
+    EXPECT_EQ(mori_secret_from_env(buf, sizeof(buf), &len), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("at least 16"), std::string::npos) << mori_last_error();
+    unsetenv("MORI_BOOTSTRAP_SECRET");
+    std::string dir = PrivateDir(), file = dir + "/job-secret";
+    setenv("MORI_BOOTSTRAP_SECRET_FILE", file.c_str(), 1);
+    WriteFile(file, "0123456789abcdef0123\n", 0644);
+    EXPECT_EQ(mori_secret_from_env(buf, sizeof(buf), &len), MORI_EACCES);
+    EXPECT_NE(std::string(mori_last_error()).find("chmod 600"), std::string::npos) << mori_last_error();
+    chmod(file.c_str(), 0600);
+    MORI_ASSERT_OK(mori_secret_from_env(buf, sizeof(buf), &len));
+    EXPECT_EQ(std::string((char *)buf, len), "0123456789abcdef0123");  // the newline is not part of it
+    unlink(file.c_str());
+    EXPECT_EQ(mori_secret_from_env(buf, sizeof(buf), &len), MORI_EACCES);
+    EXPECT_NE(std::string(mori_last_error()).find(file), std::string::npos) << mori_last_error();
+    rmdir(dir.c_str());
+  });
+}
+
+TEST(BootstrapSecret, JobOnOneMachineNeedsNoSecretAndLeavesNoFile) {
+  std::string dir = PrivateDir();
+  EXPECT_RANKS_PASS(TestRanks(), [&](int rank, int size) {
+    unsetenv("MORI_BOOTSTRAP_SECRET");
+    unsetenv("MORI_BOOTSTRAP_SECRET_FILE");
+    setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+    mori_bootstrap_t *b = mori_test::Bootstrap(10000);
+    ASSERT_NE(b, nullptr);
+    int32_t mine = rank + 100;
+    std::vector<int32_t> all(size);
+    MORI_ASSERT_OK(mori_bootstrap_allgather(b, &mine, all.data(), sizeof(mine)));
+    for (int r = 0; r < size; r++) EXPECT_EQ(all[r], r + 100);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(b));  // rank 0 withdrew the secret before this returns
+    EXPECT_EQ(FilesIn(dir), 0) << "the job's secret is still on disk";
+    MORI_EXPECT_OK(mori_bootstrap_destroy(b));
+  });
+  rmdir(dir.c_str());
+}
+
+TEST(BootstrapSecret, JobWithASecretFileRuns) {
+  std::string dir = PrivateDir(), file = dir + "/job-secret";
+  WriteFile(file, "a-secret-shared-by-every-rank-of-the-job\n", 0600);
+  EXPECT_RANKS_PASS(TestRanks(), [&](int rank, int size) {
+    unsetenv("MORI_BOOTSTRAP_SECRET");
+    setenv("MORI_BOOTSTRAP_SECRET_FILE", file.c_str(), 1);
+    mori_bootstrap_t *b = mori_test::Bootstrap(10000);
+    ASSERT_NE(b, nullptr);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(b));
+    MORI_EXPECT_OK(mori_bootstrap_destroy(b));
+  });
+  unlink(file.c_str());
+  rmdir(dir.c_str());
+}
+
+}  // namespace

@@ -1,0 +1,102 @@
+/* libFuzzer target: what the TCP bootstrap reads from a connection nobody
+ * vouches for yet. The input is a byte stream as a peer would send it:
+ *   1. rank 0's reader of start-up messages takes it in chunks (the sizes
+ *      come from the input too), as HELLO then AUTH, answering a complete
+ *      HELLO with a proof and checking a complete AUTH against the job key;
+ *   2. the frame decoder walks it frame by frame, taking each payload as far
+ *      as the input goes, mapping REJECT/ABORT codes and cleaning their text.
+ * Sanitizers catch any read or write out of bounds; the invariants below
+ * abort on any decoded value the protocol forbids. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/bootstrap/internal/handshake.h"
+#include "core/bootstrap/internal/wire.h"
+#include "mori/error.h"
+
+static void check(int ok) {
+  if (!ok) abort();
+}
+
+static void run_reader(const uint8_t *data, size_t size) {
+  static const uint8_t key[MORI_HS_KEY_BYTES] = {1, 2, 3};
+  mori_hs_reader_t reader;
+  mori_hs_reader_reset(&reader);
+  uint32_t expected = MORI_WIRE_HELLO;
+  uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES] = {0}, nonce_root[MORI_WIRE_NONCE_BYTES] = {7};
+  size_t at = 0;
+  while (at < size) {
+    size_t want = mori_hs_reader_want(&reader);
+    check(want > 0 && want <= MORI_WIRE_HEADER_BYTES + MORI_WIRE_NONCE_BYTES);
+    size_t chunk = 1 + data[at] % want; /* the chunk size is part of the input */
+    if (chunk > size - at) chunk = size - at;
+    mori_wire_header_t h;
+    uint8_t body[MORI_WIRE_NONCE_BYTES];
+    char why[160];
+    int rc = mori_hs_reader_feed(&reader, data + at, chunk, expected, &h, body, why, sizeof(why));
+    at += chunk;
+    if (rc < 0) {
+      check(rc == MORI_EPROTO && memchr(why, '\0', sizeof(why)) != NULL);
+      return;
+    }
+    if (rc == 0) continue;
+    check(h.op == expected && h.bytes == MORI_WIRE_NONCE_BYTES);
+    uint8_t proof[MORI_WIRE_MAC_BYTES];
+    if (expected == MORI_WIRE_HELLO) {
+      memcpy(nonce_rank, body, sizeof(nonce_rank));
+      mori_hs_proof(key, MORI_HS_ROOT, 8, h.rank, nonce_rank, nonce_root, proof);
+      expected = MORI_WIRE_AUTH;
+      mori_hs_reader_reset(&reader);
+    } else {
+      mori_hs_proof(key, MORI_HS_RANK, 8, h.rank, nonce_rank, nonce_root, proof);
+      (void)mori_equal_secret(proof, body, sizeof(proof));
+      return;
+    }
+  }
+}
+
+static void run_decoder(const uint8_t *data, size_t size) {
+  static const uint8_t session_key[MORI_HS_KEY_BYTES] = {9, 8, 7};
+  while (size >= MORI_WIRE_HEADER_BYTES) {
+    mori_wire_header_t h;
+    char why[160];
+    int rc = mori_wire_decode(data, &h, why, sizeof(why));
+    data += MORI_WIRE_HEADER_BYTES;
+    size -= MORI_WIRE_HEADER_BYTES;
+    if (rc) {
+      check(rc == MORI_EPROTO && memchr(why, '\0', sizeof(why)) != NULL);
+      continue; /* resynchronise on the next 32 bytes, as a fuzzer would wish */
+    }
+    check(h.op >= MORI_WIRE_HELLO && h.op < MORI_WIRE_OP_END && h.bytes <= MORI_WIRE_BYTES_MAX);
+    uint8_t again[MORI_WIRE_HEADER_BYTES];
+    mori_wire_encode(&h, again);
+    check(memcmp(again, data - MORI_WIRE_HEADER_BYTES, sizeof(again)) == 0);
+    uint64_t payload = mori_wire_payload_bytes(&h);
+    check(payload <= h.bytes);
+    size_t take = payload < size ? (size_t)payload : size;
+    if (h.op == MORI_WIRE_REJECT || h.op == MORI_WIRE_ABORT) {
+      check(h.bytes <= MORI_WIRE_TEXT_MAX);
+      char text[MORI_WIRE_TEXT_MAX];
+      mori_wire_text(data, take, text, sizeof(text));
+      for (const char *p = text; *p; p++) check(*p >= 0x20 && *p <= 0x7e);
+      int code = mori_wire_abort_code(h.arg);
+      check(code < 0 && strcmp(mori_err_name(code), "MORI_E_UNKNOWN") != 0);
+    }
+    if (mori_wire_has_mac(h.op) && take) {
+      mori_hmac_sha256_t mac;
+      uint8_t tag[MORI_WIRE_MAC_BYTES];
+      mori_hs_frame_mac_init(&mac, session_key, 1);
+      mori_hmac_sha256_update(&mac, data, take);
+      mori_hmac_sha256_final(&mac, tag);
+    }
+    data += take;
+    size -= take;
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  run_reader(data, size);
+  run_decoder(data, size);
+  return 0;
+}
