@@ -371,3 +371,25 @@ int mori_heap_reclaim(int device) {
   pthread_mutex_unlock(&h->lock);
   return rc;
 }
+
+int mori_heap_locate(const void *ptr, mori_heap_location_t *out) {
+  if (!out) return mori_error_set(MORI_EINVAL, "heap_locate: out is NULL");
+  memset(out, 0, sizeof(*out));
+  out->chunk = -1;
+  pthread_mutex_lock(&heaps_lock);
+  mori_heap_t *h = NULL;
+  for (int d = 0; d < MORI_MAX_DEVICES && !h; d++)
+    if (heaps[d] && (const char *)ptr >= heaps[d]->va && (const char *)ptr < heaps[d]->va + heaps[d]->va_size) h = heaps[d];
+  if (h) {
+    size_t at = (size_t)((const char *)ptr - h->va);
+    out->device = h->device;
+    out->heap_base = h->va;
+    out->chunk_size = h->chunk_size;
+    out->max_chunks = h->max_chunks;
+    out->chunk = (int)(at / h->chunk_size);
+    out->offset = at % h->chunk_size;
+  }
+  pthread_mutex_unlock(&heaps_lock);
+  if (!h) return mori_error_set(MORI_ENOT_OWNED, "heap_locate: %p is not inside a symmetric heap of this process", ptr);
+  return 0;
+}
