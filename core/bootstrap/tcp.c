@@ -51,6 +51,7 @@ struct tcp_header {
 struct tcp_state {
   int rank, size;
   int timeout_ms;
+  uint64_t job_token; /* travels in HELLO's seq; 0: none */
   uint64_t seq;
   int *peer_fd; /* rank 0: one socket per rank; others: peer_fd[0] */
   char broken[ERROR_TEXT_MAX];
@@ -358,10 +359,20 @@ static void tune_socket(int fd) {
   fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/* Rank 0's start-up: accepts one connection per rank. A process with
+ * another job's token is turned away (told why) without harming this job.
+ * A process that disagrees on the world size, or claims a rank that is out
+ * of range or taken, is told why and the start-up fails for every rank; the
+ * ranks still missing then get a short grace to arrive and hear the same
+ * verdict, rather than their full timeout. */
 static int root_accept_all(struct tcp_state *s, int listen_fd) {
   int64_t deadline = now_ms() + s->timeout_ms;
-  int connected = 0;
-  while (connected < s->size - 1) {
+  int connected = 0, refused = 0;
+  char *arrived = calloc((size_t)s->size, 1);
+  if (!arrived) return mori_error_set(MORI_ENOMEM, "bootstrap: start-up");
+  arrived[0] = 1;
+  char verdict[ERROR_TEXT_MAX] = "";
+  while (connected + refused < s->size - 1) {
     if (wait_fd(listen_fd, POLLIN, deadline) != 0) break;
     int fd = accept(listen_fd, NULL, NULL);
     if (fd < 0) continue;
@@ -372,28 +383,63 @@ static int root_accept_all(struct tcp_state *s, int listen_fd) {
       close(fd);
       continue;
     }
-    if (h.arg != s->size || h.rank <= 0 || h.rank >= s->size || s->peer_fd[h.rank] >= 0) {
-      char why[128];
-      snprintf(why, sizeof(why), "bootstrap: a process says it is rank %d of %d; rank 0 expects ranks 1..%d of %d once",
-               h.rank, h.arg, s->size - 1, s->size);
+    char why[ERROR_TEXT_MAX];
+    if (h.seq != s->job_token) {
+      snprintf(why, sizeof(why),
+               "bootstrap: rank 0 at %s belongs to another job (its job token is %016llx, this process holds %016llx): "
+               "was the unique ID from another run?",
+               s->address, (unsigned long long)s->job_token, (unsigned long long)h.seq);
+      MORI_WARN("bootstrap: turned away a process (rank %d of %d) holding another job's token %016llx", h.rank, h.arg,
+                (unsigned long long)h.seq);
       send_msg(fd, OP_ABORT, 0, MORI_EMISMATCH, 0, why, strlen(why) + 1, now_ms() + 1000);
       close(fd);
-      return fail_all(s, MORI_EMISMATCH, "%s", why);
+      continue;
     }
+    bool in_range = h.rank > 0 && h.rank < s->size;
+    if (h.arg != s->size)
+      snprintf(why, sizeof(why), "bootstrap: rank %d says the world has %d ranks, rank 0 says %d", h.rank, h.arg, s->size);
+    else if (!in_range)
+      snprintf(why, sizeof(why), "bootstrap: a process says it is rank %d; rank 0 expects ranks 1..%d of %d", h.rank,
+               s->size - 1, s->size);
+    else if (arrived[h.rank])
+      snprintf(why, sizeof(why), "bootstrap: two processes say they are rank %d of %d", h.rank, s->size);
+    else
+      why[0] = '\0';
+    if (why[0]) {
+      send_msg(fd, OP_ABORT, 0, MORI_EMISMATCH, 0, why, strlen(why) + 1, now_ms() + 1000);
+      close(fd);
+      if (in_range && !arrived[h.rank]) {
+        arrived[h.rank] = 1;
+        refused++;
+      }
+      if (!verdict[0]) {
+        snprintf(verdict, sizeof(verdict), "%s", why);
+        int64_t grace = now_ms() + GRACE_MS;
+        if (grace < deadline) deadline = grace;
+      }
+      continue;
+    }
+    arrived[h.rank] = 1;
     s->peer_fd[h.rank] = fd;
     connected++;
+  }
+  if (verdict[0]) {
+    free(arrived);
+    return fail_all(s, MORI_EMISMATCH, "%s", verdict);
   }
   if (connected < s->size - 1) {
     int *missing = calloc((size_t)s->size, sizeof(int));
     int count = 0;
-    for (int r = 1; r < s->size; r++)
-      if (s->peer_fd[r] < 0) missing[count++] = r;
+    for (int r = 1; missing && r < s->size; r++)
+      if (!arrived[r]) missing[count++] = r;
     char list[512];
     list_ranks(list, sizeof(list), missing, count);
     free(missing);
+    free(arrived);
     return fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: rank(s) %s never connected to rank 0 at %s within %d ms", list,
                     s->address, s->timeout_ms);
   }
+  free(arrived);
   int64_t send_deadline = now_ms() + s->timeout_ms;
   for (int r = 1; r < s->size; r++)
     if (send_msg(s->peer_fd[r], OP_READY, 0, 0, 0, NULL, 0, send_deadline) != 0)
@@ -422,7 +468,7 @@ static int leaf_connect(struct tcp_state *s) {
   }
   tune_socket(fd);
   s->peer_fd[0] = fd;
-  if (send_msg(fd, OP_HELLO, s->rank, s->size, 0, NULL, 0, deadline) != 0)
+  if (send_msg(fd, OP_HELLO, s->rank, s->size, s->job_token, NULL, 0, deadline) != 0)
     return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s dropped the connection", s->address);
   struct tcp_header h;
   rc = recv_all(fd, &h, sizeof(h), deadline + GRACE_MS);
@@ -475,6 +521,7 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   s->rank = attr->rank;
   s->size = attr->size;
   s->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : mori_bootstrap_default_timeout_ms();
+  s->job_token = attr->job_token;
   snprintf(s->address, sizeof(s->address), "%s", attr->address ? attr->address : "(inherited socket)");
   s->peer_fd = malloc(sizeof(int) * (size_t)s->size);
   for (int r = 0; r < s->size; r++) s->peer_fd[r] = -1;

@@ -38,13 +38,20 @@ MORI_API int mori_bootstrap_barrier(mori_bootstrap_t *bootstrap);
 MORI_API int mori_bootstrap_bcast(mori_bootstrap_t *bootstrap, void *buf, size_t bytes, int root);
 
 /* TCP bootstrap: rank 0 listens at `address` ("host:port"); the others
- * connect to it. */
+ * connect to it. A process that disagrees on the world size or claims a
+ * rank out of range or twice makes the start-up fail on every rank that
+ * arrives, with MORI_EMISMATCH naming that rank and both sizes. */
 typedef struct mori_bootstrap_tcp_attr {
   int rank;
   int size;
   const char *address;  /* "host:port" of rank 0 */
   int listen_fd;        /* rank 0 only: an already-listening socket, or -1 */
   int timeout_ms;       /* every blocking step; <= 0: the default */
+  /* Every rank presents the same token (0: none; the shmem unique ID
+   * carries one). Rank 0 turns away a process holding another token
+   * without failing its own job, and that process fails with
+   * MORI_EMISMATCH saying the address belongs to another job. */
+  uint64_t job_token;
 } mori_bootstrap_tcp_attr_t;
 
 MORI_API void mori_bootstrap_tcp_attr_init(mori_bootstrap_tcp_attr_t *attr);
