@@ -242,7 +242,13 @@ static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **
     h->chunks = calloc((size_t)h->max_chunks, sizeof(*h->chunks));
     if (!h->chunks) rc = mori_error_set(MORI_ENOMEM, "heap: chunk table");
   }
-  if (!rc) rc = mori_platform_va_reserve(device, h->va_size, granularity, (void **)&h->va);
+  /* Carves are aligned by address. With the base aligned at least as much
+   * as any alignment a chunk can hold, the same requests land at the same
+   * heap offsets in every process, whatever address each process's heap
+   * got (the shmem model's symmetric offsets rely on it). */
+  size_t base_alignment = granularity;
+  while (base_alignment < h->chunk_size && base_alignment < ((size_t)1 << 40)) base_alignment <<= 1;
+  if (!rc) rc = mori_platform_va_reserve(device, h->va_size, base_alignment, (void **)&h->va);
   if (rc) {
     free(h->chunks);
     free(h);

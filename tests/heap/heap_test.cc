@@ -101,6 +101,9 @@ TEST(Heap, LocateNamesChunkAndOffsetOfAnyHeapAddress) {
     EXPECT_EQ(first.chunk_size, kMiB);
     EXPECT_EQ(first.max_chunks, 8);
     EXPECT_EQ(first.heap_base, last.heap_base);
+    // Aligned as much as a chunk: an aligned carve lands at the same offset in
+    // every process, wherever its heap was reserved.
+    EXPECT_EQ((uintptr_t)first.heap_base % kMiB, 0u);
     EXPECT_EQ((char *)first.heap_base + first.offset, held[0]);
     EXPECT_GE(last.chunk, 1);
     EXPECT_EQ((char *)last.heap_base + (size_t)last.chunk * kMiB + last.offset, (char *)held[2] + 100);
