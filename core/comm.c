@@ -80,13 +80,24 @@ int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
   return rc;
 }
 
+/* MORI_DISABLE_P2P (the Shmem Guide's variable): no peer is reached by
+ * load/store, nor by copy engines (they need the peer mapped), so the LSA
+ * team is this rank alone and RDMA carries everything it can. */
+static bool p2p_disabled(void) {
+  const char *v = getenv("MORI_DISABLE_P2P");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
 /* Per peer and transport, what the transport provides. */
 static int gather_caps(mori_comm_t *c, uint32_t *caps /* [t * size + p] */) {
+  bool no_p2p = p2p_disabled();
+  if (no_p2p) MORI_INFO("comm: MORI_DISABLE_P2P is set: peers are not reached by load/store or copy engines");
   for (int t = 0; t < c->num_transports; t++)
     for (int p = 0; p < c->size; p++) {
       uint32_t v = 0;
       int rc = c->transports[t].peer_caps(c->transport_state[t], c, p, &v);
       if (rc) return mori_error_context(rc, "transport %s: peer_caps(%d)", c->transports[t].name, p);
+      if (no_p2p && p != c->rank) v &= ~(uint32_t)(MORI_CAP_LOAD_STORE | MORI_CAP_COPY_ENGINE);
       caps[(size_t)t * c->size + p] = v;
     }
   return 0;

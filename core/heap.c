@@ -242,7 +242,13 @@ static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **
     h->chunks = calloc((size_t)h->max_chunks, sizeof(*h->chunks));
     if (!h->chunks) rc = mori_error_set(MORI_ENOMEM, "heap: chunk table");
   }
-  if (!rc) rc = mori_platform_va_reserve(device, h->va_size, granularity, (void **)&h->va);
+  /* Carves are aligned by address. With the base aligned at least as much
+   * as any alignment a chunk can hold, the same requests land at the same
+   * heap offsets in every process, whatever address each process's heap
+   * got (the shmem model's symmetric offsets rely on it). */
+  size_t base_alignment = granularity;
+  while (base_alignment < h->chunk_size && base_alignment < ((size_t)1 << 40)) base_alignment <<= 1;
+  if (!rc) rc = mori_platform_va_reserve(device, h->va_size, base_alignment, (void **)&h->va);
   if (rc) {
     free(h->chunks);
     free(h);
@@ -370,4 +376,26 @@ int mori_heap_reclaim(int device) {
   rc = reclaim_locked(h);
   pthread_mutex_unlock(&h->lock);
   return rc;
+}
+
+int mori_heap_locate(const void *ptr, mori_heap_location_t *out) {
+  if (!out) return mori_error_set(MORI_EINVAL, "heap_locate: out is NULL");
+  memset(out, 0, sizeof(*out));
+  out->chunk = -1;
+  pthread_mutex_lock(&heaps_lock);
+  mori_heap_t *h = NULL;
+  for (int d = 0; d < MORI_MAX_DEVICES && !h; d++)
+    if (heaps[d] && (const char *)ptr >= heaps[d]->va && (const char *)ptr < heaps[d]->va + heaps[d]->va_size) h = heaps[d];
+  if (h) {
+    size_t at = (size_t)((const char *)ptr - h->va);
+    out->device = h->device;
+    out->heap_base = h->va;
+    out->chunk_size = h->chunk_size;
+    out->max_chunks = h->max_chunks;
+    out->chunk = (int)(at / h->chunk_size);
+    out->offset = at % h->chunk_size;
+  }
+  pthread_mutex_unlock(&heaps_lock);
+  if (!h) return mori_error_set(MORI_ENOT_OWNED, "heap_locate: %p is not inside a symmetric heap of this process", ptr);
+  return 0;
 }

@@ -19,6 +19,7 @@ struct placement {
   int32_t rc;
   int32_t reserved;
   uint64_t size, offset; /* offset from the heap's base */
+  char why[176];         /* a failed rank's own message, for every rank's */
 };
 
 int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr_t *attr, void **out) {
@@ -29,7 +30,7 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
   if (attr) local = *attr;
   local.device = comm->device;
   void *ptr = NULL;
-  struct placement me = {0, 0, size, 0};
+  struct placement me = {0, 0, size, 0, ""};
   me.rc = mori_mem_alloc(size, &local, &ptr);
   if (!me.rc) {
     mori_alloc_t *a = mori_alloc_acquire(ptr);
@@ -45,6 +46,7 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
   }
   char own[512];
   snprintf(own, sizeof(own), "%s", me.rc ? mori_last_error() : "");
+  snprintf(me.why, sizeof(me.why), "%s", own);
   struct placement *all = calloc((size_t)comm->size, sizeof(*all));
   int rc = all ? mori_comm_allgather(comm, &me, all, sizeof(me)) : mori_error_set(MORI_ENOMEM, "mem_alloc_symmetric");
   /* This rank's own failure first (its message says why), else the first
@@ -52,7 +54,8 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
   if (!rc && me.rc) rc = mori_error_set(me.rc, "%s", own);
   for (int r = 0; !rc && r < comm->size; r++)
     if (all[r].rc)
-      rc = mori_error_set(all[r].rc, "mem_alloc_symmetric: rank %d failed (%s)", r, mori_err_name(all[r].rc));
+      rc = mori_error_set(all[r].rc, "mem_alloc_symmetric: rank %d failed (%s: %.*s)", r, mori_err_name(all[r].rc),
+                          (int)sizeof(all[r].why), all[r].why);
   for (int r = 1; !rc && r < comm->size; r++)
     if (all[r].size != all[0].size)
       rc = mori_error_set(MORI_EMISMATCH, "mem_alloc_symmetric: rank %d asked for %llu bytes, rank 0 for %llu", r,

@@ -19,11 +19,11 @@ if [ "$mode" = build ]; then
   set -e
   tools/install_deps.sh torch
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
-  bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p \
+  bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tools/launch:mori_launch
   bazel build -c opt //torch_backend:mori
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin gpu-bundle/python
-  cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/bench_p2p \
+  cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/gpu_shmem_test bazel-bin/tests/gpu/bench_p2p \
     bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap \
     bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
   cp -r torch_backend/python/mori gpu-bundle/python/
@@ -55,7 +55,7 @@ record() { summary+=("$1"); }
 gtest_counts() { echo "$(grep -c '^\[       OK' "$1") passed, $(grep -c '^\[  FAILED  \] [A-Z]' "$1") failed"; }
 
 if has tests; then
-  for t in gpu_window_test gpu_coll_test; do
+  for t in gpu_window_test gpu_coll_test gpu_shmem_test; do
     echo "== $t ($ngpu ranks)"
     MORI_TEST_RANKS=$ngpu timeout 150 gpu-bundle/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
     record "$t: $(gtest_counts "$OUT/$t.log") (exit ${PIPESTATUS[0]})"

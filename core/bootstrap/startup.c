@@ -43,6 +43,7 @@ struct pending {
   int fd;
   bool hello_done; /* HELLO read and CHALLENGE sent; AUTH due */
   int rank;
+  int size;        /* the world size its HELLO claims (proofs are made over it) */
   mori_hs_reader_t reader;
   uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES], nonce_root[MORI_WIRE_NONCE_BYTES];
   char from[64];
@@ -57,6 +58,10 @@ struct admission {
   int64_t deadline, backoff_until;
   int accept_errno;    /* what accept() last ran out of */
   char note[NOTE_MAX]; /* the last connection dropped, and why */
+  /* A rank that proved it holds the secret but believes in another world
+   * size: the job cannot start. The ranks still missing get a short grace
+   * to arrive and hear it instead of their full timeout. */
+  char verdict[NOTE_MAX];
 };
 
 static void describe_peer(const struct sockaddr_storage *sa, char *out, size_t len) {
@@ -134,7 +139,10 @@ static void on_hello(struct admission *a, int i, const mori_wire_header_t *h, co
   struct tcp_state *s = a->s;
   struct pending *p = &a->pending[i];
   char text[200];
-  if (h->arg != s->size || h->rank < 1 || h->rank >= s->size) {
+  /* A rank of this job that believes in another world size is still
+   * challenged (over the size it claims): if it proves it holds the secret,
+   * the whole job hears about the disagreement, not only that rank. */
+  if (h->arg < 2 || h->rank < 1 || h->rank >= s->size || h->rank >= h->arg) {
     snprintf(text, sizeof(text),
              "rank 0 at %s runs a job of %d ranks (1..%d join it); this process says it is rank %d of %d", s->address,
              s->size, s->size - 1, h->rank, h->arg);
@@ -147,6 +155,7 @@ static void on_hello(struct admission *a, int i, const mori_wire_header_t *h, co
     return;
   }
   p->rank = h->rank;
+  p->size = h->arg;
   memcpy(p->nonce_rank, nonce, MORI_WIRE_NONCE_BYTES);
   if (getrandom(p->nonce_root, sizeof(p->nonce_root), 0) != (ssize_t)sizeof(p->nonce_root)) {
     drop(a, i, true, "no random nonce: %s", strerror(errno));
@@ -154,9 +163,9 @@ static void on_hello(struct admission *a, int i, const mori_wire_header_t *h, co
   }
   uint8_t body[MORI_WIRE_NONCE_BYTES + MORI_WIRE_MAC_BYTES];
   memcpy(body, p->nonce_root, MORI_WIRE_NONCE_BYTES);
-  mori_hs_proof(s->key, MORI_HS_ROOT, s->size, p->rank, p->nonce_rank, p->nonce_root, body + MORI_WIRE_NONCE_BYTES);
+  mori_hs_proof(s->key, MORI_HS_ROOT, p->size, p->rank, p->nonce_rank, p->nonce_root, body + MORI_WIRE_NONCE_BYTES);
   struct tcp_peer plain = {.fd = p->fd};
-  mori_wire_header_t challenge = {.op = MORI_WIRE_CHALLENGE, .arg = s->size, .bytes = sizeof(body)};
+  mori_wire_header_t challenge = {.op = MORI_WIRE_CHALLENGE, .arg = p->size, .bytes = sizeof(body)};
   /* A fresh socket's buffer takes 128 bytes at once; one that does not is
    * not worth waiting for. */
   if (mori_tcp_send_frame(&plain, &challenge, body, mori_net_now_ms()) != 0) {
@@ -170,19 +179,33 @@ static void on_hello(struct admission *a, int i, const mori_wire_header_t *h, co
 static void on_auth(struct admission *a, int i, const mori_wire_header_t *h, const uint8_t proof[]) {
   struct tcp_state *s = a->s;
   struct pending *p = &a->pending[i];
-  if (h->rank != p->rank || h->arg != s->size) {
+  if (h->rank != p->rank || h->arg != p->size) {
     drop(a, i, true, "its AUTH (rank %d of %d) does not match its HELLO (rank %d of %d)", h->rank, h->arg, p->rank,
-         s->size);
+         p->size);
     return;
   }
   uint8_t want[MORI_WIRE_MAC_BYTES];
-  mori_hs_proof(s->key, MORI_HS_RANK, s->size, p->rank, p->nonce_rank, p->nonce_root, want);
+  mori_hs_proof(s->key, MORI_HS_RANK, p->size, p->rank, p->nonce_rank, p->nonce_root, want);
   if (!mori_equal_secret(want, proof, sizeof(want))) {
     drop(a, i, true, "it claims rank %d but does not hold the job's secret", p->rank);
     return;
   }
   struct tcp_peer peer = {.fd = p->fd};
-  mori_hs_session_keys(s->key, s->size, p->rank, p->nonce_rank, p->nonce_root, peer.key_rx, peer.key_tx);
+  mori_hs_session_keys(s->key, p->size, p->rank, p->nonce_rank, p->nonce_root, peer.key_rx, peer.key_tx);
+  if (p->size != s->size) {
+    char text[200];
+    snprintf(text, sizeof(text), "bootstrap: rank %d says the world has %d ranks, rank 0 says %d", p->rank, p->size,
+             s->size);
+    mori_wire_header_t abort = {.op = MORI_WIRE_ABORT, .arg = MORI_EMISMATCH, .bytes = strlen(text) + 1};
+    mori_tcp_send_frame(&peer, &abort, text, mori_net_now_ms() + 100);
+    drop(a, i, true, "%s", text);
+    if (!a->verdict[0]) {
+      snprintf(a->verdict, sizeof(a->verdict), "%s", text);
+      int64_t grace = mori_net_now_ms() + MORI_TCP_GRACE_MS;
+      if (grace < a->deadline) a->deadline = grace;
+    }
+    return;
+  }
   if (s->peers[p->rank].fd >= 0) {
     /* Proven, so it may hear why: most likely two processes of this job
      * were given the same rank. */
@@ -308,6 +331,7 @@ int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
   for (int i = 0; i < a.count; i++) close(a.pending[i].fd);
   free(a.pending);
   free(fds);
+  if (a.verdict[0]) return mori_tcp_fail_all(s, MORI_EMISMATCH, "%s", a.verdict);
   if (a.admitted < s->size - 1) return report_missing(&a);
   int64_t send_deadline = mori_net_now_ms() + s->timeout_ms;
   for (int r = 1; r < s->size; r++) {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -117,6 +118,37 @@ TEST(BootstrapTcp, MismatchedAllgatherSizesFailOnEveryRank) {
     EXPECT_NE(std::string(mori_last_error()).find("rank 1 contributes 16 bytes"), std::string::npos)
         << "rank " << rank << ": " << mori_last_error();
     mori_bootstrap_destroy(b);
+  });
+}
+
+// An explicit TCP bootstrap at rank 0's port (from the harness's
+// environment), with the world size and job token this rank believes in.
+int CreateWith(int rank, int size, uint64_t token, int timeout_ms, mori_bootstrap_t **b) {
+  mori_bootstrap_tcp_attr_t attr;
+  mori_bootstrap_tcp_attr_init(&attr);
+  attr.rank = rank;
+  attr.size = size;
+  attr.address = getenv("MORI_BOOTSTRAP_ADDR");
+  const char *fd = getenv("MORI_BOOTSTRAP_LISTEN_FD");
+  if (rank == 0 && fd) attr.listen_fd = atoi(fd);
+  attr.timeout_ms = timeout_ms;
+  (void)token;  // the job is told apart by its secret (MORI_BOOTSTRAP_SECRET from the harness)
+  return mori_bootstrap_tcp_create(&attr, b);
+}
+
+TEST(BootstrapTcp, WorldSizeMismatchIsNamedWithBothSizesOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    int odd = size - 1;  // believes in one rank more
+    mori_bootstrap_t *b = nullptr;
+    auto start = std::chrono::steady_clock::now();
+    int rc = CreateWith(rank, rank == odd ? size + 1 : size, 7, 20000, &b);
+    EXPECT_EQ(rc, MORI_EMISMATCH) << mori_last_error();
+    EXPECT_EQ(b, nullptr);
+    std::string want = "rank " + std::to_string(odd) + " says the world has " + std::to_string(size + 1) +
+                       " ranks, rank 0 says " + std::to_string(size);
+    EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << "rank " << rank << ": " << mori_last_error();
+    // The verdict comes within the start-up grace, not the 20 s timeout.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   });
 }
 

@@ -25,8 +25,10 @@ typedef CUmemAccessDesc gpu_access_t;
 typedef CUuuid gpu_uuid_t;
 typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
 typedef CUstream gpu_stream_t;
+typedef CUmodule gpu_module_t;
 
 #define GPU_OK CUDA_SUCCESS
+#define GPU_ERR_NOT_FOUND CUDA_ERROR_NOT_FOUND
 #define GPU_ERR_OUT_OF_MEMORY CUDA_ERROR_OUT_OF_MEMORY
 #define GPU_ERR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE
 #define GPU_ERR_NOT_PERMITTED CUDA_ERROR_NOT_PERMITTED
@@ -72,6 +74,8 @@ typedef CUstream gpu_stream_t;
   X(hostFree, cuMemFreeHost)                                   \
   X(getDeviceCount, cuDeviceGetCount)                          \
   X(deviceGetUuid, cuDeviceGetUuid)                            \
+  X(deviceGetPCIBusId, cuDeviceGetPCIBusId)                    \
+  X(moduleGetGlobal, cuModuleGetGlobal)                        \
   CUDA_ONLY_FUNCS(X)
 
 /* What only cuda.c calls: contexts, device handles, streams, memops. */
@@ -106,8 +110,10 @@ typedef hipMemAccessDesc gpu_access_t;
 typedef hipUUID gpu_uuid_t;
 typedef int gpu_saved_t; /* the caller's device, put back on leave */
 typedef hipStream_t gpu_stream_t;
+typedef hipModule_t gpu_module_t;
 
 #define GPU_OK hipSuccess
+#define GPU_ERR_NOT_FOUND hipErrorNotFound
 #define GPU_ERR_OUT_OF_MEMORY hipErrorOutOfMemory
 #define GPU_ERR_INVALID_VALUE hipErrorInvalidValue
 #define GPU_ERR_NOT_PERMITTED hipErrorNotSupported
@@ -151,6 +157,8 @@ typedef hipStream_t gpu_stream_t;
   X(hostFree, hipHostFree)                                      \
   X(getDeviceCount, hipGetDeviceCount)                          \
   X(deviceGetUuid, hipDeviceGetUuid)                            \
+  X(deviceGetPCIBusId, hipDeviceGetPCIBusId)                    \
+  X(moduleGetGlobal, hipModuleGetGlobal)                        \
   HIP_ONLY_FUNCS(X)
 
 /* What only hip.c calls. */

@@ -4,6 +4,7 @@
  * entry point that concerns a device runs with that device current and
  * restores the caller's (a free from Python's garbage collector must not
  * change which device the program uses). */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +47,32 @@ static int device_uuid(int device, uint8_t uuid[16]) {
 }
 
 int mori_platform_device_uuid(int device, uint8_t uuid[16]) { return GPU_ON_DEVICE(device, device_uuid(device, uuid)); }
+
+int mori_platform_device_pci_bus_id(int device, char *out, size_t len) {
+  int rc = gpu_ready();
+  if (rc) return rc;
+  GPU_TRY(gpu.deviceGetPCIBusId(out, (int)len, device), "PCI address of device %d", device);
+  /* sysfs spells the address in lower case. */
+  for (char *p = out; *p; p++) *p = (char)tolower((unsigned char)*p);
+  return 0;
+}
+
+static int module_set_global(int device, void *module, const char *name, const void *src, size_t size) {
+  gpu_va_t at;
+  size_t bytes = 0;
+  gpu_status_t st = gpu.moduleGetGlobal(&at, &bytes, (gpu_module_t)module, name);
+  if (st == GPU_ERR_NOT_FOUND)
+    return mori_error_set(MORI_ENOENT, "%s: module %p has no global variable '%s'", mori_platform_name(), module, name);
+  if (st != GPU_OK) return gpu_fail(st, "looking up a module's global variable");
+  if (bytes != size)
+    return mori_error_set(MORI_EMISMATCH, "%s: global variable '%s' of module %p has %zu bytes, the value %zu", mori_platform_name(),
+                          name, module, bytes, size);
+  return mori_platform_upload(device, (void *)(uintptr_t)at, src, size);
+}
+
+int mori_platform_module_set_global(int device, void *module, const char *name, const void *src, size_t size) {
+  return GPU_ON_DEVICE(device, module_set_global(device, module, name, src, size));
+}
 
 static int granularity(int device, size_t *out) {
   gpu_alloc_prop_t prop = allocation_prop(device, MORI_HANDLE_POSIX_FD, 0);

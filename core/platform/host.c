@@ -36,6 +36,15 @@ int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
   return 0;
 }
 
+int mori_platform_device_pci_bus_id(int device, char *out, size_t len) {
+  if (len) out[0] = '\0';
+  return mori_error_set(MORI_ENOTSUP, "host: CPU ranks have no PCI device");
+}
+
+int mori_platform_module_set_global(int device, void *module, const char *name, const void *src, size_t size) {
+  return mori_error_set(MORI_ENOTSUP, "host: there are no GPU modules on the host platform (global '%s')", name);
+}
+
 int mori_platform_granularity(int device, size_t *granularity) {
   *granularity = (size_t)sysconf(_SC_PAGESIZE);
   return 0;

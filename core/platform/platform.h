@@ -37,6 +37,14 @@ int mori_platform_current_device(int *device);
 /* A stable identity of the device (UUID on GPUs; zero on the host). */
 int mori_platform_device_uuid(int device, uint8_t uuid[16]);
 int mori_platform_granularity(int device, size_t *granularity);
+/* The PCI address of `device` in sysfs's spelling ("0000:3b:00.0"), for
+ * topology lookups. MORI_ENOTSUP on the host platform. */
+int mori_platform_device_pci_bus_id(int device, char *out, size_t len);
+/* Copies `size` host bytes into the global variable `name` of a loaded GPU
+ * module (a CUmodule / hipModule_t) on `device`, on mori's own stream.
+ * MORI_ENOENT when the module has no such variable, MORI_EMISMATCH when its
+ * size differs, MORI_ENOTSUP on the host platform. */
+int mori_platform_module_set_global(int device, void *module, const char *name, const void *src, size_t size);
 
 /* Flags of mori_platform_mem_create. */
 enum {

@@ -28,15 +28,15 @@ const char *mori_handle_type_name(int type) {
 static bool try_handle_type(int device, size_t size, int type) {
   mori_pmem_t mem;
   if (mori_platform_mem_create(device, size, type, 0, &mem) != 0) {
-    MORI_INFO("probe: device %d: creating with %s handles failed: %s", device,
-              mori_handle_type_name(type), mori_last_error());
+    MORI_DEBUG("probe: device %d: creating with %s handles failed: %s", device,
+               mori_handle_type_name(type), mori_last_error());
     return false;
   }
   mori_shareable_t shared;
   bool ok = mori_platform_mem_export(&mem, type, &shared) == 0;
   if (!ok)
-    MORI_INFO("probe: device %d: exporting %s handle failed: %s", device,
-              mori_handle_type_name(type), mori_last_error());
+    MORI_DEBUG("probe: device %d: exporting %s handle failed: %s", device,
+               mori_handle_type_name(type), mori_last_error());
   if (ok && type == MORI_HANDLE_POSIX_FD) close(shared.fd);
   mori_platform_mem_release(&mem);
   return ok;
@@ -59,9 +59,9 @@ int mori_platform_probe_handle_types(int device, unsigned *mask) {
     mori_clear_error(); /* a failed probe is an answer, not an error */
     probed_mask[device] = m;
     probed[device] = true;
-    MORI_INFO("probe: device %d on %s: fabric %s, posix_fd %s", device, mori_platform_name(),
-              (m & (1u << MORI_HANDLE_FABRIC)) ? "yes" : "no",
-              (m & (1u << MORI_HANDLE_POSIX_FD)) ? "yes" : "no");
+    MORI_DEBUG("probe: device %d on %s: fabric %s, posix_fd %s", device, mori_platform_name(),
+               (m & (1u << MORI_HANDLE_FABRIC)) ? "yes" : "no",
+               (m & (1u << MORI_HANDLE_POSIX_FD)) ? "yes" : "no");
   }
   *mask = probed_mask[device];
   pthread_mutex_unlock(&probe_lock);

@@ -86,6 +86,34 @@ TEST(Heap, CarvesAreLocalAlignedAndCounted) {
   });
 }
 
+TEST(Heap, LocateNamesChunkAndOffsetOfAnyHeapAddress) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseVmmHeap(1 * kMiB, 8 * kMiB);
+    std::vector<void *> held;
+    for (int i = 0; i < 3; i++) {  // the third lands in chunk 1
+      void *p = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc(600 * 1024, nullptr, &p));
+      held.push_back(p);
+    }
+    mori_heap_location_t first, last;
+    MORI_ASSERT_OK(mori_heap_locate(held[0], &first));
+    MORI_ASSERT_OK(mori_heap_locate((char *)held[2] + 100, &last));
+    EXPECT_EQ(first.chunk_size, kMiB);
+    EXPECT_EQ(first.max_chunks, 8);
+    EXPECT_EQ(first.heap_base, last.heap_base);
+    // Aligned as much as a chunk: an aligned carve lands at the same offset in
+    // every process, wherever its heap was reserved.
+    EXPECT_EQ((uintptr_t)first.heap_base % kMiB, 0u);
+    EXPECT_EQ((char *)first.heap_base + first.offset, held[0]);
+    EXPECT_GE(last.chunk, 1);
+    EXPECT_EQ((char *)last.heap_base + (size_t)last.chunk * kMiB + last.offset, (char *)held[2] + 100);
+    int on_stack = 0;
+    EXPECT_EQ(mori_heap_locate(&on_stack, &first), MORI_ENOT_OWNED);
+    EXPECT_EQ(first.chunk, -1);
+    for (void *p : held) MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
 TEST(Heap, RandomAllocFreeWithRankSpecificOrdersKeepsEveryTableRight) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseVmmHeap(2 * kMiB, 64 * kMiB);

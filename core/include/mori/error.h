@@ -41,7 +41,8 @@ MORI_EXTERN_C_BEGIN
   X(ERUNTIME, -1005, "GPU runtime error")                                      \
   X(ENO_GPU, -1006, "no GPU present for this platform")                        \
   X(EABORTED, -1007, "aborted by a peer or the abort flag")                    \
-  X(EDEVICE_TIMEOUT, -1008, "a wait inside a kernel timed out")
+  X(EDEVICE_TIMEOUT, -1008, "a wait inside a kernel timed out")              \
+  X(ENOT_INITIALIZED, -1009, "not initialised")
 
 typedef enum mori_errno {
 #define MORI_ERRNO_ENUM(name, value, desc) MORI_##name = (value),

@@ -61,6 +61,22 @@ MORI_API int mori_heap_stats(int device, mori_heap_stats_t *out);
 /* Waits for the device, then makes every pending free reusable. */
 MORI_API int mori_heap_reclaim(int device);
 
+/* Where a pointer lies in its device's heap: chunk k of this process's
+ * heap is mapped at heap_base + k * chunk_size. */
+typedef struct mori_heap_location {
+  int device;
+  int chunk;          /* the chunk holding the pointer */
+  int max_chunks;     /* chunks the heap may grow to (static: 1) */
+  int reserved;
+  void *heap_base;
+  size_t chunk_size;
+  size_t offset;      /* of the pointer inside its chunk */
+} mori_heap_location_t;
+
+/* Any address inside a heap's reserved range (carved or not).
+ * MORI_ENOT_OWNED when ptr lies in no heap of this process. */
+MORI_API int mori_heap_locate(const void *ptr, mori_heap_location_t *out);
+
 /* Collective (the shmem model, shmem_malloc): every rank allocates `size`
  * in the same order and gets memory at the same offset of its heap, on the
  * comm's device. A rank whose sequence diverged — another size, or a heap

@@ -19,9 +19,12 @@
 #if defined(MORI_DEVICE_COMPILER_HOST)
 #define MORI_HOST_DEVICE static inline
 #define MORI_DEVICE_INLINE static inline
+/* A variable in device memory (a module global the host can fill). */
+#define MORI_DEVICE_VARIABLE
 #else
 #define MORI_HOST_DEVICE static __host__ __device__ __forceinline__
 #define MORI_DEVICE_INLINE static __device__ __forceinline__
+#define MORI_DEVICE_VARIABLE __device__
 #endif
 
 #if defined(__cplusplus)

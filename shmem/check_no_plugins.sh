@@ -1,0 +1,12 @@
+#!/bin/bash
+# Fails if //shmem:shmem depends on a transport or a handle library: the
+# program lists those itself.
+set -u
+deps=$1
+bad=$(grep -E '^//(transport|handles)/' "$deps")
+if [ -n "$bad" ]; then
+  echo "FAIL: //shmem:shmem pulls in plug-ins the program did not list:"
+  echo "$bad"
+  exit 1
+fi
+echo "OK: //shmem:shmem depends on $(grep -c '^//' "$deps") targets, none of them a transport or handle library"

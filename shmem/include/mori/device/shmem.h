@@ -1,0 +1,145 @@
+/* The shmem device API, for HIP, CUDA and plain C (CPU PEs on the host
+ * platform): thin wrappers over mori's device API (mori/device.h) that
+ * address heap memory by the symmetric pointer itself, as OpenSHMEM does.
+ *
+ * Every call takes the device state (mori_shmem_device_state_t) by value:
+ * from mori_shmem_device_state() as a kernel argument, or — in a module
+ * loaded at run time (Triton) — from the global variable that
+ * MORI_SHMEM_DEFINE_GLOBAL_STATE defines and shmem_module_init fills.
+ *
+ * Heap memory of a PE reached by load/store (the LSA team: same node, P2P
+ * enabled) is read and written directly. Another PE answers NULL from
+ * shmem_dev_ptr_p2p and MORI_DEVICE_EUNREACHABLE from put/get/signal: use
+ * the window device API (mori_shmem_window + mori/device/put.h), whose
+ * proxy carries RDMA. Waits take a timeout (0: none), honour the abort
+ * flag and leave a record for mori_shmem_check instead of trapping. */
+#ifndef MORI_DEVICE_SHMEM_H
+#define MORI_DEVICE_SHMEM_H
+
+#include "mori/device/barrier.h"
+#include "mori/device/impl/shmem__types.h"
+#include "mori/device/put.h"
+#include "mori/device/signal.h"
+
+/* In device code that shmem_module_init fills: one definition per module. */
+#define MORI_SHMEM_DEFINE_GLOBAL_STATE MORI_DEVICE_VARIABLE mori_shmem_device_state_t globalGpuStates
+
+/* The device barrier's channel in shmem's own window. */
+#define MORI_SHMEM_BARRIER_CHANNEL 0u
+
+MORI_HOST_DEVICE int shmem_dev_mype(mori_shmem_device_state_t st) { return st.mype; }
+MORI_HOST_DEVICE int shmem_dev_npes(mori_shmem_device_state_t st) { return st.npes; }
+
+/* Where this process reaches byte `ptr` (this PE's heap address) of PE
+ * `pe`'s heap by load/store; NULL outside the heap, for a PE not reached
+ * by load/store, or where no shmem allocation lives. */
+MORI_HOST_DEVICE void *shmem_dev_ptr_p2p(mori_shmem_device_state_t st, const void *ptr, int pe) {
+  uint64_t at = (uint64_t)(uintptr_t)ptr - st.heap_base; /* wraps to huge below the heap */
+  if (pe < 0 || pe >= st.npes || st.chunk_size == 0) return (void *)0;
+  uint64_t chunk = at < st.chunk_size ? 0 : at / st.chunk_size; /* a static heap is one chunk */
+  if (chunk >= st.table_chunks) return (void *)0;
+  uint64_t base = st.peer_chunk_bases[chunk * (uint64_t)st.npes + (uint64_t)pe];
+  return base ? (void *)(uintptr_t)(base + (at - chunk * st.chunk_size)) : (void *)0;
+}
+
+/* ---- put: local src -> `dest` (a heap address) on PE pe ---- */
+MORI_DEVICE_INLINE int shmem_dev_putmem_thread(mori_shmem_device_state_t st, void *dest, const void *src, uint64_t bytes,
+                                               int pe) {
+  void *to = shmem_dev_ptr_p2p(st, dest, pe);
+  if (!to) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(to, src, bytes, 0, 1);
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int shmem_dev_putmem_warp(mori_shmem_device_state_t st, void *dest, const void *src, uint64_t bytes,
+                                             int pe) {
+  void *to = shmem_dev_ptr_p2p(st, dest, pe);
+  if (!to) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(to, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
+  MORI_SYNC_WARP();
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int shmem_dev_putmem_block(mori_shmem_device_state_t st, void *dest, const void *src, uint64_t bytes,
+                                              int pe) {
+  void *to = shmem_dev_ptr_p2p(st, dest, pe);
+  if (!to) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(to, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
+  MORI_SYNC_BLOCK();
+  return MORI_DEVICE_OK;
+}
+
+/* ---- get: `source` (a heap address) on PE pe -> local dest ---- */
+MORI_DEVICE_INLINE int shmem_dev_getmem_thread(mori_shmem_device_state_t st, void *dest, const void *source, uint64_t bytes,
+                                               int pe) {
+  const void *from = shmem_dev_ptr_p2p(st, source, pe);
+  if (!from) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dest, from, bytes, 0, 1);
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int shmem_dev_getmem_warp(mori_shmem_device_state_t st, void *dest, const void *source, uint64_t bytes,
+                                             int pe) {
+  const void *from = shmem_dev_ptr_p2p(st, source, pe);
+  if (!from) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dest, from, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
+  MORI_SYNC_WARP();
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int shmem_dev_getmem_block(mori_shmem_device_state_t st, void *dest, const void *source, uint64_t bytes,
+                                              int pe) {
+  const void *from = shmem_dev_ptr_p2p(st, source, pe);
+  if (!from) return MORI_DEVICE_EUNREACHABLE;
+  mori_copy_cooperative(dest, from, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
+  MORI_SYNC_BLOCK();
+  return MORI_DEVICE_OK;
+}
+
+/* ---- ordering ---- */
+/* Orders this thread's earlier stores to peers before its later ones. */
+MORI_DEVICE_INLINE void shmem_dev_fence(void) { mori_fence(); }
+/* Completes this thread's earlier stores to load/store peers. */
+MORI_DEVICE_INLINE void shmem_dev_quiet(void) { mori_quiet(); }
+
+/* ---- signals: a uint64 at a heap address ---- */
+/* PE pe's signal := value (release, system scope: data put before it is
+ * visible to a PE that observed it with shmem_dev_signal_wait_until). */
+MORI_DEVICE_INLINE int shmem_dev_signal_set(mori_shmem_device_state_t st, uint64_t *sig, uint64_t value, int pe) {
+  uint64_t *at = (uint64_t *)shmem_dev_ptr_p2p(st, sig, pe);
+  if (!at) return MORI_DEVICE_EUNREACHABLE;
+  mori_atomic_store_release_u64(at, value);
+  return MORI_DEVICE_OK;
+}
+MORI_DEVICE_INLINE int shmem_dev_signal_add(mori_shmem_device_state_t st, uint64_t *sig, uint64_t value, int pe) {
+  uint64_t *at = (uint64_t *)shmem_dev_ptr_p2p(st, sig, pe);
+  if (!at) return MORI_DEVICE_EUNREACHABLE;
+  mori_atomic_add_release_u64(at, value);
+  return MORI_DEVICE_OK;
+}
+/* Waits until this PE's signal at `sig` satisfies cmp against value.
+ * *seen_out (may be NULL) gets the last value read. */
+MORI_DEVICE_INLINE int shmem_dev_signal_wait_until(mori_shmem_device_state_t st, uint64_t *sig, mori_cmp_t cmp, uint64_t value,
+                                                   uint64_t timeout_ns, uint64_t *seen_out) {
+  uint64_t start = mori_clock_ns(), seen = 0;
+  for (uint32_t spin = 0;; spin++) {
+    seen = mori_atomic_load_acquire_u64(sig);
+    if (mori_cmp_holds(seen, cmp, value)) break;
+    if ((spin & 255) == 255) {
+      uint64_t waited = mori_clock_ns() - start;
+      if (mori_aborted(st.world)) return mori_device_report(st.world, MORI_DEVICE_EABORTED, -1, 0, waited, value, seen);
+      if (timeout_ns && waited > timeout_ns)
+        return mori_device_report(st.world, MORI_DEVICE_ETIMEDOUT, -1, 0, waited, value, seen);
+    }
+    mori_pause();
+  }
+  if (seen_out) *seen_out = seen;
+  return MORI_DEVICE_OK;
+}
+
+/* ---- barrier ---- */
+/* Every PE's block meets here (all threads of one block call it, on every
+ * PE). Needs every PE reached by load/store (one node, P2P enabled), else
+ * MORI_DEVICE_EUNREACHABLE: use the host's shmem_barrier_all. */
+MORI_DEVICE_INLINE int shmem_dev_barrier_all_block(mori_shmem_device_state_t st, uint64_t timeout_ns) {
+  if (st.world.lsa_size != st.npes) return MORI_DEVICE_EUNREACHABLE;
+  return mori_barrier_block(st.world, MORI_SHMEM_BARRIER_CHANNEL, timeout_ns);
+}
+
+#endif

@@ -1,0 +1,174 @@
+/* Initialisation and teardown of the process's PE, the plug-in list, and
+ * the queries. shmem_init_attr, in order: check the arguments; obtain the
+ * unique ID (given, or over MPI); pin the thread near its GPU; start the
+ * TCP bootstrap at the ID's address with its secret (rank 0 takes over
+ * the socket shmem_get_unique_id opened, when it was made here); create
+ * the comm with the listed plug-ins; create the device state (shmem's own
+ * symmetric allocation and the chunk table). Any failure undoes the steps
+ * before it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "core/base/log.h"
+#include "core/platform/platform.h"
+#include "mori/mem.h"
+#include "shmem/internal/cpu_affinity.h"
+#include "shmem/internal/mpi.h"
+#include "shmem/internal/state.h"
+#include "shmem/internal/unique_id.h"
+
+mori_shmem_state_t mori_shmem = {.lock = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
+
+int mori_shmem_use_plugins(const mori_handle_ops_t *const *handles, int num_handles,
+                           const mori_transport_ops_t *const *transports, int num_transports) {
+  if (num_handles < 1 || num_handles > MORI_SHMEM_MAX_PLUGINS || !handles || num_transports < 0 ||
+      num_transports > MORI_SHMEM_MAX_PLUGINS || (num_transports && !transports))
+    return mori_error_set(MORI_EINVAL, "mori_shmem_use_plugins: 1..%d handle libraries and 0..%d transports (got %d, %d)",
+                          MORI_SHMEM_MAX_PLUGINS, MORI_SHMEM_MAX_PLUGINS, num_handles, num_transports);
+  pthread_mutex_lock(&mori_shmem.lock);
+  int rc = 0;
+  if (mori_shmem.initialized) {
+    rc = mori_error_set(MORI_EBUSY, "mori_shmem_use_plugins: shmem is initialised; call it before shmem_init_attr");
+  } else {
+    for (int i = 0; i < num_handles; i++) mori_shmem.handles[i] = handles[i];
+    for (int i = 0; i < num_transports; i++) mori_shmem.transports[i] = transports[i];
+    mori_shmem.num_handles = num_handles;
+    mori_shmem.num_transports = num_transports;
+  }
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return rc;
+}
+
+/* MORI_NUM_QP_PER_PE: mori's RDMA transport opens one queue pair per peer;
+ * another value is said once, not silently ignored. */
+static void check_qp_setting(void) {
+  const char *v = getenv("MORI_NUM_QP_PER_PE");
+  if (v && *v && strcmp(v, "1") != 0)
+    MORI_WARN("shmem: MORI_NUM_QP_PER_PE=%s is not honoured: mori's RDMA transport opens one queue pair per peer", v);
+}
+
+static void release_all(void) {
+  mori_shmem_device_state_destroy();
+  for (mori_shmem_block_t *b = mori_shmem.blocks, *next; b; b = next) {
+    next = b->next;
+    if (mori_window_destroy(b->win) != 0) MORI_WARN("shmem_finalize: %s", mori_last_error());
+    void *mem = b->registered ? b->adopted : b->base;
+    if (mem && mori_mem_free(mem) != 0) MORI_WARN("shmem_finalize: %s", mori_last_error());
+    free(b);
+  }
+  mori_shmem.blocks = NULL;
+  if (mori_comm_destroy(mori_shmem.comm) != 0) MORI_WARN("shmem_finalize: %s", mori_last_error());
+  mori_bootstrap_destroy(mori_shmem.bootstrap);
+  mori_shmem.comm = NULL;
+  mori_shmem.bootstrap = NULL;
+  mori_shmem.initialized = false;
+  mori_shmem.rank = -1;
+  mori_shmem.npes = 0;
+}
+
+static int start(unsigned int flags, int rank, int npes, const void *arg) {
+  mori_shmem_uniqueid_t id;
+  int rc = 0;
+  if (flags == MORI_SHMEM_INIT_WITH_UNIQUEID) memcpy(&id, arg, sizeof(id));
+  else rc = mori_shmem_mpi_unique_id(arg, rank, npes, &id);
+  mori_shmem_uid_info_t info;
+  if (!rc) rc = mori_shmem_uid_parse(&id, &info);
+  if (rc) return rc;
+  mori_log_set_rank(rank);
+  int device = -1;
+  if (mori_platform_current_device(&device) == 0) mori_cpu_affinity_bind_thread(device);
+  mori_clear_error();
+  mori_bootstrap_tcp_attr_t boot;
+  mori_bootstrap_tcp_attr_init(&boot);
+  boot.rank = rank;
+  boot.size = npes;
+  boot.address = info.address;
+  boot.secret = info.secret;
+  boot.secret_len = sizeof(info.secret);
+  boot.listen_fd = rank == 0 ? mori_shmem_uid_take_listener(info.token) : -1;
+  rc = mori_bootstrap_tcp_create(&boot, &mori_shmem.bootstrap);
+  if (rc) return mori_error_context(rc, "bootstrap at %s (%s)", info.address, info.ifname);
+  mori_comm_attr_t attr;
+  mori_comm_attr_init(&attr);
+  attr.bootstrap = mori_shmem.bootstrap;
+  attr.handles = mori_shmem.handles;
+  attr.num_handles = mori_shmem.num_handles;
+  attr.transports = mori_shmem.transports;
+  attr.num_transports = mori_shmem.num_transports;
+  if ((rc = mori_comm_create(&attr, &mori_shmem.comm)) != 0) return rc;
+  mori_shmem.rank = rank;
+  mori_shmem.npes = npes;
+  mori_shmem.device = mori_comm_device(mori_shmem.comm);
+  return mori_shmem_device_state_create();
+}
+
+int shmem_init_attr(unsigned int flags, int rank, int npes, const void *arg) {
+  pthread_mutex_lock(&mori_shmem.lock);
+  int rc = 0;
+  if (mori_shmem.initialized)
+    rc = mori_error_set(MORI_EEXIST, "shmem_init_attr: already initialised as PE %d of %d (call shmem_finalize first)",
+                        mori_shmem.rank, mori_shmem.npes);
+  else if (flags != MORI_SHMEM_INIT_WITH_UNIQUEID && flags != MORI_SHMEM_INIT_WITH_MPI_COMM)
+    rc = mori_error_set(MORI_EINVAL,
+                        "shmem_init_attr: flags %u; expected MORI_SHMEM_INIT_WITH_UNIQUEID (1) or "
+                        "MORI_SHMEM_INIT_WITH_MPI_COMM (0)",
+                        flags);
+  else if (npes < 1 || rank < 0 || rank >= npes)
+    rc = mori_error_set(MORI_EINVAL, "shmem_init_attr: rank %d of %d PEs is out of range", rank, npes);
+  else if (!arg)
+    rc = mori_error_set(MORI_EINVAL, "shmem_init_attr: %s is NULL",
+                        flags == MORI_SHMEM_INIT_WITH_UNIQUEID ? "the unique ID" : "the MPI communicator");
+  else if (mori_shmem.num_handles == 0)
+    rc = mori_error_set(MORI_EINVAL,
+                        "shmem_init_attr: no plug-ins listed: call mori_shmem_use_local_plugins() (link "
+                        "//shmem:local_plugins) or mori_shmem_use_plugins() first");
+  if (!rc) {
+    check_qp_setting();
+    rc = start(flags, rank, npes, arg);
+    if (rc) {
+      char msg[1024];
+      snprintf(msg, sizeof(msg), "%s", mori_last_error());
+      release_all();
+      rc = mori_error_set(rc, "shmem_init_attr (rank %d of %d): %s", rank, npes, msg);
+    } else {
+      mori_shmem.initialized = true;
+      MORI_INFO("shmem: PE %d of %d on device %d", rank, npes, mori_shmem.device);
+    }
+  }
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return rc;
+}
+
+int shmem_finalize(void) {
+  pthread_mutex_lock(&mori_shmem.lock);
+  if (mori_shmem.initialized) release_all();
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return 0;
+}
+
+/* The value of an int field, or MORI_ENOT_INITIALIZED. */
+static int query(const char *call, const int *field) {
+  pthread_mutex_lock(&mori_shmem.lock);
+  int v = mori_shmem.initialized ? *field : mori_shmem_not_initialized(call);
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return v;
+}
+
+int shmem_mype(void) { return query("shmem_mype", &mori_shmem.rank); }
+int shmem_npes(void) { return query("shmem_npes", &mori_shmem.npes); }
+
+int shmem_num_qp_per_pe(void) {
+  static const int one = 1;
+  return query("shmem_num_qp_per_pe", &one);
+}
+
+int mori_shmem_comm(mori_comm_t **out) {
+  if (!out) return mori_error_set(MORI_EINVAL, "mori_shmem_comm: out is NULL");
+  pthread_mutex_lock(&mori_shmem.lock);
+  int rc = mori_shmem.initialized ? 0 : mori_shmem_not_initialized("mori_shmem_comm");
+  *out = rc ? NULL : mori_shmem.comm;
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return rc;
+}

@@ -1,0 +1,71 @@
+/* The process's shmem state (one PE per process), shared by the files of
+ * the shmem library. Every public call takes `lock` for its duration. */
+#ifndef MORI_SHMEM_INTERNAL_STATE_H
+#define MORI_SHMEM_INTERNAL_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "mori/shmem.h"
+
+MORI_EXTERN_C_BEGIN
+
+enum { MORI_SHMEM_MAX_PLUGINS = 8 };
+
+/* A shmem allocation or a registered buffer, with its window. */
+typedef struct mori_shmem_block {
+  void *base;            /* what the user holds: shmem_malloc's result or the registered pointer */
+  size_t size;
+  mori_window_t *win;
+  void *adopted;         /* registered buffers: the mapping shmem registered with core (NULL: none) */
+  bool registered;
+  struct mori_shmem_block *next;
+} mori_shmem_block_t;
+
+typedef struct mori_shmem_state {
+  pthread_mutex_t lock;
+  bool initialized;
+  int rank, npes, device;
+  mori_bootstrap_t *bootstrap;
+  mori_comm_t *comm;
+  mori_shmem_block_t *blocks;
+  /* Device state (device_state.c): shmem's own symmetric allocation and its
+   * window, the table of peer chunk bases (host copy, device copy, which
+   * rows are filled). */
+  void *world_mem;
+  mori_window_t *world_win;
+  uint64_t *table;
+  uint64_t *table_dev;
+  bool *row_filled;
+  mori_shmem_device_state_t dev;
+  /* What the program listed (mori_shmem_use_plugins). */
+  const mori_handle_ops_t *handles[MORI_SHMEM_MAX_PLUGINS];
+  const mori_transport_ops_t *transports[MORI_SHMEM_MAX_PLUGINS];
+  int num_handles, num_transports;
+} mori_shmem_state_t;
+
+extern mori_shmem_state_t mori_shmem;
+
+/* MORI_ENOT_INITIALIZED naming the call. */
+int mori_shmem_not_initialized(const char *call);
+
+/* Collective over the PEs: every PE's status and, for a failed one, its
+ * message; 0 when all succeeded, else every PE fails with the first failed
+ * PE's code and "<step>: PE r failed: <its message>" (its own message on
+ * that PE). */
+int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *step);
+
+/* The block holding `ptr` (interior pointers allowed), or NULL. */
+mori_shmem_block_t *mori_shmem_find_block(const void *ptr);
+void mori_shmem_add_block(mori_shmem_block_t *b);
+void mori_shmem_remove_block(mori_shmem_block_t *b);
+
+/* device_state.c: made at init (collective), released at finalize; a new
+ * shmem allocation's chunk row is filled once its window exists. */
+int mori_shmem_device_state_create(void);
+void mori_shmem_device_state_destroy(void);
+int mori_shmem_device_state_note(mori_window_t *win);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,63 @@
+"""Loads libmori_shmem.so (the C library, through ctypes) once and declares
+the signatures of the calls the package makes. Imports nothing heavy: the
+unique-ID path works without torch."""
+import ctypes
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NAME = "libmori_shmem.so"
+
+
+def _find():
+    forced = os.environ.get("MORI_SHMEM_LIB")
+    if forced:
+        return forced
+    for d in (_HERE, os.path.dirname(_HERE)):
+        path = os.path.join(d, _NAME)
+        if os.path.exists(path):
+            return path
+    raise ImportError(
+        f"mori.shmem: {_NAME} not found next to {_HERE}; install the mori wheel, or build it with "
+        "`bazel build //shmem:libmori_shmem.so` and put it next to this file (or set MORI_SHMEM_LIB)"
+    )
+
+
+PATH = _find()
+lib = ctypes.CDLL(PATH)
+
+_c_int, _c_uint, _c_size, _c_void_p = ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p
+UNIQUEID_BYTES = 128
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint8 * UNIQUEID_BYTES)]
+
+
+_SIGNATURES = {
+    # name: (restype, argtypes)
+    "mori_strerror": (ctypes.c_char_p, [_c_int]),
+    "mori_err_name": (ctypes.c_char_p, [_c_int]),
+    "mori_last_error": (ctypes.c_char_p, []),
+    "mori_shmem_use_local_plugins": (_c_int, []),
+    "shmem_get_unique_id": (_c_int, [ctypes.POINTER(UniqueId)]),
+    "mori_shmem_uniqueid_from_bytes": (_c_int, [ctypes.c_char_p, _c_size, ctypes.POINTER(UniqueId)]),
+    "shmem_init_attr": (_c_int, [_c_uint, _c_int, _c_int, _c_void_p]),
+    "shmem_finalize": (_c_int, []),
+    "shmem_mype": (_c_int, []),
+    "shmem_npes": (_c_int, []),
+    "shmem_num_qp_per_pe": (_c_int, []),
+    "shmem_malloc": (_c_int, [_c_size, ctypes.POINTER(_c_void_p)]),
+    "shmem_malloc_align": (_c_int, [_c_size, _c_size, ctypes.POINTER(_c_void_p)]),
+    "shmem_ext_malloc_with_flags": (_c_int, [_c_size, _c_uint, ctypes.POINTER(_c_void_p)]),
+    "shmem_free": (_c_int, [_c_void_p]),
+    "shmem_buffer_register": (_c_int, [_c_void_p, _c_size]),
+    "shmem_buffer_deregister": (_c_int, [_c_void_p, _c_size]),
+    "shmem_ptr_p2p": (_c_void_p, [_c_void_p, _c_int, _c_int]),
+    "shmem_barrier_all": (_c_int, []),
+    "shmem_module_init": (_c_int, [_c_void_p]),
+}
+
+for _name, (_res, _args) in _SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args

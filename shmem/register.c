@@ -1,0 +1,95 @@
+/* Registering memory shmem did not allocate: the buffer becomes a window
+ * of its own over the PEs (collective), so peers reach it through the
+ * comm's transports. Memory mori already knows (an allocation of mori's
+ * own API, e.g. the torch backend's) is used as it is; other memory is
+ * adopted with mori_mem_register. Deregistering is local. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "mori/mem.h"
+#include "shmem/internal/state.h"
+
+/* This PE's side: the checks, and the memory adopted for the window. */
+static int prepare(void *ptr, size_t size, void **adopted) {
+  *adopted = NULL;
+  if (!ptr || size == 0) return mori_error_set(MORI_EINVAL, "shmem_buffer_register: pointer %p, %zu bytes", ptr, size);
+  mori_shmem_block_t *b = mori_shmem_find_block(ptr);
+  if (!b) b = mori_shmem_find_block((const char *)ptr + size - 1);
+  if (b)
+    return mori_error_set(MORI_EEXIST, "shmem_buffer_register: [%p, +%zu) overlaps %s at %p", ptr, size,
+                          b->registered ? "a registered buffer" : "a shmem allocation", b->base);
+  mori_mem_info_t info;
+  int rc = 0;
+  if (mori_mem_query(ptr, &info) != 0) {
+    mori_clear_error();
+    void *base = NULL;
+    if ((rc = mori_mem_register(ptr, NULL, &base)) != 0) return mori_error_context(rc, "shmem_buffer_register");
+    *adopted = base;
+    rc = mori_mem_query(ptr, &info);
+  }
+  if (!rc && info.offset + size > info.size)
+    rc = mori_error_set(MORI_EINVAL, "shmem_buffer_register: %zu bytes at %p run past the end of its mapping (%zu bytes at %p)",
+                        size, ptr, info.size, info.base);
+  if (rc && *adopted) {
+    mori_mem_free(*adopted);
+    *adopted = NULL;
+  }
+  return rc;
+}
+
+int shmem_buffer_register(void *ptr, size_t size) {
+  pthread_mutex_lock(&mori_shmem.lock);
+  if (!mori_shmem.initialized) {
+    int rc = mori_shmem_not_initialized("shmem_buffer_register");
+    pthread_mutex_unlock(&mori_shmem.lock);
+    return rc;
+  }
+  void *adopted = NULL;
+  mori_window_t *win = NULL;
+  int rc = mori_shmem_agree(mori_shmem.comm, prepare(ptr, size, &adopted), "shmem_buffer_register");
+  if (!rc) rc = mori_window_create(mori_shmem.comm, ptr, &win); /* fails together */
+  mori_shmem_block_t *b = NULL;
+  if (!rc) {
+    b = calloc(1, sizeof(*b));
+    rc = mori_shmem_agree(mori_shmem.comm, b ? 0 : mori_error_set(MORI_ENOMEM, "bookkeeping"), "shmem_buffer_register");
+  }
+  if (rc) {
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", mori_last_error());
+    free(b);
+    mori_window_destroy(win);
+    if (adopted) mori_mem_free(adopted);
+    rc = mori_error_set(rc, "%s", msg);
+  } else {
+    b->base = ptr;
+    b->size = size;
+    b->win = win;
+    b->adopted = adopted;
+    b->registered = true;
+    mori_shmem_add_block(b);
+  }
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return rc;
+}
+
+int shmem_buffer_deregister(void *ptr, size_t size) {
+  pthread_mutex_lock(&mori_shmem.lock);
+  int rc = 0;
+  mori_shmem_block_t *b = mori_shmem.initialized ? mori_shmem_find_block(ptr) : NULL;
+  if (!mori_shmem.initialized) rc = mori_shmem_not_initialized("shmem_buffer_deregister");
+  else if (!b || !b->registered || b->base != ptr)
+    rc = mori_error_set(b ? MORI_EINVAL : MORI_ENOT_OWNED, "shmem_buffer_deregister: %p is not a registered buffer%s", ptr,
+                        b && !b->registered ? " (it is a shmem allocation: use shmem_free)" : "");
+  else if (b->size != size)
+    rc = mori_error_set(MORI_EINVAL, "shmem_buffer_deregister: %p was registered with %zu bytes, not %zu", ptr, b->size, size);
+  if (!rc) {
+    mori_shmem_remove_block(b);
+    rc = mori_window_destroy(b->win);
+    if (!rc && b->adopted) rc = mori_mem_free(b->adopted);
+    free(b);
+  }
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return rc;
+}

@@ -1,0 +1,267 @@
+// MORI Shmem's unhappy paths, across separate processes: every bad input
+// is a negative code and a message that names the PE and the sizes, on
+// every PE, within a bounded time — never a crash or a hang — and shmem is
+// still usable afterwards.
+#include <string.h>
+
+#include <chrono>
+#include <string>
+
+#include "shmem/internal/unique_id.h"
+#include "tests/shmem/pe.h"
+
+using mori_shmem_test::HeapOffset;
+using mori_shmem_test::IdFile;
+using mori_shmem_test::InitPe;
+using mori_shmem_test::ReadIdBytes;
+using mori_shmem_test::ShareId;
+using mori_shmem_test::UseSmallHeap;
+using mori_shmem_test::WriteId;
+using mori_test::TestRanks;
+
+namespace {
+
+#define EXPECT_ERROR(expr, code, text)                                                                     \
+  do {                                                                                                     \
+    int rc_ = (expr);                                                                                      \
+    EXPECT_EQ(rc_, (code)) << #expr << " -> " << mori_err_name(rc_) << ": " << mori_last_error();          \
+    EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << #expr << ": " << mori_last_error(); \
+  } while (0)
+
+std::string Str(int v) { return std::to_string(v); }
+
+TEST(ShmemBadInput, EveryCallBeforeInitSaysNotInitialised) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    void *p = (void *)1;
+    EXPECT_ERROR(shmem_mype(), MORI_ENOT_INITIALIZED, "shmem_mype: shmem is not initialised");
+    EXPECT_ERROR(shmem_npes(), MORI_ENOT_INITIALIZED, "shmem_npes");
+    EXPECT_ERROR(shmem_num_qp_per_pe(), MORI_ENOT_INITIALIZED, "shmem_num_qp_per_pe");
+    EXPECT_ERROR(shmem_malloc(64, &p), MORI_ENOT_INITIALIZED, "shmem_malloc");
+    EXPECT_EQ(p, nullptr);
+    EXPECT_ERROR(shmem_malloc_align(64, 64, &p), MORI_ENOT_INITIALIZED, "shmem_malloc_align");
+    EXPECT_ERROR(shmem_ext_malloc_with_flags(64, 0, &p), MORI_ENOT_INITIALIZED, "shmem_ext_malloc_with_flags");
+    EXPECT_ERROR(shmem_free(&p), MORI_ENOT_INITIALIZED, "shmem_free");
+    EXPECT_ERROR(shmem_buffer_register(&p, 8), MORI_ENOT_INITIALIZED, "shmem_buffer_register");
+    EXPECT_ERROR(shmem_buffer_deregister(&p, 8), MORI_ENOT_INITIALIZED, "shmem_buffer_deregister");
+    EXPECT_ERROR(shmem_barrier_all(), MORI_ENOT_INITIALIZED, "shmem_barrier_all");
+    EXPECT_ERROR(shmem_module_init(&p), MORI_ENOT_INITIALIZED, "shmem_module_init");
+    EXPECT_ERROR(mori_shmem_check(), MORI_ENOT_INITIALIZED, "mori_shmem_check");
+    mori_shmem_device_state_t st;
+    EXPECT_ERROR(mori_shmem_device_state(&st), MORI_ENOT_INITIALIZED, "mori_shmem_device_state");
+    mori_comm_t *comm = nullptr;
+    EXPECT_ERROR(mori_shmem_comm(&comm), MORI_ENOT_INITIALIZED, "mori_shmem_comm");
+    EXPECT_EQ(shmem_ptr_p2p(&p, 0, 0), nullptr);
+    EXPECT_NE(std::string(mori_last_error()).find("not initialised"), std::string::npos);
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(ShmemBadInput, InitArgumentsAreCheckedBeforeAnythingStarts) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    UseSmallHeap();
+    mori_shmem_uniqueid_t id;
+    MORI_ASSERT_OK(shmem_get_unique_id(&id));
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, &id), MORI_EINVAL, "no plug-ins listed");
+    MORI_ASSERT_OK(mori_shmem_use_local_plugins());
+    EXPECT_ERROR(shmem_init_attr(7, 0, 1, &id), MORI_EINVAL, "flags 7");
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 2, 2, &id), MORI_EINVAL, "rank 2 of 2 PEs is out of range");
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 0, &id), MORI_EINVAL, "rank 0 of 0 PEs");
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, nullptr), MORI_EINVAL, "the unique ID is NULL");
+    EXPECT_ERROR(mori_shmem_use_plugins(nullptr, 0, nullptr, 0), MORI_EINVAL, "handle libraries");
+    MORI_ASSERT_OK(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, &id));  // still works
+    EXPECT_ERROR(mori_shmem_use_local_plugins(), MORI_EBUSY, "call it before shmem_init_attr");
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(ShmemBadInput, InitTwiceIsRefusedAndTheFirstInitStands) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "twice"));
+    mori_shmem_uniqueid_t other;
+    MORI_ASSERT_OK(shmem_get_unique_id(&other));
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, &other), MORI_EEXIST,
+                 "already initialised as PE " + Str(rank) + " of " + Str(size));
+    EXPECT_EQ(shmem_mype(), rank);
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(ShmemBadInput, UniqueIdOfTheWrongLengthOrDamagedIsRefused) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    mori_shmem_uniqueid_t id, out;
+    MORI_ASSERT_OK(shmem_get_unique_id(&id));
+    MORI_EXPECT_OK(mori_shmem_uniqueid_from_bytes(id.bytes, sizeof(id.bytes), &out));
+    EXPECT_EQ(memcmp(&id, &out, sizeof(id)), 0);
+    EXPECT_ERROR(mori_shmem_uniqueid_from_bytes(id.bytes, 100, &out), MORI_EINVAL, "100 bytes; a unique ID has 128");
+    EXPECT_ERROR(mori_shmem_uniqueid_from_bytes(id.bytes, 0, &out), MORI_EINVAL, "0 bytes");
+    char zeros[128] = {0};
+    EXPECT_ERROR(mori_shmem_uniqueid_from_bytes(zeros, sizeof(zeros), &out), MORI_EINVAL, "not a mori shmem unique ID");
+    mori_shmem_uniqueid_t damaged = id;
+    damaged.bytes[30] ^= 0x40;
+    EXPECT_ERROR(mori_shmem_uniqueid_from_bytes(damaged.bytes, sizeof(damaged.bytes), &out), MORI_EINVAL, "checksum");
+    // shmem_init_attr checks it too.
+    MORI_ASSERT_OK(mori_shmem_use_local_plugins());
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, &damaged), MORI_EINVAL, "checksum");
+    EXPECT_EQ(shmem_mype(), MORI_ENOT_INITIALIZED);
+  });
+}
+
+TEST(ShmemBadInput, UniqueIdOfAnotherJobIsTurnedAwayAndTheJobGoesOn) {
+  EXPECT_RANKS_PASS(TestRanks() + 1, [](int rank, int size) {
+    UseSmallHeap();
+    int job = size - 1, stray = size - 1;  // PEs 0..job-1; the last process holds another job's ID
+    std::string turned_away = IdFile("otherjob_turned_away");
+    if (rank != stray) {
+      // The job's rank 0 is listening; the others join once the stray has
+      // been turned away, so that the stray meets a start-up in progress.
+      if (rank != 0) ReadIdBytes(turned_away);
+      MORI_ASSERT_OK(InitPe(rank, job, "otherjob"));
+      EXPECT_EQ(shmem_npes(), job);
+      MORI_EXPECT_OK(shmem_barrier_all());
+      MORI_EXPECT_OK(shmem_finalize());
+      return;
+    }
+    // The same address as the job's rank 0, another job's secret.
+    std::string bytes = ReadIdBytes(IdFile("otherjob"));
+    mori_shmem_uniqueid_t id, forged;
+    MORI_ASSERT_OK(mori_shmem_uniqueid_from_bytes(bytes.data(), bytes.size(), &id));
+    mori_shmem_uid_info_t info;
+    MORI_ASSERT_OK(mori_shmem_uid_parse(&id, &info));
+    info.secret[0] ^= 0x5a;
+    MORI_ASSERT_OK(mori_shmem_uid_compose(&info, &forged));
+    MORI_ASSERT_OK(mori_shmem_use_local_plugins());
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, job > 1 ? 1 : 0, job > 1 ? job : 2, &forged), MORI_EACCES,
+                 "secret");
+    WriteId(turned_away, id);  // any content: the file's existence is the signal
+  });
+}
+
+TEST(ShmemBadInput, MismatchedWorldSizesAreNamedOnEveryPeAndInitWorksAfterwards) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    int odd = size - 1;
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_ERROR(InitPe(rank, rank == odd ? size + 1 : size, "worldsize"), MORI_EMISMATCH,
+                 "rank " + Str(odd) + " says the world has " + Str(size + 1) + " ranks, rank 0 says " + Str(size));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(12)) << "named within the start-up grace";
+    EXPECT_EQ(shmem_mype(), MORI_ENOT_INITIALIZED);
+    MORI_ASSERT_OK(InitPe(rank, size, "worldsize_again"));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(ShmemBadInput, APeThatNeverInitialisesIsNamedNotWaitedForForever) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    setenv("MORI_BOOTSTRAP_TIMEOUT_MS", "1500", 1);
+    int absent = size - 1;
+    if (rank == absent) {
+      if (rank == 0) ShareId(rank, "absent");  // someone must still publish the ID
+      return;
+    }
+    EXPECT_ERROR(InitPe(rank, size, "absent"), MORI_ERANK_TIMEOUT, "rank(s) " + Str(absent));
+  });
+}
+
+TEST(ShmemBadInput, NonPowerOfTwoAlignmentFailsOnEveryPeNamingIt) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "align"));
+    void *p = (void *)1;
+    int odd = size - 1;
+    EXPECT_ERROR(shmem_malloc_align(rank == odd ? 3000 : 4096, 4096, &p), MORI_EINVAL, "alignment 3000 is not a power of two");
+    EXPECT_EQ(p, nullptr);
+    if (rank != odd) {
+      EXPECT_NE(std::string(mori_last_error()).find("PE " + Str(odd) + " failed"), std::string::npos) << mori_last_error();
+    }
+    EXPECT_ERROR(shmem_malloc_align(0, 4096, &p), MORI_EINVAL, "alignment 0");
+    // Nothing was allocated: the next allocation lands where it would have.
+    MORI_ASSERT_OK(shmem_malloc_align(1 << 12, 4096, &p));
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(ShmemBadInput, DivergingSizesFlagsOrHeapHistoriesAreNamed) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "diverge"));
+    int odd = size - 1;
+    void *p = nullptr;
+    if (size > 1) {
+      EXPECT_ERROR(shmem_malloc(rank == odd ? 8192 : 4096, &p), MORI_EMISMATCH,
+                   "PE " + Str(odd) + " asked for 8192 bytes, PE 0 for 4096");
+      EXPECT_ERROR(shmem_ext_malloc_with_flags(4096, rank == odd ? MORI_SHMEM_MALLOC_CACHED : 0, &p), MORI_EMISMATCH,
+                   "PE " + Str(odd) + " passed flags 0x2, PE 0 0x0");
+      // A carve only the odd PE made shifts its heap: the offsets differ.
+      void *extra = nullptr;
+      if (rank == odd) MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &extra));
+      EXPECT_ERROR(shmem_malloc(4096, &p), MORI_EMISMATCH, "rank " + Str(odd) + "'s carve is at heap offset");
+      EXPECT_EQ(p, nullptr);
+      if (extra) MORI_EXPECT_OK(mori_mem_free(extra));
+    }
+    // The heap holds normal memory here: uncached memory is refused, not faked.
+    EXPECT_ERROR(shmem_ext_malloc_with_flags(4096, MORI_SHMEM_MALLOC_UNCACHED, &p), MORI_ENOTSUP,
+                 "uncached memory asked for, the heap holds cached (normal) memory");
+    EXPECT_ERROR(shmem_ext_malloc_with_flags(4096, 0x80, &p), MORI_EINVAL, "unknown flag bits 0x80");
+    EXPECT_ERROR(shmem_ext_malloc_with_flags(4096, MORI_SHMEM_MALLOC_CACHED | MORI_SHMEM_MALLOC_UNCACHED, &p), MORI_EINVAL,
+                 "both cached and uncached");
+    MORI_ASSERT_OK(shmem_ext_malloc_with_flags(4096, MORI_SHMEM_MALLOC_CACHED, &p));
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(ShmemBadInput, ForeignFreedOrDivergingFreesFailOnEveryPeAndFreeNothing) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "free"));
+    void *p = nullptr, *q = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(4096, &p));
+    MORI_ASSERT_OK(shmem_malloc(4096, &q));
+    int odd = size - 1, stack = 0;
+    EXPECT_ERROR(shmem_free(rank == odd ? (void *)&stack : p), MORI_ENOT_OWNED, "was not allocated by shmem_malloc");
+    if (rank != odd) {
+      EXPECT_NE(std::string(mori_last_error()).find("PE " + Str(odd) + " failed"), std::string::npos) << mori_last_error();
+    }
+    EXPECT_NE(shmem_ptr_p2p(p, rank, rank), nullptr) << "nothing was freed";
+    EXPECT_ERROR(shmem_free((char *)p + 8), MORI_EINVAL, "is inside the allocation");
+    if (size > 1) {
+      EXPECT_ERROR(shmem_free(rank == odd ? q : p), MORI_EMISMATCH,
+                   "PE " + Str(odd) + " frees heap offset " + std::to_string(HeapOffset(q)));
+    }
+    MORI_EXPECT_OK(shmem_free(p));
+    EXPECT_ERROR(shmem_free(p), MORI_EINVAL, "double free");
+    EXPECT_ERROR(shmem_buffer_deregister(q, 4096), MORI_EINVAL, "it is a shmem allocation: use shmem_free");
+    MORI_EXPECT_OK(shmem_free(q));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(ShmemBadInput, PointerTranslationAndRegistrationRefuseWhatTheyCannotServe) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "ptr"));
+    void *p = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(4096, &p));
+    int stack = 0;
+    EXPECT_EQ(shmem_ptr_p2p(p, (rank + 1) % (size + 1), rank), nullptr);
+    EXPECT_NE(std::string(mori_last_error()).find("is not this PE"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(shmem_ptr_p2p(p, rank, size), nullptr);
+    EXPECT_NE(std::string(mori_last_error()).find("dest_pe " + Str(size) + " outside"), std::string::npos);
+    EXPECT_EQ(shmem_ptr_p2p(p, rank, -1), nullptr);
+    EXPECT_EQ(shmem_ptr_p2p(&stack, rank, rank), nullptr);
+    EXPECT_NE(std::string(mori_last_error()).find("not in a shmem allocation"), std::string::npos);
+    // Private memory cannot be shared with peers: every PE is told which PE.
+    std::string private_buf(4096, 'x');
+    EXPECT_ERROR(shmem_buffer_register(rank == size - 1 ? &private_buf[0] : nullptr, 4096),
+                 rank == size - 1 ? MORI_ENOT_OWNED : MORI_EINVAL, "shmem_buffer_register");
+    EXPECT_ERROR(shmem_buffer_register(p, 64), MORI_EEXIST, "overlaps a shmem allocation");
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+}  // namespace

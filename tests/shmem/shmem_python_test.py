@@ -1,0 +1,105 @@
+"""mori.shmem (the ctypes package over libmori_shmem.so) across separate
+processes on the host platform, at 2, 4 and 8 PEs: the unique-ID init
+through a file as in the Shmem Guide, every call, errors as ShmemError, and
+no torch imported on the way."""
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the runfiles' workspace root
+sys.path.insert(0, os.path.join(ROOT, "shmem", "python"))
+os.environ.setdefault("MORI_SHMEM_LIB", os.path.join(ROOT, "shmem", "libmori_shmem.so"))
+
+
+def pe_main(rank, size, uid_path):
+    """One PE: what the guide's quick reference does, checked."""
+    import mori_shmem as shmem
+
+    assert "torch" not in sys.modules, "importing mori.shmem imported torch"
+    try:
+        shmem.shmem_mype()
+        raise AssertionError("shmem_mype before init did not raise")
+    except shmem.ShmemError as e:
+        assert e.name == "MORI_ENOT_INITIALIZED", e
+    if rank == 0:
+        uid = shmem.shmem_get_unique_id()
+        assert len(uid) == 128
+        with open(uid_path + ".part", "wb") as f:
+            f.write(uid)
+        os.rename(uid_path + ".part", uid_path)
+    else:
+        deadline = time.time() + 30
+        while not os.path.exists(uid_path) and time.time() < deadline:
+            time.sleep(0.01)
+        with open(uid_path, "rb") as f:
+            uid = f.read()
+    try:
+        shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, uid[:100])
+        raise AssertionError("a 100-byte unique ID was accepted")
+    except shmem.ShmemError as e:
+        assert "100 bytes" in str(e), e
+    shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, uid)
+    me, n = shmem.shmem_mype(), shmem.shmem_npes()
+    assert (me, n) == (rank, size), (me, n)
+    assert shmem.shmem_num_qp_per_pe() == 1
+    ptr = shmem.shmem_malloc(8 * n)
+    aligned = shmem.shmem_malloc_align(1 << 16, 4096)
+    assert aligned % (1 << 16) == 0
+    flagged = shmem.shmem_ext_malloc_with_flags(4096, shmem.MORI_SHMEM_MALLOC_DEFAULT)
+    for pe in range(n):
+        peer = shmem.shmem_ptr_p2p(ptr, me, pe)
+        assert peer, f"PE {pe} not reachable"
+        ctypes.c_uint64.from_address(peer + 8 * me).value = 1000 * me + pe
+    shmem.shmem_barrier_all()
+    got = [ctypes.c_uint64.from_address(ptr + 8 * w).value for w in range(n)]
+    assert got == [1000 * w + me for w in range(n)], got
+    assert shmem.shmem_ptr_p2p(ptr, me, n) == 0  # out of range: 0, as the guide says
+    try:
+        shmem.shmem_malloc_align(3000, 64)
+        raise AssertionError("alignment 3000 was accepted")
+    except shmem.ShmemError as e:
+        assert e.code == -22 and "alignment 3000" in str(e), e
+    try:
+        shmem.shmem_module_init(12345)
+        raise AssertionError("module init on the host platform")
+    except shmem.ShmemError as e:
+        assert e.name == "MORI_ENOTSUP", e
+    shmem.shmem_barrier_all()
+    for p in (ptr, aligned, flagged):
+        shmem.shmem_free(p)
+    try:
+        shmem.shmem_free(ptr)
+        raise AssertionError("double free accepted")
+    except shmem.ShmemError as e:
+        assert "double free" in str(e), e
+    shmem.shmem_finalize()
+    shmem.shmem_finalize()
+    print(f"PE {me} of {n}: ok", flush=True)
+
+
+class ShmemPythonTest(unittest.TestCase):
+    def test_every_call_at_2_4_and_8_pes(self):
+        env = dict(os.environ, MORI_SHMEM_VMM_CHUNK_SIZE="4M", MORI_SHMEM_HEAP_SIZE="64M",
+                   MORI_BOOTSTRAP_TIMEOUT_MS="20000")
+        for n in (2, 4, 8):
+            with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+                uid_path = os.path.join(tmp, "uid")
+                procs = [subprocess.Popen([sys.executable, __file__, "pe", str(r), str(n), uid_path], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         for r in range(n)]
+                outs = [p.communicate(timeout=120)[0] for p in procs]
+                for r, (p, out) in enumerate(zip(procs, outs)):
+                    self.assertEqual(p.returncode, 0, f"PE {r} of {n}:\n{out}")
+                    self.assertIn(f"PE {r} of {n}: ok", out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "pe":
+        pe_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    else:
+        unittest.main()

@@ -1,0 +1,263 @@
+// MORI Shmem across separate processes on the host platform, started the
+// way the Shmem Guide's unique-ID example does (rank 0 writes the ID to a
+// file): every call of the guide, the device API in CPU PEs, registered
+// buffers, init -> finalize -> init.
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "mori/device/shmem.h"
+#include "tests/shmem/pe.h"
+
+using mori_shmem_test::HeapOffset;
+using mori_shmem_test::InitPe;
+using mori_shmem_test::UseSmallHeap;
+using mori_test::TestRanks;
+
+namespace {
+
+uint64_t Word(int writer, int owner, size_t i) { return ((uint64_t)writer << 40) ^ ((uint64_t)owner << 20) ^ (i * 2654435761u); }
+
+// Every PE writes its row of every PE's buffer through shmem_ptr_p2p, then
+// checks its own buffer.
+void ExchangeThroughPeerPointers(uint64_t *buf, int me, int n, size_t row_words) {
+  for (int pe = 0; pe < n; pe++) {
+    uint64_t *dst = (uint64_t *)shmem_ptr_p2p(buf, me, pe);
+    ASSERT_NE(dst, nullptr) << "PE " << pe << ": " << mori_last_error();
+    for (size_t i = 0; i < row_words; i++) dst[me * row_words + i] = Word(me, pe, i);
+  }
+  MORI_ASSERT_OK(shmem_barrier_all());
+  for (int w = 0; w < n; w++)
+    for (size_t i = 0; i < row_words; i++) ASSERT_EQ(buf[w * row_words + i], Word(w, me, i)) << "from PE " << w;
+  MORI_ASSERT_OK(shmem_barrier_all());
+}
+
+// Every PE's value of x, gathered over shmem's comm.
+std::vector<uint64_t> Gather(uint64_t x) {
+  mori_comm_t *comm = nullptr;
+  EXPECT_EQ(mori_shmem_comm(&comm), 0) << mori_last_error();
+  std::vector<uint64_t> all(comm ? mori_comm_size(comm) : 0);
+  if (comm) {
+    EXPECT_EQ(mori_comm_allgather(comm, &x, all.data(), sizeof(x)), 0) << mori_last_error();
+  }
+  return all;
+}
+
+TEST(Shmem, UniqueIdThroughAFileInitialisesEveryPe) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "init"));
+    EXPECT_EQ(shmem_mype(), rank);
+    EXPECT_EQ(shmem_npes(), size);
+    EXPECT_EQ(shmem_num_qp_per_pe(), 1);
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_finalize());
+    EXPECT_EQ(shmem_mype(), MORI_ENOT_INITIALIZED);
+    MORI_EXPECT_OK(shmem_finalize());  // idempotent
+  });
+}
+
+TEST(Shmem, MallocPutsEveryAllocationAtTheSameHeapOffsetAndPeersReachIt) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "malloc"));
+    mori_heap_stats_t before, after;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &before));
+    size_t row = 64, bytes = row * 8 * size;
+    std::vector<void *> held;
+    for (int i = 0; i < 6; i++) {
+      void *p = nullptr;
+      if (i % 3 == 0) MORI_ASSERT_OK(shmem_malloc(bytes + 1000 * i, &p));
+      if (i % 3 == 1) MORI_ASSERT_OK(shmem_malloc_align(1 << 16, bytes, &p));
+      if (i % 3 == 2) MORI_ASSERT_OK(shmem_ext_malloc_with_flags(bytes, MORI_SHMEM_MALLOC_DEFAULT, &p));
+      ASSERT_NE(p, nullptr);
+      if (i % 3 == 1) {
+        EXPECT_EQ((uintptr_t)p % (1 << 16), 0u);
+      }
+      for (uint64_t off : Gather(HeapOffset(p))) EXPECT_EQ(off, HeapOffset(p)) << "allocation " << i;
+      EXPECT_EQ(shmem_ptr_p2p(p, rank, rank), p);
+      ExchangeThroughPeerPointers((uint64_t *)p, rank, size, row);
+      // An interior pointer translates too.
+      if (size > 1) {
+        int peer = (rank + 1) % size;
+        EXPECT_EQ((char *)shmem_ptr_p2p((char *)p + 24, rank, peer), (char *)shmem_ptr_p2p(p, rank, peer) + 24);
+      }
+      held.push_back(p);
+    }
+    // A chunk's worth, then more: the heap grows and offsets stay symmetric.
+    void *big = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(3 << 20, &big));
+    for (uint64_t off : Gather(HeapOffset(big))) EXPECT_EQ(off, HeapOffset(big));
+    ExchangeThroughPeerPointers((uint64_t *)big, rank, size, 1024);
+    void *empty = (void *)1;
+    MORI_EXPECT_OK(shmem_malloc(0, &empty));
+    EXPECT_EQ(empty, nullptr);
+    for (void *p : held) MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_free(big));
+    MORI_EXPECT_OK(shmem_free(nullptr));
+    MORI_ASSERT_OK(mori_heap_stats(-1, &after));
+    EXPECT_EQ(after.allocations, before.allocations) << "everything shmem_malloc gave back";
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(Shmem, DeviceApiTranslatesPutsSignalsAndMeetsAtTheBarrier) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "device"));
+    mori_shmem_device_state_t st;
+    MORI_ASSERT_OK(mori_shmem_device_state(&st));
+    EXPECT_EQ(st.size, sizeof(st));
+    EXPECT_EQ(shmem_dev_mype(st), rank);
+    EXPECT_EQ(shmem_dev_npes(st), size);
+    uint64_t *data = nullptr, *sig = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(4096, (void **)&data));
+    MORI_ASSERT_OK(shmem_malloc(64, (void **)&sig));
+    sig[0] = 0;
+    for (int pe = 0; pe < size; pe++)
+      EXPECT_EQ(shmem_dev_ptr_p2p(st, data + 7, pe), shmem_ptr_p2p(data + 7, rank, pe)) << "PE " << pe;
+    int stack = 0;
+    EXPECT_EQ(shmem_dev_ptr_p2p(st, &stack, 0), nullptr);
+    EXPECT_EQ(shmem_dev_ptr_p2p(st, data, size), nullptr);
+    MORI_ASSERT_OK(shmem_barrier_all());
+    // A ring: put my row into the next PE's buffer, then signal it.
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    uint64_t mine[8];
+    for (int i = 0; i < 8; i++) mine[i] = Word(rank, next, i);
+    EXPECT_EQ(shmem_dev_putmem_thread(st, data + 8 * rank, mine, sizeof(mine), next), MORI_DEVICE_OK);
+    shmem_dev_fence();
+    EXPECT_EQ(shmem_dev_signal_add(st, sig, 1, next), MORI_DEVICE_OK);
+    uint64_t seen = 0;
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_GE, 1, 10ull * 1000 * 1000 * 1000, &seen), MORI_DEVICE_OK);
+    EXPECT_EQ(seen, 1u);
+    for (int i = 0; i < 8; i++) EXPECT_EQ(data[8 * prev + i], Word(prev, rank, i));
+    EXPECT_EQ(shmem_dev_barrier_all_block(st, 10ull * 1000 * 1000 * 1000), MORI_DEVICE_OK);
+    // Get the previous PE's copy of what it received.
+    uint64_t got[8];
+    int before_prev = (prev + size - 1) % size;
+    EXPECT_EQ(shmem_dev_getmem_block(st, got, data + 8 * before_prev, sizeof(got), prev), MORI_DEVICE_OK);
+    for (int i = 0; i < 8; i++) EXPECT_EQ(got[i], Word(before_prev, prev, i));
+    EXPECT_EQ(shmem_dev_signal_set(st, sig, 0, rank), MORI_DEVICE_OK);
+    // A wait nobody answers times out and leaves a record for the host.
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_EQ, 99, 20ull * 1000 * 1000, nullptr), MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(mori_shmem_check(), MORI_EDEVICE_TIMEOUT);
+    MORI_EXPECT_OK(mori_shmem_check());  // reported once
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_free(sig));
+    MORI_EXPECT_OK(shmem_free(data));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+// Memory mapped shared from a file: the host platform's stand-in for device
+// memory another allocator made (torch's expandable segments on a GPU).
+void *SharedMapping(size_t bytes) {
+  int fd = memfd_create("user-buffer", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) return nullptr;
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+TEST(Shmem, BufferRegisterMakesExistingMemoryReachableUntilDeregistered) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "register"));
+    size_t map_bytes = 1 << 20;
+    char *mapping = (char *)SharedMapping(map_bytes);
+    ASSERT_NE(mapping, nullptr);
+    uint64_t *buf = (uint64_t *)(mapping + 8192);
+    size_t bytes = 64 * 8 * size;
+    MORI_ASSERT_OK(shmem_buffer_register(buf, bytes));
+    ExchangeThroughPeerPointers(buf, rank, size, 64);
+    mori_window_t *win = nullptr;
+    MORI_EXPECT_OK(mori_shmem_window(buf + 3, &win));
+    EXPECT_NE(win, nullptr);
+    EXPECT_EQ(shmem_buffer_register(buf, bytes), MORI_EEXIST) << "registered twice";
+    EXPECT_EQ(shmem_buffer_deregister(buf, bytes + 8), MORI_EINVAL);
+    MORI_EXPECT_OK(shmem_buffer_deregister(buf, bytes));
+    EXPECT_EQ(shmem_ptr_p2p(buf, rank, rank), nullptr) << "no longer shmem memory";
+    EXPECT_EQ(shmem_buffer_deregister(buf, bytes), MORI_ENOT_OWNED);
+    MORI_EXPECT_OK(shmem_barrier_all());  // every PE is done with every mapping
+    MORI_EXPECT_OK(shmem_finalize());
+    munmap(mapping, map_bytes);
+  });
+}
+
+TEST(Shmem, FinalizeThenInitAgainWorksRoundAfterRound) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    for (int round = 0; round < 3; round++) {
+      MORI_ASSERT_OK(InitPe(rank, size, "again" + std::to_string(round)));
+      EXPECT_EQ(shmem_mype(), rank);
+      void *p = nullptr;
+      MORI_ASSERT_OK(shmem_malloc(64 * 8 * size, &p));
+      ExchangeThroughPeerPointers((uint64_t *)p, rank, size, 64);
+      if (round == 1) MORI_ASSERT_OK(shmem_free(p));  // left for finalize in the other rounds
+      MORI_ASSERT_OK(shmem_finalize());
+      EXPECT_EQ(shmem_ptr_p2p(p, rank, rank), nullptr);
+      EXPECT_EQ(mori_mem_count(), 0) << "finalize released everything shmem held";
+    }
+  });
+}
+
+TEST(Shmem, ModuleInitIsNotSupportedOnTheHostPlatform) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "module"));
+    int fake_module = 0;
+    EXPECT_EQ(shmem_module_init(&fake_module), MORI_ENOTSUP);
+    EXPECT_NE(std::string(mori_last_error()).find("no GPU modules on the host platform"), std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(shmem_module_init(nullptr), MORI_EINVAL);
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(Shmem, DisableP2pLeavesOnlyThisPeReachableByLoadStore) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    setenv("MORI_DISABLE_P2P", "1", 1);
+    MORI_ASSERT_OK(InitPe(rank, size, "nop2p"));
+    void *p = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(4096, &p));
+    mori_shmem_device_state_t st;
+    MORI_ASSERT_OK(mori_shmem_device_state(&st));
+    EXPECT_EQ(shmem_ptr_p2p(p, rank, rank), p);
+    for (int pe = 0; pe < size; pe++) {
+      if (pe == rank) continue;
+      EXPECT_EQ(shmem_ptr_p2p(p, rank, pe), nullptr);
+      EXPECT_NE(std::string(mori_last_error()).find("not reached by load/store"), std::string::npos) << mori_last_error();
+      EXPECT_EQ(shmem_dev_ptr_p2p(st, p, pe), nullptr);
+      EXPECT_EQ(shmem_dev_putmem_thread(st, p, &st, 8, pe), MORI_DEVICE_EUNREACHABLE);
+    }
+    EXPECT_EQ(shmem_dev_barrier_all_block(st, 1000000), size > 1 ? MORI_DEVICE_EUNREACHABLE : MORI_DEVICE_OK);
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+TEST(Shmem, SocketIfnameChoosesTheBootstrapInterface) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    setenv("MORI_SOCKET_IFNAME", "lo", 1);
+    MORI_ASSERT_OK(InitPe(rank, size, "ifname"));
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_finalize());
+    if (rank == 0) {
+      setenv("MORI_SOCKET_IFNAME", "no-such-nic", 1);
+      mori_shmem_uniqueid_t id;
+      EXPECT_EQ(shmem_get_unique_id(&id), MORI_EINVAL);
+      EXPECT_NE(std::string(mori_last_error()).find("MORI_SOCKET_IFNAME=\"no-such-nic\" matches no interface"),
+                std::string::npos)
+          << mori_last_error();
+    }
+  });
+}
+
+}  // namespace
