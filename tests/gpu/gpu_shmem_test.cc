@@ -55,6 +55,9 @@ TEST(GpuShmem, KernelPutsSignalsAndMeetsEveryPeAtTheDeviceBarrier) {
       ASSERT_EQ(gpu_shmem_copy_to_host(row.data(), data + prev * words, words * 8), 0) << gpu_shmem_last_error();
       for (uint64_t i = 0; i < words; i++)
         ASSERT_EQ(row[i], gpu_shmem_pattern(prev, rank, i, round)) << "round " << round << " word " << i;
+      // The previous PE's next round writes into this row: not before it
+      // has been read here.
+      MORI_ASSERT_OK(shmem_barrier_all());
     }
     MORI_EXPECT_OK(mori_shmem_check());
     MORI_EXPECT_OK(shmem_barrier_all());
