@@ -257,8 +257,9 @@ def section(records, plots_dir, doc_dir):
     tag = f"w{world}"
     out = [f"## {machine}: {world} ranks, {rounds} rounds", ""]
     out += ["### Against the goals", "", goals_table(table)]
-    for what, title in [("a2a", "All-to-all"), ("all_reduce", "All-reduce, bf16"), ("barrier", "Barrier"),
-                        ("floor", "Launch floor")]:
+    for what, title in [("a2a", "All-to-all"),
+                        ("a2a_vdev", "All-to-all with sizes on the device (MoE rows of 7168 bf16; size: average per peer)"),
+                        ("all_reduce", "All-reduce, bf16"), ("barrier", "Barrier"), ("floor", "Launch floor")]:
         out += [f"### {title}", ""]
         for kind, name in [("gpu", "GPU time (graph replay)"), ("eager", "Eager time (Python loop)")]:
             t = op_table(table, what, kind, f"{title}: {name}")
