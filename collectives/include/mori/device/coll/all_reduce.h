@@ -79,27 +79,9 @@ MORI_DEVICE_INLINE int mori_ar_ll_item(mori_coll_dev_t c, const mori_allreduce_a
     float acc[4] = {0, 0, 0, 0};
     for (int src = 0; src < n; src++) {
       uint64_t w;
-      {
-        const uint64_t *line = (const uint64_t *)mori_coll_staging(c, me, epoch, ((uint64_t)src * lines + l) * 16);
-        uint64_t lo, hi, start = 0;
-        for (uint32_t spin = 0;; spin++) {
-          mori_load_ll_line(line, &lo, &hi);
-          if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
-          if (spin == 0) start = mori_clock_ns();
-          if ((spin & 1023) == 1023) {
-            uint64_t waited = mori_clock_ns() - start;
-            int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
-                    : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
-            if (bad) {
-              rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, src), (uint32_t)l, waited, epoch, lo >> 32);
-              break;
-            }
-          }
-          mori_pause();
-        }
-        if (rc) break;
-        w = (lo & 0xffffffffull) | (hi << 32);
-      }
+      const uint64_t *line = (const uint64_t *)mori_coll_staging(c, me, epoch, ((uint64_t)src * lines + l) * 16);
+      rc = mori_coll_wait_ll_line(c, line, epoch, mori_team_to_world(c.team, src), (uint32_t)l, &w);
+      if (rc) break;
       mori_ar_accumulate(acc, w, src == 0, a->dtype, a->op);
     }
     if (rc) break;

@@ -54,25 +54,11 @@ MORI_DEVICE_INLINE int mori_a2a_ll_item(mori_coll_dev_t c, const mori_a2a_args_t
   const uint64_t *lines_in = (const uint64_t *)mori_coll_staging(c, me, epoch, (uint64_t)member * mori_a2a_slot_bytes(a));
   char *out = a->out + (uint64_t)member * a->bytes;
   for (uint64_t l = (uint64_t)t; l < lines; l += (uint64_t)threads) {
-    uint64_t lo, hi, start = 0;
-    for (uint32_t spin = 0;; spin++) {
-      mori_load_ll_line(lines_in + 2 * (line0 + l), &lo, &hi);
-      if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
-      if (spin == 0) start = mori_clock_ns();
-      if ((spin & 1023) == 1023) {
-        uint64_t waited = mori_clock_ns() - start;
-        int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
-                : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
-        if (bad) {
-          rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, member), (uint32_t)(line0 + l), waited, epoch,
-                                  lo >> 32);
-          break;
-        }
-      }
-      mori_pause();
-    }
+    uint64_t w;
+    rc = mori_coll_wait_ll_line(c, lines_in + 2 * (line0 + l), epoch, mori_team_to_world(c.team, member),
+                                (uint32_t)(line0 + l), &w);
     if (rc) break;
-    mori_ar_store_word(out, off + l * 8, a->bytes, (lo & 0xffffffffull) | (hi << 32));
+    mori_ar_store_word(out, off + l * 8, a->bytes, w);
   }
   return rc;
 }

@@ -54,25 +54,10 @@ MORI_DEVICE_INLINE uint64_t mori_a2av_entry(mori_coll_dev_t c, uint64_t epoch, i
  * A wait that times out or is aborted leaves its record and returns. */
 MORI_DEVICE_INLINE int mori_a2av_wait_matrix(mori_coll_dev_t c, uint64_t epoch) {
   int n = c.team.size, rc = MORI_DEVICE_OK;
-  uint64_t flag = (uint64_t)(uint32_t)epoch << 32;
   for (int t = MORI_THREAD_RANK_BLOCK(); t < n * n && !rc; t += MORI_THREAD_COUNT_BLOCK()) {
-    const uint64_t *line = mori_a2av_line(c, c.team.rank, epoch, t / n, t % n);
-    uint64_t lo, hi, start = 0;
-    for (uint32_t spin = 0;; spin++) {
-      mori_load_ll_line(line, &lo, &hi);
-      if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
-      if (spin == 0) start = mori_clock_ns();
-      if ((spin & 1023) == 1023) {
-        uint64_t waited = mori_clock_ns() - start;
-        int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
-                : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
-        if (bad) {
-          rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, t / n), (uint32_t)t, waited, epoch, lo >> 32);
-          break;
-        }
-      }
-      mori_pause();
-    }
+    uint64_t rows;
+    rc = mori_coll_wait_ll_line(c, mori_a2av_line(c, c.team.rank, epoch, t / n, t % n), epoch,
+                                mori_team_to_world(c.team, t / n), (uint32_t)t, &rows);
   }
   MORI_SYNC_BLOCK();
   return rc;

@@ -71,6 +71,29 @@ MORI_DEVICE_INLINE int mori_coll_wait_block(mori_coll_dev_t c, const uint64_t *f
   return rc;
 }
 
+/* Until the LL line at `line` (this rank's memory) carries `epoch` in both
+ * halves; *word gets its 8 data bytes. One thread, its own line: the data
+ * is its own arrival flag. A wait that times out or is aborted leaves a
+ * record (peer_world, channel) and returns the error. */
+MORI_DEVICE_INLINE int mori_coll_wait_ll_line(mori_coll_dev_t c, const uint64_t *line, uint64_t epoch, int peer_world,
+                                              uint32_t channel, uint64_t *word) {
+  uint64_t flag = (uint64_t)(uint32_t)epoch << 32, lo, hi, start = 0;
+  for (uint32_t spin = 0;; spin++) {
+    mori_load_ll_line(line, &lo, &hi);
+    if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
+    if (spin == 0) start = mori_clock_ns();
+    if ((spin & 1023) == 1023) {
+      uint64_t waited = mori_clock_ns() - start;
+      int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
+              : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
+      if (bad) return mori_device_report(c.win, bad, peer_world, channel, waited, epoch, lo >> 32);
+    }
+    mori_pause();
+  }
+  *word = (lo & 0xffffffffull) | (hi << 32);
+  return MORI_DEVICE_OK;
+}
+
 /* How a call's blocks share its kinds of items (at most three: e.g. push,
  * reduce, receive), decided on the host once per call: share[0] blocks for
  * kind 0, share[1] for kind 1, the rest of the grid for kind 2, in
