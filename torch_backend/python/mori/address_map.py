@@ -1,0 +1,78 @@
+"""Address maps of symmetric tensors: what a kernel library needs to reach
+one allocation on every rank (Iris style: remote = peer_bases[rank] +
+(ptr - allocation_base)), independent of the provider that allocated it.
+
+    import mori.address_map as am
+    t = symm_mem.empty(n, device=dev)
+    m = am.address_map(t, group)          # rendezvous if needed
+    m.translate(t[100:].data_ptr(), peer)  # host-side, checked
+    # in Triton: mori.triton.translate(ptr, peer, m.peer_bases, m.local_rank)
+
+The table is per allocation: a view translates against its allocation's
+root (the storage), and a pointer into another allocation needs that
+allocation's map. The map is read off torch's rendezvous handle, whose
+buffer_ptrs is exactly the table; the invariant peer_bases[local_rank] ==
+allocation_base is checked, not assumed. Works for tensors of any torch
+symmetric-memory backend (MORI, the default, NVSHMEM) whose handle
+publishes buffer_ptrs."""
+from dataclasses import dataclass
+
+import torch
+
+# mori_cap bits (mori/plugin.h).
+CAP_LOAD_STORE = 1 << 0
+CAP_COPY_ENGINE = 1 << 1
+CAP_RDMA = 1 << 2
+CAP_REMOTE_ATOMICS = 1 << 3
+
+
+@dataclass(frozen=True)
+class AddressMap:
+    peer_bases: torch.Tensor  # int64[world_size] on the tensor's device (the uint64 bits); 0: not reachable
+    local_rank: int
+    world_size: int
+    allocation_base: int
+    allocation_bytes: int
+    capabilities: int  # CAP_* bits every reachable peer offers
+    host_bases: tuple  # the same table on the host
+
+    def translate(self, ptr, rank):
+        """ptr (an address inside the allocation on this rank) as seen on
+        `rank`; ValueError naming why when it cannot be."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"mori address map: rank {rank} is out of range (world of {self.world_size})")
+        off = ptr - self.allocation_base
+        if not 0 <= off < self.allocation_bytes:
+            raise ValueError(f"mori address map: {ptr:#x} is outside the allocation [{self.allocation_base:#x}, "
+                             f"+{self.allocation_bytes}) on rank {self.local_rank}")
+        base = self.host_bases[rank]
+        if not base:
+            raise ValueError(f"mori address map: rank {rank} is not load/store reachable from rank {self.local_rank}")
+        return base + off
+
+
+def address_map(tensor, group=None):
+    """The address map of the allocation behind `tensor` (a symmetric tensor:
+    symm_mem.empty or the MORI MemPool). Rendezvous is collective: call it
+    on every rank of the group, like symm_mem.rendezvous."""
+    import torch.distributed as dist
+    import torch.distributed._symmetric_memory as symm_mem
+
+    group = group if group is not None else dist.group.WORLD
+    name = group if isinstance(group, str) else group.group_name
+    storage = tensor.untyped_storage()
+    root = storage.data_ptr()
+    hdl = symm_mem.rendezvous(tensor, name)
+    if hdl is None:
+        raise ValueError("mori address map: the tensor is not symmetric memory of the current backend "
+                         "(allocate it with symm_mem.empty)")
+    bases = tuple(int(p) for p in hdl.buffer_ptrs)
+    rank, world = hdl.rank, hdl.world_size
+    if bases[rank] != root:
+        raise ValueError(f"mori address map: the handle's table says {bases[rank]:#x} for rank {rank}, the tensor's "
+                         f"allocation starts at {root:#x}: the handle does not describe this allocation")
+    caps = CAP_LOAD_STORE | CAP_REMOTE_ATOMICS if all(bases) else 0
+    table = torch.tensor([b - (1 << 64) if b >= 1 << 63 else b for b in bases], dtype=torch.int64,
+                         device=tensor.device)
+    return AddressMap(peer_bases=table, local_rank=rank, world_size=world, allocation_base=root,
+                      allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
