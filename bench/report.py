@@ -259,6 +259,7 @@ def section(records, plots_dir, doc_dir):
     out += ["### Against the goals", "", goals_table(table)]
     for what, title in [("a2a", "All-to-all"),
                         ("a2a_vdev", "All-to-all with sizes on the device (MoE rows of 7168 bf16; size: average per peer)"),
+                        ("a2a_vdev_2d", "MoE dispatch, 8 experts per rank (all_to_all_vdev_2d; size: average per peer)"),
                         ("all_reduce", "All-reduce, bf16"), ("barrier", "Barrier"), ("floor", "Launch floor")]:
         out += [f"### {title}", ""]
         for kind, name in [("gpu", "GPU time (graph replay)"), ("eager", "Eager time (Python loop)")]:

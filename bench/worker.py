@@ -252,9 +252,50 @@ def vdev(label, op):
               bytes_sent=total)
 
 
+EXPERTS = 8  # MoE dispatch: local experts per rank
+
+
+def vdev_2d(label, op):
+    """MoE dispatch (all_to_all_vdev_2d, major_align 1): EXPERTS local experts
+    per rank, each (rank, expert) pair's rows drawn around VDEV_ROWS /
+    EXPERTS, 7168 bf16 features; every tensor symmetric."""
+    per = VDEV_ROWS // EXPERTS
+    nsplits = world * EXPERTS
+    max_rows = nsplits * per * 3 // 2
+    inp = symm_mem.empty(max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    out = symm_mem.empty(world * max_rows + EXPERTS, HIDDEN, dtype=torch.bfloat16, device=dev)
+    in_splits = symm_mem.empty(nsplits, dtype=torch.int64, device=dev)
+    oso = symm_mem.empty(2, nsplits, dtype=torch.int64, device=dev)
+    for t in (inp, out, in_splits, oso):
+        symm_mem.rendezvous(t, gname)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(11 + rank)
+    in_splits.copy_(torch.randint(per // 2, per * 3 // 2 + 1, (nsplits,), device=dev, generator=gen))
+    inp.copy_(torch.randn(inp.shape, device=dev, generator=gen))
+
+    def check():
+        op(inp, out, in_splits, oso)
+        out_splits = torch.empty_like(in_splits)
+        dist.all_to_all_single(out_splits, in_splits)
+        want = out_splits.reshape(world, EXPERTS).t().reshape(-1).tolist()
+        return oso[0].tolist() == want
+
+    H.measure("a2a_vdev_2d", VDEV_ROWS * HIDDEN * 2, label, lambda: op(inp, out, in_splits, oso), check=check)
+
+
 def mori_vdev():
     vdev("torch.ops.mori.all_to_all_vdev (one kernel)",
          lambda i, o, s, x: mori.ops.all_to_all_vdev(i, o, s, x, group))
+
+
+def mori_vdev_2d():
+    vdev_2d("torch.ops.mori.all_to_all_vdev_2d (one kernel)",
+            lambda i, o, s, x: mori.ops.all_to_all_vdev_2d(i, o, s, x, group))
+
+
+def nvshmem_vdev_2d():
+    vdev_2d("torch.ops.symm_mem.all_to_all_vdev_2d",
+            lambda i, o, s, x: torch.ops.symm_mem.all_to_all_vdev_2d(i, o, s, x, gname))
 
 
 def nvshmem_vdev():
@@ -376,7 +417,8 @@ def step(name, fn):
 
 
 PLANS = {
-    "MORI": [floor, mori_a2a, step("mori_a2a_symmetric", lambda: mori_a2a(True)), mori_vdev, mori_triton_a2a,
+    "MORI": [floor, mori_a2a, step("mori_a2a_symmetric", lambda: mori_a2a(True)), mori_vdev, mori_vdev_2d,
+             mori_triton_a2a,
              step("triton_push", lambda: triton_push("Triton push + hdl.barrier", True)),
              mori_all_reduce,
              step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce on MORI tensors")),
@@ -387,7 +429,8 @@ PLANS = {
                 step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
                 step("barrier", lambda: barrier("hdl.barrier")), alloc_rendezvous],
     "NVSHMEM": [floor, step("triton_push", lambda: triton_push("Triton push (hdl.barrier is a no-op in torch 2.11)", True)),
-                nvshmem_a2a, nvshmem_vdev, step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
+                nvshmem_a2a, nvshmem_vdev, nvshmem_vdev_2d,
+                step("one_shot_all_reduce", lambda: one_shot_all_reduce("torch one_shot_all_reduce")),
                 step("barrier", lambda: barrier("hdl.barrier (an empty function in torch 2.11)")), alloc_rendezvous],
     "NCCL-symm": [floor, step("nccl_all_reduce", lambda: nccl_all_reduce("dist.all_reduce on NCCL symmetric memory", True)),
                   alloc_rendezvous],

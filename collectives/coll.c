@@ -305,28 +305,34 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
 
 /* ---- all-to-all with sizes on the device ---- */
 
-size_t mori_all_to_all_v_workspace(const mori_coll_t *c) { return 2 * (size_t)mori_a2av_matrix_bytes(c->team.size); }
+size_t mori_all_to_all_v_workspace(const mori_coll_t *c, uint32_t experts) {
+  return 2 * (size_t)mori_a2av_matrix_bytes(c->team.size, experts ? experts : 1);
+}
 
-int mori_all_to_all_v(mori_coll_t *c, const void *in, const int64_t *in_splits, mori_window_t *out_win,
-                      size_t out_offset, size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets, void *stream) {
+/* Every variable all-to-all: checks, then one kernel of the layout. */
+static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint32_t experts, uint64_t align,
+                        const void *in, const int64_t *in_splits, mori_window_t *out_win, size_t out_offset,
+                        size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets, void *stream) {
   if (!c || !out_win || !in_splits || !out_splits_offsets || (!in && row_bytes))
-    return mori_error_set(MORI_EINVAL, "all_to_all_v: NULL argument");
+    return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
   int me = mori_comm_rank(c->comm);
-  if (row_bytes == 0) return mori_error_set(MORI_EINVAL, "all_to_all_v: rank %d gave rows of 0 bytes", me);
-  int rc = member_or_fail(c, "all_to_all_v");
-  if (!rc) rc = enough(c, mori_all_to_all_v_workspace(c), "all_to_all_v");
+  if (row_bytes == 0) return mori_error_set(MORI_EINVAL, "%s: rank %d gave rows of 0 bytes", what, me);
+  if (experts == 0 || align == 0)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d gave %u experts per rank and an alignment of %llu rows", what, me,
+                          experts, (unsigned long long)align);
+  int rc = member_or_fail(c, what);
+  if (!rc) rc = enough(c, mori_all_to_all_v_workspace(c, experts), what);
   if (rc) return rc;
   if (mori_window_comm(out_win) != c->comm)
-    return mori_error_set(MORI_EINVAL, "all_to_all_v: rank %d's output window is of another comm than the context", me);
+    return mori_error_set(MORI_EINVAL, "%s: rank %d's output window is of another comm than the context", what, me);
   size_t span, end;
   if (mori_mul_overflows(out_rows, row_bytes, &span) || mori_add_overflows(out_offset, span, &end) ||
       end > mori_window_size(out_win))
-    return mori_error_set(MORI_ERANGE,
-                          "all_to_all_v: rank %d's out of %zu rows of %zu bytes at offset %zu exceeds its window of %zu bytes",
-                          me, out_rows, row_bytes, out_offset, mori_window_size(out_win));
+    return mori_error_set(MORI_ERANGE, "%s: rank %d's out of %zu rows of %zu bytes at offset %zu exceeds its window of %zu bytes",
+                          what, me, out_rows, row_bytes, out_offset, mori_window_size(out_win));
   for (int m = 0; m < c->team.size; m++)
     if (!mori_window_peer_ptr(out_win, mori_team_to_world(c->team, m)))
-      return mori_error_set(MORI_EUNREACHABLE, "all_to_all_v: member %d (world rank %d) cannot be written by rank %d", m,
+      return mori_error_set(MORI_EUNREACHABLE, "%s: member %d (world rank %d) cannot be written by rank %d", what, m,
                             mori_team_to_world(c->team, m), me);
   mori_a2av_args_t a;
   memset(&a, 0, sizeof(a));
@@ -338,8 +344,11 @@ int mori_all_to_all_v(mori_coll_t *c, const void *in, const int64_t *in_splits, 
   a.out_offset = out_offset;
   a.out_rows = out_rows;
   a.row_bytes = row_bytes;
-  /* The sizes are on the device: the pieces per chunk follow what a chunk
-   * can be at most (out spread evenly over the members), one per 128 KiB
+  a.align = align;
+  a.layout = layout;
+  a.experts = experts;
+  /* The sizes are on the device: the pieces per member follow what it can
+   * get at most (out spread evenly over the members), one per 128 KiB
    * (the direct all-to-all's best slices), 1 to 32. */
   uint64_t per = span / (size_t)c->team.size, pieces = (per + (128u << 10) - 1) / (128u << 10);
   pieces = env_bytes("MORI_A2AV_PIECES", pieces < 1 ? 1 : pieces > 32 ? 32 : pieces);
@@ -353,6 +362,26 @@ int mori_all_to_all_v(mori_coll_t *c, const void *in, const int64_t *in_splits, 
   a.threads = 256;
   share_blocks(c, false, a.kind_end, a.share);
   return mori_coll_launch_all_to_all_v(c, &a, stream);
+}
+
+int mori_all_to_all_v(mori_coll_t *c, const void *in, const int64_t *in_splits, mori_window_t *out_win,
+                      size_t out_offset, size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets, void *stream) {
+  return all_to_all_v(c, "all_to_all_v", MORI_A2AV_RANKS, 1, 1, in, in_splits, out_win, out_offset, out_rows, row_bytes,
+                      out_splits_offsets, stream);
+}
+
+int mori_all_to_all_v_experts(mori_coll_t *c, const void *in, const int64_t *in_splits, uint32_t experts, size_t align,
+                              mori_window_t *out_win, size_t out_offset, size_t out_rows, size_t row_bytes,
+                              int64_t *out_splits_offsets, void *stream) {
+  return all_to_all_v(c, "all_to_all_v_experts", MORI_A2AV_EXPERTS, experts, align, in, in_splits, out_win, out_offset,
+                      out_rows, row_bytes, out_splits_offsets, stream);
+}
+
+int mori_all_to_all_v_combine(mori_coll_t *c, const void *in, const int64_t *in_splits_offsets, uint32_t experts,
+                              mori_window_t *out_win, size_t out_offset, size_t out_rows, size_t row_bytes,
+                              int64_t *out_splits_offsets, void *stream) {
+  return all_to_all_v(c, "all_to_all_v_combine", MORI_A2AV_COMBINE, experts, 1, in, in_splits_offsets, out_win,
+                      out_offset, out_rows, row_bytes, out_splits_offsets, stream);
 }
 
 /* ---- all-reduce ---- */

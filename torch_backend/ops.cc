@@ -10,6 +10,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 
 #include "mori/collectives.h"
@@ -101,47 +102,90 @@ void AllReduce(const at::Tensor &input, at::Tensor &out, std::string reduce_op, 
   TORCH_CHECK(rc == 0, "MORI all_reduce of ", count, " elements on group '", group, "': ", mori_last_error());
 }
 
-// torch's all_to_all_vdev: in_splits (int64, one per rank) rows of `input`
-// for each rank, packed in rank order; `out` a MORI tensor rendezvoused on
-// the group; out_splits_offsets (int64, 2 x ranks) gets the rows from each
-// rank and where they start in out. Rows run along dim 0.
-void AllToAllVdev(const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits, at::Tensor &out_splits_offsets,
-                  std::string group) {
+// torch's all_to_all_vdev family: rows run along dim 0; `out` must be a MORI
+// tensor rendezvoused on the group; splits are int64 on the GPU.
+//   all_to_all_vdev         in_splits [n], out_splits_offsets [2, n]
+//   all_to_all_vdev_2d      in_splits [n * E] (member-major), out [2, E * n]
+//                           (expert-major), expert groups aligned to major_align
+//   all_to_all_vdev_2d_offset  in_splits_offsets [2, E * n] (expert-major),
+//                           out [2, n * E] (member-major)
+enum class Vdev { kRanks, kExperts, kCombine };
+
+void AllToAllVdevAny(Vdev kind, const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits,
+                     at::Tensor &out_splits_offsets, const std::string &group, int64_t major_align) {
+  const char *op = kind == Vdev::kRanks ? "all_to_all_vdev" : kind == Vdev::kExperts ? "all_to_all_vdev_2d"
+                                                                                     : "all_to_all_vdev_2d_offset";
   TORCH_CHECK(input.device().type() == kDeviceType && out.device() == input.device() &&
                   in_splits.device() == input.device() && out_splits_offsets.device() == input.device(),
-              "MORI all_to_all_vdev: every tensor must be on the same GPU");
+              "MORI ", op, ": every tensor must be on the same GPU");
   TORCH_CHECK(input.is_contiguous() && out.is_contiguous() && in_splits.is_contiguous() &&
                   out_splits_offsets.is_contiguous(),
-              "MORI all_to_all_vdev: tensors must be contiguous");
-  TORCH_CHECK(input.scalar_type() == out.scalar_type(), "MORI all_to_all_vdev: input is ", input.scalar_type(),
-              ", out is ", out.scalar_type());
+              "MORI ", op, ": tensors must be contiguous");
+  TORCH_CHECK(input.scalar_type() == out.scalar_type(), "MORI ", op, ": input is ", input.scalar_type(), ", out is ",
+              out.scalar_type());
   TORCH_CHECK(in_splits.scalar_type() == c10::ScalarType::Long && out_splits_offsets.scalar_type() == c10::ScalarType::Long,
-              "MORI all_to_all_vdev: splits must be int64");
-  TORCH_CHECK(input.dim() >= 1 && out.dim() >= 1, "MORI all_to_all_vdev: input and out need a dim 0 (rows)");
+              "MORI ", op, ": splits must be int64");
+  TORCH_CHECK(input.dim() >= 1 && out.dim() >= 1, "MORI ", op, ": input and out need a dim 0 (rows)");
+  TORCH_CHECK(major_align >= 1, "MORI ", op, ": major_align must be at least 1 (got ", major_align, ")");
   size_t row_bytes = input.size(0) ? input.numel() / input.size(0) * input.element_size() : 0;
   size_t out_row_bytes = out.size(0) ? out.numel() / out.size(0) * out.element_size() : 0;
-  TORCH_CHECK(row_bytes > 0 && row_bytes == out_row_bytes, "MORI all_to_all_vdev: rows of input (", row_bytes,
+  TORCH_CHECK(row_bytes > 0 && row_bytes == out_row_bytes, "MORI ", op, ": rows of input (", row_bytes,
               " bytes) and out (", out_row_bytes, " bytes) must match and be non-empty");
   int device = input.device().index();
   c10::DeviceGuard guard(input.device());
   void *stream = CurrentStream(device);
-  mori_coll_t *coll = Context(group, device, stream, "all_to_all_vdev",
-                              [&](mori_coll_t *c) { return mori_all_to_all_v_workspace(c); });
+  // Experts per rank, from the splits' sizes (the group's size is known once
+  // the context is; the workspace grows with the experts).
+  int64_t per = kind == Vdev::kCombine ? in_splits.numel() / 2 : in_splits.numel();
+  mori_coll_t *coll = Context(group, device, stream, op, [&](mori_coll_t *c) {
+    int n = mori_coll_team(c).size;
+    TORCH_CHECK(per % n == 0 && per > 0, "MORI ", op, ": ", in_splits.numel(), " split entries do not fit a group of ",
+                n, " ranks");
+    return mori_all_to_all_v_workspace(c, (uint32_t)(per / n));
+  });
   int n = mori_coll_team(coll).size;
-  TORCH_CHECK(in_splits.numel() == n && out_splits_offsets.numel() == 2 * n, "MORI all_to_all_vdev: group '", group,
-              "' has ", n, " ranks: in_splits needs ", n, " entries (has ", in_splits.numel(),
-              "), out_splits_offsets 2 x ", n, " (has ", out_splits_offsets.numel(), ")");
+  int64_t experts = per / n;
+  int64_t want_in = kind == Vdev::kCombine ? 2 * experts * n : experts * n;
+  TORCH_CHECK(in_splits.numel() == want_in && out_splits_offsets.numel() == 2 * experts * n, "MORI ", op, ": group '",
+              group, "' has ", n, " ranks and ", experts, " experts per rank: the splits need ", want_in,
+              " entries (have ", in_splits.numel(), "), out_splits_offsets ", 2 * experts * n, " (has ",
+              out_splits_offsets.numel(), ")");
   size_t out_offset = 0;
   std::shared_ptr<WindowState> out_win = WindowOf(out.data_ptr(), group, device, &out_offset);
-  TORCH_CHECK(out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll), "MORI all_to_all_vdev: out must be a",
+  TORCH_CHECK(out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll), "MORI ", op, ": out must be a",
               " MORI tensor rendezvoused on group '", group, "' (symm_mem.empty + symm_mem.rendezvous)");
-  int rc = mori_all_to_all_v(coll, input.data_ptr(), in_splits.data_ptr<int64_t>(), out_win->win(), out_offset,
-                             out.size(0), row_bytes, out_splits_offsets.data_ptr<int64_t>(), stream);
-  TORCH_CHECK(rc == 0, "MORI all_to_all_vdev on group '", group, "': ", mori_last_error());
+  const int64_t *splits = in_splits.data_ptr<int64_t>();
+  int64_t *result = out_splits_offsets.data_ptr<int64_t>();
+  int rc = kind == Vdev::kRanks
+               ? mori_all_to_all_v(coll, input.data_ptr(), splits, out_win->win(), out_offset, out.size(0), row_bytes,
+                                   result, stream)
+           : kind == Vdev::kExperts
+               ? mori_all_to_all_v_experts(coll, input.data_ptr(), splits, (uint32_t)experts, (size_t)major_align,
+                                           out_win->win(), out_offset, out.size(0), row_bytes, result, stream)
+               : mori_all_to_all_v_combine(coll, input.data_ptr(), splits, (uint32_t)experts, out_win->win(),
+                                           out_offset, out.size(0), row_bytes, result, stream);
+  TORCH_CHECK(rc == 0, "MORI ", op, " on group '", group, "': ", mori_last_error());
+}
+
+void AllToAllVdev(const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits, at::Tensor &out_splits_offsets,
+                  std::string group) {
+  AllToAllVdevAny(Vdev::kRanks, input, out, in_splits, out_splits_offsets, group, 1);
+}
+
+void AllToAllVdev2d(const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits, at::Tensor &out_splits_offsets,
+                    std::string group, std::optional<int64_t> major_align) {
+  AllToAllVdevAny(Vdev::kExperts, input, out, in_splits, out_splits_offsets, group, major_align.value_or(1));
+}
+
+void AllToAllVdev2dOffset(const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits_offsets,
+                          at::Tensor &out_splits_offsets, std::string group) {
+  AllToAllVdevAny(Vdev::kCombine, input, out, in_splits_offsets, out_splits_offsets, group, 1);
 }
 
 void AllToAllMeta(const at::Tensor &, at::Tensor &, std::string) {}
 void AllToAllVdevMeta(const at::Tensor &, at::Tensor &, const at::Tensor &, at::Tensor &, std::string) {}
+void AllToAllVdev2dMeta(const at::Tensor &, at::Tensor &, const at::Tensor &, at::Tensor &, std::string,
+                        std::optional<int64_t>) {}
 void AllReduceMeta(const at::Tensor &, at::Tensor &, std::string, std::string) {}
 
 }  // namespace
@@ -151,16 +195,24 @@ TORCH_LIBRARY(mori, m) {
   m.def("all_to_all(Tensor input, Tensor(a!) out, str group_name) -> ()");
   m.def("all_reduce(Tensor input, Tensor(a!) out, str reduce_op, str group_name) -> ()");
   m.def("all_to_all_vdev(Tensor input, Tensor(a!) out, Tensor in_splits, Tensor(a!) out_splits_offsets, str group_name) -> ()");
+  m.def("all_to_all_vdev_2d(Tensor input, Tensor(a!) out, Tensor in_splits, Tensor(a!) out_splits_offsets, "
+        "str group_name, int? major_align=None) -> ()");
+  m.def("all_to_all_vdev_2d_offset(Tensor input, Tensor(a!) out, Tensor in_splits_offsets, "
+        "Tensor(a!) out_splits_offsets, str group_name) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(mori, CUDA, m) {
   m.impl("all_to_all", mori_torch::AllToAll);
   m.impl("all_reduce", mori_torch::AllReduce);
   m.impl("all_to_all_vdev", mori_torch::AllToAllVdev);
+  m.impl("all_to_all_vdev_2d", mori_torch::AllToAllVdev2d);
+  m.impl("all_to_all_vdev_2d_offset", mori_torch::AllToAllVdev2dOffset);
 }
 
 TORCH_LIBRARY_IMPL(mori, Meta, m) {
   m.impl("all_to_all", mori_torch::AllToAllMeta);
   m.impl("all_reduce", mori_torch::AllReduceMeta);
   m.impl("all_to_all_vdev", mori_torch::AllToAllVdevMeta);
+  m.impl("all_to_all_vdev_2d", mori_torch::AllToAllVdev2dMeta);
+  m.impl("all_to_all_vdev_2d_offset", mori_torch::AllToAllVdevMeta);
 }

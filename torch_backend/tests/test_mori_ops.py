@@ -256,6 +256,58 @@ def _():
     assert oso[0].tolist() == [0] * world
 
 
+@check("all_to_all_vdev_2d (dispatch, major_align 1 and 8) and _2d_offset (combine) match torch's contract and round-trip")
+def _():
+    ne, k, hidden = 4, 10, 64
+    nsplits = ne * world
+    for align in (1, 8):
+        for it in range(20):
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(100 * it + rank + align)
+            splits = torch.randint(k, (nsplits,), dtype=torch.int64, device=dev, generator=gen)
+            max_in = k * nsplits
+            max_out = max_in * world + ne * align
+            inp = torch.randn(max_in, hidden, device=dev, generator=gen)
+            out = symm_mem.empty(max_out, hidden, device=dev)
+            back = symm_mem.empty(max_out, hidden, device=dev)
+            symm_mem.rendezvous(out, group.group_name)
+            symm_mem.rendezvous(back, group.group_name)
+            oso = torch.full((2, nsplits), -1, dtype=torch.int64, device=dev)
+            bso = torch.full((2, nsplits), -1, dtype=torch.int64, device=dev)
+            mori.ops.all_to_all_vdev_2d(inp, out, splits, oso, group, major_align=align)
+            # The reference, as torch's own test builds it: splits exchanged,
+            # expert groups padded (at least `align` rows), data via NCCL.
+            out_splits = torch.empty_like(splits)
+            dist.all_to_all_single(out_splits, splits)
+            table = out_splits.reshape(world, ne).t().tolist()  # [expert][source]
+            want_offsets, start = [], 0
+            for e in range(ne):
+                row = start
+                for src in range(world):
+                    want_offsets.append(row)
+                    row += table[e][src]
+                total = sum(table[e])
+                start += max((total + align - 1) // align * align, align)
+            assert oso[0].tolist() == [table[e][src] for e in range(ne) for src in range(world)], "splits"
+            assert oso[1].tolist() == want_offsets, f"offsets {oso[1].tolist()} != {want_offsets}"
+            in_rank = splits.reshape(world, ne).sum(1).tolist()
+            out_rank = out_splits.reshape(world, ne).sum(1).tolist()
+            expected = torch.empty(sum(out_rank), hidden, device=dev)
+            dist.all_to_all_single(expected, inp[:sum(in_rank)], out_rank, in_rank)
+            ends = torch.cumsum(out_splits, 0).tolist()
+            for e in range(ne):
+                for src in range(world):
+                    c = src * ne + e
+                    chunk = expected[ends[c] - table[e][src]:ends[c]]
+                    at = want_offsets[e * world + src]
+                    assert torch.equal(out[at:at + table[e][src]], chunk), f"expert {e} from {src} (align {align})"
+            mori.ops.all_to_all_vdev_2d_offset(out, back, oso, bso, group)
+            n_in = int(splits.sum().item())
+            assert torch.equal(back[:n_in], inp[:n_in]), f"combine(dispatch(x)) != x (align {align}, call {it})"
+            assert bso[0].tolist() == splits.tolist(), "combine splits"
+            assert bso[1].tolist() == (torch.cumsum(splits, 0) - splits).tolist(), "combine offsets"
+
+
 @check("bad input is a RuntimeError on every rank, naming the cause")
 def _():
     a = torch.zeros(world * 4, device=dev)

@@ -72,7 +72,28 @@ MORI_API int mori_all_to_all_window(mori_coll_t *coll, const void *in, mori_wind
 MORI_API int mori_all_to_all_v(mori_coll_t *coll, const void *in, const int64_t *in_splits, mori_window_t *out_win,
                                size_t out_offset, size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets,
                                void *stream);
-MORI_API size_t mori_all_to_all_v_workspace(const mori_coll_t *coll);
+/* MoE dispatch (torch's all_to_all_vdev_2d), E = `experts` local experts
+ * per member: in_splits (n * E int64, member-major: d * E + e) rows for
+ * member d's expert e, packed in that order in `in`; out is expert-major —
+ * expert e's rows from members 0..n-1 together, each expert taking its
+ * rows rounded up to `align` and at least `align` rows (torch's contract);
+ * out_splits_offsets (2 x E * n, index e * n + r) gets rows and start of
+ * each (expert, source). */
+MORI_API int mori_all_to_all_v_experts(mori_coll_t *coll, const void *in, const int64_t *in_splits, uint32_t experts,
+                                       size_t align, mori_window_t *out_win, size_t out_offset, size_t out_rows,
+                                       size_t row_bytes, int64_t *out_splits_offsets, void *stream);
+/* MoE combine (torch's all_to_all_vdev_2d_offset), the way back:
+ * in_splits_offsets (2 x E * n, expert-major e * n + d, as a dispatch left
+ * them) gives the rows for member d from expert e and where they start in
+ * `in`; out is member-major — member r's rows for its experts 0..E-1 in
+ * order, members in order; out_splits_offsets (2 x n * E, index r * E + e)
+ * gets rows and start of each (source, expert). */
+MORI_API int mori_all_to_all_v_combine(mori_coll_t *coll, const void *in, const int64_t *in_splits_offsets,
+                                       uint32_t experts, mori_window_t *out_win, size_t out_offset, size_t out_rows,
+                                       size_t row_bytes, int64_t *out_splits_offsets, void *stream);
+/* Staging the variable all-to-alls need with E experts per member (1 for
+ * mori_all_to_all_v). */
+MORI_API size_t mori_all_to_all_v_workspace(const mori_coll_t *coll, uint32_t experts);
 /* out[i] = op over members of in[i]; in may equal out. */
 MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_t count, mori_dtype_t dtype,
                              mori_redop_t op, void *stream);

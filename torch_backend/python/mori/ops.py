@@ -40,3 +40,19 @@ def all_reduce(inp, out, reduce_op, group):
 def all_to_all_vdev(inp, out, in_splits, out_splits_offsets, group):
     torch.ops.mori.all_to_all_vdev(inp, out, in_splits, out_splits_offsets, _name(group))
     return out
+
+
+def all_to_all_vdev_2d(inp, out, in_splits, out_splits_offsets, group, major_align=None):
+    """torch's all_to_all_vdev_2d (MoE dispatch): in_splits [ranks * experts]
+    rank-major, out expert-major, each expert's rows rounded up to
+    major_align (and at least major_align rows)."""
+    torch.ops.mori.all_to_all_vdev_2d(inp, out, in_splits, out_splits_offsets, _name(group), major_align)
+    return out
+
+
+def all_to_all_vdev_2d_offset(inp, out, in_splits_offsets, out_splits_offsets, group):
+    """torch's all_to_all_vdev_2d_offset (MoE combine): in_splits_offsets
+    [2, experts * ranks] expert-major (as a dispatch leaves them), out
+    rank-major."""
+    torch.ops.mori.all_to_all_vdev_2d_offset(inp, out, in_splits_offsets, out_splits_offsets, _name(group))
+    return out

@@ -1,66 +1,139 @@
-/* All-to-all with sizes on the device (torch's all_to_all_vdev: MoE
- * dispatch and combine), in one kernel and straight into a symmetric out.
+/* All-to-all with sizes on the device (torch's all_to_all_vdev and, for
+ * MoE with E local experts per member, all_to_all_vdev_2d (dispatch) and
+ * all_to_all_vdev_2d_offset (combine)), in one kernel and straight into a
+ * symmetric out.
  *
- * Every member starts by writing its row of the split matrix (how many rows
- * it sends to each member) into every member's staging, as LL lines that
- * carry the call's epoch (mori_a2av_begin, block 0, before any item). An
- * item first waits for the whole matrix: from it a member knows where its
- * rows land in each destination (after those of the members before it) and
- * where each source's rows land in its own out. A row arriving from a
- * member also says that member has started the call, so its out is free to
- * be written: no other handshake. Items:
- *   [0, (n-1)*P)       push piece j of the chunk for member me+k straight
+ * Every member starts by writing its row of the split matrix — the rows it
+ * sends to each (member, expert), in (d * E + e) order — into every
+ * member's staging, as LL lines that carry the call's epoch
+ * (mori_a2av_begin, block 0, before any item). An item first waits for the
+ * whole matrix: from it a member knows where each of its segments lands in
+ * each destination's out and where each source's rows land in its own. A
+ * row arriving from a member also says that member has started the call,
+ * so its out is free to be written: no other handshake. Items:
+ *   [0, (n-1)*P)       push piece j of what goes to member me+k straight
  *                      into its out, then the piece's flag;
- *   [(n-1)*P, n*P)     own chunk, piece j, copied locally (piece 0 also
+ *   [(n-1)*P, n*P)     own rows, piece j, copied locally (piece 0 also
  *                      writes out_splits_offsets);
  *   [n*P, (2n-1)*P)    wait for piece j from member me-k.
+ * What one member sends another is E segments (one per expert) taken in
+ * expert order; piece j is a byte range of their concatenation, copied
+ * segment by segment. Layouts (where segment (d, e) of member me starts):
+ *   RANKS     in: member order; out of d: member order.
+ *   EXPERTS   in: (d, e) order; out of d: expert-major — expert e's rows from
+ *             members 0..n-1 together; each expert takes its rows rounded
+ *             up to `align`, and at least `align` rows.
+ *   COMBINE   in: at the offsets given (expert-major, as a dispatch left
+ *             them); out of d: member-major, (me, e) after (me, e-1).
  * The matrix lives in the staging half of the call's parity: a member one
- * call ahead writes the other half. A chunk that would not fit in the
- * destination's out is not written; the pusher leaves MORI_DEVICE_ERANGE in
- * the mailbox (what was needed, what fits) and still raises its flags, so
- * no member waits for it. */
+ * call ahead writes the other half. A segment that would not fit in the
+ * destination's out is not written; the pusher leaves MORI_DEVICE_ERANGE
+ * in the mailbox (what was needed, what fits) and still raises its flags,
+ * so no member waits for it, and so does a receiver whose rows overflow. */
 #ifndef MORI_DEVICE_COLL_ALL_TO_ALL_V_H
 #define MORI_DEVICE_COLL_ALL_TO_ALL_V_H
 
 #include "mori/device/coll/sync.h"
 
-/* Line (r, q) of the matrix in `member`'s staging: rows r sends to q. */
-MORI_DEVICE_INLINE uint64_t *mori_a2av_line(mori_coll_dev_t c, int member, uint64_t epoch, int r, int q) {
-  return (uint64_t *)mori_coll_staging(c, member, epoch, ((uint64_t)r * (uint64_t)c.team.size + (uint64_t)q) * 16);
+/* Line (r, q) of the matrix in `member`'s staging: rows r sends to column
+ * q = d * E + e (member d, its expert e). */
+MORI_DEVICE_INLINE uint64_t *mori_a2av_line(mori_coll_dev_t c, const mori_a2av_args_t *a, int member, uint64_t epoch,
+                                            int r, uint64_t q) {
+  uint64_t cols = (uint64_t)c.team.size * a->experts;
+  return (uint64_t *)mori_coll_staging(c, member, epoch, ((uint64_t)r * cols + q) * 16);
 }
 
 /* Staging bytes the matrix takes per parity. */
-MORI_HOST_DEVICE uint64_t mori_a2av_matrix_bytes(int n) { return (uint64_t)n * (uint64_t)n * 16; }
+MORI_HOST_DEVICE uint64_t mori_a2av_matrix_bytes(int n, uint32_t experts) {
+  return (uint64_t)n * (uint64_t)n * experts * 16;
+}
 
 /* Block 0, before its items: this member's row, to every member. */
 MORI_DEVICE_INLINE void mori_a2av_begin(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch) {
   int n = c.team.size, me = c.team.rank;
-  uint64_t flag = (uint64_t)(uint32_t)epoch << 32;
-  for (int t = MORI_THREAD_RANK_BLOCK(); t < n * n; t += MORI_THREAD_COUNT_BLOCK()) {
-    int member = t / n, q = t % n;
-    uint64_t rows = (uint64_t)a->in_splits[q];
-    mori_store_ll_line(mori_a2av_line(c, member, epoch, me, q), (rows & 0xffffffffull) | flag, (rows >> 32) | flag);
+  uint64_t E = a->experts, cols = (uint64_t)n * E, flag = (uint64_t)(uint32_t)epoch << 32;
+  for (uint64_t t = (uint64_t)MORI_THREAD_RANK_BLOCK(); t < (uint64_t)n * cols; t += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
+    int member = (int)(t / cols);
+    uint64_t q = t % cols, d = q / E, e = q % E;
+    uint64_t rows = (uint64_t)a->in_splits[a->layout == MORI_A2AV_COMBINE ? e * (uint64_t)n + d : q];
+    mori_store_ll_line(mori_a2av_line(c, a, member, epoch, me, q), (rows & 0xffffffffull) | flag, (rows >> 32) | flag);
   }
 }
 
-/* Entry (r, q), once the matrix has arrived. */
-MORI_DEVICE_INLINE uint64_t mori_a2av_entry(mori_coll_dev_t c, uint64_t epoch, int r, int q) {
+/* Entry (r, d, e): rows member r sends to member d's expert e, once the
+ * matrix has arrived. */
+MORI_DEVICE_INLINE uint64_t mori_a2av_entry(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, int r, int d,
+                                            uint64_t e) {
   uint64_t lo, hi;
-  mori_load_ll_line(mori_a2av_line(c, c.team.rank, epoch, r, q), &lo, &hi);
+  mori_load_ll_line(mori_a2av_line(c, a, c.team.rank, epoch, r, (uint64_t)d * a->experts + e), &lo, &hi);
   return (lo & 0xffffffffull) | (hi << 32);
 }
 
 /* Until every line of the matrix carries this call's epoch (block scope).
  * A wait that times out or is aborted leaves its record and returns. */
-MORI_DEVICE_INLINE int mori_a2av_wait_matrix(mori_coll_dev_t c, uint64_t epoch) {
+MORI_DEVICE_INLINE int mori_a2av_wait_matrix(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch) {
   int n = c.team.size, rc = MORI_DEVICE_OK;
-  for (int t = MORI_THREAD_RANK_BLOCK(); t < n * n && !rc; t += MORI_THREAD_COUNT_BLOCK()) {
+  uint64_t cols = (uint64_t)n * a->experts;
+  for (uint64_t t = (uint64_t)MORI_THREAD_RANK_BLOCK(); t < (uint64_t)n * cols && !rc;
+       t += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
     uint64_t rows;
-    rc = mori_coll_wait_ll_line(c, mori_a2av_line(c, c.team.rank, epoch, t / n, t % n), epoch,
-                                mori_team_to_world(c.team, t / n), (uint32_t)t, &rows);
+    rc = mori_coll_wait_ll_line(c, mori_a2av_line(c, a, c.team.rank, epoch, (int)(t / cols), t % cols), epoch,
+                                mori_team_to_world(c.team, (int)(t / cols)), (uint32_t)t, &rows);
   }
   MORI_SYNC_BLOCK();
   return rc;
+}
+
+/* Where expert e's rows start in member d's out (EXPERTS): each earlier
+ * expert takes its rows from all members rounded up to `align`, and at
+ * least `align` rows even when it got none (torch's contract: grouped GEMMs
+ * take no empty bins). */
+MORI_DEVICE_INLINE uint64_t mori_a2av_expert_start(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, int d,
+                                                   uint64_t e) {
+  uint64_t start = 0;
+  for (uint64_t x = 0; x < e; x++) {
+    uint64_t total = 0;
+    for (int r = 0; r < c.team.size; r++) total += mori_a2av_entry(c, a, epoch, r, d, x);
+    total = (total + a->align - 1) / a->align * a->align;
+    start += total > a->align ? total : a->align;
+  }
+  return start;
+}
+
+/* Row where member r's segment for member d's expert e starts in d's out. */
+MORI_DEVICE_INLINE uint64_t mori_a2av_out_row(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, int r, int d,
+                                              uint64_t e) {
+  uint64_t at = 0;
+  if (a->layout == MORI_A2AV_EXPERTS) {
+    at = mori_a2av_expert_start(c, a, epoch, d, e);
+    for (int k = 0; k < r; k++) at += mori_a2av_entry(c, a, epoch, k, d, e);
+  } else { /* member-major: (r, e) after every earlier member's rows and (r, e' < e) */
+    for (int k = 0; k < r; k++)
+      for (uint64_t x = 0; x < a->experts; x++) at += mori_a2av_entry(c, a, epoch, k, d, x);
+    for (uint64_t x = 0; x < e; x++) at += mori_a2av_entry(c, a, epoch, r, d, x);
+  }
+  return at;
+}
+
+/* Row where this member's segment for member d's expert e starts in `in`. */
+MORI_DEVICE_INLINE uint64_t mori_a2av_in_row(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, int d,
+                                             uint64_t e) {
+  int n = c.team.size, me = c.team.rank;
+  if (a->layout == MORI_A2AV_COMBINE) return (uint64_t)a->in_splits[(uint64_t)(a->experts + e) * (uint64_t)n + (uint64_t)d];
+  uint64_t from = 0;
+  for (int q = 0; q < d; q++)
+    for (uint64_t x = 0; x < a->experts; x++) from += mori_a2av_entry(c, a, epoch, me, q, x);
+  for (uint64_t x = 0; x < e; x++) from += mori_a2av_entry(c, a, epoch, me, d, x);
+  return from;
+}
+
+/* The row after the last that lands in member d's out. */
+MORI_DEVICE_INLINE uint64_t mori_a2av_out_end(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, int d) {
+  uint64_t last = a->experts - 1, end = 0;
+  if (a->layout == MORI_A2AV_EXPERTS) end = mori_a2av_expert_start(c, a, epoch, d, last);
+  for (int r = 0; r < c.team.size; r++)
+    for (uint64_t x = a->layout == MORI_A2AV_EXPERTS ? last : 0; x <= last; x++) end += mori_a2av_entry(c, a, epoch, r, d, x);
+  return end;
 }
 
 /* Bytes [*begin, *end) of piece j of a chunk of `bytes`: P nearly equal
@@ -71,45 +144,56 @@ MORI_HOST_DEVICE void mori_a2av_piece(uint64_t bytes, uint32_t P, uint32_t j, ui
   *end = e < bytes ? e : bytes;
 }
 
-/* Piece j of this member's chunk for member dst (dst == me: the local
- * copy), once the matrix is here: into dst's out after the rows of the
- * members before this one. Returns MORI_DEVICE_ERANGE (recorded) when they
- * would not fit. */
+/* Piece j of what this member sends member dst (dst == me: the local
+ * copy), once the matrix is here: segment by segment (one per expert) into
+ * dst's out where the layout puts it. Returns MORI_DEVICE_ERANGE
+ * (recorded) when a segment would not fit. */
 MORI_DEVICE_INLINE int mori_a2av_send(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, int dst, uint32_t j) {
-  int me = c.team.rank;
-  uint64_t rows = mori_a2av_entry(c, epoch, me, dst), from = 0, at = 0;
-  for (int q = 0; q < dst; q++) from += mori_a2av_entry(c, epoch, me, q);
-  for (int r = 0; r < me; r++) at += mori_a2av_entry(c, epoch, r, dst);
-  if (at + rows > a->out_rows) {
-    if (MORI_THREAD_RANK_BLOCK() == 0 && j == 0)
-      mori_device_report(c.win, MORI_DEVICE_ERANGE, mori_team_to_world(c.team, dst), 0, 0, at + rows, a->out_rows);
-    return MORI_DEVICE_ERANGE;
+  int me = c.team.rank, rc = MORI_DEVICE_OK;
+  uint64_t rb = a->row_bytes, total = 0;
+  for (uint64_t e = 0; e < a->experts; e++) total += mori_a2av_entry(c, a, epoch, me, dst, e);
+  uint64_t pb, pe, seg = 0;
+  mori_a2av_piece(total * rb, a->pieces, j, &pb, &pe);
+  for (uint64_t e = 0; e < a->experts && seg < pe; e++) {
+    uint64_t rows = mori_a2av_entry(c, a, epoch, me, dst, e), len = rows * rb;
+    uint64_t b = pb > seg ? pb : seg, end = pe < seg + len ? pe : seg + len;
+    if (b < end) {
+      uint64_t at = mori_a2av_out_row(c, a, epoch, me, dst, e);
+      if (at + rows > a->out_rows) {
+        if (MORI_THREAD_RANK_BLOCK() == 0)
+          mori_device_report(c.win, MORI_DEVICE_ERANGE, mori_team_to_world(c.team, dst), 0, 0, at + rows, a->out_rows);
+        rc = MORI_DEVICE_ERANGE;
+      } else {
+        uint64_t to = at * rb + (b - seg);
+        const char *src = a->in + mori_a2av_in_row(c, a, epoch, dst, e) * rb + (b - seg);
+        char *target = dst == me ? a->out + to
+                                 : (char *)mori_peer_ptr(a->out_win, mori_team_to_world(c.team, dst), a->out_offset + to);
+        mori_copy_cooperative(target, src, end - b, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
+      }
+    }
+    seg += len;
   }
-  uint64_t b, e;
-  mori_a2av_piece(rows * a->row_bytes, a->pieces, j, &b, &e);
-  const char *src = a->in + from * a->row_bytes + b;
-  char *target = dst == me ? a->out + at * a->row_bytes + b
-                           : (char *)mori_peer_ptr(a->out_win, mori_team_to_world(c.team, dst),
-                                                   a->out_offset + at * a->row_bytes + b);
-  mori_copy_cooperative(target, src, e - b, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
-  return MORI_DEVICE_OK;
+  return rc;
 }
 
-/* Piece 0 of the own chunk: rows from each member and where they start;
- * MORI_DEVICE_ERANGE (recorded) when they do not all fit in out. */
+/* Piece 0 of the own rows: rows from each (member, expert) and where they
+ * start, in the layout's order; MORI_DEVICE_ERANGE (recorded) when they do
+ * not all fit in out. */
 MORI_DEVICE_INLINE int mori_a2av_write_splits(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch) {
   int n = c.team.size, me = c.team.rank;
-  for (int r = MORI_THREAD_RANK_BLOCK(); r < n; r += MORI_THREAD_COUNT_BLOCK()) {
-    uint64_t offset = 0;
-    for (int k = 0; k < r; k++) offset += mori_a2av_entry(c, epoch, k, me);
-    a->out_splits_offsets[r] = (int64_t)mori_a2av_entry(c, epoch, r, me);
-    a->out_splits_offsets[n + r] = (int64_t)offset;
+  uint64_t E = a->experts, count = (uint64_t)n * E;
+  for (uint64_t i = (uint64_t)MORI_THREAD_RANK_BLOCK(); i < count; i += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
+    /* Index i in the layout's order: expert-major (e * n + r) for EXPERTS,
+     * member-major (r * E + e) otherwise. */
+    int r = (int)(a->layout == MORI_A2AV_EXPERTS ? i % (uint64_t)n : i / E);
+    uint64_t e = a->layout == MORI_A2AV_EXPERTS ? i / (uint64_t)n : i % E;
+    a->out_splits_offsets[i] = (int64_t)mori_a2av_entry(c, a, epoch, r, me, e);
+    a->out_splits_offsets[count + i] = (int64_t)mori_a2av_out_row(c, a, epoch, r, me, e);
   }
-  uint64_t total = 0;
-  for (int r = 0; r < n; r++) total += mori_a2av_entry(c, epoch, r, me);
-  if (total <= a->out_rows) return MORI_DEVICE_OK;
+  uint64_t end = mori_a2av_out_end(c, a, epoch, me);
+  if (end <= a->out_rows) return MORI_DEVICE_OK;
   if (MORI_THREAD_RANK_BLOCK() == 0)
-    mori_device_report(c.win, MORI_DEVICE_ERANGE, mori_team_to_world(c.team, me), 0, 0, total, a->out_rows);
+    mori_device_report(c.win, MORI_DEVICE_ERANGE, mori_team_to_world(c.team, me), 0, 0, end, a->out_rows);
   return MORI_DEVICE_ERANGE;
 }
 
@@ -117,7 +201,7 @@ MORI_DEVICE_INLINE int mori_a2av_write_splits(mori_coll_dev_t c, const mori_a2av
 MORI_DEVICE_INLINE int mori_a2av_item(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, uint32_t item) {
   int n = c.team.size, me = c.team.rank;
   uint32_t P = a->pieces, j = item % P;
-  int rc = mori_a2av_wait_matrix(c, epoch);
+  int rc = mori_a2av_wait_matrix(c, a, epoch);
   if (item < a->kind_end[0]) {
     int dst = (me + 1 + (int)(item / P)) % n;
     int r = rc ? rc : mori_a2av_send(c, a, epoch, dst, j);

@@ -75,21 +75,35 @@ typedef struct mori_a2a_args {
 } mori_a2a_args_t;
 
 /* all-to-all with sizes that live on the device (MoE dispatch/combine):
- * member p gets in_splits[p] rows of row_bytes, the rows for member p
- * following those for p - 1 in `in`; what arrives is packed in member
- * order into the symmetric out (out_win at out_offset, out_rows rows),
- * and out_splits_offsets (2 x n) receives the rows from each member and
- * where they start. Items: (n - 1) * P pushes, P own pieces, (n - 1) * P
- * receives; each member's chunk in P pieces. */
+ * rows of row_bytes move from each member to each member (and, in the
+ * expert layouts, to or from each of a member's E local experts), landing
+ * in a symmetric out (out_win at out_offset, out_rows rows) in the layout's
+ * order; out_splits_offsets receives the rows and where they start. Items:
+ * (n - 1) * P pushes, P own pieces, (n - 1) * P receives; what one member
+ * sends another travels in P pieces. */
+enum mori_a2av_layout {
+  MORI_A2AV_RANKS = 0,    /* all_to_all_vdev: in and out packed in member order */
+  MORI_A2AV_EXPERTS = 1,  /* all_to_all_vdev_2d (dispatch): in member-major, out expert-major */
+  MORI_A2AV_COMBINE = 2,  /* all_to_all_vdev_2d_offset (combine): in expert-major at given offsets, out member-major */
+};
+
 typedef struct mori_a2av_args {
   const char *in;
-  const int64_t *in_splits;    /* n, device */
-  int64_t *out_splits_offsets; /* 2 x n, device */
+  /* RANKS: n rows per member. EXPERTS: n * E, member-major (d * E + e).
+   * COMBINE: 2 x (E * n), expert-major (e * n + d): rows, then where they
+   * start in `in`. */
+  const int64_t *in_splits;
+  /* RANKS: 2 x n (rows from member r, start). EXPERTS: 2 x (E * n), expert-
+   * major (e * n + r). COMBINE: 2 x (n * E), member-major (r * E + e). */
+  int64_t *out_splits_offsets;
   char *out;                   /* out_win's local memory at out_offset */
   mori_window_dev_t out_win;
   uint64_t out_offset;
   uint64_t out_rows;  /* rows out holds on every member */
   uint64_t row_bytes;
+  uint64_t align;     /* EXPERTS: each expert's rows start on a multiple of this (>= 1) */
+  uint32_t layout;    /* mori_a2av_layout */
+  uint32_t experts;   /* E: local experts per member (1 for RANKS) */
   uint32_t pieces;    /* P */
   uint32_t items;
   uint32_t kind_end[3];
