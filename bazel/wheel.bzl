@@ -15,12 +15,15 @@ _to_gpu = transition(
 )
 
 def _mori_wheel_impl(ctx):
-    name = "%s-%s-%s-none-%s.whl" % (ctx.attr.distribution, ctx.attr.version, ctx.attr.python_tag, ctx.attr.platform_tag)
+    # The GPU platform is the version's local label (as torch's +cu130), so
+    # the cuda and rocm wheels of one version have different names.
+    version = "%s+%s" % (ctx.attr.version, ctx.attr.platform)
+    name = "%s-%s-%s-none-%s.whl" % (ctx.attr.distribution, version, ctx.attr.python_tag, ctx.attr.platform_tag)
     out = ctx.actions.declare_file(name)
     args = ctx.actions.args()
     args.add("--out", out)
     args.add("--name", ctx.attr.distribution)
-    args.add("--version", ctx.attr.version)
+    args.add("--version", version)
     args.add("--tag", "%s-none-%s" % (ctx.attr.python_tag, ctx.attr.platform_tag))
     args.add("--platform", ctx.attr.platform)
     args.add("--summary", ctx.attr.summary)
@@ -52,7 +55,8 @@ mori_wheel = rule(
         # The libraries do not use Python's C API: any Python 3, one OS/CPU.
         "python_tag": attr.string(default = "py3"),
         "platform_tag": attr.string(default = "linux_x86_64"),
-        # The GPU platform the files were built for (recorded in the wheel).
+        # The GPU platform the files were built for (recorded in the wheel
+        # and in its version: 0.1.0+cuda).
         "platform": attr.string(mandatory = True),
         # label -> path in the wheel ("dir/": each file under its basename).
         "files": attr.label_keyed_string_dict(allow_files = True, cfg = _to_gpu),
