@@ -48,17 +48,7 @@ OUT=${OUT:-/tmp/mori-gpu-out}
 mkdir -p "$OUT"
 # The wheel, installed into a fresh venv that sees the machine's torch; its
 # python3 runs everything below (torchrun as `python3 -m torch.distributed.run`).
-# Where the system python has no ensurepip (Debian/Ubuntu without
-# python3-venv), the venv comes without pip and the system's pip installs.
-rm -rf "$OUT/venv"
-pip_flags=(install -q --no-deps --no-index --disable-pip-version-check gpu-bundle/mori-*.whl)
-if python3 -m venv --system-site-packages "$OUT/venv" 2>/dev/null; then
-  "$OUT/venv/bin/python3" -m pip "${pip_flags[@]}" || exit 1
-else
-  rm -rf "$OUT/venv"
-  python3 -m venv --system-site-packages --without-pip "$OUT/venv" &&
-    python3 -m pip --python "$OUT/venv/bin/python3" "${pip_flags[@]}" || exit 1
-fi
+tools/venv_wheel.sh gpu-bundle/mori-*.whl "$OUT/venv" --system-site-packages || exit 1
 export PATH=$OUT/venv/bin:$PATH
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 machine="$ngpu x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"

@@ -12,8 +12,7 @@ torch_dir=${2:+$(realpath "$2")}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 -m venv "$tmp/venv"
-"$tmp/venv/bin/python" -m pip install -q --no-deps --no-index --disable-pip-version-check "$whl"
+"$here/venv_wheel.sh" "$whl" "$tmp/venv"
 echo "wheel_test: installed $(basename "$whl") into a clean venv ($("$tmp/venv/bin/python" --version))"
 # torch imports typing_extensions before its libraries: lend it the host's
 # copy, so that what fails in the venv is loading torch's GPU libraries.
