@@ -32,6 +32,12 @@ cc_library(
     defines = ["_GLIBCXX_USE_CXX11_ABI=1"],
     srcs = ["lib/libc10.so", "lib/libtorch_cpu.so", "lib/libtorch.so"],
 )
+# The header that holds TORCH_VERSION_MAJOR/MINOR/PATCH (it moved between
+# torch versions): the wheel records the version from it.
+filegroup(
+    name = "version_headers",
+    srcs = glob(["include/torch/headeronly/version.h", "include/torch/csrc/api/include/torch/version.h"]),
+)
 # torch's device library: only the MemPool shim needs it.
 cc_library(
     name = "torch_cuda",

@@ -45,7 +45,9 @@ def main():
     for r in range(a.rounds):
         for b in a.backends.split(","):
             t0 = time.time()
-            cmd = ["torchrun", "--standalone", f"--nproc_per_node={nproc}", worker, b, str(r), a.out]
+            # torchrun of this interpreter (a venv's, where mori is installed).
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                   worker, b, str(r), a.out]
             with open(log, "a") as f:
                 f.write(f"\n===== round {r} backend {b}: {' '.join(cmd)}\n")
                 f.flush()

@@ -2,7 +2,9 @@
 # Build once, run on a machine with NVIDIA GPUs: the GPU test suites, the
 # torch backend's suites and the benchmark harness, with a summary at the
 # end. The build half needs Bazel and no GPU; the run half needs the GPUs,
-# torch, and no Bazel (it runs what the build half staged in gpu-bundle/).
+# torch, and no Bazel (it runs what the build half staged in gpu-bundle/:
+# the C programs, and the mori wheel, which it installs into a virtual
+# environment that sees the machine's torch).
 #   tools/gpu.sh build            stage the cuda build in gpu-bundle/
 #   tools/gpu.sh run [PARTS] [rounds]
 # PARTS: a comma list of tests (GPU suites and torch suites), heap (the heap
@@ -21,15 +23,13 @@ if [ "$mode" = build ]; then
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tools/launch:mori_launch
-  bazel build -c opt //torch_backend:mori
-  rm -rf gpu-bundle && mkdir -p gpu-bundle/bin gpu-bundle/python
+  rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
   cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/gpu_shmem_test bazel-bin/tests/gpu/bench_p2p \
     bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap \
     bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
-  cp -r torch_backend/python/mori gpu-bundle/python/
-  for lib in libmori_torch.so libmori_torch_mempool.so; do
-    cp -f "$(ls -t $(find -L bazel-out -path "*opt-ST-*/bin/torch_backend/$lib") | head -1)" gpu-bundle/python/mori/
-  done
+  # The Python package: mori.allocator, mori.ops, mori.shmem and the libraries.
+  bazel build -c opt //:wheel
+  cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl | head -1)" gpu-bundle/
   chmod -R u+w gpu-bundle
   du -sh gpu-bundle
   exit 0
@@ -44,9 +44,12 @@ what=${2:-all}
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD/gpu-bundle/python:${PYTHONPATH:-}
 OUT=${OUT:-/tmp/mori-gpu-out}
 mkdir -p "$OUT"
+# The wheel, installed into a fresh venv that sees the machine's torch; its
+# python3 runs everything below (torchrun as `python3 -m torch.distributed.run`).
+tools/venv_wheel.sh gpu-bundle/mori-*.whl "$OUT/venv" --system-site-packages || exit 1
+export PATH=$OUT/venv/bin:$PATH
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 machine="$ngpu x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 echo "== $machine; $(nvidia-smi topo -m 2>/dev/null | sed -n 2p | tr -s ' ')"
@@ -55,6 +58,10 @@ record() { summary+=("$1"); }
 gtest_counts() { echo "$(grep -c '^\[       OK' "$1") passed, $(grep -c '^\[  FAILED  \] [A-Z]' "$1") failed"; }
 
 if has tests; then
+  echo "== the installed wheel"
+  python3 -c "import mori.allocator, mori.ops, mori.shmem; print(mori.allocator.__file__); print(mori.allocator.supports())" 2>&1 |
+    tee "$OUT/wheel.log"
+  record "wheel: import mori.allocator, mori.ops, mori.shmem (exit ${PIPESTATUS[0]})"
   for t in gpu_window_test gpu_coll_test gpu_shmem_test; do
     echo "== $t ($ngpu ranks)"
     MORI_TEST_RANKS=$ngpu timeout 150 gpu-bundle/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
@@ -62,7 +69,7 @@ if has tests; then
   done
   for t in test_torch_backend test_mori_ops test_triton; do
     echo "== torch: $t"
-    timeout 200 torchrun --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
+    timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
       grep -E "^(PASS|FAIL|SUMMARY)" | head -60
     record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed (exit ${PIPESTATUS[0]})"
   done

@@ -4,7 +4,8 @@
 #   2. the same tests under ASan + UBSan;
 #   3. the fuzz targets of the bootstrap's decoders, 60 s each (tools/fuzz.sh);
 #   4. builds of the cuda and rocm configurations (compile + link);
-#   5. the torch backend built against torch 2.11.0.
+#   5. the torch backend built against torch 2.11.0, and the mori wheel
+#      (tools/wheel_test.sh installs it into a clean venv and checks it).
 # Ends with one line: "N passed, N failed". Exit code 0 only if all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,15 +54,30 @@ done
 step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
 step "bazel build //torch_backend:mori (torch 2.11.0)" bazel build //torch_backend:mori
 # Built, not skipped: the library exists (a skipped build makes only a note).
-torch_lib=$(find -L bazel-out -path '*-ST-*/bin/torch_backend/libmori_torch.so' 2>/dev/null | head -1)
+torch_lib=$(ls -t $(find -L bazel-out -path '*-ST-*/bin/torch_backend/libmori_torch.so' 2>/dev/null) 2>/dev/null | head -1)
 step "the torch backend was really built" test -n "$torch_lib"
 step "the torch backend exports only public names" tools/check_exports.sh "$torch_lib" mori_torch_finalize \
   mori_torch_build_info mori_torch_alloc mori_torch_free
+step "libmori.so (cuda) exports only public names" tools/check_exports.sh "$(dirname "$(dirname "$torch_lib")")/libmori.so"
 # Device-generic: the backend library needs neither of torch's device libraries.
 needs_no_torch_device_library() { ! readelf -d "$1" | grep -E 'NEEDED.*(libc10_cuda|libtorch_cuda|libc10_hip|libtorch_hip)'; }
 step "the torch backend needs no torch device library" needs_no_torch_device_library "$torch_lib"
-step "bazel build --config=rocm //torch_backend:mori (the same source for ROCm torch)" \
-  bazel build --config=rocm //torch_backend:mori
+# One SDK per process: the backend links libmori.so (as mori.shmem loads it)
+# and defines none of mori's own functions, hidden or not.
+links_libmori() {
+  readelf -d "$1" | grep -q 'NEEDED.*\[libmori\.so\]' &&
+    ! nm --defined-only "$1" | awk '{print $3}' | grep -v '^mori_torch_' | grep -q '^mori_'
+}
+step "the torch backend links libmori.so and holds no copy of it" links_libmori "$torch_lib"
+# The Python package: a wheel (cuda), installed into a clean venv with no
+# dependencies; with no GPU here, `import mori.allocator` must fail clearly
+# (the torch of .deps has no CUDA libraries) and mori.shmem must work.
+step "bazel build //:wheel (the mori package: cuda, torch 2.11.0)" bazel build //:wheel
+wheel=$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl 2>/dev/null | head -1)
+step "the wheel in a clean venv: mori.shmem without torch, clear import errors (tools/wheel_test.sh)" \
+  tools/wheel_test.sh "$wheel" .deps/torch
+step "bazel build --config=rocm //:wheel (the same sources for ROCm torch)" \
+  bazel build --config=rocm //:wheel
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

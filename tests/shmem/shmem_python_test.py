@@ -1,4 +1,4 @@
-"""mori.shmem (the ctypes package over libmori_shmem.so) across separate
+"""mori.shmem (the ctypes package over libmori.so) across separate
 processes on the host platform, at 2, 4 and 8 PEs: the unique-ID init
 through a file as in the Shmem Guide, every call, errors as ShmemError, and
 no torch imported on the way."""
@@ -13,12 +13,12 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the runfiles' workspace root
 sys.path.insert(0, os.path.join(ROOT, "shmem", "python"))
-os.environ.setdefault("MORI_SHMEM_LIB", os.path.join(ROOT, "shmem", "libmori_shmem.so"))
+os.environ.setdefault("MORI_LIB", os.path.join(ROOT, "libmori.so"))
 
 
 def pe_main(rank, size, uid_path):
     """One PE: what the guide's quick reference does, checked."""
-    import mori_shmem as shmem
+    from mori import shmem  # a namespace package here: shmem/python/mori has no __init__.py
 
     assert "torch" not in sys.modules, "importing mori.shmem imported torch"
     try:

@@ -1,29 +1,34 @@
-"""Loads libmori_shmem.so (the C library, through ctypes) once and declares
-the signatures of the calls the package makes. Imports nothing heavy: the
+"""Loads mori's C library (libmori.so, through ctypes) once and declares the
+signatures of the calls the package makes. Imports nothing heavy: the
 unique-ID path works without torch."""
 import ctypes
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_NAME = "libmori_shmem.so"
+_PACKAGE = os.path.dirname(_HERE)  # mori/, where the wheel puts libmori.so
+_NAME = "libmori.so"
 
 
 def _find():
-    forced = os.environ.get("MORI_SHMEM_LIB")
+    forced = os.environ.get("MORI_LIB")
     if forced:
         return forced
-    for d in (_HERE, os.path.dirname(_HERE)):
-        path = os.path.join(d, _NAME)
-        if os.path.exists(path):
-            return path
+    path = os.path.join(_PACKAGE, _NAME)
+    if os.path.exists(path):
+        return path
     raise ImportError(
-        f"mori.shmem: {_NAME} not found next to {_HERE}; install the mori wheel, or build it with "
-        "`bazel build //shmem:libmori_shmem.so` and put it next to this file (or set MORI_SHMEM_LIB)"
+        f"mori.shmem: {_NAME} not found in {_PACKAGE}; install the mori wheel (`bazel build //:wheel`), "
+        "or build the library with `bazel build //:libmori.so` and set MORI_LIB to its path"
     )
 
 
 PATH = _find()
-lib = ctypes.CDLL(PATH)
+try:
+    # The torch backend links the same file: whichever loads it first, a
+    # process holds one copy (one heap, one registry).
+    lib = ctypes.CDLL(PATH)
+except OSError as e:
+    raise ImportError(f"mori.shmem: cannot load {PATH}: {e}") from e
 
 _c_int, _c_uint, _c_size, _c_void_p = ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p
 UNIQUEID_BYTES = 128

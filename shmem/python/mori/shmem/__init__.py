@@ -1,6 +1,7 @@
 """mori.shmem: the MORI Shmem API (OpenSHMEM-style symmetric memory) of the
 Shmem Guide. `from mori import shmem` or `import mori.shmem`; importing it
-does not import torch."""
+does not import torch. Calls go to libmori.so, the library the torch
+backend uses too."""
 from .api import (
     MORI_SHMEM_INIT_WITH_MPI_COMM,
     MORI_SHMEM_INIT_WITH_UNIQUEID,
