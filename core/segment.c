@@ -156,7 +156,10 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
     rc = mori_comm_agree(c, rc, "registering a segment with the transports");
   }
   if (rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
     mori_segment_destroy(seg);
+    mori_error_restore(&cause);
     return rc;
   }
   *out = seg;

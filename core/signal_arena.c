@@ -64,7 +64,10 @@ static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc) {
   mori_segment_t *seg = NULL;
   int seg_rc = mori_segment_create(c, rc ? NULL : &fresh->memory.mem, rc ? NULL : fresh->memory.base, ARENA_BYTES, rc, &seg);
   if (seg_rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
     if (fresh) mori_local_mem_destroy(&fresh->memory);
+    mori_error_restore(&cause);
     free(fresh);
     return mori_error_context(seg_rc, "signal arena");
   }

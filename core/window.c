@@ -213,7 +213,10 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
   rc = build(w, all, pad_size);
   free(all);
   if (rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
     teardown(w);
+    mori_error_restore(&cause);
     return mori_error_context(rc, "window_create (rank %d)", comm->rank);
   }
   pthread_mutex_lock(&windows_lock);
