@@ -14,7 +14,14 @@ int mori_heap_segments_ensure(mori_comm_t *c, mori_heap_t *heap, int chunks, int
   int rc = local_rc;
   if (!s) {
     s = calloc(1, sizeof(*s));
-    if (!s) return mori_comm_agree(c, rc ? rc : mori_error_set(MORI_ENOMEM, "heap segments"), "mapping heap chunks");
+    if (!s) {
+      /* Every rank is at zero segments here (they are made together): take
+       * part in the first one, failing, as the others would in the loop. */
+      if (!rc) rc = mori_error_set(MORI_ENOMEM, "heap segments: rank %d's table", c->rank);
+      if (chunks <= 0) return mori_comm_agree(c, rc, "mapping heap chunks");
+      mori_segment_t *seg = NULL;
+      return mori_error_context(mori_segment_create(c, NULL, NULL, 0, rc, &seg), "mapping heap chunk 0 across the comm");
+    }
     c->heap_segments = s;
   }
   if (chunks > s->cap) {

@@ -10,6 +10,7 @@ int mori_local_mem_create(int device, size_t size, int handle_type, unsigned fla
   memset(out, 0, sizeof(*out));
   int type = handle_type, rc;
   size_t granularity, mapped;
+  mori_error_saved_t cause;
   if ((type < 0 && (rc = mori_platform_preferred_handle_type(device, &type)) != 0) ||
       (rc = mori_platform_granularity(device, &granularity)) != 0)
     return rc;
@@ -23,11 +24,19 @@ int mori_local_mem_create(int device, size_t size, int handle_type, unsigned fla
   out->device = device;
   return 0;
 fail_unmap:
+  mori_error_save(&cause);
   mori_platform_mem_unmap(device, out->base, mapped);
+  goto release_va;
 fail_va:
+  mori_error_save(&cause);
+release_va:
   mori_platform_va_release(device, out->base, mapped);
+  goto release_mem;
 fail_release:
+  mori_error_save(&cause);
+release_mem:
   mori_platform_mem_release(&out->mem);
+  mori_error_restore(&cause); /* the step that failed, not a cleanup's message */
   out->base = NULL;
   return rc;
 }

@@ -11,6 +11,7 @@
  *      every rank agrees again.
  * Destroy is local: device synchronised, transports deregister, slots
  * unmapped, imports released, VA freed. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,27 @@ static int find_handle_library(const mori_comm_t *c, int type) {
   for (int i = 0; i < c->num_handles; i++)
     if (c->handles[i].handle_type == type) return i;
   return -1;
+}
+
+/* The test hook's state: exports to let pass, then exports to fail. */
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static int exports_to_pass, exports_to_fail;
+
+void mori_segment_fail_exports(int skip, int count) {
+  pthread_mutex_lock(&fault_lock);
+  exports_to_pass = skip;
+  exports_to_fail = count;
+  pthread_mutex_unlock(&fault_lock);
+}
+
+static int export_handle(const mori_pmem_t *local, int type, mori_shareable_t *out) {
+  pthread_mutex_lock(&fault_lock);
+  bool fail = false;
+  if (exports_to_pass > 0) exports_to_pass--;
+  else if (exports_to_fail > 0) fail = exports_to_fail-- > 0;
+  pthread_mutex_unlock(&fault_lock);
+  if (fail) return mori_error_set(MORI_EMFILE, "dup of the exported handle failed (injected by a test)");
+  return mori_platform_mem_export(local, type, out);
 }
 
 static void close_shared(mori_shareable_t *s) {
@@ -48,7 +70,7 @@ static int share_and_map(mori_segment_t *seg, const mori_pmem_t *local, uint64_t
       rc = mori_error_set(MORI_ENOTSUP, "segment: the memory has %s handles and the comm has no handle library for them",
                           mori_handle_type_name(type));
     if (!rc) {
-      rc = mori_platform_mem_export(local, type, &mine);
+      rc = export_handle(local, type, &mine);
       if (rc) {
         mori_error_context(rc, "segment: exporting rank %d's memory", c->rank);
         mine.type = MORI_HANDLE_NONE;
@@ -134,7 +156,10 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
     rc = mori_comm_agree(c, rc, "registering a segment with the transports");
   }
   if (rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
     mori_segment_destroy(seg);
+    mori_error_restore(&cause);
     return rc;
   }
   *out = seg;

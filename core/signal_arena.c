@@ -64,7 +64,10 @@ static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc) {
   mori_segment_t *seg = NULL;
   int seg_rc = mori_segment_create(c, rc ? NULL : &fresh->memory.mem, rc ? NULL : fresh->memory.base, ARENA_BYTES, rc, &seg);
   if (seg_rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
     if (fresh) mori_local_mem_destroy(&fresh->memory);
+    mori_error_restore(&cause);
     free(fresh);
     return mori_error_context(seg_rc, "signal arena");
   }
@@ -165,18 +168,31 @@ int mori_signal_arena_assign_pair(mori_comm_t *c, size_t first_bytes, size_t sec
                                   mori_arena_slot_t *first, mori_arena_slot_t *second) {
   memset(first, 0, sizeof(*first));
   memset(second, 0, sizeof(*second));
-  struct mori_signal_arenas *all = arenas_of(c);
-  if (!all) return mori_error_set(MORI_ENOMEM, "signal arena");
-  size_t first_span = (first_bytes + GRANULE - 1) / GRANULE * GRANULE;
-  size_t total = first_span + second_bytes;
   int rc = local_rc;
+  struct mori_signal_arenas *all = arenas_of(c);
+  /* Without its table this rank still takes part in the step (as one with
+   * no arena yet, like every rank the first time), failing: all fail alike. */
+  struct mori_signal_arenas none;
+  if (!all) {
+    memset(&none, 0, sizeof(none));
+    pthread_mutex_init(&none.lock, NULL);
+    all = &none;
+    if (!rc) rc = mori_error_set(MORI_ENOMEM, "signal arena: rank %d's table", c->rank);
+  }
   if (!rc && (first_bytes > ARENA_BYTES || second_bytes > ARENA_BYTES))
     rc = mori_error_set(MORI_ENOTSUP, "signal slots of %zu + %zu bytes are larger than an arena (%d bytes)", first_bytes,
                         second_bytes, ARENA_BYTES);
+  /* Both at most an arena here: the sum cannot wrap. */
+  size_t first_span = rc ? 0 : (first_bytes + GRANULE - 1) / GRANULE * GRANULE;
+  size_t total = rc ? 0 : first_span + second_bytes;
   mori_arena_slot_t run = {0, 0, 0};
   pthread_mutex_lock(&all->lock);
-  rc = assign_locked(c, all, rc ? 0 : total, rc, &run);
+  rc = assign_locked(c, all, total, rc, &run);
   pthread_mutex_unlock(&all->lock);
+  if (all == &none) {
+    free(none.arenas);
+    pthread_mutex_destroy(&none.lock);
+  }
   if (rc) return rc;
   *first = (mori_arena_slot_t){.arena = run.arena, .offset = run.offset, .bytes = first_bytes};
   *second = (mori_arena_slot_t){.arena = run.arena, .offset = run.offset + first_span, .bytes = second_bytes};

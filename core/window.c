@@ -1,8 +1,10 @@
 /* Windows: creation (the collective rendezvous of one allocation), the
  * process's list of live windows, destroy and teardown.
- *   1. every rank publishes {ok, size, mapped size, pad, device, handle type,
- *      heap placement}; all validate the same table, so every rank fails
- *      alike on a disagreement, naming the ranks;
+ *   1. every rank publishes {status, ok, size, mapped size, pad, device,
+ *      handle type, heap placement, segment sequence}; all validate the
+ *      same table (rendezvous.c), so every rank fails alike on a local
+ *      failure or a disagreement, naming the ranks; the segment sequence
+ *      continues from the highest any rank had;
  *   2. memory of its own becomes a segment: mapped across the LSA team,
  *      registered with the transports (segment.c); heap memory needs no
  *      mapping: the heap chunks it lives in are mapped across the comm once
@@ -25,88 +27,12 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/control_pool.h"
+#include "core/internal/rendezvous.h"
 #include "core/internal/window.h"
 
 static pthread_mutex_t windows_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_window_t *live_windows;
 
-struct rendezvous_info {
-  int32_t ok; /* 1: the pointer is mori memory */
-  int32_t device;
-  int32_t handle_type;
-  int32_t pid;
-  uint64_t size, mapped_size, pad_size, offset;
-  int32_t heap_chunk; /* -1: memory of its own */
-  int32_t reserved;
-  uint64_t heap_offset, chunk_size;
-};
-
-/* "rank 0: 4096, rank 1: 8192" for the ranks whose field differs from rank 0's. */
-static void describe_mismatch(char *out, size_t len, const struct rendezvous_info *all, int n, size_t field,
-                              const char *unit) {
-  size_t used = 0;
-  out[0] = '\0';
-  uint64_t first = *(const uint64_t *)((const char *)&all[0] + field);
-  used += (size_t)snprintf(out, len, "rank 0: %llu%s", (unsigned long long)first, unit);
-  for (int r = 1; r < n && used + 40 < len; r++) {
-    uint64_t v = *(const uint64_t *)((const char *)&all[r] + field);
-    if (v != first) used += (size_t)snprintf(out + used, len - used, ", rank %d: %llu%s", r, (unsigned long long)v, unit);
-  }
-}
-
-static int validate(mori_comm_t *c, const struct rendezvous_info *all) {
-  char list[512];
-  size_t used = 0;
-  list[0] = '\0';
-  for (int r = 0; r < c->size; r++)
-    if (!all[r].ok && used + 8 < sizeof(list)) used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", used ? ", " : "", r);
-  if (used) return mori_error_set(MORI_ENOT_OWNED, "window_create: rank(s) %s passed memory mori does not own", list);
-  static const struct {
-    size_t field;
-    const char *what, *unit;
-  } agreed[] = {
-      {offsetof(struct rendezvous_info, size), "the size", " bytes"},
-      {offsetof(struct rendezvous_info, pad_size), "the signal-pad size", " pad bytes"},
-      {offsetof(struct rendezvous_info, mapped_size), "the allocation granularity", " mapped bytes"},
-  };
-  for (size_t f = 0; f < sizeof(agreed) / sizeof(agreed[0]); f++)
-    for (int r = 1; r < c->size; r++)
-      if (*(const uint64_t *)((const char *)&all[r] + agreed[f].field) !=
-          *(const uint64_t *)((const char *)&all[0] + agreed[f].field)) {
-        describe_mismatch(list, sizeof(list), all, c->size, agreed[f].field, agreed[f].unit);
-        return mori_error_set(MORI_EMISMATCH, "window_create: ranks disagree on %s (%s)", agreed[f].what, list);
-      }
-  for (int r = 1; r < c->size; r++)
-    if ((all[r].heap_chunk >= 0) != (all[0].heap_chunk >= 0))
-      return mori_error_set(MORI_EMISMATCH,
-                            "window_create: rank %d's memory %s the heap, rank 0's %s (is MORI_SHMEM_MODE the same everywhere?)",
-                            r, all[r].heap_chunk >= 0 ? "is from" : "is not from", all[0].heap_chunk >= 0 ? "is" : "is not");
-  if (all[0].heap_chunk >= 0) {
-    for (int r = 1; r < c->size; r++)
-      if (all[r].chunk_size != all[0].chunk_size) {
-        describe_mismatch(list, sizeof(list), all, c->size, offsetof(struct rendezvous_info, chunk_size), " bytes");
-        return mori_error_set(MORI_EMISMATCH,
-                              "window_create: ranks disagree on the heap chunk size (MORI_SHMEM_HEAP_SIZE / MORI_SHMEM_VMM_CHUNK_SIZE: %s)",
-                              list);
-      }
-    /* Transports beyond load/store address a peer's memory at this rank's
-     * offset: the carves must sit at the same place everywhere. */
-    for (int r = 1; r < c->size && c->lsa_size < c->size; r++)
-      if (all[r].heap_chunk != all[0].heap_chunk || all[r].heap_offset != all[0].heap_offset)
-        return mori_error_set(MORI_EMISMATCH,
-                              "window_create: rank %d's heap memory is at chunk %d + %llu, rank 0's at chunk %d + %llu, and "
-                              "peers outside the load/store team [%d, %d) need the same place on every rank (allocate in the "
-                              "same order everywhere, or set MORI_SHMEM_MODE=isolation)",
-                              r, all[r].heap_chunk, (unsigned long long)all[r].heap_offset, all[0].heap_chunk,
-                              (unsigned long long)all[0].heap_offset, c->lsa_base, c->lsa_base + c->lsa_size);
-    return 0;
-  }
-  for (int r = 1; r < c->size; r++)
-    if (all[r].handle_type != all[0].handle_type)
-      return mori_error_set(MORI_EMISMATCH, "window_create: rank %d's memory has %s handles, rank 0's %s", r,
-                            mori_handle_type_name(all[r].handle_type), mori_handle_type_name(all[0].handle_type));
-  return 0;
-}
 
 /* Heap windows: both tables in one carve of the heap, written on mori's own
  * stream (no other stream is waited for); the control block from the pool. */
@@ -175,7 +101,7 @@ static void teardown(mori_window_t *w) {
 /* Step 2 for heap memory: each rank's address is its chunk's slot in the
  * comm's mapping of that chunk plus its offset; the flat arithmetic holds
  * when every rank's carve sits at the same place. `rc`: status so far. */
-static int map_heap(mori_window_t *w, const struct rendezvous_info *all, int rc) {
+static int map_heap(mori_window_t *w, const mori_rendezvous_info_t *all, int rc) {
   mori_comm_t *c = w->comm;
   int chunks = 0;
   bool same_place = true;
@@ -201,7 +127,7 @@ static int map_heap(mori_window_t *w, const struct rendezvous_info *all, int rc)
 }
 
 /* Steps 2-4 of the header comment, for a window whose step 1 succeeded. */
-static int build(mori_window_t *w, const struct rendezvous_info *all, uint64_t pad_size) {
+static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t pad_size) {
   mori_comm_t *c = w->comm;
   int rc = 0;
   w->ptrs = calloc((size_t)c->size, sizeof(void *));
@@ -232,12 +158,22 @@ static int build(mori_window_t *w, const struct rendezvous_info *all, uint64_t p
 int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "window_create: comm and out are required");
   *out = NULL;
-  struct rendezvous_info me;
+  mori_rendezvous_info_t me;
   memset(&me, 0, sizeof(me));
   me.heap_chunk = -1;
   me.pid = (int32_t)getpid();
   me.device = comm->device;
+  me.segment_seq = comm->next_segment_seq;
   mori_alloc_t *a = mori_alloc_acquire(ptr); /* the window's reference; dropped on any failure */
+  /* A failure of this rank's own takes part in step 1 as its status: every
+   * rank then fails together, naming it, and no rank skips a later step. */
+  mori_window_t *w = calloc(1, sizeof(*w));
+  mori_rendezvous_info_t *all = calloc((size_t)comm->size, sizeof(*all));
+  char own[512] = "";
+  if (!w || !all) {
+    me.status = mori_error_set(MORI_ENOMEM, "window_create: rank %d's bookkeeping", comm->rank);
+    snprintf(own, sizeof(own), "%s", mori_last_error());
+  }
   if (a) {
     me.ok = 1;
     me.size = a->size;
@@ -251,24 +187,36 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
   } else {
     MORI_WARN("window_create: %p is not mori memory; every rank will fail this rendezvous", ptr);
   }
-  struct rendezvous_info *all = calloc((size_t)comm->size, sizeof(*all));
-  int rc = all ? mori_comm_allgather(comm, &me, all, sizeof(me)) : mori_error_set(MORI_ENOMEM, "window_create");
-  if (!rc) rc = validate(comm, all);
+  /* The one buffer every rank needs: without it this rank cannot take part
+   * at all (its peers then name it when their wait times out). */
+  int rc = all ? mori_comm_allgather(comm, &me, all, sizeof(me)) : me.status;
+  if (!rc) rc = mori_rendezvous_validate(all, comm->size, comm->lsa_base, comm->lsa_size);
+  if (rc && me.status && own[0]) { /* this rank's own cause first, then what every rank agreed */
+    char agreed[512];
+    snprintf(agreed, sizeof(agreed), "%s", mori_last_error());
+    mori_error_set(rc, "%s (%s)", own, agreed);
+  }
   uint64_t pad_size = all ? all[0].pad_size : 0;
-  mori_window_t *w = rc ? NULL : calloc(1, sizeof(*w));
-  if (!rc && !w) rc = mori_error_set(MORI_ENOMEM, "window_create");
   if (rc) {
     free(all);
+    free(w);
     mori_alloc_release(a);
     return mori_error_context(rc, "window_create (rank %d, %p)", comm->rank, ptr);
   }
+  /* The window's segments continue from the highest sequence any rank had:
+   * ranks whose counters drifted apart are in step again, so the fd
+   * channel never pairs a handle of one window with another. */
+  comm->next_segment_seq = mori_rendezvous_next_seq(all, comm->size);
   w->comm = comm;
   w->alloc = a;
   w->offset = (size_t)me.offset;
   rc = build(w, all, pad_size);
   free(all);
   if (rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
     teardown(w);
+    mori_error_restore(&cause);
     return mori_error_context(rc, "window_create (rank %d)", comm->rank);
   }
   pthread_mutex_lock(&windows_lock);

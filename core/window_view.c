@@ -64,6 +64,11 @@ int mori_window_check(mori_window_t *w) {
   if (code == MORI_ERANGE)
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",
                           e.waiter_rank, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);
+  if (code == MORI_ECHANNEL)
+    return mori_error_set(code,
+                          "a kernel on rank %d used signal channel %u (peer %d), which needs %llu bytes of signal pad; "
+                          "the window has %llu bytes",
+                          e.waiter_rank, e.channel, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);
   if (e.peer >= 0)
     return mori_error_set(code, "kernel wait on rank %d for rank %d timed out after %.3f ms on channel %u (expected %llu, saw %llu)",
                           e.waiter_rank, e.peer, (double)e.waited_ns / 1e6, e.channel, (unsigned long long)e.expected,

@@ -1,15 +1,18 @@
 #!/bin/bash
 # Fuzzes what mori reads from others: the bootstrap's frame decoder and
-# start-up reader (tests/fuzz/bootstrap_wire_fuzz.c) and rank 0's address
-# parser (tests/fuzz/bootstrap_address_fuzz.c). Builds each libFuzzer target
-# with clang outside Bazel (-fsanitize=fuzzer,address,undefined), runs it
-# from its seed corpus in tests/fuzz/corpus/<target>/ for MORI_FUZZ_SECONDS
-# (default 60) and prints one line per target: "fuzz <target>: passed|FAILED".
+# start-up reader (tests/fuzz/bootstrap_wire_fuzz.c), rank 0's address
+# parser (tests/fuzz/bootstrap_address_fuzz.c), the records window creation
+# gathers from every rank (tests/fuzz/rendezvous_fuzz.c) and the fd
+# channel's message decoder (tests/fuzz/fd_message_fuzz.c). Builds each
+# libFuzzer target with clang outside Bazel (-fsanitize=fuzzer,address,
+# undefined), runs it from its seed corpus in tests/fuzz/corpus/<target>/
+# for MORI_FUZZ_SECONDS (default 45; four targets, about three minutes in
+# all) and prints one line per target: "fuzz <target>: passed|FAILED".
 # New inputs and crash reproducers go to .fuzz/ (not to the repository).
 # Exit code 0 only if every target built and ran clean.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-seconds=${MORI_FUZZ_SECONDS:-60}
+seconds=${MORI_FUZZ_SECONDS:-45}
 work=.fuzz
 mkdir -p "$work"
 
@@ -31,12 +34,20 @@ fi
 
 flags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -Wall -Wextra -Werror -Wno-unused-parameter -I. -Icore/include -Icore/device/include)
-common=(core/base/error.c core/base/sha256.c core/base/hmac_sha256.c
-        core/bootstrap/address.c core/bootstrap/handshake.c core/bootstrap/wire.c)
+# What each target links besides its own file.
+sources() {
+  case $1 in
+    bootstrap_*) echo core/base/error.c core/base/sha256.c core/base/hmac_sha256.c \
+                      core/bootstrap/address.c core/bootstrap/handshake.c core/bootstrap/wire.c ;;
+    rendezvous) echo core/base/error.c core/base/handle_type.c core/rendezvous.c ;;
+    fd_message) echo handles/posix_fd/fd_message.c ;;
+  esac
+}
 failed=0
-for target in bootstrap_wire bootstrap_address; do
+for target in bootstrap_wire bootstrap_address rendezvous fd_message; do
   bin=$work/$target
-  if ! "$cc" "${flags[@]}" "tests/fuzz/${target}_fuzz.c" "${common[@]}" -o "$bin" 2>"$work/$target.build.log"; then
+  # shellcheck disable=SC2046 # the list is words by design
+  if ! "$cc" "${flags[@]}" "tests/fuzz/${target}_fuzz.c" $(sources "$target") -o "$bin" 2>"$work/$target.build.log"; then
     cat "$work/$target.build.log"
     echo "fuzz $target: FAILED (does not build with $cc)"
     failed=$((failed + 1))

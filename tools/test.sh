@@ -2,7 +2,8 @@
 # The test command (README, CI): installs what it needs, then
 #   1. every host-platform test (multi-process, 2/4/8 ranks);
 #   2. the same tests under ASan + UBSan;
-#   3. the fuzz targets of the bootstrap's decoders, 60 s each (tools/fuzz.sh);
+#   3. the fuzz targets of what mori reads from others (bootstrap, window
+#      rendezvous records, fd-channel messages), 45 s each (tools/fuzz.sh);
 #   4. builds of the cuda and rocm configurations (compile + link);
 #   5. the torch backend built against torch 2.11.0, and the mori wheel
 #      (tools/wheel_test.sh installs it into a clean venv and checks it).
@@ -36,7 +37,7 @@ for config in host asan; do
   # A target that failed to build or crashed before writing XML still counts.
   if [ "$rc" -ne 0 ] && [ "$last_failed" -eq 0 ]; then echo "bazel test failed (exit $rc)"; failed=$((failed + 1)); fi
 done
-step "fuzz the bootstrap's frame decoder and address parser (tools/fuzz.sh)" tools/fuzz.sh
+step "fuzz the bootstrap's decoders, the rendezvous records and the fd-channel messages (tools/fuzz.sh)" tools/fuzz.sh
 # With no GPU, a GPU build must fail with a clear error, never a crash.
 no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
   local out rc

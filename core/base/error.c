@@ -76,3 +76,7 @@ int mori_error_errno(const char *fmt, ...) {
   snprintf(last_error, sizeof(last_error), "%s: %s", msg, strerror(saved));
   return saved > 0 ? -saved : MORI_EIO;
 }
+
+void mori_error_save(mori_error_saved_t *saved) { snprintf(saved->text, sizeof(saved->text), "%s", last_error); }
+
+void mori_error_restore(const mori_error_saved_t *saved) { snprintf(last_error, sizeof(last_error), "%s", saved->text); }

@@ -34,6 +34,10 @@ int mori_segment_create(mori_comm_t *comm, const mori_pmem_t *local, void *local
  * unmapped, imports released, VA freed. NULL is a no-op. */
 void mori_segment_destroy(mori_segment_t *seg);
 
+/* Test hook: after `skip` more exports of this process's memory, the next
+ * `count` fail as a failed dup of the fd would (MORI_EMFILE). */
+void mori_segment_fail_exports(int skip, int count);
+
 MORI_EXTERN_C_END
 
 #endif

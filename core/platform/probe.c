@@ -16,15 +16,6 @@ static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned probed_mask[MAX_PROBED_DEVICES];
 static bool probed[MAX_PROBED_DEVICES];
 
-const char *mori_handle_type_name(int type) {
-  switch (type) {
-    case MORI_HANDLE_POSIX_FD: return "posix_fd";
-    case MORI_HANDLE_FABRIC: return "fabric";
-    case MORI_HANDLE_NONE: return "none";
-  }
-  return "unknown";
-}
-
 static bool try_handle_type(int device, size_t size, int type) {
   mori_pmem_t mem;
   if (mori_platform_mem_create(device, size, type, 0, &mem) != 0) {

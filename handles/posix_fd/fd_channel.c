@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,37 +15,58 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "handles/posix_fd/fd_message.h"
 
-#define FD_MAGIC 0x6d6f72692d666421ull /* "mori-fd!" */
-enum { STASH_MAX = 4096 };
-
-/* flags: FD_NO_HANDLE says the sender has no handle for this step (its
- * export failed): the step goes on everywhere, and the receiver learns it. */
-enum { FD_NO_HANDLE = 1 };
-
-struct fd_message {
-  uint64_t magic;
-  uint64_t token;
-  int32_t rank;
-  int32_t flags;
-  uint64_t seq;
+enum {
+  STASH_MAX = 4096,
+  MESSAGE_WAIT_MS = 1000, /* a rank sends right after connecting */
+  WARN_INTERVAL_MS = 1000,
 };
 
 struct stashed {
   int rank;
-  pid_t pid;
   uint64_t seq;
   int fd;
 };
 
 struct fd_channel {
-  int sock;
-  int rank;
+  int listener;
+  int rank, size;
+  pid_t *pids; /* per rank */
   uint64_t nonce, token;
-  unsigned rejected;
+  uint64_t floor; /* steps below this one are over: their messages are stale */
+  unsigned refused, rejected, warnings, suppressed;
+  int64_t warned_at_ms;
   struct stashed *stash;
   int stash_count;
 };
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Anyone on the host can connect: at most one warning a second, so junk
+ * cannot fill every rank's log. */
+static void warn_limited(fd_channel_t *ch, const char *fmt, ...) MORI_PRINTF(2, 3);
+static void warn_limited(fd_channel_t *ch, const char *fmt, ...) {
+  int64_t now = now_ms();
+  if (ch->warnings && now - ch->warned_at_ms < WARN_INTERVAL_MS) {
+    ch->suppressed++;
+    return;
+  }
+  char text[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  if (ch->suppressed) MORI_WARN("fd channel: rank %d %s (and %u more refused since the last warning)", ch->rank, text, ch->suppressed);
+  else MORI_WARN("fd channel: rank %d %s", ch->rank, text);
+  ch->warnings++;
+  ch->suppressed = 0;
+  ch->warned_at_ms = now;
+}
 
 static socklen_t channel_address(uint64_t nonce, int rank, struct sockaddr_un *sa) {
   memset(sa, 0, sizeof(*sa));
@@ -54,25 +76,33 @@ static socklen_t channel_address(uint64_t nonce, int rank, struct sockaddr_un *s
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-int fd_channel_open(uint64_t nonce, uint64_t token, int rank, fd_channel_t **out) {
+int fd_channel_open(uint64_t nonce, uint64_t token, int rank, int size, fd_channel_t **out) {
   fd_channel_t *ch = calloc(1, sizeof(*ch));
-  if (!ch) return mori_error_set(MORI_ENOMEM, "fd channel");
-  ch->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (ch->sock < 0) {
+  pid_t *pids = calloc((size_t)(size > 0 ? size : 1), sizeof(pid_t));
+  if (!ch || !pids) {
     free(ch);
-    return mori_error_errno("fd channel: socket");
+    free(pids);
+    return mori_error_set(MORI_ENOMEM, "fd channel");
   }
-  int one = 1;
-  setsockopt(ch->sock, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+  ch->pids = pids;
+  ch->listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (ch->listener < 0) {
+    int rc = mori_error_errno("fd channel: socket");
+    free(pids);
+    free(ch);
+    return rc;
+  }
   struct sockaddr_un sa;
   socklen_t len = channel_address(nonce, rank, &sa);
-  if (bind(ch->sock, (struct sockaddr *)&sa, len) != 0) {
-    int rc = mori_error_errno("fd channel: rank %d cannot bind its socket", rank);
-    close(ch->sock);
+  if (bind(ch->listener, (struct sockaddr *)&sa, len) != 0 || listen(ch->listener, SOMAXCONN) != 0) {
+    int rc = mori_error_errno("fd channel: rank %d cannot listen on its socket", rank);
+    close(ch->listener);
+    free(pids);
     free(ch);
     return rc;
   }
   ch->rank = rank;
+  ch->size = size;
   ch->nonce = nonce;
   ch->token = token;
   *out = ch;
@@ -84,75 +114,106 @@ void fd_channel_close(fd_channel_t *ch) {
   for (int i = 0; i < ch->stash_count; i++)
     if (ch->stash[i].fd >= 0) close(ch->stash[i].fd);
   free(ch->stash);
-  close(ch->sock);
+  free(ch->pids);
+  close(ch->listener);
   free(ch);
 }
 
-unsigned fd_channel_rejected(const fd_channel_t *ch) { return ch->rejected; }
-
-static int receive_one(fd_channel_t *ch, struct stashed *got);
-static int stash_push(fd_channel_t *ch, struct stashed got);
-
-/* While our message waits for room in the peer's queue, keep draining our
- * own: the peer may be blocked sending to us. */
-static void drain_into_stash(fd_channel_t *ch) {
-  struct stashed got;
-  while (ch && receive_one(ch, &got) == 1)
-    if (stash_push(ch, got) != 0) break;
+void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid) {
+  if (rank >= 0 && rank < ch->size) ch->pids[rank] = pid;
 }
 
-static int send_message(fd_channel_t *ch, uint64_t nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd) {
-  int sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (sock < 0) return mori_error_errno("fd channel: socket");
-  struct sockaddr_un sa;
-  socklen_t len = channel_address(nonce, to, &sa);
-  struct fd_message m = {FD_MAGIC, token, claimed_rank, fd < 0 ? FD_NO_HANDLE : 0, seq};
-  struct iovec iov = {&m, sizeof(m)};
+unsigned fd_channel_refused(const fd_channel_t *ch) { return ch->refused; }
+unsigned fd_channel_rejected(const fd_channel_t *ch) { return ch->rejected; }
+unsigned fd_channel_warnings(const fd_channel_t *ch) { return ch->warnings; }
+
+static bool is_rank_pid(const fd_channel_t *ch, pid_t pid) {
+  for (int r = 0; r < ch->size; r++)
+    if (r != ch->rank && ch->pids[r] == pid && pid > 0) return true;
+  return false;
+}
+
+/* Reads the one message of an accepted connection whose credentials passed.
+ * Returns 1 with *got filled, 0 when it is refused (fds closed). */
+static int read_message(fd_channel_t *ch, int conn, pid_t pid, struct stashed *got) {
+  struct pollfd p = {.fd = conn, .events = POLLIN};
+  if (poll(&p, 1, MESSAGE_WAIT_MS) <= 0) {
+    ch->rejected++;
+    warn_limited(ch, "dropped a connection from pid %d: no message within %d ms", (int)pid, MESSAGE_WAIT_MS);
+    return 0;
+  }
+  uint8_t buf[FD_MESSAGE_BYTES + 1];
+  struct iovec iov = {buf, sizeof(buf)};
   union {
-    char buf[CMSG_SPACE(sizeof(int))];
+    char buf[CMSG_SPACE(sizeof(int) * 4)];
     struct cmsghdr align;
   } control;
-  memset(&control, 0, sizeof(control));
-  struct msghdr msg = {.msg_name = &sa, .msg_namelen = len, .msg_iov = &iov, .msg_iovlen = 1};
-  if (fd >= 0) {
-    msg.msg_control = control.buf;
-    msg.msg_controllen = sizeof(control.buf);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  int rc = 0;
-  /* Up to ~30 s: the peer's queue may be full, or its socket not bound yet. */
-  for (int attempt = 0;; attempt++) {
-    if (sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) break;
-    if ((errno == EAGAIN || errno == ECONNREFUSED || errno == ENOENT) && attempt < 30000) {
-      drain_into_stash(ch);
-      struct timespec pause = {0, 1000 * 1000};
-      nanosleep(&pause, NULL);
-      continue;
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof(control.buf)};
+  ssize_t n = recvmsg(conn, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  int fds[4], count = 0;
+  for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int in = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < in; i++) {
+      int one;
+      memcpy(&one, CMSG_DATA(c) + (size_t)i * sizeof(int), sizeof(int));
+      if (count < 4) fds[count++] = one;
+      else close(one);
     }
-    rc = mori_error_errno("fd channel: sending to rank %d", to);
-    break;
   }
-  close(sock);
+  fd_message_t m;
+  const char *why = n < 0 ? "read failed"
+                          : fd_message_decode(buf, (size_t)n, count, (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0,
+                                              ch->token, ch->size, &m);
+  if (!why && ch->pids[m.rank] != pid) why = "sent by another process than the rank it claims";
+  if (!why && m.rank == ch->rank) why = "claims this rank";
+  if (why) {
+    for (int i = 0; i < count; i++) close(fds[i]);
+    ch->rejected++;
+    warn_limited(ch, "rejected a message from pid %d: %s", (int)pid, why);
+    return 0;
+  }
+  *got = (struct stashed){m.rank, m.seq, count ? fds[0] : -1};
+  return 1;
+}
+
+/* Accepts one connection if one waits. Returns 1 with *got filled, 0 when
+ * none waits or it was refused, negative on error. */
+static int receive_one(fd_channel_t *ch, struct stashed *got) {
+  int conn = accept4(ch->listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (conn < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return 0;
+    return mori_error_errno("fd channel: rank %d: accept", ch->rank);
+  }
+  struct ucred cred = {0, (uid_t)-1, (gid_t)-1};
+  socklen_t len = sizeof(cred);
+  const char *why = NULL;
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) why = "credentials unknown";
+  else if (cred.uid != geteuid()) why = "another user";
+  else if (!is_rank_pid(ch, cred.pid)) why = "not a process of this job";
+  int rc = 0;
+  if (why) {
+    /* Closed unread: whatever it sent, descriptors included, is discarded
+     * by the kernel without ever entering this process. */
+    ch->refused++;
+    warn_limited(ch, "refused a connection from pid %d uid %d: %s", (int)cred.pid, (int)cred.uid, why);
+  } else {
+    rc = read_message(ch, conn, cred.pid, got);
+  }
+  close(conn);
   return rc;
 }
 
-int fd_channel_send_raw(uint64_t nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd) {
-  return send_message(NULL, nonce, to, token, claimed_rank, seq, fd);
-}
-
-int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd) {
-  return send_message(ch, ch->nonce, to, ch->token, ch->rank, seq, fd);
-}
-
 static int stash_push(fd_channel_t *ch, struct stashed got) {
+  if (got.seq < ch->floor) { /* a step that is over (a failed exchange's late message) */
+    if (got.fd >= 0) close(got.fd);
+    ch->rejected++;
+    return 0;
+  }
   if (ch->stash_count >= STASH_MAX) {
     if (got.fd >= 0) close(got.fd);
     ch->rejected++;
-    MORI_WARN("fd channel: rank %d dropped a message: stash full", ch->rank);
+    warn_limited(ch, "dropped a message of rank %d: stash full", got.rank);
     return 0;
   }
   struct stashed *grown = realloc(ch->stash, sizeof(*grown) * (size_t)(ch->stash_count + 1));
@@ -165,93 +226,108 @@ static int stash_push(fd_channel_t *ch, struct stashed got) {
   return 0;
 }
 
-/* Reads one datagram; returns 1 if one was accepted into *got, 0 if it was
- * rejected, negative on error. */
-static int receive_one(fd_channel_t *ch, struct stashed *got) {
-  struct fd_message m;
-  struct iovec iov = {&m, sizeof(m)};
-  union {
-    char buf[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
-    struct cmsghdr align;
-  } control;
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof(control.buf)};
-  ssize_t n = recvmsg(ch->sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n < 0) return (errno == EAGAIN || errno == EINTR) ? 0 : mori_error_errno("fd channel: recvmsg");
-  int fd = -1;
-  struct ucred cred = {0, (uid_t)-1, (gid_t)-1};
-  bool have_cred = false;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      /* Keep the first fd; close any extra a sender attached. */
-      int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      for (int i = 0; i < count; i++) {
-        int one;
-        memcpy(&one, CMSG_DATA(c) + (size_t)i * sizeof(int), sizeof(int));
-        if (fd < 0) fd = one;
-        else close(one);
-      }
-    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
-      memcpy(&cred, CMSG_DATA(c), sizeof(cred));
-      have_cred = true;
-    }
-  }
-  const char *why = NULL;
-  if ((size_t)n != sizeof(m) || m.magic != FD_MAGIC) why = "malformed message";
-  else if (m.token != ch->token) why = "wrong token";
-  else if (!have_cred || cred.uid != geteuid()) why = "sender has another uid";
-  else if (fd < 0 && !(m.flags & FD_NO_HANDLE)) why = "no file descriptor attached";
-  if (why) {
-    ch->rejected++;
-    MORI_WARN("fd channel: rank %d rejected a message claiming rank %d from pid %d uid %d: %s", ch->rank,
-              (size_t)n == sizeof(m) ? m.rank : -1, (int)cred.pid, (int)cred.uid, why);
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  if ((m.flags & FD_NO_HANDLE) && fd >= 0) {
-    close(fd); /* "no handle" carries none */
-    fd = -1;
-  }
-  *got = (struct stashed){m.rank, cred.pid, m.seq, fd};
-  return 1;
+/* While our message waits for room in the peer's backlog, keep draining our
+ * own: the peer may be blocked sending to us. */
+static void drain_into_stash(fd_channel_t *ch) {
+  struct stashed got;
+  for (int i = 0; ch && i < 64 && receive_one(ch, &got) == 1; i++)
+    if (stash_push(ch, got) != 0) break;
 }
 
-int fd_channel_recv(fd_channel_t *ch, int from, pid_t expected_pid, uint64_t seq, int timeout_ms, int *fd) {
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+static int send_message(fd_channel_t *ch, uint64_t nonce, int to, const void *bytes, size_t n, int fd) {
+  struct sockaddr_un sa;
+  socklen_t len = channel_address(nonce, to, &sa);
+  int sock = -1, rc = 0;
+  /* Up to ~30 s: the peer's backlog may be full, or its socket not bound yet. */
+  for (int attempt = 0;; attempt++) {
+    sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (sock < 0) return mori_error_errno("fd channel: socket");
+    if (connect(sock, (struct sockaddr *)&sa, len) == 0) break;
+    int err = errno;
+    close(sock);
+    sock = -1;
+    if ((err == EAGAIN || err == ECONNREFUSED || err == ENOENT) && attempt < 30000) {
+      drain_into_stash(ch);
+      struct timespec pause = {0, 1000 * 1000};
+      nanosleep(&pause, NULL);
+      continue;
+    }
+    errno = err;
+    return mori_error_errno("fd channel: connecting to rank %d", to);
+  }
+  struct iovec iov = {(void *)bytes, n};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof(control.buf);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  /* A fresh connection's queue has room for one message: this never blocks. */
+  if (sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) rc = mori_error_errno("fd channel: sending to rank %d", to);
+  close(sock);
+  return rc;
+}
+
+static int send_encoded(fd_channel_t *ch, uint64_t nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd) {
+  fd_message_t m = {token, claimed_rank, fd < 0 ? FD_NO_HANDLE : 0, seq};
+  uint8_t bytes[FD_MESSAGE_BYTES];
+  fd_message_encode(&m, bytes);
+  return send_message(ch, nonce, to, bytes, sizeof(bytes), fd);
+}
+
+int fd_channel_send_raw(uint64_t nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd) {
+  return send_encoded(NULL, nonce, to, token, claimed_rank, seq, fd);
+}
+
+int fd_channel_send_bytes(uint64_t nonce, int to, const void *bytes, size_t n, int fd) {
+  return send_message(NULL, nonce, to, bytes, n, fd);
+}
+
+int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd) {
+  return send_encoded(ch, ch->nonce, to, ch->token, ch->rank, seq, fd);
+}
+
+/* Drops every stashed message of a step before `seq`: those exchanges are
+ * over (a failed one leaves late messages behind), and a stale fd would
+ * keep a peer's memory alive. */
+static void drop_stale(fd_channel_t *ch, uint64_t seq) {
+  if (seq > ch->floor) ch->floor = seq;
+  for (int i = 0; i < ch->stash_count; i++) {
+    if (ch->stash[i].seq >= ch->floor) continue;
+    if (ch->stash[i].fd >= 0) close(ch->stash[i].fd);
+    ch->rejected++;
+    ch->stash[i--] = ch->stash[--ch->stash_count];
+  }
+}
+
+int fd_channel_recv(fd_channel_t *ch, int from, uint64_t seq, int timeout_ms, int *fd) {
+  drop_stale(ch, seq);
+  int64_t start = now_ms();
   for (;;) {
     /* Stashed first: a fast peer may have sent a later step already. */
     for (int i = 0; i < ch->stash_count; i++) {
       struct stashed *s = &ch->stash[i];
-      if (s->rank == from && s->seq < seq) {
-        /* Left from an exchange that already ended (a failed one): stale. */
-        if (s->fd >= 0) close(s->fd);
-        *s = ch->stash[--ch->stash_count];
-        i--;
-        continue;
-      }
       if (s->rank != from || s->seq != seq) continue;
-      if (s->pid != expected_pid) {
-        ch->rejected++;
-        MORI_WARN("fd channel: rank %d rejected a message claiming rank %d: sent by pid %d, rank %d is pid %d", ch->rank,
-                  from, (int)s->pid, from, (int)expected_pid);
-        if (s->fd >= 0) close(s->fd);
-        *s = ch->stash[--ch->stash_count];
-        i--;
-        continue;
-      }
       *fd = s->fd;
       *s = ch->stash[--ch->stash_count];
       return 0;
     }
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long elapsed = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+    int64_t elapsed = now_ms() - start;
     if (elapsed >= timeout_ms)
       return mori_error_set(MORI_ERANK_TIMEOUT, "fd channel: rank %d waited %d ms for rank %d's handle (step %llu)",
                             ch->rank, timeout_ms, from, (unsigned long long)seq);
-    struct pollfd p = {.fd = ch->sock, .events = POLLIN};
-    int left = timeout_ms - (int)elapsed;
-    if (poll(&p, 1, left > 200 ? 200 : left) <= 0) continue;
+    struct pollfd p = {.fd = ch->listener, .events = POLLIN};
+    int64_t left = timeout_ms - elapsed;
+    if (poll(&p, 1, left > 200 ? 200 : (int)left) <= 0) continue;
     struct stashed got;
     int r = receive_one(ch, &got);
     if (r < 0) return r;

@@ -1,13 +1,19 @@
 /* A channel that carries file descriptors between the processes of one job
- * on one host: a UNIX datagram socket in the abstract namespace (nothing on
- * disk to clean up), SCM_RIGHTS for the fd, and SCM_CREDENTIALS so the kernel
- * tells who sent each message. A message is accepted only when it carries the
- * job's secret token and comes from the uid of this process and the pid the
- * claimed rank has; everything else is dropped and logged. Messages may
- * arrive in any order: those for later steps wait in a stash. */
+ * on one host: a listening UNIX seqpacket socket per rank in the abstract
+ * namespace (nothing on disk to clean up); a sender connects, sends one
+ * message (SCM_RIGHTS for the fd) and closes. The kernel records who
+ * connected (SO_PEERCRED), so a connection from another user, or from a
+ * process that is no rank of the job, is closed at accept, before anything
+ * is read from it: its descriptors are never installed in this process. A
+ * message read from a rank's process is accepted only when it carries the
+ * job's secret token and claims the rank of the process that sent it.
+ * Warnings about what is refused are rate-limited (at most one a second).
+ * Messages may arrive in any order: those for later steps wait in a stash;
+ * those of steps already over are dropped and their fds closed. */
 #ifndef MORI_HANDLES_POSIX_FD_CHANNEL_H
 #define MORI_HANDLES_POSIX_FD_CHANNEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,22 +23,29 @@ MORI_EXTERN_C_BEGIN
 
 typedef struct fd_channel fd_channel_t;
 
-/* name_nonce picks the socket name (visible in /proc/net/unix); token is the
- * secret every message must carry. */
-int fd_channel_open(uint64_t name_nonce, uint64_t token, int rank, fd_channel_t **out);
+/* name_nonce picks the socket names (visible in /proc/net/unix); token is
+ * the secret every message must carry; `size` ranks, whose process ids are
+ * given with fd_channel_set_pid (0: not known yet, nothing accepted). */
+int fd_channel_open(uint64_t name_nonce, uint64_t token, int rank, int size, fd_channel_t **out);
 void fd_channel_close(fd_channel_t *ch);
+void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid);
 /* Sends a duplicate of fd to rank `to`, tagged with step `seq`; fd < 0
  * sends "no handle" (this rank failed), which the receiver gets as -1. */
 int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd);
-/* Receives rank `from`'s fd of step `seq` (-1: the sender had none), sent
- * by process `expected_pid`. Stashed messages of earlier steps from that
- * rank are stale and dropped. */
-int fd_channel_recv(fd_channel_t *ch, int from, pid_t expected_pid, uint64_t seq, int timeout_ms, int *fd);
-/* Messages dropped so far (forged token, wrong uid or pid, malformed). */
+/* Receives rank `from`'s fd of step `seq` (-1: the sender had none).
+ * Stashed messages of earlier steps, from any rank, are stale: dropped. */
+int fd_channel_recv(fd_channel_t *ch, int from, uint64_t seq, int timeout_ms, int *fd);
+/* Connections closed unread (another user, or no rank's process). */
+unsigned fd_channel_refused(const fd_channel_t *ch);
+/* Messages read and dropped (malformed, forged token, wrong rank, stale). */
 unsigned fd_channel_rejected(const fd_channel_t *ch);
+/* Warnings written so far (the rest were suppressed by the rate limit). */
+unsigned fd_channel_warnings(const fd_channel_t *ch);
 
-/* For tests: sends a message with any token/rank from this process. */
+/* For tests: one message with any token and claimed rank, or any bytes,
+ * from this process to rank `to` of the channel named by name_nonce. */
 int fd_channel_send_raw(uint64_t name_nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd);
+int fd_channel_send_bytes(uint64_t name_nonce, int to, const void *bytes, size_t n, int fd);
 
 MORI_EXTERN_C_END
 

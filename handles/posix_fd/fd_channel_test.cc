@@ -1,72 +1,213 @@
-// The fd channel between two processes: a real fd arrives and maps the same
-// memory; forged messages (wrong token, or sent by a process that is not the
-// claimed rank) are rejected and counted, and the genuine one still arrives.
+// The fd channel between three processes: a real fd arrives and maps the
+// same memory; forged messages are rejected or refused and counted; a flood
+// of junk makes a few warnings, not one per message; connections from
+// another user are closed unread; a late message of a step that is over is
+// dropped with its fd.
 #include "handles/posix_fd/fd_channel.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "tests/support/harness.h"
+#include "tests/support/proc_stats.h"
 
 namespace {
 
 constexpr uint64_t kNonce = 0x1234abcd5678ull;
 constexpr uint64_t kToken = 0xfeedfacecafebeefull;
 
+// What the ranks share: their pids, and step flags.
+struct Shared {
+  std::atomic<pid_t> pid[3];
+  std::atomic<int> step;
+};
+
+Shared *MapShared() {
+  void *p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(p, MAP_FAILED);
+  return new (p) Shared{};
+}
+
+// Opens this rank's channel once every rank has published its pid.
+fd_channel_t *Open(Shared *sh, uint64_t nonce, int rank) {
+  sh->pid[rank] = getpid();
+  for (int r = 0; r < 3; r++)
+    while (sh->pid[r].load() == 0) usleep(1000);
+  fd_channel_t *ch = nullptr;
+  EXPECT_EQ(fd_channel_open(nonce, kToken, rank, 3, &ch), 0) << mori_last_error();
+  for (int r = 0; ch && r < 3; r++) fd_channel_set_pid(ch, r, sh->pid[r]);
+  return ch;
+}
+
+void WaitStep(Shared *sh, int step) {
+  while (sh->step.load() < step) usleep(1000);
+}
+
+int MemfdWith(const char *text) {
+  int mem = memfd_create("test", 0);
+  EXPECT_GE(mem, 0);
+  EXPECT_EQ(ftruncate(mem, 4096), 0);
+  char *p = (char *)mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+  strcpy(p, text);
+  munmap(p, 4096);
+  return mem;
+}
+
 TEST(FdChannel, RealFdArrivesAndForgeriesAreRejected) {
-  // Rank 1's pid, published before the test through a pipe the ranks share.
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
-  EXPECT_RANKS_PASS(2, [&](int rank, int size) {
-    uint64_t nonce = kNonce ^ (uint64_t)getppid();
-    fd_channel_t *ch = nullptr;
-    MORI_ASSERT_OK(fd_channel_open(nonce, kToken, rank, &ch));
+  Shared *sh = MapShared();
+  uint64_t nonce = kNonce ^ (uint64_t)getpid();
+  EXPECT_RANKS_PASS(3, [&](int rank, int size) {
+    fd_channel_t *ch = Open(sh, nonce, rank);
+    ASSERT_NE(ch, nullptr);
+    int mem = MemfdWith("hello from rank 1");
     if (rank == 1) {
-      pid_t me = getpid();
-      ASSERT_EQ(write(pipefd[1], &me, sizeof(me)), (ssize_t)sizeof(me));
-      int mem = memfd_create("test", 0);
-      ASSERT_GE(mem, 0);
-      ASSERT_EQ(ftruncate(mem, 4096), 0);
-      char *p = (char *)mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
-      strcpy(p, "hello from rank 1");
       // Forgery 1: wrong token.
       MORI_ASSERT_OK(fd_channel_send_raw(nonce, 0, kToken + 1, 1, 7, mem));
-      // Forgery 2: right token, claims rank 1, but sent by another process.
+      // Forgery 2: right token, claims rank 1, from a process that is no rank
+      // (its send may fail: rank 0 closes the connection as soon as it sees who).
       pid_t child = fork();
       if (child == 0) _exit(fd_channel_send_raw(nonce, 0, kToken, 1, 7, mem) == 0 ? 0 : 1);
-      int status = 0;
-      waitpid(child, &status, 0);
-      ASSERT_EQ(WEXITSTATUS(status), 0);
+      waitpid(child, nullptr, 0);
+      sh->step = 1;
+      WaitStep(sh, 2);
       // The genuine message.
       MORI_ASSERT_OK(fd_channel_send(ch, 0, 7, mem));
-      close(mem);
+    } else if (rank == 2) {
+      WaitStep(sh, 1);
+      // Forgery 3: a rank of the job claiming to be another.
+      MORI_ASSERT_OK(fd_channel_send_raw(nonce, 0, kToken, 1, 7, mem));
+      sh->step = 2;
     } else {
-      pid_t rank1 = 0;
-      ASSERT_EQ(read(pipefd[0], &rank1, sizeof(rank1)), (ssize_t)sizeof(rank1));
       int fd = -1;
-      MORI_ASSERT_OK(fd_channel_recv(ch, 1, rank1, 7, 10000, &fd));
+      MORI_ASSERT_OK(fd_channel_recv(ch, 1, 7, 10000, &fd));
       char *p = (char *)mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
       ASSERT_NE(p, MAP_FAILED);
       EXPECT_STREQ(p, "hello from rank 1");
-      // Drain whatever is left: asking again for step 7 finds only the
-      // message another process sent in rank 1's name.
-      int none = -1;
-      EXPECT_EQ(fd_channel_recv(ch, 1, rank1, 7, 300, &none), MORI_ERANK_TIMEOUT);
-      EXPECT_EQ(fd_channel_rejected(ch), 2u) << "the wrong-token message and the one from another process";
+      EXPECT_EQ(fd_channel_refused(ch), 1u) << "the connection from a process that is no rank";
+      EXPECT_EQ(fd_channel_rejected(ch), 2u) << "the wrong token and the rank claiming another's";
+      munmap(p, 4096);
       close(fd);
     }
+    close(mem);
+    fd_channel_close(ch);
+  });
+}
+
+// Lines of `path` that mention the fd channel.
+int ChannelWarnings(const std::string &path) {
+  std::ifstream in(path);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find("fd channel") != std::string::npos;
+  return n;
+}
+
+TEST(FdChannel, AFloodOfJunkMakesAFewWarningsNotOnePerMessage) {
+  Shared *sh = MapShared();
+  uint64_t nonce = kNonce ^ 0x77 ^ (uint64_t)getpid();
+  std::string log = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/fd_channel_flood.log";
+  EXPECT_RANKS_PASS(3, [&](int rank, int size) {
+    fd_channel_t *ch = Open(sh, nonce, rank);
+    ASSERT_NE(ch, nullptr);
+    constexpr int kJunk = 300;
+    if (rank == 1) {
+      for (int i = 0; i < kJunk; i++) MORI_ASSERT_OK(fd_channel_send_raw(nonce, 0, kToken ^ (i + 1), 1, 1, -1));
+      sh->step = 1;
+    } else if (rank == 0) {
+      int saved = dup(2);
+      int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ASSERT_GE(out, 0);
+      dup2(out, 2);
+      WaitStep(sh, 1);
+      int fd = -1;
+      EXPECT_EQ(fd_channel_recv(ch, 1, 1, 1500, &fd), MORI_ERANK_TIMEOUT);
+      fflush(stderr);
+      dup2(saved, 2);
+      close(out);
+      close(saved);
+      EXPECT_EQ(fd_channel_rejected(ch), (unsigned)kJunk);
+      EXPECT_LE(ChannelWarnings(log), 3) << "one warning per junk message";
+    }
+    fd_channel_close(ch);
+  });
+}
+
+TEST(FdChannel, AnotherUsersConnectionsAreClosedUnread) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  Shared *sh = MapShared();
+  uint64_t nonce = kNonce ^ 0x99 ^ (uint64_t)getpid();
+  EXPECT_RANKS_PASS(3, [&](int rank, int size) {
+    fd_channel_t *ch = Open(sh, nonce, rank);
+    ASSERT_NE(ch, nullptr);
+    if (rank == 1) {
+      int mem = MemfdWith("not for you");
+      pid_t child = fork();
+      if (child == 0) {
+        // Another user, with an fd and the right token even.
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+        // Every connection is queued; rank 0 is not accepting yet.
+        for (int i = 0; i < 50; i++)
+          if (fd_channel_send_raw(nonce, 0, kToken, 1, 3, mem) != 0) _exit(1);
+        _exit(0);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
+      EXPECT_EQ(WEXITSTATUS(status), 0);
+      close(mem);
+      sh->step = 1;
+    } else if (rank == 0) {
+      WaitStep(sh, 1);
+      int fds = mori_test::CountFds();
+      int fd = -1;
+      EXPECT_EQ(fd_channel_recv(ch, 1, 3, 1000, &fd), MORI_ERANK_TIMEOUT);
+      EXPECT_EQ(fd_channel_refused(ch), 50u);
+      EXPECT_EQ(fd_channel_rejected(ch), 0u) << "nothing of theirs was read";
+      EXPECT_LE(fd_channel_warnings(ch), 2u);
+      EXPECT_EQ(mori_test::CountFds(), fds);
+    }
+    fd_channel_close(ch);
+  });
+}
+
+TEST(FdChannel, ALateMessageOfAFinishedStepIsDroppedWithItsFd) {
+  Shared *sh = MapShared();
+  uint64_t nonce = kNonce ^ 0x55 ^ (uint64_t)getpid();
+  EXPECT_RANKS_PASS(3, [&](int rank, int size) {
+    fd_channel_t *ch = Open(sh, nonce, rank);
+    ASSERT_NE(ch, nullptr);
+    int mem = MemfdWith("step");
+    if (rank == 1) {
+      MORI_ASSERT_OK(fd_channel_send(ch, 0, 1, mem));  // step 1, which rank 0 gave up on
+      sh->step = 1;
+    } else if (rank == 2) {
+      WaitStep(sh, 1);
+      MORI_ASSERT_OK(fd_channel_send(ch, 0, 2, mem));
+      sh->step = 2;
+    } else {
+      WaitStep(sh, 2);
+      int fds = mori_test::CountFds(), fd = -1;
+      MORI_ASSERT_OK(fd_channel_recv(ch, 2, 2, 10000, &fd));
+      EXPECT_GE(fd, 0);
+      EXPECT_EQ(mori_test::CountFds(), fds + 1) << "rank 1's fd of step 1 is still held";
+      close(fd);
+    }
+    close(mem);
     fd_channel_close(ch);
   });
 }
 
 TEST(FdChannel, ReceiveTimesOutNamingThePeer) {
   fd_channel_t *ch = nullptr;
-  MORI_ASSERT_OK(fd_channel_open(kNonce ^ 99 ^ (uint64_t)getpid(), kToken, 0, &ch));
+  MORI_ASSERT_OK(fd_channel_open(kNonce ^ 99 ^ (uint64_t)getpid(), kToken, 0, 4, &ch));
   int fd = -1;
-  EXPECT_EQ(fd_channel_recv(ch, 3, 12345, 1, 200, &fd), MORI_ERANK_TIMEOUT);
+  EXPECT_EQ(fd_channel_recv(ch, 3, 1, 200, &fd), MORI_ERANK_TIMEOUT);
   EXPECT_NE(std::string(mori_last_error()).find("for rank 3's handle"), std::string::npos) << mori_last_error();
   fd_channel_close(ch);
 }

@@ -1,7 +1,8 @@
 /* posix_fd handle library: each comm gets an fd channel whose socket name
  * and secret token rank 0 draws at random and broadcasts through the
  * bootstrap; share() sends this rank's fd to every peer that wants it and
- * receives theirs, each checked against the pid the peer reported. */
+ * receives theirs; the channel accepts connections only from the processes
+ * the ranks reported at comm creation. */
 #include <stdlib.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -24,11 +25,14 @@ static int posix_fd_init(mori_comm_t *comm, void **state) {
   struct posix_fd_state *s = calloc(1, sizeof(*s));
   if (!s) return mori_error_set(MORI_ENOMEM, "posix_fd");
   s->timeout_ms = mori_bootstrap_default_timeout_ms();
-  rc = fd_channel_open(secrets[0], secrets[1], mori_comm_rank(comm), &s->channel);
+  int size = mori_comm_size(comm);
+  rc = fd_channel_open(secrets[0], secrets[1], mori_comm_rank(comm), size, &s->channel);
   if (rc) {
     free(s);
     return rc;
   }
+  /* Only the job's processes may connect (checked at accept). */
+  for (int r = 0; r < size; r++) fd_channel_set_pid(s->channel, r, mori_comm_peer_info(comm, r)->pid);
   /* No rank may send before every socket is bound. */
   rc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
   if (rc) {
@@ -56,7 +60,7 @@ static int posix_fd_share(void *state, mori_comm_t *comm, uint64_t seq, const mo
   for (int r = 0; r < size; r++) {
     if (!want[r] || r == me) continue;
     int got = -1;
-    int rrc = fd_channel_recv(s->channel, r, mori_comm_peer_info(comm, r)->pid, seq, s->timeout_ms, &got);
+    int rrc = fd_channel_recv(s->channel, r, seq, s->timeout_ms, &got);
     theirs[r].type = got >= 0 ? MORI_HANDLE_POSIX_FD : MORI_HANDLE_NONE;
     theirs[r].fd = got;
     if (rrc && !rc) rc = rrc;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "tests/support/world.h"
@@ -132,6 +133,40 @@ TEST(DeviceApi, AbortFlagEndsAnEndlessWait) {
     EXPECT_EQ(mori_signal_wait_until(f.view, f.signal_offset, MORI_CMP_EQ, 42, 0, -1, 0, nullptr), MORI_DEVICE_EABORTED);
     pthread_join(t, nullptr);
     EXPECT_EQ(mori_window_check(f.win), MORI_EABORTED);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+TEST(DeviceApi, PadChannelBeyondThePadIsRefusedWithARecord) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);  // a pad of 8 channels
+    int peer = (rank + 1) % size;
+    uint64_t pad_bytes = f.view.signal_pad_size;
+    for (uint32_t channel : {8u, 1000u, 0x7fffffffu, 0xffffffffu}) {
+      EXPECT_EQ(mori_pad_put(f.view, peer, channel, 10 * kMs), MORI_DEVICE_ECHANNEL) << "channel " << channel;
+      EXPECT_EQ(mori_window_check(f.win), MORI_ECHANNEL);
+      std::string msg = mori_last_error();
+      EXPECT_NE(msg.find("channel " + std::to_string(channel)), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::to_string(pad_bytes) + " bytes"), std::string::npos) << msg;
+      EXPECT_EQ(mori_pad_wait(f.view, peer, channel, 10 * kMs), MORI_DEVICE_ECHANNEL);
+      EXPECT_EQ(mori_window_check(f.win), MORI_ECHANNEL);
+    }
+    EXPECT_EQ(mori_pad_barrier_block(f.view, 8, 10 * kMs), MORI_DEVICE_ECHANNEL);
+    EXPECT_EQ(mori_window_check(f.win), MORI_ECHANNEL);
+    // A peer outside the comm is refused, never an index past the table.
+    EXPECT_EQ(mori_pad_put(f.view, size, 0, 10 * kMs), MORI_DEVICE_EINVAL);
+    EXPECT_EQ(mori_pad_wait(f.view, -1, 0, 10 * kMs), MORI_DEVICE_EINVAL);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // Nothing was written: every slot of this rank's pad still reads 0.
+    const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
+    for (uint64_t i = 0; i < pad_bytes / 4; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // The last channel that fits still works.
+    ASSERT_EQ(mori_pad_barrier_block(f.view, 7, 10000 * kMs), MORI_DEVICE_OK);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     Release(f);
   });

@@ -6,13 +6,17 @@
 #include "mori/transport_rdma.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "mori/device.h"
 #include "mori/team.h"
 #include "tests/support/world.h"
+#include "transport/rdma/internal.h"
 
 using mori_test::TestRanks;
 using mori_test::World;
@@ -156,6 +160,112 @@ TEST(Rdma, DeviceApiReachesCrossNodePeersThroughTheProxy) {
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+// Rank 0 and its partner on the other node: the ranks the unhappy paths below use.
+int Partner(int size) { return size / 2; }
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    setenv("MORI_SHMEM_MODE", "isolation", 1);  // the window's memory is registered alone
+    setenv("MORI_RDMA_TIMEOUT_MS", "5000", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // The partner's memory goes (its key with it): three puts to it fail
+    // together, the first with a remote access error, the rest flushed.
+    if (rank == Partner(size)) MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      for (int i = 0; i < 3; i++) MORI_ASSERT_OK(mori_rdma_put(l.win, Partner(size), 0, l.staging, 4096));
+      EXPECT_EQ(mori_rdma_quiet(w.comm), MORI_EIO);
+      EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(Partner(size)) + " failed"), std::string::npos)
+          << mori_last_error();
+      auto t0 = std::chrono::steady_clock::now();
+      MORI_EXPECT_OK(mori_rdma_quiet(w.comm));  // every completion was counted
+      EXPECT_LT(MsSince(t0), 2000.0);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank != Partner(size)) MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+TEST(Rdma, DeregisterDuringAStalledTransferFreesNothingUnderIt) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    setenv("MORI_SHMEM_MODE", "isolation", 1);
+    // Shorter than the NIC's retries (7 x ~67 ms) towards a peer that is gone.
+    setenv("MORI_RDMA_TIMEOUT_MS", "100", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == Partner(size)) _exit(0);  // its QPs go with it: what rank 0 sends is never answered
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      mori_window_dev_t view = mori_window_device_view(l.win);
+      char *mem = (char *)l.mem;
+      ASSERT_EQ(mori_put_thread(view, Partner(size), 0, mem + l.staging, 4096), MORI_DEVICE_OK);
+      MORI_ASSERT_OK(mori_rdma_put(l.win, Partner(size), 4096, l.staging, 4096));
+      auto t0 = std::chrono::steady_clock::now();
+      MORI_EXPECT_OK(mori_window_destroy(l.win));  // the stall is logged; nothing is freed under it
+      EXPECT_LT(MsSince(t0), 3000.0);
+      // Whatever still completes (retries exhausted, flushes) finds live memory.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      EXPECT_NE(mori_rdma_quiet(w.comm), MORI_ETIMEDOUT) << mori_last_error();
+    } else {
+      MORI_EXPECT_OK(mori_window_destroy(l.win));
+    }
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+TEST(Rdma, SubmitThatTimesOutOnAStalledProxyLeavesTheRingUsable) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    if (rank == 0) {
+      rdma_state *s = (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops);
+      mori_window_dev_t view = mori_window_device_view(l.win);
+      rdma_hold_proxy(s, true);  // the consumer stalls
+      for (int i = 0; i < MORI_PROXY_SLOTS; i++)
+        ASSERT_GT(mori_proxy_submit(view, MORI_PROXY_PUT, Partner(size), 0, l.staging, 64, 1000000000ull), 0) << i;
+      EXPECT_EQ(mori_proxy_submit(view, MORI_PROXY_PUT, Partner(size), 0, l.staging, 64, 5000000ull), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(l.win), MORI_EDEVICE_TIMEOUT);
+      rdma_hold_proxy(s, false);
+      for (int i = 0; i < 10; i++)
+        ASSERT_GT(mori_proxy_submit(view, MORI_PROXY_PUT, Partner(size), 0, l.staging, 64, 20000000000ull), 0);
+      EXPECT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+      EXPECT_EQ(view.proxy->done, (uint64_t)MORI_PROXY_SLOTS + 10);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
   });
 }
 

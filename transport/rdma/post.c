@@ -1,122 +1,172 @@
 /* The rdma transport's posting: work requests on the peer's queue pair
  * (signalled, so every one completes into the CQ), reaping with a timeout,
- * and the host API (mori_rdma_put/get/atomic_add/quiet). */
+ * and the host API (mori_rdma_put/get/atomic_add/quiet). Every request
+ * names its segment, which counts what is in flight for it, so a segment is
+ * never freed under a request that may still complete. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/platform/platform.h"
 #include "transport/rdma/internal.h"
 
-static int64_t now_ms(void) {
+int64_t rdma_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Work-request ids: a host-API operation carries peer << 1; a proxied one
- * the address of its window | 1 (windows are aligned). */
+static int peer_of_qp(const struct rdma_state *s, uint32_t qp_num) {
+  for (int p = 0; p < s->size; p++)
+    if (p != s->rank && s->qpn[p] == qp_num) return p;
+  return -1;
+}
+
+void rdma_segment_free(struct rdma_state *s, struct rdma_segment *w) {
+  if (w->mr) (s->v->ibv_dereg_mr)(w->mr);
+  if (w->ring) mori_platform_host_free_mapped(w->ring);
+  mori_platform_device_free(w->device, w->tickets);
+  free(w->addr);
+  free(w->rkey);
+  free(w->in_flight_to);
+  free(w);
+}
+
+/* One completion. Caller holds s->lock. */
 static void complete(struct rdma_state *s, const struct ibv_wc *wc) {
+  struct rdma_segment *w = (struct rdma_segment *)(uintptr_t)(wc->wr_id & ~(uint64_t)WR_FLAGS);
+  bool proxied = wc->wr_id & WR_PROXIED, last = !(wc->wr_id & WR_PARTIAL);
+  int peer = peer_of_qp(s, wc->qp_num);
   s->completed++;
-  if (wc->wr_id & 1) {
-    struct rdma_segment *w = (struct rdma_segment *)(uintptr_t)(wc->wr_id & ~(uint64_t)1);
-    if (wc->status != IBV_WC_SUCCESS) {
-      __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
-      MORI_WARN("rdma: a request from a kernel failed: %s", (s->v->ibv_wc_status_str)(wc->status));
+  w->in_flight--;
+  if (peer >= 0) w->in_flight_to[peer]--;
+  if (wc->status != IBV_WC_SUCCESS) {
+    const char *status = (s->v->ibv_wc_status_str)(wc->status);
+    if (proxied) {
+      /* A failed piece fails the QP, so the request's last piece completes
+       * flushed and is counted there, once. */
+      if (last) __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
+      MORI_WARN("rdma: a request from a kernel to rank %d failed: %s", peer, status);
+    } else if (!s->host_error) {
+      s->host_error = MORI_EIO;
+      snprintf(s->host_error_text, sizeof(s->host_error_text), "rdma: an operation to rank %d failed: %s (vendor error 0x%x)",
+               peer, status, wc->vendor_err);
     }
-    __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
+  }
+  if (proxied && last) __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
+  if (w->in_flight == 0 && w == s->retired) {
+    s->retired = w->next_retired;
+    rdma_segment_free(s, w);
+  } else if (w->in_flight == 0) {
+    for (struct rdma_segment *r = s->retired; r; r = r->next_retired)
+      if (r->next_retired == w) {
+        r->next_retired = w->next_retired;
+        rdma_segment_free(s, w);
+        break;
+      }
   }
 }
 
-/* Reaps what has completed; fails on the first failed host-API operation.
- * Caller holds s->lock. */
+/* Processes every completion one poll returns: none is dropped, whatever
+ * failed before it in the batch. Returns how many, or an error when the
+ * poll itself fails. Caller holds s->lock. */
 int rdma_reap_some(struct rdma_state *s) {
   struct ibv_wc wc[32];
   int n = ibv_poll_cq(s->cq, 32, wc);
   if (n < 0) return mori_error_set(MORI_EIO, "rdma: polling the completion queue failed");
-  for (int i = 0; i < n; i++) {
-    complete(s, &wc[i]);
-    if (!(wc[i].wr_id & 1) && wc[i].status != IBV_WC_SUCCESS)
-      return mori_error_set(MORI_EIO, "rdma: an operation to rank %d failed: %s (vendor error 0x%x)",
-                            (int)(wc[i].wr_id >> 1), (s->v->ibv_wc_status_str)(wc[i].status), wc[i].vendor_err);
-  }
+  for (int i = 0; i < n; i++) complete(s, &wc[i]);
   return n;
 }
 
-/* Reaps completions until at most `outstanding` remain. Caller holds s->lock. */
-static int reap(struct rdma_state *s, uint64_t outstanding) {
-  int64_t deadline = now_ms() + s->timeout_ms;
-  while (s->posted - s->completed > outstanding) {
+static void pause_briefly(void) {
+  struct timespec t = {0, 5 * 1000}; /* 5 us: completions come in microseconds */
+  nanosleep(&t, NULL);
+}
+
+int rdma_wait_in_flight(struct rdma_state *s, struct rdma_segment *w, uint64_t in_flight, int64_t deadline_ms) {
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
     int n = rdma_reap_some(s);
+    uint64_t left = w ? w->in_flight : s->posted - s->completed;
+    pthread_mutex_unlock(&s->lock);
     if (n < 0) return n;
-    if (n == 0 && now_ms() > deadline)
-      return mori_error_set(MORI_ETIMEDOUT, "rdma: %llu operation(s) did not complete within %d ms",
-                            (unsigned long long)(s->posted - s->completed), s->timeout_ms);
+    if (left <= in_flight) return 0;
+    if (n == 0) {
+      if (rdma_now_ms() > deadline_ms)
+        return mori_error_set(MORI_ETIMEDOUT, "rdma: %llu operation(s) did not complete within %d ms", (unsigned long long)left,
+                              s->timeout_ms);
+      pause_briefly();
+    }
   }
-  return 0;
 }
 
 int rdma_quiet(struct rdma_state *s) {
+  int rc = rdma_wait_in_flight(s, NULL, 0, rdma_now_ms() + s->timeout_ms);
   pthread_mutex_lock(&s->lock);
-  int rc = reap(s, 0);
+  int failed = s->host_error;
+  char text[sizeof(s->host_error_text)];
+  memcpy(text, s->host_error_text, sizeof(text));
+  s->host_error = 0;
   pthread_mutex_unlock(&s->lock);
+  /* A failure is the first thing to report: it may be why work is left. */
+  if (failed) return mori_error_set(failed, "%s", text);
   return rc;
 }
 
 /* Caller holds s->lock. */
-static int post(struct rdma_state *s, int peer, struct ibv_send_wr *wr, uint64_t wr_id) {
-  int rc = reap(s, SQ_DEPTH / 2); /* keep the send queue from overflowing */
-  if (rc) return rc;
+static int post(struct rdma_state *s, struct rdma_segment *w, int peer, struct ibv_send_wr *wr, uint64_t flags) {
+  if (s->qp_failed[peer])
+    return mori_error_set(MORI_EUNREACHABLE,
+                          "rdma: the queue pair to rank %d was moved to error (earlier work to it never completed)", peer);
+  if (s->posted - s->completed >= MAX_IN_FLIGHT) return MORI_EAGAIN;
   struct ibv_send_wr *bad = NULL;
-  wr->wr_id = wr_id;
+  wr->wr_id = (uint64_t)(uintptr_t)w | flags;
   wr->send_flags |= IBV_SEND_SIGNALED;
   int err = ibv_post_send(s->qp[peer], wr, &bad);
-  if (err) return mori_error_set(-err, "rdma: posting to rank %d failed: %s", peer, strerror(err));
+  if (err) return mori_error_set(err > 0 ? -err : MORI_EIO, "rdma: posting to rank %d failed: %s", peer, strerror(err > 0 ? err : EIO));
   s->posted++;
+  w->in_flight++;
+  w->in_flight_to[peer]++;
   return 0;
 }
 
-int rdma_post_put(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t dst, uint64_t src, uint64_t bytes,
-                    uint64_t wr_id) {
-  struct ibv_sge sge = {(uint64_t)(uintptr_t)(w->base + src), (uint32_t)bytes, w->mr->lkey};
-  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
-  wr.wr.rdma.remote_addr = w->addr[peer] + dst;
+int rdma_post_piece(struct rdma_state *s, struct rdma_segment *w, int peer, int opcode, uint64_t remote, uint64_t local,
+                    uint64_t bytes, uint64_t done, uint64_t flags, uint64_t *len) {
+  uint64_t piece = bytes - done < s->max_msg ? bytes - done : s->max_msg;
+  /* max_msg fits the SGE's 32-bit length (the port reports it as 32 bits). */
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)(w->base + local + done), (uint32_t)piece, w->mr->lkey};
+  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = (enum ibv_wr_opcode)opcode};
+  wr.wr.rdma.remote_addr = w->addr[peer] + remote + done;
   wr.wr.rdma.rkey = w->rkey[peer];
-  return post(s, peer, &wr, wr_id);
-}
-
-int rdma_post_get(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t dst, uint64_t src, uint64_t bytes,
-                    uint64_t wr_id) {
-  struct ibv_sge sge = {(uint64_t)(uintptr_t)(w->base + dst), (uint32_t)bytes, w->mr->lkey};
-  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ};
-  wr.wr.rdma.remote_addr = w->addr[peer] + src;
-  wr.wr.rdma.rkey = w->rkey[peer];
-  return post(s, peer, &wr, wr_id);
+  int rc = post(s, w, peer, &wr, flags | (done + piece < bytes ? WR_PARTIAL : 0));
+  if (!rc) *len = piece;
+  return rc;
 }
 
 /* Fenced: it happens after this QP's earlier reads and writes. */
-int rdma_post_add(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t offset, uint64_t value,
-                    uint64_t wr_id) {
+int rdma_post_add(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t offset, uint64_t value, uint64_t flags) {
   struct ibv_sge sge = {(uint64_t)(uintptr_t)s->scratch, 8, s->scratch_mr->lkey};
   struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
                            .send_flags = IBV_SEND_FENCE};
   wr.wr.atomic.remote_addr = w->addr[peer] + offset;
   wr.wr.atomic.compare_add = value;
   wr.wr.atomic.rkey = w->rkey[peer];
-  return post(s, peer, &wr, wr_id);
+  return post(s, w, peer, &wr, flags);
 }
 
 /* The value travels inline (copied at post time): nothing to keep alive. */
-int rdma_post_set(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t offset, uint64_t value,
-                    uint64_t wr_id) {
+int rdma_post_set(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t offset, uint64_t value, uint64_t flags) {
   struct ibv_sge sge = {(uint64_t)(uintptr_t)&value, 8, 0};
   struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
                            .send_flags = IBV_SEND_INLINE | IBV_SEND_FENCE};
   wr.wr.rdma.remote_addr = w->addr[peer] + offset;
   wr.wr.rdma.rkey = w->rkey[peer];
-  return post(s, peer, &wr, wr_id);
+  return post(s, w, peer, &wr, flags);
 }
 
 /* Offsets come in relative to the window and go out relative to the
@@ -130,6 +180,7 @@ static int prepare(mori_window_t *win, int peer, size_t *remote_offset, size_t *
   if (!s) return mori_error_set(MORI_EINVAL, "rdma %s: the comm was created without the rdma transport", op);
   if (!s->usable) return mori_error_set(MORI_EUNREACHABLE, "rdma %s: not every rank has a usable RDMA device", op);
   struct rdma_segment *w = mori_window_transport_state(win, &mori_transport_rdma_ops);
+  if (!w) return mori_error_set(MORI_EINVAL, "rdma %s: the window is not registered with the rdma transport", op);
   if (peer < 0 || peer >= s->size || peer == s->rank)
     return mori_error_set(MORI_EINVAL, "rdma %s: peer %d (this is rank %d of %d)", op, peer, s->rank, s->size);
   size_t size = mori_window_size(win), base = 0, remote = *remote_offset, local = *local_offset;
@@ -144,26 +195,37 @@ static int prepare(mori_window_t *win, int peer, size_t *remote_offset, size_t *
   return 0;
 }
 
+/* A put or get of any length: pieces of at most the port's largest message,
+ * each posted when the send queues have room (waiting without the lock). */
+static int transfer(struct rdma_state *s, struct rdma_segment *w, int peer, int opcode, uint64_t remote, uint64_t local,
+                    uint64_t bytes) {
+  int64_t deadline = rdma_now_ms() + s->timeout_ms;
+  uint64_t done = 0;
+  do {
+    uint64_t len = 0;
+    pthread_mutex_lock(&s->lock);
+    int rc = rdma_post_piece(s, w, peer, opcode, remote, local, bytes, done, 0, &len);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == MORI_EAGAIN) rc = rdma_wait_in_flight(s, NULL, MAX_IN_FLIGHT - 1, deadline);
+    else done += len;
+    if (rc) return mori_error_context(rc, "rdma: %llu of %llu bytes to rank %d posted", (unsigned long long)done,
+                                      (unsigned long long)bytes, peer);
+  } while (done < bytes);
+  return 0;
+}
+
 int mori_rdma_put(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes) {
   struct rdma_state *s;
   struct rdma_segment *w;
   int rc = prepare(win, peer, &dst_offset, &src_offset, bytes, "put", &s, &w);
-  if (rc) return rc;
-  pthread_mutex_lock(&s->lock);
-  rc = rdma_post_put(s, w, peer, dst_offset, src_offset, bytes, (uint64_t)peer << 1);
-  pthread_mutex_unlock(&s->lock);
-  return rc;
+  return rc ? rc : transfer(s, w, peer, IBV_WR_RDMA_WRITE, dst_offset, src_offset, bytes);
 }
 
 int mori_rdma_get(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes) {
   struct rdma_state *s;
   struct rdma_segment *w;
   int rc = prepare(win, peer, &src_offset, &dst_offset, bytes, "get", &s, &w);
-  if (rc) return rc;
-  pthread_mutex_lock(&s->lock);
-  rc = rdma_post_get(s, w, peer, dst_offset, src_offset, bytes, (uint64_t)peer << 1);
-  pthread_mutex_unlock(&s->lock);
-  return rc;
+  return rc ? rc : transfer(s, w, peer, IBV_WR_RDMA_READ, src_offset, dst_offset, bytes);
 }
 
 int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t value) {
@@ -173,10 +235,14 @@ int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t v
   size_t unused_local = 0;
   int rc = prepare(win, peer, &offset, &unused_local, 8, "atomic_add", &s, &w);
   if (rc) return rc;
-  pthread_mutex_lock(&s->lock);
-  rc = rdma_post_add(s, w, peer, offset, value, (uint64_t)peer << 1);
-  pthread_mutex_unlock(&s->lock);
-  return rc;
+  int64_t deadline = rdma_now_ms() + s->timeout_ms;
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    rc = rdma_post_add(s, w, peer, offset, value, 0);
+    pthread_mutex_unlock(&s->lock);
+    if (rc != MORI_EAGAIN) return rc;
+    if ((rc = rdma_wait_in_flight(s, NULL, MAX_IN_FLIGHT - 1, deadline)) != 0) return rc;
+  }
 }
 
 int mori_rdma_quiet(mori_comm_t *comm) {

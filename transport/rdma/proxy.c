@@ -1,7 +1,9 @@
 /* The rdma transport's proxy: kernels (and CPU ranks) that need a peer
  * outside the LSA team write requests into their segment's ring; this
  * thread takes them in ticket order, posts them, and counts completions in
- * the ring so mori_proxy_quiet can wait for them. */
+ * the ring so mori_proxy_quiet can wait for them. It holds the lock only
+ * while posting what fits and polling once: when the send queues are full
+ * a request stays in its ring until completions make room. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,40 +13,82 @@
 #include "core/base/log.h"
 #include "transport/rdma/internal.h"
 
-/* Takes every ready request from every ring and posts it. A request that
- * cannot be posted (bad peer, out of bounds) counts as done and failed.
- * Caller holds s->lock. */
+/* Why a request cannot be posted at all, or NULL. */
+static const char *refusal(const struct rdma_state *s, const struct rdma_segment *w, const mori_proxy_request_t *q) {
+  if (q->peer < 0 || q->peer >= s->size || q->peer == s->rank) return "bad peer";
+  bool transfer = q->op == MORI_PROXY_PUT || q->op == MORI_PROXY_GET;
+  if (!transfer && q->op != MORI_PROXY_ATOMIC_ADD && q->op != MORI_PROXY_SIGNAL_SET) return "unknown operation";
+  uint64_t span = transfer ? q->bytes_or_value : 8;
+  if (q->dst_offset > w->size || span > w->size - q->dst_offset) return "out of the window";
+  if (transfer && (q->src_offset > w->size || span > w->size - q->src_offset)) return "out of the window";
+  /* Remote atomics need an aligned word (the NIC fails them otherwise), and
+   * a signal must not tear. */
+  if (!transfer && q->dst_offset % 8 != 0) return "not 8-byte aligned";
+  return NULL;
+}
+
+/* Counts a request as done and failed, and moves past it. */
+static void refuse(struct rdma_segment *w, const mori_proxy_request_t *q, const char *why) {
+  MORI_WARN("rdma proxy: request %u to rank %d (dst %llu, %llu bytes or value) refused: %s", q->op, q->peer,
+            (unsigned long long)q->dst_offset, (unsigned long long)q->bytes_or_value, why);
+  __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
+}
+
+int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, bool *left) {
+  *left = false;
+  for (;;) {
+    mori_proxy_request_t *r = &w->ring->slot[w->next % MORI_PROXY_SLOTS];
+    if (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) != w->next + 1) return 0;
+    mori_proxy_request_t q = *r;
+    const char *why = refusal(s, w, &q);
+    int rc = 0;
+    bool finished = true;
+    uint64_t flags = WR_PROXIED;
+    if (!why) {
+      if (q.op == MORI_PROXY_PUT || q.op == MORI_PROXY_GET) {
+        uint64_t len = 0;
+        int opcode = q.op == MORI_PROXY_PUT ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+        uint64_t remote = q.op == MORI_PROXY_PUT ? q.dst_offset : q.src_offset;
+        uint64_t local = q.op == MORI_PROXY_PUT ? q.src_offset : q.dst_offset;
+        rc = rdma_post_piece(s, w, q.peer, opcode, remote, local, q.bytes_or_value, w->piece, flags, &len);
+        if (!rc) {
+          w->piece += len;
+          finished = w->piece >= q.bytes_or_value;
+        }
+      } else if (q.op == MORI_PROXY_ATOMIC_ADD) {
+        rc = rdma_post_add(s, w, q.peer, q.dst_offset, q.bytes_or_value, flags);
+      } else {
+        rc = rdma_post_set(s, w, q.peer, q.dst_offset, q.bytes_or_value, flags);
+      }
+    }
+    if (rc == MORI_EAGAIN) { /* the send queues are full: this request waits in its ring */
+      *left = true;
+      return 0;
+    }
+    *worked = true;
+    if (why || rc) {
+      /* Pieces already posted complete on their own; the last one never
+       * will, so the request is counted here. */
+      refuse(w, &q, why ? why : mori_last_error());
+      finished = true;
+    }
+    if (!finished) continue;
+    w->piece = 0;
+    w->next++;
+    __atomic_store_n(&w->ring->consumed, w->next, __ATOMIC_RELEASE);
+  }
+}
+
+/* Takes every ready request from every ring that fits, posts it, polls the
+ * CQ once. Caller holds s->lock. */
 int rdma_serve_rings(struct rdma_state *s, bool *worked) {
   *worked = false;
-  for (struct rdma_segment *w = s->proxied; w; w = w->next_proxied) {
-    for (;;) {
-      mori_proxy_request_t *r = &w->ring->slot[w->next % MORI_PROXY_SLOTS];
-      if (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) != w->next + 1) break;
-      mori_proxy_request_t q = *r;
-      uint64_t id = (uint64_t)(uintptr_t)w | 1;
-      int rc;
-      bool in_bounds = q.peer >= 0 && q.peer < s->size && q.peer != s->rank;
-      uint64_t span = (q.op == MORI_PROXY_PUT || q.op == MORI_PROXY_GET) ? q.bytes_or_value : 8;
-      in_bounds = in_bounds && q.dst_offset <= w->size && span <= w->size - q.dst_offset;
-      if (q.op == MORI_PROXY_PUT || q.op == MORI_PROXY_GET) in_bounds = in_bounds && q.src_offset <= w->size && span <= w->size - q.src_offset;
-      if (!in_bounds) rc = MORI_EINVAL;
-      else if (q.op == MORI_PROXY_PUT) rc = rdma_post_put(s, w, q.peer, q.dst_offset, q.src_offset, q.bytes_or_value, id);
-      else if (q.op == MORI_PROXY_GET) rc = rdma_post_get(s, w, q.peer, q.dst_offset, q.src_offset, q.bytes_or_value, id);
-      else if (q.op == MORI_PROXY_ATOMIC_ADD) rc = rdma_post_add(s, w, q.peer, q.dst_offset, q.bytes_or_value, id);
-      else if (q.op == MORI_PROXY_SIGNAL_SET) rc = rdma_post_set(s, w, q.peer, q.dst_offset, q.bytes_or_value, id);
-      else rc = MORI_EINVAL;
-      if (rc) {
-        MORI_WARN("rdma proxy: request %u to rank %d (dst %llu, %llu bytes) refused: %s", q.op, q.peer,
-                  (unsigned long long)q.dst_offset, (unsigned long long)q.bytes_or_value,
-                  rc == MORI_EINVAL ? "bad peer or out of the window" : mori_last_error());
-        __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
-        __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
-      }
-      w->next++;
-      __atomic_store_n(&w->ring->consumed, w->next, __ATOMIC_RELEASE);
-      *worked = true;
+  if (!s->proxy_held)
+    for (struct rdma_segment *w = s->proxied; w; w = w->next_proxied) {
+      bool left;
+      rdma_serve_ring(s, w, worked, &left);
     }
-  }
   int n = rdma_reap_some(s);
   if (n > 0) *worked = true;
   return n < 0 ? n : 0;
@@ -52,19 +96,17 @@ int rdma_serve_rings(struct rdma_state *s, bool *worked) {
 
 static void *proxy_main(void *arg) {
   struct rdma_state *s = arg;
-  pthread_mutex_lock(&s->lock);
-  while (!s->stopping) {
-    bool worked = false;
-    if (rdma_serve_rings(s, &worked) != 0) MORI_WARN("rdma proxy: %s", mori_last_error());
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    bool stop = s->stopping, worked = false;
+    if (!stop && rdma_serve_rings(s, &worked) != 0) MORI_WARN("rdma proxy: %s", mori_last_error());
+    pthread_mutex_unlock(&s->lock);
+    if (stop) return NULL;
     if (!worked) {
-      pthread_mutex_unlock(&s->lock);
       struct timespec pause = {0, 20 * 1000}; /* idle: 20 us */
       nanosleep(&pause, NULL);
-      pthread_mutex_lock(&s->lock);
     }
   }
-  pthread_mutex_unlock(&s->lock);
-  return NULL;
 }
 
 int rdma_start_proxy(struct rdma_state *s) {
@@ -81,4 +123,10 @@ void rdma_stop_proxy(struct rdma_state *s) {
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->proxy, NULL);
   s->proxy_running = false;
+}
+
+void rdma_hold_proxy(struct rdma_state *s, bool hold) {
+  pthread_mutex_lock(&s->lock);
+  s->proxy_held = hold;
+  pthread_mutex_unlock(&s->lock);
 }

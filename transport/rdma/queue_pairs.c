@@ -3,6 +3,7 @@
  * per peer, moved to INIT; then, with the peer's endpoint, INIT -> RTR ->
  * RTS. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +11,26 @@
 #include <time.h>
 
 #include "core/base/error.h"
+#include "core/base/log.h"
 #include "transport/rdma/internal.h"
 
 int rdma_verbs_error(int err, const char *what) {
   return mori_error_set(err > 0 ? -err : MORI_EIO, "rdma: %s failed: %s", what, strerror(err > 0 ? err : errno));
 }
 
-static int env_int(const char *name, int fallback) {
+/* A whole number >= 0 from the environment, else `fallback` (with a
+ * warning when the variable is set to something else). */
+int rdma_env_int(const char *name, int fallback) {
   const char *s = getenv(name);
-  return s && *s ? atoi(s) : fallback;
+  if (!s || !*s) return fallback;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < 0 || v > INT32_MAX) {
+    MORI_WARN("rdma: %s=\"%s\" is not a whole number from 0 to %d; using %d", name, s, INT32_MAX, fallback);
+    return fallback;
+  }
+  return (int)v;
 }
 
 /* Opens the device, PD, CQ and one QP per peer in INIT; fills `me`. */
@@ -46,14 +58,20 @@ int rdma_open_local(struct rdma_state *s, struct rdma_endpoint *me, uint32_t *qp
   if (!(s->cq = (v->ibv_create_cq)(s->ctx, CQ_DEPTH, NULL, NULL, 0))) return rdma_verbs_error(errno, "ibv_create_cq");
   struct ibv_port_attr port;
   memset(&port, 0, sizeof(port));
-  s->port = env_int("MORI_RDMA_PORT", 1);
+  s->port = rdma_env_int("MORI_RDMA_PORT", 1);
   /* The exported symbol takes the compat struct, a prefix of ibv_port_attr. */
   int err = (v->ibv_query_port)(s->ctx, (uint8_t)s->port, (struct _compat_ibv_port_attr *)&port);
   if (err) return rdma_verbs_error(err, "ibv_query_port");
   if (port.state != IBV_PORT_ACTIVE)
     return mori_error_set(MORI_ENODEV, "rdma: port %d of %s is not active", s->port, s->device);
+  /* Transfers longer than the port's largest message go in pieces (an SGE
+   * length is 32 bits: a longer one cast down would send a truncated
+   * message without a word). MORI_RDMA_MAX_MSG may lower it. */
+  s->max_msg = port.max_msg_sz ? port.max_msg_sz : (1u << 30);
+  int cap = rdma_env_int("MORI_RDMA_MAX_MSG", 0);
+  if (cap > 0 && (uint64_t)cap < s->max_msg) s->max_msg = (uint64_t)cap;
   union ibv_gid gid;
-  s->gid_index = env_int("MORI_RDMA_GID_INDEX", -1);
+  s->gid_index = rdma_env_int("MORI_RDMA_GID_INDEX", -1);
   if (s->gid_index < 0) s->gid_index = (port.gid_tbl_len > 1 && (v->ibv_query_gid)(s->ctx, (uint8_t)s->port, 1, &gid) == 0) ? 1 : 0;
   if ((err = (v->ibv_query_gid)(s->ctx, (uint8_t)s->port, s->gid_index, &gid)) != 0) return rdma_verbs_error(err, "ibv_query_gid");
   s->scratch = calloc(1, 64);
@@ -81,6 +99,7 @@ int rdma_open_local(struct rdma_state *s, struct rdma_endpoint *me, uint32_t *qp
     err = (v->ibv_modify_qp)(s->qp[p], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (err) return rdma_verbs_error(err, "ibv_modify_qp to INIT");
     qpn[p] = s->qp[p]->qp_num;
+    s->qpn[p] = s->qp[p]->qp_num;
   }
   return 0;
 }
@@ -120,10 +139,26 @@ int rdma_connect_qp(struct rdma_state *s, int peer, const struct rdma_endpoint *
   return 0;
 }
 
+int rdma_fail_qp(struct rdma_state *s, int peer) {
+  struct ibv_qp_attr a;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_ERR;
+  s->qp_failed[peer] = true;
+  int err = (s->v->ibv_modify_qp)(s->qp[peer], &a, IBV_QP_STATE);
+  return err ? rdma_verbs_error(err, "ibv_modify_qp to ERR") : 0;
+}
+
 void rdma_close_local(struct rdma_state *s) {
   if (!s->v) return;
   for (int p = 0; s->qp && p < s->size; p++)
     if (s->qp[p]) (s->v->ibv_destroy_qp)(s->qp[p]);
+  /* With the QPs gone nothing completes any more: what was retired with
+   * work in flight can go (before the PD, which its MR holds). */
+  while (s->retired) {
+    struct rdma_segment *w = s->retired;
+    s->retired = w->next_retired;
+    rdma_segment_free(s, w);
+  }
   if (s->scratch_mr) (s->v->ibv_dereg_mr)(s->scratch_mr);
   if (s->cq) (s->v->ibv_destroy_cq)(s->cq);
   if (s->pd) (s->v->ibv_dealloc_pd)(s->pd);

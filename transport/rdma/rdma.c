@@ -4,6 +4,7 @@
  * registration. If any rank has no RDMA device, the transport reaches no
  * peer on any rank (decided together, so the ranks agree). */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ static int rdma_fini(void *state) {
   rdma_close_local(s);
   pthread_mutex_destroy(&s->lock);
   free(s->qp);
+  free(s->qpn);
+  free(s->qp_failed);
   free(s->scratch);
   free(s);
   return 0;
@@ -31,11 +34,14 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   pthread_mutex_init(&s->lock, NULL);
   s->rank = mori_comm_rank(comm);
   s->size = mori_comm_size(comm);
-  s->timeout_ms = mori_bootstrap_default_timeout_ms();
+  /* How long a quiet or a deregister waits for completions. */
+  s->timeout_ms = rdma_env_int("MORI_RDMA_TIMEOUT_MS", mori_bootstrap_default_timeout_ms());
   s->qp = calloc((size_t)s->size, sizeof(*s->qp));
+  s->qpn = calloc((size_t)s->size, sizeof(*s->qpn));
+  s->qp_failed = calloc((size_t)s->size, sizeof(*s->qp_failed));
   size_t entry = sizeof(struct rdma_endpoint) + sizeof(uint32_t) * (size_t)s->size;
   char *mine = calloc(1, entry), *all = calloc((size_t)s->size, entry);
-  if (!s->qp || !mine || !all) {
+  if (!s->qp || !s->qpn || !s->qp_failed || !mine || !all) {
     free(mine);
     free(all);
     rdma_fini(s);
@@ -113,6 +119,12 @@ static int rdma_segment_register(void *state, mori_segment_t *seg, void **seg_st
   w->base = mori_segment_local_base(seg);
   w->size = mori_segment_size(seg);
   w->device = mori_comm_device(comm);
+  w->in_flight_to = calloc((size_t)s->size, sizeof(*w->in_flight_to));
+  if (!w->in_flight_to) {
+    free(w);
+    free(all);
+    return mori_error_set(MORI_ENOMEM, "rdma: segment counters");
+  }
   w->mr = (s->v->ibv_reg_mr)(s->pd, w->base, mori_segment_stride(seg),
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                   IBV_ACCESS_REMOTE_ATOMIC);
@@ -137,12 +149,7 @@ static int rdma_segment_register(void *state, mori_segment_t *seg, void **seg_st
   if (!rc) rc = mori_platform_device_alloc(mori_comm_device(comm), sizeof(uint64_t), (void **)&w->tickets);
   if (!rc) rc = mori_platform_memset_zero(w->device, w->tickets, sizeof(uint64_t));
   if (rc) {
-    if (w->mr) (s->v->ibv_dereg_mr)(w->mr);
-    if (w->ring) mori_platform_host_free_mapped(w->ring);
-    mori_platform_device_free(w->device, w->tickets);
-    free(w->addr);
-    free(w->rkey);
-    free(w);
+    rdma_segment_free(s, w);
     return rc;
   }
   pthread_mutex_lock(&s->lock);
@@ -161,19 +168,33 @@ static int rdma_device_info(void *state, mori_segment_t *seg, void *seg_state, m
   return 0;
 }
 
+/* The device is idle (core synchronised it before deregistering): serve
+ * what is left in the ring, stop serving it, and wait for everything in
+ * flight for the segment. Work that does not complete in time has its
+ * queue pairs moved to error, which flushes it; a segment with work still
+ * in flight after that is retired, not freed: the last completion (or fini,
+ * once the QPs are gone) frees it. A completion never finds freed memory. */
 static int rdma_segment_deregister(void *state, mori_segment_t *seg, void *seg_state) {
   struct rdma_state *s = state;
   struct rdma_segment *w = seg_state;
   if (!w) return 0;
-  /* The device is idle (core synchronised it): serve what is left in the
-   * ring, let everything complete, then stop serving the ring. */
-  bool worked = true;
+  int64_t deadline = rdma_now_ms() + s->timeout_ms;
   int rc = 0;
-  pthread_mutex_lock(&s->lock);
-  while (worked && !rc) rc = rdma_serve_rings(s, &worked);
-  pthread_mutex_unlock(&s->lock);
-  int qrc = rdma_quiet(s);
-  if (!rc) rc = qrc;
+  for (;;) {
+    bool worked = false, left = false;
+    pthread_mutex_lock(&s->lock);
+    rdma_serve_ring(s, w, &worked, &left);
+    int n = rdma_reap_some(s);
+    pthread_mutex_unlock(&s->lock);
+    if (n < 0) rc = n;
+    if (n < 0 || !left) break;
+    if (rdma_now_ms() > deadline) {
+      rc = mori_error_set(MORI_ETIMEDOUT, "rdma: requests in a deregistered segment's ring could not be posted within %d ms",
+                          s->timeout_ms);
+      break;
+    }
+    if (!worked && n == 0) sched_yield();
+  }
   pthread_mutex_lock(&s->lock);
   for (struct rdma_segment **p = &s->proxied; *p; p = &(*p)->next_proxied)
     if (*p == w) {
@@ -181,12 +202,37 @@ static int rdma_segment_deregister(void *state, mori_segment_t *seg, void *seg_s
       break;
     }
   pthread_mutex_unlock(&s->lock);
-  (s->v->ibv_dereg_mr)(w->mr);
-  mori_platform_host_free_mapped(w->ring);
-  mori_platform_device_free(w->device, w->tickets);
-  free(w->addr);
-  free(w->rkey);
-  free(w);
+  int wrc = rdma_wait_in_flight(s, w, 0, deadline);
+  if (wrc) {
+    char peers[256] = "";
+    size_t used = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int p = 0; p < s->size; p++) {
+      if (p == s->rank || !w->in_flight_to[p]) continue;
+      if (used + 16 < sizeof(peers)) used += (size_t)snprintf(peers + used, sizeof(peers) - used, "%s%d", used ? ", " : "", p);
+      if (rdma_fail_qp(s, p) != 0) MORI_WARN("%s", mori_last_error());
+    }
+    uint64_t left = w->in_flight;
+    pthread_mutex_unlock(&s->lock);
+    MORI_WARN("rdma: deregistering a segment: %llu request(s) to rank(s) %s did not complete within %d ms; their queue "
+              "pairs are moved to error",
+              (unsigned long long)left, peers, s->timeout_ms);
+    /* Flushed requests complete at once; a bounded wait for them. */
+    rdma_wait_in_flight(s, w, 0, rdma_now_ms() + 1000);
+    if (!rc)
+      rc = mori_error_set(MORI_ETIMEDOUT,
+                          "rdma: %llu request(s) of a deregistered segment to rank(s) %s did not complete within %d ms; "
+                          "those ranks are unreachable over rdma from now on",
+                          (unsigned long long)left, peers, s->timeout_ms);
+  }
+  pthread_mutex_lock(&s->lock);
+  if (w->in_flight == 0) {
+    rdma_segment_free(s, w);
+  } else {
+    w->next_retired = s->retired;
+    s->retired = w;
+  }
+  pthread_mutex_unlock(&s->lock);
   return rc;
 }
 

@@ -5,6 +5,10 @@
 
 #include <infiniband/verbs.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MORI_VERBS_FUNCS(X) \
   X(ibv_get_device_list)    \
   X(ibv_free_device_list)   \
@@ -34,5 +38,12 @@ struct mori_verbs {
 
 /* Loads libibverbs.so.1 once; MORI_ENODEV with a message when it is absent. */
 int mori_verbs_load(const struct mori_verbs **out);
+/* Test hook: later loads return `v` instead (a fake provider whose context
+ * ops carry poll_cq and post_send); NULL goes back to libibverbs. */
+void mori_verbs_replace(const struct mori_verbs *v);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

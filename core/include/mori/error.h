@@ -42,7 +42,8 @@ MORI_EXTERN_C_BEGIN
   X(ENO_GPU, -1006, "no GPU present for this platform")                        \
   X(EABORTED, -1007, "aborted by a peer or the abort flag")                    \
   X(EDEVICE_TIMEOUT, -1008, "a wait inside a kernel timed out")              \
-  X(ENOT_INITIALIZED, -1009, "not initialised")
+  X(ENOT_INITIALIZED, -1009, "not initialised")                               \
+  X(ECHANNEL, -1010, "signal channel outside the window's signal pad")
 
 typedef enum mori_errno {
 #define MORI_ERRNO_ENUM(name, value, desc) MORI_##name = (value),

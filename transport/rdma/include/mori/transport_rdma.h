@@ -5,9 +5,18 @@
  * docs/architecture.md). Reaches every peer of the comm; list it after p2p
  * so that peers on the same host stay load/store.
  *
- * Environment: MORI_RDMA_DEVICE (device name, default: the first), 
+ * Environment: MORI_RDMA_DEVICE (device name, default: the first),
  * MORI_RDMA_PORT (default 1), MORI_RDMA_GID_INDEX (default 1 when the port
- * has it — the IPv4-mapped RoCE GID —, else 0). */
+ * has it — the IPv4-mapped RoCE GID —, else 0), MORI_RDMA_TIMEOUT_MS (how
+ * long a quiet or a window's deregistration waits for completions; default
+ * MORI_BOOTSTRAP_TIMEOUT_MS), MORI_RDMA_MAX_MSG (lowers the largest message
+ * per work request; default the port's max_msg_sz).
+ *
+ * Transfers of any length are posted in pieces of at most the port's
+ * largest message. A window destroyed while work to a peer is still in
+ * flight waits MORI_RDMA_TIMEOUT_MS for it; what has not completed then has
+ * its queue pair moved to error, and that peer is unreachable over rdma
+ * (MORI_EUNREACHABLE) for the rest of the comm. */
 #ifndef MORI_TRANSPORT_RDMA_H
 #define MORI_TRANSPORT_RDMA_H
 
@@ -24,9 +33,9 @@ MORI_API int mori_rdma_put(mori_window_t *win, int peer, size_t dst_offset, size
 MORI_API int mori_rdma_get(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes);
 /* Atomic 64-bit add at `peer`'s window `offset` (8-byte aligned). */
 MORI_API int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t value);
-/* Waits (bounded by MORI_BOOTSTRAP_TIMEOUT_MS) until everything this rank
- * posted on the comm has completed; a failed completion is an error naming
- * the peer and the verbs status. */
+/* Waits (bounded by MORI_RDMA_TIMEOUT_MS) until everything this rank posted
+ * on the comm has completed; a failed completion since the last quiet is an
+ * error naming the peer and the verbs status (MORI_EIO), reported once. */
 MORI_API int mori_rdma_quiet(mori_comm_t *comm);
 
 MORI_EXTERN_C_END

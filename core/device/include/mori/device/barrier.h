@@ -6,7 +6,9 @@
  *
  * mori_pad_barrier_block: all threads of one block call it; thread t
  * signals and waits for LSA peer t. Needs a window with a signal pad of at
- * least (channel + 1) * world_size * 4 bytes.
+ * least (channel + 1) * world_size * 4 bytes; a channel beyond the pad is
+ * MORI_DEVICE_ECHANNEL with a record in the mailbox, never a write into
+ * the memory after the pad (another window's).
  *
  * mori_barrier_block (the device API's own barrier) uses a separate area
  * every window has, with monotonically increasing epochs: no round trips. */
@@ -20,10 +22,33 @@ MORI_DEVICE_INLINE uint32_t *mori_pad_slot(mori_window_dev_t win, int owner, int
   return pad ? pad + (uint64_t)channel * (uint64_t)win.world_size + (uint64_t)src : (uint32_t *)0;
 }
 
+/* Bytes of pad that channels [0, channel] take: one uint32 per rank each.
+ * 64-bit, so no channel number wraps it. */
+MORI_HOST_DEVICE uint64_t mori_pad_bytes_needed(mori_window_dev_t win, uint32_t channel) {
+  return ((uint64_t)channel + 1) * (uint64_t)win.world_size * 4;
+}
+
+/* The pad slot `owner` keeps for `src` on `channel`, or why there is none:
+ * no pad (EUNREACHABLE), a rank outside the comm (EINVAL: it would index
+ * past the pad table), or a channel past the pad (ECHANNEL, recorded in the
+ * mailbox: the slot would lie in another window's memory). */
+MORI_DEVICE_INLINE int mori_pad_check(mori_window_dev_t win, int owner, int src, uint32_t channel, int peer,
+                                      uint32_t **slot) {
+  *slot = (uint32_t *)0;
+  if (!win.signal_pads) return MORI_DEVICE_EUNREACHABLE;
+  if (owner < 0 || owner >= win.world_size || src < 0 || src >= win.world_size) return MORI_DEVICE_EINVAL;
+  if (mori_pad_bytes_needed(win, channel) > win.signal_pad_size)
+    return mori_device_report(win, MORI_DEVICE_ECHANNEL, peer, channel, 0, mori_pad_bytes_needed(win, channel),
+                              win.signal_pad_size);
+  *slot = mori_pad_slot(win, owner, src, channel);
+  return *slot ? MORI_DEVICE_OK : MORI_DEVICE_EUNREACHABLE;
+}
+
 /* Sets my slot on `peer` (spins while the previous signal is unconsumed). */
 MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
-  uint32_t *slot = mori_pad_slot(win, peer, win.world_rank, channel);
-  if (!slot) return MORI_DEVICE_EUNREACHABLE;
+  uint32_t *slot;
+  int rc = mori_pad_check(win, peer, win.world_rank, channel, peer, &slot);
+  if (rc) return rc;
   uint64_t start = 0;
   for (uint32_t spin = 0; mori_atomic_cas_release_u32(slot, 0, 1) != 0; spin++) {
     if (spin == 0) start = mori_clock_ns();
@@ -39,8 +64,9 @@ MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t ch
 
 /* Consumes `peer`'s signal in my pad. */
 MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
-  uint32_t *slot = mori_pad_slot(win, win.world_rank, peer, channel);
-  if (!slot) return MORI_DEVICE_EUNREACHABLE;
+  uint32_t *slot;
+  int rc = mori_pad_check(win, win.world_rank, peer, channel, peer, &slot);
+  if (rc) return rc;
   uint64_t start = 0;
   for (uint32_t spin = 0; mori_atomic_cas_acquire_u32(slot, 1, 0) != 1; spin++) {
     if (spin == 0) start = mori_clock_ns();
@@ -59,6 +85,12 @@ MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t c
 MORI_DEVICE_INLINE int mori_pad_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
   int rc = MORI_DEVICE_OK;
   if (!win.signal_pads) return MORI_DEVICE_EUNREACHABLE;
+  /* Checked once for the block, so every thread leaves alike. */
+  if (mori_pad_bytes_needed(win, channel) > win.signal_pad_size) {
+    if (MORI_THREAD_RANK_BLOCK() == 0)
+      mori_device_report(win, MORI_DEVICE_ECHANNEL, -1, channel, 0, mori_pad_bytes_needed(win, channel), win.signal_pad_size);
+    return MORI_DEVICE_ECHANNEL;
+  }
   int count = MORI_THREAD_COUNT_BLOCK();
   for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size; i += count) {
     int peer = win.lsa_base + i;

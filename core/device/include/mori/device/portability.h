@@ -50,6 +50,10 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, 
   __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return expected; /* the value seen */
 }
+MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return expected; /* the value seen */
+}
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
   __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   return expected;
@@ -114,6 +118,11 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, 
   asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
   return old;
 }
+MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
+  uint64_t old;
+  asm volatile("atom.acq_rel.sys.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(expected), "l"(desired) : "memory");
+  return old;
+}
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
   uint32_t old;
   asm volatile("atom.release.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
@@ -156,6 +165,11 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
   return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
+                                       __HIP_MEMORY_SCOPE_SYSTEM);
+  return expected;
+}
+MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
   __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
                                        __HIP_MEMORY_SCOPE_SYSTEM);
   return expected;

@@ -1,6 +1,6 @@
 /* Operations on peers outside the LSA team, handed to the host proxy of the
- * transport that reaches them (rdma). A single thread submits; completion is
- * observed with mori_proxy_quiet. Offsets are into the window on both
+ * transport that reaches them (rdma). Any number of threads may submit;
+ * completion is observed with mori_proxy_quiet. Offsets are into the window on both
  * sides; the transport registered the window's segment (its own memory, or
  * the heap chunk it lives in, at the same offset on every rank), so the
  * window's place in that segment is added here. */
@@ -9,15 +9,24 @@
 
 #include "mori/device/impl/report__funcs.h"
 
-/* Takes a ticket, waits for a free slot (timeout, abort), fills it. Returns
- * the ticket + 1 (> 0) or a negative code. */
+/* Waits (timeout, abort) until a slot is free, then takes its ticket with a
+ * compare-and-swap, so a ticket is never taken for a slot that is not
+ * filled at once: a submit that times out leaves the ring as it was (taking
+ * the ticket first left its slot empty, and the proxy, which serves tickets
+ * in order, waited on it for good). Returns the ticket + 1 (> 0) or a
+ * negative code. */
 MORI_DEVICE_INLINE int64_t mori_proxy_submit(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
                                              uint64_t src_offset, uint64_t bytes_or_value, uint64_t timeout_ns) {
   mori_proxy_ring_t *ring = win.proxy;
   if (!ring) return MORI_DEVICE_EUNREACHABLE;
-  uint64_t ticket = mori_atomic_add_release_u64(win.proxy_tickets, 1);
-  uint64_t start = 0;
-  for (uint32_t spin = 0; ticket - mori_atomic_load_acquire_u64(&ring->consumed) >= MORI_PROXY_SLOTS; spin++) {
+  uint64_t ticket = mori_atomic_load_acquire_u64(win.proxy_tickets), start = 0;
+  for (uint32_t spin = 0;; spin++) {
+    if (ticket - mori_atomic_load_acquire_u64(&ring->consumed) < MORI_PROXY_SLOTS) {
+      uint64_t seen = mori_atomic_cas_u64(win.proxy_tickets, ticket, ticket + 1);
+      if (seen == ticket) break; /* the slot is ours */
+      ticket = seen;              /* another submitter took it: try the next */
+      continue;
+    }
     if (spin == 0) start = mori_clock_ns();
     if ((spin & 255) == 255) {
       uint64_t waited = mori_clock_ns() - start;
@@ -25,6 +34,7 @@ MORI_DEVICE_INLINE int64_t mori_proxy_submit(mori_window_dev_t win, uint32_t op,
       if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, op, waited, ticket, 0);
     }
     mori_pause();
+    ticket = mori_atomic_load_acquire_u64(win.proxy_tickets);
   }
   mori_proxy_request_t *r = &ring->slot[ticket % MORI_PROXY_SLOTS];
   r->op = op;

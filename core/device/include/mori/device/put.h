@@ -61,7 +61,9 @@ MORI_DEVICE_INLINE int mori_put_via_proxy(mori_window_dev_t win, int peer, uint6
   if (!win.proxy) return MORI_DEVICE_EUNREACHABLE;
   if (scope_rank != 0) return MORI_DEVICE_OK;
   const char *base = (const char *)mori_local_ptr(win, 0);
-  if ((const char *)src < base || (uint64_t)((const char *)src - base) + bytes > win.size) return MORI_DEVICE_EINVAL;
+  if ((const char *)src < base || (uint64_t)((const char *)src - base) > win.size ||
+      bytes > win.size - (uint64_t)((const char *)src - base))
+    return MORI_DEVICE_EINVAL;
   return mori_proxy_request(win, MORI_PROXY_PUT, peer, dst_offset, (uint64_t)((const char *)src - base), bytes);
 }
 
@@ -70,7 +72,8 @@ MORI_DEVICE_INLINE int mori_get_via_proxy(mori_window_dev_t win, int peer, void 
   if (!win.proxy) return MORI_DEVICE_EUNREACHABLE;
   if (scope_rank != 0) return MORI_DEVICE_OK;
   char *base = (char *)mori_local_ptr(win, 0);
-  if ((char *)dst < base || (uint64_t)((char *)dst - base) + bytes > win.size) return MORI_DEVICE_EINVAL;
+  if ((char *)dst < base || (uint64_t)((char *)dst - base) > win.size || bytes > win.size - (uint64_t)((char *)dst - base))
+    return MORI_DEVICE_EINVAL;
   return mori_proxy_request(win, MORI_PROXY_GET, peer, (uint64_t)((char *)dst - base), src_offset, bytes);
 }
 

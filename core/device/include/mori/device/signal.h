@@ -89,6 +89,10 @@ MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t of
 MORI_DEVICE_INLINE int mori_proxy_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
                                           uint64_t src_offset, uint64_t bytes_or_value) {
   if (!win.proxy || peer < 0 || peer >= win.world_size) return MORI_DEVICE_EUNREACHABLE;
+  /* A remote atomic or signal on an unaligned word fails on the NIC (or
+   * tears): refused here, before it takes a slot. */
+  if ((op == MORI_PROXY_ATOMIC_ADD || op == MORI_PROXY_SIGNAL_SET) && (dst_offset + win.segment_offset) % 8 != 0)
+    return MORI_DEVICE_EINVAL;
   int64_t t = mori_proxy_submit(win, op, peer, dst_offset, src_offset, bytes_or_value, MORI_PROXY_SUBMIT_TIMEOUT_NS);
   return t < 0 ? (int)t : MORI_DEVICE_OK;
 }

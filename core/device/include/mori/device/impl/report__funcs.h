@@ -11,6 +11,7 @@
 #define MORI_DEVICE_EUNREACHABLE (-1003) /* = MORI_EUNREACHABLE */
 #define MORI_DEVICE_EABORTED (-1007)     /* = MORI_EABORTED */
 #define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
+#define MORI_DEVICE_ECHANNEL (-1010)     /* = MORI_ECHANNEL: a pad channel past the window's signal pad */
 
 /* Leaves an error record in the mailbox (first writer wins) and returns code. */
 MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,

@@ -1,0 +1,43 @@
+/* Step 1 of window creation (window.c): the record every rank publishes
+ * and the checks every rank runs on the same gathered table, so all reach
+ * the same verdict. Everything in a peer's record is checked here before
+ * any of it is used (rendezvous.c; fuzzed by tests/fuzz/rendezvous_fuzz.c). */
+#ifndef MORI_CORE_INTERNAL_RENDEZVOUS_H
+#define MORI_CORE_INTERNAL_RENDEZVOUS_H
+
+#include <stdint.h>
+
+#include "mori/api.h"
+
+MORI_EXTERN_C_BEGIN
+
+/* Heap chunk indices a record may name: far above any heap's chunk count,
+ * far below where index arithmetic could wrap. */
+enum { MORI_RENDEZVOUS_MAX_CHUNK = 1 << 20 };
+
+typedef struct mori_rendezvous_info {
+  int32_t status;      /* 0, or this rank's failure before the rendezvous (a negative MORI_E*) */
+  int32_t ok;          /* 1: the pointer is mori memory */
+  int32_t device;
+  int32_t handle_type;
+  int32_t pid;
+  int32_t heap_chunk;  /* -1: memory of its own */
+  uint64_t size, mapped_size, pad_size, offset;
+  uint64_t heap_offset, chunk_size;
+  uint64_t segment_seq; /* the rank's next segment sequence number */
+} mori_rendezvous_info_t;
+
+/* 0 when the `size` records agree and each is consistent; else an error
+ * naming the ranks: a rank that failed before the rendezvous (its code when
+ * it is one of mori's, else MORI_EIO), memory mori does not own
+ * (MORI_ENOT_OWNED), a malformed record (MORI_EPROTO), or a disagreement
+ * (MORI_EMISMATCH). lsa_base/lsa_size: this rank's load/store team. */
+int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int lsa_base, int lsa_size);
+
+/* The sequence number the window's segments continue from: the highest any
+ * rank published, so ranks whose counters drifted apart are in step again. */
+uint64_t mori_rendezvous_next_seq(const mori_rendezvous_info_t *all, int size);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,236 @@
+// See fake_verbs.h.
+#include "tests/rdma/fake_verbs.h"
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "transport/rdma/verbs_loader.h"
+
+namespace fake_verbs {
+namespace {
+
+struct HeldRequest {
+  ibv_qp *qp;
+  uint64_t wr_id;
+};
+
+std::mutex mu;
+bool stalled = false, flush_on_error = true;
+uint32_t port_max_msg = 1u << 30;
+uint32_t next_qp_num = 100, next_key = 1;
+std::deque<HeldRequest> held;
+std::deque<ibv_wc> cq_entries;
+std::vector<Posted> log;
+std::map<uint32_t, ibv_qp_state> qp_states;
+
+ibv_wc Completion(ibv_qp *qp, uint64_t wr_id, ibv_wc_status status) {
+  ibv_wc wc;
+  memset(&wc, 0, sizeof(wc));
+  wc.wr_id = wr_id;
+  wc.status = status;
+  wc.qp_num = qp->qp_num;
+  wc.vendor_err = status == IBV_WC_SUCCESS ? 0 : 0x42;
+  return wc;
+}
+
+int PostSend(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (; wr; wr = wr->next) {
+    uint64_t remote = wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
+    log.push_back({qp->qp_num, wr->wr_id, wr->opcode, wr->num_sge ? wr->sg_list[0].length : 0, remote});
+    // A QP in the error state takes requests and flushes them.
+    if (qp_states[qp->qp_num] == IBV_QPS_ERR) cq_entries.push_back(Completion(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR));
+    else if (stalled) held.push_back({qp, wr->wr_id});
+    else cq_entries.push_back(Completion(qp, wr->wr_id, IBV_WC_SUCCESS));
+  }
+  *bad = nullptr;
+  return 0;
+}
+
+int PollCq(ibv_cq *, int n, ibv_wc *wc) {
+  std::lock_guard<std::mutex> lock(mu);
+  int got = 0;
+  while (got < n && !cq_entries.empty()) {
+    wc[got++] = cq_entries.front();
+    cq_entries.pop_front();
+  }
+  return got;
+}
+
+ibv_device fake_device;
+ibv_device *device_list[] = {&fake_device, nullptr};
+
+ibv_device **GetDeviceList(int *n) {
+  *n = 1;
+  return device_list;
+}
+void FreeDeviceList(ibv_device **) {}
+const char *GetDeviceName(ibv_device *) { return "fake0"; }
+ibv_context *OpenDevice(ibv_device *dev) {
+  ibv_context *ctx = new ibv_context();
+  ctx->device = dev;
+  ctx->ops.poll_cq = PollCq;
+  ctx->ops.post_send = PostSend;
+  return ctx;
+}
+int CloseDevice(ibv_context *ctx) {
+  delete ctx;
+  return 0;
+}
+ibv_pd *AllocPd(ibv_context *ctx) {
+  ibv_pd *pd = new ibv_pd();
+  pd->context = ctx;
+  return pd;
+}
+int DeallocPd(ibv_pd *pd) {
+  delete pd;
+  return 0;
+}
+ibv_mr *RegMr(ibv_pd *pd, void *addr, size_t length, int) {
+  std::lock_guard<std::mutex> lock(mu);
+  ibv_mr *mr = new ibv_mr();
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->lkey = mr->rkey = next_key++;
+  return mr;
+}
+int DeregMr(ibv_mr *mr) {
+  delete mr;
+  return 0;
+}
+ibv_cq *CreateCq(ibv_context *ctx, int, void *, ibv_comp_channel *, int) {
+  ibv_cq *cq = new ibv_cq();
+  cq->context = ctx;
+  return cq;
+}
+int DestroyCq(ibv_cq *cq) {
+  delete cq;
+  return 0;
+}
+ibv_qp *CreateQp(ibv_pd *pd, ibv_qp_init_attr *attr) {
+  std::lock_guard<std::mutex> lock(mu);
+  ibv_qp *qp = new ibv_qp();
+  qp->context = pd->context;
+  qp->pd = pd;
+  qp->send_cq = attr->send_cq;
+  qp->recv_cq = attr->recv_cq;
+  qp->qp_num = next_qp_num++;
+  qp->qp_type = attr->qp_type;
+  qp_states[qp->qp_num] = IBV_QPS_RESET;
+  return qp;
+}
+int DestroyQp(ibv_qp *qp) {
+  std::lock_guard<std::mutex> lock(mu);
+  // A destroyed QP completes nothing more.
+  for (auto it = held.begin(); it != held.end();) it = it->qp == qp ? held.erase(it) : it + 1;
+  for (auto it = cq_entries.begin(); it != cq_entries.end();) it = it->qp_num == qp->qp_num ? cq_entries.erase(it) : it + 1;
+  qp_states.erase(qp->qp_num);
+  delete qp;
+  return 0;
+}
+int ModifyQp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!(mask & IBV_QP_STATE)) return 0;
+  qp_states[qp->qp_num] = attr->qp_state;
+  if (attr->qp_state == IBV_QPS_ERR && flush_on_error)
+    for (auto it = held.begin(); it != held.end();) {
+      if (it->qp != qp) {
+        ++it;
+        continue;
+      }
+      cq_entries.push_back(Completion(qp, it->wr_id, IBV_WC_WR_FLUSH_ERR));
+      it = held.erase(it);
+    }
+  return 0;
+}
+int QueryPort(ibv_context *, uint8_t, _compat_ibv_port_attr *compat) {
+  // The transport passes a whole ibv_port_attr (the compat struct is its prefix).
+  ibv_port_attr *port = reinterpret_cast<ibv_port_attr *>(compat);
+  memset(port, 0, sizeof(*port));
+  port->state = IBV_PORT_ACTIVE;
+  port->active_mtu = IBV_MTU_1024;
+  port->max_mtu = IBV_MTU_1024;
+  port->max_msg_sz = port_max_msg;
+  port->gid_tbl_len = 2;
+  return 0;
+}
+int QueryGid(ibv_context *, uint8_t, int index, ibv_gid *gid) {
+  memset(gid, 0, sizeof(*gid));
+  gid->raw[15] = (uint8_t)index;
+  return 0;
+}
+const char *WcStatusStr(ibv_wc_status status) {
+  switch (status) {
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
+    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+    default: return "other error";
+  }
+}
+
+const mori_verbs table = {
+    GetDeviceList, FreeDeviceList, GetDeviceName, OpenDevice, CloseDevice, AllocPd, DeallocPd, RegMr, DeregMr,
+    CreateCq,      DestroyCq,      CreateQp,      DestroyQp,  ModifyQp,    QueryPort, QueryGid, WcStatusStr,
+};
+
+}  // namespace
+
+void Install(uint32_t max_msg) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    port_max_msg = max_msg;
+  }
+  mori_verbs_replace(&table);
+}
+
+void Uninstall() { mori_verbs_replace(nullptr); }
+
+void Stall(bool s) {
+  std::lock_guard<std::mutex> lock(mu);
+  stalled = s;
+}
+
+size_t Release(const std::vector<ibv_wc_status> &statuses) {
+  std::lock_guard<std::mutex> lock(mu);
+  size_t n = 0;
+  for (ibv_wc_status status : statuses) {
+    if (held.empty()) break;
+    cq_entries.push_back(Completion(held.front().qp, held.front().wr_id, status));
+    held.pop_front();
+    n++;
+  }
+  return n;
+}
+
+size_t ReleaseAll() {
+  std::vector<ibv_wc_status> all(Held(), IBV_WC_SUCCESS);
+  return Release(all);
+}
+
+void FlushOnError(bool flush) {
+  std::lock_guard<std::mutex> lock(mu);
+  flush_on_error = flush;
+}
+
+size_t Held() {
+  std::lock_guard<std::mutex> lock(mu);
+  return held.size();
+}
+
+std::vector<Posted> Posts() {
+  std::lock_guard<std::mutex> lock(mu);
+  return log;
+}
+
+ibv_qp_state QpState(uint32_t qp_num) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = qp_states.find(qp_num);
+  return it == qp_states.end() ? IBV_QPS_UNKNOWN : it->second;
+}
+
+}  // namespace fake_verbs

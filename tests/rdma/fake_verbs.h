@@ -1,0 +1,47 @@
+// A fake verbs provider for host tests of the rdma transport: the table
+// mori_verbs_load returns (mori_verbs_replace), with a context whose
+// post_send / poll_cq ops queue work requests and hand out completions the
+// test decides. Nothing moves data; what is checked is what the transport
+// posts and how it treats completions (late, failed, in one batch).
+// Per process: install it in every rank before the comm is created.
+#ifndef MORI_TESTS_RDMA_FAKE_VERBS_H
+#define MORI_TESTS_RDMA_FAKE_VERBS_H
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace fake_verbs {
+
+struct Posted {
+  uint32_t qp_num;
+  uint64_t wr_id;
+  int opcode;       // enum ibv_wr_opcode
+  uint64_t length;  // the SGE's length as the NIC sees it (32 bits)
+  uint64_t remote;  // remote address
+};
+
+// Replaces libibverbs for this process; `max_msg` is the port's largest message.
+void Install(uint32_t max_msg = 1u << 30);
+void Uninstall();
+
+// While stalled, posted work requests are held: no completion until Release.
+void Stall(bool stalled);
+// Completes the oldest held requests with these statuses, in one batch (a
+// single poll may return all of them). Returns how many were released.
+size_t Release(const std::vector<ibv_wc_status> &statuses);
+// Completes every held request successfully; returns how many.
+size_t ReleaseAll();
+// Whether moving a QP to the error state flushes its held requests (a real
+// NIC does; false models one that is slow to).
+void FlushOnError(bool flush);
+
+size_t Held();
+std::vector<Posted> Posts();
+// The state of the QP with this number (IBV_QPS_RTS after connecting).
+ibv_qp_state QpState(uint32_t qp_num);
+
+}  // namespace fake_verbs
+
+#endif
