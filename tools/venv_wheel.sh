@@ -17,3 +17,13 @@ else
   python3 -m venv --without-pip "$@" "$venv"
   python3 -m pip --python "$venv/bin/python3" "${flags[@]}"
 fi
+# When python3 is itself a venv's (torch installed there, not system-wide), a
+# new venv's "system site packages" are the base interpreter's, without that
+# torch: the parent venv's site-packages join through a .pth file.
+if [ "${1:-}" = --system-site-packages ]; then
+  parent=$(python3 -c 'import site, sys; print(site.getsitepackages()[0] if sys.prefix != sys.base_prefix else "")')
+  if [ -n "$parent" ]; then
+    mine=$("$venv/bin/python3" -c 'import site; print(site.getsitepackages()[0])')
+    echo "$parent" > "$mine/_mori_parent_env.pth"
+  fi
+fi
