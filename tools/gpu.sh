@@ -70,8 +70,8 @@ if has tests; then
   for t in test_torch_backend test_mori_ops test_triton; do
     echo "== torch: $t"
     timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
-      grep -E "^(PASS|FAIL|SUMMARY)" | head -60
-    record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed (exit ${PIPESTATUS[0]})"
+      grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -60
+    record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed, $(grep -c '^SKIP' "$OUT/$t.log") skipped (exit ${PIPESTATUS[0]})"
   done
 fi
 

@@ -11,11 +11,26 @@ rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 results = []
 
 
+class Skip(Exception):
+    """Raised by a check that cannot run here (e.g. it needs two ranks):
+    printed as SKIP with the reason, counted neither passed nor failed."""
+
+
+def needs_ranks(n):
+    if world < n:
+        raise Skip(f"needs {n} ranks, the job has {world}")
+
+
 def check(name):
     def wrap(fn):
         try:
             fn()
             ok, why = True, ""
+        except Skip as e:
+            if rank == 0:
+                print(f"SKIP {name}: {e}", flush=True)
+            dist.barrier()
+            return fn
         except Exception as e:  # noqa: BLE001
             ok, why = False, f"{type(e).__name__}: {str(e)[:300]}"
             traceback.print_exc()
