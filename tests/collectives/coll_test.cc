@@ -20,6 +20,24 @@ namespace {
 
 uint8_t Byte(int src, int dst, size_t i, int call) { return (uint8_t)(src * 131 + dst * 31 + i * 7 + call * 13 + 1); }
 
+// A symmetric buffer: an allocation and its window over the comm, torn
+// down once every rank is done with it (peers write into it).
+struct SymmetricBuffer {
+  World &w;
+  void *mem = nullptr;
+  mori_window_t *win = nullptr;
+  SymmetricBuffer(World &world, size_t bytes) : w(world) {
+    MORI_EXPECT_OK(mori_mem_alloc(bytes, nullptr, &mem));
+    MORI_EXPECT_OK(mori_window_create(w.comm, mem, &win));
+  }
+  ~SymmetricBuffer() {
+    MORI_EXPECT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+  }
+  uint8_t *at(size_t offset) const { return (uint8_t *)mem + offset; }
+};
+
 void CheckAllToAll(mori_coll_t *coll, int me, int n, size_t bytes, int calls) {
   std::vector<uint8_t> in(bytes * n), out(bytes * n);
   for (int call = 0; call < calls; call++) {
@@ -69,11 +87,9 @@ TEST(Collectives, AllToAllIntoAWindowBackToBack) {
     attr.workspace_bytes = 1 << 20;
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
     const size_t max_bytes = 300000, offset = 4096;
-    void *mem = nullptr;
-    MORI_ASSERT_OK(mori_mem_alloc(offset + max_bytes * size, nullptr, &mem));
-    mori_window_t *win = nullptr;
-    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
-    uint8_t *out = (uint8_t *)mem + offset;
+    SymmetricBuffer buf(w, offset + max_bytes * size);
+    mori_window_t *win = buf.win;
+    uint8_t *out = buf.at(offset);
     std::vector<uint8_t> in(max_bytes * size), staged(max_bytes * size);
     int call = 0;
     // Direct at every size (LL only for 1 byte), then the automatic choice
@@ -108,9 +124,6 @@ TEST(Collectives, AllToAllIntoAWindowBackToBack) {
     EXPECT_EQ(mori_all_to_all_window(coll, out + 8, win, offset, 16, nullptr), MORI_EINVAL);
     EXPECT_NE(std::string(mori_last_error()).find("overlap"), std::string::npos) << mori_last_error();
     MORI_EXPECT_OK(mori_coll_check(coll));
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win));
-    MORI_EXPECT_OK(mori_mem_free(mem));
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
 }
@@ -126,10 +139,8 @@ TEST(Collectives, AllToAllIntoAWindowNamesAMemberThatNeverStarts) {
     attr.timeout_ms = 300;
     mori_coll_t *coll = nullptr;
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
-    void *mem = nullptr;
-    MORI_ASSERT_OK(mori_mem_alloc(64 * size, nullptr, &mem));
-    mori_window_t *win = nullptr;
-    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    SymmetricBuffer buf(w, 64 * size);
+    mori_window_t *win = buf.win;
     int last = size - 1;
     setenv("MORI_A2A_LL_MAX_BYTES", "1", 1);  // the direct algorithm, whose writers wait for the start
     if (rank != last) {
@@ -140,9 +151,6 @@ TEST(Collectives, AllToAllIntoAWindowNamesAMemberThatNeverStarts) {
       EXPECT_NE(msg.find("for rank " + std::to_string(last)), std::string::npos) << msg;
     }
     unsetenv("MORI_A2A_LL_MAX_BYTES");
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win));
-    MORI_EXPECT_OK(mori_mem_free(mem));
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
 }
@@ -161,11 +169,9 @@ TEST(Collectives, AllToAllVSizesOnTheDevice) {
     MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
     const size_t max_rows = 11 * (size_t)size;
     for (size_t row_bytes : {(size_t)24, (size_t)4096 + 8}) {
-      void *mem = nullptr;
-      MORI_ASSERT_OK(mori_mem_alloc(64 + max_rows * row_bytes, nullptr, &mem));
-      mori_window_t *win = nullptr;
-      MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
-      uint8_t *out = (uint8_t *)mem + 64;
+      SymmetricBuffer buf(w, 64 + max_rows * row_bytes);
+      mori_window_t *win = buf.win;
+      uint8_t *out = buf.at(64);
       std::vector<uint8_t> in(max_rows * row_bytes);
       std::vector<int64_t> splits(size), got(2 * size);
       for (int call = 0; call < 6; call++) {
@@ -192,9 +198,6 @@ TEST(Collectives, AllToAllVSizesOnTheDevice) {
           MORI_ASSERT_OK(mori_all_to_all(coll, a.data(), b.data(), 64, nullptr));
         }
       }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      MORI_EXPECT_OK(mori_window_destroy(win));
-      MORI_EXPECT_OK(mori_mem_free(mem));
     }
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
@@ -209,10 +212,8 @@ TEST(Collectives, AllToAllVRefusesWhatDoesNotFit) {
     mori_coll_t *coll = nullptr;
     MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
     const size_t cap = 4, row_bytes = 16;
-    void *mem = nullptr;
-    MORI_ASSERT_OK(mori_mem_alloc(cap * row_bytes, nullptr, &mem));
-    mori_window_t *win = nullptr;
-    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    SymmetricBuffer buf(w, cap * row_bytes);
+    mori_window_t *win = buf.win;
     // Every member sends 3 rows to member 0: 3 * size > 4 rows for size >= 2.
     std::vector<int64_t> splits(size, 0), got(2 * size);
     splits[0] = 3;
@@ -232,9 +233,6 @@ TEST(Collectives, AllToAllVRefusesWhatDoesNotFit) {
     splits[(rank + 1) % size] = 1;
     MORI_ASSERT_OK(mori_all_to_all_v(coll, in.data(), splits.data(), win, 0, cap, row_bytes, got.data(), nullptr));
     EXPECT_EQ(got[(rank + size - 1) % size], 1);
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win));
-    MORI_EXPECT_OK(mori_mem_free(mem));
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
 }
@@ -254,13 +252,9 @@ TEST(Collectives, AllToAllVExpertsDispatchThenCombineRoundTrips) {
     MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
     const uint32_t E = 3;
     const size_t row_bytes = 40, max_rows = 5 * E * (size_t)size + 8 * E;  // + alignment padding
-    void *mem_a = nullptr, *mem_b = nullptr;
-    MORI_ASSERT_OK(mori_mem_alloc(max_rows * row_bytes, nullptr, &mem_a));
-    MORI_ASSERT_OK(mori_mem_alloc(max_rows * row_bytes, nullptr, &mem_b));
-    mori_window_t *dispatched = nullptr, *combined = nullptr;
-    MORI_ASSERT_OK(mori_window_create(w.comm, mem_a, &dispatched));
-    MORI_ASSERT_OK(mori_window_create(w.comm, mem_b, &combined));
-    uint8_t *mid = (uint8_t *)mem_a, *back = (uint8_t *)mem_b;
+    SymmetricBuffer a(w, max_rows * row_bytes), b(w, max_rows * row_bytes);
+    mori_window_t *dispatched = a.win, *combined = b.win;
+    uint8_t *mid = a.at(0), *back = b.at(0);
     std::vector<uint8_t> in(max_rows * row_bytes);
     std::vector<int64_t> splits(size * E), mid_so(2 * E * size), back_so(2 * size * E);
     for (size_t align : {(size_t)1, (size_t)4}) {
@@ -305,11 +299,6 @@ TEST(Collectives, AllToAllVExpertsDispatchThenCombineRoundTrips) {
     EXPECT_EQ(mori_all_to_all_v_experts(coll, in.data(), splits.data(), 0, 1, dispatched, 0, max_rows, row_bytes,
                                         mid_so.data(), nullptr),
               MORI_EINVAL);
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(combined));
-    MORI_EXPECT_OK(mori_window_destroy(dispatched));
-    MORI_EXPECT_OK(mori_mem_free(mem_b));
-    MORI_EXPECT_OK(mori_mem_free(mem_a));
     MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
 }
