@@ -1,8 +1,11 @@
 /* Frames on an authenticated connection: header, payload, and a MAC under
  * the direction's session key over {frame number, header, payload}. A frame
  * whose MAC does not match was altered, injected or replayed. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "core/base/error.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/tcp.h"
 #include "mori/error.h"
@@ -65,4 +68,24 @@ int mori_tcp_recv_text(struct tcp_peer *p, const mori_wire_header_t *h, char *te
   }
   mori_wire_text(raw, rc ? 0 : bytes, text, len);
   return rc;
+}
+
+/* The bootstrap is broken: the reason is kept, and rank 0 tells every rank
+ * still connected (an ABORT frame with the code and the text). */
+int mori_tcp_fail_all(struct tcp_state *s, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->broken, sizeof(s->broken), fmt, ap);
+  va_end(ap);
+  if (s->rank == 0) {
+    int64_t deadline = mori_net_now_ms() + 1000;
+    mori_wire_header_t h = {.op = MORI_WIRE_ABORT, .arg = code, .seq = s->seq};
+    size_t len = strlen(s->broken) + 1;
+    h.bytes = len < MORI_WIRE_TEXT_MAX ? len : MORI_WIRE_TEXT_MAX;
+    char text[MORI_WIRE_TEXT_MAX];
+    snprintf(text, sizeof(text), "%s", s->broken);
+    for (int r = 1; r < s->size; r++)
+      if (s->peers[r].fd >= 0) mori_tcp_send_frame(&s->peers[r], &h, text, deadline);
+  }
+  return mori_error_set(code, "%s", s->broken);
 }

@@ -22,24 +22,6 @@
 #include "core/bootstrap/internal/tcp.h"
 #include "mori/bootstrap.h"
 
-int mori_tcp_fail_all(struct tcp_state *s, int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(s->broken, sizeof(s->broken), fmt, ap);
-  va_end(ap);
-  if (s->rank == 0) {
-    int64_t deadline = mori_net_now_ms() + 1000;
-    mori_wire_header_t h = {.op = MORI_WIRE_ABORT, .arg = code, .seq = s->seq};
-    size_t len = strlen(s->broken) + 1;
-    h.bytes = len < MORI_WIRE_TEXT_MAX ? len : MORI_WIRE_TEXT_MAX;
-    char text[MORI_WIRE_TEXT_MAX];
-    snprintf(text, sizeof(text), "%s", s->broken);
-    for (int r = 1; r < s->size; r++)
-      if (s->peers[r].fd >= 0) mori_tcp_send_frame(&s->peers[r], &h, text, deadline);
-  }
-  return mori_error_set(code, "%s", s->broken);
-}
-
 static void list_ranks(char *out, size_t len, const int *ranks, int n) {
   size_t used = 0;
   out[0] = '\0';
