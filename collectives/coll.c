@@ -242,10 +242,15 @@ static void plan_all_to_all(const mori_coll_t *c, size_t bytes, bool direct, mor
   share_blocks(c, bytes > (4u << 20), a->kind_end, a->share);
 }
 
+/* Staging a planned staged all-to-all needs (both halves, every source). */
+static size_t a2a_staging(const mori_coll_t *c, const mori_a2a_args_t *a) {
+  return 2 * (size_t)c->team.size * mori_a2a_slot_bytes(a);
+}
+
 size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes_per_rank, false, &a);
-  return 2 * (size_t)c->team.size * mori_a2a_slot_bytes(&a);
+  return a2a_staging(c, &a);
 }
 
 static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, size_t bytes, const char *what) {
@@ -261,10 +266,10 @@ static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, siz
 
 int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, void *stream) {
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
-  if (!rc) rc = enough(c, mori_all_to_all_workspace(c, bytes), "all_to_all");
   if (rc) return rc;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes, false, &a);
+  if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return rc;
   a.in = (const char *)in;
   a.out = (char *)out;
   return mori_coll_launch_all_to_all(c, &a, stream);
@@ -294,8 +299,9 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
    * the destination to start: latency decides there), when the workspace
    * holds them; the workspace is the same on every rank (it grows only
    * collectively), so every rank makes the same choice. */
-  bool ll = bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) && mori_all_to_all_workspace(c, bytes) <= c->staging_bytes;
-  plan_all_to_all(c, bytes, !ll, &a);
+  plan_all_to_all(c, bytes, false, &a);
+  bool ll = bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) && a2a_staging(c, &a) <= c->staging_bytes;
+  if (!ll) plan_all_to_all(c, bytes, true, &a);
   a.in = (const char *)in;
   a.out = out;
   a.out_win = mori_window_device_view(out_win);
@@ -431,13 +437,18 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   share_blocks(c, false, a->kind_end, a->share);
 }
 
+/* Staging a planned all-reduce needs (both halves). */
+static size_t ar_staging(const mori_coll_t *c, const mori_allreduce_args_t *a) {
+  uint64_t n = (uint64_t)c->team.size, esize = mori_dtype_size(a->dtype);
+  if (a->algo == MORI_ALLREDUCE_LL) return 2 * n * ((a->count * esize + 7) / 8) * 16;
+  uint64_t regions = a->algo == MORI_ALLREDUCE_ONESHOT ? 1 : 2;
+  return 2 * regions * n * a->part_elems * esize;
+}
+
 size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_t dtype) {
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
-  uint64_t n = (uint64_t)c->team.size, esize = mori_dtype_size(dtype);
-  if (a.algo == MORI_ALLREDUCE_LL) return 2 * n * ((count * esize + 7) / 8) * 16;
-  uint64_t regions = a.algo == MORI_ALLREDUCE_ONESHOT ? 1 : 2;
-  return 2 * regions * n * a.part_elems * esize;
+  return ar_staging(c, &a);
 }
 
 int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mori_dtype_t dtype, mori_redop_t op,
@@ -447,10 +458,10 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
     return mori_error_set(MORI_EINVAL, "all_reduce: unknown dtype %d", (int)dtype);
   if (op < MORI_REDOP_SUM || op > MORI_REDOP_MIN) return mori_error_set(MORI_EINVAL, "all_reduce: unknown op %d", (int)op);
   int rc = member_or_fail(c, "all_reduce");
-  if (!rc) rc = enough(c, mori_all_reduce_workspace(c, count, dtype), "all_reduce");
   if (rc) return rc;
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
+  if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return rc;
   a.in = in;
   a.out = out;
   a.op = op;
