@@ -125,37 +125,141 @@ int mori_platform_current_device(int *device) {
 
 /* ---- the copy engine: cuMemcpyAsync on a stream of the queue's own ---- */
 
+/* Each operation is followed by an event from a ring of the queue's own, so
+ * how far the stream has come can be asked without waiting. */
+enum { QUEUE_EVENTS = 256 };
+
 struct mori_platform_queue {
   CUstream stream;
   int device;
+  CUevent events[QUEUE_EVENTS];
+  uint64_t submitted, finished;
 };
+
+/* The word operation is a one-thread kernel, JIT-compiled by the driver from
+ * this PTX the first time a queue on a device needs it (no device code in
+ * the C library). Generic addresses: the word may be in this device's memory
+ * or a peer's mapped into this process. */
+static const char word_ptx[] =
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    ".visible .entry mori_queue_word(.param .u64 dst, .param .u64 value, .param .u32 add)\n"
+    "{\n"
+    "  .reg .pred %p;\n"
+    "  .reg .b32 %r<2>;\n"
+    "  .reg .b64 %rd<4>;\n"
+    "  ld.param.u64 %rd1, [dst];\n"
+    "  ld.param.u64 %rd2, [value];\n"
+    "  ld.param.u32 %r1, [add];\n"
+    "  setp.ne.u32 %p, %r1, 0;\n"
+    "  @%p atom.sys.add.u64 %rd3, [%rd1], %rd2;\n"
+    "  @!%p st.release.sys.u64 [%rd1], %rd2;\n"
+    "  ret;\n"
+    "}\n";
+static CUfunction word_kernel[MAX_DEVICES];
+static CUmodule word_module[MAX_DEVICES];
+
+static int load_word_kernel(int device, CUfunction *out) {
+  pthread_mutex_lock(&ctx_lock);
+  CUresult r = CUDA_SUCCESS;
+  if (!word_kernel[device]) {
+    r = gpu.moduleLoadData(&word_module[device], word_ptx);
+    if (r == CUDA_SUCCESS) r = gpu.moduleGetFunction(&word_kernel[device], word_module[device], "mori_queue_word");
+  }
+  *out = word_kernel[device];
+  pthread_mutex_unlock(&ctx_lock);
+  return r == CUDA_SUCCESS ? 0 : gpu_fail(r, "loading the copy queue's word kernel (PTX JIT)");
+}
 
 static int queue_create(int device, mori_platform_queue_t *q) {
   GPU_TRY(gpu.streamCreate(&q->stream, CU_STREAM_NON_BLOCKING), "creating a copy stream on device %d", device);
   q->device = device;
+  for (int i = 0; i < QUEUE_EVENTS; i++)
+    GPU_TRY(gpu.eventCreate(&q->events[i], CU_EVENT_DISABLE_TIMING), "creating the copy queue's events on device %d", device);
   return 0;
 }
 
+static void queue_release(mori_platform_queue_t *q) {
+  for (int i = 0; i < QUEUE_EVENTS; i++)
+    if (q->events[i]) gpu.eventDestroy(q->events[i]);
+  if (q->stream) gpu.streamDestroy(q->stream);
+  free(q);
+}
+
 int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
+  if (device < 0 || device >= MAX_DEVICES) return mori_error_set(MORI_EINVAL, "cuda: device %d out of range", device);
   mori_platform_queue_t *q = calloc(1, sizeof(*q));
   if (!q) return mori_error_set(MORI_ENOMEM, "cuda: copy queue");
   int rc = GPU_ON_DEVICE(device, queue_create(device, q));
   if (rc) {
-    free(q);
+    (void)GPU_ON_DEVICE(device, (queue_release(q), 0));
     return rc;
   }
   *out = q;
   return 0;
 }
 
-int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
+/* Moves `finished` past every event that has fired. */
+static int queue_poll(mori_platform_queue_t *q) {
+  while (q->finished < q->submitted) {
+    CUresult r = gpu.eventQuery(q->events[q->finished % QUEUE_EVENTS]);
+    if (r == CUDA_ERROR_NOT_READY) return 0;
+    if (r != CUDA_SUCCESS) return gpu_fail(r, "asking how far a copy queue has come");
+    q->finished++;
+  }
+  return 0;
+}
+
+/* Records the event that marks the operation just queued; when every event
+ * of the ring is in use, waits for the oldest first. */
+static int queue_mark(mori_platform_queue_t *q) {
+  if (q->submitted - q->finished == QUEUE_EVENTS) {
+    GPU_TRY(gpu.eventSynchronize(q->events[q->finished % QUEUE_EVENTS]), "waiting for the oldest copy on device %d",
+            q->device);
+    q->finished++;
+  }
+  GPU_TRY(gpu.eventRecord(q->events[q->submitted % QUEUE_EVENTS], q->stream), "marking a copy on device %d", q->device);
+  q->submitted++;
+  return 0;
+}
+
+static int queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
   GPU_TRY(gpu.memcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, size, q->stream),
           "queueing a %zu-byte copy", size);
-  return 0;
+  return queue_mark(q);
+}
+
+int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
+  return GPU_ON_DEVICE(q->device, queue_copy(q, dst, src, size));
+}
+
+static int queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t value, bool add) {
+  CUfunction kernel = NULL;
+  int rc = load_word_kernel(q->device, &kernel);
+  if (rc) return rc;
+  CUdeviceptr where = (CUdeviceptr)(uintptr_t)dst;
+  uint32_t is_add = add;
+  void *params[] = {&where, &value, &is_add};
+  GPU_TRY(gpu.launchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, q->stream, params, NULL), "queueing a word %s at %p",
+          add ? "add" : "store", (void *)dst);
+  return queue_mark(q);
+}
+
+int mori_platform_queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t value, bool add) {
+  if ((uintptr_t)dst % 8) return mori_error_set(MORI_EINVAL, "cuda: word at %p is not 8-byte aligned", (void *)dst);
+  return GPU_ON_DEVICE(q->device, queue_word(q, dst, value, add));
+}
+
+int mori_platform_queue_finished(mori_platform_queue_t *q, uint64_t *count) {
+  int rc = GPU_ON_DEVICE(q->device, queue_poll(q));
+  *count = q->finished;
+  return rc;
 }
 
 static int queue_wait(mori_platform_queue_t *q) {
   GPU_TRY(gpu.streamSynchronize(q->stream), "waiting for copies on device %d", q->device);
+  q->finished = q->submitted;
   return 0;
 }
 
@@ -163,8 +267,7 @@ int mori_platform_queue_wait(mori_platform_queue_t *q) { return GPU_ON_DEVICE(q-
 
 int mori_platform_queue_destroy(mori_platform_queue_t *q) {
   if (!q) return 0;
-  gpu.streamDestroy(q->stream);
-  free(q);
+  (void)GPU_ON_DEVICE(q->device, (queue_release(q), 0));
   return 0;
 }
 

@@ -96,7 +96,15 @@ typedef CUmodule gpu_module_t;
   X(memcpyAsync, cuMemcpyAsync)                            \
   X(memcpyHtoDAsync, cuMemcpyHtoDAsync)                    \
   X(streamBatchMemOp, cuStreamBatchMemOp)                  \
-  X(streamIsCapturing, cuStreamIsCapturing)
+  X(streamIsCapturing, cuStreamIsCapturing)             \
+  X(moduleLoadData, cuModuleLoadData)                      \
+  X(moduleGetFunction, cuModuleGetFunction)                \
+  X(launchKernel, cuLaunchKernel)                          \
+  X(eventCreate, cuEventCreate)                            \
+  X(eventRecord, cuEventRecord)                            \
+  X(eventQuery, cuEventQuery)                              \
+  X(eventSynchronize, cuEventSynchronize)                  \
+  X(eventDestroy, cuEventDestroy)
 
 #elif defined(MORI_PLATFORM_HIP)
 

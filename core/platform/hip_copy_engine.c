@@ -116,6 +116,10 @@ struct mori_platform_queue {
   /* Copies queued and not yet finished: +1 before each copy, and the runtime
    * subtracts 1 when the copy completes. Zero means idle. */
   hsa_signal_t pending;
+  /* Copies queued in all, and how many of them are known finished: the
+   * engines do not keep queue order, so only a drained queue (pending at
+   * zero) says which ones (mori_platform_queue_finished). */
+  uint64_t submitted, finished;
   pthread_mutex_t lock; /* routes */
   struct route *routes;
   size_t n_routes, cap_routes;
@@ -415,6 +419,7 @@ int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *sr
   /* Counted before it is queued: the runtime may finish it (and subtract)
    * before the call returns. */
   hsa.hsa_signal_add_screlease(q->pending, 1);
+  q->submitted++;
   hsa_status_t s = HSA_STATUS_ERROR;
   hsa_status_t on_engine_status = HSA_STATUS_SUCCESS;
   if (engine) {
@@ -432,6 +437,7 @@ int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *sr
     s = hsa.hsa_amd_memory_async_copy(dst, to, src, from, size, 0, NULL, q->pending);
   if (s != HSA_STATUS_SUCCESS) {
     hsa.hsa_signal_subtract_screlease(q->pending, 1);
+    q->submitted--;
     if (on_engine_status != HSA_STATUS_SUCCESS)
       return hsa_error(s,
                        "queueing a %zu-byte copy %p -> %p on device %d (agents 0x%llx -> 0x%llx; on SDMA engine 0x%x it "
@@ -454,7 +460,10 @@ int mori_platform_queue_wait(mori_platform_queue_t *q) {
     /* Blocked, not spinning: the runtime spins briefly before it sleeps. */
     hsa_signal_value_t left = hsa.hsa_signal_wait_scacquire(q->pending, HSA_SIGNAL_CONDITION_LT, 1,
                                                             rt.ticks_per_ms * (uint64_t)slice, HSA_WAIT_STATE_BLOCKED);
-    if (left == 0) return 0;
+    if (left == 0) {
+      q->finished = q->submitted;
+      return 0;
+    }
     if (left < 0)
       return mori_error_set(MORI_EIO,
                             "hsa: device %d's copy queue counts %lld copies in flight: more completions than copies "
@@ -466,6 +475,21 @@ int mori_platform_queue_wait(mori_platform_queue_t *q) {
                             "(MORI_BOOTSTRAP_TIMEOUT_MS)",
                             (long long)left, q->device, limit);
   }
+}
+
+/* The engines finish copies in any order and cannot store or add a word
+ * after them; the copy-engine executor of transport/rdma needs both. */
+int mori_platform_queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t value, bool add) {
+  (void)value;
+  return mori_error_set(MORI_ENOTSUP, "hsa: a word %s at %p after the copies of device %d's queue is not built",
+                        add ? "add" : "store", (void *)dst, q ? q->device : -1);
+}
+
+int mori_platform_queue_finished(mori_platform_queue_t *q, uint64_t *count) {
+  if (!q) return mori_error_set(MORI_EINVAL, "hsa: NULL copy queue");
+  if (hsa.hsa_signal_load_scacquire(q->pending) == 0) q->finished = q->submitted;
+  *count = q->finished;
+  return 0;
 }
 
 int mori_platform_queue_destroy(mori_platform_queue_t *q) {

@@ -259,12 +259,16 @@ int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void *
 
 int mori_platform_host_free_mapped(void *host) { return mori_platform_device_free(0, host); }
 
-/* The host copy engine: one worker thread per queue, copies in FIFO order. */
+/* The host copy engine: one worker thread per queue, operations in FIFO
+ * order (copies, and the word stores and adds of mori_platform_queue_word). */
 enum { HOST_QUEUE_DEPTH = 256 };
+enum host_op { HOST_COPY, HOST_WORD_SET, HOST_WORD_ADD };
 struct host_copy {
+  enum host_op op;
   void *dst;
   const void *src;
   size_t size;
+  uint64_t value;
 };
 struct mori_platform_queue {
   pthread_mutex_t lock;
@@ -275,6 +279,12 @@ struct mori_platform_queue {
   bool stopping;
 };
 
+static void host_run(const struct host_copy *c) {
+  if (c->op == HOST_COPY) memmove(c->dst, c->src, c->size);
+  else if (c->op == HOST_WORD_SET) __atomic_store_n((uint64_t *)c->dst, c->value, __ATOMIC_RELEASE);
+  else __atomic_fetch_add((uint64_t *)c->dst, c->value, __ATOMIC_ACQ_REL);
+}
+
 static void *host_queue_worker(void *arg) {
   struct mori_platform_queue *q = arg;
   pthread_mutex_lock(&q->lock);
@@ -283,7 +293,7 @@ static void *host_queue_worker(void *arg) {
     if (q->tail == q->head && q->stopping) break;
     struct host_copy c = q->ring[q->tail % HOST_QUEUE_DEPTH];
     pthread_mutex_unlock(&q->lock);
-    memmove(c.dst, c.src, c.size);
+    host_run(&c);
     atomic_thread_fence(memory_order_release);
     pthread_mutex_lock(&q->lock);
     q->tail++;
@@ -307,13 +317,30 @@ int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
   return 0;
 }
 
-int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
+static int host_enqueue(mori_platform_queue_t *q, struct host_copy c) {
   pthread_mutex_lock(&q->lock);
   while (q->head - q->tail >= HOST_QUEUE_DEPTH) pthread_cond_wait(&q->changed, &q->lock);
-  q->ring[q->head % HOST_QUEUE_DEPTH] = (struct host_copy){dst, src, size};
+  q->ring[q->head % HOST_QUEUE_DEPTH] = c;
   q->head++;
   pthread_cond_broadcast(&q->changed);
   pthread_mutex_unlock(&q->lock);
+  return 0;
+}
+
+int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
+  return host_enqueue(q, (struct host_copy){HOST_COPY, dst, src, size, 0});
+}
+
+int mori_platform_queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t value, bool add) {
+  if ((uintptr_t)dst % 8) return mori_error_set(MORI_EINVAL, "host: word at %p is not 8-byte aligned", (void *)dst);
+  return host_enqueue(q, (struct host_copy){add ? HOST_WORD_ADD : HOST_WORD_SET, dst, NULL, 8, value});
+}
+
+int mori_platform_queue_finished(mori_platform_queue_t *q, uint64_t *count) {
+  pthread_mutex_lock(&q->lock);
+  *count = q->tail;
+  pthread_mutex_unlock(&q->lock);
+  atomic_thread_fence(memory_order_acquire);
   return 0;
 }
 

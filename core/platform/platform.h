@@ -113,6 +113,18 @@ int mori_platform_queue_create(int device, mori_platform_queue_t **out);
 int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size);
 int mori_platform_queue_wait(mori_platform_queue_t *q);
 int mori_platform_queue_destroy(mori_platform_queue_t *q);
+/* One 64-bit word at `dst`, after every copy queued before it has finished:
+ * stored with release semantics (add false) or added atomically at system
+ * scope (add true). What a NIC does for a fenced inline write or a remote
+ * atomic; the copy-engine executor of transport/rdma is built on it. CUDA:
+ * a one-thread kernel on the queue's stream; host: the worker thread; HIP:
+ * not built (MORI_ENOTSUP: its engines do not keep queue order). */
+int mori_platform_queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t value, bool add);
+/* How many operations (copies and words) queued on `q` have finished,
+ * counted from its creation, never waiting. Operations finish in queue
+ * order on CUDA and host; on HIP the count moves only when the queue has
+ * drained (a lower bound, never more than what finished). */
+int mori_platform_queue_finished(mori_platform_queue_t *q, uint64_t *count);
 
 /* Which handle types create + export both succeed for on `device`, as a
  * bitmask of (1 << mori_handle_type_t). Probed once per device and cached

@@ -3,9 +3,12 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/base/dynlib.h"
 #include "core/base/error.h"
+#include "transport/rdma/ce_nic.h"
 
 static struct mori_verbs verbs;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -33,6 +36,15 @@ int mori_verbs_load(const struct mori_verbs **out) {
     *out = r;
     return 0;
   }
+  /* The executor: libibverbs, or mori's copy-engine NIC (ce_nic.h). */
+  const char *executor = getenv("MORI_RDMA_EXECUTOR");
+  if (executor && !strcmp(executor, "copy_engine")) {
+    *out = mori_ce_nic_verbs();
+    return 0;
+  }
+  if (executor && *executor && strcmp(executor, "verbs") != 0)
+    return mori_error_set(MORI_EINVAL, "rdma: MORI_RDMA_EXECUTOR=\"%s\": expected verbs (libibverbs, the default) or copy_engine",
+                          executor);
   pthread_once(&once, load);
   if (load_status) return mori_error_set(load_status, "%s", load_message);
   *out = &verbs;

@@ -1,0 +1,126 @@
+/* The copy-engine NIC: a verbs provider of mori's own, the second executor
+ * of the rdma transport beside libibverbs (MORI_RDMA_EXECUTOR=copy_engine).
+ * It serves peers that are declared on other nodes (MORI_HOST_ID) but share
+ * this machine, so the proxy ring, its ordering and its completion signals
+ * can be exercised on a GPU machine without a NIC. It behaves like a NIC
+ * where the transport above could tell the difference:
+ *   - every work request is checked against the registrations: the local
+ *     SGE against this context's lkeys, the remote range and access rights
+ *     against the owner's rkey (fetched from the owner's context, which
+ *     refuses unknown keys); a failure is a remote/local access error that
+ *     moves the QP to error, and later requests on it are flushed;
+ *   - requests of one QP execute in order (one copy queue per QP's engine),
+ *     and completions are handed out in a random order across everything
+ *     that has finished;
+ *   - faults on demand (MORI_RDMA_CE_FAULTS): `fail@N` fails the N-th work
+ *     request of the context, `stall@N` holds the N-th and every later one
+ *     forever (a peer node that died) until the QP is moved to error.
+ * Data moves with the platform's copy queue (cuMemcpyAsync on CUDA, a worker
+ * thread on the host platform); fenced inline writes and fetch-and-adds are
+ * the queue's word operations. Not built on HIP (its copy queue keeps no
+ * order). A fetch-and-add does not return the old value (the transport
+ * never reads it). Files: ce_nic.c (the verbs table), ce_nic_keys.c (the
+ * key service: how a peer's registration reaches this process). */
+#ifndef MORI_TRANSPORT_RDMA_CE_NIC_H
+#define MORI_TRANSPORT_RDMA_CE_NIC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/platform/platform.h"
+#include "transport/rdma/verbs_loader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The provider's verbs table. */
+const struct mori_verbs *mori_ce_nic_verbs(void);
+
+enum { CE_ENGINES = 2 };
+
+/* A registration of this context. */
+struct ce_mr {
+  struct ibv_mr mr; /* first: what the caller holds */
+  int access;
+  /* The allocation holding the region, exported for peers (type NONE when
+   * the memory cannot be shared, e.g. malloc'ed: local use only). */
+  mori_shareable_t shared;
+  mori_pmem_t retained;
+  size_t alloc_size, offset; /* the allocation's size; the region's offset in it */
+  struct ce_mr *next;
+};
+
+/* A peer's registration, imported and mapped into this process. */
+struct ce_remote {
+  uint8_t owner[16]; /* the owner context's GID */
+  uint32_t rkey;
+  uint64_t addr, length; /* the region as its owner registered it */
+  int access;
+  char *base; /* where the region's first byte is mapped here */
+  void *va;
+  size_t va_size;
+  mori_pmem_t mem;
+  struct ce_remote *next;
+};
+
+struct ce_qp {
+  struct ibv_qp qp; /* first */
+  enum ibv_qp_state state;
+  uint8_t dgid[16];
+  int engine;
+};
+
+/* Work posted and not yet handed to poll_cq. */
+struct ce_work {
+  uint64_t wr_id;
+  struct ce_qp *qp;
+  enum ibv_wc_opcode opcode;
+  uint32_t byte_len;
+  enum ibv_wc_status status; /* not SUCCESS: completes at once with it */
+  bool held;                 /* stalled by a fault: never queued */
+  uint64_t ticket;           /* finished once its engine has finished this many */
+};
+
+struct ce_context {
+  struct ibv_context ctx; /* first */
+  pthread_mutex_t lock;    /* the work, the QPs, the remote regions */
+  pthread_mutex_t mr_lock; /* this context's regions: the key service reads them */
+  int device;
+  uint8_t gid[16];
+  /* The key service. */
+  int listen_fd;
+  pthread_t server;
+  bool serving;
+  struct ce_mr *mrs;
+  struct ce_remote *remotes;
+  mori_platform_queue_t *engine[CE_ENGINES];
+  uint64_t queued[CE_ENGINES]; /* operations queued on each engine */
+  struct ce_work *work;
+  size_t n_work, cap_work;
+  uint64_t posted; /* work requests so far (fault positions count these) */
+  uint64_t fail_at, stall_at;
+  uint64_t rng;
+  uint32_t next_qpn, next_key;
+};
+
+/* ce_nic_keys.c. The service answers "which memory is rkey K" for this
+ * context's registrations; ce_find_remote asks a peer's and maps the answer
+ * (cached). Callers hold c->lock for ce_find_remote; the service takes it. */
+int ce_keys_start(struct ce_context *c);
+void ce_keys_stop(struct ce_context *c);
+/* The region `rkey` of the context whose GID is `owner`, or NULL with
+ * *status saying why (IBV_WC_REM_ACCESS_ERR: no such key there;
+ * IBV_WC_RETRY_EXC_ERR: the owner cannot be reached). */
+struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], uint32_t rkey,
+                                 enum ibv_wc_status *status);
+void ce_forget_remotes(struct ce_context *c);
+/* This machine's identity as 4 bytes (boot id and host name), for GIDs. */
+uint32_t ce_machine_hash(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
