@@ -7,7 +7,9 @@
 # environment that sees the machine's torch).
 #   tools/gpu.sh build            stage the cuda build in gpu-bundle/
 #   tools/gpu.sh run [PARTS] [rounds]
-# PARTS: a comma list of tests (GPU suites and torch suites), heap (the heap
+# PARTS: a comma list of tests (GPU suites and torch suites), proxy (the
+# proxy ring: its suite and benchmark, two ranks declared on different nodes
+# with the copy-engine executor standing in for the NIC), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
 # backend), or all of them. MORI_BENCH_ONLY narrows the harness's steps.
@@ -22,10 +24,10 @@ if [ "$mode" = build ]; then
   tools/install_deps.sh torch
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
-    //tests/gpu:bench_coll //tests/gpu:bench_heap //tools/launch:mori_launch
+    //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
   cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/gpu_shmem_test bazel-bin/tests/gpu/bench_p2p \
-    bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap \
+    bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap bazel-bin/tests/gpu/gpu_proxy_test bazel-bin/tests/gpu/bench_proxy \
     bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
   # The Python package: mori.allocator, mori.ops, mori.shmem and the libraries.
   bazel build -c opt //:wheel
@@ -36,11 +38,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,heap,coll,p2p,bench|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,proxy,heap,coll,p2p,bench|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,heap,coll,p2p,bench
+[ "$what" = all ] && what=tests,proxy,heap,coll,p2p,bench
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -73,6 +75,18 @@ if has tests; then
       grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -60
     record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed, $(grep -c '^SKIP' "$OUT/$t.log") skipped (exit ${PIPESTATUS[0]})"
   done
+fi
+
+if has proxy; then
+  # Two ranks always: with one GPU both run on it (each its own context).
+  echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine executor)"
+  MORI_TEST_RANKS=2 timeout 150 gpu-bundle/bin/gpu_proxy_test 2>&1 | tee "$OUT/gpu_proxy_test.log" | grep -E '^\[ +(OK|FAILED) |Failure' | head -40
+  record "gpu_proxy_test: $(gtest_counts "$OUT/gpu_proxy_test.log") (exit ${PIPESTATUS[0]})"
+  echo "== proxy ring benchmark (bench_proxy)"
+  MORI_RDMA_EXECUTOR=copy_engine timeout 200 gpu-bundle/bin/mori_launch -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
+    tee "$OUT/bench_proxy.log" | grep RESULT
+  grep '^RESULT' "$OUT/bench_proxy.log" | sed 's/^RESULT //' > "$OUT/bench_proxy.jsonl"
+  record "bench_proxy: $(wc -l < "$OUT/bench_proxy.jsonl") results"
 fi
 
 if has heap; then

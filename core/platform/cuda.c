@@ -173,6 +173,12 @@ static int load_word_kernel(int device, CUfunction *out) {
 }
 
 static int queue_create(int device, mori_platform_queue_t *q) {
+  /* Loaded now, not at the first word: loading a module waits for the
+   * kernels running on the device, and the kernel that asked for the word
+   * (through a proxy) may be one of them — it would wait on itself. */
+  CUfunction kernel = NULL;
+  int rc = load_word_kernel(device, &kernel);
+  if (rc) return rc;
   GPU_TRY(gpu.streamCreate(&q->stream, CU_STREAM_NON_BLOCKING), "creating a copy stream on device %d", device);
   q->device = device;
   for (int i = 0; i < QUEUE_EVENTS; i++)

@@ -369,3 +369,172 @@ int gpu_zero(void *p, uint64_t bytes) {
   if (check(gpuMemset(p, 0, bytes), "memset")) return -1;
   return check(gpuDeviceSynchronize(), "synchronize");
 }
+
+/* ---- through the proxy ring ---- */
+
+/* Waits for the kernel just launched by its event, not by a blocking copy:
+ * a synchronous copy on the legacy stream keeps other threads of this
+ * process from queueing work on the device until it returns, and the
+ * proxy thread must queue copies for the kernel to finish. */
+static int wait_launched(void) {
+  gpuEvent_t done;
+  GPU_TRY(gpuEventCreate(&done));
+  GPU_TRY(gpuEventRecord(done, 0));
+  int rc = check(gpuEventSynchronize(done), "gpuEventSynchronize") ? -1 : 0;
+  (void)gpuEventDestroy(done);
+  return rc;
+}
+
+static __device__ uint32_t proxy_word(int writer, int block, int round, uint64_t i) {
+  return (uint32_t)(writer * 0x9E3779B1u) ^ ((uint32_t)block << 20) ^ ((uint32_t)round << 8) ^ (uint32_t)(i * 2654435761u);
+}
+
+__global__ void proxy_exchange_kernel(mori_window_dev_t view, int peer, uint64_t slot, int rounds, uint64_t timeout_ns, int *rc,
+                                      unsigned long long *mismatches) {
+  int b = blockIdx.x, blocks = gridDim.x;
+  uint64_t recv_base = (uint64_t)blocks * 2 * slot, sig_base = 2 * recv_base, counter = sig_base + (uint64_t)blocks * 8;
+  char *local = (char *)mori_local_ptr(view, 0);
+  uint64_t words = slot / 4;
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  __syncthreads();
+  for (int r = 0; r < rounds; r++) {
+    uint64_t at = ((uint64_t)b * 2 + (uint64_t)(r % 2)) * slot;
+    uint32_t *send = (uint32_t *)(local + at);
+    for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) send[i] = proxy_word(view.world_rank, b, r, i);
+    __syncthreads();
+    int e = mori_put_block(view, peer, recv_base + at, send, slot);
+    if (threadIdx.x == 0) {
+      if (!e) e = mori_signal_set(view, peer, sig_base + (uint64_t)b * 8, (uint64_t)r + 1);
+      if (!e) e = mori_signal_add(view, peer, counter, 1);
+      if (!e) e = mori_signal_wait_until(view, sig_base + (uint64_t)b * 8, MORI_CMP_GE, (uint64_t)r + 1, timeout_ns, peer, b, 0);
+      if (e) {
+        atomicCAS(rc, 0, e);
+        failed = 1;
+      }
+    }
+    __syncthreads();
+    if (failed) return;
+    const uint32_t *got = (const uint32_t *)(local + recv_base + at);
+    unsigned long long bad = 0;
+    for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) bad += got[i] != proxy_word(peer, b, r, i);
+    if (bad) atomicAdd(mismatches, bad);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    int e = mori_quiet_window(view, timeout_ns);
+    if (e) atomicCAS(rc, 0, e);
+  }
+}
+
+int gpu_proxy_exchange(mori_window_dev_t view, int peer, uint64_t slot, int blocks, int rounds, uint64_t timeout_ns,
+                       int *device_rc, unsigned long long *mismatches) {
+  int *rc = 0;
+  unsigned long long *bad = 0;
+  GPU_TRY(gpuMalloc((void **)&rc, sizeof(int)));
+  GPU_TRY(gpuMalloc((void **)&bad, sizeof(*bad)));
+  (void)gpuMemset(rc, 0, sizeof(int));
+  (void)gpuMemset(bad, 0, sizeof(*bad));
+  proxy_exchange_kernel<<<blocks, 256>>>(view, peer, slot, rounds, timeout_ns, rc, bad);
+  GPU_TRY(gpuGetLastError());
+  if (wait_launched()) return -1;
+  GPU_TRY(gpuMemcpy(device_rc, rc, sizeof(int), gpuMemcpyDeviceToHost));
+  GPU_TRY(gpuMemcpy(mismatches, bad, sizeof(*bad), gpuMemcpyDeviceToHost));
+  (void)gpuFree(rc);
+  (void)gpuFree(bad);
+  return 0;
+}
+
+__global__ void proxy_get_kernel(mori_window_dev_t view, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes,
+                                 int *rc) {
+  int e = mori_get_block(view, peer, (char *)mori_local_ptr(view, 0) + dst_offset, src_offset, bytes);
+  if (threadIdx.x == 0) {
+    if (!e) e = mori_quiet_window(view, 20000000000ull);
+    *rc = e;
+  }
+}
+
+int gpu_proxy_get(mori_window_dev_t view, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes, int *device_rc) {
+  int *rc = 0;
+  GPU_TRY(gpuMalloc((void **)&rc, sizeof(int)));
+  proxy_get_kernel<<<1, 256>>>(view, peer, dst_offset, src_offset, bytes, rc);
+  GPU_TRY(gpuGetLastError());
+  if (wait_launched()) return -1;
+  GPU_TRY(gpuMemcpy(device_rc, rc, sizeof(int), gpuMemcpyDeviceToHost));
+  (void)gpuFree(rc);
+  return 0;
+}
+
+__global__ void proxy_throughput_kernel(mori_window_dev_t view, int peer, uint64_t bytes, int per_thread, int *rc) {
+  uint64_t t = threadIdx.x, n = blockDim.x;
+  const char *src = (const char *)mori_local_ptr(view, 0);
+  for (int i = 0; i < per_thread; i++) {
+    uint64_t at = ((uint64_t)i * n + t) * bytes;
+    int e = mori_put_thread(view, peer, at, src + at, bytes);
+    if (e) {
+      atomicCAS(rc, 0, e);
+      return;
+    }
+  }
+  __syncthreads();
+  if (t == 0) {
+    int e = mori_quiet_window(view, 20000000000ull);
+    if (e) atomicCAS(rc, 0, e);
+  }
+}
+
+__global__ void proxy_latency_kernel(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, int per_launch,
+                                     int *rc) {
+  const char *src = (const char *)mori_local_ptr(view, 0);
+  for (int i = 0; i < per_launch; i++) {
+    int e = mori_put_thread(view, peer, 0, src, bytes);
+    if (!e) e = mori_signal_set(view, peer, signal_offset, (uint64_t)i + 1);
+    if (!e) e = mori_quiet_window(view, 20000000000ull);
+    if (e) {
+      atomicCAS(rc, 0, e);
+      return;
+    }
+  }
+}
+
+static double proxy_time_us(int iters, int requests_per_launch, int *rc, int *device_rc, int latency,
+                            mori_window_dev_t view, int peer, uint64_t bytes, int threads, int per, uint64_t signal_offset) {
+  gpuEvent_t start, stop;
+  if (check(gpuEventCreate(&start), "gpuEventCreate") || check(gpuEventCreate(&stop), "gpuEventCreate")) return -1;
+  if (latency) proxy_latency_kernel<<<1, 1>>>(view, peer, bytes, signal_offset, 1, rc); /* warm-up */
+  else proxy_throughput_kernel<<<1, threads>>>(view, peer, bytes, 1, rc);
+  (void)gpuEventRecord(start, 0);
+  for (int i = 0; i < iters; i++) {
+    if (latency) proxy_latency_kernel<<<1, 1>>>(view, peer, bytes, signal_offset, per, rc);
+    else proxy_throughput_kernel<<<1, threads>>>(view, peer, bytes, per, rc);
+  }
+  (void)gpuEventRecord(stop, 0);
+  if (check(gpuEventSynchronize(stop), "gpuEventSynchronize")) return -1;
+  float ms = 0;
+  (void)gpuEventElapsedTime(&ms, start, stop);
+  (void)gpuEventDestroy(start);
+  (void)gpuEventDestroy(stop);
+  if (check(gpuMemcpy(device_rc, rc, sizeof(int), gpuMemcpyDeviceToHost), "gpuMemcpy")) return -1;
+  return ms * 1000.0 / ((double)iters * requests_per_launch);
+}
+
+double gpu_bench_proxy_throughput(mori_window_dev_t view, int peer, uint64_t bytes, int threads, int per_thread, int iters,
+                                  int *device_rc) {
+  int *rc = 0;
+  if (check(gpuMalloc((void **)&rc, sizeof(int)), "gpuMalloc")) return -1;
+  (void)gpuMemset(rc, 0, sizeof(int));
+  double us = proxy_time_us(iters, threads * per_thread, rc, device_rc, 0, view, peer, bytes, threads, per_thread, 0);
+  (void)gpuFree(rc);
+  return us;
+}
+
+double gpu_bench_proxy_latency(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, int per_launch,
+                               int iters, int *device_rc) {
+  int *rc = 0;
+  if (check(gpuMalloc((void **)&rc, sizeof(int)), "gpuMalloc")) return -1;
+  (void)gpuMemset(rc, 0, sizeof(int));
+  double us = proxy_time_us(iters, per_launch, rc, device_rc, 1, view, peer, bytes, 1, per_launch, signal_offset);
+  (void)gpuFree(rc);
+  return us;
+}
+

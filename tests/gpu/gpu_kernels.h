@@ -36,6 +36,30 @@ double gpu_bench_put(mori_window_dev_t view, int peer, void *src, uint64_t bytes
 // the default stream still has work (1), is idle (0), or failed (-1).
 int gpu_spin_start(uint64_t ns);
 int gpu_spin_running(void);
+// ---- through the proxy ring (peers outside the LSA team: rdma) ----
+// The window: [send: blocks x 2 x slot][recv: blocks x 2 x slot][signals:
+// blocks x 8][counter: 8]. Each block, per round, fills a send slot, puts it
+// into the peer's recv slot, sets its signal (fenced after the put) and adds
+// 1 to the peer's counter; then waits for the peer's signal of that round
+// and checks every word it received. Two slots per block: the peer's next
+// write to a slot comes only after it has seen this rank's round, i.e. after
+// this rank checked it. Ends with mori_quiet_window. *device_rc: first
+// failing device code; *mismatches: words that differed. Waits for the
+// kernel by event (see gpu_proxy_test.cc).
+int gpu_proxy_exchange(mori_window_dev_t view, int peer, uint64_t slot, int blocks, int rounds, uint64_t timeout_ns,
+                       int *device_rc, unsigned long long *mismatches);
+// mori_get_block of `bytes` from the peer's window at src_offset into this
+// window at dst_offset, then mori_quiet_window.
+int gpu_proxy_get(mori_window_dev_t view, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes, int *device_rc);
+// Ring benchmarks, CUDA events around `iters` launches (microseconds per
+// request). Throughput: one block of `threads` threads, each submitting
+// `per_thread` puts of `bytes` (distinct offsets) then one quiet per launch.
+// Latency: one thread, per iteration a put of `bytes` + a signal set, then a
+// quiet (the completion of both seen by the kernel).
+double gpu_bench_proxy_throughput(mori_window_dev_t view, int peer, uint64_t bytes, int threads, int per_thread, int iters,
+                                  int *device_rc);
+double gpu_bench_proxy_latency(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, int per_launch,
+                               int iters, int *device_rc);
 // Zeroes device memory and waits (mori memory is not zeroed when allocated).
 int gpu_zero(void *p, uint64_t bytes);
 void *gpu_alloc(uint64_t bytes);

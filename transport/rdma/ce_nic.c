@@ -394,6 +394,8 @@ static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_
     return IBV_WC_GENERAL_ERR;
   }
   if (length) c->queued[q->engine]++; /* a zero-length write queues nothing */
+  MORI_DEBUG("copy-engine NIC: QP 0x%x: opcode %d, %llu bytes, engine %d, operation %llu", q->qp.qp_num, (int)wr->opcode,
+             (unsigned long long)length, q->engine, (unsigned long long)c->queued[q->engine]);
   return IBV_WC_SUCCESS;
 }
 
@@ -476,6 +478,10 @@ static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
     c->work[i] = t;
     ready++;
   }
+  if (ready || c->n_work)
+    MORI_DEBUG("copy-engine NIC: engines finished %llu/%llu and %llu/%llu; %zu of %zu requests ready",
+               (unsigned long long)finished[0], (unsigned long long)c->queued[0], (unsigned long long)finished[1],
+               (unsigned long long)c->queued[1], ready, c->n_work);
   int got = 0;
   while (got < n && ready > 0) {
     size_t pick = (size_t)(next_random(c) % ready);
