@@ -15,9 +15,11 @@
 #include <thread>
 
 #include "mori/device.h"
+#include "mori/shmem.h"
 #include "mori/team.h"
 #include "mori/transport_rdma.h"
 #include "tests/rdma/fake_verbs.h"
+#include "tests/shmem/pe.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
 
@@ -291,6 +293,7 @@ void RailOnly(int per_node) {
       if (same_host || p % per_node == rail) continue;
       // A cross-rail peer: no route, and an op to it names both ranks.
       EXPECT_STREQ(mori_team_transport_name(w.comm, p), "none") << p;
+      EXPECT_EQ(mori_comm_queue_pairs(w.comm, p), 0);
       EXPECT_EQ(mori_comm_peer_caps(w.comm, p) & MORI_CAP_RDMA, 0u);
     }
     Window win;
@@ -359,6 +362,8 @@ TEST(RdmaEnv, SeveralQueuePairsPerPeerTakeRequestsInTurn) {
     rdma_state *s = State(w);
     EXPECT_EQ(s->num_qp, 3);
     EXPECT_EQ(s->qps_created, 3);
+    EXPECT_EQ(mori_comm_queue_pairs(w.comm, 1 - rank), 3);
+    EXPECT_EQ(mori_comm_queue_pairs(w.comm, rank), 0);
     EXPECT_EQ(fake_verbs::LiveQps(), 3u);
     Window win;
     Open(w, 1 << 16, &win);
@@ -566,5 +571,29 @@ TEST(RdmaEnv, DefaultsAreGidIndexOneAndServiceLevelAndClassZero) { Path({}, 1, 0
 TEST(RdmaEnv, TheOlderGidIndexNameStillWorks) { Path({{"MORI_RDMA_GID_INDEX", "0"}}, 0, 0, 0); }
 TEST(RdmaEnv, TheGuidesGidIndexNameWinsOverTheOlder) { Path({{"MORI_RDMA_GID_INDEX", "0"}, {"MORI_IB_GID_INDEX", "1"}}, 1, 0, 0); }
 TEST(RdmaEnv, OutOfRangeServiceLevelAndClassFallBackToZero) { Path({{"MORI_RDMA_SL", "16"}, {"MORI_RDMA_TC", "x"}}, 1, 0, 0); }
+
+// shmem_num_qp_per_pe reports what the transport opened (two simulated
+// nodes, so the peer is reached over rdma), and without rdma the variable.
+TEST(RdmaEnv, ShmemReportsTheQueuePairsPerPeItOpened) {
+  for (bool with_rdma : {true, false}) {
+    EXPECT_RANKS_PASS(2, [with_rdma](int rank, int size) {
+      mori_shmem_test::UseSmallHeap();
+      setenv("MORI_HOST_ID", rank == 0 ? "node-a" : "node-b", 1);
+      setenv("MORI_NUM_QP_PER_PE", "3", 1);
+      fake_verbs::Install();
+      static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
+      static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
+      MORI_ASSERT_OK(mori_shmem_use_plugins(handles, 2, transports, with_rdma ? 2 : 1));
+      mori_shmem_uniqueid_t id = mori_shmem_test::ShareId(rank, with_rdma ? "qp_rdma" : "qp_p2p");
+      MORI_ASSERT_OK(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, &id));
+      EXPECT_EQ(shmem_num_qp_per_pe(), 3);
+      mori_comm_t *comm = nullptr;
+      MORI_ASSERT_OK(mori_shmem_comm(&comm));
+      EXPECT_EQ(mori_comm_queue_pairs(comm, 1 - rank), with_rdma ? 3 : 0);
+      MORI_EXPECT_OK(shmem_barrier_all());
+      MORI_EXPECT_OK(shmem_finalize());
+    });
+  }
+}
 
 }  // namespace

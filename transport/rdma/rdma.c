@@ -167,6 +167,11 @@ static int rdma_peer_caps(void *state, mori_comm_t *comm, int peer, uint32_t *ca
   return 0;
 }
 
+static int rdma_queue_pairs(void *state, int peer) {
+  const struct rdma_state *s = state;
+  return (s && s->usable && peer >= 0 && peer < s->size && s->connect[peer]) ? s->num_qp : 0;
+}
+
 struct segment_key {
   int32_t ok;
   uint32_t rkey;
@@ -315,4 +320,5 @@ const mori_transport_ops_t mori_transport_rdma_ops = {
     .segment_deregister = rdma_segment_deregister,
     .device_info = rdma_device_info,
     .fini = rdma_fini,
+    .queue_pairs = rdma_queue_pairs,
 };
