@@ -345,6 +345,13 @@ uint32_t mori_comm_peer_caps(const mori_comm_t *c, int peer) {
   return (peer < 0 || peer >= c->size) ? 0 : c->routes[peer].caps;
 }
 
+int mori_comm_queue_pairs(const mori_comm_t *c, int peer) {
+  if (peer < 0 || peer >= c->size) return 0;
+  int n = 0;
+  for (int t = 0; t < c->num_transports; t++) n += c->transports[t].queue_pairs(c->transport_state[t], peer);
+  return n;
+}
+
 void mori_comm_lsa(const mori_comm_t *c, int *base, int *size, int *lsa_rank) {
   if (base) *base = c->lsa_base;
   if (size) *size = c->lsa_size;

@@ -28,6 +28,8 @@ static int transport_adds_no_device_info(void *state, mori_segment_t *seg, void 
   return 0;
 }
 
+static int transport_holds_no_queue_pairs(void *state, int peer) { return 0; }
+
 static const mori_transport_ops_t transport_defaults = {
     .size = sizeof(mori_transport_ops_t),
     .abi_version = MORI_PLUGIN_ABI_VERSION,
@@ -39,6 +41,7 @@ static const mori_transport_ops_t transport_defaults = {
     .segment_deregister = transport_deregisters_nothing,
     .device_info = transport_adds_no_device_info,
     .fini = no_fini,
+    .queue_pairs = transport_holds_no_queue_pairs,
 };
 
 static int handle_shares_nothing(void *state, mori_comm_t *comm, uint64_t seq, const mori_shareable_t *mine,
@@ -90,6 +93,7 @@ int mori_transport_ops_adopt(const mori_transport_ops_t *given, mori_transport_o
   DEFAULT_IF_NULL(out, transport_defaults, segment_deregister);
   DEFAULT_IF_NULL(out, transport_defaults, device_info);
   DEFAULT_IF_NULL(out, transport_defaults, fini);
+  DEFAULT_IF_NULL(out, transport_defaults, queue_pairs);
   out->size = sizeof(*out);
   return 0;
 }

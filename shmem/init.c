@@ -14,6 +14,7 @@
 #include "core/base/log.h"
 #include "core/platform/platform.h"
 #include "mori/mem.h"
+#include "mori/plugin.h"
 #include "shmem/internal/cpu_affinity.h"
 #include "shmem/internal/mpi.h"
 #include "shmem/internal/state.h"
@@ -39,14 +40,6 @@ int mori_shmem_use_plugins(const mori_handle_ops_t *const *handles, int num_hand
   }
   pthread_mutex_unlock(&mori_shmem.lock);
   return rc;
-}
-
-/* MORI_NUM_QP_PER_PE: mori's RDMA transport opens one queue pair per peer;
- * another value is said once, not silently ignored. */
-static void check_qp_setting(void) {
-  const char *v = getenv("MORI_NUM_QP_PER_PE");
-  if (v && *v && strcmp(v, "1") != 0)
-    MORI_WARN("shmem: MORI_NUM_QP_PER_PE=%s is not honoured: mori's RDMA transport opens one queue pair per peer", v);
 }
 
 static void release_all(void) {
@@ -125,7 +118,6 @@ int shmem_init_attr(unsigned int flags, int rank, int npes, const void *arg) {
                         "shmem_init_attr: no plug-ins listed: call mori_shmem_use_local_plugins() (link "
                         "//shmem:local_plugins) or mori_shmem_use_plugins() first");
   if (!rc) {
-    check_qp_setting();
     rc = start(flags, rank, npes, arg);
     if (rc) {
       char msg[1024];
@@ -159,9 +151,25 @@ static int query(const char *call, const int *field) {
 int shmem_mype(void) { return query("shmem_mype", &mori_shmem.rank); }
 int shmem_npes(void) { return query("shmem_npes", &mori_shmem.npes); }
 
+/* The queue pairs per PE the RDMA transport opened (the most any peer
+ * has: rail-only peers have none). With no peer over RDMA (one node, no
+ * device, no rdma transport listed), MORI_NUM_QP_PER_PE as the transport
+ * reads it: what it would open. */
 int shmem_num_qp_per_pe(void) {
-  static const int one = 1;
-  return query("shmem_num_qp_per_pe", &one);
+  pthread_mutex_lock(&mori_shmem.lock);
+  int n = mori_shmem.initialized ? 0 : mori_shmem_not_initialized("shmem_num_qp_per_pe");
+  for (int p = 0; mori_shmem.initialized && p < mori_shmem.npes; p++) {
+    int q = mori_comm_queue_pairs(mori_shmem.comm, p);
+    if (q > n) n = q;
+  }
+  if (mori_shmem.initialized && n == 0) {
+    const char *v = getenv("MORI_NUM_QP_PER_PE");
+    char *end = NULL;
+    long want = v && *v ? strtol(v, &end, 10) : 1;
+    n = (v && *v && (*end || want < 1 || want > 64)) ? 1 : (int)want;
+  }
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return n;
 }
 
 int mori_shmem_comm(mori_comm_t **out) {

@@ -1,10 +1,12 @@
 // See fake_verbs.h.
 #include "tests/rdma/fake_verbs.h"
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "transport/rdma/verbs_loader.h"
 
@@ -24,6 +26,9 @@ std::deque<HeldRequest> held;
 std::deque<ibv_wc> cq_entries;
 std::vector<Posted> log;
 std::map<uint32_t, ibv_qp_state> qp_states;
+std::map<uint32_t, Path> paths;
+std::vector<std::string> device_names = {"fake0"};
+std::string opened;
 
 ibv_wc Completion(ibv_qp *qp, uint64_t wr_id, ibv_wc_status status) {
   ibv_wc wc;
@@ -39,7 +44,7 @@ int PostSend(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
   std::lock_guard<std::mutex> lock(mu);
   for (; wr; wr = wr->next) {
     uint64_t remote = wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
-    log.push_back({qp->qp_num, wr->wr_id, wr->opcode, wr->num_sge ? wr->sg_list[0].length : 0, remote});
+    log.push_back({qp->qp_num, wr->wr_id, wr->opcode, wr->num_sge ? wr->sg_list[0].length : 0, remote, wr->send_flags});
     // A QP in the error state takes requests and flushes them.
     if (qp_states[qp->qp_num] == IBV_QPS_ERR) cq_entries.push_back(Completion(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR));
     else if (stalled) held.push_back({qp, wr->wr_id});
@@ -59,16 +64,29 @@ int PollCq(ibv_cq *, int n, ibv_wc *wc) {
   return got;
 }
 
-ibv_device fake_device;
-ibv_device *device_list[] = {&fake_device, nullptr};
+// The devices: ibv_device's name field carries the name.
+std::vector<ibv_device> devices;
+std::vector<ibv_device *> device_list;
 
 ibv_device **GetDeviceList(int *n) {
-  *n = 1;
-  return device_list;
+  std::lock_guard<std::mutex> lock(mu);
+  devices.assign(device_names.size(), ibv_device());
+  device_list.clear();
+  for (size_t i = 0; i < device_names.size(); i++) {
+    snprintf(devices[i].name, sizeof(devices[i].name), "%s", device_names[i].c_str());
+    device_list.push_back(&devices[i]);
+  }
+  device_list.push_back(nullptr);
+  *n = (int)device_names.size();
+  return device_list.data();
 }
 void FreeDeviceList(ibv_device **) {}
-const char *GetDeviceName(ibv_device *) { return "fake0"; }
+const char *GetDeviceName(ibv_device *dev) { return dev->name; }
 ibv_context *OpenDevice(ibv_device *dev) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    opened = dev->name;
+  }
   ibv_context *ctx = new ibv_context();
   ctx->device = dev;
   ctx->ops.poll_cq = PollCq;
@@ -136,6 +154,8 @@ int ModifyQp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
   std::lock_guard<std::mutex> lock(mu);
   if (!(mask & IBV_QP_STATE)) return 0;
   qp_states[qp->qp_num] = attr->qp_state;
+  if (attr->qp_state == IBV_QPS_RTR && (mask & IBV_QP_AV))
+    paths[qp->qp_num] = {attr->dest_qp_num, attr->ah_attr.grh.sgid_index, attr->ah_attr.sl, attr->ah_attr.grh.traffic_class};
   if (attr->qp_state == IBV_QPS_ERR && flush_on_error)
     for (auto it = held.begin(); it != held.end();) {
       if (it->qp != qp) {
@@ -189,6 +209,27 @@ void Install(uint32_t max_msg) {
 }
 
 void Uninstall() { mori_verbs_replace(nullptr); }
+
+void SetDevices(const std::vector<std::string> &names) {
+  std::lock_guard<std::mutex> lock(mu);
+  device_names = names;
+}
+
+std::string Opened() {
+  std::lock_guard<std::mutex> lock(mu);
+  return opened;
+}
+
+size_t LiveQps() {
+  std::lock_guard<std::mutex> lock(mu);
+  return qp_states.size();
+}
+
+Path PathOf(uint32_t qp_num) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = paths.find(qp_num);
+  return it == paths.end() ? Path() : it->second;
+}
 
 void Stall(bool s) {
   std::lock_guard<std::mutex> lock(mu);

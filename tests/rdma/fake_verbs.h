@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace fake_verbs {
@@ -20,10 +21,28 @@ struct Posted {
   int opcode;       // enum ibv_wr_opcode
   uint64_t length;  // the SGE's length as the NIC sees it (32 bits)
   uint64_t remote;  // remote address
+  unsigned send_flags;
 };
 
-// Replaces libibverbs for this process; `max_msg` is the port's largest message.
+// What a QP was connected with (the RTR transition's address vector).
+struct Path {
+  uint32_t dest_qp = 0;
+  int sgid_index = -1;
+  int sl = -1;
+  int traffic_class = -1;
+};
+
+// Replaces libibverbs for this process; `max_msg` is the port's largest
+// message; one device, "fake0", until SetDevices.
 void Install(uint32_t max_msg = 1u << 30);
+// The devices ibv_get_device_list returns, in this order.
+void SetDevices(const std::vector<std::string> &names);
+// The device the transport opened last ("" before any).
+std::string Opened();
+// QPs created and not destroyed, in this process.
+size_t LiveQps();
+// How the QP with this number was connected (defaults before RTR).
+Path PathOf(uint32_t qp_num);
 void Uninstall();
 
 // While stalled, posted work requests are held: no completion until Release.

@@ -3,15 +3,23 @@
 // transfers longer than the port's largest message, unaligned proxied
 // atomics, and a ring whose consumer stalls past MORI_PROXY_SLOTS. Two
 // ranks on two simulated nodes, so each reaches the other over rdma only.
+// Then the environment: rail-only QP counts at 2 nodes x 1, 2 and 4 ranks,
+// several QPs per peer (work spread, fenced ops kept behind earlier puts),
+// device include / exclude lists, GID index / SL / TC reaching modify_qp.
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <string>
 #include <thread>
 
 #include "mori/device.h"
+#include "mori/shmem.h"
 #include "mori/team.h"
 #include "mori/transport_rdma.h"
 #include "tests/rdma/fake_verbs.h"
+#include "tests/shmem/pe.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
 
@@ -235,6 +243,357 @@ TEST(RdmaFake, SubmitThatTimesOutOnAStalledConsumerLeavesTheRingUsable) {
     MORI_EXPECT_OK(mori_window_destroy(win.win));
     MORI_EXPECT_OK(mori_mem_free(win.mem));
   });
+}
+
+}  // namespace
+
+// ---- the environment (rdma_env.c, rail.c, several QPs per peer) ----
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+// `nodes` simulated nodes of `per_node` ranks each (node-major unless
+// `host_of` says otherwise), the fake provider with `devices`, `env` set.
+void OnNodes(int nodes, int per_node, const Env &env, std::function<void(int, World &)> fn,
+             std::vector<std::string> devices = {"fake0"}, std::function<std::string(int)> host_of = nullptr,
+             uint32_t max_msg = 1u << 30) {
+  EXPECT_RANKS_PASS(nodes * per_node, [=](int rank, int size) {
+    std::string host = host_of ? host_of(rank) : "node-" + std::to_string(rank / per_node);
+    setenv("MORI_HOST_ID", host.c_str(), 1);
+    setenv("MORI_RDMA_TIMEOUT_MS", "2000", 1);
+    setenv("MORI_SHMEM_MODE", "isolation", 1);
+    for (const auto &kv : env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
+    fake_verbs::Install(max_msg);
+    fake_verbs::SetDevices(devices);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    fn(rank, w);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
+bool Contains(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
+
+// Rail-only at 2 nodes x per_node: each rank connects its per_node - 1
+// same-host peers and its one same-rail peer, no one else.
+void RailOnly(int per_node) {
+  OnNodes(2, per_node, {{"MORI_ENABLE_RAIL_ONLY", "1"}}, [per_node](int rank, World &w) {
+    rdma_state *s = State(w);
+    int size = 2 * per_node, rail = rank % per_node;
+    EXPECT_TRUE(s->rail_only);
+    EXPECT_EQ(s->qps_created, per_node) << "rank " << rank;
+    EXPECT_EQ(fake_verbs::LiveQps(), (size_t)per_node);
+    int same_rail = (rank + per_node) % size;
+    EXPECT_STREQ(mori_team_transport_name(w.comm, same_rail), "rdma");
+    EXPECT_NE(mori_comm_peer_caps(w.comm, same_rail) & MORI_CAP_RDMA, 0u);
+    for (int p = 0; p < size; p++) {
+      bool same_host = p / per_node == rank / per_node;
+      EXPECT_EQ(s->connect[p], p != rank && (same_host || p % per_node == rail)) << "rank " << rank << " peer " << p;
+      if (same_host || p % per_node == rail) continue;
+      // A cross-rail peer: no route, and an op to it names both ranks.
+      EXPECT_STREQ(mori_team_transport_name(w.comm, p), "none") << p;
+      EXPECT_EQ(mori_comm_queue_pairs(w.comm, p), 0);
+      EXPECT_EQ(mori_comm_peer_caps(w.comm, p) & MORI_CAP_RDMA, 0u);
+    }
+    Window win;
+    Open(w, 1 << 16, &win);
+    MORI_EXPECT_OK(mori_rdma_put(win.win, same_rail, 0, 4096, 64));
+    MORI_EXPECT_OK(mori_rdma_quiet(w.comm));
+    if (per_node > 1) {
+      int cross_rail = (rank + per_node + 1) % per_node + (rank < per_node ? per_node : 0);
+      ASSERT_NE(cross_rail % per_node, rail);
+      EXPECT_EQ(mori_rdma_put(win.win, cross_rail, 0, 4096, 64), MORI_EUNREACHABLE);
+      std::string msg = mori_last_error();
+      EXPECT_TRUE(Contains(msg, "rank " + std::to_string(rank) + " has no queue pair to rank " + std::to_string(cross_rail)))
+          << msg;
+      EXPECT_TRUE(Contains(msg, "MORI_ENABLE_RAIL_ONLY")) << msg;
+      // Through the proxy (a kernel's put): refused and counted as failed.
+      ASSERT_EQ(mori_put_thread(win.view, cross_rail, 0, (const char *)win.mem + 4096, 64), MORI_DEVICE_OK);
+      EXPECT_EQ(mori_quiet_window(win.view, 1000 * kMs), MORI_DEVICE_EUNREACHABLE);
+      EXPECT_EQ(win.view.proxy->failed, 1u);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win.win));
+    MORI_EXPECT_OK(mori_mem_free(win.mem));
+  });
+}
+
+TEST(RdmaEnv, RailOnlyAtTwoNodesOfOneConnectsTheOtherNode) { RailOnly(1); }
+TEST(RdmaEnv, RailOnlyAtTwoNodesOfTwoConnectsSameRailAndSameHost) { RailOnly(2); }
+TEST(RdmaEnv, RailOnlyAtTwoNodesOfFourConnectsSameRailAndSameHost) { RailOnly(4); }
+
+TEST(RdmaEnv, WithoutRailOnlyEveryPeerIsConnected) {
+  OnNodes(2, 2, {}, [](int rank, World &w) {
+    EXPECT_FALSE(State(w)->rail_only);
+    EXPECT_EQ(State(w)->qps_created, 3);
+  });
+}
+
+TEST(RdmaEnv, RailOnlyOnAnInterleavedLayoutKeepsTheFullMesh) {
+  // Hosts a, b, a, b: not node-major, so rank % 2 is not the rail.
+  OnNodes(2, 2, {{"MORI_ENABLE_RAIL_ONLY", "1"}}, [](int rank, World &w) {
+    EXPECT_FALSE(State(w)->rail_only);
+    EXPECT_EQ(State(w)->qps_created, 3);
+  }, {"fake0"}, [](int rank) { return rank % 2 ? "node-b" : "node-a"; });
+}
+
+TEST(RdmaEnv, RailOnlyOnUnequalNodesKeepsTheFullMesh) {
+  // Hosts a, a, b: node sizes 2 and 1.
+  EXPECT_RANKS_PASS(3, [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < 2 ? "node-a" : "node-b", 1);
+    setenv("MORI_ENABLE_RAIL_ONLY", "1", 1);
+    fake_verbs::Install();
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    EXPECT_FALSE(State(w)->rail_only);
+    EXPECT_EQ(State(w)->qps_created, 2);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
+std::vector<fake_verbs::Posted> PostsSince(size_t before) {
+  std::vector<fake_verbs::Posted> all = fake_verbs::Posts();
+  return std::vector<fake_verbs::Posted>(all.begin() + (long)before, all.end());
+}
+
+TEST(RdmaEnv, SeveralQueuePairsPerPeerTakeRequestsInTurn) {
+  OnNodes(2, 1, {{"MORI_NUM_QP_PER_PE", "3"}}, [](int rank, World &w) {
+    rdma_state *s = State(w);
+    EXPECT_EQ(s->num_qp, 3);
+    EXPECT_EQ(s->qps_created, 3);
+    EXPECT_EQ(mori_comm_queue_pairs(w.comm, 1 - rank), 3);
+    EXPECT_EQ(mori_comm_queue_pairs(w.comm, rank), 0);
+    EXPECT_EQ(fake_verbs::LiveQps(), 3u);
+    Window win;
+    Open(w, 1 << 16, &win);
+    if (rank == 0) {
+      size_t before = fake_verbs::Posts().size();
+      for (int i = 0; i < 6; i++) MORI_ASSERT_OK(mori_rdma_put(win.win, 1, 0, 4096, 64));
+      MORI_ASSERT_OK(mori_rdma_quiet(w.comm));
+      std::map<uint32_t, int> per_qp;
+      for (const auto &p : PostsSince(before)) per_qp[p.qp_num]++;
+      EXPECT_EQ(per_qp.size(), 3u);
+      for (const auto &kv : per_qp) EXPECT_EQ(kv.second, 2) << "QP " << kv.first;
+      // Requests from the ring too.
+      before = fake_verbs::Posts().size();
+      for (int i = 0; i < 3; i++) ASSERT_EQ(mori_put_thread(win.view, 1, 0, (const char *)win.mem + 4096, 64), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_quiet_window(win.view, 2000 * kMs), MORI_DEVICE_OK);
+      per_qp.clear();
+      for (const auto &p : PostsSince(before)) per_qp[p.qp_num]++;
+      EXPECT_EQ(per_qp.size(), 3u);
+      // Every QP to rank 1 reaches rank 1's QP for rank 0 (the fake numbers
+      // QPs per process: both ranks made 3, in the same order).
+      for (int i = 0; i < 3; i++) EXPECT_EQ(fake_verbs::PathOf(s->qpn[3 + i]).dest_qp, s->qpn[3 + i]);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win.win));
+    MORI_EXPECT_OK(mori_mem_free(win.mem));
+  });
+}
+
+TEST(RdmaEnv, PiecesOfOneTransferStayOnOneQueuePair) {
+  OnNodes(2, 1, {{"MORI_NUM_QP_PER_PE", "2"}}, [](int rank, World &w) {
+    Window win;
+    Open(w, 1 << 16, &win);
+    if (rank == 0) {
+      size_t before = fake_verbs::Posts().size();
+      MORI_ASSERT_OK(mori_rdma_put(win.win, 1, 0, 16384, 3 * 4096));
+      MORI_ASSERT_OK(mori_rdma_quiet(w.comm));
+      ASSERT_EQ(mori_put_thread(win.view, 1, 0, (const char *)win.mem + 16384, 3 * 4096), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_quiet_window(win.view, 2000 * kMs), MORI_DEVICE_OK);
+      std::vector<fake_verbs::Posted> posts = PostsSince(before);
+      ASSERT_EQ(posts.size(), 6u);
+      for (int i = 1; i < 3; i++) EXPECT_EQ(posts[i].qp_num, posts[0].qp_num);
+      for (int i = 4; i < 6; i++) EXPECT_EQ(posts[i].qp_num, posts[3].qp_num);
+      EXPECT_NE(posts[0].qp_num, posts[3].qp_num) << "the next request takes the next QP";
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win.win));
+    MORI_EXPECT_OK(mori_mem_free(win.mem));
+  }, {"fake0"}, nullptr, 4096);
+}
+
+// Puts on two QPs are stalled: a fenced op (host atomic add, or a signal
+// from the ring) is not posted until both completed, then goes on the
+// latest put's QP, fenced.
+TEST(RdmaEnv, FencedOpWaitsForPutsOnThePeersOtherQueuePairs) {
+  OnNodes(2, 1, {{"MORI_NUM_QP_PER_PE", "2"}}, [](int rank, World &w) {
+    Window win;
+    Open(w, 1 << 16, &win);
+    if (rank == 0) {
+      const char *src = (const char *)win.mem + 4096;
+      for (int round = 0; round < 2; round++) {
+        fake_verbs::Stall(true);
+        size_t before = fake_verbs::Posts().size();
+        std::atomic<int> fenced_rc{1};
+        std::thread fenced;
+        if (round == 0) {
+          MORI_ASSERT_OK(mori_rdma_put(win.win, 1, 0, 4096, 64));
+          MORI_ASSERT_OK(mori_rdma_put(win.win, 1, 64, 4096, 64));
+          fenced = std::thread([&] { fenced_rc = mori_rdma_atomic_add(win.win, 1, 1024, 1); });
+        } else {
+          ASSERT_EQ(mori_put_thread(win.view, 1, 0, src, 64), MORI_DEVICE_OK);
+          ASSERT_EQ(mori_put_thread(win.view, 1, 64, src, 64), MORI_DEVICE_OK);
+          ASSERT_EQ(mori_signal_set(win.view, 1, 1024, 7), MORI_DEVICE_OK);
+        }
+        ASSERT_TRUE(WaitHeld(2));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        EXPECT_EQ(PostsSince(before).size(), 2u) << "round " << round << ": the fenced op waits";
+        fake_verbs::Stall(false);
+        fake_verbs::ReleaseAll();
+        if (round == 0) {
+          fenced.join();
+          EXPECT_EQ(fenced_rc.load(), 0) << mori_last_error();
+          MORI_EXPECT_OK(mori_rdma_quiet(w.comm));
+        } else {
+          EXPECT_EQ(mori_quiet_window(win.view, 2000 * kMs), MORI_DEVICE_OK);
+        }
+        std::vector<fake_verbs::Posted> posts = PostsSince(before);
+        ASSERT_EQ(posts.size(), 3u);
+        EXPECT_NE(posts[0].qp_num, posts[1].qp_num) << "the puts were spread";
+        EXPECT_EQ(posts[2].qp_num, posts[1].qp_num) << "the fenced op follows the latest put";
+        EXPECT_NE(posts[2].send_flags & IBV_SEND_FENCE, 0u);
+      }
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win.win));
+    MORI_EXPECT_OK(mori_mem_free(win.mem));
+  });
+}
+
+TEST(RdmaEnv, QueuePairCountsThatDifferBetweenRanksFailNamingThem) {
+  EXPECT_RANKS_PASS(2, [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank == 0 ? "node-a" : "node-b", 1);
+    setenv("MORI_NUM_QP_PER_PE", rank == 0 ? "2" : "1", 1);
+    fake_verbs::Install();
+    mori_bootstrap_t *b = mori_test::Bootstrap();
+    ASSERT_NE(b, nullptr);
+    static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
+    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
+    mori_comm_attr_t attr;
+    mori_comm_attr_init(&attr);
+    attr.bootstrap = b;
+    attr.handles = handles;
+    attr.num_handles = 1;
+    attr.transports = transports;
+    attr.num_transports = 2;
+    mori_comm_t *comm = nullptr;
+    EXPECT_EQ(mori_comm_create(&attr, &comm), MORI_EINVAL);
+    std::string msg = mori_last_error();
+    EXPECT_TRUE(Contains(msg, "MORI_NUM_QP_PER_PE is")) << msg;
+    EXPECT_TRUE(Contains(msg, rank == 0 ? "on rank 1" : "on rank 0")) << msg;
+    mori_bootstrap_destroy(b);
+  });
+}
+
+// Which device each local rank opens: 2 nodes x 2 ranks, four fake NICs.
+void Devices(const Env &env, const std::string &local0, const std::string &local1) {
+  OnNodes(2, 2, env, [=](int rank, World &w) {
+    EXPECT_EQ(fake_verbs::Opened(), rank % 2 ? local1 : local0) << "rank " << rank;
+    EXPECT_EQ(std::string(State(w)->device), rank % 2 ? local1 : local0);
+    EXPECT_TRUE(State(w)->usable);
+  }, {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"});
+}
+
+TEST(RdmaEnv, DeviceIncludeListIsTakenInItsOrderByLocalRank) { Devices({{"MORI_RDMA_DEVICES", "mlx5_3,mlx5_1"}}, "mlx5_3", "mlx5_1"); }
+TEST(RdmaEnv, DeviceExcludeListLeavesTheOthersByLocalRank) {
+  Devices({{"MORI_RDMA_DEVICES", "^mlx5_0,mlx5_2"}}, "mlx5_1", "mlx5_3");
+}
+TEST(RdmaEnv, WithoutAListLocalRanksSpreadOverEveryDevice) { Devices({}, "mlx5_0", "mlx5_1"); }
+TEST(RdmaEnv, OneListedDeviceServesEveryLocalRank) { Devices({{"MORI_RDMA_DEVICES", "mlx5_2"}}, "mlx5_2", "mlx5_2"); }
+TEST(RdmaEnv, TheOlderSingleDeviceNameStillWorks) { Devices({{"MORI_RDMA_DEVICE", "mlx5_1"}}, "mlx5_1", "mlx5_1"); }
+
+TEST(RdmaEnv, AnExcludeListThatLeavesNothingMeansNoRdmaAndSaysWhy) {
+  OnNodes(2, 1, {{"MORI_RDMA_DEVICES", "^fake0"}}, [](int rank, World &w) {
+    EXPECT_FALSE(State(w)->usable);
+    EXPECT_STREQ(mori_team_transport_name(w.comm, 1 - rank), "none");
+    Window win;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &win.mem));
+    MORI_ASSERT_OK(mori_window_create(w.comm, win.mem, &win.win));
+    EXPECT_EQ(mori_rdma_put(win.win, 1 - rank, 0, 0, 8), MORI_EUNREACHABLE);
+    std::string msg = mori_last_error();
+    EXPECT_TRUE(Contains(msg, "no usable device on rank(s) 0, 1")) << msg;
+    EXPECT_TRUE(Contains(msg, "MORI_RDMA_DEVICES=^fake0 leaves no RDMA device (present: fake0)")) << msg;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win.win));
+    MORI_EXPECT_OK(mori_mem_free(win.mem));
+  });
+}
+
+TEST(RdmaEnv, DeviceListsPickedDirectly) {
+  const char *names[] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"};
+  auto pick = [&](const char *spec, const char *old, int local_rank) {
+    if (spec) setenv("MORI_RDMA_DEVICES", spec, 1);
+    else unsetenv("MORI_RDMA_DEVICES");
+    if (old) setenv("MORI_RDMA_DEVICE", old, 1);
+    else unsetenv("MORI_RDMA_DEVICE");
+    rdma_config c;
+    rdma_config_read(&c);
+    int chosen = -1;
+    int rc = rdma_pick_device(&c, names, 4, local_rank, &chosen);
+    return rc ? std::string(mori_err_name(rc)) : std::string(names[chosen]);
+  };
+  EXPECT_EQ(pick("mlx5_0,mlx5_1", nullptr, 3), "mlx5_1");
+  EXPECT_EQ(pick("^mlx5_2,mlx5_3", nullptr, 3), "mlx5_1");
+  EXPECT_EQ(pick("mlx5_9,mlx5_2", nullptr, 1), "mlx5_2") << "a missing name is warned about and skipped";
+  EXPECT_EQ(pick("mlx5_9", nullptr, 0), "MORI_ENODEV");
+  EXPECT_TRUE(Contains(mori_last_error(), "present: mlx5_0,mlx5_1,mlx5_2,mlx5_3")) << mori_last_error();
+  EXPECT_EQ(pick("^mlx5_0,mlx5_1,mlx5_2,mlx5_3", nullptr, 0), "MORI_ENODEV");
+  EXPECT_EQ(pick(nullptr, "mlx5_3", 0), "mlx5_3");
+  EXPECT_EQ(pick("mlx5_1", "mlx5_3", 0), "mlx5_1") << "the guide's name wins";
+  EXPECT_EQ(pick("mlx5_0,mlx5", nullptr, 1), "mlx5_0") << "names match whole, not as prefixes";
+  unsetenv("MORI_RDMA_DEVICES");
+  unsetenv("MORI_RDMA_DEVICE");
+  rdma_config empty{};
+  int none = 0;
+  EXPECT_EQ(rdma_pick_device(&empty, names, 0, 0, &none), MORI_ENODEV);
+}
+
+// GID index, service level and traffic class reach every QP's RTR.
+void Path(const Env &env, int gid, int sl, int tc) {
+  OnNodes(2, 1, env, [=](int rank, World &w) {
+    rdma_state *s = State(w);
+    EXPECT_EQ(s->gid_index, gid);
+    for (int i = 0; i < s->num_qp; i++) {
+      fake_verbs::Path path = fake_verbs::PathOf(s->qpn[(1 - rank) * s->num_qp + i]);
+      EXPECT_EQ(path.sgid_index, gid);
+      EXPECT_EQ(path.sl, sl);
+      EXPECT_EQ(path.traffic_class, tc);
+    }
+  });
+}
+
+TEST(RdmaEnv, GidIndexServiceLevelAndTrafficClassReachModifyQp) {
+  Path({{"MORI_IB_GID_INDEX", "0"}, {"MORI_RDMA_SL", "3"}, {"MORI_RDMA_TC", "106"}, {"MORI_NUM_QP_PER_PE", "2"}}, 0, 3, 106);
+}
+TEST(RdmaEnv, DefaultsAreGidIndexOneAndServiceLevelAndClassZero) { Path({}, 1, 0, 0); }
+TEST(RdmaEnv, TheOlderGidIndexNameStillWorks) { Path({{"MORI_RDMA_GID_INDEX", "0"}}, 0, 0, 0); }
+TEST(RdmaEnv, TheGuidesGidIndexNameWinsOverTheOlder) { Path({{"MORI_RDMA_GID_INDEX", "0"}, {"MORI_IB_GID_INDEX", "1"}}, 1, 0, 0); }
+TEST(RdmaEnv, OutOfRangeServiceLevelAndClassFallBackToZero) { Path({{"MORI_RDMA_SL", "16"}, {"MORI_RDMA_TC", "x"}}, 1, 0, 0); }
+
+// shmem_num_qp_per_pe reports what the transport opened (two simulated
+// nodes, so the peer is reached over rdma), and without rdma the variable.
+TEST(RdmaEnv, ShmemReportsTheQueuePairsPerPeItOpened) {
+  for (bool with_rdma : {true, false}) {
+    EXPECT_RANKS_PASS(2, [with_rdma](int rank, int size) {
+      mori_shmem_test::UseSmallHeap();
+      setenv("MORI_HOST_ID", rank == 0 ? "node-a" : "node-b", 1);
+      setenv("MORI_NUM_QP_PER_PE", "3", 1);
+      fake_verbs::Install();
+      static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
+      static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
+      MORI_ASSERT_OK(mori_shmem_use_plugins(handles, 2, transports, with_rdma ? 2 : 1));
+      mori_shmem_uniqueid_t id = mori_shmem_test::ShareId(rank, with_rdma ? "qp_rdma" : "qp_p2p");
+      MORI_ASSERT_OK(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, &id));
+      EXPECT_EQ(shmem_num_qp_per_pe(), 3);
+      mori_comm_t *comm = nullptr;
+      MORI_ASSERT_OK(mori_shmem_comm(&comm));
+      EXPECT_EQ(mori_comm_queue_pairs(comm, 1 - rank), with_rdma ? 3 : 0);
+      MORI_EXPECT_OK(shmem_barrier_all());
+      MORI_EXPECT_OK(shmem_finalize());
+    });
+  }
 }
 
 }  // namespace

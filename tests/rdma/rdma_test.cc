@@ -4,15 +4,21 @@
 // RDMA device exists (CI), the transport must say so instead of failing the
 // comm. tools/rdma_vm_test.sh runs this suite against Soft-RoCE in a VM;
 // rdma_ce_test runs it with the copy-engine executor (MORI_RDMA_EXECUTOR).
+// The RDMA variables of the Shmem Guide against the real device: rail-only
+// (QP counts per rank), two QPs per peer, a device include list naming rxe0
+// and an exclude list leaving none, the GID index by the guide's name, and
+// a peer node that dies while work to it is in flight.
 #include "mori/transport_rdma.h"
 
 #include <dirent.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mori/device.h"
 #include "mori/team.h"
@@ -23,6 +29,12 @@ using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
+
+// The device the suite runs on: Soft-RoCE's, or the copy-engine executor's.
+std::string NicName() {
+  const char *executor = getenv("MORI_RDMA_EXECUTOR");
+  return executor && !strcmp(executor, "copy_engine") ? "mori_ce0" : "rxe0";
+}
 
 bool HaveRdmaDevice() {
   // The copy-engine executor stands in for a NIC on one machine.
@@ -268,6 +280,239 @@ TEST(Rdma, SubmitThatTimesOutOnAStalledProxyLeavesTheRingUsable) {
       EXPECT_EQ(view.proxy->done, (uint64_t)MORI_PROXY_SLOTS + 10);
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+// ---- the Shmem Guide's RDMA variables on Soft-RoCE ----
+
+bool Contains(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
+
+rdma_state *State(World &w) { return (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops); }
+
+bool SameNode(int a, int b, int size) { return (a < size / 2) == (b < size / 2); }
+
+// Puts to every cross-node peer `pieces` requests each, then a fenced add;
+// everyone checks what arrived. Over the host API.
+void PutAndAddToTheOtherNode(World &w, const Layout &l, int rank, int size, int pieces, const std::vector<int> &peers) {
+  char *mem = (char *)l.mem;
+  for (size_t i = 0; i < kChunk; i++) mem[l.staging + i] = (char)(rank * 11 + i);
+  size_t piece = kChunk / pieces;
+  for (int peer : peers) {
+    for (int k = 0; k < pieces; k++) MORI_ASSERT_OK(mori_rdma_put(l.win, peer, rank * kChunk + k * piece, l.staging + k * piece, piece));
+    MORI_ASSERT_OK(mori_rdma_atomic_add(l.win, peer, l.counter, rank + 1));
+  }
+  MORI_ASSERT_OK(mori_rdma_quiet(w.comm));
+}
+
+TEST(Rdma, RailOnlyConnectsSameRailAndSameHostPeersOnly) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    int per_node = size / 2;
+    JoinTwoNodes(rank, size);
+    setenv("MORI_ENABLE_RAIL_ONLY", "1", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    rdma_state *s = State(w);
+    ASSERT_TRUE(s->usable);
+    EXPECT_TRUE(s->rail_only);
+    // per_node - 1 same-host peers and one same-rail peer, one QP each.
+    EXPECT_EQ(s->qps_created, per_node) << "rank " << rank;
+    int rail_peer = (rank + per_node) % size;
+    for (int p = 0; p < size; p++) {
+      const char *want = SameNode(p, rank, size) ? "p2p" : p == rail_peer ? "rdma" : "none";
+      EXPECT_STREQ(mori_team_transport_name(w.comm, p), want) << "peer " << p;
+    }
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    PutAndAddToTheOtherNode(w, l, rank, size, 1, {rail_peer});
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    char *mem = (char *)l.mem;
+    for (size_t i = 0; i < kChunk; i += 97) ASSERT_EQ(mem[rail_peer * kChunk + i], (char)(rail_peer * 11 + i));
+    EXPECT_EQ(*(volatile uint64_t *)(mem + l.counter), (uint64_t)rail_peer + 1);
+    if (per_node > 1) {
+      int cross_rail = (rank + per_node + 1) % size;
+      if (cross_rail == rail_peer || SameNode(cross_rail, rank, size)) cross_rail = (rank + per_node - 1 + size) % size;
+      EXPECT_EQ(mori_rdma_put(l.win, cross_rail, 0, l.staging, 8), MORI_EUNREACHABLE);
+      EXPECT_TRUE(Contains(mori_last_error(), "rank " + std::to_string(rank) + " has no queue pair to rank " + std::to_string(cross_rail)))
+          << mori_last_error();
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+TEST(Rdma, TwoQueuePairsPerPeerCarryPutsAndKeepSignalsBehindThem) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    setenv("MORI_NUM_QP_PER_PE", "2", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    rdma_state *s = State(w);
+    ASSERT_TRUE(s->usable);
+    EXPECT_EQ(s->num_qp, 2);
+    EXPECT_EQ(s->qps_created, 2 * (size - 1));
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::vector<int> cross;
+    for (int p = 0; p < size; p++)
+      if (!SameNode(p, rank, size)) cross.push_back(p);
+    // Host API: four puts per peer (spread over both QPs), then an add.
+    PutAndAddToTheOtherNode(w, l, rank, size, 4, cross);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    char *mem = (char *)l.mem;
+    uint64_t sum = 0;
+    for (int writer : cross) {
+      sum += writer + 1;
+      for (size_t i = 0; i < kChunk; i += 97) ASSERT_EQ(mem[writer * kChunk + i], (char)(writer * 11 + i)) << "from " << writer;
+    }
+    EXPECT_EQ(*(volatile uint64_t *)(mem + l.counter), sum);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // Through the proxy: four puts per peer and a signal right behind them,
+    // no quiet between: once the signal has arrived, so has every byte.
+    *(volatile uint64_t *)(mem + l.counter) = 0;
+    memset(mem, 0, kChunk * size);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    mori_window_dev_t view = mori_window_device_view(l.win);
+    for (size_t i = 0; i < kChunk; i++) mem[l.staging + i] = (char)(rank * 5 + i);
+    size_t piece = kChunk / 4;
+    for (int peer : cross) {
+      for (int k = 0; k < 4; k++)
+        ASSERT_EQ(mori_put_thread(view, peer, rank * kChunk + k * piece, mem + l.staging + k * piece, piece), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_signal_add(view, peer, l.counter, 1), MORI_DEVICE_OK);
+    }
+    ASSERT_EQ(mori_signal_wait_until(view, l.counter, MORI_CMP_GE, (uint64_t)cross.size(), 20000000000ull, -1, 0, nullptr),
+              MORI_DEVICE_OK);
+    for (int writer : cross)
+      for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[writer * kChunk + i], (char)(writer * 5 + i)) << "from " << writer;
+    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+TEST(Rdma, DeviceIncludeListNamingRxe0Connects) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    setenv("MORI_RDMA_DEVICES", ("mlx5_0," + NicName()).c_str(), 1);  // a missing name is skipped with a warning
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(State(w)->usable);
+    EXPECT_EQ(std::string(State(w)->device), NicName());
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    int other = (rank + size / 2) % size;
+    PutAndAddToTheOtherNode(w, l, rank, size, 1, {other});
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    for (size_t i = 0; i < kChunk; i += 97) ASSERT_EQ(((char *)l.mem)[other * kChunk + i], (char)(other * 11 + i));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+TEST(Rdma, DeviceExcludeListLeavingNoDeviceMeansNoRdmaAndSaysWhy) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    setenv("MORI_RDMA_DEVICES", ("^" + NicName()).c_str(), 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    EXPECT_FALSE(State(w)->usable);
+    int other = (rank + size / 2) % size;
+    EXPECT_STREQ(mori_team_transport_name(w.comm, other), "none");
+    EXPECT_EQ(mori_comm_queue_pairs(w.comm, other), 0);
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(mori_rdma_put(l.win, other, 0, l.staging, 8), MORI_EUNREACHABLE);
+    std::string msg = mori_last_error();
+    EXPECT_TRUE(Contains(msg, "MORI_RDMA_DEVICES=^" + NicName() + " leaves no RDMA device (present: " + NicName() + ")")) << msg;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+TEST(Rdma, GidIndexByTheGuidesNameWithServiceLevelAndTrafficClass) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    // The guide's name wins over mori's older one (an index that does not
+    // exist: used, it would fail the comm).
+    setenv("MORI_RDMA_GID_INDEX", "200", 1);
+    setenv("MORI_IB_GID_INDEX", "1", 1);
+    setenv("MORI_RDMA_SL", "1", 1);
+    setenv("MORI_RDMA_TC", "32", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(State(w)->usable) << State(w)->unusable;
+    EXPECT_EQ(State(w)->gid_index, 1);
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    int other = (rank + size / 2) % size;
+    PutAndAddToTheOtherNode(w, l, rank, size, 1, {other});
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    for (size_t i = 0; i < kChunk; i += 97) ASSERT_EQ(((char *)l.mem)[other * kChunk + i], (char)(other * 11 + i));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+// Node b dies (every rank of it) while rank 0 has puts in flight to it:
+// rank 0's quiet fails within MORI_RDMA_TIMEOUT_MS and names a rank of
+// node b; nothing hangs.
+TEST(Rdma, KilledPeerNodeIsReportedWithinTheTimeoutNamingItsRanks) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  constexpr int kTimeoutMs = 3000;
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    setenv("MORI_SHMEM_MODE", "isolation", 1);
+    setenv("MORI_RDMA_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (!SameNode(rank, 0, size)) _exit(0);  // the node goes, its QPs with it
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      for (int p = size / 2; p < size; p++) MORI_ASSERT_OK(mori_rdma_put(l.win, p, 0, l.staging, 4096));
+      auto t0 = std::chrono::steady_clock::now();
+      int rc = mori_rdma_quiet(w.comm);
+      double ms = MsSince(t0);
+      std::string msg = mori_last_error();
+      EXPECT_TRUE(rc == MORI_EIO || rc == MORI_ETIMEDOUT) << mori_err_name(rc) << ": " << msg;
+      EXPECT_LT(ms, kTimeoutMs + 1500.0);
+      fprintf(stderr, "killed node: rank 0's quiet -> %s after %.0f ms: %s\n", mori_err_name(rc), ms, msg.c_str());
+      bool named = false;
+      for (int p = size / 2; p < size; p++) named |= Contains(msg, "rank " + std::to_string(p));
+      EXPECT_TRUE(named) << msg;
+      // Every completion is in (failed or flushed): nothing is left behind.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      mori_rdma_quiet(w.comm);
+    }
     MORI_EXPECT_OK(mori_window_destroy(l.win));
     MORI_EXPECT_OK(mori_mem_free(l.mem));
   });

@@ -292,13 +292,13 @@ static int query_port(struct ibv_context *ctx, uint8_t port_num, struct _compat_
   port->state = IBV_PORT_ACTIVE;
   port->max_mtu = port->active_mtu = IBV_MTU_4096;
   port->max_msg_sz = 1u << 30;
-  port->gid_tbl_len = 1;
+  port->gid_tbl_len = 2; /* like a RoCE port: index 0 and 1 (the same GID here) */
   port->link_layer = IBV_LINK_LAYER_ETHERNET;
   return 0;
 }
 
 static int query_gid(struct ibv_context *ctx, uint8_t port_num, int index, union ibv_gid *gid) {
-  if (port_num != 1 || index != 0) return EINVAL;
+  if (port_num != 1 || index < 0 || index > 1) return EINVAL;
   memcpy(gid->raw, context_of(ctx)->gid, 16);
   return 0;
 }

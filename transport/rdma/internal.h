@@ -1,6 +1,10 @@
 /* The rdma transport's internal layout, shared by its files:
- *   queue_pairs.c  device, protection domain, CQ, one RC QP per peer, connect
- *   post.c         posting work requests, reaping completions, the host API
+ *   rdma_env.c     the environment (MORI_RDMA_DEVICES, MORI_NUM_QP_PER_PE, ...)
+ *                  and the choice of a device from a device list
+ *   rail.c         which peers get queue pairs (full mesh, or rail-only)
+ *   queue_pairs.c  device, protection domain, CQ, num_qp RC QPs per peer, connect
+ *   post.c         posting work requests, spreading them over a peer's QPs,
+ *                  reaping completions, the host API
  *   proxy.c        the thread that serves the request rings kernels submit to
  *   rdma.c         the transport's ops (init, peer caps, segments, fini)
  *
@@ -26,6 +30,22 @@ extern "C" {
 /* At most SQ_DEPTH / 2 work requests are in flight (all peers together), so
  * neither a send queue nor the CQ can overflow. */
 enum { CQ_DEPTH = 4096, SQ_DEPTH = 1024, MAX_RD_ATOMIC = 16, MAX_IN_FLIGHT = SQ_DEPTH / 2 };
+/* MORI_NUM_QP_PER_PE's bound (beyond it QPs only cost NIC memory), and the
+ * most devices a device list picks among. */
+enum { RDMA_MAX_QP_PER_PE = 64, RDMA_MAX_DEVICES = 64 };
+
+/* The environment (rdma_env.c). */
+struct rdma_config {
+  const char *devices_var; /* MORI_RDMA_DEVICES or MORI_RDMA_DEVICE when set, else NULL */
+  bool exclude;            /* the list began with '^' */
+  char devices[256];       /* comma-separated names, without the '^' */
+  int num_qp;              /* MORI_NUM_QP_PER_PE: RC QPs per connected peer */
+  int gid_index;           /* MORI_IB_GID_INDEX / MORI_RDMA_GID_INDEX; -1: 1 when the port has it, else 0 */
+  int sl, tc;              /* MORI_RDMA_SL (ah_attr.sl), MORI_RDMA_TC (ah_attr.grh.traffic_class) */
+  bool rail_only;          /* MORI_ENABLE_RAIL_ONLY */
+  int port;                /* MORI_RDMA_PORT */
+  int max_msg;             /* MORI_RDMA_MAX_MSG; 0: the port's */
+};
 
 /* Work-request ids: the address of the segment the request belongs to
  * (segments are malloc'ed, so the low bits are free) and two flags. */
@@ -35,7 +55,8 @@ enum {
   WR_FLAGS = 3,
 };
 
-/* What each rank publishes at connection; one QPN per peer follows. */
+/* What each rank publishes at connection; num_qp QPNs per peer follow
+ * (peer-major: [peer * num_qp + i]; 0 for peers it does not connect). */
 struct rdma_endpoint {
   int32_t has_device;
   int32_t mtu;
@@ -57,11 +78,23 @@ struct rdma_state {
   struct ibv_context *ctx;
   struct ibv_pd *pd;
   struct ibv_cq *cq;
-  struct ibv_qp **qp;  /* per peer; NULL for this rank */
-  uint32_t *qpn;       /* per peer: its QP's number (a completion names its QP) */
-  bool *qp_failed;     /* per peer: moved to error after work to it never completed */
+  struct rdma_config cfg;
+  /* num_qp QPs per connected peer, peer-major: [peer * num_qp + i]. NULL
+   * for this rank and for peers rail-only does not connect. */
+  int num_qp;
+  struct ibv_qp **qp;
+  uint32_t *qpn;          /* its number (a completion names its QP: that maps it back to the peer) */
+  uint32_t *qp_in_flight; /* work requests posted on it and not completed */
+  bool *connect;          /* per peer: it has QPs */
+  bool *qp_failed;        /* per peer: its QPs were moved to error after work to it never completed */
+  uint32_t *next_qp;      /* per peer: round robin over its QPs, one request each */
+  int *last_qp;           /* per peer: the QP of the latest transfer (a fenced op goes there) */
+  bool *fence_waiting;    /* per peer: a fenced op waits for the other QPs to drain */
+  int qps_created;
+  bool rail_only;         /* MORI_ENABLE_RAIL_ONLY in effect (the layout allowed it) */
   int rank, size, port, gid_index;
   bool usable;
+  char unusable[256];     /* why not, for the errors of operations */
   uint64_t max_msg;    /* the port's largest message: longer transfers go in pieces */
   uint64_t posted, completed;
   /* The first failed host-API operation since the last quiet reported one. */
@@ -85,6 +118,7 @@ struct rdma_segment {
   uint64_t *tickets;
   uint64_t next;  /* next ticket the proxy takes */
   uint64_t piece; /* bytes of request `next` already posted (a transfer longer than max_msg) */
+  int piece_qp;   /* the QP (index within the peer's) request `next`'s pieces go on */
   /* Work requests posted for this segment and not completed, in total and
    * per peer: the segment's memory and ring stay until they complete. */
   uint64_t in_flight;
@@ -93,11 +127,34 @@ struct rdma_segment {
   struct rdma_segment *next_proxied, *next_retired;
 };
 
+/* rdma_env.c */
+void rdma_config_read(struct rdma_config *c);
+int rdma_env_int(const char *name, int fallback);
+/* A whole number in [lo, hi] from the environment, else `fallback` (with a
+ * warning when the variable is set to something else). */
+int rdma_env_range(const char *name, int lo, int hi, int fallback);
+/* The device this rank opens among `names` (the system's list): the
+ * candidates are the include list's devices in its order, or all less the
+ * exclude list's; local rank i takes candidate i modulo their number.
+ * MORI_ENODEV with a message naming the list and the present devices. */
+int rdma_pick_device(const struct rdma_config *c, const char *const *names, int n, int local_rank, int *chosen);
+
+/* rail.c. Fills connect[peer]; returns whether rail-only is in effect. */
+bool rdma_plan_peers(mori_comm_t *comm, int rank, int size, bool rail_only, bool *connect);
+/* The per-rank line saying which peers got QPs (the Shmem Guide's
+ * "rail-only: rank R rail L created QPs to N peers (Q QPs): ..."). */
+void rdma_report_peers(const struct rdma_state *s, mori_comm_t *comm);
+
 /* queue_pairs.c */
-int rdma_open_local(struct rdma_state *s, struct rdma_endpoint *me, uint32_t *qpn);
-int rdma_connect_qp(struct rdma_state *s, int peer, const struct rdma_endpoint *mine, const struct rdma_endpoint *theirs,
-                    uint32_t qpn);
-/* Moves the QP to `peer` to the error state: everything posted on it
+/* Opens the device (chosen among the present ones for this local rank),
+ * PD, CQ and num_qp QPs in INIT per peer with connect[peer]; fills `me` and
+ * qpn[peer * num_qp + i]. */
+int rdma_open_local(struct rdma_state *s, int local_rank, struct rdma_endpoint *me, uint32_t *qpn);
+/* INIT -> RTR -> RTS for every QP to `peer`; theirs_qpn: the peer's QPNs
+ * for this rank (num_qp of them). */
+int rdma_connect_peer(struct rdma_state *s, int peer, const struct rdma_endpoint *mine, const struct rdma_endpoint *theirs,
+                      const uint32_t *theirs_qpn);
+/* Moves every QP to `peer` to the error state: everything posted on them
  * completes (flushed) and nothing more is accepted. Caller holds s->lock. */
 int rdma_fail_qp(struct rdma_state *s, int peer);
 void rdma_close_local(struct rdma_state *s);
@@ -109,16 +166,34 @@ int rdma_reap_some(struct rdma_state *s); /* locked; processes every completion 
  * requests of `w` (NULL: of every segment) are outstanding or the deadline
  * (CLOCK_MONOTONIC ms) passes: MORI_ETIMEDOUT then. Not locked. */
 int rdma_wait_in_flight(struct rdma_state *s, struct rdma_segment *w, uint64_t in_flight, int64_t deadline_ms);
+/* One poll; when it finds nothing, a pause, or MORI_ETIMEDOUT past the
+ * deadline (naming `what`). Not locked. For callers retrying a post that
+ * said MORI_EAGAIN. */
+int rdma_wait_progress(struct rdma_state *s, int64_t deadline_ms, const char *what, int peer);
 int rdma_quiet(struct rdma_state *s);
+/* Several QPs per peer: each request (a transfer, all its pieces) goes on
+ * the peer's next QP in turn. A fenced op (atomic add, signal set) must
+ * stay behind every earlier transfer to the peer: it goes on the QP of the
+ * latest one, fenced (the NIC orders it after that QP's earlier work), and
+ * is posted only when the peer's other QPs have nothing in flight
+ * (MORI_EAGAIN until then: the caller reaps and tries again). */
+/* The QP index the next request to `peer` goes on (peek), and taking it
+ * once the request's first piece is posted (next). Locked. */
+int rdma_peek_qp(const struct rdma_state *s, int peer);
+int rdma_next_qp(struct rdma_state *s, int peer);
 /* Posts the piece of a put (opcode IBV_WR_RDMA_WRITE) or get (READ) that
- * starts `done` bytes into the transfer: at most max_msg bytes; *len gets
- * its length. flags: WR_PROXIED or 0. Locked. */
+ * starts `done` bytes into the transfer on the peer's QP `q`: at most
+ * max_msg bytes; *len gets its length. flags: WR_PROXIED or 0. Locked. */
+int rdma_post_piece_on(struct rdma_state *s, struct rdma_segment *w, int peer, int q, int opcode, uint64_t remote,
+                       uint64_t local, uint64_t bytes, uint64_t done, uint64_t flags, uint64_t *len);
+/* The same for the request a ring's proxy is serving: its first piece
+ * (done == 0) takes the peer's next QP, the others follow it (w->piece_qp). */
 int rdma_post_piece(struct rdma_state *s, struct rdma_segment *w, int peer, int opcode, uint64_t remote, uint64_t local,
                     uint64_t bytes, uint64_t done, uint64_t flags, uint64_t *len);
 int rdma_post_add(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t offset, uint64_t value,
-                  uint64_t flags); /* locked */
+                  uint64_t flags); /* locked; fenced */
 int rdma_post_set(struct rdma_state *s, struct rdma_segment *w, int peer, uint64_t offset, uint64_t value,
-                  uint64_t flags); /* locked */
+                  uint64_t flags); /* locked; fenced */
 /* Frees a segment nothing is in flight for. Locked. */
 void rdma_segment_free(struct rdma_state *s, struct rdma_segment *w);
 int64_t rdma_now_ms(void);
@@ -135,7 +210,6 @@ void rdma_stop_proxy(struct rdma_state *s);
 void rdma_hold_proxy(struct rdma_state *s, bool hold);
 
 int rdma_verbs_error(int err, const char *what);
-int rdma_env_int(const char *name, int fallback);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,7 @@
-/* rdma transport: RC queue pairs to every peer, set up at comm creation
- * from one allgather of {device present, LID, GID, MTU, one QPN per peer};
+/* rdma transport: MORI_NUM_QP_PER_PE RC queue pairs to every peer (or,
+ * rail-only, to same-rail and same-host peers: rail.c), set up at comm
+ * creation from one allgather of {device present, LID, GID, MTU, the QPNs
+ * per peer} after a smaller one that checks the ranks agree on the count;
  * one memory region per segment, its {address, rkey} allgathered at
  * registration. If any rank has no RDMA device, the transport reaches no
  * peer on any rank (decided together, so the ranks agree). */
@@ -22,10 +24,66 @@ static int rdma_fini(void *state) {
   pthread_mutex_destroy(&s->lock);
   free(s->qp);
   free(s->qpn);
+  free(s->qp_in_flight);
+  free(s->connect);
   free(s->qp_failed);
+  free(s->next_qp);
+  free(s->last_qp);
+  free(s->fence_waiting);
   free(s->scratch);
   free(s);
   return 0;
+}
+
+/* What every rank must agree on before queue pairs are made: both ends of
+ * a pair need the same number of QPs and the same rail rule. */
+struct rdma_agreement {
+  int32_t num_qp;
+  int32_t rail_only;
+};
+
+static int agree(mori_comm_t *comm, const struct rdma_state *s) {
+  struct rdma_agreement mine = {s->cfg.num_qp, s->cfg.rail_only}, *all = calloc((size_t)s->size, sizeof(mine));
+  if (!all) return mori_error_set(MORI_ENOMEM, "rdma: agreement");
+  int rc = mori_bootstrap_allgather(mori_comm_bootstrap(comm), &mine, all, sizeof(mine));
+  for (int r = 0; !rc && r < s->size; r++) {
+    if (all[r].num_qp != mine.num_qp)
+      rc = mori_error_set(MORI_EINVAL, "rdma: MORI_NUM_QP_PER_PE is %d on rank %d but %d on rank %d: set it the same on every rank",
+                          mine.num_qp, s->rank, all[r].num_qp, r);
+    else if (all[r].rail_only != mine.rail_only)
+      rc = mori_error_set(MORI_EINVAL, "rdma: MORI_ENABLE_RAIL_ONLY is %s on rank %d but %s on rank %d: set it the same on every rank",
+                          mine.rail_only ? "set" : "not set", s->rank, all[r].rail_only ? "set" : "not set", r);
+  }
+  free(all);
+  return rc;
+}
+
+static int alloc_tables(struct rdma_state *s) {
+  size_t n = (size_t)s->size, slots = n * (size_t)s->num_qp;
+  s->qp = calloc(slots, sizeof(*s->qp));
+  s->qpn = calloc(slots, sizeof(*s->qpn));
+  s->qp_in_flight = calloc(slots, sizeof(*s->qp_in_flight));
+  s->connect = calloc(n, sizeof(*s->connect));
+  s->qp_failed = calloc(n, sizeof(*s->qp_failed));
+  s->next_qp = calloc(n, sizeof(*s->next_qp));
+  s->last_qp = calloc(n, sizeof(*s->last_qp));
+  s->fence_waiting = calloc(n, sizeof(*s->fence_waiting));
+  if (!s->qp || !s->qpn || !s->qp_in_flight || !s->connect || !s->qp_failed || !s->next_qp || !s->last_qp || !s->fence_waiting)
+    return mori_error_set(MORI_ENOMEM, "rdma: queue pair tables");
+  return 0;
+}
+
+/* "1, 3": the ranks without a usable device, for the error of every later
+ * operation (the reason of this rank's own, when it is one of them). */
+static void describe_unusable(struct rdma_state *s, const char *all, size_t entry, const char *local_why) {
+  size_t used = 0;
+  used += (size_t)snprintf(s->unusable, sizeof(s->unusable), "no usable device on rank(s) ");
+  int listed = 0;
+  for (int r = 0; r < s->size && used + 16 < sizeof(s->unusable); r++)
+    if (!((const struct rdma_endpoint *)(all + (size_t)r * entry))->has_device)
+      used += (size_t)snprintf(s->unusable + used, sizeof(s->unusable) - used, "%s%d", listed++ ? ", " : "", r);
+  if (local_why[0] && used < sizeof(s->unusable))
+    snprintf(s->unusable + used, sizeof(s->unusable) - used, " (rank %d: %s)", s->rank, local_why);
 }
 
 static int rdma_init(mori_comm_t *comm, void **state) {
@@ -36,26 +94,34 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   s->size = mori_comm_size(comm);
   /* How long a quiet or a deregister waits for completions. */
   s->timeout_ms = rdma_env_int("MORI_RDMA_TIMEOUT_MS", mori_bootstrap_default_timeout_ms());
-  s->qp = calloc((size_t)s->size, sizeof(*s->qp));
-  s->qpn = calloc((size_t)s->size, sizeof(*s->qpn));
-  s->qp_failed = calloc((size_t)s->size, sizeof(*s->qp_failed));
-  size_t entry = sizeof(struct rdma_endpoint) + sizeof(uint32_t) * (size_t)s->size;
+  rdma_config_read(&s->cfg);
+  s->num_qp = s->cfg.num_qp;
+  int rc = alloc_tables(s);
+  if (!rc) rc = agree(comm, s);
+  if (rc) {
+    rdma_fini(s);
+    return rc;
+  }
+  s->rail_only = rdma_plan_peers(comm, s->rank, s->size, s->cfg.rail_only, s->connect);
+  size_t entry = sizeof(struct rdma_endpoint) + sizeof(uint32_t) * (size_t)s->size * (size_t)s->num_qp;
   char *mine = calloc(1, entry), *all = calloc((size_t)s->size, entry);
-  if (!s->qp || !s->qpn || !s->qp_failed || !mine || !all) {
+  if (!mine || !all) {
     free(mine);
     free(all);
     rdma_fini(s);
     return mori_error_set(MORI_ENOMEM, "rdma: endpoint tables");
   }
   struct rdma_endpoint *me = (struct rdma_endpoint *)mine;
+  char local_why[160] = "";
   int local = mori_verbs_load(&s->v);
-  if (!local) local = rdma_open_local(s, me, (uint32_t *)(mine + sizeof(*me)));
+  if (!local) local = rdma_open_local(s, mori_comm_peer_info(comm, s->rank)->local_rank, me, (uint32_t *)(mine + sizeof(*me)));
   if (local) {
-    MORI_INFO("rdma: rank %d has no usable RDMA device: %s", s->rank, mori_last_error());
+    snprintf(local_why, sizeof(local_why), "%s", mori_last_error());
+    MORI_INFO("rdma: rank %d has no usable RDMA device: %s", s->rank, local_why);
     rdma_close_local(s);
     memset(mine, 0, entry);
   }
-  int rc = mori_bootstrap_allgather(mori_comm_bootstrap(comm), mine, all, entry);
+  rc = mori_bootstrap_allgather(mori_comm_bootstrap(comm), mine, all, entry);
   if (rc) {
     free(mine);
     free(all);
@@ -66,19 +132,19 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   for (int r = 0; r < s->size; r++) everyone &= ((struct rdma_endpoint *)(all + (size_t)r * entry))->has_device != 0;
   if (everyone) {
     for (int p = 0; p < s->size && !rc; p++) {
-      if (p == s->rank) continue;
+      if (!s->connect[p]) continue;
       const char *theirs = all + (size_t)p * entry;
-      uint32_t qpn_for_me = ((const uint32_t *)(theirs + sizeof(struct rdma_endpoint)))[s->rank];
-      rc = rdma_connect_qp(s, p, me, (const struct rdma_endpoint *)theirs, qpn_for_me);
-      if (rc) mori_error_context(rc, "rdma: connecting to rank %d", p);
+      const uint32_t *qpn_for_me = (const uint32_t *)(theirs + sizeof(struct rdma_endpoint)) + (size_t)s->rank * (size_t)s->num_qp;
+      rc = rdma_connect_peer(s, p, me, (const struct rdma_endpoint *)theirs, qpn_for_me);
     }
     /* Every responder is ready before anyone posts. */
     int brc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
     if (!rc) rc = brc;
     s->usable = rc == 0;
-    if (s->usable) MORI_INFO("rdma: rank %d connected to %d peers over %s", s->rank, s->size - 1, s->device);
+    if (s->usable) rdma_report_peers(s, comm);
     if (s->usable) rc = rdma_start_proxy(s);
   } else {
+    describe_unusable(s, all, entry, local_why);
     rdma_close_local(s);
   }
   free(mine);
@@ -91,11 +157,19 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   return 0;
 }
 
-/* Every other rank, once every rank has a device: RDMA and 64-bit atomics. */
+/* Every other rank with queue pairs (all of them, or under rail-only the
+ * same-rail and same-host ones), once every rank has a device: RDMA and
+ * 64-bit atomics. A peer without QPs reports nothing, so routes and teams
+ * never send it to rdma. */
 static int rdma_peer_caps(void *state, mori_comm_t *comm, int peer, uint32_t *caps) {
   struct rdma_state *s = state;
-  *caps = (s->usable && peer != s->rank) ? MORI_CAP_RDMA | MORI_CAP_REMOTE_ATOMICS : 0;
+  *caps = (s->usable && s->connect[peer]) ? MORI_CAP_RDMA | MORI_CAP_REMOTE_ATOMICS : 0;
   return 0;
+}
+
+static int rdma_queue_pairs(void *state, int peer) {
+  const struct rdma_state *s = state;
+  return (s && s->usable && peer >= 0 && peer < s->size && s->connect[peer]) ? s->num_qp : 0;
 }
 
 struct segment_key {
@@ -246,4 +320,5 @@ const mori_transport_ops_t mori_transport_rdma_ops = {
     .segment_deregister = rdma_segment_deregister,
     .device_info = rdma_device_info,
     .fini = rdma_fini,
+    .queue_pairs = rdma_queue_pairs,
 };

@@ -82,8 +82,14 @@ struct mori_transport_ops {
   /* Adds what kernels need (keys, queues) to a window's device view. */
   int (*device_info)(void *state, mori_segment_t *seg, void *seg_state, mori_window_dev_t *dev);
   int (*fini)(void *state);
+  /* Appended (a struct that ends before it answers 0): how many queue pairs
+   * (connections of its own) the transport holds to `peer`. Lets shmem
+   * report MORI_NUM_QP_PER_PE as opened, without linking a transport. */
+  int (*queue_pairs)(void *state, int peer);
 };
 
+/* The queue pairs the comm's transports hold to `peer` (0: none). */
+MORI_API int mori_comm_queue_pairs(const mori_comm_t *comm, int peer);
 /* Whether this rank's device can map `peer`'s memory: same host and the
  * platform grants peer access (the rule of p2p and the copy engines). */
 MORI_API int mori_comm_peer_mappable(mori_comm_t *comm, int peer, bool *yes);

@@ -1,21 +1,28 @@
 /* Transport: RDMA through libibverbs (loaded with dlopen: a program that does
- * not list this transport never touches libibverbs). One RC queue pair per
- * peer, one memory region per window; puts, gets and atomic adds are posted
- * by the host (CPU proxy). GPU-initiated posting is not built (see
- * docs/architecture.md). Reaches every peer of the comm; list it after p2p
- * so that peers on the same host stay load/store.
+ * not list this transport never touches libibverbs). MORI_NUM_QP_PER_PE RC
+ * queue pairs per peer, one memory region per window; puts, gets and atomic
+ * adds are posted by the host (CPU proxy). GPU-initiated posting is not
+ * built (see docs/architecture.md). Reaches every peer of the comm (under
+ * MORI_ENABLE_RAIL_ONLY the same-rail and same-host ones); list it after
+ * p2p so that peers on the same host stay load/store.
  *
- * Environment: MORI_RDMA_DEVICE (device name, default: the first),
- * MORI_RDMA_PORT (default 1), MORI_RDMA_GID_INDEX (default 1 when the port
- * has it — the IPv4-mapped RoCE GID —, else 0), MORI_RDMA_TIMEOUT_MS (how
- * long a quiet or a window's deregistration waits for completions; default
- * MORI_BOOTSTRAP_TIMEOUT_MS), MORI_RDMA_MAX_MSG (lowers the largest message
- * per work request; default the port's max_msg_sz).
+ * Environment (docs/multinode.md, "RDMA variables"): MORI_RDMA_DEVICES
+ * (include list "mlx5_0,mlx5_1" or exclude list "^mlx5_2"; local rank i
+ * takes the i-th device left, modulo; MORI_RDMA_DEVICE: one name, older),
+ * MORI_NUM_QP_PER_PE (1), MORI_IB_GID_INDEX (older: MORI_RDMA_GID_INDEX;
+ * default 1 when the port has it — the IPv4-mapped RoCE GID —, else 0),
+ * MORI_RDMA_SL and MORI_RDMA_TC (0), MORI_ENABLE_RAIL_ONLY, MORI_RDMA_PORT
+ * (1), MORI_RDMA_TIMEOUT_MS (how long a quiet or a window's deregistration
+ * waits for completions; default MORI_BOOTSTRAP_TIMEOUT_MS),
+ * MORI_RDMA_MAX_MSG (lowers the largest message per work request; default
+ * the port's max_msg_sz).
  *
  * Transfers of any length are posted in pieces of at most the port's
- * largest message. A window destroyed while work to a peer is still in
- * flight waits MORI_RDMA_TIMEOUT_MS for it; what has not completed then has
- * its queue pair moved to error, and that peer is unreachable over rdma
+ * largest message. An atomic add (and a kernel's signal) to a peer is
+ * ordered after every earlier put or get to it, whichever QP carried them.
+ * A window destroyed while work to a peer is still in flight waits
+ * MORI_RDMA_TIMEOUT_MS for it; what has not completed then has its queue
+ * pairs moved to error, and that peer is unreachable over rdma
  * (MORI_EUNREACHABLE) for the rest of the comm. */
 #ifndef MORI_TRANSPORT_RDMA_H
 #define MORI_TRANSPORT_RDMA_H
