@@ -10,9 +10,10 @@
  * untimed barrier, so the ranks start it together. Per step the ranks report
  * their median wall time and CPU time over the repetitions; rank 0 prints
  * one JSON line per step with the slowest rank's wall time, the most CPU any
- * one rank spent and rank 0's own CPU. On a machine with fewer cores than
- * ranks the wall time measures the work of all ranks together; the CPU of
- * the busiest rank is what would serialise a job whose ranks each had a core.
+ * one rank spent, rank 0's own CPU and the CPU of all ranks together. On a
+ * machine with fewer cores than ranks the wall time measures the work of all
+ * ranks together plus the wake-ups between them; the CPU of the busiest rank
+ * is what serialises a job whose ranks each have a core.
  *
  *   scale_bench [-r 2,4,...] [-p ranks_per_node] [-i reps] [-b record_bytes] [-l label]
  */
@@ -113,7 +114,7 @@ static void print_results(const struct config *cfg, int size, const struct rank_
   double *v = malloc(sizeof(double) * (size_t)size);
   if (!v) return;
   for (int step = 0; step < STEP_COUNT; step++) {
-    double wall_max = 0, cpu_max = 0;
+    double wall_max = 0, cpu_max = 0, cpu_sum = 0;
     int cpu_max_rank = 0;
     for (int r = 0; r < size; r++) {
       if (all[r].wall_us[step] > wall_max) wall_max = all[r].wall_us[step];
@@ -121,14 +122,15 @@ static void print_results(const struct config *cfg, int size, const struct rank_
         cpu_max = all[r].cpu_us[step];
         cpu_max_rank = r;
       }
+      cpu_sum += all[r].cpu_us[step];
       v[r] = all[r].wall_us[step];
     }
     int reps = step == STEP_INIT ? 1 : (cfg->reps / step_rep_div[step] > 0 ? cfg->reps / step_rep_div[step] : 1);
     printf("{\"bench\":\"scale\",\"label\":\"%s\",\"step\":\"%s\",\"ranks\":%d,\"per_node\":%d,\"nodes\":%d,"
            "\"reps\":%d,\"record_bytes\":%d,\"wall_us_max\":%.1f,\"wall_us_median\":%.1f,\"cpu_us_max\":%.1f,"
-           "\"cpu_us_max_rank\":%d,\"cpu_us_rank0\":%.1f,\"cores\":%ld}\n",
+           "\"cpu_us_max_rank\":%d,\"cpu_us_rank0\":%.1f,\"cpu_us_sum\":%.1f,\"cores\":%ld}\n",
            cfg->label, step_names[step], size, cfg->per_node, nodes, reps, cfg->record_bytes, wall_max,
-           median(v, size), cpu_max, cpu_max_rank, all[0].cpu_us[step], sysconf(_SC_NPROCESSORS_ONLN));
+           median(v, size), cpu_max, cpu_max_rank, all[0].cpu_us[step], cpu_sum, sysconf(_SC_NPROCESSORS_ONLN));
   }
   fflush(stdout);
   free(v);
