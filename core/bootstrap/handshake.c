@@ -33,6 +33,22 @@ void mori_hs_job_key(const void *secret, size_t len, uint8_t key[MORI_HS_KEY_BYT
   mori_hmac_sha256(secret, len, label, sizeof(label), key);
 }
 
+void mori_hs_link_key(const uint8_t key[MORI_HS_KEY_BYTES], int32_t size, int32_t dialer, int32_t acceptor,
+                      uint8_t link_key[MORI_HS_KEY_BYTES]) {
+  static const char label[] = "mori bootstrap 3: link key";
+  uint8_t ids[12];
+  for (int i = 0; i < 4; i++) {
+    ids[i] = (uint8_t)((uint32_t)size >> (8 * i));
+    ids[4 + i] = (uint8_t)((uint32_t)dialer >> (8 * i));
+    ids[8 + i] = (uint8_t)((uint32_t)acceptor >> (8 * i));
+  }
+  mori_hmac_sha256_t ctx;
+  mori_hmac_sha256_init(&ctx, key, MORI_HS_KEY_BYTES);
+  mori_hmac_sha256_update(&ctx, label, sizeof(label));
+  mori_hmac_sha256_update(&ctx, ids, sizeof(ids));
+  mori_hmac_sha256_final(&ctx, link_key);
+}
+
 void mori_hs_proof(const uint8_t key[MORI_HS_KEY_BYTES], mori_hs_role_t role, int32_t size, int32_t rank,
                    const uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES], const uint8_t nonce_root[MORI_WIRE_NONCE_BYTES],
                    uint8_t proof[MORI_WIRE_MAC_BYTES]) {

@@ -1,6 +1,7 @@
-/* Start-up of the TCP bootstrap: rank 0 admits ranks, the others join.
+/* Start-up of the TCP bootstrap: rank 0 admits ranks, the others join; and
+ * the same admission and joining for the links between ranks (links.c).
  *
- * Rank 0 serves every connection that is not a rank yet at once, polled, so
+ * Rank 0 (and every rank's link listener) serves every connection that is not a rank yet at once, polled, so
  * that a silent or slow stranger holds up nobody: each only ever waits as
  * long as the start-up's one deadline. A connection is admitted when it has
  * proven that it holds the job's secret (handshake.h); a malformed, foreign
@@ -51,6 +52,13 @@ struct pending {
 
 struct admission {
   struct tcp_state *s;
+  /* Rank 0 admits the ranks (acceptor -1, under the job key); a rank's link
+   * listener admits the ranks that open links to it (under each link's key). */
+  int acceptor;
+  const int *slot_of;     /* rank -> its place in slots; -1: not expected here */
+  struct tcp_peer *slots; /* the admitted connections */
+  int expected;
+  char who[MORI_TCP_ADDRESS_MAX + 32]; /* "rank 0 at ADDRESS" or "rank R's link listener" */
   int listen_fd;
   struct pending *pending;
   int count, cap;
@@ -79,6 +87,27 @@ static void describe_peer(const struct sockaddr_storage *sa, char *out, size_t l
   snprintf(out, len, sa->ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
 }
 
+/* The key a connection claiming `rank` proves itself under. */
+static void admission_key(const struct admission *a, int rank, uint8_t key[MORI_HS_KEY_BYTES]) {
+  if (a->acceptor < 0)
+    memcpy(key, a->s->key, MORI_HS_KEY_BYTES);
+  else
+    mori_hs_link_key(a->s->key, a->s->size, rank, a->acceptor, key);
+}
+
+/* Rank 0's failures reach every rank (mori_tcp_fail_all); a link listener,
+ * which runs beside its rank's own dialing, only records its own. */
+static int admission_fail(struct admission *a, int code, const char *fmt, ...) MORI_PRINTF(3, 4);
+static int admission_fail(struct admission *a, int code, const char *fmt, ...) {
+  char text[MORI_TCP_ERROR_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  if (a->acceptor < 0) return mori_tcp_fail_all(a->s, code, "%s", text);
+  return mori_error_set(code, "%s", text);
+}
+
 /* Closes pending connection i (it stays in the array until compacted). */
 static void drop(struct admission *a, int i, bool loud, const char *fmt, ...) MORI_PRINTF(4, 5);
 static void drop(struct admission *a, int i, bool loud, const char *fmt, ...) {
@@ -90,9 +119,9 @@ static void drop(struct admission *a, int i, bool loud, const char *fmt, ...) {
   va_end(ap);
   snprintf(a->note, sizeof(a->note), "a connection from %s: %s", p->from, why);
   if (loud)
-    MORI_WARN("bootstrap: rank 0 at %s dropped %s", a->s->address, a->note);
+    MORI_WARN("bootstrap: %s dropped %s", a->who, a->note);
   else
-    MORI_DEBUG("bootstrap: rank 0 at %s dropped %s", a->s->address, a->note);
+    MORI_DEBUG("bootstrap: %s dropped %s", a->who, a->note);
   close(p->fd);
   p->fd = -1;
 }
@@ -114,8 +143,8 @@ static void accept_some(struct admission *a) {
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         if (!a->accept_errno)
-          MORI_WARN("bootstrap: rank 0 at %s cannot accept connections: %s; retrying until its deadline",
-                    a->s->address, strerror(errno));
+          MORI_WARN("bootstrap: %s cannot accept connections: %s; retrying until its deadline", a->who,
+                    strerror(errno));
         a->accept_errno = errno;
         a->backoff_until = mori_net_now_ms() + BACKOFF_MS;
       }
@@ -142,15 +171,22 @@ static void on_hello(struct admission *a, int i, const mori_wire_header_t *h, co
   /* A rank of this job that believes in another world size is still
    * challenged (over the size it claims): if it proves it holds the secret,
    * the whole job hears about the disagreement, not only that rank. */
-  if (h->arg < 2 || h->rank < 1 || h->rank >= s->size || h->rank >= h->arg) {
+  if (a->acceptor < 0 && (h->arg < 2 || h->rank < 1 || h->rank >= s->size || h->rank >= h->arg)) {
     snprintf(text, sizeof(text),
              "rank 0 at %s runs a job of %d ranks (1..%d join it); this process says it is rank %d of %d", s->address,
              s->size, s->size - 1, h->rank, h->arg);
     reject(a, i, MORI_EMISMATCH, text);
     return;
   }
-  if (s->peers[h->rank].fd >= 0) {
-    snprintf(text, sizeof(text), "rank %d is already connected to rank 0 at %s", h->rank, s->address);
+  /* A link's dialers are known: only they, of this world size. */
+  if (a->acceptor >= 0 && (h->arg != s->size || h->rank < 0 || h->rank >= s->size || a->slot_of[h->rank] < 0)) {
+    snprintf(text, sizeof(text), "%s takes links from certain ranks of a job of %d; this process says it is rank %d of %d",
+             a->who, s->size, h->rank, h->arg);
+    reject(a, i, MORI_EMISMATCH, text);
+    return;
+  }
+  if (a->slots[a->slot_of[h->rank]].fd >= 0) {
+    snprintf(text, sizeof(text), "rank %d is already connected to %s", h->rank, a->who);
     reject(a, i, MORI_EMISMATCH, text);
     return;
   }
@@ -161,9 +197,10 @@ static void on_hello(struct admission *a, int i, const mori_wire_header_t *h, co
     drop(a, i, true, "no random nonce: %s", strerror(errno));
     return;
   }
-  uint8_t body[MORI_WIRE_NONCE_BYTES + MORI_WIRE_MAC_BYTES];
+  uint8_t body[MORI_WIRE_NONCE_BYTES + MORI_WIRE_MAC_BYTES], key[MORI_HS_KEY_BYTES];
   memcpy(body, p->nonce_root, MORI_WIRE_NONCE_BYTES);
-  mori_hs_proof(s->key, MORI_HS_ROOT, p->size, p->rank, p->nonce_rank, p->nonce_root, body + MORI_WIRE_NONCE_BYTES);
+  admission_key(a, p->rank, key);
+  mori_hs_proof(key, MORI_HS_ROOT, p->size, p->rank, p->nonce_rank, p->nonce_root, body + MORI_WIRE_NONCE_BYTES);
   struct tcp_peer plain = {.fd = p->fd};
   mori_wire_header_t challenge = {.op = MORI_WIRE_CHALLENGE, .arg = p->size, .bytes = sizeof(body)};
   /* A fresh socket's buffer takes 128 bytes at once; one that does not is
@@ -184,14 +221,16 @@ static void on_auth(struct admission *a, int i, const mori_wire_header_t *h, con
          p->size);
     return;
   }
-  uint8_t want[MORI_WIRE_MAC_BYTES];
-  mori_hs_proof(s->key, MORI_HS_RANK, p->size, p->rank, p->nonce_rank, p->nonce_root, want);
+  uint8_t want[MORI_WIRE_MAC_BYTES], key[MORI_HS_KEY_BYTES];
+  admission_key(a, p->rank, key);
+  mori_hs_proof(key, MORI_HS_RANK, p->size, p->rank, p->nonce_rank, p->nonce_root, want);
   if (!mori_equal_secret(want, proof, sizeof(want))) {
     drop(a, i, true, "it claims rank %d but does not hold the job's secret", p->rank);
     return;
   }
   struct tcp_peer peer = {.fd = p->fd};
-  mori_hs_session_keys(s->key, p->size, p->rank, p->nonce_rank, p->nonce_root, peer.key_rx, peer.key_tx);
+  mori_hs_session_keys(key, p->size, p->rank, p->nonce_rank, p->nonce_root, peer.key_rx, peer.key_tx);
+  memset(key, 0, sizeof(key));
   if (p->size != s->size) {
     char text[200];
     snprintf(text, sizeof(text), "bootstrap: rank %d says the world has %d ranks, rank 0 says %d", p->rank, p->size,
@@ -206,22 +245,22 @@ static void on_auth(struct admission *a, int i, const mori_wire_header_t *h, con
     }
     return;
   }
-  if (s->peers[p->rank].fd >= 0) {
+  struct tcp_peer *slot = &a->slots[a->slot_of[p->rank]];
+  if (slot->fd >= 0) {
     /* Proven, so it may hear why: most likely two processes of this job
      * were given the same rank. */
     char text[200];
-    snprintf(text, sizeof(text),
-             "rank %d is already connected to rank 0 at %s; a second process claiming it (from %s) is turned away",
-             p->rank, s->address, p->from);
+    snprintf(text, sizeof(text), "rank %d is already connected to %s; a second process claiming it (from %s) is turned away",
+             p->rank, a->who, p->from);
     mori_wire_header_t abort = {.op = MORI_WIRE_ABORT, .arg = MORI_EMISMATCH, .bytes = strlen(text) + 1};
     mori_tcp_send_frame(&peer, &abort, text, mori_net_now_ms() + 100);
     drop(a, i, true, "%s", text);
     return;
   }
-  s->peers[p->rank] = peer;
+  *slot = peer;
   p->fd = -1; /* the rank's now */
   a->admitted++;
-  MORI_DEBUG("bootstrap: rank 0 admitted rank %d from %s", p->rank, p->from);
+  MORI_DEBUG("bootstrap: %s admitted rank %d from %s", a->who, p->rank, p->from);
 }
 
 /* Reads what connection i has sent and acts on each complete message. */
@@ -268,8 +307,9 @@ static int report_missing(struct admission *a) {
   char list[512];
   size_t used = 0;
   list[0] = '\0';
-  for (int r = 1; r < s->size && used + 16 < sizeof(list); r++)
-    if (s->peers[r].fd < 0) used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", used ? ", " : "", r);
+  for (int r = 0; r < s->size && used + 16 < sizeof(list); r++)
+    if (a->slot_of[r] >= 0 && a->slots[a->slot_of[r]].fd < 0)
+      used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", used ? ", " : "", r);
   char extra[NOTE_MAX + 200] = "";
   int code = MORI_ERANK_TIMEOUT;
   if (a->accept_errno) {
@@ -281,6 +321,9 @@ static int report_missing(struct admission *a) {
   } else if (a->note[0]) {
     snprintf(extra, sizeof(extra), "; last dropped: %s", a->note);
   }
+  if (a->acceptor >= 0)
+    return admission_fail(a, code, "bootstrap: rank(s) %s never opened their link to %s within %d ms%s", list, a->who,
+                          s->timeout_ms, extra);
   if (s->local_secret && code == MORI_ERANK_TIMEOUT)
     snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
              " (no secret was given: only ranks on this machine can join; a job across machines needs "
@@ -289,23 +332,27 @@ static int report_missing(struct admission *a) {
                            s->address, s->timeout_ms, extra);
 }
 
-int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
-  struct admission a = {.s = s, .listen_fd = listen_fd, .cap = s->size + EXTRA_PENDING};
+/* Serves listen_fd until every expected rank is admitted or the deadline. */
+static int admit(struct admission *a_in) {
+  struct admission a = *a_in;
+  struct tcp_state *s = a.s;
+  int listen_fd = a.listen_fd;
+  a.cap = a.expected + EXTRA_PENDING;
   a.deadline = mori_net_now_ms() + s->timeout_ms;
   a.pending = calloc((size_t)a.cap, sizeof(*a.pending));
   struct pollfd *fds = calloc((size_t)a.cap + 1, sizeof(*fds));
   if (!a.pending || !fds) {
     free(a.pending);
     free(fds);
-    return mori_error_set(MORI_ENOMEM, "bootstrap: rank 0 has no memory for %d connections", a.cap);
+    return mori_error_set(MORI_ENOMEM, "bootstrap: %s has no memory for %d connections", a.who, a.cap);
   }
   int flags = fcntl(listen_fd, F_GETFL);
   if (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
     free(a.pending);
     free(fds);
-    return mori_error_errno("bootstrap: rank 0's listening socket");
+    return mori_error_errno("bootstrap: a listening socket");
   }
-  while (a.admitted < s->size - 1) {
+  while (a.admitted < a.expected) {
     int64_t now = mori_net_now_ms(), left = a.deadline - now;
     if (left <= 0) break;
     int nfds = 0, wait_ms = (int)(left < 1000 ? left : 1000);
@@ -319,11 +366,11 @@ int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
     if (ready < 0 && errno != EINTR) {
       free(a.pending);
       free(fds);
-      return mori_tcp_fail_all(s, MORI_EIO, "bootstrap: rank 0 at %s: poll failed: %s", s->address, strerror(errno));
+      return admission_fail(&a, MORI_EIO, "bootstrap: %s: poll failed: %s", a.who, strerror(errno));
     }
     if (ready <= 0) continue;
     int first = listening ? 1 : 0, count = a.count;
-    for (int i = 0; i < count && a.admitted < s->size - 1; i++)
+    for (int i = 0; i < count && a.admitted < a.expected; i++)
       if (fds[first + i].revents) serve(&a, i);
     compact(&a);
     if (listening && fds[0].revents) accept_some(&a);
@@ -332,7 +379,27 @@ int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
   free(a.pending);
   free(fds);
   if (a.verdict[0]) return mori_tcp_fail_all(s, MORI_EMISMATCH, "%s", a.verdict);
-  if (a.admitted < s->size - 1) return report_missing(&a);
+  if (a.admitted < a.expected) return report_missing(&a);
+  return 0;
+}
+
+int mori_tcp_admit_links(struct tcp_state *s, int listen_fd, const int *slot_of, struct tcp_peer *slots, int expected) {
+  struct admission a = {.s = s, .acceptor = s->rank, .slot_of = slot_of, .slots = slots, .expected = expected,
+                        .listen_fd = listen_fd};
+  snprintf(a.who, sizeof(a.who), "rank %d's link listener", s->rank);
+  return admit(&a);
+}
+
+int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
+  int *slot_of = malloc(sizeof(int) * (size_t)s->size);
+  if (!slot_of) return mori_error_set(MORI_ENOMEM, "bootstrap: rank 0 has no memory for %d ranks", s->size);
+  for (int r = 0; r < s->size; r++) slot_of[r] = r ? r : -1;
+  struct admission a = {.s = s, .acceptor = -1, .slot_of = slot_of, .slots = s->peers, .expected = s->size - 1,
+                        .listen_fd = listen_fd};
+  snprintf(a.who, sizeof(a.who), "rank 0 at %s", s->address);
+  int rc = admit(&a);
+  free(slot_of);
+  if (rc) return rc;
   int64_t send_deadline = mori_net_now_ms() + s->timeout_ms;
   for (int r = 1; r < s->size; r++) {
     mori_wire_header_t ready = {.op = MORI_WIRE_READY};
@@ -389,71 +456,120 @@ int mori_tcp_root_listen(struct tcp_state *s, int *listen_fd) {
   return 0;
 }
 
-/* One attempt to join: connect, HELLO, CHALLENGE checked, AUTH. 1 when rank
- * 0 closed the connection before answering (worth another attempt). */
-static int join_once(struct tcp_state *s, const struct sockaddr_storage *sa, socklen_t len, int64_t deadline,
-                     char *why, size_t why_len) {
+/* Whom a rank joins: rank 0 (acceptor -1, under the job key, which a job
+ * without a given secret reads only once rank 0 has answered), or another
+ * rank's link listener (under the link's key). */
+struct join_target {
+  int acceptor;
+  struct tcp_peer *peer; /* receives the authenticated connection */
+  const char *address;   /* as given, for messages */
+  char who[MORI_TCP_ADDRESS_MAX + 32];
+};
+
+/* One attempt to join: connect, HELLO, CHALLENGE checked, AUTH. 1 when the
+ * acceptor closed the connection before answering (worth another attempt). */
+static int join_once(struct tcp_state *s, const struct join_target *t, const struct sockaddr_storage *sa,
+                     socklen_t len, int64_t deadline, char *why, size_t why_len) {
+  const char *what = t->acceptor < 0 ? "rank 0" : "rank's link listener";
   int fd = -1;
   int rc = mori_net_connect((const struct sockaddr *)sa, len, deadline, &fd, why, why_len);
   if (rc == MORI_ETIMEDOUT)
-    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not reach rank 0 at %s within %d ms (%s)",
-                          s->rank, s->address, s->timeout_ms, why);
-  if (rc) return mori_error_set(rc, "bootstrap: rank %d cannot connect to rank 0 at %s: %s", s->rank, s->address, why);
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not reach %s within %d ms (%s)", s->rank,
+                          t->who, s->timeout_ms, why);
+  if (rc) return mori_error_set(rc, "bootstrap: rank %d cannot connect to %s: %s", s->rank, t->who, why);
   mori_net_tune(fd);
-  struct tcp_peer *root = &s->peers[0];
-  *root = (struct tcp_peer){.fd = fd};
+  struct tcp_peer *peer = t->peer;
+  *peer = (struct tcp_peer){.fd = fd};
   uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES];
   if (getrandom(nonce_rank, sizeof(nonce_rank), 0) != (ssize_t)sizeof(nonce_rank))
     return mori_error_set(MORI_EIO, "bootstrap: rank %d cannot draw a nonce: %s", s->rank, strerror(errno));
   mori_wire_header_t h = {.op = MORI_WIRE_HELLO, .rank = s->rank, .arg = s->size, .bytes = sizeof(nonce_rank)};
-  rc = mori_tcp_send_frame(root, &h, nonce_rank, deadline);
+  rc = mori_tcp_send_frame(peer, &h, nonce_rank, deadline);
   char detail[160] = "";
-  if (!rc) rc = mori_tcp_recv_header(root, &h, deadline, detail, sizeof(detail));
+  if (!rc) rc = mori_tcp_recv_header(peer, &h, deadline, detail, sizeof(detail));
   if (rc == MORI_ECONNRESET) {
-    snprintf(why, why_len, "rank 0 closed the connection before answering");
+    snprintf(why, why_len, "%s closed the connection before answering", t->acceptor < 0 ? "rank 0" : t->who);
     return 1;
   }
   if (rc == MORI_ETIMEDOUT)
-    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s did not answer rank %d within %d ms", s->address,
-                          s->rank, s->timeout_ms);
-  if (rc)
-    return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori rank 0: %s", s->address, detail);
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: %s did not answer rank %d within %d ms", t->who, s->rank,
+                          s->timeout_ms);
+  if (rc) return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori %s: %s", t->address, what, detail);
   if (h.op == MORI_WIRE_REJECT) {
     char text[MORI_WIRE_TEXT_MAX];
-    mori_tcp_recv_text(root, &h, text, sizeof(text), mori_net_now_ms() + 1000);
-    return mori_error_set(mori_wire_abort_code(h.arg), "bootstrap: rank 0 at %s refused rank %d: %s", s->address,
-                          s->rank, text);
+    mori_tcp_recv_text(peer, &h, text, sizeof(text), mori_net_now_ms() + 1000);
+    return mori_error_set(mori_wire_abort_code(h.arg), "bootstrap: %s refused rank %d: %s", t->who, s->rank, text);
   }
   uint8_t body[MORI_WIRE_NONCE_BYTES + MORI_WIRE_MAC_BYTES];
   if (h.op != MORI_WIRE_CHALLENGE || h.bytes != sizeof(body) ||
       mori_net_recv_all(fd, body, sizeof(body), deadline) != 0)
-    return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori rank 0 (%s frame of %llu bytes)",
-                          s->address, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
-  if (s->local_secret) {
-    /* Read only now: rank 0 publishes it before it answers anyone. */
-    uint8_t secret[MORI_SECRET_LOCAL];
-    rc = mori_secret_local_read(s->address, secret);
-    if (rc) return rc;
-    mori_hs_job_key(secret, sizeof(secret), s->key);
-    memset(secret, 0, sizeof(secret));
+    return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori %s (%s frame of %llu bytes)",
+                          t->address, what, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
+  uint8_t key[MORI_HS_KEY_BYTES];
+  if (t->acceptor < 0) {
+    if (s->local_secret) {
+      /* Read only now: rank 0 publishes it before it answers anyone. */
+      uint8_t secret[MORI_SECRET_LOCAL];
+      rc = mori_secret_local_read(s->address, secret);
+      if (rc) return rc;
+      mori_hs_job_key(secret, sizeof(secret), s->key);
+      memset(secret, 0, sizeof(secret));
+    }
+    memcpy(key, s->key, sizeof(key));
+  } else {
+    mori_hs_link_key(s->key, s->size, s->rank, t->acceptor, key);
   }
   const uint8_t *nonce_root = body;
   uint8_t want[MORI_WIRE_MAC_BYTES];
-  mori_hs_proof(s->key, MORI_HS_ROOT, s->size, s->rank, nonce_rank, nonce_root, want);
-  if (!mori_equal_secret(want, body + MORI_WIRE_NONCE_BYTES, sizeof(want)))
+  mori_hs_proof(key, MORI_HS_ROOT, s->size, s->rank, nonce_rank, nonce_root, want);
+  if (!mori_equal_secret(want, body + MORI_WIRE_NONCE_BYTES, sizeof(want))) {
+    memset(key, 0, sizeof(key));
+    if (t->acceptor >= 0)
+      return mori_error_set(MORI_EACCES,
+                            "bootstrap: what answers at %s as %s does not hold this job's secret; rank %d refuses it",
+                            t->address, t->who, s->rank);
     return mori_error_set(MORI_EACCES,
                           "bootstrap: rank 0 at %s does not hold this job's secret: another process may have taken "
                           "the address, or rank 0 was given a different secret (MORI_BOOTSTRAP_SECRET); rank %d refuses "
                           "it",
                           s->address, s->rank);
+  }
   uint8_t proof[MORI_WIRE_MAC_BYTES];
-  mori_hs_proof(s->key, MORI_HS_RANK, s->size, s->rank, nonce_rank, nonce_root, proof);
+  mori_hs_proof(key, MORI_HS_RANK, s->size, s->rank, nonce_rank, nonce_root, proof);
   h = (mori_wire_header_t){.op = MORI_WIRE_AUTH, .rank = s->rank, .arg = s->size, .bytes = sizeof(proof)};
-  if (mori_tcp_send_frame(root, &h, proof, deadline) != 0)
-    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s dropped rank %d during its start-up",
-                          s->address, s->rank);
-  mori_hs_session_keys(s->key, s->size, s->rank, nonce_rank, nonce_root, root->key_tx, root->key_rx);
+  if (mori_tcp_send_frame(peer, &h, proof, deadline) != 0) {
+    memset(key, 0, sizeof(key));
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: %s dropped rank %d during its start-up", t->who, s->rank);
+  }
+  mori_hs_session_keys(key, s->size, s->rank, nonce_rank, nonce_root, peer->key_tx, peer->key_rx);
+  memset(key, 0, sizeof(key));
   return 0;
+}
+
+/* Joins t until the deadline, trying again while the acceptor drops the
+ * connection before answering (a flooded acceptor drops its oldest). */
+static int join(struct tcp_state *s, const struct join_target *t, const struct sockaddr_storage *sa, socklen_t len,
+                int64_t deadline) {
+  char why[200] = "";
+  for (;;) {
+    int rc = join_once(s, t, sa, len, deadline, why, sizeof(why));
+    if (rc != 1) return rc;
+    close(t->peer->fd);
+    t->peer->fd = -1;
+    int64_t left = deadline - mori_net_now_ms();
+    if (left <= 0)
+      return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not join %s within %d ms (%s)", s->rank,
+                            t->who, s->timeout_ms, why);
+    struct timespec pause = {0, (left < 20 ? left : 20) * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+int mori_tcp_join_link(struct tcp_state *s, int acceptor, const struct sockaddr_storage *sa, socklen_t len,
+                       const char *address, struct tcp_peer *peer, int64_t deadline) {
+  struct join_target t = {.acceptor = acceptor, .peer = peer, .address = address};
+  snprintf(t.who, sizeof(t.who), "rank %d's link listener at %s", acceptor, address);
+  return join(s, &t, sa, len, deadline);
 }
 
 int mori_tcp_rank_start(struct tcp_state *s) {
@@ -463,19 +579,9 @@ int mori_tcp_rank_start(struct tcp_state *s) {
   int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
   if (rc) return rc;
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
-  char why[200] = "";
-  for (;;) {
-    rc = join_once(s, &sa, len, deadline, why, sizeof(why));
-    if (rc != 1) break;
-    close(s->peers[0].fd);
-    s->peers[0].fd = -1;
-    int64_t left = deadline - mori_net_now_ms();
-    if (left <= 0)
-      return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank %d could not join rank 0 at %s within %d ms (%s)",
-                            s->rank, s->address, s->timeout_ms, why);
-    struct timespec pause = {0, (left < 20 ? left : 20) * 1000 * 1000};
-    nanosleep(&pause, NULL);
-  }
+  struct join_target t = {.acceptor = -1, .peer = &s->peers[0], .address = s->address};
+  snprintf(t.who, sizeof(t.who), "rank 0 at %s", s->address);
+  rc = join(s, &t, &sa, len, deadline);
   if (rc) return rc;
   struct tcp_peer *root = &s->peers[0];
   mori_wire_header_t h;

@@ -1,9 +1,12 @@
-/* TCP bootstrap: a star around rank 0. Every collective is one round: each
- * rank sends {op, seq, bytes, payload} to rank 0, which checks that all
- * agree, assembles the result and sends it back. Rank 0 therefore knows who
- * is missing when a step times out and tells every other rank, so all of
- * them fail with the missing ranks named. After a failure the bootstrap is
- * broken and every later call fails with the same message.
+/* TCP bootstrap: every collective starts with one round through rank 0.
+ * Each rank tells rank 0 it has arrived ({op, seq, contribution size}, no
+ * data); rank 0 checks that all agree and answers once all have. Rank 0
+ * therefore knows who is missing when a step times out and tells every other
+ * rank, so all of them fail with the missing ranks named. The data then
+ * travels between the ranks over their links (links.c, exchange.c), so that
+ * rank 0 handles O(size) small frames per step, not size copies of the
+ * gathered result. After a failure the bootstrap is broken and every later
+ * call fails with the same message.
  *
  * Only ranks that hold the job's secret are admitted, and every frame after
  * start-up carries a MAC (startup.c, handshake.h, frame.c). */
@@ -48,6 +51,14 @@ static int root_receive(struct tcp_state *s, int r, uint32_t op, int arg, size_t
     return mori_tcp_fail_all(s, MORI_EPROTO, "bootstrap: rank %d sent a malformed frame at step %llu: %s", r,
                              (unsigned long long)s->seq, why);
   if (e) return 1;
+  if (h.op == MORI_WIRE_ABORT && h.rank == r) {
+    /* The rank failed on its own (its links, its part of an exchange). */
+    char text[MORI_WIRE_TEXT_MAX];
+    if (mori_tcp_recv_text(p, &h, text, sizeof(text), deadline) == MORI_EPROTO)
+      return mori_tcp_fail_all(s, MORI_EPROTO, "bootstrap: rank %d's ABORT at step %llu failed its integrity check", r,
+                               (unsigned long long)s->seq);
+    return mori_tcp_fail_all(s, mori_wire_abort_code(h.arg), "%s (reported by rank %d)", text, r);
+  }
   if (h.seq != s->seq || h.op != op || h.arg != arg || h.rank != r)
     return mori_tcp_fail_all(s, MORI_EMISMATCH,
                              "bootstrap: rank %d is at step %llu op %s (arg %d) while rank 0 is at step %llu op %s (arg %d)",
@@ -57,8 +68,7 @@ static int root_receive(struct tcp_state *s, int r, uint32_t op, int arg, size_t
     return mori_tcp_fail_all(s, MORI_EMISMATCH, "bootstrap: rank %d contributes %llu bytes, rank 0 %zu bytes (step %llu)",
                              r, (unsigned long long)h.bytes, bytes, (unsigned long long)s->seq);
   size_t payload = (size_t)mori_wire_payload_bytes(&h);
-  if (payload && mori_tcp_recv_payload(p, op == MORI_WIRE_ALLGATHER ? gathered + (size_t)r * bytes : gathered,
-                                       payload, deadline) != 0)
+  if (payload && mori_tcp_recv_payload(p, gathered + (size_t)r * bytes, payload, deadline) != 0)
     return mori_tcp_fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: rank %d's message broke off", r);
   e = mori_tcp_recv_end(p, deadline);
   if (e == MORI_EPROTO)
@@ -69,9 +79,8 @@ static int root_receive(struct tcp_state *s, int r, uint32_t op, int arg, size_t
   return 0;
 }
 
-/* Rank 0's half of a round: gathers every rank's message into `gathered`
- * (size * bytes; for bcast only the root's slot is filled). */
-static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, char *gathered) {
+int mori_tcp_root_gather(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, void *gathered_) {
+  char *gathered = gathered_;
   int n = s->size;
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
   char *done = calloc((size_t)n, 1);
@@ -87,7 +96,7 @@ static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *m
                              (unsigned long long)s->seq);
   }
   int rc = 0, pending = n - 1;
-  if (bytes && (op == MORI_WIRE_ALLGATHER || arg == 0)) memcpy(gathered, mine, bytes);
+  if (bytes && mine && gathered) memcpy(gathered, mine, bytes);
   done[0] = 1;
   while (pending > 0 && !rc) {
     int count = 0;
@@ -130,10 +139,11 @@ static int root_collect(struct tcp_state *s, uint32_t op, int arg, const void *m
   return rc;
 }
 
-static int root_reply(struct tcp_state *s, const void *result, size_t bytes) {
+int mori_tcp_root_reply(struct tcp_state *s, const void *results, size_t bytes, bool each) {
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
   mori_wire_header_t h = {.op = MORI_WIRE_RESULT, .seq = s->seq, .bytes = bytes};
   for (int r = 1; r < s->size; r++) {
+    const char *result = each ? (const char *)results + (size_t)r * bytes : results;
     if (mori_tcp_send_frame(&s->peers[r], &h, result, deadline) != 0)
       return mori_tcp_fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: could not send the result of step %llu to rank %d",
                                (unsigned long long)s->seq, r);
@@ -141,8 +151,7 @@ static int root_reply(struct tcp_state *s, const void *result, size_t bytes) {
   return 0;
 }
 
-static int leaf_broken(struct tcp_state *s, int code, const char *fmt, ...) MORI_PRINTF(3, 4);
-static int leaf_broken(struct tcp_state *s, int code, const char *fmt, ...) {
+int mori_tcp_broken(struct tcp_state *s, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(s->broken, sizeof(s->broken), fmt, ap);
@@ -154,16 +163,16 @@ static int leaf_broken(struct tcp_state *s, int code, const char *fmt, ...) {
 static int leaf_aborted(struct tcp_state *s, const mori_wire_header_t *h) {
   char text[MORI_WIRE_TEXT_MAX];
   if (mori_tcp_recv_text(&s->peers[0], h, text, sizeof(text), mori_net_now_ms() + 1000) == MORI_EPROTO)
-    return leaf_broken(s, MORI_EPROTO, "bootstrap: rank 0's ABORT at step %llu failed its integrity check",
+    return mori_tcp_broken(s, MORI_EPROTO, "bootstrap: rank 0's ABORT at step %llu failed its integrity check",
                        (unsigned long long)s->seq);
   int code = mori_wire_abort_code(h->arg);
   if (code != h->arg)
-    return leaf_broken(s, code, "%s (reported by rank 0, whose code %d is not a mori error)", text, h->arg);
-  return leaf_broken(s, code, "%s (reported by rank 0)", text);
+    return mori_tcp_broken(s, code, "%s (reported by rank 0, whose code %d is not a mori error)", text, h->arg);
+  return mori_tcp_broken(s, code, "%s (reported by rank 0)", text);
 }
 
 /* A non-root rank's half: send, then wait for rank 0's result or verdict. */
-static int leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, void *result,
+int mori_tcp_leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, void *result,
                       size_t result_bytes) {
   struct tcp_peer *root = &s->peers[0];
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
@@ -174,31 +183,31 @@ static int leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *min
     /* Rank 0 may have given up on this step already and said why. */
     if (mori_tcp_recv_header(root, &h, mori_net_now_ms() + 200, why, sizeof(why)) == 0 && h.op == MORI_WIRE_ABORT)
       return leaf_aborted(s, &h);
-    return leaf_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) is gone: sending step %llu failed", s->address,
+    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) is gone: sending step %llu failed", s->address,
                        (unsigned long long)s->seq);
   }
   rc = mori_tcp_recv_header(root, &h, deadline + MORI_TCP_GRACE_MS, why, sizeof(why));
   if (rc == MORI_EPROTO)
-    return leaf_broken(s, MORI_EPROTO, "bootstrap: rank 0 (%s) sent a malformed frame at step %llu: %s", s->address,
+    return mori_tcp_broken(s, MORI_EPROTO, "bootstrap: rank 0 (%s) sent a malformed frame at step %llu: %s", s->address,
                        (unsigned long long)s->seq, why);
   if (rc)
-    return leaf_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) %s at step %llu (waited %d ms)", s->address,
+    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) %s at step %llu (waited %d ms)", s->address,
                        rc == MORI_ETIMEDOUT ? "did not answer" : "closed its connection", (unsigned long long)s->seq,
                        s->timeout_ms + MORI_TCP_GRACE_MS);
   if (h.op == MORI_WIRE_ABORT) return leaf_aborted(s, &h);
   if (h.op != MORI_WIRE_RESULT || h.seq != s->seq || h.bytes != result_bytes)
-    return leaf_broken(s, MORI_EPROTO, "bootstrap: unexpected reply from rank 0 at step %llu (%s of %llu bytes)",
+    return mori_tcp_broken(s, MORI_EPROTO, "bootstrap: unexpected reply from rank 0 at step %llu (%s of %llu bytes)",
                        (unsigned long long)s->seq, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
   if (result_bytes && mori_tcp_recv_payload(root, result, result_bytes, deadline + MORI_TCP_GRACE_MS) != 0)
-    return leaf_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0's result of step %llu broke off",
+    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0's result of step %llu broke off",
                        (unsigned long long)s->seq);
   rc = mori_tcp_recv_end(root, deadline + MORI_TCP_GRACE_MS);
   if (rc == MORI_EPROTO)
-    return leaf_broken(s, MORI_EPROTO,
+    return mori_tcp_broken(s, MORI_EPROTO,
                        "bootstrap: rank 0's result of step %llu failed its integrity check (altered on the way)",
                        (unsigned long long)s->seq);
   if (rc)
-    return leaf_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0's result of step %llu broke off",
+    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0's result of step %llu broke off",
                        (unsigned long long)s->seq);
   return 0;
 }
@@ -209,6 +218,13 @@ static int round_start(struct tcp_state *s) {
   return 0;
 }
 
+/* Every rank's arrival at this step, agreed through rank 0. */
+static int arrive(struct tcp_state *s, uint32_t op, int arg, size_t bytes) {
+  if (s->rank != 0) return mori_tcp_leaf_round(s, op, arg, NULL, bytes, NULL, 0);
+  int rc = mori_tcp_root_gather(s, op, arg, NULL, bytes, NULL);
+  return rc ? rc : mori_tcp_root_reply(s, NULL, 0, false);
+}
+
 static int tcp_allgather(void *state, const void *send, void *recv, size_t bytes) {
   struct tcp_state *s = state;
   int rc = round_start(s);
@@ -216,19 +232,14 @@ static int tcp_allgather(void *state, const void *send, void *recv, size_t bytes
   if (bytes > MORI_WIRE_BYTES_MAX / (uint64_t)s->size)
     return mori_error_set(MORI_EINVAL, "bootstrap allgather: %zu bytes per rank is more than the bootstrap carries",
                           bytes);
-  size_t total = bytes * (size_t)s->size;
-  if (s->rank != 0) return leaf_round(s, MORI_WIRE_ALLGATHER, 0, send, bytes, recv, total);
-  rc = root_collect(s, MORI_WIRE_ALLGATHER, 0, send, bytes, recv);
-  return rc ? rc : root_reply(s, recv, total);
+  rc = arrive(s, MORI_WIRE_ALLGATHER, 0, bytes);
+  return rc ? rc : mori_tcp_exchange_allgather(s, send, recv, bytes);
 }
 
 static int tcp_barrier(void *state) {
   struct tcp_state *s = state;
   int rc = round_start(s);
-  if (rc) return rc;
-  if (s->rank != 0) return leaf_round(s, MORI_WIRE_BARRIER, 0, NULL, 0, NULL, 0);
-  rc = root_collect(s, MORI_WIRE_BARRIER, 0, NULL, 0, NULL);
-  return rc ? rc : root_reply(s, NULL, 0);
+  return rc ? rc : arrive(s, MORI_WIRE_BARRIER, 0, 0);
 }
 
 static int tcp_bcast(void *state, void *buf, size_t bytes, int root) {
@@ -237,9 +248,8 @@ static int tcp_bcast(void *state, void *buf, size_t bytes, int root) {
   if (rc) return rc;
   if (bytes > MORI_WIRE_BYTES_MAX)
     return mori_error_set(MORI_EINVAL, "bootstrap bcast: %zu bytes is more than the bootstrap carries", bytes);
-  if (s->rank != 0) return leaf_round(s, MORI_WIRE_BCAST, root, buf, bytes, buf, bytes);
-  rc = root_collect(s, MORI_WIRE_BCAST, root, buf, bytes, buf);
-  return rc ? rc : root_reply(s, buf, bytes);
+  rc = arrive(s, MORI_WIRE_BCAST, root, bytes);
+  return rc ? rc : mori_tcp_exchange_bcast(s, buf, bytes, root);
 }
 
 static int tcp_fini(void *state) {
@@ -247,6 +257,12 @@ static int tcp_fini(void *state) {
   if (!s) return 0;
   for (int r = 0; r < (s->rank == 0 ? s->size : 1); r++)
     if (s->peers[r].fd >= 0) close(s->peers[r].fd);
+  for (int k = 0; k < s->rounds; k++) {
+    if (s->link_out && s->link_out[k].fd >= 0) close(s->link_out[k].fd);
+    if (s->link_in && s->link_in[k].fd >= 0) close(s->link_in[k].fd);
+  }
+  free(s->link_out);
+  free(s->link_in);
   free(s->peers);
   memset(s, 0, sizeof(*s)); /* keys included */
   free(s);
@@ -317,11 +333,21 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
                           attr->size, attr->size);
   }
   for (int r = 0; r < s->size; r++) s->peers[r].fd = -1;
+  while ((1LL << s->rounds) < s->size) s->rounds++;
+  s->link_out = calloc((size_t)s->rounds + 1, sizeof(*s->link_out));
+  s->link_in = calloc((size_t)s->rounds + 1, sizeof(*s->link_in));
+  if (!s->link_out || !s->link_in) {
+    s->rounds = 0;
+    tcp_fini(s);
+    return mori_error_set(MORI_ENOMEM, "bootstrap tcp (rank %d of %d): no memory for its links", attr->rank, attr->size);
+  }
+  for (int k = 0; k < s->rounds; k++) s->link_out[k].fd = s->link_in[k].fd = -1;
   s->local_secret = !attr->secret;
   if (attr->secret) mori_hs_job_key(attr->secret, attr->secret_len, s->key);
   int rc = 0;
   if (s->size > 1)
     rc = s->rank == 0 ? root_start(s, attr->listen_fd) : mori_tcp_rank_start(s);
+  if (!rc && s->size > 1) rc = mori_tcp_links_start(s);
   else if (attr->listen_fd >= 0)
     close(attr->listen_fd);
   if (!rc) rc = mori_bootstrap_create(&tcp_ops, s, s->rank, s->size, out);

@@ -69,8 +69,7 @@ int mori_wire_decode(const uint8_t in[MORI_WIRE_HEADER_BYTES], mori_wire_header_
 }
 
 uint64_t mori_wire_payload_bytes(const mori_wire_header_t *h) {
-  if (h->op == MORI_WIRE_BARRIER) return 0;
-  if (h->op == MORI_WIRE_BCAST && h->rank != h->arg) return 0;
+  if (h->op == MORI_WIRE_BARRIER || h->op == MORI_WIRE_ALLGATHER || h->op == MORI_WIRE_BCAST) return 0;
   return h->bytes;
 }
 
@@ -92,6 +91,39 @@ void mori_wire_text(const uint8_t *in, size_t len, char *out, size_t out_len) {
 
 const char *mori_wire_op_name(uint32_t op) {
   static const char *const names[] = {"?",     "HELLO",     "CHALLENGE", "AUTH",    "REJECT", "READY",
-                                      "ALLGATHER", "BCAST", "BARRIER",   "RESULT", "ABORT"};
+                                      "ALLGATHER", "BCAST", "BARRIER",   "RESULT", "ABORT",  "LINKS",
+                                      "DATA"};
   return op < MORI_WIRE_OP_END ? names[op] : "?";
+}
+
+void mori_wire_link_address_encode(const mori_wire_link_address_t *a, uint8_t out[MORI_WIRE_LINK_ADDRESS_BYTES]) {
+  out[0] = (uint8_t)a->family;
+  out[1] = (uint8_t)(a->family >> 8);
+  out[2] = (uint8_t)a->port;
+  out[3] = (uint8_t)(a->port >> 8);
+  memcpy(out + 4, a->addr, sizeof(a->addr));
+}
+
+int mori_wire_link_address_decode(const uint8_t in[MORI_WIRE_LINK_ADDRESS_BYTES], mori_wire_link_address_t *a,
+                                  char *why, size_t why_len) {
+  memset(a, 0, sizeof(*a));
+  uint16_t family = (uint16_t)(in[0] | in[1] << 8), port = (uint16_t)(in[2] | in[3] << 8);
+  if (family != 4 && family != 6) {
+    snprintf(why, why_len, "a link address of family %u (4 or 6 expected)", family);
+    return MORI_EPROTO;
+  }
+  if (port == 0) {
+    snprintf(why, why_len, "a link address with port 0");
+    return MORI_EPROTO;
+  }
+  for (int i = 4; family == 4 && i < 16; i++)
+    if (in[4 + i]) {
+      snprintf(why, why_len, "an IPv4 link address with bytes after its address");
+      return MORI_EPROTO;
+    }
+  a->family = family;
+  a->port = port;
+  memcpy(a->addr, in + 4, sizeof(a->addr));
+  if (why_len) why[0] = '\0';
+  return 0;
 }

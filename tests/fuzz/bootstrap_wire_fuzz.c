@@ -4,7 +4,8 @@
  *      come from the input too), as HELLO then AUTH, answering a complete
  *      HELLO with a proof and checking a complete AUTH against the job key;
  *   2. the frame decoder walks it frame by frame, taking each payload as far
- *      as the input goes, mapping REJECT/ABORT codes and cleaning their text.
+ *      as the input goes, mapping REJECT/ABORT codes and cleaning their text,
+ *      and decoding the link addresses a LINKS or RESULT frame carries.
  * Sanitizers catch any read or write out of bounds; the invariants below
  * abort on any decoded value the protocol forbids. */
 #include <stdint.h>
@@ -83,6 +84,19 @@ static void run_decoder(const uint8_t *data, size_t size) {
       int code = mori_wire_abort_code(h.arg);
       check(code < 0 && strcmp(mori_err_name(code), "MORI_E_UNKNOWN") != 0);
     }
+    if (h.op == MORI_WIRE_LINKS || h.op == MORI_WIRE_RESULT)
+      for (size_t at = 0; at + MORI_WIRE_LINK_ADDRESS_BYTES <= take; at += MORI_WIRE_LINK_ADDRESS_BYTES) {
+        mori_wire_link_address_t a;
+        char why[120];
+        if (mori_wire_link_address_decode(data + at, &a, why, sizeof(why)) != 0) {
+          check(memchr(why, '\0', sizeof(why)) != NULL);
+          continue;
+        }
+        check((a.family == 4 || a.family == 6) && a.port != 0);
+        uint8_t again[MORI_WIRE_LINK_ADDRESS_BYTES];
+        mori_wire_link_address_encode(&a, again);
+        check(memcmp(again, data + at, sizeof(again)) == 0);
+      }
     if (mori_wire_has_mac(h.op) && take) {
       mori_hmac_sha256_t mac;
       uint8_t tag[MORI_WIRE_MAC_BYTES];

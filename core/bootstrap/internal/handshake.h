@@ -24,6 +24,14 @@ typedef enum mori_hs_role { MORI_HS_ROOT = 0, MORI_HS_RANK = 1 } mori_hs_role_t;
 /* The job key: HMAC-SHA256 of a fixed label under the job's secret. */
 void mori_hs_job_key(const void *secret, size_t len, uint8_t key[MORI_HS_KEY_BYTES]);
 
+/* The key of the link that rank `dialer` opens to rank `acceptor` (see
+ * links.h): the start-up proofs and session keys of that connection are made
+ * under it instead of the job key, with the acceptor in rank 0's role and
+ * the dialer as the rank. A proof made for one link, or for joining rank 0,
+ * is worth nothing on another. */
+void mori_hs_link_key(const uint8_t key[MORI_HS_KEY_BYTES], int32_t size, int32_t dialer, int32_t acceptor,
+                      uint8_t link_key[MORI_HS_KEY_BYTES]);
+
 /* The proof `role` gives for joining rank `rank` of a world of `size`. */
 void mori_hs_proof(const uint8_t key[MORI_HS_KEY_BYTES], mori_hs_role_t role, int32_t size, int32_t rank,
                    const uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES], const uint8_t nonce_root[MORI_WIRE_NONCE_BYTES],

@@ -1,10 +1,13 @@
 /* The TCP bootstrap's state, shared by its start-up (startup.c), its frames
- * (frame.c) and its collectives (tcp.c). */
+ * (frame.c), its collectives (tcp.c), the links between ranks (links.c) and
+ * the exchanges over them (exchange.c). */
 #ifndef MORI_CORE_BOOTSTRAP_TCP_H
 #define MORI_CORE_BOOTSTRAP_TCP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "core/base/hmac_sha256.h"
 #include "core/bootstrap/internal/handshake.h"
@@ -14,6 +17,11 @@ enum {
   /* A non-root rank waits this much longer than the root, so that the
    * root's verdict (naming the missing ranks) arrives before its own timeout. */
   MORI_TCP_GRACE_MS = 3000,
+  /* In an exchange over the links, round k's wait ends k of these later than
+   * round 0's: a rank that waits on a stalled rank waits in a later round
+   * than that rank waits on whoever stalled it, so the first to time out is
+   * the one next to the culprit, and its ABORT (naming it) arrives first. */
+  MORI_TCP_ROUND_GRACE_MS = 1000,
   MORI_TCP_ERROR_MAX = 768,
   MORI_TCP_ADDRESS_MAX = 320,
 };
@@ -32,6 +40,11 @@ struct tcp_state {
   int timeout_ms;
   uint64_t seq;
   struct tcp_peer *peers; /* rank 0: one per rank; others: peers[0] is rank 0 */
+  /* The links (links.c): in round k of an exchange this rank talks to rank
+   * + 2^k over link_out[k], which it opened, and to rank - 2^k (mod size)
+   * over link_in[k], which that rank opened. */
+  int rounds; /* ceil(log2(size)) */
+  struct tcp_peer *link_out, *link_in;
   uint8_t key[MORI_HS_KEY_BYTES];
   bool local_secret; /* no secret given: the key comes from this machine */
   char broken[MORI_TCP_ERROR_MAX];
@@ -54,6 +67,39 @@ int mori_tcp_root_start(struct tcp_state *s, int listen_fd);
 int mori_tcp_rank_start(struct tcp_state *s);
 /* Rank 0's own socket at s->address. */
 int mori_tcp_root_listen(struct tcp_state *s, int *listen_fd);
+
+/* Links between ranks (startup.c): a rank's listener admits the ranks that
+ * slot_of names (rank -> index into slots, -1 for any other) until
+ * `expected` are in or the timeout; a rank opens its link to `acceptor`. */
+int mori_tcp_admit_links(struct tcp_state *s, int listen_fd, const int *slot_of, struct tcp_peer *slots, int expected);
+int mori_tcp_join_link(struct tcp_state *s, int acceptor, const struct sockaddr_storage *sa, socklen_t len,
+                       const char *address, struct tcp_peer *peer, int64_t deadline);
+/* After rank 0's start-up, every rank opens and admits its links (links.c). */
+int mori_tcp_links_start(struct tcp_state *s);
+
+/* One round through rank 0 (tcp.c). Rank 0 gathers every rank's frame of
+ * op (a contribution of `bytes`, carried as payload when the op has one)
+ * into gathered[rank * bytes], checking that all agree and naming who is
+ * missing; mori_tcp_root_reply then answers each rank (results + rank *
+ * bytes when each, else the same results for all). Every other rank sends
+ * and waits for its answer of result_bytes. */
+int mori_tcp_root_gather(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, void *gathered);
+int mori_tcp_root_reply(struct tcp_state *s, const void *results, size_t bytes, bool each);
+int mori_tcp_leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *mine, size_t bytes, void *result,
+                        size_t result_bytes);
+
+/* The data of a collective over the links (exchange.c), once every rank has
+ * arrived: a Bruck allgather (ceil(log2 size) rounds, each rank sends and
+ * receives (size - 1) * bytes in all) and a binomial broadcast. A failure is
+ * sticky, told on every link and to rank 0, and names the rank at fault. */
+int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *recv, size_t bytes);
+int mori_tcp_exchange_bcast(struct tcp_state *s, void *buf, size_t bytes, int root);
+/* A non-root rank's sticky failure (not told to anyone). */
+int mori_tcp_broken(struct tcp_state *s, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* Rank 0: records a sticky failure and tells every admitted rank. */
 int mori_tcp_fail_all(struct tcp_state *s, int code, const char *fmt, ...)

@@ -1,18 +1,26 @@
-/* The TCP bootstrap's frames on the wire (protocol 2). Every frame opens
+/* The TCP bootstrap's frames on the wire (protocol 3). Every frame opens
  * with a 32-byte little-endian header:
  *   magic u32 "mori" | version u16 | op u16 | rank i32 | arg i32 | seq u64 | bytes u64
  * then a payload of mori_wire_payload_bytes() and, once a connection is
  * authenticated, a 32-byte HMAC-SHA256 over {frame counter, header, payload}
  * under that direction's session key (see handshake.h).
  *
- * Start-up (no MAC trailer; the proofs are the authentication):
+ * Start-up (no MAC trailer; the proofs are the authentication), both to
+ * rank 0 and on a link (a connection between two ranks, see links.h):
  *   rank -> 0  HELLO      rank, arg = world size, payload = the rank's nonce
  *   0 -> rank  CHALLENGE  payload = rank 0's nonce | rank 0's proof
  *              or REJECT  arg = a mori code, payload = why (text)
  *   rank -> 0  AUTH       rank, arg = world size, payload = the rank's proof
  *   0 -> rank  READY, or ABORT (arg = a mori code, payload = why), with MACs
- * Collectives (with MACs): ALLGATHER, BCAST (arg = root), BARRIER from each
- * rank with bytes = its contribution's size; RESULT or ABORT from rank 0.
+ * Then, with MACs: LINKS to rank 0 carries a rank's link address, and
+ * rank 0's RESULT the addresses the rank is to dial.
+ * Collectives (with MACs): each rank tells rank 0 it has arrived with an
+ * ALLGATHER, BCAST (arg = root) or BARRIER frame whose bytes is its
+ * contribution's size and which carries no payload; rank 0 answers RESULT
+ * (no payload) once every rank has arrived and agrees, or ABORT. The data
+ * then travels between ranks over the links in DATA frames (arg = the round
+ * of the exchange, bytes = the payload). Any rank may send ABORT to rank 0
+ * or on a link instead of what was due.
  * Decoding never trusts a length beyond what the caller expects. */
 #ifndef MORI_CORE_BOOTSTRAP_WIRE_H
 #define MORI_CORE_BOOTSTRAP_WIRE_H
@@ -26,7 +34,7 @@ MORI_EXTERN_C_BEGIN
 
 enum {
   MORI_WIRE_MAGIC = 0x6d6f7269, /* "mori" */
-  MORI_WIRE_VERSION = 2,
+  MORI_WIRE_VERSION = 3,
   MORI_WIRE_HEADER_BYTES = 32,
   MORI_WIRE_NONCE_BYTES = 32,
   MORI_WIRE_MAC_BYTES = 32,
@@ -49,13 +57,15 @@ typedef enum mori_wire_op {
   MORI_WIRE_BARRIER,
   MORI_WIRE_RESULT,
   MORI_WIRE_ABORT,
+  MORI_WIRE_LINKS,
+  MORI_WIRE_DATA,
   MORI_WIRE_OP_END,
 } mori_wire_op_t;
 
 typedef struct mori_wire_header {
   uint32_t op;
   int32_t rank; /* the sender's rank */
-  int32_t arg;  /* world size (HELLO, AUTH), root (BCAST), a mori code (REJECT, ABORT) */
+  int32_t arg;  /* world size (HELLO, AUTH), root (BCAST), a mori code (REJECT, ABORT), round (DATA) */
   uint64_t seq; /* the collective's step, 0 during start-up */
   uint64_t bytes;
 } mori_wire_header_t;
@@ -66,8 +76,8 @@ void mori_wire_encode(const mori_wire_header_t *h, uint8_t out[MORI_WIRE_HEADER_
  * with the reason in why (always NUL-terminated). */
 int mori_wire_decode(const uint8_t in[MORI_WIRE_HEADER_BYTES], mori_wire_header_t *h, char *why, size_t why_len);
 
-/* Bytes of payload that follow h on the wire: h->bytes, except a BCAST from
- * a rank other than the root and a BARRIER, which carry none. */
+/* Bytes of payload that follow h on the wire: h->bytes, except the
+ * arrivals (ALLGATHER, BCAST, BARRIER), which carry none. */
 uint64_t mori_wire_payload_bytes(const mori_wire_header_t *h);
 
 /* Whether frames of this op carry a MAC trailer. */
@@ -83,6 +93,22 @@ int mori_wire_abort_code(int32_t peer_code);
 void mori_wire_text(const uint8_t *in, size_t len, char *out, size_t out_len);
 
 const char *mori_wire_op_name(uint32_t op);
+
+/* A rank's link address as it travels in LINKS and RESULT frames: family
+ * u16 (4 or 6) | port u16 | address[16] (IPv4 in the first 4 bytes, the
+ * rest zero), little-endian. */
+enum { MORI_WIRE_LINK_ADDRESS_BYTES = 20 };
+typedef struct mori_wire_link_address {
+  uint16_t family; /* 4 or 6 */
+  uint16_t port;
+  uint8_t addr[16];
+} mori_wire_link_address_t;
+
+void mori_wire_link_address_encode(const mori_wire_link_address_t *a, uint8_t out[MORI_WIRE_LINK_ADDRESS_BYTES]);
+/* 0, or MORI_EPROTO with the reason in why: another family, port 0, or an
+ * IPv4 record with bytes after its address. */
+int mori_wire_link_address_decode(const uint8_t in[MORI_WIRE_LINK_ADDRESS_BYTES], mori_wire_link_address_t *a,
+                                  char *why, size_t why_len);
 
 MORI_EXTERN_C_END
 

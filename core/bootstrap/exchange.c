@@ -1,0 +1,290 @@
+/* The data of a collective, over the links between ranks (links.c), once
+ * every rank has arrived (tcp.c):
+ *
+ * - allgather (Bruck): in round k, with d = 2^k, rank r sends the blocks it
+ *   holds (its own and those of ranks r+1 .. r+d-1, at most size - d of
+ *   them) to rank r - d and receives as many from rank r + d. After
+ *   ceil(log2(size)) rounds each rank holds every block, and each has sent
+ *   and received (size - 1) blocks: no rank carries more than its share.
+ * - bcast (binomial tree from the root): in round k the ranks that hold the
+ *   data (the root and those d - 1 after it) send it d ranks on.
+ *
+ * A round sends and receives at once (a rank never waits for its send to
+ * drain before reading, so no ring of full socket buffers can stall). Round
+ * k's wait ends MORI_TCP_ROUND_GRACE_MS later than round k-1's: a rank that
+ * waits on a stalled rank waits in a later round than the one the stalled
+ * rank waits in, so the rank next to the culprit times out first and its
+ * ABORT, naming it, reaches the others before their own timeouts. A failure
+ * is told on every link and to rank 0, which names it at the next step. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/base/error.h"
+#include "core/bootstrap/internal/net.h"
+#include "core/bootstrap/internal/tcp.h"
+
+/* A frame going out on one link: header, payload, MAC, sent as the socket
+ * takes them. */
+struct outgoing {
+  struct tcp_peer *p;
+  uint8_t head[MORI_WIRE_HEADER_BYTES], mac[MORI_WIRE_MAC_BYTES];
+  const uint8_t *payload;
+  size_t bytes, done;
+};
+
+/* A DATA frame (or an ABORT instead) coming in on one link. */
+struct incoming {
+  struct tcp_peer *p;
+  int from; /* the rank at its other end */
+  uint8_t head[MORI_WIRE_HEADER_BYTES], mac[MORI_WIRE_MAC_BYTES];
+  uint8_t text[MORI_WIRE_TEXT_MAX];
+  mori_wire_header_t h;
+  uint8_t *dst; /* where a DATA frame's payload goes; then the frame's */
+  size_t want, bytes, done;
+};
+
+static void out_start(struct outgoing *o, struct tcp_peer *p, const mori_wire_header_t *h, const void *payload) {
+  memset(o, 0, sizeof(*o));
+  o->p = p;
+  o->payload = payload;
+  o->bytes = (size_t)h->bytes;
+  mori_wire_encode(h, o->head);
+  mori_hmac_sha256_t ctx;
+  mori_hs_frame_mac_init(&ctx, p->key_tx, p->sent++);
+  mori_hmac_sha256_update(&ctx, o->head, sizeof(o->head));
+  if (o->bytes) mori_hmac_sha256_update(&ctx, payload, o->bytes);
+  mori_hmac_sha256_final(&ctx, o->mac);
+}
+
+static bool out_finished(const struct outgoing *o) {
+  return !o->p || o->done == sizeof(o->head) + o->bytes + sizeof(o->mac);
+}
+
+/* Sends what the socket takes now: 0, or MORI_ECONNRESET. */
+static int out_progress(struct outgoing *o) {
+  while (!out_finished(o)) {
+    size_t at = o->done, hb = sizeof(o->head);
+    const uint8_t *from;
+    size_t len;
+    if (at < hb) {
+      from = o->head + at;
+      len = hb - at;
+    } else if (at < hb + o->bytes) {
+      from = o->payload + (at - hb);
+      len = hb + o->bytes - at;
+    } else {
+      from = o->mac + (at - hb - o->bytes);
+      len = hb + o->bytes + sizeof(o->mac) - at;
+    }
+    ssize_t n = send(o->p->fd, from, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    if (n <= 0) return MORI_ECONNRESET;
+    o->done += (size_t)n;
+  }
+  return 0;
+}
+
+static void in_start(struct incoming *in, struct tcp_peer *p, int from, void *dst, size_t want) {
+  memset(in, 0, sizeof(*in));
+  in->p = p;
+  in->from = from;
+  in->dst = dst;
+  in->want = want;
+}
+
+static bool in_finished(const struct incoming *in) {
+  return !in->p || (in->done && in->done == sizeof(in->head) + in->bytes + sizeof(in->mac));
+}
+
+/* Reads what has arrived: 0 (more to come, or finished), MORI_ECONNRESET, or
+ * MORI_EPROTO with why. The header is checked as soon as it is complete, so
+ * no length is trusted before it is. */
+static int in_progress(struct incoming *in, const struct tcp_state *s, int round, char *why, size_t why_len) {
+  size_t hb = sizeof(in->head);
+  while (!in_finished(in)) {
+    uint8_t *to;
+    size_t len;
+    if (in->done < hb) {
+      to = in->head + in->done;
+      len = hb - in->done;
+    } else if (in->done < hb + in->bytes) {
+      to = in->dst + (in->done - hb);
+      len = hb + in->bytes - in->done;
+    } else {
+      to = in->mac + (in->done - hb - in->bytes);
+      len = hb + in->bytes + sizeof(in->mac) - in->done;
+    }
+    ssize_t n = recv(in->p->fd, to, len, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    if (n <= 0) return MORI_ECONNRESET;
+    in->done += (size_t)n;
+    if (in->done == hb) {
+      int rc = mori_wire_decode(in->head, &in->h, why, why_len);
+      if (rc) return rc;
+      if (in->h.op == MORI_WIRE_ABORT) { /* bounded by the decoder */
+        in->dst = in->text;
+        in->bytes = (size_t)in->h.bytes;
+      } else if (in->h.op != MORI_WIRE_DATA || in->h.rank != in->from || in->h.seq != s->seq || in->h.arg != round ||
+                 in->h.bytes != in->want) {
+        snprintf(why, why_len, "%s frame of rank %d, step %llu, round %d, %llu bytes where DATA of rank %d, step %llu, "
+                 "round %d, %zu bytes was due", mori_wire_op_name(in->h.op), in->h.rank,
+                 (unsigned long long)in->h.seq, in->h.arg, (unsigned long long)in->h.bytes, in->from,
+                 (unsigned long long)s->seq, round, in->want);
+        return MORI_EPROTO;
+      } else {
+        in->bytes = in->want;
+      }
+    }
+  }
+  uint8_t want[MORI_WIRE_MAC_BYTES];
+  mori_hmac_sha256_t ctx;
+  mori_hs_frame_mac_init(&ctx, in->p->key_rx, in->p->received++);
+  mori_hmac_sha256_update(&ctx, in->head, hb);
+  if (in->bytes) mori_hmac_sha256_update(&ctx, in->dst, in->bytes);
+  mori_hmac_sha256_final(&ctx, want);
+  if (!mori_equal_secret(want, in->mac, sizeof(want))) {
+    snprintf(why, why_len, "its frame failed its integrity check (altered on the way)");
+    return MORI_EPROTO;
+  }
+  return 0;
+}
+
+/* This rank failed in an exchange: the reason is kept and told on every
+ * link (so that ranks waiting on this one hear it, not a timeout) and to
+ * rank 0 (which names it to every rank at the next step). */
+static int exchange_failed(struct tcp_state *s, int code, const char *text) {
+  int64_t deadline = mori_net_now_ms() + 100;
+  char msg[MORI_WIRE_TEXT_MAX];
+  snprintf(msg, sizeof(msg), "%s", text);
+  mori_wire_header_t h = {.op = MORI_WIRE_ABORT, .rank = s->rank, .arg = code, .seq = s->seq, .bytes = strlen(msg) + 1};
+  for (int k = 0; k < s->rounds; k++) {
+    if (s->link_out[k].fd >= 0) mori_tcp_send_frame(&s->link_out[k], &h, msg, deadline);
+    if (s->link_in[k].fd >= 0) mori_tcp_send_frame(&s->link_in[k], &h, msg, deadline);
+  }
+  if (s->rank == 0) return mori_tcp_fail_all(s, code, "%s", msg);
+  mori_tcp_send_frame(&s->peers[0], &h, msg, mori_net_now_ms() + 1000);
+  return mori_tcp_broken(s, code, "%s", msg);
+}
+
+/* One round: sends `out` (if any) while receiving `in` (if any), until both
+ * are done or the deadline. */
+static int transfer(struct tcp_state *s, int round, struct outgoing *out, struct incoming *in, int to,
+                    int64_t deadline) {
+  char why[320] = "", text[MORI_TCP_ERROR_MAX];
+  int rc = 0;
+  while (!rc && (!out_finished(out) || !in_finished(in))) {
+    struct pollfd fds[2];
+    int nfds = 0, oi = -1, ii = -1;
+    if (!out_finished(out)) {
+      oi = nfds;
+      fds[nfds++] = (struct pollfd){.fd = out->p->fd, .events = POLLOUT};
+    }
+    if (!in_finished(in)) {
+      ii = nfds;
+      fds[nfds++] = (struct pollfd){.fd = in->p->fd, .events = POLLIN};
+    }
+    int64_t left = deadline - mori_net_now_ms();
+    if (left <= 0) break;
+    int ready = poll(fds, (nfds_t)nfds, (int)(left > 1000 ? 1000 : left));
+    if (ready < 0 && errno != EINTR) {
+      snprintf(text, sizeof(text), "bootstrap: rank %d: poll failed in step %llu: %s", s->rank,
+               (unsigned long long)s->seq, strerror(errno));
+      return exchange_failed(s, MORI_EIO, text);
+    }
+    if (ready <= 0) continue;
+    if (oi >= 0 && fds[oi].revents && out_progress(out) != 0) {
+      snprintf(text, sizeof(text), "bootstrap: rank %d closed its link (exited or crashed) during step %llu", to,
+               (unsigned long long)s->seq);
+      return exchange_failed(s, MORI_ERANK_TIMEOUT, text);
+    }
+    if (ii >= 0 && fds[ii].revents) rc = in_progress(in, s, round, why, sizeof(why));
+  }
+  if (rc == MORI_ECONNRESET) {
+    snprintf(text, sizeof(text), "bootstrap: rank %d closed its link (exited or crashed) during step %llu", in->from,
+             (unsigned long long)s->seq);
+    return exchange_failed(s, MORI_ERANK_TIMEOUT, text);
+  }
+  if (rc == MORI_EPROTO) {
+    snprintf(text, sizeof(text), "bootstrap: rank %d sent a malformed frame at step %llu: %s", in->from,
+             (unsigned long long)s->seq, why);
+    return exchange_failed(s, MORI_EPROTO, text);
+  }
+  if (in_finished(in) && in->p && in->h.op == MORI_WIRE_ABORT) {
+    char peer_text[MORI_WIRE_TEXT_MAX];
+    mori_wire_text(in->text, in->bytes, peer_text, sizeof(peer_text));
+    int code = mori_wire_abort_code(in->h.arg);
+    snprintf(text, sizeof(text), "%s (reported by rank %d)", peer_text, in->from);
+    return exchange_failed(s, code, text);
+  }
+  if (!in_finished(in)) {
+    snprintf(text, sizeof(text), "bootstrap: rank %d did not send its part of step %llu (round %d) to rank %d within %d ms",
+             in->from, (unsigned long long)s->seq, round, s->rank, s->timeout_ms);
+    return exchange_failed(s, MORI_ERANK_TIMEOUT, text);
+  }
+  if (!out_finished(out)) {
+    snprintf(text, sizeof(text), "bootstrap: rank %d did not take its part of step %llu (round %d) within %d ms", to,
+             (unsigned long long)s->seq, round, s->timeout_ms);
+    return exchange_failed(s, MORI_ERANK_TIMEOUT, text);
+  }
+  return 0;
+}
+
+static int64_t round_deadline(const struct tcp_state *s, int64_t start, int round) {
+  return start + s->timeout_ms + (int64_t)round * MORI_TCP_ROUND_GRACE_MS;
+}
+
+int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *recv, size_t bytes) {
+  int n = s->size;
+  if (bytes == 0) return 0;
+  if (n == 1) {
+    memmove(recv, send, bytes);
+    return 0;
+  }
+  /* blocks[j] is rank (rank + j) % n's contribution. */
+  uint8_t *blocks = malloc((size_t)n * bytes);
+  if (!blocks) return exchange_failed(s, MORI_ENOMEM, "bootstrap: no memory for an allgather");
+  memcpy(blocks, send, bytes);
+  int64_t start = mori_net_now_ms();
+  int rc = 0;
+  for (int k = 0; k < s->rounds && !rc; k++) {
+    int d = 1 << k, count = d < n - d ? d : n - d;
+    int to = ((s->rank - d) % n + n) % n, from = (s->rank + d) % n;
+    mori_wire_header_t h = {.op = MORI_WIRE_DATA, .rank = s->rank, .arg = k, .seq = s->seq,
+                            .bytes = (uint64_t)count * bytes};
+    struct outgoing out;
+    struct incoming in;
+    out_start(&out, &s->link_in[k], &h, blocks);
+    in_start(&in, &s->link_out[k], from, blocks + (size_t)d * bytes, (size_t)count * bytes);
+    rc = transfer(s, k, &out, &in, to, round_deadline(s, start, k));
+  }
+  for (int j = 0; j < n && !rc; j++)
+    memcpy((uint8_t *)recv + (size_t)((s->rank + j) % n) * bytes, blocks + (size_t)j * bytes, bytes);
+  free(blocks);
+  return rc;
+}
+
+int mori_tcp_exchange_bcast(struct tcp_state *s, void *buf, size_t bytes, int root) {
+  int n = s->size, v = ((s->rank - root) % n + n) % n; /* this rank's place counted from the root */
+  if (bytes == 0 || n == 1) return 0;
+  int64_t start = mori_net_now_ms();
+  for (int k = 0; k < s->rounds; k++) {
+    int d = 1 << k;
+    mori_wire_header_t h = {.op = MORI_WIRE_DATA, .rank = s->rank, .arg = k, .seq = s->seq, .bytes = bytes};
+    struct outgoing out = {0};
+    struct incoming in = {0};
+    int to = (s->rank + d) % n;
+    if (v < d && v + d < n)
+      out_start(&out, &s->link_out[k], &h, buf);
+    else if (v >= d && v < 2 * d)
+      in_start(&in, &s->link_in[k], ((s->rank - d) % n + n) % n, buf, bytes);
+    else
+      continue;
+    int rc = transfer(s, k, &out, &in, to, round_deadline(s, start, k));
+    if (rc) return rc;
+  }
+  return 0;
+}
