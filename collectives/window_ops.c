@@ -27,6 +27,13 @@ static int check_pad(const mori_window_dev_t *v, int peer, int channel, const ch
 int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_barrier: NULL window");
   mori_window_dev_t v = mori_window_device_view(win);
+  /* The kernel meets the load/store team only: across nodes it would
+   * return with the other nodes still running, a barrier in name only. */
+  if (v.lsa_size < v.world_size)
+    return mori_error_set(MORI_EUNREACHABLE,
+                          "window_barrier: ranks outside [%d, %d) are not load/store reachable from rank %d (another "
+                          "node); a barrier across nodes is not built (use the host's or the process group's)",
+                          v.lsa_base, v.lsa_base + v.lsa_size, v.world_rank);
   int rc = check_channel(&v, channel, "window_barrier");
   return rc ? rc : mori_launch_window_op(win, &v, MORI_WINDOW_OP_BARRIER, -1, channel, timeout_ns, stream);
 }

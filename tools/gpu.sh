@@ -87,6 +87,10 @@ if has proxy; then
     tee "$OUT/bench_proxy.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_proxy.log" | sed 's/^RESULT //' > "$OUT/bench_proxy.jsonl"
   record "bench_proxy: $(wc -l < "$OUT/bench_proxy.jsonl") results"
+  echo "== torch: test_cross_node (a group spanning two declared nodes, 2 ranks)"
+  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node=2 torch_backend/tests/test_cross_node.py 2>&1 |
+    tee "$OUT/test_cross_node.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|rdma: rank" | head -20
+  record "test_cross_node: $(grep -c '^PASS' "$OUT/test_cross_node.log") passed, $(grep -c '^FAIL' "$OUT/test_cross_node.log") failed (exit ${PIPESTATUS[0]})"
 fi
 
 if has heap; then

@@ -88,4 +88,25 @@ TEST(WindowOps, TimeoutsNameThePeerAndBadArgumentsFail) {
   });
 }
 
+// Two simulated nodes: a barrier or signal that would meet only this node's
+// ranks is refused, naming the ranks it cannot reach.
+TEST(WindowOps, AcrossNodesTheLoadStoreOpsRefuseInsteadOfSyncingHalfTheRanks) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    Window win(w.comm, 4096, 4 * size);
+    int other = (rank + size / 2) % size;
+    EXPECT_EQ(mori_window_barrier(win.win, 0, 0, nullptr), MORI_EUNREACHABLE);
+    EXPECT_NE(std::string(mori_last_error()).find("not load/store reachable from rank " + std::to_string(rank)),
+              std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(mori_window_put_signal(win.win, other, 0, 0, nullptr), MORI_EUNREACHABLE);
+    EXPECT_EQ(mori_window_wait_signal(win.win, other, 0, 0, nullptr), MORI_EUNREACHABLE);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
 }  // namespace

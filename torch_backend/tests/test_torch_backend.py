@@ -391,6 +391,8 @@ def _():
     # below find the room reclaimed, as a steady state does.
     gc.collect()
     idle = [symm_mem.empty((1 << 20) + 4096 * i, dtype=torch.uint8, device=dev) for i in range(10)]
+    del idle  # freed: their room is what the timed allocations below take
+    gc.collect()
     torch.cuda.synchronize()
     dist.barrier()
     torch.cuda._sleep(int(1.5e9))  # about half a second of GPU time on the current stream

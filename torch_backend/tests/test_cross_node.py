@@ -1,0 +1,84 @@
+"""A torch group that spans nodes (torchrun --nproc_per_node=2): every rank
+declares a node of its own (MORI_HOST_ID), so no peer is load/store
+reachable and the backend makes the group's communicator with the rdma
+transport for them (with MORI_RDMA_EXECUTOR=copy_engine the copy-engine
+executor stands in for the NIC, so this runs on one machine, even with both
+ranks on one GPU). What torch's contract asks of such a group: rendezvous
+works, buffer pointers are published only where load/store reaches,
+get_buffer of another node's rank is refused, and the load/store-only
+operations (barrier, put_signal, wait_signal, mori's collectives) refuse
+with an error naming the ranks instead of synchronising half of them."""
+import os
+import sys
+
+os.environ["MORI_HOST_ID"] = "node-" + os.environ["RANK"]
+os.environ.setdefault("MORI_RDMA_EXECUTOR", "copy_engine")
+os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from checks import check, needs_ranks, rank, summary, world  # noqa: E402
+
+dev = torch.device("cuda", rank % torch.cuda.device_count())
+torch.cuda.set_device(dev)
+dist.init_process_group("gloo")  # NCCL refuses two ranks on one GPU
+group = dist.group.WORLD.group_name
+import mori.allocator  # noqa: E402,F401
+import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
+
+symm_mem.set_backend("MORI")
+peer = (rank + 1) % world
+state = {}
+
+
+def refused(fn, words):
+    try:
+        fn()
+    except RuntimeError as e:
+        assert words in str(e), f"the error does not say '{words}': {e}"
+        return
+    raise AssertionError(f"no error (expected one saying '{words}')")
+
+
+@check("a group across nodes: rendezvous works; only this rank's own buffer is load/store reachable")
+def _():
+    needs_ranks(2)
+    t = symm_mem.empty(1 << 20, dtype=torch.uint8, device=dev)
+    hdl = symm_mem.rendezvous(t, group)
+    state["t"], state["hdl"] = t, hdl
+    ptrs = list(hdl.buffer_ptrs)
+    assert ptrs[rank] == t.data_ptr(), (ptrs, t.data_ptr())
+    assert all(p == 0 for r, p in enumerate(ptrs) if r != rank), f"another node's buffer published: {ptrs}"
+    if hasattr(hdl, "world_within_direct_access"):
+        assert not hdl.world_within_direct_access()
+
+
+@check("get_buffer of another node's rank is refused; this rank's own works")
+def _():
+    needs_ranks(2)
+    hdl = state["hdl"]
+    refused(lambda: hdl.get_buffer(peer, (16,), torch.uint8), "across nodes")
+    hdl.get_buffer(rank, (16,), torch.uint8).fill_(7)
+
+
+@check("barrier, put_signal and wait_signal refuse another node's ranks, naming them")
+def _():
+    needs_ranks(2)
+    hdl = state["hdl"]
+    refused(lambda: hdl.barrier(), "not load/store reachable")
+    refused(lambda: hdl.put_signal(peer), "not load/store reachable")
+    refused(lambda: hdl.wait_signal(peer), "not load/store reachable")
+
+
+@check("mori's collectives refuse a group across nodes clearly")
+def _():
+    needs_ranks(2)
+    t = state["t"]
+    out = symm_mem.empty(1 << 20, dtype=torch.uint8, device=dev)
+    symm_mem.rendezvous(out, group)
+    refused(lambda: torch.ops.mori.all_to_all(t, out, group), "load/store reachable")
+
+
+sys.exit(0 if summary() else 1)
