@@ -37,9 +37,10 @@ int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *
 
 enum mori_window_op { MORI_WINDOW_OP_BARRIER, MORI_WINDOW_OP_PUT_SIGNAL, MORI_WINDOW_OP_WAIT_SIGNAL };
 /* One window op (arguments already checked) on `stream`, on the window's
- * device. Host platform: in the calling thread, returning the wait's error. */
-int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *view, int op, int peer, int channel,
-                          uint64_t timeout_ns, void *stream);
+ * device; `sync` is the window's synchronisation view (ranks on other
+ * nodes). Host platform: in the calling thread, returning the wait's error. */
+int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *view, const mori_window_dev_t *sync, int op, int peer,
+                          int channel, uint64_t timeout_ns, void *stream);
 
 #ifdef __cplusplus
 }

@@ -91,34 +91,36 @@ int launch(const mori_coll_t *c, Kernel kernel, const Args *a, void *stream) {
   return rc;
 }
 
-__global__ void barrier_kernel(mori_window_dev_t v, int channel, uint64_t timeout_ns) {
-  mori_barrier_block(v, (uint32_t)channel, timeout_ns);
+__global__ void barrier_kernel(mori_window_dev_t v, mori_window_dev_t sync, int channel, uint64_t timeout_ns) {
+  mori_world_barrier_block(v, sync, (uint32_t)channel, timeout_ns);
 }
 
-__global__ void put_signal_kernel(mori_window_dev_t v, int peer, int channel, uint64_t timeout_ns) {
+__global__ void put_signal_kernel(mori_window_dev_t v, mori_window_dev_t sync, int peer, int channel, uint64_t timeout_ns) {
   mori_fence_system(); /* the stream's earlier writes go before the signal */
-  mori_pad_put(v, peer, (uint32_t)channel, timeout_ns);
+  if (mori_lsa_index(v, peer) < 0) mori_remote_signal_put(v, sync, peer, (uint32_t)channel, timeout_ns);
+  else mori_pad_put(v, peer, (uint32_t)channel, timeout_ns);
 }
 
-__global__ void wait_signal_kernel(mori_window_dev_t v, int peer, int channel, uint64_t timeout_ns) {
-  mori_pad_wait(v, peer, (uint32_t)channel, timeout_ns);
+__global__ void wait_signal_kernel(mori_window_dev_t v, mori_window_dev_t sync, int peer, int channel, uint64_t timeout_ns) {
+  if (mori_lsa_index(v, peer) < 0) mori_remote_signal_wait(v, sync, peer, (uint32_t)channel, timeout_ns);
+  else mori_pad_wait(v, peer, (uint32_t)channel, timeout_ns);
   mori_fence_system();
 }
 
 }  // namespace
 
-extern "C" int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, int op, int peer, int channel,
-                                     uint64_t timeout_ns, void *stream) {
+extern "C" int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, const mori_window_dev_t *sync, int op,
+                                     int peer, int channel, uint64_t timeout_ns, void *stream) {
   int device = mori_comm_device(mori_window_comm(win)), saved = -1;
   status_t e = gpu(GetDevice)(&saved);
   if (e == GPU_SUCCESS && saved != device) e = gpu(SetDevice)(device);
   if (e != GPU_SUCCESS) return fail(e, "selecting the window's device");
   if (op == MORI_WINDOW_OP_BARRIER)
-    barrier_kernel<<<1, (v->lsa_size + 31) / 32 * 32, 0, (stream_t)stream>>>(*v, channel, timeout_ns);
+    barrier_kernel<<<1, (v->lsa_size + 31) / 32 * 32, 0, (stream_t)stream>>>(*v, *sync, channel, timeout_ns);
   else if (op == MORI_WINDOW_OP_PUT_SIGNAL)
-    put_signal_kernel<<<1, 1, 0, (stream_t)stream>>>(*v, peer, channel, timeout_ns);
+    put_signal_kernel<<<1, 1, 0, (stream_t)stream>>>(*v, *sync, peer, channel, timeout_ns);
   else
-    wait_signal_kernel<<<1, 1, 0, (stream_t)stream>>>(*v, peer, channel, timeout_ns);
+    wait_signal_kernel<<<1, 1, 0, (stream_t)stream>>>(*v, *sync, peer, channel, timeout_ns);
   e = gpu(GetLastError)();
   int rc = e == GPU_SUCCESS ? 0 : fail(e, "launching a window op");
   if (saved >= 0 && saved != device) (void)gpu(SetDevice)(saved);

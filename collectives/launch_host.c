@@ -48,16 +48,19 @@ int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *
   return rc ? mori_window_check(c->win) : 0;
 }
 
-int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, int op, int peer, int channel,
-                          uint64_t timeout_ns, void *stream) {
+int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, const mori_window_dev_t *sync, int op, int peer,
+                          int channel, uint64_t timeout_ns, void *stream) {
   int rc;
+  bool remote = peer >= 0 && mori_lsa_index(*v, peer) < 0;
   if (op == MORI_WINDOW_OP_BARRIER) {
-    rc = mori_barrier_block(*v, (uint32_t)channel, timeout_ns);
+    rc = mori_world_barrier_block(*v, *sync, (uint32_t)channel, timeout_ns);
   } else if (op == MORI_WINDOW_OP_PUT_SIGNAL) {
     mori_fence_system();
-    rc = mori_pad_put(*v, peer, (uint32_t)channel, timeout_ns);
+    rc = remote ? mori_remote_signal_put(*v, *sync, peer, (uint32_t)channel, timeout_ns)
+                : mori_pad_put(*v, peer, (uint32_t)channel, timeout_ns);
   } else {
-    rc = mori_pad_wait(*v, peer, (uint32_t)channel, timeout_ns);
+    rc = remote ? mori_remote_signal_wait(*v, *sync, peer, (uint32_t)channel, timeout_ns)
+                : mori_pad_wait(*v, peer, (uint32_t)channel, timeout_ns);
     mori_fence_system();
   }
   return rc ? mori_window_check(win) : 0;

@@ -226,6 +226,8 @@ void *mori_signal_arena_peer_ptr(mori_comm_t *c, const mori_arena_slot_t *slot, 
   return base ? base + slot->offset : NULL;
 }
 
+mori_segment_t *mori_signal_arena_segment(mori_comm_t *c, const mori_arena_slot_t *slot) { return segment_of(c, slot); }
+
 void mori_signal_arena_flat(mori_comm_t *c, const mori_arena_slot_t *slot, uint64_t *base, uint64_t *stride) {
   mori_segment_t *seg = segment_of(c, slot);
   *base = (uint64_t)(uintptr_t)seg->flat_base + slot->offset;

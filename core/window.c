@@ -147,11 +147,15 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
   }
   /* Invariant: the local entry is exactly what alloc returned. */
   w->ptrs[c->rank] = a->local.base;
-  rc = mori_signal_arena_assign_pair(c, MORI_BARRIER_AREA_BYTES(c->lsa_size), pad_size, 0, &w->barrier_slot, &w->pad_slot);
+  uint64_t barrier_bytes = MORI_BARRIER_AREA_BYTES(c->lsa_size) + (c->lsa_size < c->size ? MORI_REMOTE_SYNC_BYTES(c->size) : 0);
+  rc = mori_signal_arena_assign_pair(c, barrier_bytes, pad_size, 0, &w->barrier_slot, &w->pad_slot);
   if (rc) return rc; /* every rank failed together */
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
   rc = publish_tables(w);
-  if (!rc) w->view = mori_window_make_view(w);
+  if (!rc) {
+    w->view = mori_window_make_view(w);
+    w->sync_view = mori_window_make_sync_view(w);
+  }
   return mori_comm_agree(c, rc, "window_create");
 }
 

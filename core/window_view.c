@@ -54,6 +54,31 @@ mori_window_dev_t mori_window_make_view(const mori_window_t *w) {
   return d;
 }
 
+/* The barrier area as a window of its own: flat arithmetic over the
+ * arena slot (no pointer tables), the window's mailbox, and the proxy ring
+ * of the arena's segment, so a kernel reaches the same area of a rank on
+ * another node (mori/device/remote_sync.h). */
+mori_window_dev_t mori_window_make_sync_view(const mori_window_t *w) {
+  mori_window_dev_t d;
+  memset(&d, 0, sizeof(d));
+  mori_comm_t *c = w->comm;
+  mori_signal_arena_flat(c, &w->barrier_slot, &d.flat_base, &d.stride);
+  d.size = w->barrier_slot.bytes;
+  d.control = w->control_dev;
+  d.world_rank = c->rank;
+  d.world_size = c->size;
+  d.lsa_rank = c->lsa_rank;
+  d.lsa_size = c->lsa_size;
+  d.lsa_base = c->lsa_base;
+  d.segment_offset = w->barrier_slot.offset;
+  mori_segment_t *seg = mori_signal_arena_segment(c, &w->barrier_slot);
+  for (int i = 0; seg && i < c->num_transports; i++)
+    if (seg->registered[i]) c->transports[i].device_info(c->transport_state[i], seg, seg->transport_state[i], &d);
+  return d;
+}
+
+mori_window_dev_t mori_window_sync_view(const mori_window_t *w) { return w->sync_view; }
+
 int mori_window_check(mori_window_t *w) {
   mori_device_control_t *ctl = w->control;
   if (!ctl || !__atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE)) return 0;

@@ -25,6 +25,8 @@ void mori_signal_arena_release(mori_comm_t *comm, const mori_arena_slot_t *slot)
 /* Where `peer`'s copy of the slot is in this process (NULL: not mapped). */
 void *mori_signal_arena_peer_ptr(mori_comm_t *comm, const mori_arena_slot_t *slot, int peer);
 /* The slot in the flat arithmetic: LSA index i at *base + i * *stride. */
+/* The arena segment a slot lies in (registered with every transport). */
+mori_segment_t *mori_signal_arena_segment(mori_comm_t *comm, const mori_arena_slot_t *slot);
 void mori_signal_arena_flat(mori_comm_t *comm, const mori_arena_slot_t *slot, uint64_t *base, uint64_t *stride);
 /* Releases every arena of the comm (no window may use them any more). */
 void mori_signal_arena_destroy_all(mori_comm_t *comm);

@@ -26,11 +26,13 @@ struct mori_window {
   mori_device_control_t *control; /* host-visible */
   mori_device_control_t *control_dev;
   mori_window_dev_t view;    /* the device view, made once the window is complete */
+  mori_window_dev_t sync_view; /* the barrier area's, with the arena's proxy ring (mori_window_sync_view) */
   struct mori_window *next;  /* the process's list of windows */
 };
 
 /* Assembles the device view (window_view.c). */
 mori_window_dev_t mori_window_make_view(const mori_window_t *w);
+mori_window_dev_t mori_window_make_sync_view(const mori_window_t *w);
 
 /* mori_finalize: destroys every live window. */
 void mori_window_destroy_all(void);

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "mori/device.h"
+#include "mori/transport_rdma.h"
 #include "mori/window_ops.h"
 #include "tests/support/world.h"
 
@@ -88,9 +90,9 @@ TEST(WindowOps, TimeoutsNameThePeerAndBadArgumentsFail) {
   });
 }
 
-// Two simulated nodes: a barrier or signal that would meet only this node's
-// ranks is refused, naming the ranks it cannot reach.
-TEST(WindowOps, AcrossNodesTheLoadStoreOpsRefuseInsteadOfSyncingHalfTheRanks) {
+// Two simulated nodes and no transport between them: a barrier or signal
+// that could meet only this node's ranks is refused, naming the rank.
+TEST(WindowOps, AcrossNodesWithoutATransportTheyRefuseInsteadOfSyncingHalfTheRanks) {
   int size = TestRanks();
   if (size < 2) GTEST_SKIP();
   EXPECT_RANKS_PASS(size, [](int rank, int size) {
@@ -105,6 +107,54 @@ TEST(WindowOps, AcrossNodesTheLoadStoreOpsRefuseInsteadOfSyncingHalfTheRanks) {
         << mori_last_error();
     EXPECT_EQ(mori_window_put_signal(win.win, other, 0, 0, nullptr), MORI_EUNREACHABLE);
     EXPECT_EQ(mori_window_wait_signal(win.win, other, 0, 0, nullptr), MORI_EUNREACHABLE);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
+// Two simulated nodes joined by the rdma transport (its copy-engine
+// executor): the barrier meets every rank (what each rank wrote to every
+// other before it, through load/store or the proxy, is there after it),
+// signals carry data across nodes, a wait nobody answers times out naming
+// the peer, and a channel the area does not have is refused.
+TEST(WindowOps, AcrossNodesBarrierAndSignalsReachEveryRankThroughTheProxy) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+    setenv("MORI_RDMA_EXECUTOR", "copy_engine", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    // [2 halves x size slots][one word per round of signals]
+    Window win(w.comm, 4096, 4 * size);
+    mori_window_dev_t view = mori_window_device_view(win.win);
+    uint64_t *mem = (uint64_t *)win.mem;
+    memset(mem, 0, 4096);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    for (int round = 1; round <= 30; round++) {
+      uint64_t half = (uint64_t)(round % 2) * size, value = (uint64_t)round * 1000 + rank;
+      mem[2 * size + 1] = value;  // the source of the puts: this rank's window
+      for (int p = 0; p < size; p++)
+        ASSERT_EQ(mori_put_thread(view, p, (half + rank) * 8, &mem[2 * size + 1], 8), MORI_DEVICE_OK) << "peer " << p;
+      MORI_ASSERT_OK(mori_window_barrier(win.win, round % MORI_BARRIER_CHANNELS, 10000000000ull, nullptr));
+      for (int r = 0; r < size; r++)
+        ASSERT_EQ(__atomic_load_n(&mem[half + r], __ATOMIC_ACQUIRE), (uint64_t)round * 1000 + r) << "round " << round << " rank " << r;
+      // Nobody writes this half again before everyone has read it.
+      MORI_ASSERT_OK(mori_window_barrier(win.win, 0, 10000000000ull, nullptr));
+    }
+    int other = (rank + size / 2) % size;
+    uint64_t *inbox = &mem[2 * size + 2];
+    for (int i = 1; i <= 5; i++) {
+      mem[2 * size + 1] = 77 * i + rank;
+      ASSERT_EQ(mori_put_thread(view, other, (2 * size + 2) * 8, &mem[2 * size + 1], 8), MORI_DEVICE_OK);
+      MORI_ASSERT_OK(mori_window_put_signal(win.win, other, 3, 10000000000ull, nullptr));
+      MORI_ASSERT_OK(mori_window_wait_signal(win.win, other, 3, 10000000000ull, nullptr));
+      ASSERT_EQ(__atomic_load_n(inbox, __ATOMIC_ACQUIRE), (uint64_t)(77 * i + other)) << "signal " << i;
+      MORI_ASSERT_OK(mori_window_barrier(win.win, 1, 10000000000ull, nullptr));  // before the next write to the inbox
+    }
+    EXPECT_EQ(mori_window_wait_signal(win.win, other, 5, 50 * 1000000ull, nullptr), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(other)), std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(mori_window_put_signal(win.win, other, MORI_BARRIER_CHANNELS, 0, nullptr), MORI_EINVAL);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
   });
 }

@@ -5,11 +5,13 @@ transport for them (with MORI_RDMA_EXECUTOR=copy_engine the copy-engine
 executor stands in for the NIC, so this runs on one machine, even with both
 ranks on one GPU). What torch's contract asks of such a group: rendezvous
 works, buffer pointers are published only where load/store reaches,
-get_buffer of another node's rank is refused, and the load/store-only
-operations (barrier, put_signal, wait_signal, mori's collectives) refuse
-with an error naming the ranks instead of synchronising half of them."""
+get_buffer of another node's rank is refused, barrier / put_signal /
+wait_signal reach the other node through the proxy (and time out naming
+the peer), and mori's fused collectives, which need load/store, refuse
+with an error instead of running on half the group."""
 import os
 import sys
+import time
 
 os.environ["MORI_HOST_ID"] = "node-" + os.environ["RANK"]
 os.environ.setdefault("MORI_RDMA_EXECUTOR", "copy_engine")
@@ -63,13 +65,51 @@ def _():
     hdl.get_buffer(rank, (16,), torch.uint8).fill_(7)
 
 
-@check("barrier, put_signal and wait_signal refuse another node's ranks, naming them")
+def waited(fn):
+    """Seconds until fn's stream work is done."""
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+@check("barrier across nodes meets every rank (a rank that comes 0.3 s late holds the others), 20 rounds")
 def _():
     needs_ranks(2)
     hdl = state["hdl"]
-    refused(lambda: hdl.barrier(), "not load/store reachable")
-    refused(lambda: hdl.put_signal(peer), "not load/store reachable")
-    refused(lambda: hdl.wait_signal(peer), "not load/store reachable")
+    for i in range(20):
+        hdl.barrier(channel=i % 8)
+    torch.cuda.synchronize()
+    dist.barrier()
+    if rank == 0:
+        time.sleep(0.3)
+    took = waited(lambda: hdl.barrier())
+    if rank != 0:
+        assert took > 0.2, f"the barrier returned after {took * 1e3:.0f} ms, before rank 0 arrived"
+
+
+@check("put_signal / wait_signal across nodes: the wait lasts until the late peer signals")
+def _():
+    needs_ranks(2)
+    hdl = state["hdl"]
+    dist.barrier()
+    if rank == 0:
+        time.sleep(0.3)
+        hdl.put_signal(peer, channel=2)
+        hdl.wait_signal(peer, channel=2)
+    else:
+        took = waited(lambda: hdl.wait_signal(peer, channel=2))
+        hdl.put_signal(peer, channel=2)
+        assert took > 0.2, f"wait_signal returned after {took * 1e3:.0f} ms, before rank 0 signalled"
+    torch.cuda.synchronize()
+
+
+@check("a wait across nodes that nobody answers raises RuntimeError naming the peer")
+def _():
+    needs_ranks(2)
+    hdl = state["hdl"]
+    refused(lambda: hdl.wait_signal(peer, channel=5, timeout_ms=100), f"rank {peer}")
+    dist.barrier()
 
 
 @check("mori's collectives refuse a group across nodes clearly")

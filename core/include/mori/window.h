@@ -37,6 +37,11 @@ MORI_API void *const *mori_window_signal_pads(const mori_window_t *win);
 MORI_API void *const *mori_window_signal_pads_dev(const mori_window_t *win);
 /* The by-value struct kernels take. */
 MORI_API mori_window_dev_t mori_window_device_view(const mori_window_t *win);
+/* The window's synchronisation area (barrier epochs; across nodes also the
+ * arrivals and signals of every rank) as a view for mori/device/
+ * remote_sync.h: flat arithmetic only (no pointer tables), the window's
+ * mailbox, and a proxy ring that reaches the same area on other nodes. */
+MORI_API mori_window_dev_t mori_window_sync_view(const mori_window_t *win);
 /* Reports (and clears) an error a kernel left in the window's mailbox. */
 MORI_API int mori_window_check(mori_window_t *win);
 /* Sets the abort flag every device-side wait of this window honours. */

@@ -6,6 +6,7 @@
 
 #include "mori/device/barrier.h"
 #include "mori/device/put.h"
+#include "mori/device/remote_sync.h"
 #include "mori/device/signal.h"
 #include "mori/device/window.h"
 

@@ -58,4 +58,21 @@ MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 120, "mori_window_dev_t layout i
 #define MORI_BARRIER_CHANNELS 8
 #define MORI_BARRIER_AREA_BYTES(lsa_size) ((uint64_t)MORI_BARRIER_CHANNELS * ((uint64_t)(lsa_size) + 1) * 8)
 
+/* When the comm spans nodes, the barrier area continues with what the
+ * barrier and the signals across nodes keep (mori/device/remote_sync.h),
+ * per channel, uint64 each, indexed by world rank: barrier arrivals
+ * received, this rank's barrier epoch, signals received, signals consumed.
+ * Offsets are from the start of the area; `lsa` and `world` are the sizes. */
+#define MORI_REMOTE_SYNC_BYTES(world) ((uint64_t)MORI_BARRIER_CHANNELS * (3 * (uint64_t)(world) + 1) * 8)
+#define MORI_REMOTE_ARRIVED(lsa, world, ch, src) \
+  (MORI_BARRIER_AREA_BYTES(lsa) + ((uint64_t)(ch) * (uint64_t)(world) + (uint64_t)(src)) * 8)
+#define MORI_REMOTE_EPOCH(lsa, world, ch) \
+  (MORI_BARRIER_AREA_BYTES(lsa) + (uint64_t)MORI_BARRIER_CHANNELS * (uint64_t)(world) * 8 + (uint64_t)(ch) * 8)
+#define MORI_REMOTE_SIGNALED(lsa, world, ch, src)                                                          \
+  (MORI_BARRIER_AREA_BYTES(lsa) + (uint64_t)MORI_BARRIER_CHANNELS * ((uint64_t)(world) + 1) * 8 + \
+   ((uint64_t)(ch) * (uint64_t)(world) + (uint64_t)(src)) * 8)
+#define MORI_REMOTE_CONSUMED(lsa, world, ch, src)                                                          \
+  (MORI_BARRIER_AREA_BYTES(lsa) + (uint64_t)MORI_BARRIER_CHANNELS * (2 * (uint64_t)(world) + 1) * 8 + \
+   ((uint64_t)(ch) * (uint64_t)(world) + (uint64_t)(src)) * 8)
+
 #endif
