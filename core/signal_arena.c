@@ -5,8 +5,10 @@
  * the torch backend frees from Python's garbage collector). A released run
  * is "dirty": kernels of the old window may still touch it, so it is zeroed
  * and reused only after a device synchronisation, which happens when no
- * run is free on some rank (all ranks learn it from the same allgather) —
- * before a new arena is added. Releasing never waits for the device. */
+ * run is free on some rank (all ranks learn it from the same allgather) and
+ * the comm already has ARENAS_BEFORE_RECLAIM arenas; before that a new
+ * arena is added, which waits for nothing. Releasing never waits for the
+ * device. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +23,11 @@ enum {
   ARENA_BYTES = 2 << 20,
   GRANULES = ARENA_BYTES / GRANULE,
   MAP_BYTES = GRANULES / 8,
+  /* Reclaiming released runs waits for the device (every stream's work in
+   * flight); adding an arena does not. Up to this many arenas (16 MiB per
+   * comm) are added before released runs are reclaimed, so windows made
+   * and destroyed while kernels run do not stall them. */
+  ARENAS_BEFORE_RECLAIM = 8,
 };
 
 struct arena {
@@ -124,9 +131,11 @@ static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t 
   uint8_t *mine = calloc(1, map_bytes + 1), *gathered = calloc((size_t)c->size, map_bytes + 1);
   if (!rc && (!mine || !gathered)) rc = mori_error_set(MORI_ENOMEM, "signal arena: maps");
   int found_arena = -1, start = 0;
-  /* Round 0 searches the maps as they are; if no run is free anywhere and
-   * some rank holds dirty runs, every such rank reclaims and round 1
-   * searches again. The last byte of each map says "I hold dirty runs". */
+  /* Round 0 searches the maps as they are; if no run is free anywhere, some
+   * rank holds dirty runs and the comm has ARENAS_BEFORE_RECLAIM arenas,
+   * every such rank reclaims and round 1 searches again (with fewer, an
+   * arena is added instead). The last byte of each map says "I hold dirty
+   * runs". */
   for (int round = 0; n > 0 && found_arena < 0 && round < 2; round++) {
     for (int i = 0; mine && i < n; i++) {
       if (rc) memset(mine + (size_t)i * MAP_BYTES, 0xff, MAP_BYTES);
@@ -145,7 +154,7 @@ static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t 
       for (size_t b = 0; b < map_bytes; b++) gathered[b] |= gathered[(size_t)r * (map_bytes + 1) + b];
     for (int i = 0; i < n && found_arena < 0; i++)
       if (find_run(gathered + (size_t)i * MAP_BYTES, need, &start)) found_arena = i;
-    if (found_arena >= 0 || !someone_dirty || round == 1) break;
+    if (found_arena >= 0 || !someone_dirty || round == 1 || n < ARENAS_BEFORE_RECLAIM) break;
     /* A failure here is this rank's: it marks everything used next round. */
     if (!rc && all->dirty_granules > 0) rc = reclaim_dirty(c, all);
   }

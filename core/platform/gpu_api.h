@@ -65,6 +65,7 @@ typedef CUmodule gpu_module_t;
   X(memUnmap, cuMemUnmap)                                      \
   X(memSetAccess, cuMemSetAccess)                              \
   X(memsetD8, cuMemsetD8)                                      \
+  X(memsetD8Async, cuMemsetD8Async)                            \
   X(copy, cuMemcpy)                                          \
   X(synchronize, cuCtxSynchronize)                             \
   X(deviceMalloc, cuMemAlloc)                                        \
@@ -156,6 +157,7 @@ typedef hipModule_t gpu_module_t;
   X(memUnmap, hipMemUnmap)                                      \
   X(memSetAccess, hipMemSetAccess)                              \
   X(memsetD8, hipMemset)                                        \
+  X(memsetD8Async, hipMemsetAsync)                              \
   X(copy, hipMemcpy)                                          \
   X(synchronize, hipDeviceSynchronize)                          \
   X(deviceMalloc, hipMalloc)                                          \

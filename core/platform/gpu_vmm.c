@@ -232,13 +232,6 @@ int mori_platform_set_access(void *va, size_t size, int device) {
   return GPU_ON_DEVICE(device, set_access(va, size, device));
 }
 
-static int memset_zero(void *ptr, size_t size) {
-  GPU_TRY(gpu.memsetD8(VA(ptr), 0, size), "zeroing %zu bytes at %p", size, ptr);
-  GPU_TRY(gpu.synchronize(), "synchronizing after zeroing");
-  return 0;
-}
-
-int mori_platform_memset_zero(int device, void *ptr, size_t size) { return GPU_ON_DEVICE(device, memset_zero(ptr, size)); }
 
 static int copy(void *dst, const void *src, size_t size) {
   GPU_TRY(GPU_MEMCPY(dst, src, size), "copying %zu bytes", size);
@@ -266,6 +259,26 @@ static int upload(int device, void *dst, const void *src, size_t size) {
   GPU_TRY(GPU_UPLOAD_ASYNC(dst, src, size, *st), "uploading %zu bytes to %p", size, dst);
   GPU_TRY(gpu.streamSynchronize(*st), "waiting for an upload of %zu bytes", size);
   return 0;
+}
+
+/* Zeroing goes on the upload stream and waits for it alone: a kernel the
+ * application runs meanwhile on its own streams is not waited for (a
+ * synchronous memset, or a context synchronisation, would). */
+static int memset_zero(int device, void *ptr, size_t size) {
+  gpu_stream_t *st = &upload_streams[device];
+  if (!*st) GPU_TRY(GPU_STREAM_CREATE_NONBLOCKING(st), "creating the upload stream of device %d", device);
+  GPU_TRY(gpu.memsetD8Async(VA(ptr), 0, size, *st), "zeroing %zu bytes at %p", size, ptr);
+  GPU_TRY(gpu.streamSynchronize(*st), "waiting for the zeroing of %zu bytes", size);
+  return 0;
+}
+
+int mori_platform_memset_zero(int device, void *ptr, size_t size) {
+  if (device < 0 || device >= MORI_MAX_DEVICES)
+    return mori_error_set(MORI_EINVAL, "%s: zeroing on device %d", mori_platform_name(), device);
+  pthread_mutex_lock(&upload_lock);
+  int rc = GPU_ON_DEVICE(device, memset_zero(device, ptr, size));
+  pthread_mutex_unlock(&upload_lock);
+  return rc;
 }
 
 int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
