@@ -28,6 +28,18 @@ mori_segment_t *mori_window_segment(const mori_window_t *w, size_t *offset) {
 
 mori_window_dev_t mori_window_device_view(const mori_window_t *w) { return w->view; }
 
+/* The comm's ranks, and what each transport that registered `seg` adds
+ * (keys, the proxy ring). */
+static void fill_ranks_and_transports(mori_comm_t *c, mori_segment_t *seg, mori_window_dev_t *d) {
+  d->world_rank = c->rank;
+  d->world_size = c->size;
+  d->lsa_rank = c->lsa_rank;
+  d->lsa_size = c->lsa_size;
+  d->lsa_base = c->lsa_base;
+  for (int i = 0; seg && i < c->num_transports; i++)
+    if (seg->registered[i]) c->transports[i].device_info(c->transport_state[i], seg, seg->transport_state[i], d);
+}
+
 /* Called once, when the window is complete: the view never changes after
  * (and kernels launched per call should not pay for assembling it). */
 mori_window_dev_t mori_window_make_view(const mori_window_t *w) {
@@ -42,15 +54,8 @@ mori_window_dev_t mori_window_make_view(const mori_window_t *w) {
   d.signal_pad_size = w->pad_slot.bytes;
   d.control = w->control_dev;
   mori_signal_arena_flat(c, &w->barrier_slot, &d.barrier_base, &d.barrier_stride);
-  d.world_rank = c->rank;
-  d.world_size = c->size;
-  d.lsa_rank = c->lsa_rank;
-  d.lsa_size = c->lsa_size;
-  d.lsa_base = c->lsa_base;
   d.segment_offset = w->segment_offset;
-  for (int i = 0; i < c->num_transports; i++)
-    if (w->view_segment->registered[i])
-      c->transports[i].device_info(c->transport_state[i], w->view_segment, w->view_segment->transport_state[i], &d);
+  fill_ranks_and_transports(c, w->view_segment, &d);
   return d;
 }
 
@@ -65,15 +70,8 @@ mori_window_dev_t mori_window_make_sync_view(const mori_window_t *w) {
   mori_signal_arena_flat(c, &w->barrier_slot, &d.flat_base, &d.stride);
   d.size = w->barrier_slot.bytes;
   d.control = w->control_dev;
-  d.world_rank = c->rank;
-  d.world_size = c->size;
-  d.lsa_rank = c->lsa_rank;
-  d.lsa_size = c->lsa_size;
-  d.lsa_base = c->lsa_base;
   d.segment_offset = w->barrier_slot.offset;
-  mori_segment_t *seg = mori_signal_arena_segment(c, &w->barrier_slot);
-  for (int i = 0; seg && i < c->num_transports; i++)
-    if (seg->registered[i]) c->transports[i].device_info(c->transport_state[i], seg, seg->transport_state[i], &d);
+  fill_ranks_and_transports(c, mori_signal_arena_segment(c, &w->barrier_slot), &d);
   return d;
 }
 

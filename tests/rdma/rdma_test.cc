@@ -306,6 +306,20 @@ void PutAndAddToTheOtherNode(World &w, const Layout &l, int rank, int size, int 
   MORI_ASSERT_OK(mori_rdma_quiet(w.comm));
 }
 
+// A window, one put + add to this rank's partner on the other node, and
+// the partner's data checked here: the transport carries data both ways.
+void ExchangeWithTheOtherNode(World &w, int rank, int size) {
+  Layout l;
+  OpenLayout(w.comm, size, &l);
+  if (::testing::Test::HasFatalFailure()) return;
+  int other = (rank + size / 2) % size;
+  PutAndAddToTheOtherNode(w, l, rank, size, 1, {other});
+  MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  for (size_t i = 0; i < kChunk; i += 97) ASSERT_EQ(((char *)l.mem)[other * kChunk + i], (char)(other * 11 + i));
+  MORI_EXPECT_OK(mori_window_destroy(l.win));
+  MORI_EXPECT_OK(mori_mem_free(l.mem));
+}
+
 TEST(Rdma, RailOnlyConnectsSameRailAndSameHostPeersOnly) {
   int size = TestRanks();
   if (size < 2) GTEST_SKIP();
@@ -412,15 +426,7 @@ TEST(Rdma, DeviceIncludeListNamingRxe0Connects) {
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE(State(w)->usable);
     EXPECT_EQ(std::string(State(w)->device), NicName());
-    Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
-    int other = (rank + size / 2) % size;
-    PutAndAddToTheOtherNode(w, l, rank, size, 1, {other});
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    for (size_t i = 0; i < kChunk; i += 97) ASSERT_EQ(((char *)l.mem)[other * kChunk + i], (char)(other * 11 + i));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    ExchangeWithTheOtherNode(w, rank, size);
   });
 }
 
@@ -465,15 +471,7 @@ TEST(Rdma, GidIndexByTheGuidesNameWithServiceLevelAndTrafficClass) {
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE(State(w)->usable) << State(w)->unusable;
     EXPECT_EQ(State(w)->gid_index, 1);
-    Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
-    int other = (rank + size / 2) % size;
-    PutAndAddToTheOtherNode(w, l, rank, size, 1, {other});
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    for (size_t i = 0; i < kChunk; i += 97) ASSERT_EQ(((char *)l.mem)[other * kChunk + i], (char)(other * 11 + i));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    ExchangeWithTheOtherNode(w, rank, size);
   });
 }
 
