@@ -15,7 +15,9 @@
  * (1), MORI_RDMA_TIMEOUT_MS (how long a quiet or a window's deregistration
  * waits for completions; default MORI_BOOTSTRAP_TIMEOUT_MS),
  * MORI_RDMA_MAX_MSG (lowers the largest message per work request; default
- * the port's max_msg_sz).
+ * the port's max_msg_sz), MORI_RDMA_EXECUTOR (verbs, the default, or
+ * copy_engine: mori's copy-engine stand-in for a NIC, for peers declared on
+ * other nodes that share this machine; MORI_RDMA_CE_FAULTS injects faults).
  *
  * Transfers of any length are posted in pieces of at most the port's
  * largest message. An atomic add (and a kernel's signal) to a peer is
