@@ -125,15 +125,19 @@ int mori_platform_current_device(int *device) {
 
 /* ---- the copy engine: cuMemcpyAsync on a stream of the queue's own ---- */
 
-/* Each operation is followed by an event from a ring of the queue's own, so
- * how far the stream has come can be asked without waiting. */
+/* How far a queue has come is learned from events, recorded lazily: not
+ * one per operation (a record costs about as much as the copy's own call)
+ * but one when someone asks and operations were queued since the last
+ * mark. Each mark remembers how many operations it covers. */
 enum { QUEUE_EVENTS = 256 };
 
 struct mori_platform_queue {
   CUstream stream;
   int device;
   CUevent events[QUEUE_EVENTS];
+  uint64_t covers[QUEUE_EVENTS]; /* operations queued when that mark was recorded */
   uint64_t submitted, finished;
+  uint64_t marks, marks_done; /* marks recorded, marks seen fired */
 };
 
 /* The word operation is a one-thread kernel, JIT-compiled by the driver from
@@ -206,34 +210,40 @@ int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
   return 0;
 }
 
-/* Moves `finished` past every event that has fired. */
+/* Moves `finished` past every mark that has fired. */
 static int queue_poll(mori_platform_queue_t *q) {
-  while (q->finished < q->submitted) {
-    CUresult r = gpu.eventQuery(q->events[q->finished % QUEUE_EVENTS]);
+  while (q->marks_done < q->marks) {
+    CUresult r = gpu.eventQuery(q->events[q->marks_done % QUEUE_EVENTS]);
     if (r == CUDA_ERROR_NOT_READY) return 0;
     if (r != CUDA_SUCCESS) return gpu_fail(r, "asking how far a copy queue has come");
-    q->finished++;
+    q->finished = q->covers[q->marks_done % QUEUE_EVENTS];
+    q->marks_done++;
   }
   return 0;
 }
 
-/* Records the event that marks the operation just queued; when every event
- * of the ring is in use, waits for the oldest first. */
+/* Marks everything queued so far (when anything is unmarked); with every
+ * event of the ring in use, waits for the oldest first. */
 static int queue_mark(mori_platform_queue_t *q) {
-  if (q->submitted - q->finished == QUEUE_EVENTS) {
-    GPU_TRY(gpu.eventSynchronize(q->events[q->finished % QUEUE_EVENTS]), "waiting for the oldest copy on device %d",
-            q->device);
-    q->finished++;
+  uint64_t marked = q->marks ? q->covers[(q->marks - 1) % QUEUE_EVENTS] : 0;
+  if (q->submitted == marked) return 0;
+  if (q->marks - q->marks_done == QUEUE_EVENTS) {
+    CUevent oldest = q->events[q->marks_done % QUEUE_EVENTS];
+    GPU_TRY(gpu.eventSynchronize(oldest), "waiting for the oldest copies on device %d", q->device);
+    q->finished = q->covers[q->marks_done % QUEUE_EVENTS];
+    q->marks_done++;
   }
-  GPU_TRY(gpu.eventRecord(q->events[q->submitted % QUEUE_EVENTS], q->stream), "marking a copy on device %d", q->device);
-  q->submitted++;
+  GPU_TRY(gpu.eventRecord(q->events[q->marks % QUEUE_EVENTS], q->stream), "marking copies on device %d", q->device);
+  q->covers[q->marks % QUEUE_EVENTS] = q->submitted;
+  q->marks++;
   return 0;
 }
 
 static int queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
   GPU_TRY(gpu.memcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, size, q->stream),
           "queueing a %zu-byte copy", size);
-  return queue_mark(q);
+  q->submitted++;
+  return 0;
 }
 
 int mori_platform_queue_copy(mori_platform_queue_t *q, void *dst, const void *src, size_t size) {
@@ -249,7 +259,8 @@ static int queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t value, b
   void *params[] = {&where, &value, &is_add};
   GPU_TRY(gpu.launchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, q->stream, params, NULL), "queueing a word %s at %p",
           add ? "add" : "store", (void *)dst);
-  return queue_mark(q);
+  q->submitted++;
+  return 0;
 }
 
 int mori_platform_queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t value, bool add) {
@@ -257,8 +268,13 @@ int mori_platform_queue_word(mori_platform_queue_t *q, uint64_t *dst, uint64_t v
   return GPU_ON_DEVICE(q->device, queue_word(q, dst, value, add));
 }
 
+static int queue_mark_and_poll(mori_platform_queue_t *q) {
+  int rc = queue_mark(q);
+  return rc ? rc : queue_poll(q);
+}
+
 int mori_platform_queue_finished(mori_platform_queue_t *q, uint64_t *count) {
-  int rc = GPU_ON_DEVICE(q->device, queue_poll(q));
+  int rc = GPU_ON_DEVICE(q->device, queue_mark_and_poll(q));
   *count = q->finished;
   return rc;
 }
@@ -266,6 +282,7 @@ int mori_platform_queue_finished(mori_platform_queue_t *q, uint64_t *count) {
 static int queue_wait(mori_platform_queue_t *q) {
   GPU_TRY(gpu.streamSynchronize(q->stream), "waiting for copies on device %d", q->device);
   q->finished = q->submitted;
+  q->marks_done = q->marks;
   return 0;
 }
 
