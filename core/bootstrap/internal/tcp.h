@@ -17,10 +17,11 @@ enum {
   /* A non-root rank waits this much longer than the root, so that the
    * root's verdict (naming the missing ranks) arrives before its own timeout. */
   MORI_TCP_GRACE_MS = 3000,
-  /* In an exchange over the links, round k's wait ends k of these later than
-   * round 0's: a rank that waits on a stalled rank waits in a later round
-   * than that rank waits on whoever stalled it, so the first to time out is
-   * the one next to the culprit, and its ABORT (naming it) arrives first. */
+  /* In an exchange over the links, round k's wait ends up to k of these
+   * later than round 0's (all within the timeout, see exchange.c): a rank
+   * that waits on a stalled rank waits in a later round than that rank waits
+   * on whoever stalled it, so the first to time out is the one next to the
+   * culprit, and its ABORT (naming it) arrives first. */
   MORI_TCP_ROUND_GRACE_MS = 1000,
   MORI_TCP_ERROR_MAX = 768,
   MORI_TCP_ADDRESS_MAX = 320,
@@ -136,6 +137,14 @@ int mori_tcp_leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *m
  * sticky, told on every link and to rank 0, and names the rank at fault. */
 int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *recv, size_t bytes);
 int mori_tcp_exchange_bcast(struct tcp_state *s, void *buf, size_t bytes, int root);
+/* Test hook (tests/scale/scale_test.cc), for the failure path inside an
+ * exchange: this process leaves its next allgather just before it sends
+ * round `round`, either at once (stall_ms 0: _exit(0), and the kernel closes
+ * its sockets, as when a rank crashes) or after stall_ms of silence with
+ * every socket open (a rank that hangs), then _exit(0). round < 0 clears it.
+ * Nothing else sets it. */
+void mori_tcp_test_leave_before_round(int round, int stall_ms);
+
 /* A non-root rank's sticky failure (not told to anyone). */
 int mori_tcp_broken(struct tcp_state *s, int code, const char *fmt, ...)
 #if defined(__GNUC__)
