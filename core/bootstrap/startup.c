@@ -1,5 +1,6 @@
 /* Start-up of the TCP bootstrap: rank 0 admits ranks, the others join; and
- * the same admission and joining for the links between ranks (links.c).
+ * the same admission for the links between ranks (links.c), whose poll loop
+ * also steps the handshakes of the links the rank opens itself (dial.c).
  *
  * Rank 0 (and every rank's link listener) serves every connection that is not a rank yet at once, polled, so
  * that a silent or slow stranger holds up nobody: each only ever waits as
@@ -507,11 +508,10 @@ int mori_tcp_root_listen(struct tcp_state *s, int *listen_fd) {
   return 0;
 }
 
-/* Whom a rank joins: rank 0 (acceptor -1, under the job key, which a job
- * without a given secret reads only once rank 0 has answered), or another
- * rank's link listener (under the link's key). */
+/* Whom a rank joins: rank 0, under the job key, which a job without a given
+ * secret reads only once rank 0 has answered. (The links a rank opens to
+ * other ranks are joined the same way, but all at once: dial.c.) */
 struct join_target {
-  int acceptor;
   struct tcp_peer *peer; /* receives the authenticated connection */
   const char *address;   /* as given, for messages */
   char who[MORI_TCP_ADDRESS_MAX + 32];
@@ -521,7 +521,7 @@ struct join_target {
  * acceptor closed the connection before answering (worth another attempt). */
 static int join_once(struct tcp_state *s, const struct join_target *t, const struct sockaddr_storage *sa,
                      socklen_t len, int64_t deadline, char *why, size_t why_len) {
-  const char *what = t->acceptor < 0 ? "rank 0" : "rank's link listener";
+  const char *what = "rank 0";
   int fd = -1;
   int rc = mori_net_connect((const struct sockaddr *)sa, len, deadline, &fd, why, why_len);
   if (rc == MORI_ETIMEDOUT)
@@ -539,7 +539,7 @@ static int join_once(struct tcp_state *s, const struct join_target *t, const str
   char detail[160] = "";
   if (!rc) rc = mori_tcp_recv_header(peer, &h, deadline, detail, sizeof(detail));
   if (rc == MORI_ECONNRESET) {
-    snprintf(why, why_len, "%s closed the connection before answering", t->acceptor < 0 ? "rank 0" : t->who);
+    snprintf(why, why_len, "rank 0 closed the connection before answering");
     return 1;
   }
   if (rc == MORI_ETIMEDOUT)
@@ -557,28 +557,20 @@ static int join_once(struct tcp_state *s, const struct join_target *t, const str
     return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori %s (%s frame of %llu bytes)",
                           t->address, what, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
   uint8_t key[MORI_HS_KEY_BYTES];
-  if (t->acceptor < 0) {
-    if (s->local_secret) {
-      /* Read only now: rank 0 publishes it before it answers anyone. */
-      uint8_t secret[MORI_SECRET_LOCAL];
-      rc = mori_secret_local_read(s->address, secret);
-      if (rc) return rc;
-      mori_hs_job_key(secret, sizeof(secret), s->key);
-      memset(secret, 0, sizeof(secret));
-    }
-    memcpy(key, s->key, sizeof(key));
-  } else {
-    mori_hs_link_key(s->key, s->size, s->rank, t->acceptor, key);
+  if (s->local_secret) {
+    /* Read only now: rank 0 publishes it before it answers anyone. */
+    uint8_t secret[MORI_SECRET_LOCAL];
+    rc = mori_secret_local_read(s->address, secret);
+    if (rc) return rc;
+    mori_hs_job_key(secret, sizeof(secret), s->key);
+    memset(secret, 0, sizeof(secret));
   }
+  memcpy(key, s->key, sizeof(key));
   const uint8_t *nonce_root = body;
   uint8_t want[MORI_WIRE_MAC_BYTES];
   mori_hs_proof(key, MORI_HS_ROOT, s->size, s->rank, nonce_rank, nonce_root, want);
   if (!mori_equal_secret(want, body + MORI_WIRE_NONCE_BYTES, sizeof(want))) {
     memset(key, 0, sizeof(key));
-    if (t->acceptor >= 0)
-      return mori_error_set(MORI_EACCES,
-                            "bootstrap: what answers at %s as %s does not hold this job's secret; rank %d refuses it",
-                            t->address, t->who, s->rank);
     return mori_error_set(MORI_EACCES,
                           "bootstrap: rank 0 at %s does not hold this job's secret: another process may have taken "
                           "the address, or rank 0 was given a different secret (MORI_BOOTSTRAP_SECRET); rank %d refuses "
@@ -630,7 +622,7 @@ int mori_tcp_rank_start(struct tcp_state *s) {
   int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
   if (rc) return rc;
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
-  struct join_target t = {.acceptor = -1, .peer = &s->peers[0], .address = s->address};
+  struct join_target t = {.peer = &s->peers[0], .address = s->address};
   snprintf(t.who, sizeof(t.who), "rank 0 at %s", s->address);
   rc = join(s, &t, &sa, len, deadline);
   if (rc) return rc;
