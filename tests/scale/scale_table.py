@@ -11,7 +11,12 @@ appended to it again): each figure is then the median over its runs.
     tests/scale/scale_table.py --sum FIRST.jsonl SECOND.jsonl ...
 
 adds a table of the CPU time of all ranks together (what a machine with fewer
-cores than ranks has to get through)."""
+cores than ranks has to get through), and
+
+    tests/scale/scale_table.py --startup FIRST.jsonl SECOND.jsonl ...
+
+prints only the start-up, with the busiest rank's CPU, all ranks' CPU and
+the slowest rank's wall time side by side."""
 import json
 import statistics
 import sys
@@ -54,16 +59,32 @@ def table(sets, key, steps=STEPS):
     return "\n".join(lines)
 
 
+def startup_table(sets):
+    ranks = sorted(set.intersection(*({n for (_, n) in s} for s in sets)))
+    lines = ["| ranks | busiest rank's CPU | all ranks' CPU | slowest rank's wall |", "|---:|---:|---:|---:|"]
+    for n in ranks:
+        got = [d.get(("bootstrap_init", n)) for d in sets]
+        if not all(got):
+            continue
+        lines.append("| %d | %s |" % (n, " | ".join(" → ".join(cell(g[k]) for g in got) for k in KEYS[:1] + KEYS[2:] + KEYS[1:2])))
+    return "\n".join(lines)
+
+
 def main():
     args = sys.argv[1:]
     with_sum = "--sum" in args
-    paths = [a for a in args if a != "--sum"]
+    startup = "--startup" in args
+    paths = [a for a in args if a not in ("--sum", "--startup")]
     if len(paths) < 2:
         sys.exit(__doc__)
     sets = [load(p) for p in paths]
     order = " → ".join(p.rsplit("/", 1)[-1].replace("scale_", "").replace(".jsonl", "") for p in paths)
     runs = ", ".join("%s: %d" % (p.rsplit("/", 1)[-1], max(v["runs"] for v in s.values())) for p, s in zip(paths, sets))
     print("Runs per file (medians over them): %s.\n" % runs)
+    if startup:
+        print("Start-up (ms), %s:\n" % order)
+        print(startup_table(sets))
+        return
     print("Busiest rank's CPU time per step (ms), %s:\n" % order)
     print(table(sets, "cpu_us_max"))
     print("\nSlowest rank's wall time per step (ms), %s:\n" % order)
