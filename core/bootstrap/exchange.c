@@ -11,17 +11,22 @@
  *
  * A round sends and receives at once (a rank never waits for its send to
  * drain before reading, so no ring of full socket buffers can stall). Round
- * k's wait ends MORI_TCP_ROUND_GRACE_MS later than round k-1's: a rank that
- * waits on a stalled rank waits in a later round than the one the stalled
- * rank waits in, so the rank next to the culprit times out first and its
- * ABORT, naming it, reaches the others before their own timeouts. A failure
- * is told on every link and to rank 0, which names it at the next step. */
+ * k's wait ends a step (MORI_TCP_ROUND_GRACE_MS at most) later than round
+ * k-1's, and the last round's before the timeout: a rank that waits on a
+ * stalled rank waits in a later round than the one the stalled rank waits
+ * in, so the rank next to the culprit times out first and its ABORT, naming
+ * it, reaches the others before their own timeouts, and rank 0 before its
+ * wait for the next step ends. A failure is told on every link and to rank
+ * 0, which names it at the next step; a rank whose link breaks reads the
+ * ABORT the other end may have left on it before blaming that end. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/base/error.h"
 #include "core/bootstrap/internal/net.h"
@@ -170,6 +175,27 @@ static int exchange_failed(struct tcp_state *s, int code, const char *text) {
   return mori_tcp_broken(s, code, "%s", msg);
 }
 
+/* A link to `rank` broke (the send failed, or it closed mid-way): if that
+ * rank failed first, it sent an ABORT on every link before it closed them,
+ * and the ABORT may still wait unread on this one (the kernel keeps what was
+ * received after the connection is reset). Then that is the failure to
+ * report, not the closed link: a rank that failed for another's sake and
+ * then left is not named as the culprit. */
+static bool pending_abort(struct tcp_state *s, struct tcp_peer *p, int rank, char *text, size_t len, int *code) {
+  uint8_t head[MORI_WIRE_HEADER_BYTES];
+  mori_wire_header_t h;
+  char why[160];
+  if (!p || p->fd < 0 || recv(p->fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof(head) ||
+      mori_wire_decode(head, &h, why, sizeof(why)) != 0 || h.op != MORI_WIRE_ABORT || h.rank != rank)
+    return false;
+  if (mori_tcp_recv_header(p, &h, mori_net_now_ms() + 100, why, sizeof(why)) != 0) return false;
+  char peer_text[MORI_WIRE_TEXT_MAX];
+  if (mori_tcp_recv_text(p, &h, peer_text, sizeof(peer_text), mori_net_now_ms() + 100) != 0) return false;
+  *code = mori_wire_abort_code(h.arg);
+  snprintf(text, len, "%s (reported by rank %d)", peer_text, rank);
+  return true;
+}
+
 /* One round: sends `out` (if any) while receiving `in` (if any), until both
  * are done or the deadline. */
 static int transfer(struct tcp_state *s, int round, struct outgoing *out, struct incoming *in, int to,
@@ -197,16 +223,20 @@ static int transfer(struct tcp_state *s, int round, struct outgoing *out, struct
     }
     if (ready <= 0) continue;
     if (oi >= 0 && fds[oi].revents && out_progress(out) != 0) {
-      snprintf(text, sizeof(text), "bootstrap: rank %d closed its link (exited or crashed) during step %llu", to,
-               (unsigned long long)s->seq);
-      return exchange_failed(s, MORI_ERANK_TIMEOUT, text);
+      int code = MORI_ERANK_TIMEOUT;
+      if (!pending_abort(s, out->p, to, text, sizeof(text), &code))
+        snprintf(text, sizeof(text), "bootstrap: rank %d closed its link (exited or crashed) during step %llu", to,
+                 (unsigned long long)s->seq);
+      return exchange_failed(s, code, text);
     }
     if (ii >= 0 && fds[ii].revents) rc = in_progress(in, s, round, why, sizeof(why));
   }
   if (rc == MORI_ECONNRESET) {
-    snprintf(text, sizeof(text), "bootstrap: rank %d closed its link (exited or crashed) during step %llu", in->from,
-             (unsigned long long)s->seq);
-    return exchange_failed(s, MORI_ERANK_TIMEOUT, text);
+    int code = MORI_ERANK_TIMEOUT;
+    if (in->done != 0 || !pending_abort(s, in->p, in->from, text, sizeof(text), &code))
+      snprintf(text, sizeof(text), "bootstrap: rank %d closed its link (exited or crashed) during step %llu",
+               in->from, (unsigned long long)s->seq);
+    return exchange_failed(s, code, text);
   }
   if (rc == MORI_EPROTO) {
     snprintf(text, sizeof(text), "bootstrap: rank %d sent a malformed frame at step %llu: %s", in->from,
@@ -233,8 +263,34 @@ static int transfer(struct tcp_state *s, int round, struct outgoing *out, struct
   return 0;
 }
 
+static int test_leave_round = -1, test_leave_stall_ms;
+
+void mori_tcp_test_leave_before_round(int round, int stall_ms) {
+  test_leave_round = round;
+  test_leave_stall_ms = stall_ms;
+}
+
+static void test_leave(int round) {
+  if (round != test_leave_round) return;
+  if (test_leave_stall_ms > 0) {
+    struct timespec pause = {test_leave_stall_ms / 1000, (long)(test_leave_stall_ms % 1000) * 1000000};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+    }
+  }
+  _exit(0);
+}
+
+/* Round k's wait ends one step later than round k-1's, and the last
+ * round's one step before the timeout: an exchange never outlasts the
+ * timeout, so a rank stuck in it (waiting on a culprit) has timed out and
+ * told rank 0 why before rank 0's own wait for the next step ends; rank 0
+ * then names the culprit, not every rank still waiting on it. The step is
+ * MORI_TCP_ROUND_GRACE_MS, or less when the timeout is short (round 0 keeps
+ * at least half the timeout). */
 static int64_t round_deadline(const struct tcp_state *s, int64_t start, int round) {
-  return start + s->timeout_ms + (int64_t)round * MORI_TCP_ROUND_GRACE_MS;
+  int64_t step = (int64_t)s->timeout_ms / (2 * (s->rounds + 1));
+  if (step > MORI_TCP_ROUND_GRACE_MS) step = MORI_TCP_ROUND_GRACE_MS;
+  return start + s->timeout_ms - (int64_t)(s->rounds - round) * step;
 }
 
 int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *recv, size_t bytes) {
@@ -257,6 +313,7 @@ int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *rec
                             .bytes = (uint64_t)count * bytes};
     struct outgoing out;
     struct incoming in;
+    test_leave(k);
     out_start(&out, &s->link_in[k], &h, blocks);
     in_start(&in, &s->link_out[k], from, blocks + (size_t)d * bytes, (size_t)count * bytes);
     rc = transfer(s, k, &out, &in, to, round_deadline(s, start, k));

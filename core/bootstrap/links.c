@@ -10,11 +10,13 @@
  * ones it dials, so it handles O(size log size) bytes. Links are admitted
  * like ranks at rank 0 (startup.c: polled, bounded, strangers dropped) and
  * authenticated under a key of their own per pair (handshake.h); every
- * frame on them carries a MAC. A rank whose links fail tells rank 0, which
+ * frame on them carries a MAC. A rank dials all its links at once
+ * (non-blocking connects, dial.c) and the same poll loop admits the links
+ * opened to it, under one deadline, so its 2 * ceil(log2 size) handshakes
+ * overlap. A rank whose links fail tells rank 0, which
  * names it to every rank. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,38 +118,28 @@ static int root_addresses(struct tcp_state *s, const uint8_t *mine, uint8_t *tar
   return rc;
 }
 
-struct admitter {
-  struct tcp_state *s;
-  int listen_fd;
-  const int *slot_of;
-  int rc;
-  char why[MORI_TCP_ERROR_MAX];
-};
-
-/* Admits this rank's incoming links while the rank dials its own: every rank
- * does both at once, so neither may wait for the other. */
-static void *admit_links(void *arg) {
-  struct admitter *a = arg;
-  a->rc = mori_tcp_admit_links(a->s, a->listen_fd, a->slot_of, a->s->link_in, a->s->rounds);
-  if (a->rc) snprintf(a->why, sizeof(a->why), "%s", mori_last_error());
-  return NULL;
-}
-
-/* Dials every link this rank opens (after decoding what rank 0 sent). */
-static int dial_links(struct tcp_state *s, const uint8_t *targets) {
-  int64_t deadline = mori_net_now_ms() + s->timeout_ms;
+/* Dials every link this rank opens (rank + 2^k, after decoding what rank 0
+ * sent) while admitting those it takes (rank - 2^k), all in one poll loop
+ * under one deadline: every rank does both at once, so neither may wait
+ * for the other, and no handshake waits for another. */
+static int link_up(struct tcp_state *s, int listen_fd, const int *slot_of, const uint8_t *targets) {
+  struct tcp_dial *dials = calloc((size_t)s->rounds, sizeof(*dials));
+  if (!dials) return mori_error_set(MORI_ENOMEM, "bootstrap: rank %d has no memory for its links", s->rank);
   for (int k = 0; k < s->rounds; k++) {
     int peer = (int)((s->rank + (1LL << k)) % s->size);
     mori_wire_link_address_t a;
     char why[120], text[MORI_TCP_ADDRESS_MAX];
-    if (mori_wire_link_address_decode(targets + (size_t)k * MORI_WIRE_LINK_ADDRESS_BYTES, &a, why, sizeof(why)) != 0)
+    if (mori_wire_link_address_decode(targets + (size_t)k * MORI_WIRE_LINK_ADDRESS_BYTES, &a, why, sizeof(why)) != 0) {
+      free(dials);
       return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 sent rank %d %s for rank %d", s->rank, why, peer);
+    }
     struct sockaddr_storage sa;
     socklen_t len = to_sockaddr(&a, &sa, text, sizeof(text));
-    int rc = mori_tcp_join_link(s, peer, &sa, len, text, &s->link_out[k], deadline);
-    if (rc) return rc;
+    mori_tcp_dial_init(&dials[k], peer, &sa, len, text, &s->link_out[k]);
   }
-  return 0;
+  int rc = mori_tcp_link_up(s, listen_fd, slot_of, s->link_in, s->rounds, dials, s->rounds, 0);
+  free(dials);
+  return rc;
 }
 
 int mori_tcp_links_start(struct tcp_state *s) {
@@ -176,15 +168,7 @@ int mori_tcp_links_start(struct tcp_state *s) {
   }
   for (int r = 0; r < n; r++) slot_of[r] = -1;
   for (int k = 0; k < K; k++) slot_of[((s->rank - (1LL << k)) % n + n) % n] = k;
-  struct admitter admitter = {.s = s, .listen_fd = listen_fd, .slot_of = slot_of};
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, admit_links, &admitter) != 0) {
-    rc = mori_error_set(MORI_ENOMEM, "bootstrap: rank %d cannot start admitting its links", s->rank);
-  } else {
-    rc = dial_links(s, targets);
-    pthread_join(thread, NULL);
-    if (!rc && admitter.rc) rc = mori_error_set(admitter.rc, "%s", admitter.why);
-  }
+  rc = link_up(s, listen_fd, slot_of, targets);
   close(listen_fd);
   free(targets);
   free(slot_of);

@@ -2,7 +2,9 @@
 // admits only the ranks that link to it, under that link's key; strangers,
 // silent connections and other ranks of the job are turned away and the
 // real dialer still gets in; a dialer that never comes is named; frames on
-// an admitted link carry MACs both ways.
+// an admitted link carry MACs both ways; a rank dials and admits in one
+// loop, all its links at once, and a listener that never answers is named
+// while the other links come up.
 #include <cstring>
 #include <string>
 #include <thread>
@@ -122,6 +124,101 @@ TEST(BootstrapLinks, DialerThatNeverComesIsNamed) {
             std::string::npos)
       << mori_last_error();
   close(listen_fd);
+}
+
+// Frames both ways over a link, each side's MACs checked by the other.
+void ExpectLinkWorks(tcp_peer *a, tcp_peer *b, int64_t deadline) {
+  const char text[] = "over the link";
+  for (int dir = 0; dir < 2; dir++) {
+    tcp_peer *tx = dir ? b : a, *rx = dir ? a : b;
+    mori_wire_header_t h = {MORI_WIRE_DATA, 0, 0, 7, sizeof(text)};
+    ASSERT_EQ(mori_tcp_send_frame(tx, &h, text, deadline), 0);
+    mori_wire_header_t got;
+    char why[160], buf[sizeof(text)];
+    ASSERT_EQ(mori_tcp_recv_header(rx, &got, deadline, why, sizeof(why)), 0) << why;
+    ASSERT_EQ(mori_tcp_recv_payload(rx, buf, sizeof(buf), deadline), 0);
+    EXPECT_EQ(mori_tcp_recv_end(rx, deadline), 0) << "the MAC checks";
+    EXPECT_STREQ(buf, text);
+  }
+}
+
+TEST(BootstrapLinks, EachRankDialsAndAdmitsInOneLoop) {
+  // A world of 2: each rank opens its link to the other and admits the
+  // other's, in one poll loop each (no thread): neither may wait for the
+  // other's handshake to finish its own.
+  tcp_state st[2] = {State(0, 2, 0x33, 5000), State(1, 2, 0x33, 5000)};
+  int port[2], listen_fd[2];
+  for (int r = 0; r < 2; r++) {
+    listen_fd[r] = mori_test::ListenLoopback(64, &port[r]);
+    ASSERT_GE(listen_fd[r], 0);
+  }
+  tcp_peer out[2], in[2];
+  tcp_dial dial[2];
+  std::vector<int> slot_of[2] = {{-1, 0}, {0, -1}};
+  int rc[2] = {1, 1};
+  std::thread ranks[2];
+  for (int r = 0; r < 2; r++) {
+    in[r].fd = -1;
+    socklen_t len;
+    sockaddr_storage sa = Loopback(port[1 - r], &len);
+    std::string address = "127.0.0.1:" + std::to_string(port[1 - r]);
+    mori_tcp_dial_init(&dial[r], 1 - r, &sa, len, address.c_str(), &out[r]);
+    ranks[r] = std::thread(
+        [&, r] { rc[r] = mori_tcp_link_up(&st[r], listen_fd[r], slot_of[r].data(), &in[r], 1, &dial[r], 1, 0); });
+  }
+  for (auto &t : ranks) t.join();
+  ASSERT_EQ(rc[0], 0);
+  ASSERT_EQ(rc[1], 0);
+  int64_t deadline = mori_net_now_ms() + 5000;
+  // Rank 0's dialled link is rank 1's admitted one, and the other way round.
+  ExpectLinkWorks(&out[0], &in[1], deadline);
+  ExpectLinkWorks(&out[1], &in[0], deadline);
+  for (int r = 0; r < 2; r++) {
+    close(out[r].fd);
+    close(in[r].fd);
+    close(listen_fd[r]);
+  }
+}
+
+TEST(BootstrapLinks, ListenerThatNeverAnswersIsNamedWhileTheOtherLinksComeUp) {
+  // Rank 1 of 4 dials rank 2 (1 + 1) and rank 3 (1 + 2) at once. Rank 2's
+  // port takes the connection but never answers; rank 3 admits rank 1.
+  tcp_state rank1 = State(1, 4, 0x44, 800), rank3 = State(3, 4, 0x44, 5000);
+  int silent_port, port3;
+  int silent = mori_test::ListenLoopback(64, &silent_port);
+  int listen3 = mori_test::ListenLoopback(64, &port3);
+  ASSERT_GE(silent, 0);
+  ASSERT_GE(listen3, 0);
+  std::vector<int> slot_of3 = {-1, 0, -1, -1};  // rank 3 admits rank 1 (3 - 2) here
+  tcp_peer admitted3;
+  admitted3.fd = -1;
+  int rc3 = 1;
+  std::thread acceptor([&] { rc3 = mori_tcp_link_up(&rank3, listen3, slot_of3.data(), &admitted3, 1, nullptr, 0, 0); });
+  tcp_peer out[2];
+  tcp_dial dial[2];
+  socklen_t len;
+  sockaddr_storage sa2 = Loopback(silent_port, &len), sa3 = Loopback(port3, &len);
+  std::string a2 = "127.0.0.1:" + std::to_string(silent_port), a3 = "127.0.0.1:" + std::to_string(port3);
+  mori_tcp_dial_init(&dial[0], 2, &sa2, len, a2.c_str(), &out[0]);
+  mori_tcp_dial_init(&dial[1], 3, &sa3, len, a3.c_str(), &out[1]);
+  int64_t t0 = mori_net_now_ms();
+  int rc = mori_tcp_link_up(&rank1, -1, nullptr, nullptr, 0, dial, 2, 0);
+  int64_t took = mori_net_now_ms() - t0;
+  EXPECT_EQ(rc, MORI_ERANK_TIMEOUT);
+  EXPECT_NE(std::string(mori_last_error()).find("rank 2's link listener at " + a2 + " did not answer rank 1"),
+            std::string::npos)
+      << mori_last_error();
+  EXPECT_GE(took, 700) << "one deadline, the timeout";
+  EXPECT_LT(took, 3000) << "one deadline for every link, not one after another";
+  EXPECT_EQ(out[0].fd, -1) << "the unanswered attempt is closed";
+  acceptor.join();
+  ASSERT_EQ(rc3, 0) << mori_last_error();
+  ASSERT_GE(out[1].fd, 0) << "the link to rank 3 came up meanwhile";
+  ExpectLinkWorks(&out[1], &admitted3, mori_net_now_ms() + 5000);
+  close(out[1].fd);
+  close(admitted3.fd);
+  close(listen3);
+  close(silent);
 }
 
 }  // namespace

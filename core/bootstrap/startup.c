@@ -1,5 +1,6 @@
 /* Start-up of the TCP bootstrap: rank 0 admits ranks, the others join; and
- * the same admission and joining for the links between ranks (links.c).
+ * the same admission for the links between ranks (links.c), whose poll loop
+ * also steps the handshakes of the links the rank opens itself (dial.c).
  *
  * Rank 0 (and every rank's link listener) serves every connection that is not a rank yet at once, polled, so
  * that a silent or slow stranger holds up nobody: each only ever waits as
@@ -59,7 +60,10 @@ struct admission {
   struct tcp_peer *slots; /* the admitted connections */
   int expected;
   char who[MORI_TCP_ADDRESS_MAX + 32]; /* "rank 0 at ADDRESS" or "rank R's link listener" */
-  int listen_fd;
+  int listen_fd;                       /* -1: none (only dials) */
+  /* The links this rank opens, driven by the same loop (dial.c). */
+  struct tcp_dial *dials;
+  int ndials;
   struct pending *pending;
   int count, cap;
   int admitted;
@@ -332,62 +336,110 @@ static int report_missing(struct admission *a) {
                            s->address, s->timeout_ms, extra);
 }
 
-/* Serves listen_fd until every expected rank is admitted or the deadline. */
+static bool dials_left(const struct admission *a) {
+  for (int j = 0; j < a->ndials; j++)
+    if (!mori_tcp_dial_done(&a->dials[j])) return true;
+  return false;
+}
+
+/* Serves listen_fd until every expected rank is admitted, and steps every
+ * dial until it is up, or the deadline (a->deadline, or the timeout from
+ * now): one poll over the listener, the connections not admitted yet and
+ * the dials' connections. */
 static int admit(struct admission *a_in) {
   struct admission a = *a_in;
   struct tcp_state *s = a.s;
   int listen_fd = a.listen_fd;
   a.cap = a.expected + EXTRA_PENDING;
-  a.deadline = mori_net_now_ms() + s->timeout_ms;
+  if (!a.deadline) a.deadline = mori_net_now_ms() + s->timeout_ms;
   a.pending = calloc((size_t)a.cap, sizeof(*a.pending));
-  struct pollfd *fds = calloc((size_t)a.cap + 1, sizeof(*fds));
-  if (!a.pending || !fds) {
+  struct pollfd *fds = calloc((size_t)a.cap + 1 + (size_t)a.ndials, sizeof(*fds));
+  int *dial_at = calloc((size_t)a.ndials + 1, sizeof(int)); /* a dial's place in fds, -1: none */
+  int dial_rc = 0;
+  if (!a.pending || !fds || !dial_at) {
     free(a.pending);
     free(fds);
+    free(dial_at);
     return mori_error_set(MORI_ENOMEM, "bootstrap: %s has no memory for %d connections", a.who, a.cap);
   }
-  int flags = fcntl(listen_fd, F_GETFL);
-  if (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+  int flags = listen_fd >= 0 ? fcntl(listen_fd, F_GETFL) : 0;
+  if (listen_fd >= 0 && (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0)) {
     free(a.pending);
     free(fds);
+    free(dial_at);
     return mori_error_errno("bootstrap: a listening socket");
   }
-  while (a.admitted < a.expected) {
+  while (!dial_rc && (a.admitted < a.expected || dials_left(&a))) {
     int64_t now = mori_net_now_ms(), left = a.deadline - now;
     if (left <= 0) break;
     int nfds = 0, wait_ms = (int)(left < 1000 ? left : 1000);
-    bool listening = now >= a.backoff_until;
+    /* Once every expected rank is in, the rest waits for the dials alone. */
+    bool serving = a.admitted < a.expected, listening = serving && listen_fd >= 0 && now >= a.backoff_until;
     if (listening)
       fds[nfds++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-    else if (a.backoff_until - now < wait_ms)
+    else if (serving && listen_fd >= 0 && a.backoff_until - now < wait_ms)
       wait_ms = (int)(a.backoff_until - now);
-    for (int i = 0; i < a.count; i++) fds[nfds++] = (struct pollfd){.fd = a.pending[i].fd, .events = POLLIN};
+    int first = nfds, count = serving ? a.count : 0;
+    for (int i = 0; i < count; i++) fds[nfds++] = (struct pollfd){.fd = a.pending[i].fd, .events = POLLIN};
+    for (int j = 0; j < a.ndials && !dial_rc; j++) {
+      struct tcp_dial *d = &a.dials[j];
+      dial_at[j] = -1;
+      if (d->state == MORI_DIAL_IDLE && now >= d->retry_at) dial_rc = mori_tcp_dial_step(s, d, 0, now);
+      short events = mori_tcp_dial_events(d);
+      if (events) {
+        dial_at[j] = nfds;
+        fds[nfds++] = (struct pollfd){.fd = d->fd, .events = events};
+      } else if (d->state == MORI_DIAL_IDLE && d->retry_at - now < wait_ms) {
+        wait_ms = d->retry_at - now > 0 ? (int)(d->retry_at - now) : 0;
+      }
+    }
+    if (dial_rc) break;
     int ready = poll(fds, (nfds_t)nfds, wait_ms);
     if (ready < 0 && errno != EINTR) {
-      free(a.pending);
-      free(fds);
-      return admission_fail(&a, MORI_EIO, "bootstrap: %s: poll failed: %s", a.who, strerror(errno));
+      dial_rc = admission_fail(&a, MORI_EIO, "bootstrap: %s: poll failed: %s", a.who, strerror(errno));
+      break;
     }
     if (ready <= 0) continue;
-    int first = listening ? 1 : 0, count = a.count;
+    now = mori_net_now_ms();
     for (int i = 0; i < count && a.admitted < a.expected; i++)
       if (fds[first + i].revents) serve(&a, i);
     compact(&a);
     if (listening && fds[0].revents) accept_some(&a);
+    for (int j = 0; j < a.ndials && !dial_rc; j++)
+      if (dial_at[j] >= 0 && fds[dial_at[j]].revents)
+        dial_rc = mori_tcp_dial_step(s, &a.dials[j], fds[dial_at[j]].revents, now);
   }
   for (int i = 0; i < a.count; i++) close(a.pending[i].fd);
   free(a.pending);
   free(fds);
-  if (a.verdict[0]) return mori_tcp_fail_all(s, MORI_EMISMATCH, "%s", a.verdict);
-  if (a.admitted < a.expected) return report_missing(&a);
-  return 0;
+  free(dial_at);
+  int rc = 0;
+  if (a.verdict[0])
+    rc = mori_tcp_fail_all(s, MORI_EMISMATCH, "%s", a.verdict);
+  else if (dial_rc)
+    rc = dial_rc; /* the error is set */
+  else if (a.admitted < a.expected)
+    rc = report_missing(&a);
+  for (int j = 0; j < a.ndials; j++)
+    if (!mori_tcp_dial_done(&a.dials[j])) {
+      if (rc)
+        mori_tcp_dial_abandon(&a.dials[j]);
+      else
+        rc = mori_tcp_dial_timeout(s, &a.dials[j]);
+    }
+  return rc;
+}
+
+int mori_tcp_link_up(struct tcp_state *s, int listen_fd, const int *slot_of, struct tcp_peer *slots, int expected,
+                     struct tcp_dial *dials, int ndials, int64_t deadline) {
+  struct admission a = {.s = s, .acceptor = s->rank, .slot_of = slot_of, .slots = slots, .expected = expected,
+                        .listen_fd = listen_fd, .dials = dials, .ndials = ndials, .deadline = deadline};
+  snprintf(a.who, sizeof(a.who), "rank %d's link listener", s->rank);
+  return admit(&a);
 }
 
 int mori_tcp_admit_links(struct tcp_state *s, int listen_fd, const int *slot_of, struct tcp_peer *slots, int expected) {
-  struct admission a = {.s = s, .acceptor = s->rank, .slot_of = slot_of, .slots = slots, .expected = expected,
-                        .listen_fd = listen_fd};
-  snprintf(a.who, sizeof(a.who), "rank %d's link listener", s->rank);
-  return admit(&a);
+  return mori_tcp_link_up(s, listen_fd, slot_of, slots, expected, NULL, 0, 0);
 }
 
 int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
@@ -456,11 +508,10 @@ int mori_tcp_root_listen(struct tcp_state *s, int *listen_fd) {
   return 0;
 }
 
-/* Whom a rank joins: rank 0 (acceptor -1, under the job key, which a job
- * without a given secret reads only once rank 0 has answered), or another
- * rank's link listener (under the link's key). */
+/* Whom a rank joins: rank 0, under the job key, which a job without a given
+ * secret reads only once rank 0 has answered. (The links a rank opens to
+ * other ranks are joined the same way, but all at once: dial.c.) */
 struct join_target {
-  int acceptor;
   struct tcp_peer *peer; /* receives the authenticated connection */
   const char *address;   /* as given, for messages */
   char who[MORI_TCP_ADDRESS_MAX + 32];
@@ -470,7 +521,7 @@ struct join_target {
  * acceptor closed the connection before answering (worth another attempt). */
 static int join_once(struct tcp_state *s, const struct join_target *t, const struct sockaddr_storage *sa,
                      socklen_t len, int64_t deadline, char *why, size_t why_len) {
-  const char *what = t->acceptor < 0 ? "rank 0" : "rank's link listener";
+  const char *what = "rank 0";
   int fd = -1;
   int rc = mori_net_connect((const struct sockaddr *)sa, len, deadline, &fd, why, why_len);
   if (rc == MORI_ETIMEDOUT)
@@ -488,7 +539,7 @@ static int join_once(struct tcp_state *s, const struct join_target *t, const str
   char detail[160] = "";
   if (!rc) rc = mori_tcp_recv_header(peer, &h, deadline, detail, sizeof(detail));
   if (rc == MORI_ECONNRESET) {
-    snprintf(why, why_len, "%s closed the connection before answering", t->acceptor < 0 ? "rank 0" : t->who);
+    snprintf(why, why_len, "rank 0 closed the connection before answering");
     return 1;
   }
   if (rc == MORI_ETIMEDOUT)
@@ -506,28 +557,20 @@ static int join_once(struct tcp_state *s, const struct join_target *t, const str
     return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori %s (%s frame of %llu bytes)",
                           t->address, what, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
   uint8_t key[MORI_HS_KEY_BYTES];
-  if (t->acceptor < 0) {
-    if (s->local_secret) {
-      /* Read only now: rank 0 publishes it before it answers anyone. */
-      uint8_t secret[MORI_SECRET_LOCAL];
-      rc = mori_secret_local_read(s->address, secret);
-      if (rc) return rc;
-      mori_hs_job_key(secret, sizeof(secret), s->key);
-      memset(secret, 0, sizeof(secret));
-    }
-    memcpy(key, s->key, sizeof(key));
-  } else {
-    mori_hs_link_key(s->key, s->size, s->rank, t->acceptor, key);
+  if (s->local_secret) {
+    /* Read only now: rank 0 publishes it before it answers anyone. */
+    uint8_t secret[MORI_SECRET_LOCAL];
+    rc = mori_secret_local_read(s->address, secret);
+    if (rc) return rc;
+    mori_hs_job_key(secret, sizeof(secret), s->key);
+    memset(secret, 0, sizeof(secret));
   }
+  memcpy(key, s->key, sizeof(key));
   const uint8_t *nonce_root = body;
   uint8_t want[MORI_WIRE_MAC_BYTES];
   mori_hs_proof(key, MORI_HS_ROOT, s->size, s->rank, nonce_rank, nonce_root, want);
   if (!mori_equal_secret(want, body + MORI_WIRE_NONCE_BYTES, sizeof(want))) {
     memset(key, 0, sizeof(key));
-    if (t->acceptor >= 0)
-      return mori_error_set(MORI_EACCES,
-                            "bootstrap: what answers at %s as %s does not hold this job's secret; rank %d refuses it",
-                            t->address, t->who, s->rank);
     return mori_error_set(MORI_EACCES,
                           "bootstrap: rank 0 at %s does not hold this job's secret: another process may have taken "
                           "the address, or rank 0 was given a different secret (MORI_BOOTSTRAP_SECRET); rank %d refuses "
@@ -567,9 +610,9 @@ static int join(struct tcp_state *s, const struct join_target *t, const struct s
 
 int mori_tcp_join_link(struct tcp_state *s, int acceptor, const struct sockaddr_storage *sa, socklen_t len,
                        const char *address, struct tcp_peer *peer, int64_t deadline) {
-  struct join_target t = {.acceptor = acceptor, .peer = peer, .address = address};
-  snprintf(t.who, sizeof(t.who), "rank %d's link listener at %s", acceptor, address);
-  return join(s, &t, sa, len, deadline);
+  struct tcp_dial d;
+  mori_tcp_dial_init(&d, acceptor, sa, len, address, peer);
+  return mori_tcp_link_up(s, -1, NULL, NULL, 0, &d, 1, deadline);
 }
 
 int mori_tcp_rank_start(struct tcp_state *s) {
@@ -579,7 +622,7 @@ int mori_tcp_rank_start(struct tcp_state *s) {
   int rc = mori_tcp_resolve_address(s->address, &sa, &len, &numeric);
   if (rc) return rc;
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
-  struct join_target t = {.acceptor = -1, .peer = &s->peers[0], .address = s->address};
+  struct join_target t = {.peer = &s->peers[0], .address = s->address};
   snprintf(t.who, sizeof(t.who), "rank 0 at %s", s->address);
   rc = join(s, &t, &sa, len, deadline);
   if (rc) return rc;

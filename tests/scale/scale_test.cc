@@ -2,8 +2,10 @@
 // simulated node (MORI_HOST_ID). The bootstrap's collectives, comm creation,
 // a window's rendezvous and the teams give every rank the same, right
 // answers; a rank that never arrives is named on every rank within the
-// bootstrap's timeout. Results are checked, never timed (the timings are
+// bootstrap's timeout, and so is one that crashes or hangs in the middle of
+// an allgather's exchange between the ranks. Results are checked, never timed (the timings are
 // tests/scale:scale_bench's).
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -12,6 +14,10 @@
 
 #include "mori/team.h"
 #include "tests/support/world.h"
+
+extern "C" {
+#include "core/bootstrap/internal/tcp.h"
+}
 
 using mori_test::TestRanks;
 using mori_test::World;
@@ -125,6 +131,79 @@ TEST(Scale, RankThatNeverArrivesIsNamedOnEveryRank) {
     EXPECT_EQ(mori_bootstrap_barrier(b), MORI_ECANCELED) << "the bootstrap stays broken";
     mori_bootstrap_destroy(b);
   });
+}
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Rank `leaver` leaves an allgather's exchange (over the links, after rank
+// 0 saw every rank arrive) just before it sends round `round`: at once, as
+// a crash (its sockets closed by the kernel), or silent with its sockets
+// open for stall_ms. A rank whose result needs something the leaver would
+// have sent in that round or later (those r with (leaver - r) mod size a
+// multiple of 2^round) must fail, within the timeout, naming the leaver; any other may finish first with every record right
+// (the leaver's own record travelled in its earlier rounds), and then its
+// next step fails naming the leaver. Nobody waits longer.
+void LeaveMidExchange(int round, int stall_ms) {
+  constexpr int kTimeoutMs = 3000;
+  EXPECT_RANKS_PASS(TestRanks(), [=](int rank, int size) {
+    SimulateNode(rank);
+    mori_bootstrap_t *b = mori_test::Bootstrap(kTimeoutMs);
+    ASSERT_NE(b, nullptr);
+    Record mine = {rank, ~rank, (int64_t)rank * rank};
+    std::vector<Record> all(size);
+    MORI_ASSERT_OK(mori_bootstrap_allgather(b, &mine, all.data(), sizeof(mine)));
+    int rounds = 0;
+    while ((1 << rounds) < size) rounds++;
+    ASSERT_LT(round, rounds);
+    const int leaver = size - 23 > 0 ? size - 23 : size - 1;
+    if (rank == leaver) mori_tcp_test_leave_before_round(round, stall_ms);
+    // How a rank may hear of it: from the link (its own or relayed by the
+    // others' ABORTs), or from rank 0 (the leaver's connection closed, or
+    // it never arrived at the next step).
+    const std::string l = std::to_string(leaver);
+    const std::vector<std::string> namings = {"rank " + l + " closed its link", "rank " + l + " did not send its part",
+                                              "rank " + l + " closed its connection", "rank(s) " + l + " did not arrive"};
+    auto names_leaver = [&](const std::string &text) {
+      for (const auto &n : namings)
+        if (text.find(n) != std::string::npos) return true;
+      return false;
+    };
+    // An exchange never outlasts the timeout; 3 s for 64 processes on few cores.
+    const int64_t bound_ms = kTimeoutMs + 3000;
+    int64_t t0 = NowMs();
+    std::vector<Record> got(size);
+    int rc = mori_bootstrap_allgather(b, &mine, got.data(), sizeof(mine));
+    int64_t took = NowMs() - t0;
+    ASSERT_NE(rank, leaver) << "the leaver never returns";
+    EXPECT_LE(took, bound_ms) << "rank " << rank;
+    bool must_fail = ((leaver - rank) % size + size) % size % (1 << round) == 0;
+    if (rc == 0) {
+      EXPECT_FALSE(must_fail) << "rank " << rank << " finished without the leaver's round " << round;
+      for (int r = 0; r < size; r++)
+        EXPECT_TRUE(got[r].rank == r && got[r].inverse == ~r && got[r].square == (int64_t)r * r)
+            << "rank " << rank << ": record of rank " << r;
+      t0 = NowMs();
+      rc = mori_bootstrap_barrier(b);
+      EXPECT_LE(NowMs() - t0, bound_ms + MORI_TCP_GRACE_MS) << "rank " << rank;
+      EXPECT_NE(rc, 0) << "rank " << rank;
+      EXPECT_TRUE(names_leaver(mori_last_error())) << "rank " << rank << ": " << mori_last_error();
+    } else {
+      EXPECT_TRUE(rc == MORI_ERANK_TIMEOUT) << "rank " << rank << ": " << mori_err_name(rc);
+      EXPECT_TRUE(names_leaver(mori_last_error())) << "rank " << rank << ": " << mori_last_error();
+      EXPECT_EQ(mori_bootstrap_barrier(b), MORI_ECANCELED) << "the bootstrap stays broken";
+    }
+    mori_bootstrap_destroy(b);
+  });
+}
+
+TEST(Scale, RankThatCrashesBeforeTheFirstRoundIsNamedOnEveryRank) { LeaveMidExchange(0, 0); }
+TEST(Scale, RankThatCrashesMidExchangeIsNamedOnEveryRank) { LeaveMidExchange(3, 0); }
+TEST(Scale, RankThatHangsMidExchangeIsNamedOnEveryRank) {
+  LeaveMidExchange(3, 3000 + MORI_TCP_GRACE_MS + 4000);
 }
 
 }  // namespace

@@ -17,10 +17,11 @@ enum {
   /* A non-root rank waits this much longer than the root, so that the
    * root's verdict (naming the missing ranks) arrives before its own timeout. */
   MORI_TCP_GRACE_MS = 3000,
-  /* In an exchange over the links, round k's wait ends k of these later than
-   * round 0's: a rank that waits on a stalled rank waits in a later round
-   * than that rank waits on whoever stalled it, so the first to time out is
-   * the one next to the culprit, and its ABORT (naming it) arrives first. */
+  /* In an exchange over the links, round k's wait ends up to k of these
+   * later than round 0's (all within the timeout, see exchange.c): a rank
+   * that waits on a stalled rank waits in a later round than that rank waits
+   * on whoever stalled it, so the first to time out is the one next to the
+   * culprit, and its ABORT (naming it) arrives first. */
   MORI_TCP_ROUND_GRACE_MS = 1000,
   MORI_TCP_ERROR_MAX = 768,
   MORI_TCP_ADDRESS_MAX = 320,
@@ -68,9 +69,51 @@ int mori_tcp_rank_start(struct tcp_state *s);
 /* Rank 0's own socket at s->address. */
 int mori_tcp_root_listen(struct tcp_state *s, int *listen_fd);
 
-/* Links between ranks (startup.c): a rank's listener admits the ranks that
- * slot_of names (rank -> index into slots, -1 for any other) until
- * `expected` are in or the timeout; a rank opens its link to `acceptor`. */
+/* One link this rank opens (dial.c): a non-blocking connect and the joining
+ * handshake under the link's key, stepped by the poll loop that admits this
+ * rank's incoming links, so that all of a rank's handshakes overlap. */
+enum mori_dial_state { MORI_DIAL_IDLE, MORI_DIAL_CONNECTING, MORI_DIAL_CHALLENGE, MORI_DIAL_DONE, MORI_DIAL_FAILED };
+struct tcp_dial {
+  int acceptor;
+  struct sockaddr_storage sa;
+  socklen_t len;
+  char address[MORI_TCP_ADDRESS_MAX];
+  char who[MORI_TCP_ADDRESS_MAX + 32];
+  struct tcp_peer *peer; /* receives the authenticated connection */
+  enum mori_dial_state state;
+  int fd;           /* the attempt in progress */
+  int attempts;
+  int64_t retry_at; /* MORI_DIAL_IDLE: when the next attempt starts */
+  char why[200];    /* how the last attempt ended */
+  uint8_t nonce[MORI_WIRE_NONCE_BYTES];
+  uint8_t buf[MORI_WIRE_HEADER_BYTES + MORI_WIRE_TEXT_MAX]; /* the CHALLENGE or a REJECT */
+  size_t have;
+  mori_wire_header_t h;
+};
+void mori_tcp_dial_init(struct tcp_dial *d, int acceptor, const struct sockaddr_storage *sa, socklen_t len,
+                        const char *address, struct tcp_peer *peer);
+/* What to poll d->fd for; 0 while waiting to try again (or finished). */
+short mori_tcp_dial_events(const struct tcp_dial *d);
+bool mori_tcp_dial_done(const struct tcp_dial *d);
+/* One step on readiness (or, idle, at retry_at): 0, or a failure that no
+ * retry can mend (the other end is not the rank it should be, refused this
+ * one, ...), with the error set and the attempt closed. */
+int mori_tcp_dial_step(struct tcp_state *s, struct tcp_dial *d, short revents, int64_t now);
+/* Unfinished at the deadline: MORI_ERANK_TIMEOUT naming the acceptor. */
+int mori_tcp_dial_timeout(struct tcp_state *s, struct tcp_dial *d);
+/* Closes an unfinished attempt. */
+void mori_tcp_dial_abandon(struct tcp_dial *d);
+
+/* Links between ranks (startup.c): a rank's listener (listen_fd, or -1 for
+ * none) admits the ranks that slot_of names (rank -> index into slots, -1
+ * for any other) until `expected` are in, while the rank dials its own
+ * `dials`, all in one poll loop until everything is up or the deadline
+ * (deadline 0: the timeout from now). The first failure that no retry can
+ * mend ends it; at the deadline the ranks that never opened their link are
+ * named, else the first link that never came up. */
+int mori_tcp_link_up(struct tcp_state *s, int listen_fd, const int *slot_of, struct tcp_peer *slots, int expected,
+                     struct tcp_dial *dials, int ndials, int64_t deadline);
+/* The same with only a listener, and with only one dial. */
 int mori_tcp_admit_links(struct tcp_state *s, int listen_fd, const int *slot_of, struct tcp_peer *slots, int expected);
 int mori_tcp_join_link(struct tcp_state *s, int acceptor, const struct sockaddr_storage *sa, socklen_t len,
                        const char *address, struct tcp_peer *peer, int64_t deadline);
@@ -94,6 +137,14 @@ int mori_tcp_leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *m
  * sticky, told on every link and to rank 0, and names the rank at fault. */
 int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *recv, size_t bytes);
 int mori_tcp_exchange_bcast(struct tcp_state *s, void *buf, size_t bytes, int root);
+/* Test hook (tests/scale/scale_test.cc), for the failure path inside an
+ * exchange: this process leaves its next allgather just before it sends
+ * round `round`, either at once (stall_ms 0: _exit(0), and the kernel closes
+ * its sockets, as when a rank crashes) or after stall_ms of silence with
+ * every socket open (a rank that hangs), then _exit(0). round < 0 clears it.
+ * Nothing else sets it. */
+void mori_tcp_test_leave_before_round(int round, int stall_ms);
+
 /* A non-root rank's sticky failure (not told to anyone). */
 int mori_tcp_broken(struct tcp_state *s, int code, const char *fmt, ...)
 #if defined(__GNUC__)
