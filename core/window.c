@@ -78,6 +78,15 @@ static int publish_tables(mori_window_t *w) {
   return rc ? mori_error_context(rc, "window_create: publishing the pointer tables") : 0;
 }
 
+/* MORI_TRAP_ON_DEVICE_ERROR=1: a kernel that records an error in this
+ * window's mailbox also traps (torch's own backend traps on a timed-out
+ * wait; under graph capture that is the only way an error stops the
+ * replay). Read at each window's creation. */
+static uint32_t trap_on_device_error(void) {
+  const char *v = getenv("MORI_TRAP_ON_DEVICE_ERROR");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
 /* Everything a (possibly partly built) window holds, in the design's order. */
 static void teardown(mori_window_t *w) {
   mori_comm_t *c = w->comm;
@@ -153,6 +162,7 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
   rc = publish_tables(w);
   if (!rc) {
+    w->control->trap_on_error = trap_on_device_error();
     w->view = mori_window_make_view(w);
     w->sync_view = mori_window_make_sync_view(w);
   }

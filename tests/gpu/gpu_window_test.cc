@@ -9,6 +9,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "core/platform/platform.h"
 #include "mori/team.h"
@@ -203,6 +204,30 @@ TEST(GpuDeviceApi, PutSignalWaitAndTheTimeoutRecord) {
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+// MORI_TRAP_ON_DEVICE_ERROR=1: the same unanswered wait records the error
+// and then traps: the kernel fails (the context is lost, as with torch's
+// own backend), and the record is still readable on the host. One rank
+// each in a process of its own (the context does not survive).
+TEST(GpuDeviceApi, OptInTrapStopsTheKernelAfterRecordingTheTimeout) {
+  EXPECT_RANKS_PASS(1, [](int rank, int size) {
+    SelectGpu(rank);
+    setenv("MORI_TRAP_ON_DEVICE_ERROR", "1", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
+    ASSERT_EQ(gpu_zero(p, 4096), 0) << gpu_last_error();
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    int rc = 0;
+    EXPECT_NE(gpu_wait_nobody(mori_window_device_view(win), 64, 20000000ull, &rc), 0) << "the kernel did not trap";
+    printf("after the trap: %s\n", gpu_last_error());
+    EXPECT_EQ(mori_window_check(win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("timed out"), std::string::npos) << mori_last_error();
+    _exit(::testing::Test::HasFailure() ? 1 : 0);  // the context is gone: no teardown through it
   });
 }
 

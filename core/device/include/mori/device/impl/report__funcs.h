@@ -13,7 +13,20 @@
 #define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
 #define MORI_DEVICE_ECHANNEL (-1010)     /* = MORI_ECHANNEL: a pad channel past the window's signal pad */
 
-/* Leaves an error record in the mailbox (first writer wins) and returns code. */
+/* Stops the kernel and the context with it (what torch's own backend does
+ * on a timed-out wait); on the host platform, where a rank's "kernel" is the
+ * process itself, nothing. */
+#if defined(MORI_DEVICE_COMPILER_CUDA)
+#define MORI_DEVICE_TRAP() __trap()
+#elif defined(MORI_DEVICE_COMPILER_HIP)
+#define MORI_DEVICE_TRAP() __builtin_trap()
+#else
+#define MORI_DEVICE_TRAP() ((void)0)
+#endif
+
+/* Leaves an error record in the mailbox (first writer wins) and returns
+ * code; with MORI_TRAP_ON_DEVICE_ERROR set when the window was made, a GPU
+ * kernel then traps (the record stays readable in host memory). */
 MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,
                                           uint64_t waited_ns, uint64_t expected, uint64_t seen) {
   mori_device_control_t *ctl = win.control;
@@ -28,6 +41,7 @@ MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int p
     *(volatile uint32_t *)&ctl->error.code = (uint32_t)code;
     mori_fence_system();
   }
+  if (ctl && *(volatile uint32_t *)&ctl->trap_on_error) MORI_DEVICE_TRAP();
   return code;
 }
 

@@ -24,6 +24,8 @@ typedef struct mori_device_control {
   uint32_t abort_flag;
   uint32_t error_claimed; /* first writer wins the mailbox */
   mori_device_error_t error;
+  uint32_t trap_on_error; /* MORI_TRAP_ON_DEVICE_ERROR: trap after recording (GPU kernels) */
+  uint32_t reserved;
 } mori_device_control_t;
 
 /* Passed by value to kernels. Peer p of the LSA team lives at
