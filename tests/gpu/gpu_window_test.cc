@@ -227,6 +227,7 @@ TEST(GpuDeviceApi, OptInTrapStopsTheKernelAfterRecordingTheTimeout) {
     printf("after the trap: %s\n", gpu_last_error());
     EXPECT_EQ(mori_window_check(win), MORI_EDEVICE_TIMEOUT);
     EXPECT_NE(std::string(mori_last_error()).find("timed out"), std::string::npos) << mori_last_error();
+    fflush(stdout);
     _exit(::testing::Test::HasFailure() ? 1 : 0);  // the context is gone: no teardown through it
   });
 }
