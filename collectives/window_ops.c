@@ -1,6 +1,7 @@
 /* Argument checks of mori/window_ops.h; the launchers run the kernels. */
 #include "collectives/internal.h"
 #include "core/base/error.h"
+#include "mori/plugin.h"
 #include "mori/window_ops.h"
 
 static int check_channel(const mori_window_dev_t *v, int channel, const char *what) {
@@ -11,11 +12,14 @@ static int check_channel(const mori_window_dev_t *v, int channel, const char *wh
 
 /* Ranks on other nodes are reached through the synchronisation area's
  * proxy ring (mori/device/remote_sync.h): a transport must reach them. */
-static int check_remote(const mori_window_dev_t *v, const mori_window_dev_t *sync, int peer, int channel, const char *what) {
+static int check_remote(mori_window_t *win, const mori_window_dev_t *v, const mori_window_dev_t *sync, int peer, int channel,
+                        const char *what) {
   if (channel < 0 || channel >= MORI_BARRIER_CHANNELS)
     return mori_error_set(MORI_EINVAL, "%s: channel %d with a rank on another node (%d): channels [0, %d) only", what, channel,
                           peer, MORI_BARRIER_CHANNELS);
-  if (!sync->proxy)
+  /* A ring exists as soon as rdma is listed; the peer also needs its queue
+   * pairs (MORI_ENABLE_RAIL_ONLY connects same-rail peers only). */
+  if (!sync->proxy || !(mori_comm_peer_caps(mori_window_comm(win), peer) & MORI_CAP_RDMA))
     return mori_error_set(MORI_EUNREACHABLE,
                           "%s: rank %d is not load/store reachable from rank %d (another node) and no transport of the "
                           "comm reaches it (list the rdma transport)",
@@ -35,10 +39,11 @@ static int check_pad(const mori_window_dev_t *v, int peer, int channel, const ch
 
 /* put_signal / wait_signal: the pad with load/store peers, the
  * synchronisation area across nodes. */
-static int check_signal(const mori_window_dev_t *v, const mori_window_dev_t *sync, int peer, int channel, const char *what) {
+static int check_signal(mori_window_t *win, const mori_window_dev_t *v, const mori_window_dev_t *sync, int peer, int channel,
+                        const char *what) {
   if (peer < 0 || peer >= v->world_size)
     return mori_error_set(MORI_EINVAL, "%s: rank %d is outside the comm of %d ranks", what, peer, v->world_size);
-  if (peer < v->lsa_base || peer >= v->lsa_base + v->lsa_size) return check_remote(v, sync, peer, channel, what);
+  if (peer < v->lsa_base || peer >= v->lsa_base + v->lsa_size) return check_remote(win, v, sync, peer, channel, what);
   return check_pad(v, peer, channel, what);
 }
 
@@ -47,22 +52,21 @@ int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, vo
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
   int rc = check_channel(&v, channel, "window_barrier");
   /* Across nodes the barrier meets every rank, or refuses: never half. */
-  if (!rc && v.lsa_size < v.world_size)
-    rc = check_remote(&v, &sync, v.lsa_base + v.lsa_size < v.world_size ? v.lsa_base + v.lsa_size : 0, channel,
-                      "window_barrier");
+  for (int p = 0; !rc && v.lsa_size < v.world_size && p < v.world_size; p++)
+    if (p < v.lsa_base || p >= v.lsa_base + v.lsa_size) rc = check_remote(win, &v, &sync, p, channel, "window_barrier");
   return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_BARRIER, -1, channel, timeout_ns, stream);
 }
 
 int mori_window_put_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_put_signal: NULL window");
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
-  int rc = check_signal(&v, &sync, peer, channel, "window_put_signal");
+  int rc = check_signal(win, &v, &sync, peer, channel, "window_put_signal");
   return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_PUT_SIGNAL, peer, channel, timeout_ns, stream);
 }
 
 int mori_window_wait_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_wait_signal: NULL window");
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
-  int rc = check_signal(&v, &sync, peer, channel, "window_wait_signal");
+  int rc = check_signal(win, &v, &sync, peer, channel, "window_wait_signal");
   return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_WAIT_SIGNAL, peer, channel, timeout_ns, stream);
 }

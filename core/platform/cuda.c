@@ -163,26 +163,32 @@ static const char word_ptx[] =
     "}\n";
 static CUfunction word_kernel[MAX_DEVICES];
 static CUmodule word_module[MAX_DEVICES];
+/* Its own lock: loading a module may wait for running kernels, and the
+ * context lock is taken by every call of the platform. */
+static pthread_mutex_t word_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int load_word_kernel(int device, CUfunction *out) {
-  pthread_mutex_lock(&ctx_lock);
+  pthread_mutex_lock(&word_lock);
   CUresult r = CUDA_SUCCESS;
   if (!word_kernel[device]) {
     r = gpu.moduleLoadData(&word_module[device], word_ptx);
     if (r == CUDA_SUCCESS) r = gpu.moduleGetFunction(&word_kernel[device], word_module[device], "mori_queue_word");
   }
   *out = word_kernel[device];
-  pthread_mutex_unlock(&ctx_lock);
+  pthread_mutex_unlock(&word_lock);
   return r == CUDA_SUCCESS ? 0 : gpu_fail(r, "loading the copy queue's word kernel (PTX JIT)");
 }
 
 static int queue_create(int device, mori_platform_queue_t *q) {
   /* Loaded now, not at the first word: loading a module waits for the
    * kernels running on the device, and the kernel that asked for the word
-   * (through a proxy) may be one of them — it would wait on itself. */
+   * (through a proxy) may be one of them — it would wait on itself. A queue
+   * that only copies (the sdma transport's) works without it: a failure
+   * here is reported by the first word instead. */
   CUfunction kernel = NULL;
-  int rc = load_word_kernel(device, &kernel);
-  if (rc) return rc;
+  mori_error_saved_t before;
+  mori_error_save(&before);
+  if (load_word_kernel(device, &kernel) != 0) mori_error_restore(&before);
   GPU_TRY(gpu.streamCreate(&q->stream, CU_STREAM_NON_BLOCKING), "creating a copy stream on device %d", device);
   q->device = device;
   for (int i = 0; i < QUEUE_EVENTS; i++)
@@ -227,12 +233,9 @@ static int queue_poll(mori_platform_queue_t *q) {
 static int queue_mark(mori_platform_queue_t *q) {
   uint64_t marked = q->marks ? q->covers[(q->marks - 1) % QUEUE_EVENTS] : 0;
   if (q->submitted == marked) return 0;
-  if (q->marks - q->marks_done == QUEUE_EVENTS) {
-    CUevent oldest = q->events[q->marks_done % QUEUE_EVENTS];
-    GPU_TRY(gpu.eventSynchronize(oldest), "waiting for the oldest copies on device %d", q->device);
-    q->finished = q->covers[q->marks_done % QUEUE_EVENTS];
-    q->marks_done++;
-  }
+  /* Every event in use: mark later (never wait here: the caller may hold
+   * locks a kernel's progress depends on). */
+  if (q->marks - q->marks_done == QUEUE_EVENTS) return 0;
   GPU_TRY(gpu.eventRecord(q->events[q->marks % QUEUE_EVENTS], q->stream), "marking copies on device %d", q->device);
   q->covers[q->marks % QUEUE_EVENTS] = q->submitted;
   q->marks++;

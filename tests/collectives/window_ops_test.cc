@@ -159,4 +159,30 @@ TEST(WindowOps, AcrossNodesBarrierAndSignalsReachEveryRankThroughTheProxy) {
   });
 }
 
+// Rail-only queue pairs (2 nodes x 2+ ranks): a rank on the other node but
+// another rail has no queue pair, so the barrier across nodes refuses (it
+// could not meet that rank) and a signal to it is refused, while a signal
+// to the same-rail rank goes through.
+TEST(WindowOps, AcrossNodesRailOnlyRefusesWhatNoQueuePairReaches) {
+  int size = TestRanks();
+  if (size < 4) GTEST_SKIP() << "needs two ranks per node";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+    setenv("MORI_RDMA_EXECUTOR", "copy_engine", 1);
+    setenv("MORI_ENABLE_RAIL_ONLY", "1", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Window win(w.comm, 4096, 4 * size);
+    int half = size / 2, local = rank % half, other_node = rank < half ? half : 0;
+    int same_rail = other_node + local, other_rail = other_node + (local + 1) % half;
+    EXPECT_EQ(mori_window_barrier(win.win, 0, 1000000000ull, nullptr), MORI_EUNREACHABLE);
+    EXPECT_NE(std::string(mori_last_error()).find("no transport of the comm reaches it"), std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(mori_window_put_signal(win.win, other_rail, 0, 0, nullptr), MORI_EUNREACHABLE) << "rank " << other_rail;
+    MORI_ASSERT_OK(mori_window_put_signal(win.win, same_rail, 0, 10000000000ull, nullptr));
+    MORI_ASSERT_OK(mori_window_wait_signal(win.win, same_rail, 0, 10000000000ull, nullptr));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
 }  // namespace

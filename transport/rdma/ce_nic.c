@@ -313,6 +313,8 @@ static const char *wc_status_str(enum ibv_wc_status status) {
     case IBV_WC_REM_OP_ERR: return "remote operation error";
     case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
     case IBV_WC_BAD_RESP_ERR: return "bad response error";
+    case IBV_WC_REM_INV_REQ_ERR: return "invalid request error";
+    case IBV_WC_GENERAL_ERR: return "general error";
     default: return "other error";
   }
 }
@@ -380,10 +382,12 @@ static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_
   if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     rc = mori_platform_queue_word(engine, (uint64_t *)remote, wr->wr.atomic.compare_add, true);
   } else if (inline_data) {
+    /* The value is taken now (inline: the caller's buffer may go when
+     * post_send returns); a word store needs an aligned word. */
+    if ((uintptr_t)remote % 8) return IBV_WC_REM_INV_REQ_ERR;
     uint64_t value;
     memcpy(&value, local, 8);
-    rc = ((uintptr_t)remote % 8) ? mori_platform_queue_copy(engine, remote, local, 8)
-                                 : mori_platform_queue_word(engine, (uint64_t *)remote, value, false);
+    rc = mori_platform_queue_word(engine, (uint64_t *)remote, value, false);
   } else if (wr->opcode == IBV_WR_RDMA_WRITE) {
     rc = length ? mori_platform_queue_copy(engine, remote, local, length) : 0;
   } else {

@@ -107,7 +107,10 @@ struct ce_context {
 
 /* ce_nic_keys.c. The service answers "which memory is rkey K" for this
  * context's registrations; ce_find_remote asks a peer's and maps the answer
- * (cached). Callers hold c->lock for ce_find_remote; the service takes it. */
+ * (cached: a region the owner deregisters later stays reachable through the
+ * cache, where a NIC would refuse it). Callers hold c->lock for
+ * ce_find_remote; the service takes only mr_lock, never c->lock, so two
+ * processes asking each other at once cannot deadlock. */
 int ce_keys_start(struct ce_context *c);
 void ce_keys_stop(struct ce_context *c);
 /* The region `rkey` of the context whose GID is `owner`, or NULL with

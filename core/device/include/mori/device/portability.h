@@ -90,6 +90,8 @@ MORI_DEVICE_INLINE void mori_pause(void) { sched_yield(); }
 #define MORI_THREAD_RANK_BLOCK() 0
 #define MORI_SYNC_WARP() ((void)0)
 #define MORI_SYNC_BLOCK() ((void)0)
+/* Block-wide barrier that also tells every thread whether any thread's pred held. */
+#define MORI_SYNC_BLOCK_OR(pred) ((pred) != 0)
 #elif defined(MORI_DEVICE_COMPILER_CUDA)
 MORI_DEVICE_INLINE uint32_t mori_atomic_load_acquire_u32(uint32_t *p) {
   uint32_t v;
@@ -231,6 +233,19 @@ MORI_DEVICE_INLINE void mori_pause(void) {
 #define MORI_SYNC_WARP() __builtin_amdgcn_wave_barrier()
 #endif
 #define MORI_SYNC_BLOCK() __syncthreads()
+/* Written out, not __syncthreads_or: HIP's lowers to wavefront shifts that
+ * gfx10+ does not have. Three block barriers: reset, vote, read. */
+static __device__ __forceinline__ int mori_sync_block_or(int pred) {
+  __shared__ volatile int any;
+  if (MORI_THREAD_RANK_BLOCK() == 0) any = 0;
+  __syncthreads();
+  if (pred) any = 1;
+  __syncthreads();
+  int result = any;
+  __syncthreads(); /* nobody resets it before every thread has read it */
+  return result;
+}
+#define MORI_SYNC_BLOCK_OR(pred) (mori_sync_block_or((pred) != 0) != 0)
 #endif
 
 #endif

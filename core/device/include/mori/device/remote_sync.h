@@ -11,7 +11,8 @@
  *   mori_world_barrier_block   the LSA barrier, then every rank of the
  *                              other nodes (block scope; thread 0 talks
  *                              to the other nodes)
- *   mori_remote_signal_put     +1 on `peer`'s count of this rank's signals
+ *   mori_remote_signal_put     +1 on `peer`'s count of this rank's signals,
+ *                              returning once delivered (or failed)
  *   mori_remote_signal_wait    waits until `peer` has signalled more often
  *                              than this rank has consumed, consumes one
  *
@@ -47,28 +48,36 @@ MORI_DEVICE_INLINE int mori_remote_wait_ge(mori_window_dev_t sync, uint64_t offs
 MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_window_dev_t sync, uint32_t channel,
                                                 uint64_t timeout_ns) {
   int rc = mori_barrier_block(win, channel, timeout_ns);
-  if (rc || win.lsa_size == win.world_size) return rc;
+  /* Block-uniform: every thread takes the same branch (some thread's LSA
+   * wait may have failed alone). */
+  if (MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK)) return rc;
+  if (win.lsa_size == win.world_size) return rc;
   if (MORI_THREAD_RANK_BLOCK() == 0) {
     int lsa = win.lsa_size, world = win.world_size, me = win.world_rank;
     rc = mori_quiet_window(win, timeout_ns);
     uint64_t *mine = mori_remote_word(sync, MORI_REMOTE_EPOCH(lsa, world, channel));
     uint64_t epoch = *(volatile uint64_t *)mine + 1;
-    *(volatile uint64_t *)mine = epoch;
+    /* A round counts once its arrivals are sent (as the LSA barrier's does),
+     * so the next barrier lines up with the other nodes even after a timeout. */
+    if (!rc) *(volatile uint64_t *)mine = epoch;
     for (int p = 0; p < world && !rc; p++)
       if (mori_lsa_index(win, p) < 0) rc = mori_signal_add(sync, p, MORI_REMOTE_ARRIVED(lsa, world, channel, me), 1);
     for (int p = 0; p < world && !rc; p++)
       if (mori_lsa_index(win, p) < 0)
         rc = mori_remote_wait_ge(sync, MORI_REMOTE_ARRIVED(lsa, world, channel, p), epoch, timeout_ns, p, channel);
+    /* An arrival the proxy could not deliver is this rank's error too. */
+    if (!rc) rc = mori_proxy_quiet(sync, timeout_ns);
   }
   MORI_SYNC_BLOCK();
-  return rc;
+  return rc; /* thread 0's for the other nodes; every failure is also in the mailbox */
 }
 
 MORI_DEVICE_INLINE int mori_remote_signal_put(mori_window_dev_t win, mori_window_dev_t sync, int peer, uint32_t channel,
                                               uint64_t timeout_ns) {
   int rc = mori_quiet_window(win, timeout_ns);
-  if (rc) return rc;
-  return mori_signal_add(sync, peer, MORI_REMOTE_SIGNALED(win.lsa_size, win.world_size, channel, win.world_rank), 1);
+  if (!rc) rc = mori_signal_add(sync, peer, MORI_REMOTE_SIGNALED(win.lsa_size, win.world_size, channel, win.world_rank), 1);
+  /* Delivered, or a failure the sender sees (not only the waiter's timeout). */
+  return rc ? rc : mori_proxy_quiet(sync, timeout_ns);
 }
 
 MORI_DEVICE_INLINE int mori_remote_signal_wait(mori_window_dev_t win, mori_window_dev_t sync, int peer, uint32_t channel,

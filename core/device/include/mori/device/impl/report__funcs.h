@@ -41,7 +41,8 @@ MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int p
     *(volatile uint32_t *)&ctl->error.code = (uint32_t)code;
     mori_fence_system();
   }
-  if (ctl && *(volatile uint32_t *)&ctl->trap_on_error) MORI_DEVICE_TRAP();
+  /* Not for an abort: mori_window_abort exists to let waiting kernels end. */
+  if (ctl && code != MORI_DEVICE_EABORTED && *(volatile uint32_t *)&ctl->trap_on_error) MORI_DEVICE_TRAP();
   return code;
 }
 
