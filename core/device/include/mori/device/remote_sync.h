@@ -27,24 +27,6 @@ MORI_DEVICE_INLINE uint64_t *mori_remote_word(mori_window_dev_t sync, uint64_t o
   return (uint64_t *)mori_lsa_ptr(sync, sync.lsa_rank, offset);
 }
 
-/* Waits until the word at `offset` of this rank's area reaches `value`. */
-MORI_DEVICE_INLINE int mori_remote_wait_ge(mori_window_dev_t sync, uint64_t offset, uint64_t value, uint64_t timeout_ns,
-                                           int peer, uint32_t channel) {
-  uint64_t *word = mori_remote_word(sync, offset);
-  uint64_t start = 0, seen = 0;
-  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(word)) < value; spin++) {
-    if (spin == 0) start = mori_clock_ns();
-    if ((spin & 255) == 255) {
-      uint64_t waited = mori_clock_ns() - start;
-      if (mori_aborted(sync)) return mori_device_report(sync, MORI_DEVICE_EABORTED, peer, channel, waited, value, seen);
-      if (timeout_ns && waited > timeout_ns)
-        return mori_device_report(sync, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, value, seen);
-    }
-    mori_pause();
-  }
-  return MORI_DEVICE_OK;
-}
-
 MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_window_dev_t sync, uint32_t channel,
                                                 uint64_t timeout_ns) {
   int rc = mori_barrier_block(win, channel, timeout_ns);
@@ -64,7 +46,8 @@ MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_wind
       if (mori_lsa_index(win, p) < 0) rc = mori_signal_add(sync, p, MORI_REMOTE_ARRIVED(lsa, world, channel, me), 1);
     for (int p = 0; p < world && !rc; p++)
       if (mori_lsa_index(win, p) < 0)
-        rc = mori_remote_wait_ge(sync, MORI_REMOTE_ARRIVED(lsa, world, channel, p), epoch, timeout_ns, p, channel);
+        rc = mori_wait_word(sync, mori_remote_word(sync, MORI_REMOTE_ARRIVED(lsa, world, channel, p)), MORI_CMP_GE, epoch,
+                            timeout_ns, p, channel, 0);
     /* An arrival the proxy could not deliver is this rank's error too. */
     if (!rc) rc = mori_proxy_quiet(sync, timeout_ns);
   }
@@ -84,8 +67,8 @@ MORI_DEVICE_INLINE int mori_remote_signal_wait(mori_window_dev_t win, mori_windo
                                                uint64_t timeout_ns) {
   uint64_t *consumed = mori_remote_word(sync, MORI_REMOTE_CONSUMED(win.lsa_size, win.world_size, channel, peer));
   uint64_t next = *(volatile uint64_t *)consumed + 1;
-  int rc = mori_remote_wait_ge(sync, MORI_REMOTE_SIGNALED(win.lsa_size, win.world_size, channel, peer), next, timeout_ns,
-                               peer, channel);
+  int rc = mori_wait_word(sync, mori_remote_word(sync, MORI_REMOTE_SIGNALED(win.lsa_size, win.world_size, channel, peer)),
+                          MORI_CMP_GE, next, timeout_ns, peer, channel, 0);
   if (!rc) *(volatile uint64_t *)consumed = next;
   return rc;
 }

@@ -62,17 +62,17 @@ MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t
   return MORI_DEVICE_OK;
 }
 
-/* Waits until this rank's signal at `offset` satisfies cmp against value.
- * `peer` (who is expected to signal; -1 if unknown) and `channel` only label
- * the error record. timeout_ns == 0 waits forever (the abort flag still
- * ends it). *seen_out (may be NULL) gets the last value read. */
-MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t offset, mori_cmp_t cmp, uint64_t value,
-                                              uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
-  uint64_t *sig = (uint64_t *)mori_local_ptr(win, offset);
+/* Waits until the word at `word` (this rank's memory) satisfies cmp
+ * against value, with `win`'s abort flag, timeout and mailbox. `peer` (who
+ * is expected to write it; -1 if unknown) and `channel` only label the
+ * error record. timeout_ns == 0 waits forever (the abort flag still ends
+ * it). *seen_out (may be NULL) gets the last value read. */
+MORI_DEVICE_INLINE int mori_wait_word(mori_window_dev_t win, uint64_t *word, mori_cmp_t cmp, uint64_t value,
+                                      uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
   uint64_t start = mori_clock_ns();
   uint64_t seen = 0;
   for (uint32_t spin = 0;; spin++) {
-    seen = mori_atomic_load_acquire_u64(sig);
+    seen = mori_atomic_load_acquire_u64(word);
     if (mori_cmp_holds(seen, cmp, value)) break;
     if ((spin & 255) == 255) {
       uint64_t waited = mori_clock_ns() - start;
@@ -84,6 +84,13 @@ MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t of
   }
   if (seen_out) *seen_out = seen;
   return MORI_DEVICE_OK;
+}
+
+/* Waits until this rank's signal at `offset` of the window satisfies cmp
+ * against value (mori_wait_word). */
+MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t offset, mori_cmp_t cmp, uint64_t value,
+                                              uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
+  return mori_wait_word(win, (uint64_t *)mori_local_ptr(win, offset), cmp, value, timeout_ns, peer, channel, seen_out);
 }
 
 MORI_DEVICE_INLINE int mori_proxy_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
