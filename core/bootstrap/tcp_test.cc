@@ -13,6 +13,7 @@
 
 #include "mori/bootstrap.h"
 #include "tests/support/harness.h"
+#include "tests/support/sockets.h"
 
 using mori_test::Bootstrap;
 using mori_test::TestRanks;
@@ -152,21 +153,21 @@ TEST(BootstrapTcp, WorldSizeMismatchIsNamedWithBothSizesOnEveryRank) {
   });
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(sa);
-  bind(fd, (sockaddr *)&sa, sizeof(sa));
-  getsockname(fd, (sockaddr *)&sa, &len);
-  close(fd);
-  return ntohs(sa.sin_port);
+// A SLURM_JOB_ID whose port (tcp_env.c: 20000 + hash % 20000) is free and
+// below the ephemeral range.
+std::string SlurmJobWithFreePort() {
+  for (int id = mori_test::FreePort();; id++) {
+    std::string job = std::to_string(id);
+    unsigned hash = 0;
+    for (char c : job) hash = hash * 31u + (unsigned char)c;
+    int port = 20000 + (int)(hash % 20000u);
+    if (port < 32768 && mori_test::PortFree(port)) return job;
+  }
 }
 
 // The launchers' own variables, with none of mori's: no secret either, so
 // the ranks use the one rank 0 leaves for the ranks of its own machine.
-void UseLauncherEnvironment(const std::string &style, int rank, int size, int port) {
+void UseLauncherEnvironment(const std::string &style, int rank, int size, int port, const std::string &slurm_job) {
   for (const char *v : {"MORI_RANK", "MORI_WORLD_SIZE", "MORI_BOOTSTRAP_ADDR", "MORI_BOOTSTRAP_LISTEN_FD",
                         "MORI_BOOTSTRAP_PORT", "MORI_BOOTSTRAP_SECRET", "MORI_BOOTSTRAP_SECRET_FILE"})
     unsetenv(v);
@@ -184,15 +185,16 @@ void UseLauncherEnvironment(const std::string &style, int rank, int size, int po
     set("SLURM_PROCID", std::to_string(rank));
     set("SLURM_NTASKS", std::to_string(size));
     set("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1");
-    set("SLURM_JOB_ID", std::to_string(port));
+    set("SLURM_JOB_ID", slurm_job);
   }
 }
 
 TEST(BootstrapTcp, ReadsTorchrunMpirunAndSlurmEnvironments) {
   for (std::string style : {"torchrun", "mpirun", "slurm"}) {
-    int port = FreePort();
+    int port = mori_test::FreePort();
+    std::string job = SlurmJobWithFreePort();
     EXPECT_RANKS_PASS(TestRanks(), [&](int rank, int size) {
-      UseLauncherEnvironment(style, rank, size, port);
+      UseLauncherEnvironment(style, rank, size, port, job);
       mori_bootstrap_t *b = nullptr;
       MORI_ASSERT_OK(mori_bootstrap_tcp_from_env(&b));
       EXPECT_EQ(mori_bootstrap_rank(b), rank) << style;

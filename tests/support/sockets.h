@@ -14,18 +14,29 @@
 
 namespace mori_test {
 
-// A loopback port nobody listens on right now (another process may take it
-// before the test does; tests that use it tolerate nothing worse than that).
-inline int FreePort() {
+// Whether a loopback TCP port can be bound right now.
+inline bool PortFree(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(sa);
-  bind(fd, (sockaddr *)&sa, sizeof(sa));
-  getsockname(fd, (sockaddr *)&sa, &len);
+  sa.sin_port = htons((uint16_t)port);
+  bool ok = bind(fd, (sockaddr *)&sa, sizeof(sa)) == 0;
   close(fd);
-  return ntohs(sa.sin_port);
+  return ok;
+}
+
+// A loopback port nobody listens on right now, below the kernel's
+// ephemeral range (32768 and up by default): the listeners and connections
+// of other tests running meanwhile (the bootstrap's links listen on
+// ephemeral ports) never take it; only another explicit choice could.
+inline int FreePort() {
+  static unsigned next = (unsigned)getpid() * 7919u;
+  for (int tries = 0; tries < 4096; tries++) {
+    int port = 20000 + (int)(next++ % 12000u);
+    if (PortFree(port)) return port;
+  }
+  return 0;
 }
 
 // A listening loopback socket with the given backlog; its port in *port.
