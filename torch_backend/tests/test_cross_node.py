@@ -78,12 +78,12 @@ def _():
     needs_ranks(2)
     hdl = state["hdl"]
     for i in range(20):
-        hdl.barrier(channel=i % 8)
+        hdl.barrier(channel=i % 8, timeout_ms=15000)
     torch.cuda.synchronize()
     dist.barrier()
     if rank == 0:
         time.sleep(0.3)
-    took = waited(lambda: hdl.barrier())
+    took = waited(lambda: hdl.barrier(timeout_ms=15000))
     if rank != 0:
         assert took > 0.2, f"the barrier returned after {took * 1e3:.0f} ms, before rank 0 arrived"
 
@@ -93,15 +93,26 @@ def _():
     needs_ranks(2)
     hdl = state["hdl"]
     dist.barrier()
+    # Bounded: a signal that never comes is a RuntimeError naming the peer, not a hang.
     if rank == 0:
         time.sleep(0.3)
-        hdl.put_signal(peer, channel=2)
-        hdl.wait_signal(peer, channel=2)
+        hdl.put_signal(peer, channel=2, timeout_ms=15000)
+        hdl.wait_signal(peer, channel=2, timeout_ms=15000)
     else:
-        took = waited(lambda: hdl.wait_signal(peer, channel=2))
-        hdl.put_signal(peer, channel=2)
+        took = waited(lambda: hdl.wait_signal(peer, channel=2, timeout_ms=15000))
+        hdl.put_signal(peer, channel=2, timeout_ms=15000)
         assert took > 0.2, f"wait_signal returned after {took * 1e3:.0f} ms, before rank 0 signalled"
     torch.cuda.synchronize()
+    # Ping-pong, ops queued back to back without a host wait in between
+    # (timeout 0), then one bounded wait for the last: 50 rounds.
+    for i in range(50):
+        if rank == 0:
+            hdl.put_signal(peer, channel=3)
+            hdl.wait_signal(peer, channel=3)
+        else:
+            hdl.wait_signal(peer, channel=3)
+            hdl.put_signal(peer, channel=3)
+    hdl.barrier(channel=3, timeout_ms=15000)
 
 
 @check("a wait across nodes that nobody answers raises RuntimeError naming the peer")
