@@ -202,6 +202,7 @@ void mori_comm_release(mori_comm_t *c) {
   for (int i = c->num_transports - 1; i >= 0; i--) c->transports[i].fini(c->transport_state[i]);
   for (int i = c->num_handles - 1; i >= 0; i--) c->handles[i].fini(c->handle_state[i]);
   mori_node_channel_destroy(c->channel);
+  if (c->locality_dev) mori_platform_device_free(c->device, c->locality_dev);
   free(c->routes);
   free(c->peers);
   free(c);

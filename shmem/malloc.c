@@ -18,10 +18,27 @@
 #include "mori/heap.h"
 #include "shmem/internal/state.h"
 
-/* Bases freed lately: a double free is named as such. */
+/* Allocations freed lately: a double free is named as such, and so is a
+ * pointer into a freed allocation (mori_shmem_was_freed). */
 enum { FREED_MEMORY = 64 };
-static const void *recently_freed[FREED_MEMORY];
+static struct {
+  const void *base;
+  size_t size;
+} recently_freed[FREED_MEMORY];
 static unsigned freed_next;
+
+bool mori_shmem_was_freed(const void *ptr, const void **base, size_t *size) {
+  const char *p = (const char *)ptr;
+  for (unsigned i = 0; i < FREED_MEMORY; i++) {
+    const char *b = (const char *)recently_freed[i].base;
+    if (b && p >= b && p < b + (recently_freed[i].size ? recently_freed[i].size : 1)) {
+      if (base) *base = b;
+      if (size) *size = recently_freed[i].size;
+      return true;
+    }
+  }
+  return false;
+}
 
 struct malloc_args {
   int32_t rc;
@@ -152,7 +169,7 @@ static int claim(void *ptr, mori_shmem_block_t **out, uint64_t *offset) {
     return mori_error_set(MORI_EINVAL, "shmem_free: %p is inside the allocation at %p, not its start", ptr, b->base);
   if (!b) {
     for (unsigned i = 0; i < FREED_MEMORY; i++)
-      if (recently_freed[i] == ptr) return mori_error_set(MORI_EINVAL, "shmem_free: double free of %p", ptr);
+      if (recently_freed[i].base == ptr) return mori_error_set(MORI_EINVAL, "shmem_free: double free of %p", ptr);
     return mori_error_set(MORI_ENOT_OWNED, "shmem_free: %p was not allocated by shmem_malloc", ptr);
   }
   mori_heap_location_t loc;
@@ -194,7 +211,8 @@ int shmem_free(void *ptr) {
   free(all);
   if (!rc && b) {
     mori_shmem_remove_block(b);
-    recently_freed[freed_next++ % FREED_MEMORY] = b->base;
+    recently_freed[freed_next % FREED_MEMORY].base = b->base;
+    recently_freed[freed_next++ % FREED_MEMORY].size = b->size;
     if ((rc = mori_window_destroy(b->win)) == 0) rc = mori_mem_free(b->base);
     free(b);
   }

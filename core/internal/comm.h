@@ -48,6 +48,7 @@ struct mori_comm {
   struct mori_signal_arenas *arenas;
   struct mori_heap_segments *heap_segments; /* the device heap's chunks mapped across this comm */
   struct mori_node_channel *channel; /* NULL: collective steps go through the bootstrap */
+  void *locality_dev;                /* locality.c: the peers' locality words on the device, made on first use */
   struct mori_comm *next_live; /* the process's list of comms (teardown) */
 };
 

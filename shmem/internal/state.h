@@ -59,6 +59,9 @@ int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *step);
 mori_shmem_block_t *mori_shmem_find_block(const void *ptr);
 void mori_shmem_add_block(mori_shmem_block_t *b);
 void mori_shmem_remove_block(mori_shmem_block_t *b);
+/* malloc.c: whether `ptr` lies in one of the allocations shmem_free
+ * released lately (the last 64), and which (base, size). */
+bool mori_shmem_was_freed(const void *ptr, const void **base, size_t *size);
 
 /* device_state.c: made at init (collective), released at finalize; a new
  * shmem allocation's chunk row is filled once its window exists. */

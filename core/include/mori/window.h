@@ -42,6 +42,24 @@ MORI_API mori_window_dev_t mori_window_device_view(const mori_window_t *win);
  * remote_sync.h: flat arithmetic only (no pointer tables), the window's
  * mailbox, and a proxy ring that reaches the same area on other nodes. */
 MORI_API mori_window_dev_t mori_window_sync_view(const mori_window_t *win);
+/* The window's flat VA span over the whole comm: world rank p's allocation
+ * starts at base + p * stride on this rank (a contiguous view of every
+ * rank's memory, e.g. one tensor of shape [world, ...]). Exists only when
+ * every rank of the comm is in this rank's load/store team (else
+ * MORI_EUNREACHABLE, naming the team) and every rank's memory sits at the
+ * same place of its mapping: a window of its own memory (isolation mode,
+ * mori_mem_register, allocations above a heap chunk) or heap carves at
+ * equal offsets (shmem_malloc); carves at different offsets have no flat
+ * span (MORI_ENOTSUP; the pointer tables still reach every peer). */
+typedef struct mori_flat_span {
+  uint64_t base;    /* world rank 0's allocation in this process */
+  uint64_t stride;  /* bytes from one rank's allocation to the next */
+  uint64_t bytes;   /* the allocation's size on every rank */
+  uint64_t span;    /* (world_size - 1) * stride + bytes: what a view over every rank covers */
+  int32_t world_size;
+  int32_t reserved;
+} mori_flat_span_t;
+MORI_API int mori_window_flat_span(const mori_window_t *win, mori_flat_span_t *out);
 /* Reports (and clears) an error a kernel left in the window's mailbox. */
 MORI_API int mori_window_check(mori_window_t *win);
 /* Sets the abort flag every device-side wait of this window honours. */

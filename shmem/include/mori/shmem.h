@@ -18,6 +18,7 @@
 #define MORI_SHMEM_H
 
 #include "mori/comm.h"
+#include "mori/device/address_map.h"
 #include "mori/device/impl/shmem__types.h"
 #include "mori/error.h"
 #include "mori/window.h"
@@ -110,6 +111,20 @@ MORI_API int shmem_buffer_deregister(void *ptr, size_t size);
  * (another node, MORI_DISABLE_P2P) or the pointer or PEs are not valid
  * (mori_last_error() says which). dest_pe == my_pe gives ptr back. */
 MORI_API void *shmem_ptr_p2p(const void *ptr, int my_pe, int dest_pe);
+
+/* The address map (mori/device/address_map.h) of the allocation holding
+ * `ptr` (any pointer inside a live shmem allocation; for a registered
+ * buffer, the mapping it was registered with): peer_bases is a device
+ * table of npes entries (0 where a PE is not reached by load/store),
+ * local_rank my PE, peer_bases[local_rank] == allocation_base. The table
+ * is the allocation's own (made by shmem_malloc, no allocation here) and
+ * stays valid until shmem_free. MORI_ENOT_OWNED for a pointer outside every
+ * live allocation, saying so when it was freed. Local. */
+MORI_API int mori_shmem_address_map(const void *ptr, mori_address_map_t *out);
+/* `ptr` as seen on `pe`, with the reason when it cannot be: MORI_ENOT_OWNED
+ * (not in a live allocation; freed ones named), MORI_EINVAL (pe out of
+ * range), MORI_EUNREACHABLE (pe not reached by load/store). Local. */
+MORI_API int mori_shmem_translate(const void *ptr, int pe, void **out);
 
 /* Collective: returns when every PE has called it (host calls only: the
  * device's streams are not waited for). */

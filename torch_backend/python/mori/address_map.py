@@ -8,13 +8,17 @@ one allocation on every rank (Iris style: remote = peer_bases[rank] +
     m.translate(t[100:].data_ptr(), peer)  # host-side, checked
     # in Triton: mori.triton.translate(ptr, peer, m.peer_bases, m.local_rank)
 
+    v = am.contiguous_view(t, group)      # [world, n]: v[p] is rank p's t
+    loc = am.locality(t, group)           # per-peer records, loc.table on the GPU
+
 The table is per allocation: a view translates against its allocation's
 root (the storage), and a pointer into another allocation needs that
 allocation's map. The map is read off torch's rendezvous handle, whose
 buffer_ptrs is exactly the table; the invariant peer_bases[local_rank] ==
 allocation_base is checked, not assumed. Works for tensors of any torch
 symmetric-memory backend (MORI, the default, NVSHMEM) whose handle
-publishes buffer_ptrs."""
+publishes buffer_ptrs. contiguous_view and locality need the MORI backend
+(they read mori's window and comm)."""
 from dataclasses import dataclass
 
 import torch
@@ -76,3 +80,64 @@ def address_map(tensor, group=None):
                          device=tensor.device)
     return AddressMap(peer_bases=table, local_rank=rank, world_size=world, allocation_base=root,
                       allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
+
+
+def _group_name(group):
+    import torch.distributed as dist
+
+    group = group if group is not None else dist.group.WORLD
+    return group if isinstance(group, str) else group.group_name
+
+
+def _mori_window(tensor, group, what):
+    """Rendezvous (collective) of a MORI-backend tensor; the group's name."""
+    import torch.distributed._symmetric_memory as symm_mem
+
+    backend = symm_mem.get_backend(tensor.device)
+    if backend != "MORI":
+        raise ValueError(f"mori {what}: the symmetric-memory backend of {tensor.device} is {backend!r}, not 'MORI' "
+                         "(import mori.allocator and symm_mem.set_backend('MORI') before allocating)")
+    name = _group_name(group)
+    if symm_mem.rendezvous(tensor, name) is None:
+        raise ValueError(f"mori {what}: the tensor is not symmetric memory (allocate it with symm_mem.empty)")
+    import mori.allocator  # noqa: F401  (loads the library that registers torch.ops.mori)
+
+    return name
+
+
+def contiguous_view(tensor, group=None):
+    """Every rank's copy of `tensor` as one tensor of shape
+    [world_size, *tensor.shape] over the window's flat span: row p is rank
+    p's memory, written and read by plain loads and stores (nvFuser's
+    contiguous view). Collective (it rendezvouses, like address_map); the
+    view keeps the allocation alive. Exists only when every rank of the
+    group is load/store reachable (one node) and the ranks' allocations
+    sit at the same place of their mappings (MORI_SHMEM_MODE=isolation, an
+    allocation above a heap chunk, or heap carves at equal offsets);
+    otherwise a RuntimeError says which, naming the rank and size. Also
+    refused: a backend other than MORI (ValueError), a span whose stride is
+    not a multiple of the element size."""
+    import torch
+
+    name = _mori_window(tensor, group, "contiguous view")
+    return torch.ops.mori.contiguous_view(tensor, name)
+
+
+@dataclass(frozen=True)
+class Locality:
+    peers: tuple  # mori.shmem.PeerLocality per rank of the group
+    table: torch.Tensor  # int32[world_size] on the tensor's GPU: the uint32 words kernels read (mori/device/locality.h)
+
+
+def locality(tensor, group=None):
+    """How this rank reaches each rank of the group (class: self, lsa,
+    node, remote; direct access, system-scope atomics, RDMA, copy engine),
+    separate from the address map. Collective (it rendezvouses); the table
+    is the comm's and lives as long as the group."""
+    import torch
+
+    from mori.shmem.locality import decode
+
+    name = _mori_window(tensor, group, "locality")
+    table = torch.ops.mori.locality(tensor, name)
+    return Locality(peers=decode([w & 0xFFFFFFFF for w in table.tolist()]), table=table)

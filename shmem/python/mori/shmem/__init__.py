@@ -1,7 +1,8 @@
 """mori.shmem: the MORI Shmem API (OpenSHMEM-style symmetric memory) of the
 Shmem Guide. `from mori import shmem` or `import mori.shmem`; importing it
-does not import torch. Calls go to libmori.so, the library the torch
-backend uses too."""
+does not import torch (only a tensor view of a device table asks for it).
+Calls go to libmori.so, the library the torch backend uses too."""
+from .address_map import ShmemAddressMap, shmem_address_map, shmem_translate
 from .api import (
     MORI_SHMEM_INIT_WITH_MPI_COMM,
     MORI_SHMEM_INIT_WITH_UNIQUEID,
@@ -26,8 +27,15 @@ from .api import (
     shmem_ptr_p2p,
     shmem_torch_process_group_init,
 )
+from .locality import PeerLocality, ShmemLocality, shmem_locality
 
 __all__ = [
+    "PeerLocality",
+    "ShmemAddressMap",
+    "ShmemLocality",
+    "shmem_address_map",
+    "shmem_locality",
+    "shmem_translate",
     "MORI_SHMEM_INIT_WITH_MPI_COMM",
     "MORI_SHMEM_INIT_WITH_UNIQUEID",
     "MORI_SHMEM_MALLOC_CACHED",

@@ -38,6 +38,21 @@ class UniqueId(ctypes.Structure):
     _fields_ = [("bytes", ctypes.c_uint8 * UNIQUEID_BYTES)]
 
 
+class AddressMap(ctypes.Structure):
+    """mori_address_map_t (mori/device/address_map.h), 40 bytes."""
+    _fields_ = [
+        ("peer_bases", ctypes.c_void_p),
+        ("allocation_base", ctypes.c_uint64),
+        ("allocation_bytes", ctypes.c_uint64),
+        ("local_rank", ctypes.c_int32),
+        ("world_size", ctypes.c_int32),
+        ("capabilities", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+assert ctypes.sizeof(AddressMap) == 40, "mori_address_map_t is 40 bytes"
+
 _SIGNATURES = {
     # name: (restype, argtypes)
     "mori_strerror": (ctypes.c_char_p, [_c_int]),
@@ -60,6 +75,13 @@ _SIGNATURES = {
     "shmem_ptr_p2p": (_c_void_p, [_c_void_p, _c_int, _c_int]),
     "shmem_barrier_all": (_c_int, []),
     "shmem_module_init": (_c_int, [_c_void_p]),
+    "mori_shmem_address_map": (_c_int, [_c_void_p, ctypes.POINTER(AddressMap)]),
+    "mori_shmem_translate": (_c_int, [_c_void_p, _c_int, ctypes.POINTER(_c_void_p)]),
+    "mori_shmem_comm": (_c_int, [ctypes.POINTER(_c_void_p)]),
+    "mori_comm_size": (_c_int, [_c_void_p]),
+    "mori_comm_locality": (_c_int, [_c_void_p, ctypes.POINTER(ctypes.c_uint32), _c_int]),
+    "mori_comm_locality_dev": (_c_int, [_c_void_p, ctypes.POINTER(_c_void_p)]),
+    "mori_runtime_platform": (ctypes.c_char_p, []),
 }
 
 for _name, (_res, _args) in _SIGNATURES.items():

@@ -1,0 +1,142 @@
+"""mori.shmem's address maps and locality (shmem_address_map,
+shmem_translate, shmem_locality) across separate processes on the host
+platform, at 2, 4 and 8 PEs on one node and at 4 PEs on two simulated nodes
+(MORI_HOST_ID): the maps of two allocations and of an interior pointer, the
+device table against the host tuple, translations peers wrote through,
+refusals with their reason, and no torch imported on the way."""
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the runfiles' workspace root
+sys.path.insert(0, os.path.join(ROOT, "shmem", "python"))
+os.environ.setdefault("MORI_LIB", os.path.join(ROOT, "libmori.so"))
+
+
+def expect_raises(kind, fn, *args, says=()):
+    try:
+        fn(*args)
+    except kind as e:
+        for s in says:
+            assert s in str(e), f"{s!r} not in {e}"
+        return e
+    raise AssertionError(f"{fn.__name__}{args} did not raise {kind.__name__}")
+
+
+def init(rank, size, uid_path):
+    from mori import shmem
+
+    if rank == 0:
+        uid = shmem.shmem_get_unique_id()
+        with open(uid_path + ".part", "wb") as f:
+            f.write(uid)
+        os.rename(uid_path + ".part", uid_path)
+    else:
+        deadline = time.time() + 30
+        while not os.path.exists(uid_path) and time.time() < deadline:
+            time.sleep(0.01)
+        with open(uid_path, "rb") as f:
+            uid = f.read()
+    shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, uid)
+    return shmem
+
+
+def pe_main(rank, size, uid_path, nodes):
+    if nodes > 1:
+        os.environ["MORI_HOST_ID"] = f"node-{rank * nodes // size}"
+    shmem = init(rank, size, uid_path)
+    me, n = shmem.shmem_mype(), shmem.shmem_npes()
+    per_node = n // nodes
+    same_node = [pe // per_node == me // per_node for pe in range(n)]
+    a = shmem.shmem_malloc(64 * 1024)
+    b = shmem.shmem_malloc(4096)
+    ma, inner, mb = shmem.shmem_address_map(a), shmem.shmem_address_map(a + 5000), shmem.shmem_address_map(b + 4095)
+    assert (ma.local_rank, ma.world_size) == (me, n), ma
+    assert (ma.allocation_base, ma.allocation_bytes) == (a, 64 * 1024), ma
+    assert inner == ma, "an interior pointer maps the whole allocation"
+    assert (mb.allocation_base, mb.allocation_bytes) == (b, 4096), mb
+    assert mb.peer_bases_address != ma.peer_bases_address, "each allocation has its own table"
+    assert ma.host_bases[me] == a, "peer_bases[local_rank] == allocation_base"
+    for pe in range(n):
+        assert bool(ma.host_bases[pe]) == same_node[pe], (pe, ma.host_bases)
+        assert ma.host_bases[pe] == shmem.shmem_ptr_p2p(a, me, pe), pe
+    # Host platform: the device table is host memory, readable here.
+    table = (ctypes.c_uint64 * n).from_address(ma.peer_bases_address)
+    assert tuple(table) == ma.host_bases, (tuple(table), ma.host_bases)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        expect_raises(ImportError, lambda: ma.peer_bases, says=("needs torch",))
+        assert "torch" not in sys.modules
+    else:
+        assert [v & (2**64 - 1) for v in ma.peer_bases.tolist()] == list(ma.host_bases)
+    for pe in range(n):
+        if not same_node[pe]:
+            expect_raises(shmem.ShmemError, ma.translate, a, pe, says=("not load/store reachable",))
+            continue
+        at = ma.translate(a + 1024 + 8 * me, pe)
+        assert at == shmem.shmem_translate(a + 1024 + 8 * me, pe)
+        ctypes.c_int64.from_address(at).value = 3000 + me
+    shmem.shmem_barrier_all()
+    for src in range(n):
+        if same_node[src]:
+            got = ctypes.c_int64.from_address(a + 1024 + 8 * src).value
+            assert got == 3000 + src, (src, got)
+    # Refusals, each with its reason.
+    expect_raises(ValueError, ma.translate, b, 0, says=("outside the allocation", f"on PE {me}"))
+    e = expect_raises(shmem.ShmemError, ma.translate, a, n, says=(f"PE {n} is out of range ({n} PEs)",))
+    assert e.name == "MORI_EINVAL", e
+    e = expect_raises(shmem.ShmemError, shmem.shmem_address_map, id(e), says=("not inside a live shmem allocation",))
+    assert e.name == "MORI_ENOT_OWNED", e
+    shmem.shmem_barrier_all()
+    shmem.shmem_free(b)
+    expect_raises(shmem.ShmemError, shmem.shmem_address_map, b + 8, says=(f"that PE {me} freed",))
+    expect_raises(shmem.ShmemError, mb.translate, b, 0, says=("freed",))
+    # Locality: classes from the layout, the device table holding the words.
+    loc = shmem.shmem_locality()
+    assert len(loc.peers) == n
+    for pe, p in enumerate(loc.peers):
+        want = "self" if pe == me else "lsa" if same_node[pe] else "remote"
+        assert (p.rank, p.peer_class) == (pe, want), p
+        assert p.direct_access == same_node[pe] and p.system_atomics == same_node[pe], p
+    words = (ctypes.c_uint32 * n).from_address(loc.table_address)
+    assert list(words) == [p.word for p in loc.peers]
+    assert shmem.shmem_locality().table_address == loc.table_address, "one table per comm"
+    shmem.shmem_barrier_all()
+    shmem.shmem_free(a)
+    shmem.shmem_finalize()
+    print(f"PE {me} of {n}: ok", flush=True)
+
+
+class ShmemPythonViewsTest(unittest.TestCase):
+    def run_pes(self, n, nodes):
+        env = dict(os.environ, MORI_SHMEM_VMM_CHUNK_SIZE="4M", MORI_SHMEM_HEAP_SIZE="64M",
+                   MORI_BOOTSTRAP_TIMEOUT_MS="20000")
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            uid_path = os.path.join(tmp, "uid")
+            procs = [subprocess.Popen([sys.executable, __file__, "pe", str(r), str(n), uid_path, str(nodes)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                     for r in range(n)]
+            outs = [p.communicate(timeout=120)[0] for p in procs]
+            for r, (p, out) in enumerate(zip(procs, outs)):
+                self.assertEqual(p.returncode, 0, f"PE {r} of {n} on {nodes} node(s):\n{out}")
+                self.assertIn(f"PE {r} of {n}: ok", out)
+
+    def test_one_node_at_2_4_and_8_pes(self):
+        for n in (2, 4, 8):
+            self.run_pes(n, 1)
+
+    def test_two_nodes_at_4_pes(self):
+        self.run_pes(4, 2)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "pe":
+        pe_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+    else:
+        unittest.main()
