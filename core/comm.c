@@ -242,8 +242,13 @@ static int init_handles(mori_comm_t *c, const mori_handle_ops_t *const *given, i
     if (!(common & (1u << h->handle_type))) continue;
     if ((rc = h->init(c, &c->handle_state[c->num_handles])) != 0) return mori_error_context(rc, "handle library %s: init", h->name);
     c->num_handles++;
+    /* Legacy IPC only carries memory the runtime allocated: never new allocations. */
+    if (h->handle_type == MORI_HANDLE_LEGACY_IPC) continue;
     if (h->handle_type == preferred || c->handle_type == MORI_HANDLE_NONE) c->handle_type = h->handle_type;
   }
+  if (c->num_handles > 0 && c->handle_type == MORI_HANDLE_NONE)
+    return mori_error_set(MORI_ENOTSUP, "comm_create: the given handle libraries carry only memory made elsewhere (legacy IPC); "
+                                        "list posix_fd or fabric too, for mori's own allocations");
   if (c->num_handles == 0)
     return mori_error_set(MORI_ENOTSUP,
                           "comm_create: no given handle library carries a type every rank supports (common mask 0x%x)",

@@ -2,6 +2,7 @@
  * nothing of windows: a window takes a reference (mori_alloc_acquire), so
  * a free in any order across ranks only drops the user's reference. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +191,37 @@ int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base_out) {
   insert_locked(a);
   pthread_mutex_unlock(&registry_lock);
   if (base_out) *base_out = base;
+  return 0;
+}
+
+int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr) {
+  if (!ptr || size == 0) return mori_error_set(MORI_EINVAL, "mem_register_range: %p with %zu bytes", ptr, size);
+  if ((uintptr_t)ptr > UINTPTR_MAX - size)
+    return mori_error_set(MORI_ERANGE, "mem_register_range: %p + %zu bytes wraps the address space", ptr, size);
+  pthread_mutex_lock(&registry_lock);
+  mori_alloc_t *known = find_locked(ptr);
+  if (!known) known = find_locked((char *)ptr + size - 1);
+  void *known_base = known ? known->local.base : NULL;
+  pthread_mutex_unlock(&registry_lock);
+  if (known)
+    return mori_error_set(MORI_EEXIST, "mem_register_range: [%p, +%zu bytes) overlaps mori memory at %p", ptr, size, known_base);
+  mori_alloc_t *a = calloc(1, sizeof(*a));
+  if (!a) return mori_error_set(MORI_ENOMEM, "mem_register_range");
+  int rc = mori_platform_ipc_describe(ptr, size, attr ? attr->device : -1, &a->local.mem);
+  if (rc) {
+    free(a);
+    return mori_error_context(rc, "mem_register_range(%p, %zu bytes)", ptr, size);
+  }
+  a->local.base = ptr;
+  a->local.mapped_size = size;
+  a->local.device = a->local.mem.device;
+  a->size = size;
+  a->signal_pad_size = attr ? attr->signal_pad_size : 0;
+  a->registered = true;
+  a->refs = 1;
+  pthread_mutex_lock(&registry_lock);
+  insert_locked(a);
+  pthread_mutex_unlock(&registry_lock);
   return 0;
 }
 

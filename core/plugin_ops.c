@@ -104,7 +104,8 @@ int mori_handle_ops_adopt(const mori_handle_ops_t *given, mori_handle_ops_t *out
   int rc = check_header("handle library", given->name, given->size, given->abi_version, minimum);
   if (rc) return rc;
   if (!given->share) return mori_error_set(MORI_EINVAL, "handle library '%s' lacks the mandatory op share", given->name);
-  if (given->handle_type != MORI_HANDLE_POSIX_FD && given->handle_type != MORI_HANDLE_FABRIC)
+  if (given->handle_type != MORI_HANDLE_POSIX_FD && given->handle_type != MORI_HANDLE_FABRIC &&
+      given->handle_type != MORI_HANDLE_LEGACY_IPC)
     return mori_error_set(MORI_EINVAL, "handle library '%s' carries unknown handle type %d", given->name,
                           given->handle_type);
   fill(out, &handle_defaults, sizeof(*out), given, given->size);

@@ -48,7 +48,7 @@ static const char *malformed(const mori_rendezvous_info_t *i) {
   if (i->heap_chunk >= 0) {
     if (i->chunk_size == 0 || i->heap_offset >= i->chunk_size || i->mapped_size > i->chunk_size - i->heap_offset)
       return "heap placement outside its chunk";
-  } else if (i->handle_type < MORI_HANDLE_NONE || i->handle_type > MORI_HANDLE_FABRIC) {
+  } else if (i->handle_type < MORI_HANDLE_NONE || i->handle_type > MORI_HANDLE_LEGACY_IPC) {
     return "unknown handle type";
   }
   return NULL;

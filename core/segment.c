@@ -4,7 +4,9 @@
  *      already failed: it shares "no handle");
  *   2. peers' handles are imported, one flat VA span of lsa_size × stride
  *      is reserved and the own slot is mapped as an alias of the local
- *      memory (so the flat arithmetic holds for every LSA index);
+ *      memory (so the flat arithmetic holds for every LSA index) — except
+ *      for legacy IPC handles, which the runtime opens at addresses of its
+ *      choosing: then there is no flat span (stride 0), only peer_base;
  *   3. every rank agrees that 1–2 succeeded everywhere, else all fail
  *      together naming the rank;
  *   4. every transport registers the segment (p2p maps the peers' slots);
@@ -44,12 +46,39 @@ static int export_handle(const mori_pmem_t *local, int type, mori_shareable_t *o
   else if (exports_to_fail > 0) fail = exports_to_fail-- > 0;
   pthread_mutex_unlock(&fault_lock);
   if (fail) return mori_error_set(MORI_EMFILE, "dup of the exported handle failed (injected by a test)");
+  if (type == MORI_HANDLE_LEGACY_IPC) {
+    /* The handle was taken when the range was registered. */
+    memset(out, 0, sizeof(*out));
+    out->type = type;
+    out->fd = -1;
+    memcpy(out->blob, local->name, sizeof(out->blob));
+    out->offset = local->offset;
+    out->size = local->size;
+    return 0;
+  }
   return mori_platform_mem_export(local, type, out);
 }
 
 static void close_shared(mori_shareable_t *s) {
   if (s->type == MORI_HANDLE_POSIX_FD && s->fd >= 0) close(s->fd);
   s->fd = -1;
+}
+
+/* A peer's legacy IPC handle: its allocation opened here, at an address of
+ * the runtime's choosing; the peer's range lies at its offset in it. */
+static int open_legacy(mori_segment_t *seg, int lsa_index, const mori_shareable_t *theirs) {
+  mori_comm_t *c = seg->comm;
+  int peer = c->lsa_base + lsa_index;
+  if (theirs->offset > theirs->size || seg->size > theirs->size - theirs->offset)
+    return mori_error_set(MORI_EINVAL, "segment: rank %d's range (%zu bytes at offset %llu) is not inside its allocation (%llu bytes)",
+                          peer, seg->size, (unsigned long long)theirs->offset, (unsigned long long)theirs->size);
+  void *opened = NULL;
+  int rc = mori_platform_ipc_open(theirs, c->device, &opened);
+  if (rc) return mori_error_context(rc, "segment: opening rank %d's memory", peer);
+  seg->lsa_mem[lsa_index] = (mori_pmem_t){.handle = (uint64_t)(uintptr_t)opened, .size = (size_t)theirs->size,
+                                          .device = c->device, .handle_type = MORI_HANDLE_LEGACY_IPC};
+  seg->peer_base[peer] = (char *)opened + theirs->offset;
+  return 0;
 }
 
 /* Steps 1 and 2 of the header comment. `rc` is this rank's status so far. */
@@ -96,6 +125,10 @@ static int share_and_map(mori_segment_t *seg, const mori_pmem_t *local, uint64_t
       rc = mori_error_set(MORI_EIO, "segment: rank %d shared no handle (it failed)", peer);
       break;
     }
+    if (type == MORI_HANDLE_LEGACY_IPC) {
+      rc = open_legacy(seg, i, &theirs[peer]);
+      continue;
+    }
     rc = mori_platform_mem_import(&theirs[peer], seg->stride, c->device, &seg->lsa_mem[i]);
     if (rc) mori_error_context(rc, "segment: importing rank %d's memory", peer);
   }
@@ -103,6 +136,8 @@ static int share_and_map(mori_segment_t *seg, const mori_pmem_t *local, uint64_t
     for (int r = 0; r < c->size; r++) close_shared(&theirs[r]);
   close_shared(&mine);
   free(theirs);
+  /* Opened where the runtime chose: no flat span, the table answers. */
+  if (type == MORI_HANDLE_LEGACY_IPC) return rc;
   size_t granularity = 0, span = 0;
   if (!rc) rc = mori_platform_granularity(c->device, &granularity);
   if (!rc && __builtin_mul_overflow((size_t)c->lsa_size, seg->stride, &span))
@@ -132,7 +167,8 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
     seg->comm = c;
     seg->local_base = local_base;
     seg->size = size;
-    seg->stride = local ? local->size : 0;
+    /* Memory opened through legacy IPC handles has no flat span. */
+    seg->stride = local && local->handle_type != MORI_HANDLE_LEGACY_IPC ? local->size : 0;
     seg->lsa_mem = calloc((size_t)c->lsa_size, sizeof(*seg->lsa_mem));
     seg->lsa_mapped = calloc((size_t)c->lsa_size, sizeof(bool));
     seg->peer_base = calloc((size_t)c->size, sizeof(void *));
@@ -183,8 +219,17 @@ void mori_segment_destroy(mori_segment_t *seg) {
     if (mori_platform_mem_unmap(c->device, seg->flat_base + (size_t)i * seg->stride, seg->stride) != 0)
       MORI_WARN("segment teardown: unmapping slot %d: %s", i, mori_last_error());
   }
-  for (int i = 0; seg->lsa_mem && i < c->lsa_size; i++)
-    if (c->lsa_base + i != c->rank) mori_platform_mem_release(&seg->lsa_mem[i]);
+  for (int i = 0; seg->lsa_mem && i < c->lsa_size; i++) {
+    if (c->lsa_base + i == c->rank) continue;
+    mori_pmem_t *m = &seg->lsa_mem[i];
+    if (m->handle_type == MORI_HANDLE_LEGACY_IPC) {
+      if (mori_platform_ipc_close(c->device, (void *)(uintptr_t)m->handle) != 0)
+        MORI_WARN("segment teardown: closing rank %d's memory: %s", c->lsa_base + i, mori_last_error());
+      m->handle_type = MORI_HANDLE_NONE;
+    } else {
+      mori_platform_mem_release(m);
+    }
+  }
   if (seg->flat_base && mori_platform_va_release(c->device, seg->flat_base, (size_t)c->lsa_size * seg->stride) != 0)
     MORI_WARN("segment teardown: %s", mori_last_error());
   free(seg->lsa_mem);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "mori/handle_fabric.h"
+#include "mori/handle_legacy_ipc.h"
 #include "mori/handle_posix_fd.h"
 #include "mori/runtime.h"
 #include "mori/transport_p2p.h"
@@ -80,7 +81,7 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   int instance = base.made++;
   int rc = CreateStoreBootstrap(base.store, name + "/" + std::to_string(instance), base.rank, base.size, &g->bootstrap);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, "): ", mori_last_error());
-  static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
+  static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops, &mori_handle_legacy_ipc_ops};
   // p2p first; a group that spans nodes (some member outside this rank's
   // load/store team — then every rank sees one, so all decide alike) is
   // made again with rdma for the other nodes' peers. Single-node groups
@@ -91,7 +92,7 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   attr.bootstrap = g->bootstrap;
   attr.device = device;
   attr.handles = handles;
-  attr.num_handles = 2;
+  attr.num_handles = 3;
   attr.transports = transports;
   attr.num_transports = 1;
   rc = mori_comm_create(&attr, &g->comm);

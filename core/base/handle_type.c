@@ -7,6 +7,7 @@ const char *mori_handle_type_name(int type) {
   switch (type) {
     case MORI_HANDLE_POSIX_FD: return "posix_fd";
     case MORI_HANDLE_FABRIC: return "fabric";
+    case MORI_HANDLE_LEGACY_IPC: return "legacy_ipc";
     case MORI_HANDLE_NONE: return "none";
   }
   return "unknown";

@@ -14,7 +14,7 @@ struct mori_segment {
   mori_comm_t *comm;
   void *local_base;       /* this rank's memory (what its owner mapped) */
   size_t size;            /* usable bytes per rank */
-  size_t stride;          /* mapped bytes per rank: one slot of the flat span */
+  size_t stride;          /* mapped bytes per rank: one slot of the flat span; 0: no span (legacy IPC) */
   char *flat_base;        /* lsa_size * stride bytes of VA */
   mori_pmem_t *lsa_mem;   /* per LSA index; the own entry aliases the owner's memory */
   bool *lsa_mapped;

@@ -26,6 +26,8 @@ typedef CUuuid gpu_uuid_t;
 typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
 typedef CUstream gpu_stream_t;
 typedef CUmodule gpu_module_t;
+typedef CUipcMemHandle gpu_ipc_handle_t;
+#define GPU_IPC_LAZY_PEER_ACCESS CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 
 #define GPU_OK CUDA_SUCCESS
 #define GPU_ERR_NOT_FOUND CUDA_ERROR_NOT_FOUND
@@ -77,6 +79,9 @@ typedef CUmodule gpu_module_t;
   X(deviceGetUuid, cuDeviceGetUuid)                            \
   X(deviceGetPCIBusId, cuDeviceGetPCIBusId)                    \
   X(moduleGetGlobal, cuModuleGetGlobal)                        \
+  X(ipcGetMemHandle, cuIpcGetMemHandle)                        \
+  X(ipcOpenMemHandle, cuIpcOpenMemHandle)                      \
+  X(ipcCloseMemHandle, cuIpcCloseMemHandle)                    \
   CUDA_ONLY_FUNCS(X)
 
 /* What only cuda.c calls: contexts, device handles, streams, memops. */
@@ -120,6 +125,8 @@ typedef hipUUID gpu_uuid_t;
 typedef int gpu_saved_t; /* the caller's device, put back on leave */
 typedef hipStream_t gpu_stream_t;
 typedef hipModule_t gpu_module_t;
+typedef hipIpcMemHandle_t gpu_ipc_handle_t;
+#define GPU_IPC_LAZY_PEER_ACCESS hipIpcMemLazyEnablePeerAccess
 
 #define GPU_OK hipSuccess
 #define GPU_ERR_NOT_FOUND hipErrorNotFound
@@ -169,6 +176,9 @@ typedef hipModule_t gpu_module_t;
   X(deviceGetUuid, hipDeviceGetUuid)                            \
   X(deviceGetPCIBusId, hipDeviceGetPCIBusId)                    \
   X(moduleGetGlobal, hipModuleGetGlobal)                        \
+  X(ipcGetMemHandle, hipIpcGetMemHandle)                        \
+  X(ipcOpenMemHandle, hipIpcOpenMemHandle)                      \
+  X(ipcCloseMemHandle, hipIpcCloseMemHandle)                    \
   HIP_ONLY_FUNCS(X)
 
 /* What only hip.c calls. */
@@ -190,6 +200,10 @@ typedef hipModule_t gpu_module_t;
 #else
 #error "gpu_api.h is for the cuda and hip platforms"
 #endif
+
+/* A pointer as the runtime's address type, and back. */
+#define VA(p) ((gpu_va_t)(uintptr_t)(p))
+#define PTR(v) ((void *)(uintptr_t)(v))
 
 /* The loaded entry points. */
 struct gpu_funcs {

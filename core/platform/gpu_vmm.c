@@ -12,8 +12,6 @@
 #include "core/base/error.h"
 #include "core/platform/gpu_api.h"
 
-#define VA(p) ((gpu_va_t)(uintptr_t)(p))
-#define PTR(v) ((void *)(uintptr_t)(v))
 
 static gpu_alloc_prop_t allocation_prop(int device, int handle_type, unsigned flags) {
   gpu_alloc_prop_t prop;
@@ -108,6 +106,10 @@ static int mem_release(mori_pmem_t *mem) {
 
 int mori_platform_mem_release(mori_pmem_t *mem) {
   if (mem->handle_type == MORI_HANDLE_NONE) return 0;
+  if (mem->handle_type == MORI_HANDLE_LEGACY_IPC) { /* described, never retained: its owner frees it */
+    mem->handle_type = MORI_HANDLE_NONE;
+    return 0;
+  }
   return GPU_ON_DEVICE(mem->device, mem_release(mem));
 }
 

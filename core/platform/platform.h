@@ -28,7 +28,8 @@ typedef struct mori_pmem {
   int device;
   int handle_type;  /* mori_handle_type_t the memory was created or imported as */
   bool owned;       /* created here (as opposed to imported or retained) */
-  char name[MORI_FABRIC_BLOB_SIZE]; /* host fabric: the shm object's name */
+  char name[MORI_FABRIC_BLOB_SIZE]; /* host fabric: the shm object's name; legacy IPC: the runtime's handle */
+  uint64_t offset;  /* legacy IPC: where the registered range starts inside the allocation */
 } mori_pmem_t;
 
 const char *mori_platform_name(void);
@@ -60,6 +61,24 @@ int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int de
 /* The physical memory behind an address mapped elsewhere (e.g. by torch):
  * its handle (retained), the base of that mapping and the mapping's size. */
 int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *size);
+
+/* Legacy IPC (MORI_HANDLE_LEGACY_IPC): memory of the runtime's plain
+ * allocator (cudaMalloc / hipMalloc; on the host platform a shared file
+ * mapping made elsewhere), shared as the runtime's IPC handle of the whole
+ * allocation and opened by a peer at an address the runtime chooses.
+ *   ipc_describe  [ptr, ptr + size) must lie inside one allocation of
+ *                 `device` (-1: the current one): *out
+ *                 gets its handle, base (handle), size, device and the
+ *                 range's offset; nothing is retained (the owner keeps the
+ *                 allocation alive while it is registered)
+ *   ipc_open      maps a peer's allocation into this process; *base is the
+ *                 allocation's start here. Opening the same allocation
+ *                 again returns the same address (counted: the runtime
+ *                 maps a handle once per process)
+ *   ipc_close     drops one open; the mapping goes with the last */
+int mori_platform_ipc_describe(void *ptr, size_t size, int device, mori_pmem_t *out);
+int mori_platform_ipc_open(const mori_shareable_t *shared, int device, void **base);
+int mori_platform_ipc_close(int device, void *base);
 
 int mori_platform_va_reserve(int device, size_t size, size_t alignment, void **out);
 int mori_platform_va_release(int device, void *va, size_t size);

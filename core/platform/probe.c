@@ -47,6 +47,9 @@ int mori_platform_probe_handle_types(int device, unsigned *mask) {
     unsigned m = 0;
     if (try_handle_type(device, granularity, MORI_HANDLE_FABRIC)) m |= 1u << MORI_HANDLE_FABRIC;
     if (try_handle_type(device, granularity, MORI_HANDLE_POSIX_FD)) m |= 1u << MORI_HANDLE_POSIX_FD;
+    /* The runtime's own IPC (memory it allocated, adopted by
+     * mori_mem_register_range) needs nothing mori creates: always there. */
+    m |= 1u << MORI_HANDLE_LEGACY_IPC;
     mori_clear_error(); /* a failed probe is an answer, not an error */
     probed_mask[device] = m;
     probed[device] = true;

@@ -129,6 +129,51 @@ TEST(GpuWindow, VmmAllocationMadeElsewhereIsRegisteredAndShared) {
   });
 }
 
+// Memory of the runtime's plain allocator (cudaMalloc, as torch's caching
+// allocator uses), adopted without a copy through legacy IPC handles: each
+// rank's range sits at a different offset of an allocation of a different
+// size; kernels reach every peer through the pointer table (no flat span);
+// two windows in one allocation share one open of it on each peer.
+TEST(GpuWindow, CudaMallocRangesAreAdoptedThroughLegacyIpcHandles) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    const uint64_t chunk = 256 << 10, bytes = chunk * size;
+    const uint64_t block = 2 * bytes + ((uint64_t)rank + 1) * (1 << 20);  // a different size on every rank
+    char *raw = (char *)gpu_alloc(block);
+    ASSERT_NE(raw, nullptr) << gpu_last_error();
+    char *a = raw + 4096 * ((uint64_t)rank + 1), *b = a + bytes + 512 * (uint64_t)rank;  // different places
+    MORI_ASSERT_OK(mori_mem_register_range(a, bytes, nullptr));
+    MORI_ASSERT_OK(mori_mem_register_range(b, bytes, nullptr));
+    mori_window_t *wa = nullptr, *wb = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, a, &wa));
+    MORI_ASSERT_OK(mori_window_create(w.comm, b, &wb));
+    mori_window_dev_t va = mori_window_device_view(wa), vb = mori_window_device_view(wb);
+    EXPECT_EQ(va.stride, 0u) << "legacy IPC memory has no flat span";
+    EXPECT_EQ(mori_window_ptrs(wa)[rank], a);
+    for (int round = 0; round < 3; round++) {
+      ASSERT_EQ(gpu_exchange(va, 1, chunk, 300 + round, 4), 0) << gpu_last_error();
+      ASSERT_EQ(gpu_exchange(vb, 1, chunk, 400 + round, 4), 0) << gpu_last_error();
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      EXPECT_EQ(gpu_count_mismatches(va, chunk, 300 + round), 0) << "window a, round " << round;
+      EXPECT_EQ(gpu_count_mismatches(vb, chunk, 400 + round), 0) << "window b, round " << round;
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    }
+    // Divergent teardown: b survives a on even ranks, a survives b on odd
+    // ones; the shared open stays until both are gone.
+    MORI_EXPECT_OK(mori_window_destroy(rank % 2 ? wb : wa));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(rank % 2 ? wa : wb));
+    MORI_EXPECT_OK(mori_mem_free(a));
+    MORI_EXPECT_OK(mori_mem_free(b));
+    // A range past the end of its allocation, and mori's own memory again.
+    EXPECT_EQ(mori_mem_register_range(raw + block - 4096, 8192, nullptr), MORI_ERANGE) << mori_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    gpu_free(raw);
+  });
+}
+
 TEST(GpuSdma, CopyEnginePutsReachEveryPeer) {
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
     SelectGpu(rank);

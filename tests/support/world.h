@@ -6,6 +6,7 @@
 
 #include "mori/comm.h"
 #include "mori/handle_fabric.h"
+#include "mori/handle_legacy_ipc.h"
 #include "mori/handle_posix_fd.h"
 #include "mori/mem.h"
 #include "mori/transport_p2p.h"
@@ -18,19 +19,20 @@ struct World {
   mori_bootstrap_t *bootstrap = nullptr;
   mori_comm_t *comm = nullptr;
 
-  // Both handle libraries (the probe and MORI_HANDLE_TYPE pick), p2p, and
+  // Every handle library (the probe and MORI_HANDLE_TYPE pick what new
+  // memory uses; legacy IPC carries adopted runtime memory), p2p, and
   // any further transports the test names.
   explicit World(int timeout_ms = 0, std::vector<const mori_transport_ops_t *> extra = {}) {
     bootstrap = Bootstrap(timeout_ms);
     if (!bootstrap) return;
-    static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
+    static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops, &mori_handle_legacy_ipc_ops};
     transports.push_back(&mori_transport_p2p_ops);
     transports.insert(transports.end(), extra.begin(), extra.end());
     mori_comm_attr_t attr;
     mori_comm_attr_init(&attr);
     attr.bootstrap = bootstrap;
     attr.handles = handles;
-    attr.num_handles = 2;
+    attr.num_handles = 3;
     attr.transports = transports.data();
     attr.num_transports = (int)transports.size();
     int rc = mori_comm_create(&attr, &comm);

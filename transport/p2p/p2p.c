@@ -19,6 +19,8 @@ static int p2p_segment_register(void *state, mori_segment_t *seg, void **seg_sta
   size_t bytes = mori_segment_stride(seg);
   int device = mori_comm_device(comm);
   *seg_state = NULL;
+  /* No flat span (legacy IPC memory): core opened the peers already. */
+  if (bytes == 0) return 0;
   for (int i = 0; i < size; i++) {
     if (i == me) continue;
     char *slot = mori_segment_slot(seg, i);

@@ -199,7 +199,8 @@ static int rdma_segment_register(void *state, mori_segment_t *seg, void **seg_st
     free(all);
     return mori_error_set(MORI_ENOMEM, "rdma: segment counters");
   }
-  w->mr = (s->v->ibv_reg_mr)(s->pd, w->base, mori_segment_stride(seg),
+  /* Legacy IPC memory has no flat span (stride 0): its range is registered. */
+  w->mr = (s->v->ibv_reg_mr)(s->pd, w->base, mori_segment_stride(seg) ? mori_segment_stride(seg) : w->size,
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                   IBV_ACCESS_REMOTE_ATOMIC);
   if (w->mr) mine = (struct segment_key){1, w->mr->rkey, (uint64_t)(uintptr_t)w->base};

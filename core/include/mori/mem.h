@@ -43,6 +43,19 @@ MORI_API int mori_mem_free(void *ptr);
 /* Adopts memory mapped elsewhere (a VMM allocation, e.g. torch's) so windows
  * can be made of it; *base receives the start of that allocation. */
 MORI_API int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base);
+/* Adopts [ptr, ptr + size) of memory from the runtime's plain allocator
+ * (cudaMalloc / hipMalloc, e.g. torch's caching allocator; on the host
+ * platform a shared file mapping made elsewhere) without a copy. Peers reach
+ * it through the runtime's IPC handle of the allocation that holds it,
+ * opened at an address the runtime picks: windows of it have a pointer
+ * table and no flat span (the device view's stride is 0), and each rank's
+ * range may sit anywhere in an allocation of any size. attr: device (-1:
+ * current) and signal_pad_size. The owner keeps the allocation alive until
+ * mori_mem_free(ptr), after the windows of it. Errors: the range overlaps
+ * mori memory (MORI_EEXIST), runs past its allocation (MORI_ERANGE), is not
+ * runtime device memory (MORI_ENOT_OWNED), or its allocation has no IPC
+ * handle (MORI_ENOTSUP: virtual-memory mappings go to mori_mem_register). */
+MORI_API int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr);
 /* Looks up the allocation covering ptr (interior pointers allowed). */
 MORI_API int mori_mem_query(const void *ptr, mori_mem_info_t *info);
 /* Live allocations of this process (registered ones included). */

@@ -98,12 +98,20 @@ MORI_API int mori_comm_peer_mappable(mori_comm_t *comm, int peer, bool *yes);
  * with the ops pointer the application listed. */
 MORI_API void *mori_comm_transport_state(const mori_comm_t *comm, const mori_transport_ops_t *ops);
 
+/* For handle libraries whose handles are blobs (fabric, legacy IPC): one
+ * bootstrap allgather of every rank's blob, offset and size, as the share
+ * op describes (a rank without a handle of `type` takes part with none). */
+MORI_API int mori_handle_allgather_blobs(mori_comm_t *comm, int type, const mori_shareable_t *mine, mori_shareable_t *theirs,
+                                         const bool *want);
+
 /* ---- what core offers plug-ins while a segment is being made ---- */
 MORI_API mori_comm_t *mori_segment_comm(const mori_segment_t *seg);
 /* This rank's memory of the segment (its local address) and its bytes. */
 MORI_API void *mori_segment_local_base(const mori_segment_t *seg);
 MORI_API size_t mori_segment_size(const mori_segment_t *seg);
-/* Bytes per slot of the flat span (the mapped size, a granularity multiple). */
+/* Bytes per slot of the flat span (the mapped size, a granularity multiple);
+ * 0 for memory shared through legacy IPC handles, which has no flat span
+ * (core opened the peers' memory and set their bases already). */
 MORI_API size_t mori_segment_stride(const mori_segment_t *seg);
 /* The flat span's slot for LSA index i (reserved; core maps the own slot). */
 MORI_API void *mori_segment_slot(const mori_segment_t *seg, int lsa_index);

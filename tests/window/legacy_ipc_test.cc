@@ -1,0 +1,188 @@
+// Adopting memory mori did not allocate through legacy IPC handles
+// (mori_mem_register_range), on the host platform, whose stand-in for the
+// GPU runtimes' IPC handles behaves like them where it matters: a handle
+// names a whole allocation made elsewhere (here a memfd each rank maps
+// itself), and a peer opens it at an address of its own choosing. Each
+// rank's range sits at a different offset of an allocation of a different
+// size (as tensors of torch's caching allocator do); the window has a
+// pointer table and no flat span; peers read and write through the table;
+// two windows in one allocation share one open; bad input is refused,
+// naming what was wrong.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "mori/address_map.h"
+#include "mori/bootstrap.h"
+#include "mori/mem.h"
+#include "tests/support/world.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+namespace {
+
+// A shared mapping made outside mori: a memfd of `bytes`, mapped whole.
+struct Foreign {
+  int fd = -1;
+  size_t bytes = 0;
+  char *base = nullptr;
+  explicit Foreign(size_t n) : bytes(n) {
+    fd = memfd_create("foreign", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)n) != 0) return;
+    void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    base = p == MAP_FAILED ? nullptr : (char *)p;
+  }
+  ~Foreign() {
+    if (base) munmap(base, bytes);
+    if (fd >= 0) close(fd);
+  }
+};
+
+int Barrier(World &w) { return mori_bootstrap_barrier(w.bootstrap); }
+
+// Every rank fills its own range with its rank, then checks every peer's
+// through the window's table.
+void ExpectEveryPeerReadable(World &w, mori_window_t *win, char *mine, size_t bytes, int rank, int size, int salt) {
+  memset(mine, rank + salt, bytes);
+  ASSERT_EQ(Barrier(w), 0);
+  void *const *ptrs = mori_window_ptrs(win);
+  for (int p = 0; p < size; p++) {
+    const unsigned char *peer = (const unsigned char *)ptrs[p];
+    ASSERT_NE(peer, nullptr) << "rank " << p;
+    for (size_t i = 0; i < bytes; i += 997)
+      ASSERT_EQ(peer[i], (unsigned char)(p + salt)) << "rank " << rank << " reading rank " << p << " at byte " << i;
+  }
+  ASSERT_EQ(Barrier(w), 0);
+}
+
+TEST(LegacyIpc, RangesAtDifferentPlacesOfDifferentAllocationsAreReachedThroughTheTable) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    const size_t bytes = 16 * 1024;
+    Foreign f((size_t)(rank + 2) * 64 * 1024);  // a different allocation size on every rank
+    ASSERT_NE(f.base, nullptr);
+    char *range = f.base + 4096 * (size_t)(rank + 1) + 64 * (size_t)rank;  // and a different place in it
+    MORI_ASSERT_OK(mori_mem_register_range(range, bytes, nullptr));
+    mori_mem_info_t info;
+    MORI_ASSERT_OK(mori_mem_query(range + 100, &info));
+    EXPECT_EQ(info.base, range);
+    EXPECT_EQ(info.size, bytes);
+    EXPECT_EQ(info.handle_type, MORI_HANDLE_LEGACY_IPC);
+    EXPECT_TRUE(info.registered);
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, range, &win));
+    mori_window_dev_t v = mori_window_device_view(win);
+    EXPECT_EQ(v.stride, 0u) << "opened where the runtime chose: no flat span";
+    EXPECT_EQ(mori_window_ptrs(win)[rank], range) << "the local entry is the registered range";
+    ExpectEveryPeerReadable(w, win, range, bytes, rank, size, 1);
+    // Writes through the table land in the peer's range: rank r writes the
+    // last 64 bytes of rank r+1's range.
+    int next = (rank + 1) % size;
+    memset((char *)mori_window_ptrs(win)[next] + bytes - 64, 0x40 + rank, 64);
+    ASSERT_EQ(Barrier(w), 0);
+    int prev = (rank + size - 1) % size;
+    for (int i = 0; i < 64; i++) ASSERT_EQ((unsigned char)range[bytes - 64 + i], (unsigned char)(0x40 + prev));
+    // The address map of the window is the same table.
+    mori_address_map_t m;
+    MORI_ASSERT_OK(mori_window_address_map(win, &m));
+    EXPECT_EQ(m.peer_bases[rank], (uint64_t)(uintptr_t)range);
+    for (int p = 0; p < size; p++) EXPECT_EQ(m.peer_bases[p], (uint64_t)(uintptr_t)mori_window_ptrs(win)[p]);
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(range));
+    EXPECT_NE(mori_mem_free(range), 0) << "the range was already unregistered";
+    ASSERT_EQ(Barrier(w), 0);
+  });
+}
+
+TEST(LegacyIpc, TwoWindowsInOneAllocationShareOneOpenAndOutliveEachOther) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    const size_t bytes = 8 * 1024;
+    Foreign f(256 * 1024);
+    ASSERT_NE(f.base, nullptr);
+    char *a = f.base + 4096 * (size_t)rank, *b = f.base + 128 * 1024 + 512 * (size_t)rank;
+    MORI_ASSERT_OK(mori_mem_register_range(a, bytes, nullptr));
+    MORI_ASSERT_OK(mori_mem_register_range(b, bytes, nullptr));
+    mori_window_t *wa = nullptr, *wb = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, a, &wa));
+    MORI_ASSERT_OK(mori_window_create(w.comm, b, &wb));
+    ExpectEveryPeerReadable(w, wa, a, bytes, rank, size, 3);
+    // Teardown in divergent order: even ranks drop a first, odd ranks b.
+    if (rank % 2 == 0) MORI_EXPECT_OK(mori_window_destroy(wa));
+    else MORI_EXPECT_OK(mori_window_destroy(wb));
+    mori_window_t *live = rank % 2 == 0 ? wb : wa;
+    char *mine = rank % 2 == 0 ? b : a;
+    // The survivor still reads every peer: the shared open was not closed
+    // under it. (Peers' survivors differ; each reads its own window's table.)
+    memset(mine, 0x70 + rank, bytes);
+    ASSERT_EQ(Barrier(w), 0);
+    for (int p = 0; p < size; p++) {
+      const unsigned char *peer = (const unsigned char *)mori_window_ptrs(live)[p];
+      // Peer p wrote its own survivor, which is this window only when p has
+      // the same parity.
+      if (p % 2 == rank % 2) {
+        ASSERT_EQ(peer[bytes / 2], (unsigned char)(0x70 + p)) << "rank " << p;
+      }
+    }
+    ASSERT_EQ(Barrier(w), 0);
+    MORI_EXPECT_OK(mori_window_destroy(live));
+    MORI_EXPECT_OK(mori_mem_free(a));
+    MORI_EXPECT_OK(mori_mem_free(b));
+  });
+}
+
+TEST(LegacyIpc, BadRangesAreRefusedNamingWhy) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)size;
+    Foreign f(64 * 1024);
+    ASSERT_NE(f.base, nullptr);
+    int rc = mori_mem_register_range(f.base + 60 * 1024, 8 * 1024, nullptr);
+    EXPECT_EQ(rc, MORI_ERANGE) << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("runs past the end"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_mem_register_range(f.base + 4096, 4096, nullptr));
+    rc = mori_mem_register_range(f.base + 6000, 4096, nullptr);
+    EXPECT_EQ(rc, MORI_EEXIST) << "overlaps the first: " << mori_last_error();
+    rc = mori_mem_register_range(f.base, 4097, nullptr);
+    EXPECT_EQ(rc, MORI_EEXIST) << "its last byte overlaps: " << mori_last_error();
+    MORI_EXPECT_OK(mori_mem_free(f.base + 4096));
+    void *priv = mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(priv, MAP_FAILED);
+    rc = mori_mem_register_range(priv, 4096, nullptr);
+    EXPECT_EQ(rc, MORI_ENOT_OWNED) << "private memory cannot be shared: " << mori_last_error();
+    munmap(priv, 65536);
+    EXPECT_EQ(mori_mem_register_range(nullptr, 4096, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_mem_register_range(f.base, 0, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_mem_count(), 0) << "nothing registered is left behind on rank " << rank;
+  });
+}
+
+TEST(LegacyIpc, RangesOfDifferentSizesFailTheWindowOnEveryRankNamingTheSizes) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)size;
+    World w;
+    ASSERT_TRUE(w.ok());
+    Foreign f(128 * 1024);
+    ASSERT_NE(f.base, nullptr);
+    size_t bytes = rank == 1 ? 12 * 1024 : 8 * 1024;
+    MORI_ASSERT_OK(mori_mem_register_range(f.base, bytes, nullptr));
+    mori_window_t *win = nullptr;
+    int rc = mori_window_create(w.comm, f.base, &win);
+    EXPECT_NE(rc, 0);
+    std::string err = mori_last_error();
+    EXPECT_NE(err.find("rank 1: 12288"), std::string::npos) << err;
+    EXPECT_EQ(win, nullptr);
+    MORI_EXPECT_OK(mori_mem_free(f.base));
+    // The comm still works afterwards.
+    MORI_ASSERT_OK(mori_mem_register_range(f.base, 8 * 1024, nullptr));
+    MORI_ASSERT_OK(mori_window_create(w.comm, f.base, &win));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(f.base));
+  });
+}
+
+}  // namespace
