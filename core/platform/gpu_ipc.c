@@ -2,6 +2,7 @@
  * a cudaMalloc / hipMalloc allocation, written once over gpu_api.h's names.
  * A handle names the whole allocation; the registered range's place in it
  * travels next to it (mori_shareable_t.offset). */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/base/error.h"
