@@ -75,6 +75,19 @@ if has tests; then
       grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -60
     record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed, $(grep -c '^SKIP' "$OUT/$t.log") skipped (exit ${PIPESTATUS[0]})"
   done
+  # Adoption needs peers even on one GPU: two ranks share it (gloo), and the
+  # window suite runs there at two ranks too (legacy IPC across processes).
+  pair=$(( ngpu < 2 ? 2 : ngpu ))
+  echo "== torch: test_adopt ($pair ranks)"
+  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$pair" torch_backend/tests/test_adopt.py 2>&1 |
+    tee "$OUT/test_adopt.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -20
+  record "test_adopt: $(grep -c '^PASS' "$OUT/test_adopt.log") passed, $(grep -c '^FAIL' "$OUT/test_adopt.log") failed, $(grep -c '^SKIP' "$OUT/test_adopt.log") skipped (exit ${PIPESTATUS[0]})"
+  if [ "$ngpu" -lt 2 ]; then
+    echo "== gpu_window_test (2 ranks on one GPU)"
+    MORI_TEST_RANKS=2 timeout 150 gpu-bundle/bin/gpu_window_test 2>&1 | tee "$OUT/gpu_window_test_2ranks.log" |
+      grep -E '^\[ +(OK|FAILED) |Failure' | head -40
+    record "gpu_window_test at 2 ranks on one GPU: $(gtest_counts "$OUT/gpu_window_test_2ranks.log") (exit ${PIPESTATUS[0]})"
+  fi
 fi
 
 if has proxy; then

@@ -134,10 +134,10 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
     return w->second;
   }
 
-  Group &GroupFor(const std::string &name, int device) {
+  Group &GroupFor(const std::string &name, int device, bool agree) {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!Finalized(), "MORI: collective op after finalization");
-    return groups_.Get(name, device, /*agree=*/false);
+    return groups_.Get(name, device, agree);
   }
 
   void Finalize() {
@@ -181,7 +181,8 @@ struct Registration {
 
 }  // namespace
 
-Group &GroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device); }
+Group &GroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device, /*agree=*/false); }
+Group &AgreedGroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device, /*agree=*/true); }
 
 std::shared_ptr<WindowState> WindowOf(const void *ptr, const std::string &name, int device, size_t *offset) {
   return TheAllocator()->WindowOf(ptr, name, device, offset);

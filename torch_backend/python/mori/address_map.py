@@ -141,3 +141,51 @@ def locality(tensor, group=None):
     name = _mori_window(tensor, group, "locality")
     table = torch.ops.mori.locality(tensor, name)
     return Locality(peers=decode([w & 0xFFFFFFFF for w in table.tolist()]), table=table)
+
+
+class AdoptedMap(AddressMap):
+    """The address map of a tensor mori did not allocate (adopt()); holds the
+    tensor, so its memory stays alive while peers can reach it. release()
+    (local, also on garbage collection) ends the adoption."""
+
+    def release(self):
+        self._release()
+
+
+def adopt(tensor, group=None):
+    """Makes a tensor that mori did not allocate reachable by every rank of
+    the group without a copy, and returns its address map (an AdoptedMap).
+    The tensor may come from torch's caching allocator (shared through the
+    runtime's IPC handle of the cudaMalloc block that holds it, at whatever
+    offset the tensor sits there) or from another symmetric-memory backend
+    (torch's default one: its virtual-memory mapping is shared as is). The
+    whole storage is adopted, so views translate against its root; every
+    rank's storage must have the same size. Collective over the group, like
+    a rendezvous; errors (sizes that differ, memory that cannot be shared)
+    are a RuntimeError on every rank naming the cause. The peer table has
+    world_size entries; 0 where a rank is not load/store reachable."""
+    import weakref
+
+    import torch
+
+    import mori.allocator  # noqa: F401  (loads the library that registers torch.ops.mori)
+    import torch.distributed as dist
+
+    name = _group_name(group)
+    table = torch.ops.mori.adopt(tensor, name)
+    bases = tuple(int(b) & 0xFFFFFFFFFFFFFFFF for b in table.tolist())
+    storage = tensor.untyped_storage()
+    root = storage.data_ptr()
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    rank = dist.get_rank(_resolve_process_group(name))
+    if bases[rank] != root:
+        raise RuntimeError(f"mori adopt: the table says {bases[rank]:#x} for rank {rank}, the storage starts at {root:#x}")
+    caps = CAP_LOAD_STORE | CAP_REMOTE_ATOMICS if all(bases) else 0
+    m = AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
+                   allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
+    # The finalizer holds the tensor (its memory must outlive the adoption)
+    # and releases once, on release() or when the map is collected.
+    fin = weakref.finalize(m, torch.ops.mori.release, tensor, name)
+    object.__setattr__(m, "_release", fin)
+    return m

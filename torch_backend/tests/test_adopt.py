@@ -1,0 +1,146 @@
+"""Tensors mori did not allocate (torchrun --nproc_per_node=N; two ranks may
+share one GPU): mori.address_map.adopt makes them reachable by the group's
+peers without a copy. A tensor of torch's caching allocator, at a
+rank-specific offset of its cudaMalloc block, is written by the next rank
+with the Iris-style translate + store (seed 002) on a view; a copy between
+two adopted allocations translates the destination with its own map; a
+tensor of torch's default symmetric backend (a virtual-memory mapping) is
+adopted as is; bad input is a RuntimeError on every rank naming the cause;
+release ends the adoption and the storage can be adopted again."""
+import os
+import sys
+
+os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from checks import check, needs_ranks, rank, summary, world  # noqa: E402
+
+dev = torch.device("cuda", rank % torch.cuda.device_count())
+torch.cuda.set_device(dev)
+dist.init_process_group("gloo")  # works with two ranks on one GPU (NCCL refuses that)
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - the GPU machines have triton
+    triton = None
+import mori.allocator  # noqa: E402,F401
+from mori.address_map import adopt  # noqa: E402
+
+peer = (rank + 1) % world
+prev = (rank + world - 1) % world
+N = 4096
+
+if triton is not None:
+    from mori import triton as mt
+
+    @triton.jit
+    def iris_store_kernel(buf, value, peer, peer_bases, my_rank, n, BLOCK: tl.constexpr):
+        o = tl.arange(0, BLOCK)
+        mt.store(buf + o, value + o, peer, peer_bases, my_rank, mask=o < n)
+
+    @triton.jit
+    def copy_between_kernel(dst, src, n, peer, dst_bases, my_rank, BLOCK: tl.constexpr):
+        mt.put(dst, src, n, peer, dst_bases, my_rank, BLOCK)
+
+
+def meet():
+    torch.cuda.synchronize()
+    dist.barrier()
+
+
+def refused(fn, words):
+    try:
+        fn()
+    except RuntimeError as e:
+        assert words in str(e), f"the error does not say '{words}': {e}"
+        return
+    raise AssertionError(f"no error (expected one saying '{words}')")
+
+
+def iris_round(t, m, base_value):
+    """Every rank stores into the next rank's t[16:16+N] through the map, on a
+    view (translated against the storage's root); returns the values it
+    expects from the previous rank."""
+    view = t[16:]
+    iris_store_kernel[(1,)](view, base_value + 100 * rank, peer, m.peer_bases, rank, N, BLOCK=N)
+    meet()
+    return base_value + 100 * prev + torch.arange(N, device=dev, dtype=t.dtype)
+
+
+@check("a caching-allocator tensor at a rank-specific offset of its block: the next rank writes it (Iris translate + store on a view)")
+def _():
+    if triton is None:
+        raise AssertionError("triton is not importable")
+    pad = torch.empty(512 * (rank + 1), dtype=torch.uint8, device=dev)  # puts t elsewhere in the block on each rank
+    t = torch.zeros(N + 64, dtype=torch.int32, device=dev)
+    m = adopt(t)
+    assert m.peer_bases.numel() == world and m.local_rank == rank
+    assert m.allocation_base == t.untyped_storage().data_ptr() == m.host_bases[rank]
+    assert all(m.host_bases), m.host_bases
+    for rnd in range(3):
+        want = iris_round(t, m, 1000 * (rnd + 1))
+        got = t[16:16 + N]
+        assert torch.equal(got, want), f"round {rnd}: {(got != want).sum().item()} of {N} words differ"
+        meet()
+    m.release()
+    del pad
+
+
+@check("copy between two adopted allocations: the destination is translated with its own map")
+def _():
+    needs_ranks(2)
+    if triton is None:
+        raise AssertionError("triton is not importable")
+    src = torch.arange(N, dtype=torch.int32, device=dev) + 10000 * rank
+    dst = torch.zeros(N, dtype=torch.int32, device=dev)
+    ma, mb = adopt(src), adopt(dst)
+    assert ma.host_bases != mb.host_bases
+    copy_between_kernel[(1,)](dst, src, N, peer, mb.peer_bases, rank, BLOCK=1024)
+    meet()
+    want = torch.arange(N, dtype=torch.int32, device=dev) + 10000 * prev
+    assert torch.equal(dst, want), f"{(dst != want).sum().item()} of {N} words differ"
+    meet()
+    ma.release()
+    mb.release()
+
+
+@check("a tensor of torch's default symmetric backend (a virtual-memory mapping) is adopted without a second allocation")
+def _():
+    if triton is None:
+        raise AssertionError("triton is not importable")
+    import torch.distributed._symmetric_memory as symm_mem
+
+    backend = symm_mem.get_backend(dev)
+    if backend not in (None, "CUDA"):
+        raise AssertionError(f"expected torch's default backend here, found {backend}")
+    t = symm_mem.empty(N + 64, dtype=torch.int32, device=dev)
+    t.zero_()
+    m = adopt(t)
+    assert m.allocation_base == t.untyped_storage().data_ptr()
+    want = iris_round(t, m, 7000)
+    got = t[16:16 + N]
+    assert torch.equal(got, want), f"{(got != want).sum().item()} of {N} words differ"
+    meet()
+    m.release()
+
+
+@check("bad input: a CPU tensor, sizes that differ between ranks, the same storage twice: RuntimeError on every rank naming why")
+def _():
+    refused(lambda: adopt(torch.zeros(16)), "not a GPU")
+    t = torch.zeros(1024 * (2 if rank == 1 else 1), dtype=torch.int32, device=dev)
+    if world >= 2:
+        refused(lambda: adopt(t), "rank 1")
+    u = torch.zeros(1024, dtype=torch.int32, device=dev)
+    m = adopt(u)
+    refused(lambda: adopt(u), "already adopted")
+    m.release()
+    m2 = adopt(u)  # released: it can be adopted again
+    assert m2.host_bases[rank] == u.untyped_storage().data_ptr()
+    m2.release()
+    meet()
+
+
+summary()
