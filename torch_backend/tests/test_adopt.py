@@ -6,7 +6,9 @@ with the Iris-style translate + store (seed 002) on a view; a copy between
 two adopted allocations translates the destination with its own map; a
 tensor of torch's default symmetric backend (a virtual-memory mapping) is
 adopted as is; bad input is a RuntimeError on every rank naming the cause;
-release ends the adoption and the storage can be adopted again."""
+release ends the adoption and the storage can be adopted again. The
+mori.triton all-to-all runs into an adopted out, and the Iris store runs on
+a mori.shmem heap allocation in the same process."""
 import os
 import sys
 
@@ -141,6 +143,55 @@ def _():
     assert m2.host_bases[rank] == u.untyped_storage().data_ptr()
     m2.release()
     meet()
+
+
+@check("mori.triton all-to-all into an adopted caching-allocator out (no symmetric allocation at all), 100 calls")
+def _():
+    if triton is None:
+        raise AssertionError("triton is not importable")
+    from mori import triton as mt
+
+    chunk = 16384
+    a2a = mt.AllToAll(dist.group.WORLD, dev, max_spins=1 << 24)
+    out = torch.zeros(chunk * world, dtype=torch.int32, device=dev)
+    m = adopt(out)
+    base = torch.arange(chunk, dtype=torch.int32, device=dev)
+    for i in range(100):
+        inp = torch.cat([base + 1000000 * rank + 10000 * p + i for p in range(world)])
+        a2a(inp, out, m)
+    torch.cuda.synchronize()
+    a2a.check()
+    want = torch.cat([base + 1000000 * r + 10000 * rank + 99 for r in range(world)])
+    assert torch.equal(out, want), f"{(out != want).sum().item()} of {out.numel()} words differ"
+    meet()
+    m.release()
+
+
+@check("Iris translate + store on a view of a mori.shmem heap allocation (shmem and the torch ops in one process)")
+def _():
+    if triton is None:
+        raise AssertionError("triton is not importable")
+    import mori.shmem as shmem
+    from mori.shmem.device_view import tensor_over
+
+    torch._C._distributed_c10d._register_process_group("mori_adopt_test", dist.group.WORLD)
+    shmem.shmem_torch_process_group_init("mori_adopt_test")
+    try:
+        assert shmem.shmem_mype() == rank and shmem.shmem_npes() == world
+        ptr = shmem.shmem_malloc((N + 64) * 4)
+        t = tensor_over(ptr, N + 64, "int32")
+        assert t.device == dev, (t.device, dev)
+        t.zero_()
+        m = shmem.shmem_address_map(ptr + 100)  # any pointer inside names the allocation
+        assert m.allocation_base == ptr and m.host_bases[rank] == ptr and m.world_size == world
+        meet()
+        want = iris_round(t, m, 3000)
+        got = t[16:16 + N]
+        assert torch.equal(got, want), f"{(got != want).sum().item()} of {N} words differ"
+        meet()
+        shmem.shmem_free(ptr)
+    finally:
+        shmem.shmem_finalize()
 
 
 summary()

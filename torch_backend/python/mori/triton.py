@@ -144,23 +144,25 @@ def _a2a_kernel(src, out, out_bases, sig, sig_bases, state, rank, world, chunk, 
 
 class AllToAll:
     """out[r * chunk:(r + 1) * chunk] on this rank = rank r's
-    inp[me * chunk:(me + 1) * chunk], in one Triton kernel, `out` a symmetric
-    tensor (its address map from mori.address_map). Collective to make."""
+    inp[me * chunk:(me + 1) * chunk], in one Triton kernel, `out` any tensor
+    with an address map (a symmetric tensor's from address_map, an adopted
+    tensor's from adopt, a shmem allocation's). Collective to make."""
 
     def __init__(self, group, device, bpp=None, block=2048, max_spins=1 << 26):
         import torch
         import torch.distributed as dist
-        import torch.distributed._symmetric_memory as symm_mem
 
-        from mori.address_map import address_map
+        from mori.address_map import adopt
 
         self.group = group
         self.world = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
         self.bpp, self.block, self.max_spins = bpp, block, max_spins
-        self.sig = symm_mem.empty(2 * self.world, dtype=torch.int64, device=device)
-        self.sig.zero_()
-        self.sig_map = address_map(self.sig, group)
+        # The counters are a plain tensor adopted by mori (no symmetric
+        # allocation): the all-to-all works under any symmetric-memory
+        # backend, and into any out that has an address map.
+        self.sig = torch.zeros(2 * self.world, dtype=torch.int64, device=device)
+        self.sig_map = adopt(self.sig, group)
         self.state = torch.zeros(4, dtype=torch.int64, device=device)
         torch.cuda.synchronize(device)
         dist.barrier(group)  # every sig zeroed before any peer writes into it

@@ -15,7 +15,7 @@ class _CudaArray:
     device address (torch finds the device from the pointer itself)."""
 
     def __init__(self, address, count, typestr):
-        self.__cuda_array_interface__ = {"shape": (count,), "typestr": typestr, "data": (address, True),
+        self.__cuda_array_interface__ = {"shape": (count,), "typestr": typestr, "data": (address, False),
                                          "version": 3}
 
 
