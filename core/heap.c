@@ -261,20 +261,24 @@ static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **
   return 0;
 }
 
-int mori_heap_of_device(int device, mori_heap_t **out) {
+/* The heap of `device`, made now with `defaults` under the environment if
+ * there is none (NULL out when the mode is isolation). */
+static int heap_of_device(int device, const mori_heap_defaults_t *defaults, mori_heap_t **out) {
   *out = NULL;
   if (device < 0 || device >= MORI_MAX_DEVICES) return mori_error_set(MORI_EINVAL, "heap: device %d", device);
   pthread_mutex_lock(&heaps_lock);
   int rc = 0;
   if (!heaps[device]) {
     mori_heap_config_t cfg;
-    rc = mori_heap_config_from_env(&cfg);
+    rc = mori_heap_config_from_env(defaults, &cfg);
     if (!rc && cfg.mode != MORI_HEAP_ISOLATION) rc = create_heap(device, &cfg, &heaps[device]);
   }
   *out = heaps[device];
   pthread_mutex_unlock(&heaps_lock);
   return rc;
 }
+
+int mori_heap_of_device(int device, mori_heap_t **out) { return heap_of_device(device, NULL, out); }
 
 size_t mori_heap_chunk_size(const mori_heap_t *h) { return h->chunk_size; }
 
@@ -330,12 +334,21 @@ static int resolve_device(int device, int *out) {
   return 0;
 }
 
-int mori_heap_init(int device) {
+static int heap_init(int device, const mori_heap_defaults_t *defaults) {
   int rc = resolve_device(device, &device);
   mori_heap_t *h = NULL;
-  if (!rc) rc = mori_heap_of_device(device, &h);
+  if (!rc) rc = heap_of_device(device, defaults, &h);
   if (!rc && h) rc = mori_heap_grow_to(h, 1);
   return rc ? mori_error_context(rc, "heap_init") : 0;
+}
+
+int mori_heap_init(int device) { return heap_init(device, NULL); }
+
+int mori_heap_init_defaults(int device, mori_heap_mode_t mode, int uncached, const char *who) {
+  if (mode != MORI_HEAP_STATIC && mode != MORI_HEAP_VMM && mode != MORI_HEAP_ISOLATION)
+    return mori_error_set(MORI_EINVAL, "heap_init_defaults: mode %d", (int)mode);
+  mori_heap_defaults_t defaults = {mode, uncached != 0, who ? who : "the caller's"};
+  return heap_init(device, &defaults);
 }
 
 int mori_heap_stats(int device, mori_heap_stats_t *out) {
@@ -348,7 +361,7 @@ int mori_heap_stats(int device, mori_heap_stats_t *out) {
   mori_heap_t *h = existing_heap(device);
   if (!h) {
     mori_heap_config_t cfg;
-    if (mori_heap_config_from_env(&cfg) == 0) out->mode = cfg.mode;
+    if (mori_heap_config_from_env(NULL, &cfg) == 0) out->mode = cfg.mode;
     return 0;
   }
   pthread_mutex_lock(&h->lock);

@@ -42,9 +42,12 @@ static int size_from_env(const char *name, size_t fallback, size_t *out) {
   return 0;
 }
 
-int mori_heap_config_from_env(mori_heap_config_t *out) {
+int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_config_t *out) {
+  static const mori_heap_defaults_t core_defaults = {MORI_HEAP_VMM, false, "mori's"};
+  if (!defaults) defaults = &core_defaults;
   memset(out, 0, sizeof(*out));
-  out->mode = MORI_HEAP_VMM;
+  out->mode = defaults->mode;
+  out->uncached = defaults->uncached;
   const char *mode = getenv("MORI_SHMEM_MODE");
   if (mode && *mode) {
     if (strcasecmp(mode, "static") == 0) out->mode = MORI_HEAP_STATIC;
@@ -55,7 +58,8 @@ int mori_heap_config_from_env(mori_heap_config_t *out) {
   const char *type = getenv("MORI_SHMEM_HEAP_TYPE");
   if (type && *type) {
     if (strcasecmp(type, "uncached") == 0) out->uncached = true;
-    else if (strcasecmp(type, "normal") != 0)
+    else if (strcasecmp(type, "normal") == 0) out->uncached = false;
+    else
       return mori_error_set(MORI_EINVAL, "MORI_SHMEM_HEAP_TYPE=\"%s\": expected normal or uncached", type);
   }
   const char *defer = getenv("MORI_HEAP_DEFER_FREES");
@@ -63,8 +67,13 @@ int mori_heap_config_from_env(mori_heap_config_t *out) {
   int rc = size_from_env("MORI_SHMEM_HEAP_SIZE", 0, &out->heap_size);
   if (!rc) rc = size_from_env("MORI_SHMEM_VMM_CHUNK_SIZE", (size_t)1 << GIB_SHIFT, &out->chunk_size);
   if (rc) return rc;
-  if (out->mode == MORI_HEAP_STATIC && out->heap_size == 0)
-    return mori_error_set(MORI_EINVAL, "MORI_SHMEM_MODE=static needs MORI_SHMEM_HEAP_SIZE (e.g. \"6G\")");
+  if (out->mode == MORI_HEAP_STATIC && out->heap_size == 0) {
+    if (mode && *mode) return mori_error_set(MORI_EINVAL, "MORI_SHMEM_MODE=static needs MORI_SHMEM_HEAP_SIZE (e.g. \"6G\")");
+    return mori_error_set(MORI_EINVAL,
+                          "MORI_SHMEM_HEAP_SIZE must be set before the heap is made: the heap is static by %s default "
+                          "(e.g. MORI_SHMEM_HEAP_SIZE=6G; or MORI_SHMEM_MODE=vmm, which grows on demand)",
+                          defaults->who);
+  }
   if (out->mode == MORI_HEAP_VMM && out->heap_size == 0) out->heap_size = (size_t)512 << GIB_SHIFT;
   if (out->mode == MORI_HEAP_VMM && out->chunk_size > out->heap_size)
     return mori_error_set(MORI_EINVAL, "MORI_SHMEM_VMM_CHUNK_SIZE (%zu bytes) is larger than MORI_SHMEM_HEAP_SIZE (%zu bytes)",

@@ -172,6 +172,13 @@ bool mori_cpu_affinity_bind_thread(int device) {
     MORI_DEBUG("shmem: MORI_IGNORE_CPU_AFFINITY is set: the init thread keeps its CPUs");
     return false;
   }
+  /* The sysfs reads below are mori's only topology detection (NICs are
+   * chosen by local rank, not by PCI distance): without them there is
+   * nothing to place the thread by. */
+  if (env_set("MORI_DISABLE_TOPO")) {
+    MORI_DEBUG("shmem: MORI_DISABLE_TOPO is set: no topology detection, the init thread keeps its CPUs");
+    return false;
+  }
   int count = 0;
   if (mori_platform_device_count(&count) != 0 || count < 1 || device < 0 || device >= count) {
     MORI_DEBUG("shmem: not pinning the init thread: no GPU topology (%s)", mori_last_error());

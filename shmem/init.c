@@ -13,6 +13,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
+#include "mori/heap.h"
 #include "mori/mem.h"
 #include "mori/plugin.h"
 #include "shmem/internal/cpu_affinity.h"
@@ -94,6 +95,12 @@ static int start(unsigned int flags, int rank, int npes, const void *arg) {
   mori_shmem.rank = rank;
   mori_shmem.npes = npes;
   mori_shmem.device = mori_comm_device(mori_shmem.comm);
+  /* The guide's defaults for the heap (static, uncached; its size then
+   * required), unless the environment says otherwise or the device has a
+   * heap already (made by mori_mem_alloc or the torch backend). Agreed, so
+   * that a PE without a heap size fails with the others, not alone. */
+  rc = mori_heap_init_defaults(mori_shmem.device, MORI_HEAP_STATIC, 1, "the shmem API's");
+  if ((rc = mori_shmem_agree(mori_shmem.comm, rc, "making the symmetric heap")) != 0) return rc;
   return mori_shmem_device_state_create();
 }
 

@@ -25,10 +25,19 @@ typedef struct mori_heap_config {
                         * MORI_HEAP_DEFER_FREES=1 (tests of the host platform) */
 } mori_heap_config_t;
 
-/* Defaults when a variable is unset (mori_mem_alloc and the torch backend):
- * vmm mode, growth limit 512 GiB of address space, 1 GiB chunks, normal
- * memory. A static heap needs MORI_SHMEM_HEAP_SIZE. */
-int mori_heap_config_from_env(mori_heap_config_t *out);
+/* What a heap made now is where MORI_SHMEM_MODE / MORI_SHMEM_HEAP_TYPE are
+ * unset: mori_mem_alloc and the torch backend use vmm and normal memory;
+ * the shmem API the guide's static and uncached. */
+typedef struct mori_heap_defaults {
+  int mode; /* mori_heap_mode_t */
+  bool uncached;
+  const char *who; /* whose defaults, for messages ("the shmem API's") */
+} mori_heap_defaults_t;
+
+/* The settings from the environment over `defaults` (NULL: vmm, growth
+ * limit 512 GiB of address space, 1 GiB chunks, normal memory). A static
+ * heap needs MORI_SHMEM_HEAP_SIZE. */
+int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_config_t *out);
 /* "6G", "512M", "64K", "1T" (powers of 1024; an optional trailing "B" or
  * "iB"), or plain bytes. */
 int mori_parse_size(const char *text, size_t *out);

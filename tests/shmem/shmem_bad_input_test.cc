@@ -265,3 +265,33 @@ TEST(ShmemBadInput, PointerTranslationAndRegistrationRefuseWhatTheyCannotServe) 
 }
 
 }  // namespace
+
+namespace {
+
+// The guide's defaults hold for the shmem API: without MORI_SHMEM_MODE the
+// heap is static, so MORI_SHMEM_HEAP_SIZE is required — every PE fails
+// naming it, and init works again once it is set; the heap is then static
+// and of the uncached type.
+TEST(ShmemBadInput, TheGuidesHeapDefaultsHoldAndTheHeapSizeIsRequired) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    unsetenv("MORI_SHMEM_MODE");
+    unsetenv("MORI_SHMEM_HEAP_SIZE");
+    unsetenv("MORI_SHMEM_HEAP_TYPE");
+    EXPECT_ERROR(InitPe(rank, size, "defaults-1"), MORI_EINVAL, "MORI_SHMEM_HEAP_SIZE must be set");
+    EXPECT_NE(std::string(mori_last_error()).find("the shmem API's default"), std::string::npos) << mori_last_error();
+    setenv("MORI_SHMEM_HEAP_SIZE", "32M", 1);
+    MORI_ASSERT_OK(InitPe(rank, size, "defaults-2"));
+    mori_heap_stats_t stats;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &stats));
+    EXPECT_EQ(stats.mode, MORI_HEAP_STATIC);
+    EXPECT_EQ(stats.uncached, 1);
+    EXPECT_EQ(stats.limit, (size_t)32 << 20);
+    void *p = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(1 << 20, &p));
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+}  // namespace

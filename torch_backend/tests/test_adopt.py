@@ -13,6 +13,7 @@ import os
 import sys
 
 os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+os.environ.setdefault("MORI_SHMEM_HEAP_SIZE", "1G")  # the shmem API's static heap (the guide's default mode)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

@@ -55,6 +55,12 @@ typedef struct mori_heap_stats {
  * first allocation: static mode maps the whole heap, vmm mode its first
  * chunk. Idempotent. MORI_EINVAL names a malformed variable. */
 MORI_API int mori_heap_init(int device);
+/* The same with other defaults for a heap made now, where MORI_SHMEM_MODE /
+ * MORI_SHMEM_HEAP_TYPE are unset (the shmem API passes the guide's: static,
+ * uncached). `who` names whose defaults they are in messages. A heap the
+ * device has already (made by mori_mem_alloc or the torch backend with
+ * theirs) is kept as it is. */
+MORI_API int mori_heap_init_defaults(int device, mori_heap_mode_t mode, int uncached, const char *who);
 /* What the heap of `device` holds; mode MORI_HEAP_ISOLATION and zeros when
  * it has none. */
 MORI_API int mori_heap_stats(int device, mori_heap_stats_t *out);
