@@ -107,6 +107,26 @@ __global__ void wait_signal_kernel(mori_window_dev_t v, mori_window_dev_t sync, 
   mori_fence_system();
 }
 
+// Loads the window-op kernels into the current device's context before the
+// first of them is launched. Under CUDA's lazy module loading (the default
+// since CUDA 12) a kernel is loaded at its first launch, and loading may
+// wait for the kernels already running in the context. A wait_signal queued
+// behind a put_signal that waits for the proxy is such a first launch: the
+// proxy's copy-engine executor needs a kernel of its own to start in this
+// context, the loader waits for put_signal, and put_signal for that kernel
+// (seen on an H200: the first round of put/wait across nodes hung). Once
+// per device; a failure here is left to the launch to report.
+void preload_window_ops(int device) {
+  static unsigned char loaded[64];
+  if (device < 0 || device >= 64 || __atomic_load_n(&loaded[device], __ATOMIC_ACQUIRE)) return;
+  gpu(FuncAttributes) attr;
+  bool ok = gpu(FuncGetAttributes)(&attr, reinterpret_cast<const void *>(barrier_kernel)) == GPU_SUCCESS &&
+            gpu(FuncGetAttributes)(&attr, reinterpret_cast<const void *>(put_signal_kernel)) == GPU_SUCCESS &&
+            gpu(FuncGetAttributes)(&attr, reinterpret_cast<const void *>(wait_signal_kernel)) == GPU_SUCCESS;
+  if (ok) __atomic_store_n(&loaded[device], 1, __ATOMIC_RELEASE);
+  else (void)gpu(GetLastError)();
+}
+
 }  // namespace
 
 extern "C" int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, const mori_window_dev_t *sync, int op,
@@ -115,6 +135,7 @@ extern "C" int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t
   status_t e = gpu(GetDevice)(&saved);
   if (e == GPU_SUCCESS && saved != device) e = gpu(SetDevice)(device);
   if (e != GPU_SUCCESS) return fail(e, "selecting the window's device");
+  preload_window_ops(device);
   if (op == MORI_WINDOW_OP_BARRIER)
     barrier_kernel<<<1, (v->lsa_size + 31) / 32 * 32, 0, (stream_t)stream>>>(*v, *sync, channel, timeout_ns);
   else if (op == MORI_WINDOW_OP_PUT_SIGNAL)
