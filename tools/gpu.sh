@@ -69,7 +69,7 @@ if has tests; then
     MORI_TEST_RANKS=$ngpu timeout 150 gpu-bundle/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
     record "$t: $(gtest_counts "$OUT/$t.log") (exit ${PIPESTATUS[0]})"
   done
-  for t in test_torch_backend test_mori_ops test_triton test_views; do
+  for t in test_torch_backend test_mori_ops test_triton test_views test_triton_extern; do
     echo "== torch: $t"
     timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
       grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -60

@@ -3,14 +3,16 @@
 # for the torch backend, torch 2.11.0's wheel from PyPI without its CUDA
 # dependencies). Skips what is already there.
 #   tools/install_deps.sh          # Bazel, GoogleTest, ROCm HIP headers, verbs, Open MPI
-#                                  # (shmem tests), clang-22 with its sanitizer/libFuzzer runtimes
+#                                  # (shmem tests), clang-22 with its sanitizer/libFuzzer runtimes,
+#                                  # clang-15 + llvm-15 (the Triton bitcode: triton_bitcode/)
 #   tools/install_deps.sh torch    # also torch headers/libraries in .deps/torch
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(bazel-bootstrap bazel-rules-java bazel-platforms bazel-skylib libgtest-dev
           libibverbs-dev libamdhip64-dev hipcc libhsa-runtime-dev rocm-device-libs
-          clang-22 lld-22 clang-tools-22 libclang-rt-22-dev openmpi-bin)
+          clang-22 lld-22 clang-tools-22 libclang-rt-22-dev openmpi-bin
+          clang-15 llvm-15)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
