@@ -7,6 +7,7 @@ pointer, put + signal around a ring with waits and a device barrier, get,
 the device barrier under a data check, a wait that times out, and the
 MORI_DISABLE_JIT / MORI_PRECOMPILE variables."""
 import os
+os.environ.setdefault("MORI_SHMEM_HEAP_SIZE", "1G")  # the shmem API's heap is static by default (the guide's)
 import subprocess
 import sys
 

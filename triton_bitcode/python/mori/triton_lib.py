@@ -516,7 +516,8 @@ class kernel:
 # ------------------------------------------- the library's own kernels
 
 
-# Scalars travel in an int64 tensor (params), so every call has the same
+# Scalars travel in an int64 tensor (`scalars`: not `params`, which is a
+# local of the argument binder Triton generates and would shadow it), so every call has the same
 # signature and MORI_PRECOMPILE's warmup is the very kernel later calls use
 # (Triton types and specialises a Python int by its value).
 
@@ -529,20 +530,20 @@ def _device_state_kernel(out):
 
 
 @triton.jit
-def _barrier_all_kernel(rc, params):
-    tl.store(rc, barrier_all_block(tl.load(params)))
+def _barrier_all_kernel(rc, scalars):
+    tl.store(rc, barrier_all_block(tl.load(scalars)))
 
 
 @triton.jit
-def _putmem_signal_kernel(rc, params):
-    dest = tl.load(params + 0)
-    src = tl.load(params + 1)
-    nbytes = tl.load(params + 2)
-    sig = tl.load(params + 3)
-    value = tl.load(params + 4)
-    op = tl.load(params + 5)
-    pe = tl.load(params + 6)
-    timeout_ns = tl.load(params + 7)
+def _putmem_signal_kernel(rc, scalars):
+    dest = tl.load(scalars + 0)
+    src = tl.load(scalars + 1)
+    nbytes = tl.load(scalars + 2)
+    sig = tl.load(scalars + 3)
+    value = tl.load(scalars + 4)
+    op = tl.load(scalars + 5)
+    pe = tl.load(scalars + 6)
+    timeout_ns = tl.load(scalars + 7)
     r = putmem_signal_block(dest, src, nbytes, sig, value, op, pe)
     q = quiet_block(timeout_ns)
     tl.store(rc, tl.where(r != 0, r, q))
