@@ -104,6 +104,10 @@ if has proxy; then
   timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node=2 torch_backend/tests/test_cross_node.py 2>&1 |
     tee "$OUT/test_cross_node.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|rdma: rank" | head -20
   record "test_cross_node: $(grep -c '^PASS' "$OUT/test_cross_node.log") passed, $(grep -c '^FAIL' "$OUT/test_cross_node.log") failed (exit ${PIPESTATUS[0]})"
+  echo "== torch: test_cross_node_first_ops (the first window ops of a process, 2 ranks)"
+  timeout 150 python3 -m torch.distributed.run --standalone --nproc_per_node=2 torch_backend/tests/test_cross_node_first_ops.py 2>&1 |
+    tee "$OUT/test_cross_node_first_ops.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|Timeout" | head -10
+  record "test_cross_node_first_ops: $(grep -c '^PASS' "$OUT/test_cross_node_first_ops.log") passed, $(grep -c '^FAIL' "$OUT/test_cross_node_first_ops.log") failed (exit ${PIPESTATUS[0]})"
 fi
 
 if has heap; then
