@@ -81,6 +81,10 @@ static int close_device(struct ibv_context *ctx) {
   return 0;
 }
 
+static _Thread_local int next_device = -1;
+
+void mori_ce_nic_use_device(int device) { next_device = device; }
+
 static struct ibv_context *open_device(struct ibv_device *dev) {
   struct ce_context *c = calloc(1, sizeof(*c));
   if (!c) {
@@ -103,7 +107,9 @@ static struct ibv_context *open_device(struct ibv_device *dev) {
   memcpy(c->gid + 8, &pid, 4);
   memcpy(c->gid + 12, &serial, 4);
   int rc = parse_faults(c);
-  if (!rc) rc = mori_platform_current_device(&c->device);
+  if (!rc && next_device >= 0) c->device = next_device;
+  else if (!rc) rc = mori_platform_current_device(&c->device);
+  next_device = -1;
   for (int e = 0; !rc && e < CE_ENGINES; e++) rc = mori_platform_queue_create(c->device, &c->engine[e]);
   if (!rc) rc = ce_keys_start(c);
   if (rc) {

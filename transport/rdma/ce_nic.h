@@ -37,6 +37,10 @@ extern "C" {
 
 /* The provider's verbs table. */
 const struct mori_verbs *mori_ce_nic_verbs(void);
+/* The GPU the next ibv_open_device of this thread puts its copy queues on
+ * (verbs has no device argument; without this call, the thread's current
+ * device — which need not be the comm's). */
+void mori_ce_nic_use_device(int device);
 
 enum { CE_ENGINES = 2 };
 

@@ -148,8 +148,9 @@ void rdma_report_peers(const struct rdma_state *s, mori_comm_t *comm);
 /* queue_pairs.c */
 /* Opens the device (chosen among the present ones for this local rank),
  * PD, CQ and num_qp QPs in INIT per peer with connect[peer]; fills `me` and
- * qpn[peer * num_qp + i]. */
-int rdma_open_local(struct rdma_state *s, int local_rank, struct rdma_endpoint *me, uint32_t *qpn);
+ * qpn[peer * num_qp + i]. `gpu`: the comm's device, where the copy-engine
+ * executor puts its queues. */
+int rdma_open_local(struct rdma_state *s, int local_rank, int gpu, struct rdma_endpoint *me, uint32_t *qpn);
 /* INIT -> RTR -> RTS for every QP to `peer`; theirs_qpn: the peer's QPNs
  * for this rank (num_qp of them). */
 int rdma_connect_peer(struct rdma_state *s, int peer, const struct rdma_endpoint *mine, const struct rdma_endpoint *theirs,

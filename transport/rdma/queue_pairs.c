@@ -13,6 +13,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "transport/rdma/ce_nic.h"
 #include "transport/rdma/internal.h"
 
 int rdma_verbs_error(int err, const char *what) {
@@ -21,7 +22,7 @@ int rdma_verbs_error(int err, const char *what) {
 
 /* The device this rank opens: the system's list filtered by
  * MORI_RDMA_DEVICES (rdma_env.c), one per local rank in turn. */
-static int open_device(struct rdma_state *s, int local_rank) {
+static int open_device(struct rdma_state *s, int local_rank, int gpu) {
   const struct mori_verbs *v = s->v;
   int n = 0;
   struct ibv_device **list = (v->ibv_get_device_list)(&n);
@@ -36,6 +37,8 @@ static int open_device(struct rdma_state *s, int local_rank) {
   int rc = rdma_pick_device(&s->cfg, names, n, local_rank, &chosen);
   if (!rc) {
     snprintf(s->device, sizeof(s->device), "%s", names[chosen]);
+    /* The copy-engine executor's queues go on the comm's GPU. */
+    if (v == mori_ce_nic_verbs()) mori_ce_nic_use_device(gpu);
     if (!(s->ctx = (v->ibv_open_device)(list[chosen]))) rc = rdma_verbs_error(errno, "ibv_open_device");
   }
   (v->ibv_free_device_list)(list);
@@ -60,9 +63,9 @@ static int create_qp(struct rdma_state *s, size_t at) {
   return 0;
 }
 
-int rdma_open_local(struct rdma_state *s, int local_rank, struct rdma_endpoint *me, uint32_t *qpn) {
+int rdma_open_local(struct rdma_state *s, int local_rank, int gpu, struct rdma_endpoint *me, uint32_t *qpn) {
   const struct mori_verbs *v = s->v;
-  int err = open_device(s, local_rank);
+  int err = open_device(s, local_rank, gpu);
   if (err) return err;
   if (!(s->pd = (v->ibv_alloc_pd)(s->ctx))) return rdma_verbs_error(errno, "ibv_alloc_pd");
   if (!(s->cq = (v->ibv_create_cq)(s->ctx, CQ_DEPTH, NULL, NULL, 0))) return rdma_verbs_error(errno, "ibv_create_cq");
