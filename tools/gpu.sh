@@ -75,6 +75,10 @@ if has tests; then
       grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -60
     record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed, $(grep -c '^SKIP' "$OUT/$t.log") skipped (exit ${PIPESTATUS[0]})"
   done
+  echo "== torch: test_trap (its own process: a trap ends the CUDA context)"
+  timeout 100 python3 -m torch.distributed.run --standalone --nproc_per_node=1 torch_backend/tests/test_trap.py 2>&1 |
+    tee "$OUT/test_trap.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|^next call" | head -5
+  record "test_trap: $(grep -c '^PASS' "$OUT/test_trap.log") passed, $(grep -c '^FAIL' "$OUT/test_trap.log") failed (exit ${PIPESTATUS[0]})"
   # Adoption needs peers even on one GPU: two ranks share it (gloo), and the
   # window suite runs there at two ranks too (legacy IPC across processes).
   pair=$(( ngpu < 2 ? 2 : ngpu ))
