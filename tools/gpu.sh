@@ -69,7 +69,7 @@ if has tests; then
     MORI_TEST_RANKS=$ngpu timeout 150 gpu-bundle/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
     record "$t: $(gtest_counts "$OUT/$t.log") (exit ${PIPESTATUS[0]})"
   done
-  for t in test_torch_backend test_mori_ops test_triton test_views test_triton_extern; do
+  for t in test_torch_backend test_mori_ops test_triton test_views; do
     echo "== torch: $t"
     timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
       grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -60
@@ -82,6 +82,10 @@ if has tests; then
   # Adoption needs peers even on one GPU: two ranks share it (gloo), and the
   # window suite runs there at two ranks too (legacy IPC across processes).
   pair=$(( ngpu < 2 ? 2 : ngpu ))
+  echo "== torch: test_triton_extern ($pair ranks)"
+  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$pair" torch_backend/tests/test_triton_extern.py 2>&1 |
+    tee "$OUT/test_triton_extern.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -20
+  record "test_triton_extern: $(grep -c '^PASS' "$OUT/test_triton_extern.log") passed, $(grep -c '^FAIL' "$OUT/test_triton_extern.log") failed, $(grep -c '^SKIP' "$OUT/test_triton_extern.log") skipped (exit ${PIPESTATUS[0]})"
   echo "== torch: test_adopt ($pair ranks)"
   timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$pair" torch_backend/tests/test_adopt.py 2>&1 |
     tee "$OUT/test_adopt.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -20
