@@ -79,8 +79,9 @@ if has tests; then
   timeout 100 python3 -m torch.distributed.run --standalone --nproc_per_node=1 torch_backend/tests/test_trap.py 2>&1 |
     tee "$OUT/test_trap.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|^next call" | head -5
   record "test_trap: $(grep -c '^PASS' "$OUT/test_trap.log") passed, $(grep -c '^FAIL' "$OUT/test_trap.log") failed (exit ${PIPESTATUS[0]})"
-  # Adoption needs peers even on one GPU: two ranks share it (gloo), and the
-  # window suite runs there at two ranks too (legacy IPC across processes).
+  # Adoption and the Triton device library need peers even on one GPU: two
+  # ranks share it (gloo), and the window and shmem suites run there at two
+  # ranks too (legacy IPC across processes, module init, the device barrier).
   pair=$(( ngpu < 2 ? 2 : ngpu ))
   echo "== torch: test_triton_extern ($pair ranks)"
   timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$pair" torch_backend/tests/test_triton_extern.py 2>&1 |
@@ -95,6 +96,10 @@ if has tests; then
     MORI_TEST_RANKS=2 timeout 150 gpu-bundle/bin/gpu_window_test 2>&1 | tee "$OUT/gpu_window_test_2ranks.log" |
       grep -E '^\[ +(OK|FAILED) |Failure' | head -40
     record "gpu_window_test at 2 ranks on one GPU: $(gtest_counts "$OUT/gpu_window_test_2ranks.log") (exit ${PIPESTATUS[0]})"
+    echo "== gpu_shmem_test (2 PEs on one GPU)"
+    MORI_TEST_RANKS=2 timeout 150 gpu-bundle/bin/gpu_shmem_test 2>&1 | tee "$OUT/gpu_shmem_test_2ranks.log" |
+      grep -E '^\[ +(OK|FAILED) |Failure' | head -40
+    record "gpu_shmem_test at 2 PEs on one GPU: $(gtest_counts "$OUT/gpu_shmem_test_2ranks.log") (exit ${PIPESTATUS[0]})"
   fi
 fi
 
