@@ -23,6 +23,7 @@ struct host_ipc_handle {
   char magic[8];
   int32_t pid;
   int32_t fd;
+  uint64_t dev, ino; /* the file's identity: a descriptor number reused for another file is refused */
 };
 _Static_assert(sizeof(struct host_ipc_handle) <= MORI_FABRIC_BLOB_SIZE, "the handle travels as a blob");
 
@@ -37,7 +38,14 @@ int mori_platform_ipc_describe(void *ptr, size_t size, int device, mori_pmem_t *
     return mori_error_set(MORI_ERANGE, "host: [%p, +%zu bytes) runs past the end of its mapping [%p, +%zu bytes)", ptr, size,
                           base, bytes);
   }
-  struct host_ipc_handle h = {.pid = (int32_t)getpid(), .fd = (int32_t)out->handle};
+  struct stat st;
+  if (fstat((int)out->handle, &st) != 0) {
+    rc = mori_error_errno("host: fstat of the mapping behind %p", ptr);
+    mori_platform_mem_release(out);
+    return rc;
+  }
+  struct host_ipc_handle h = {.pid = (int32_t)getpid(), .fd = (int32_t)out->handle, .dev = (uint64_t)st.st_dev,
+                              .ino = (uint64_t)st.st_ino};
   memcpy(h.magic, host_ipc_magic, sizeof(h.magic));
   out->handle_type = MORI_HANDLE_LEGACY_IPC;
   out->device = device < 0 ? 0 : device;
@@ -59,7 +67,12 @@ static int host_open(const mori_shareable_t *shared, void **base) {
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return mori_error_errno("host: opening a peer's memory (%s; its owner exited or unregistered it?)", path);
   struct stat st;
-  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < shared->size) {
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != h.dev || (uint64_t)st.st_ino != h.ino) {
+    close(fd);
+    return mori_error_set(MORI_EINVAL, "host: opening a peer's memory (%s): that descriptor is another file now (the owner "
+                          "unregistered the memory)", path);
+  }
+  if ((uint64_t)st.st_size < shared->size) {
     close(fd);
     return mori_error_set(MORI_EINVAL, "host: a peer's memory (%s) has %lld bytes, its handle says %llu", path,
                           (long long)st.st_size, (unsigned long long)shared->size);

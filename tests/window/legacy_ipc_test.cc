@@ -13,7 +13,9 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "core/platform/platform.h"
 #include "mori/address_map.h"
 #include "mori/bootstrap.h"
 #include "mori/mem.h"
@@ -182,6 +184,58 @@ TEST(LegacyIpc, RangesOfDifferentSizesFailTheWindowOnEveryRankNamingTheSizes) {
     MORI_ASSERT_OK(mori_window_create(w.comm, f.base, &win));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(f.base));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// A handle whose owner unregistered the memory (or exited) does not open:
+// a clear error, never a mapping of something else.
+TEST(LegacyIpc, AHandleOfMemoryItsOwnerUnregisteredIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Foreign f(64 * 1024);
+    ASSERT_NE(f.base, nullptr);
+    mori_pmem_t mem;
+    MORI_ASSERT_OK(mori_platform_ipc_describe(f.base + 4096, 8192, -1, &mem));
+    mori_shareable_t mine;
+    memset(&mine, 0, sizeof(mine));
+    mine.type = MORI_HANDLE_LEGACY_IPC;
+    mine.fd = -1;
+    memcpy(mine.blob, mem.name, sizeof(mine.blob));
+    mine.offset = mem.offset;
+    mine.size = mem.size;
+    std::vector<mori_shareable_t> all((size_t)size);
+    MORI_ASSERT_OK(mori_comm_allgather(w.comm, &mine, all.data(), sizeof(mine)));
+    // While the owner holds it, the next rank opens it and sees its bytes.
+    int next = (rank + 1) % size;
+    memset(f.base + 4096, 0x30 + rank, 64);
+    ASSERT_EQ(Barrier(w), 0);
+    void *opened = nullptr;
+    MORI_ASSERT_OK(mori_platform_ipc_open(&all[next], 0, &opened));
+    EXPECT_EQ(((unsigned char *)opened)[4096], 0x30 + next);
+    MORI_EXPECT_OK(mori_platform_ipc_close(0, opened));
+    ASSERT_EQ(Barrier(w), 0);
+    // The owner lets go of it (what mori_mem_free of the range does).
+    MORI_EXPECT_OK(mori_platform_mem_release(&mem));
+    // ...and makes another shared file, which likely takes the same
+    // descriptor number: the handle must not open that one either.
+    Foreign other(128 * 1024);
+    ASSERT_NE(other.base, nullptr);
+    ASSERT_EQ(Barrier(w), 0);
+    int rc = mori_platform_ipc_open(&all[next], 0, &opened);
+    EXPECT_NE(rc, 0) << "a released handle opened";
+    EXPECT_NE(std::string(mori_last_error()).find("opening a peer's memory"), std::string::npos) << mori_last_error();
+    // A malformed handle.
+    mori_shareable_t junk = all[next];
+    memset(junk.blob, 0x5a, sizeof(junk.blob));
+    EXPECT_EQ(mori_platform_ipc_open(&junk, 0, &opened), MORI_EINVAL) << mori_last_error();
+    // Its own handle is refused (runtimes refuse it too).
+    EXPECT_EQ(mori_platform_ipc_open(&all[rank], 0, &opened), MORI_EINVAL) << mori_last_error();
+    ASSERT_EQ(Barrier(w), 0);
   });
 }
 

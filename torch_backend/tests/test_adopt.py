@@ -130,7 +130,7 @@ def _():
     m.release()
 
 
-@check("bad input: a CPU tensor, sizes that differ between ranks, the same storage twice: RuntimeError on every rank naming why")
+@check("bad input: a CPU tensor, sizes that differ between ranks, the same storage twice, a released map: errors on every rank naming why")
 def _():
     refused(lambda: adopt(torch.zeros(16)), "not a GPU")
     t = torch.zeros(1024 * (2 if rank == 1 else 1), dtype=torch.int32, device=dev)
@@ -143,6 +143,12 @@ def _():
     m2 = adopt(u)  # released: it can be adopted again
     assert m2.host_bases[rank] == u.untyped_storage().data_ptr()
     m2.release()
+    try:  # a map whose adoption ended is refused, not used
+        m2.translate(m2.allocation_base, rank)
+    except ValueError as e:
+        assert "released" in str(e), e
+    else:
+        raise AssertionError("translate on a released map returned an address")
     meet()
 
 
@@ -168,7 +174,7 @@ def _():
     m.release()
 
 
-@check("Iris translate + store on a view of a mori.shmem heap allocation (shmem and the torch ops in one process)")
+@check("Iris translate + store on a view of a mori.shmem heap allocation, and a copy between two of them (shmem and the torch ops in one process)")
 def _():
     if triton is None:
         raise AssertionError("triton is not importable")
@@ -190,6 +196,21 @@ def _():
         got = t[16:16 + N]
         assert torch.equal(got, want), f"{(got != want).sum().item()} of {N} words differ"
         meet()
+        # A copy between two heap allocations: the destination translated
+        # with its own map (one heap, but a table per allocation).
+        if world >= 2:
+            ptr2 = shmem.shmem_malloc(N * 4)
+            dst = tensor_over(ptr2, N, "int32")
+            dst.zero_()
+            src = torch.arange(N, dtype=torch.int32, device=dev) + 50000 * rank
+            m2 = shmem.shmem_address_map(ptr2)
+            meet()
+            copy_between_kernel[(1,)](dst, src, N, peer, m2.peer_bases, rank, BLOCK=1024)
+            meet()
+            want2 = torch.arange(N, dtype=torch.int32, device=dev) + 50000 * prev
+            assert torch.equal(dst, want2), f"{(dst != want2).sum().item()} of {N} words differ"
+            meet()
+            shmem.shmem_free(ptr2)
         shmem.shmem_free(ptr)
     finally:
         shmem.shmem_finalize()

@@ -151,6 +151,14 @@ class AdoptedMap(AddressMap):
     def release(self):
         self._release()
 
+    def translate(self, ptr, rank):
+        """As AddressMap.translate; ValueError once the adoption was released
+        (the peers' memory may be gone)."""
+        if not self._release.alive:
+            raise ValueError(f"mori address map: the adoption of the storage at {self.allocation_base:#x} was "
+                             "released; adopt the tensor again")
+        return super().translate(ptr, rank)
+
 
 def adopt(tensor, group=None):
     """Makes a tensor that mori did not allocate reachable by every rank of
