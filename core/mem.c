@@ -24,9 +24,32 @@ static mori_alloc_t *find_locked(const void *ptr) {
   return NULL;
 }
 
+/* The first allocation sharing a byte with [ptr, ptr + size). */
+static mori_alloc_t *overlap_locked(const void *ptr, size_t size) {
+  const char *lo = ptr, *hi = (const char *)ptr + size;
+  for (mori_alloc_t *a = allocs; a; a = a->next)
+    if (lo < (char *)a->local.base + a->local.mapped_size && (char *)a->local.base < hi) return a;
+  return NULL;
+}
+
 static void insert_locked(mori_alloc_t *a) {
   a->next = allocs;
   allocs = a;
+}
+
+/* Completes the bookkeeping of memory made elsewhere (mem_register,
+ * mem_register_range) and makes it known. */
+static void insert_registered(mori_alloc_t *a, void *base, size_t size, const mori_mem_attr_t *attr) {
+  a->local.base = base;
+  a->local.mapped_size = size;
+  a->local.device = a->local.mem.device;
+  a->size = size;
+  a->signal_pad_size = attr ? attr->signal_pad_size : 0;
+  a->registered = true;
+  a->refs = 1;
+  pthread_mutex_lock(&registry_lock);
+  insert_locked(a);
+  pthread_mutex_unlock(&registry_lock);
 }
 
 /* Drops one reference; the last one unmaps and releases. */
@@ -180,16 +203,7 @@ int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base_out) {
     free(a);
     return mori_error_context(rc, "mem_register(%p)", ptr);
   }
-  a->local.base = base;
-  a->local.mapped_size = size;
-  a->local.device = a->local.mem.device;
-  a->size = size;
-  a->signal_pad_size = attr ? attr->signal_pad_size : 0;
-  a->registered = true;
-  a->refs = 1;
-  pthread_mutex_lock(&registry_lock);
-  insert_locked(a);
-  pthread_mutex_unlock(&registry_lock);
+  insert_registered(a, base, size, attr);
   if (base_out) *base_out = base;
   return 0;
 }
@@ -199,8 +213,7 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
   if ((uintptr_t)ptr > UINTPTR_MAX - size)
     return mori_error_set(MORI_ERANGE, "mem_register_range: %p + %zu bytes wraps the address space", ptr, size);
   pthread_mutex_lock(&registry_lock);
-  mori_alloc_t *known = find_locked(ptr);
-  if (!known) known = find_locked((char *)ptr + size - 1);
+  mori_alloc_t *known = overlap_locked(ptr, size);
   void *known_base = known ? known->local.base : NULL;
   pthread_mutex_unlock(&registry_lock);
   if (known)
@@ -212,16 +225,7 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
     free(a);
     return mori_error_context(rc, "mem_register_range(%p, %zu bytes)", ptr, size);
   }
-  a->local.base = ptr;
-  a->local.mapped_size = size;
-  a->local.device = a->local.mem.device;
-  a->size = size;
-  a->signal_pad_size = attr ? attr->signal_pad_size : 0;
-  a->registered = true;
-  a->refs = 1;
-  pthread_mutex_lock(&registry_lock);
-  insert_locked(a);
-  pthread_mutex_unlock(&registry_lock);
+  insert_registered(a, ptr, size, attr);
   return 0;
 }
 

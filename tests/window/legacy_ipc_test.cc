@@ -151,6 +151,8 @@ TEST(LegacyIpc, BadRangesAreRefusedNamingWhy) {
     EXPECT_EQ(rc, MORI_EEXIST) << "overlaps the first: " << mori_last_error();
     rc = mori_mem_register_range(f.base, 4097, nullptr);
     EXPECT_EQ(rc, MORI_EEXIST) << "its last byte overlaps: " << mori_last_error();
+    rc = mori_mem_register_range(f.base, 12288, nullptr);
+    EXPECT_EQ(rc, MORI_EEXIST) << "it holds the first range whole: " << mori_last_error();
     MORI_EXPECT_OK(mori_mem_free(f.base + 4096));
     void *priv = mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(priv, MAP_FAILED);

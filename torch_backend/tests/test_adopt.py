@@ -26,7 +26,6 @@ torch.cuda.set_device(dev)
 dist.init_process_group("gloo")  # works with two ranks on one GPU (NCCL refuses that)
 try:
     import triton
-    import triton.language as tl
 except ImportError:  # pragma: no cover - the GPU machines have triton
     triton = None
 import mori.allocator  # noqa: E402,F401
@@ -37,16 +36,7 @@ prev = (rank + world - 1) % world
 N = 4096
 
 if triton is not None:
-    from mori import triton as mt
-
-    @triton.jit
-    def iris_store_kernel(buf, value, peer, peer_bases, my_rank, n, BLOCK: tl.constexpr):
-        o = tl.arange(0, BLOCK)
-        mt.store(buf + o, value + o, peer, peer_bases, my_rank, mask=o < n)
-
-    @triton.jit
-    def copy_between_kernel(dst, src, n, peer, dst_bases, my_rank, BLOCK: tl.constexpr):
-        mt.put(dst, src, n, peer, dst_bases, my_rank, BLOCK)
+    from iris_kernels import copy_between_kernel, iris_store_kernel
 
 
 def meet():

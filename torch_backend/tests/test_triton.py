@@ -24,24 +24,11 @@ import mori.allocator  # noqa: E402,F401
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 from mori import triton as mt  # noqa: E402
 from mori.address_map import CAP_LOAD_STORE, address_map  # noqa: E402
+from iris_kernels import copy_between_kernel, iris_store_kernel  # noqa: E402
 
 symm_mem.set_backend("MORI")
 ITERS = int(os.environ.get("MORI_OPS_ITERS", "10000")) // 5
 rng = random.Random(7 + rank)
-
-
-@triton.jit
-def iris_store_kernel(buf, value, peer, peer_bases, my_rank, n, BLOCK: tl.constexpr):
-    # Seed 002's example: translate a local pointer into the peer's copy of
-    # the allocation, then store through it.
-    o = tl.arange(0, BLOCK)
-    mt.store(buf + o, value + o, peer, peer_bases, my_rank, mask=o < n)
-
-
-@triton.jit
-def copy_between_kernel(dst, src, n, peer, dst_bases, my_rank, BLOCK: tl.constexpr):
-    # src and dst are two allocations: only dst's map translates dst.
-    mt.put(dst, src, n, peer, dst_bases, my_rank, BLOCK)
 
 
 @triton.jit
