@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/tcp.h"
 
@@ -301,7 +302,7 @@ int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *rec
     return 0;
   }
   /* blocks[j] is rank (rank + j) % n's contribution. */
-  uint8_t *blocks = malloc((size_t)n * bytes);
+  uint8_t *blocks = mori_bs_malloc((size_t)n * bytes);
   if (!blocks) return exchange_failed(s, MORI_ENOMEM, "bootstrap: no memory for an allgather");
   memcpy(blocks, send, bytes);
   int64_t start = mori_net_now_ms();

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/tcp.h"
 
@@ -98,7 +99,7 @@ static socklen_t to_sockaddr(const mori_wire_link_address_t *a, struct sockaddr_
 static int root_addresses(struct tcp_state *s, const uint8_t *mine, uint8_t *targets) {
   int n = s->size, K = s->rounds;
   size_t each = (size_t)K * MORI_WIRE_LINK_ADDRESS_BYTES;
-  uint8_t *all = malloc((size_t)n * MORI_WIRE_LINK_ADDRESS_BYTES), *replies = malloc((size_t)n * each);
+  uint8_t *all = mori_bs_malloc((size_t)n * MORI_WIRE_LINK_ADDRESS_BYTES), *replies = mori_bs_malloc((size_t)n * each);
   int rc = all && replies ? 0 : mori_tcp_fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 has no memory for %d links", n);
   if (!rc) rc = mori_tcp_root_gather(s, MORI_WIRE_LINKS, 0, mine, MORI_WIRE_LINK_ADDRESS_BYTES, all);
   for (int r = 0; r < n && !rc; r++) {
@@ -123,7 +124,7 @@ static int root_addresses(struct tcp_state *s, const uint8_t *mine, uint8_t *tar
  * under one deadline: every rank does both at once, so neither may wait
  * for the other, and no handshake waits for another. */
 static int link_up(struct tcp_state *s, int listen_fd, const int *slot_of, const uint8_t *targets) {
-  struct tcp_dial *dials = calloc((size_t)s->rounds, sizeof(*dials));
+  struct tcp_dial *dials = mori_bs_calloc((size_t)s->rounds, sizeof(*dials));
   if (!dials) return mori_error_set(MORI_ENOMEM, "bootstrap: rank %d has no memory for its links", s->rank);
   for (int k = 0; k < s->rounds; k++) {
     int peer = (int)((s->rank + (1LL << k)) % s->size);
@@ -146,8 +147,8 @@ int mori_tcp_links_start(struct tcp_state *s) {
   int n = s->size, K = s->rounds;
   size_t each = (size_t)K * MORI_WIRE_LINK_ADDRESS_BYTES;
   uint8_t mine[MORI_WIRE_LINK_ADDRESS_BYTES] = {0};
-  uint8_t *targets = calloc(1, each);
-  int *slot_of = malloc(sizeof(int) * (size_t)n);
+  uint8_t *targets = mori_bs_calloc(1, each);
+  int *slot_of = mori_bs_malloc(sizeof(int) * (size_t)n);
   int listen_fd = -1;
   mori_wire_link_address_t address;
   int rc = targets && slot_of ? 0 : mori_error_set(MORI_ENOMEM, "bootstrap: rank %d has no memory for its links", s->rank);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/base/log.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/secret.h"
@@ -76,10 +77,10 @@ int mori_tcp_root_gather(struct tcp_state *s, uint32_t op, int arg, const void *
   char *gathered = gathered_;
   int n = s->size;
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
-  char *done = calloc((size_t)n, 1);
-  int *missing = calloc((size_t)n, sizeof(int));
-  struct pollfd *fds = calloc((size_t)n, sizeof(*fds));
-  int *fd_rank = calloc((size_t)n, sizeof(int));
+  char *done = mori_bs_calloc((size_t)n, 1);
+  int *missing = mori_bs_calloc((size_t)n, sizeof(int));
+  struct pollfd *fds = mori_bs_calloc((size_t)n, sizeof(*fds));
+  int *fd_rank = mori_bs_calloc((size_t)n, sizeof(int));
   if (!done || !missing || !fds || !fd_rank) {
     free(done);
     free(missing);

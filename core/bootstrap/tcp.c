@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/base/log.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/secret.h"
@@ -133,13 +134,13 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
                           "bootstrap tcp: rank 0 with an inherited socket and no address needs the job's secret");
   if (has_address && strlen(attr->address) >= MORI_TCP_ADDRESS_MAX)
     return mori_error_set(MORI_EINVAL, "bootstrap tcp: address '%.64s...' is too long", attr->address);
-  struct tcp_state *s = calloc(1, sizeof(*s));
+  struct tcp_state *s = mori_bs_calloc(1, sizeof(*s));
   if (!s) return mori_error_set(MORI_ENOMEM, "bootstrap tcp");
   s->rank = attr->rank;
   s->size = attr->size;
   s->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : mori_bootstrap_default_timeout_ms();
   snprintf(s->address, sizeof(s->address), "%s", has_address ? attr->address : "(inherited socket)");
-  s->peers = calloc((size_t)s->size, sizeof(*s->peers));
+  s->peers = mori_bs_calloc((size_t)s->size, sizeof(*s->peers));
   if (!s->peers) {
     free(s);
     return mori_error_set(MORI_ENOMEM, "bootstrap tcp (rank %d of %d): no memory for %d connections", attr->rank,
@@ -147,8 +148,8 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   }
   for (int r = 0; r < s->size; r++) s->peers[r].fd = -1;
   while ((1LL << s->rounds) < s->size) s->rounds++;
-  s->link_out = calloc((size_t)s->rounds + 1, sizeof(*s->link_out));
-  s->link_in = calloc((size_t)s->rounds + 1, sizeof(*s->link_in));
+  s->link_out = mori_bs_calloc((size_t)s->rounds + 1, sizeof(*s->link_out));
+  s->link_in = mori_bs_calloc((size_t)s->rounds + 1, sizeof(*s->link_in));
   if (!s->link_out || !s->link_in) {
     s->rounds = 0;
     tcp_fini(s);
