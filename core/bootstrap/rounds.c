@@ -86,8 +86,8 @@ int mori_tcp_root_gather(struct tcp_state *s, uint32_t op, int arg, const void *
     free(missing);
     free(fds);
     free(fd_rank);
-    return mori_tcp_fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 is out of memory collecting step %llu",
-                             (unsigned long long)s->seq);
+    return mori_tcp_fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 of %d has no memory for collecting step %llu (%zu bytes)",
+                             n, (unsigned long long)s->seq, (size_t)n * (1 + 2 * sizeof(int) + sizeof(*fds)));
   }
   int rc = 0, pending = n - 1;
   if (bytes && mine && gathered) memcpy(gathered, mine, bytes);
