@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
-#include "core/bootstrap/internal/alloc.h"
 #include "core/base/log.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/secret.h"
 #include "core/bootstrap/internal/tcp.h"

@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
-#include "core/bootstrap/internal/alloc.h"
 #include "core/base/log.h"
 #include "core/bootstrap/internal/address.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/secret.h"
 #include "core/bootstrap/internal/tcp.h"
