@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "mori/bootstrap.h"
 
 struct mori_bootstrap {
@@ -22,8 +23,10 @@ int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank
   if (missing) return mori_error_set(MORI_EINVAL, "bootstrap '%s' lacks the mandatory op %s", ops->name, missing);
   if (size < 1 || rank < 0 || rank >= size)
     return mori_error_set(MORI_EINVAL, "bootstrap '%s': rank %d of size %d is out of range", ops->name, rank, size);
-  mori_bootstrap_t *b = calloc(1, sizeof(*b));
-  if (!b) return mori_error_set(MORI_ENOMEM, "bootstrap");
+  mori_bootstrap_t *b = mori_bs_calloc(1, sizeof(*b));
+  if (!b)
+    return mori_error_set(MORI_ENOMEM, "bootstrap '%s': rank %d of %d has no memory for its handle (%zu bytes)",
+                          ops->name ? ops->name : "?", rank, size, sizeof(*b));
   b->ops = *ops;
   b->state = state;
   b->rank = rank;

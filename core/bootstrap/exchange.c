@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/tcp.h"
 
@@ -301,8 +302,14 @@ int mori_tcp_exchange_allgather(struct tcp_state *s, const void *send, void *rec
     return 0;
   }
   /* blocks[j] is rank (rank + j) % n's contribution. */
-  uint8_t *blocks = malloc((size_t)n * bytes);
-  if (!blocks) return exchange_failed(s, MORI_ENOMEM, "bootstrap: no memory for an allgather");
+  uint8_t *blocks = mori_bs_malloc((size_t)n * bytes);
+  if (!blocks) {
+    char text[200];
+    snprintf(text, sizeof(text),
+             "bootstrap: rank %d of %d has no memory for step %llu, an allgather of %zu bytes per rank (%zu bytes)",
+             s->rank, n, (unsigned long long)s->seq, bytes, (size_t)n * bytes);
+    return exchange_failed(s, MORI_ENOMEM, text);
+  }
   memcpy(blocks, send, bytes);
   int64_t start = mori_net_now_ms();
   int rc = 0;

@@ -24,11 +24,11 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/tcp.h"
 
-/* A rank that failed on its own tells rank 0, which tells everyone. */
-static int fail_everywhere(struct tcp_state *s, int rc) {
+int mori_tcp_fail_everywhere(struct tcp_state *s, int rc) {
   if (s->rank == 0) return mori_tcp_fail_all(s, rc, "%s", mori_last_error());
   char text[MORI_WIRE_TEXT_MAX];
   snprintf(text, sizeof(text), "%s", mori_last_error());
@@ -98,8 +98,12 @@ static socklen_t to_sockaddr(const mori_wire_link_address_t *a, struct sockaddr_
 static int root_addresses(struct tcp_state *s, const uint8_t *mine, uint8_t *targets) {
   int n = s->size, K = s->rounds;
   size_t each = (size_t)K * MORI_WIRE_LINK_ADDRESS_BYTES;
-  uint8_t *all = malloc((size_t)n * MORI_WIRE_LINK_ADDRESS_BYTES), *replies = malloc((size_t)n * each);
-  int rc = all && replies ? 0 : mori_tcp_fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 has no memory for %d links", n);
+  uint8_t *all = mori_bs_malloc((size_t)n * MORI_WIRE_LINK_ADDRESS_BYTES), *replies = mori_bs_malloc((size_t)n * each);
+  int rc = all && replies ? 0
+                          : mori_tcp_fail_all(s, MORI_ENOMEM,
+                                              "bootstrap: rank 0 of %d has no memory for the ranks' link addresses "
+                                              "(%zu bytes)",
+                                              n, (size_t)n * (MORI_WIRE_LINK_ADDRESS_BYTES + each));
   if (!rc) rc = mori_tcp_root_gather(s, MORI_WIRE_LINKS, 0, mine, MORI_WIRE_LINK_ADDRESS_BYTES, all);
   for (int r = 0; r < n && !rc; r++) {
     mori_wire_link_address_t a;
@@ -123,8 +127,10 @@ static int root_addresses(struct tcp_state *s, const uint8_t *mine, uint8_t *tar
  * under one deadline: every rank does both at once, so neither may wait
  * for the other, and no handshake waits for another. */
 static int link_up(struct tcp_state *s, int listen_fd, const int *slot_of, const uint8_t *targets) {
-  struct tcp_dial *dials = calloc((size_t)s->rounds, sizeof(*dials));
-  if (!dials) return mori_error_set(MORI_ENOMEM, "bootstrap: rank %d has no memory for its links", s->rank);
+  struct tcp_dial *dials = mori_bs_calloc((size_t)s->rounds, sizeof(*dials));
+  if (!dials)
+    return mori_error_set(MORI_ENOMEM, "bootstrap: rank %d of %d has no memory for dialing its links (%d; %zu bytes)",
+                          s->rank, s->size, s->rounds, (size_t)s->rounds * sizeof(*dials));
   for (int k = 0; k < s->rounds; k++) {
     int peer = (int)((s->rank + (1LL << k)) % s->size);
     mori_wire_link_address_t a;
@@ -146,16 +152,20 @@ int mori_tcp_links_start(struct tcp_state *s) {
   int n = s->size, K = s->rounds;
   size_t each = (size_t)K * MORI_WIRE_LINK_ADDRESS_BYTES;
   uint8_t mine[MORI_WIRE_LINK_ADDRESS_BYTES] = {0};
-  uint8_t *targets = calloc(1, each);
-  int *slot_of = malloc(sizeof(int) * (size_t)n);
+  uint8_t *targets = mori_bs_calloc(1, each);
+  int *slot_of = mori_bs_malloc(sizeof(int) * (size_t)n);
   int listen_fd = -1;
   mori_wire_link_address_t address;
-  int rc = targets && slot_of ? 0 : mori_error_set(MORI_ENOMEM, "bootstrap: rank %d has no memory for its links", s->rank);
+  int rc = targets && slot_of ? 0
+                              : mori_error_set(MORI_ENOMEM,
+                                               "bootstrap: rank %d of %d has no memory for its links' addresses (%zu "
+                                               "bytes)",
+                                               s->rank, n, each + sizeof(int) * (size_t)n);
   if (!rc) rc = listen_beside(s, s->peers[s->rank == 0 ? 1 : 0].fd, &listen_fd, &address);
   if (rc) {
     free(targets);
     free(slot_of);
-    return fail_everywhere(s, rc);
+    return mori_tcp_fail_everywhere(s, rc);
   }
   mori_wire_link_address_encode(&address, mine);
   rc = s->rank == 0 ? root_addresses(s, mine, targets)
@@ -172,7 +182,7 @@ int mori_tcp_links_start(struct tcp_state *s) {
   close(listen_fd);
   free(targets);
   free(slot_of);
-  if (rc) return fail_everywhere(s, rc);
+  if (rc) return mori_tcp_fail_everywhere(s, rc);
   /* Every rank has all its links, or rank 0 names the one that has not. */
   if (s->rank != 0) return mori_tcp_leaf_round(s, MORI_WIRE_BARRIER, 0, NULL, 0, NULL, 0);
   rc = mori_tcp_root_gather(s, MORI_WIRE_BARRIER, 0, NULL, 0, NULL);

@@ -13,6 +13,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/secret.h"
 #include "core/bootstrap/internal/tcp.h"
@@ -76,17 +77,17 @@ int mori_tcp_root_gather(struct tcp_state *s, uint32_t op, int arg, const void *
   char *gathered = gathered_;
   int n = s->size;
   int64_t deadline = mori_net_now_ms() + s->timeout_ms;
-  char *done = calloc((size_t)n, 1);
-  int *missing = calloc((size_t)n, sizeof(int));
-  struct pollfd *fds = calloc((size_t)n, sizeof(*fds));
-  int *fd_rank = calloc((size_t)n, sizeof(int));
+  char *done = mori_bs_calloc((size_t)n, 1);
+  int *missing = mori_bs_calloc((size_t)n, sizeof(int));
+  struct pollfd *fds = mori_bs_calloc((size_t)n, sizeof(*fds));
+  int *fd_rank = mori_bs_calloc((size_t)n, sizeof(int));
   if (!done || !missing || !fds || !fd_rank) {
     free(done);
     free(missing);
     free(fds);
     free(fd_rank);
-    return mori_tcp_fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 is out of memory collecting step %llu",
-                             (unsigned long long)s->seq);
+    return mori_tcp_fail_all(s, MORI_ENOMEM, "bootstrap: rank 0 of %d has no memory for collecting step %llu (%zu bytes)",
+                             n, (unsigned long long)s->seq, (size_t)n * (1 + 2 * sizeof(int) + sizeof(*fds)));
   }
   int rc = 0, pending = n - 1;
   if (bytes && mine && gathered) memcpy(gathered, mine, bytes);

@@ -26,6 +26,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/bootstrap/internal/address.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/secret.h"
 #include "core/bootstrap/internal/tcp.h"
@@ -352,15 +353,18 @@ static int admit(struct admission *a_in) {
   int listen_fd = a.listen_fd;
   a.cap = a.expected + EXTRA_PENDING;
   if (!a.deadline) a.deadline = mori_net_now_ms() + s->timeout_ms;
-  a.pending = calloc((size_t)a.cap, sizeof(*a.pending));
-  struct pollfd *fds = calloc((size_t)a.cap + 1 + (size_t)a.ndials, sizeof(*fds));
-  int *dial_at = calloc((size_t)a.ndials + 1, sizeof(int)); /* a dial's place in fds, -1: none */
+  a.pending = mori_bs_calloc((size_t)a.cap, sizeof(*a.pending));
+  struct pollfd *fds = mori_bs_calloc((size_t)a.cap + 1 + (size_t)a.ndials, sizeof(*fds));
+  int *dial_at = mori_bs_calloc((size_t)a.ndials + 1, sizeof(int)); /* a dial's place in fds, -1: none */
   int dial_rc = 0;
   if (!a.pending || !fds || !dial_at) {
     free(a.pending);
     free(fds);
     free(dial_at);
-    return mori_error_set(MORI_ENOMEM, "bootstrap: %s has no memory for %d connections", a.who, a.cap);
+    return mori_error_set(MORI_ENOMEM, "bootstrap: %s (rank %d of %d) has no memory for serving %d connections (%zu bytes)",
+                          a.who, s->rank, s->size, a.cap,
+                          (size_t)a.cap * sizeof(*a.pending) + ((size_t)a.cap + 1 + (size_t)a.ndials) * sizeof(*fds) +
+                              ((size_t)a.ndials + 1) * sizeof(int));
   }
   int flags = listen_fd >= 0 ? fcntl(listen_fd, F_GETFL) : 0;
   if (listen_fd >= 0 && (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0)) {
@@ -443,8 +447,10 @@ int mori_tcp_admit_links(struct tcp_state *s, int listen_fd, const int *slot_of,
 }
 
 int mori_tcp_root_start(struct tcp_state *s, int listen_fd) {
-  int *slot_of = malloc(sizeof(int) * (size_t)s->size);
-  if (!slot_of) return mori_error_set(MORI_ENOMEM, "bootstrap: rank 0 has no memory for %d ranks", s->size);
+  int *slot_of = mori_bs_malloc(sizeof(int) * (size_t)s->size);
+  if (!slot_of)
+    return mori_error_set(MORI_ENOMEM, "bootstrap: rank 0 of %d has no memory for its table of ranks (%zu bytes)",
+                          s->size, sizeof(int) * (size_t)s->size);
   for (int r = 0; r < s->size; r++) slot_of[r] = r ? r : -1;
   struct admission a = {.s = s, .acceptor = -1, .slot_of = slot_of, .slots = s->peers, .expected = s->size - 1,
                         .listen_fd = listen_fd};

@@ -20,6 +20,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/bootstrap/internal/alloc.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/secret.h"
 #include "core/bootstrap/internal/tcp.h"
@@ -115,6 +116,13 @@ static int root_start(struct tcp_state *s, int listen_fd) {
   return rc;
 }
 
+/* A failure before the start-up began: rank 0's listening socket is the
+ * bootstrap's once the attributes are valid, so it is closed here too. */
+static int no_memory_early(const mori_bootstrap_tcp_attr_t *attr, int rc) {
+  if (attr->rank == 0 && attr->listen_fd >= 0) close(attr->listen_fd);
+  return rc;
+}
+
 int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootstrap_t **out) {
   if (!attr || !out) return mori_error_set(MORI_EINVAL, "bootstrap tcp: attr and out are required");
   *out = NULL;
@@ -133,37 +141,53 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
                           "bootstrap tcp: rank 0 with an inherited socket and no address needs the job's secret");
   if (has_address && strlen(attr->address) >= MORI_TCP_ADDRESS_MAX)
     return mori_error_set(MORI_EINVAL, "bootstrap tcp: address '%.64s...' is too long", attr->address);
-  struct tcp_state *s = calloc(1, sizeof(*s));
-  if (!s) return mori_error_set(MORI_ENOMEM, "bootstrap tcp");
+  struct tcp_state *s = mori_bs_calloc(1, sizeof(*s));
+  if (!s)
+    return no_memory_early(attr, mori_error_set(MORI_ENOMEM,
+                                                "bootstrap tcp: rank %d of %d has no memory for its state (%zu bytes)",
+                                                attr->rank, attr->size, sizeof(*s)));
   s->rank = attr->rank;
   s->size = attr->size;
   s->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : mori_bootstrap_default_timeout_ms();
   snprintf(s->address, sizeof(s->address), "%s", has_address ? attr->address : "(inherited socket)");
-  s->peers = calloc((size_t)s->size, sizeof(*s->peers));
+  s->peers = mori_bs_calloc((size_t)s->size, sizeof(*s->peers));
   if (!s->peers) {
     free(s);
-    return mori_error_set(MORI_ENOMEM, "bootstrap tcp (rank %d of %d): no memory for %d connections", attr->rank,
-                          attr->size, attr->size);
+    return no_memory_early(attr, mori_error_set(MORI_ENOMEM,
+                                                "bootstrap tcp: rank %d of %d has no memory for its %d connections "
+                                                "(%zu bytes)",
+                                                attr->rank, attr->size, attr->size,
+                                                (size_t)attr->size * sizeof(struct tcp_peer)));
   }
   for (int r = 0; r < s->size; r++) s->peers[r].fd = -1;
   while ((1LL << s->rounds) < s->size) s->rounds++;
-  s->link_out = calloc((size_t)s->rounds + 1, sizeof(*s->link_out));
-  s->link_in = calloc((size_t)s->rounds + 1, sizeof(*s->link_in));
+  s->link_out = mori_bs_calloc((size_t)s->rounds + 1, sizeof(*s->link_out));
+  s->link_in = mori_bs_calloc((size_t)s->rounds + 1, sizeof(*s->link_in));
   if (!s->link_out || !s->link_in) {
+    size_t bytes = 2 * ((size_t)s->rounds + 1) * sizeof(struct tcp_peer);
     s->rounds = 0;
     tcp_fini(s);
-    return mori_error_set(MORI_ENOMEM, "bootstrap tcp (rank %d of %d): no memory for its links", attr->rank, attr->size);
+    return no_memory_early(attr, mori_error_set(MORI_ENOMEM,
+                                                "bootstrap tcp: rank %d of %d has no memory for its links (%zu bytes)",
+                                                attr->rank, attr->size, bytes));
   }
   for (int k = 0; k < s->rounds; k++) s->link_out[k].fd = s->link_in[k].fd = -1;
   s->local_secret = !attr->secret;
   if (attr->secret) mori_hs_job_key(attr->secret, attr->secret_len, s->key);
   int rc = 0;
-  if (s->size > 1)
+  if (s->size > 1) {
+    /* root_start closes rank 0's socket whatever happens. */
     rc = s->rank == 0 ? root_start(s, attr->listen_fd) : mori_tcp_rank_start(s);
-  if (!rc && s->size > 1) rc = mori_tcp_links_start(s);
-  else if (attr->listen_fd >= 0)
+    if (!rc) rc = mori_tcp_links_start(s);
+  } else if (attr->listen_fd >= 0) {
     close(attr->listen_fd);
-  if (!rc) rc = mori_bootstrap_create(&tcp_ops, s, s->rank, s->size, out);
+  }
+  if (!rc) {
+    rc = mori_bootstrap_create(&tcp_ops, s, s->rank, s->size, out);
+    /* Every rank is up but this one cannot go on: the others hear why at
+     * their next step (through rank 0), not only that a connection closed. */
+    if (rc && s->size > 1) rc = mori_tcp_fail_everywhere(s, rc);
+  }
   if (rc) {
     tcp_fini(s);
     return mori_error_context(rc, "bootstrap tcp (rank %d of %d)", attr->rank, attr->size);

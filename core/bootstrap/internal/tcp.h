@@ -119,6 +119,10 @@ int mori_tcp_join_link(struct tcp_state *s, int acceptor, const struct sockaddr_
                        const char *address, struct tcp_peer *peer, int64_t deadline);
 /* After rank 0's start-up, every rank opens and admits its links (links.c). */
 int mori_tcp_links_start(struct tcp_state *s);
+/* Once rank 0 has admitted every rank, a rank that failed on its own (with
+ * its error set, rc its code) tells rank 0, which names it to every rank at
+ * its next step; rank 0 tells every rank at once. The bootstrap is broken. */
+int mori_tcp_fail_everywhere(struct tcp_state *s, int rc);
 
 /* One round through rank 0 (tcp.c). Rank 0 gathers every rank's frame of
  * op (a contribution of `bytes`, carried as payload when the op has one)

@@ -48,7 +48,9 @@ typedef struct mori_bootstrap_tcp_attr {
   int rank;
   int size;
   const char *address;  /* "host:port" of rank 0 */
-  int listen_fd;        /* rank 0 only: an already-listening socket, or -1 */
+  int listen_fd;        /* rank 0 only: an already-listening socket, or -1;
+                         * once attr is valid, the call closes it (whether it
+                         * succeeds or fails) */
   int timeout_ms;       /* every blocking step; <= 0: the default */
   const void *secret;   /* the job's secret, the same on every rank, or NULL */
   size_t secret_len;    /* at least 16 bytes */
