@@ -40,3 +40,11 @@ GPU_ONLY = select({
     "//bazel:rocm": [],
     "//conditions:default": ["@platforms//:incompatible"],
 })
+
+# Targets of the host platform alone (its shared-memory internals): skipped
+# under --config=cuda and --config=rocm.
+HOST_ONLY = select({
+    "//bazel:cuda": ["@platforms//:incompatible"],
+    "//bazel:rocm": ["@platforms//:incompatible"],
+    "//conditions:default": [],
+})

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/platform/host_shm_sweep.h"
 #include "core/platform/platform.h"
 
 const char *mori_platform_name(void) { return "host"; }
@@ -50,7 +51,11 @@ int mori_platform_granularity(int device, size_t *granularity) {
   return 0;
 }
 
+static void sweep_once(void) { (void)mori_host_shm_sweep("/dev/shm"); }
+
 static int make_shm_name(char *name, size_t len) {
+  static pthread_once_t swept = PTHREAD_ONCE_INIT;
+  pthread_once(&swept, sweep_once); /* what crashed or killed processes left (host_shm_sweep.h) */
   static atomic_uint counter;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

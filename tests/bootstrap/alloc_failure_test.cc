@@ -44,8 +44,10 @@ namespace {
 constexpr int kTimeoutMs = 2000;
 // Every call returns within the bootstrap's own bound: a rank that is not
 // rank 0 waits for rank 0's verdict up to the timeout plus
-// MORI_TCP_GRACE_MS; the rest is slack for a loaded machine.
-constexpr long long kBoundMs = kTimeoutMs + MORI_TCP_GRACE_MS + 2000;
+// MORI_TCP_GRACE_MS; the rest is slack for a loaded machine (8 ranks under
+// ASan on 2 cores, beside other suites, took 7.04 s where 7 s was allowed:
+// the test is about a bound existing, not about its last second).
+constexpr long long kBoundMs = kTimeoutMs + MORI_TCP_GRACE_MS + 5000;
 // No path of the bootstrap allocates this often: reaching it is a failure.
 constexpr int kMaxK = 500;
 
