@@ -16,6 +16,16 @@ class Skip(Exception):
     printed as SKIP with the reason, counted neither passed nor failed."""
 
 
+def refused(fn, words):
+    """fn() must raise a RuntimeError whose text holds `words`."""
+    try:
+        fn()
+    except RuntimeError as e:
+        assert words in str(e), f"the error does not say '{words}': {e}"
+        return
+    raise AssertionError(f"no error (expected one saying '{words}')")
+
+
 def needs_ranks(n):
     if world < n:
         raise Skip(f"needs {n} ranks, the job has {world}")

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from checks import check, needs_ranks, rank, summary, world  # noqa: E402
+from checks import check, needs_ranks, rank, refused, summary, world  # noqa: E402
 
 dev = torch.device("cuda", rank % torch.cuda.device_count())
 torch.cuda.set_device(dev)
@@ -42,15 +42,6 @@ if triton is not None:
 def meet():
     torch.cuda.synchronize()
     dist.barrier()
-
-
-def refused(fn, words):
-    try:
-        fn()
-    except RuntimeError as e:
-        assert words in str(e), f"the error does not say '{words}': {e}"
-        return
-    raise AssertionError(f"no error (expected one saying '{words}')")
 
 
 def iris_round(t, m, base_value):

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from checks import check, needs_ranks, rank, summary, world  # noqa: E402
+from checks import check, needs_ranks, rank, refused, summary, world  # noqa: E402
 
 dev = torch.device("cuda", rank % torch.cuda.device_count())
 torch.cuda.set_device(dev)
@@ -33,15 +33,6 @@ import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 symm_mem.set_backend("MORI")
 peer = (rank + 1) % world
 state = {}
-
-
-def refused(fn, words):
-    try:
-        fn()
-    except RuntimeError as e:
-        assert words in str(e), f"the error does not say '{words}': {e}"
-        return
-    raise AssertionError(f"no error (expected one saying '{words}')")
 
 
 @check("a group across nodes: rendezvous works; only this rank's own buffer is load/store reachable")
