@@ -7,13 +7,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the runfiles' workspace root
 sys.path.insert(0, os.path.join(ROOT, "shmem", "python"))
 os.environ.setdefault("MORI_LIB", os.path.join(ROOT, "libmori.so"))
+sys.path.insert(0, HERE)
+from uid_file import share_unique_id  # noqa: E402
 
 
 def pe_main(rank, size, uid_path):
@@ -26,18 +27,8 @@ def pe_main(rank, size, uid_path):
         raise AssertionError("shmem_mype before init did not raise")
     except shmem.ShmemError as e:
         assert e.name == "MORI_ENOT_INITIALIZED", e
-    if rank == 0:
-        uid = shmem.shmem_get_unique_id()
-        assert len(uid) == 128
-        with open(uid_path + ".part", "wb") as f:
-            f.write(uid)
-        os.rename(uid_path + ".part", uid_path)
-    else:
-        deadline = time.time() + 30
-        while not os.path.exists(uid_path) and time.time() < deadline:
-            time.sleep(0.01)
-        with open(uid_path, "rb") as f:
-            uid = f.read()
+    uid = share_unique_id(shmem, rank, uid_path)
+    assert len(uid) == 128
     try:
         shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, uid[:100])
         raise AssertionError("a 100-byte unique ID was accepted")

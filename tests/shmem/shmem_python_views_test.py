@@ -9,13 +9,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the runfiles' workspace root
 sys.path.insert(0, os.path.join(ROOT, "shmem", "python"))
 os.environ.setdefault("MORI_LIB", os.path.join(ROOT, "libmori.so"))
+sys.path.insert(0, HERE)
+from uid_file import share_unique_id  # noqa: E402
 
 
 def expect_raises(kind, fn, *args, says=()):
@@ -31,17 +32,7 @@ def expect_raises(kind, fn, *args, says=()):
 def init(rank, size, uid_path):
     from mori import shmem
 
-    if rank == 0:
-        uid = shmem.shmem_get_unique_id()
-        with open(uid_path + ".part", "wb") as f:
-            f.write(uid)
-        os.rename(uid_path + ".part", uid_path)
-    else:
-        deadline = time.time() + 30
-        while not os.path.exists(uid_path) and time.time() < deadline:
-            time.sleep(0.01)
-        with open(uid_path, "rb") as f:
-            uid = f.read()
+    uid = share_unique_id(shmem, rank, uid_path)
     shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, uid)
     return shmem
 
