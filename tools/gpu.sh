@@ -58,6 +58,17 @@ echo "== $machine; $(nvidia-smi topo -m 2>/dev/null | sed -n 2p | tr -s ' ')"
 summary=()
 record() { summary+=("$1"); }
 gtest_counts() { echo "$(grep -c '^\[       OK' "$1") passed, $(grep -c '^\[  FAILED  \] [A-Z]' "$1") failed"; }
+# One GoogleTest suite of gpu-bundle/bin at RANKS ranks: gtest_suite LABEL RANKS BINARY LOG
+gtest_suite() {
+  MORI_TEST_RANKS=$2 timeout 150 "gpu-bundle/bin/$3" 2>&1 | tee "$OUT/$4.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
+  record "$1: $(gtest_counts "$OUT/$4.log") (exit ${PIPESTATUS[0]})"
+}
+# One torch suite under torchrun: torch_suite NAME RANKS SECONDS [also shown: an extended regexp]
+torch_suite() {
+  timeout "$3" python3 -m torch.distributed.run --standalone --nproc_per_node="$2" "torch_backend/tests/$1.py" 2>&1 |
+    tee "$OUT/$1.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)${4:+|$4}" | head -60
+  record "$1: $(grep -c '^PASS' "$OUT/$1.log") passed, $(grep -c '^FAIL' "$OUT/$1.log") failed, $(grep -c '^SKIP' "$OUT/$1.log") skipped (exit ${PIPESTATUS[0]})"
+}
 
 if has tests; then
   echo "== the installed wheel"
@@ -66,61 +77,43 @@ if has tests; then
   record "wheel: import mori.allocator, mori.ops, mori.shmem (exit ${PIPESTATUS[0]})"
   for t in gpu_window_test gpu_coll_test gpu_shmem_test; do
     echo "== $t ($ngpu ranks)"
-    MORI_TEST_RANKS=$ngpu timeout 150 gpu-bundle/bin/$t 2>&1 | tee "$OUT/$t.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
-    record "$t: $(gtest_counts "$OUT/$t.log") (exit ${PIPESTATUS[0]})"
+    gtest_suite "$t" "$ngpu" "$t" "$t"
   done
   for t in test_torch_backend test_mori_ops test_triton test_views; do
     echo "== torch: $t"
-    timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" torch_backend/tests/$t.py 2>&1 | tee "$OUT/$t.log" |
-      grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -60
-    record "$t: $(grep -c '^PASS' "$OUT/$t.log") passed, $(grep -c '^FAIL' "$OUT/$t.log") failed, $(grep -c '^SKIP' "$OUT/$t.log") skipped (exit ${PIPESTATUS[0]})"
+    torch_suite "$t" "$ngpu" 200
   done
   echo "== torch: test_trap (its own process: a trap ends the CUDA context)"
-  timeout 100 python3 -m torch.distributed.run --standalone --nproc_per_node=1 torch_backend/tests/test_trap.py 2>&1 |
-    tee "$OUT/test_trap.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|^next call" | head -5
-  record "test_trap: $(grep -c '^PASS' "$OUT/test_trap.log") passed, $(grep -c '^FAIL' "$OUT/test_trap.log") failed (exit ${PIPESTATUS[0]})"
+  torch_suite test_trap 1 100 '^next call'
   # Adoption and the Triton device library need peers even on one GPU: two
   # ranks share it (gloo), and the window and shmem suites run there at two
   # ranks too (legacy IPC across processes, module init, the device barrier).
   pair=$(( ngpu < 2 ? 2 : ngpu ))
-  echo "== torch: test_triton_extern ($pair ranks)"
-  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$pair" torch_backend/tests/test_triton_extern.py 2>&1 |
-    tee "$OUT/test_triton_extern.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -20
-  record "test_triton_extern: $(grep -c '^PASS' "$OUT/test_triton_extern.log") passed, $(grep -c '^FAIL' "$OUT/test_triton_extern.log") failed, $(grep -c '^SKIP' "$OUT/test_triton_extern.log") skipped (exit ${PIPESTATUS[0]})"
-  echo "== torch: test_adopt ($pair ranks)"
-  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node="$pair" torch_backend/tests/test_adopt.py 2>&1 |
-    tee "$OUT/test_adopt.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)" | head -20
-  record "test_adopt: $(grep -c '^PASS' "$OUT/test_adopt.log") passed, $(grep -c '^FAIL' "$OUT/test_adopt.log") failed, $(grep -c '^SKIP' "$OUT/test_adopt.log") skipped (exit ${PIPESTATUS[0]})"
+  for t in test_triton_extern test_adopt; do
+    echo "== torch: $t ($pair ranks)"
+    torch_suite "$t" "$pair" 200
+  done
   if [ "$ngpu" -lt 2 ]; then
     echo "== gpu_window_test (2 ranks on one GPU)"
-    MORI_TEST_RANKS=2 timeout 150 gpu-bundle/bin/gpu_window_test 2>&1 | tee "$OUT/gpu_window_test_2ranks.log" |
-      grep -E '^\[ +(OK|FAILED) |Failure' | head -40
-    record "gpu_window_test at 2 ranks on one GPU: $(gtest_counts "$OUT/gpu_window_test_2ranks.log") (exit ${PIPESTATUS[0]})"
+    gtest_suite "gpu_window_test at 2 ranks on one GPU" 2 gpu_window_test gpu_window_test_2ranks
     echo "== gpu_shmem_test (2 PEs on one GPU)"
-    MORI_TEST_RANKS=2 timeout 150 gpu-bundle/bin/gpu_shmem_test 2>&1 | tee "$OUT/gpu_shmem_test_2ranks.log" |
-      grep -E '^\[ +(OK|FAILED) |Failure' | head -40
-    record "gpu_shmem_test at 2 PEs on one GPU: $(gtest_counts "$OUT/gpu_shmem_test_2ranks.log") (exit ${PIPESTATUS[0]})"
+    gtest_suite "gpu_shmem_test at 2 PEs on one GPU" 2 gpu_shmem_test gpu_shmem_test_2ranks
   fi
 fi
 
 if has proxy; then
   # Two ranks always: with one GPU both run on it (each its own context).
   echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine executor)"
-  MORI_TEST_RANKS=2 timeout 150 gpu-bundle/bin/gpu_proxy_test 2>&1 | tee "$OUT/gpu_proxy_test.log" | grep -E '^\[ +(OK|FAILED) |Failure' | head -40
-  record "gpu_proxy_test: $(gtest_counts "$OUT/gpu_proxy_test.log") (exit ${PIPESTATUS[0]})"
+  gtest_suite gpu_proxy_test 2 gpu_proxy_test gpu_proxy_test
   echo "== proxy ring benchmark (bench_proxy)"
   MORI_RDMA_EXECUTOR=copy_engine timeout 200 gpu-bundle/bin/mori_launch -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
     tee "$OUT/bench_proxy.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_proxy.log" | sed 's/^RESULT //' > "$OUT/bench_proxy.jsonl"
   record "bench_proxy: $(wc -l < "$OUT/bench_proxy.jsonl") results"
   echo "== torch: test_cross_node (a group spanning two declared nodes, 2 ranks)"
-  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node=2 torch_backend/tests/test_cross_node.py 2>&1 |
-    tee "$OUT/test_cross_node.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|rdma: rank" | head -20
-  record "test_cross_node: $(grep -c '^PASS' "$OUT/test_cross_node.log") passed, $(grep -c '^FAIL' "$OUT/test_cross_node.log") failed (exit ${PIPESTATUS[0]})"
+  torch_suite test_cross_node 2 200 'rdma: rank'
   echo "== torch: test_cross_node_first_ops (the first window ops of a process, 2 ranks)"
-  timeout 150 python3 -m torch.distributed.run --standalone --nproc_per_node=2 torch_backend/tests/test_cross_node_first_ops.py 2>&1 |
-    tee "$OUT/test_cross_node_first_ops.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)|Timeout" | head -10
-  record "test_cross_node_first_ops: $(grep -c '^PASS' "$OUT/test_cross_node_first_ops.log") passed, $(grep -c '^FAIL' "$OUT/test_cross_node_first_ops.log") failed (exit ${PIPESTATUS[0]})"
+  torch_suite test_cross_node_first_ops 2 150 'Timeout'
 fi
 
 if has heap; then
