@@ -496,10 +496,7 @@ def launch(fn, grid, *args, **kwargs):
     """fn[grid](*args, **kwargs) with the library linked and the device
     state filled before the kernel runs; returns Triton's CompiledKernel."""
     kwargs = _with_library(kwargs)
-    compiled = fn.warmup(*args, grid=grid, **kwargs)
-    if hasattr(compiled, "result"):
-        compiled = compiled.result()
-    fill(compiled)
+    compile_kernel(fn, *args, grid=grid, **kwargs)
     return fn[grid](*args, **kwargs)
 
 
