@@ -10,7 +10,6 @@
 // finalization; the tensor's memory must stay alive that long, which the
 // Python side (mori.address_map.adopt) ensures by holding the tensor.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
