@@ -12,7 +12,8 @@
 # with the copy-engine executor standing in for the NIC), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
-# backend), or all of them. MORI_BENCH_ONLY narrows the harness's steps.
+# backend), host (host cost per call at one rank: MORI against torch's
+# default backend), or all of them. MORI_BENCH_ONLY narrows the harness's steps.
 # Results and logs go to $OUT (default /tmp/mori-gpu-out). NVLink multicast
 # stays off everywhere (mori never creates multicast objects).
 set -uo pipefail
@@ -38,11 +39,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,proxy,heap,coll,p2p,bench|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,proxy,heap,coll,p2p,bench,host|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,proxy,heap,coll,p2p,bench
+[ "$what" = all ] && what=tests,proxy,heap,coll,p2p,bench,host
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -147,6 +148,14 @@ if has bench; then
   MORI_BENCH_MACHINE="$machine" timeout $((rounds * 240)) python3 bench/run.py --rounds "$rounds" \
     --backends "$backends" --out "$OUT/bench.jsonl" 2>&1
   record "bench: $(wc -l < "$OUT/bench.jsonl") records, $(grep -c '"error"' "$OUT/bench.jsonl") with errors"
+fi
+
+if has host; then
+  echo "== host cost per call, one rank ($rounds rounds)"
+  : > "$OUT/host_cost.jsonl"
+  timeout $((rounds * 150)) python3 bench/host_cost.py --rounds "$rounds" --out "$OUT/host_cost.jsonl" 2>&1 |
+    grep -E '^(host_cost|[a-z].* (issue|eager|wall)_us)|Error' | head -40
+  record "host_cost: $(wc -l < "$OUT/host_cost.jsonl") records, $(grep -c '"error"' "$OUT/host_cost.jsonl") with errors"
 fi
 
 echo "== summary"
