@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/base/profile.h"
 #include "core/base/log.h"
 #include "core/internal/comm.h"
 #include "core/internal/node_channel.h"
@@ -47,8 +48,10 @@ static void host_identity(char *out, size_t len) {
 }
 
 int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t bytes) {
-  if (c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD) return mori_node_channel_allgather(c->channel, send, recv, bytes);
-  return mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
+  uint64_t t = mori_profile_now();
+  int rc = c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD ? mori_node_channel_allgather(c->channel, send, recv, bytes)
+                                                             : mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
+  return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
 }
 
 int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {

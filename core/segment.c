@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/base/profile.h"
 #include "core/base/log.h"
 #include "core/internal/segment.h"
 
@@ -109,7 +110,9 @@ static int share_and_map(mori_segment_t *seg, const mori_pmem_t *local, uint64_t
     if (lib >= 0 && theirs && want) {
       for (int r = 0; r < c->size; r++) theirs[r] = (mori_shareable_t){.type = MORI_HANDLE_NONE, .fd = -1};
       for (int i = 0; i < c->lsa_size; i++) want[c->lsa_base + i] = c->lsa_base + i != c->rank;
-      int share_rc = c->handles[lib].share(c->handle_state[lib], c, seq, &mine, theirs, want);
+      uint64_t t = mori_profile_now();
+      int share_rc = mori_profile_done(MORI_PROF_HANDLE_SHARE, t,
+                                       c->handles[lib].share(c->handle_state[lib], c, seq, &mine, theirs, want));
       if (share_rc && !rc) rc = mori_error_context(share_rc, "segment: sharing handles through %s", c->handles[lib].name);
     }
     free(want);
@@ -185,7 +188,9 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
   rc = mori_comm_agree(c, rc, "sharing and mapping a segment");
   if (!rc) {
     for (int i = 0; i < c->num_transports; i++) {
-      int trc = c->transports[i].segment_register(c->transport_state[i], seg, &seg->transport_state[i]);
+      uint64_t t = mori_profile_now();
+      int trc = mori_profile_done(MORI_PROF_TRANSPORT_REGISTER, t,
+                                  c->transports[i].segment_register(c->transport_state[i], seg, &seg->transport_state[i]));
       if (trc == 0) seg->registered[i] = true;
       else if (!rc) rc = mori_error_context(trc, "segment: transport %s", c->transports[i].name);
     }

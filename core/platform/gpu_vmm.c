@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/base/profile.h"
 #include "core/platform/gpu_api.h"
 
 
@@ -95,7 +96,8 @@ static int mem_create(int device, size_t size, int handle_type, unsigned flags, 
 
 int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
   memset(out, 0, sizeof(*out));
-  return GPU_ON_DEVICE(device, mem_create(device, size, handle_type, flags, out));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_CREATE, t, GPU_ON_DEVICE(device, mem_create(device, size, handle_type, flags, out)));
 }
 
 static int mem_release(mori_pmem_t *mem) {
@@ -129,7 +131,8 @@ int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_share
   memset(out, 0, sizeof(*out));
   out->type = handle_type;
   out->fd = -1;
-  return GPU_ON_DEVICE(mem->device, mem_export(mem, handle_type, out));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_EXPORT, t, GPU_ON_DEVICE(mem->device, mem_export(mem, handle_type, out)));
 }
 
 static int mem_import(const mori_shareable_t *shared, mori_pmem_t *out) {
@@ -151,7 +154,8 @@ int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int de
   memset(out, 0, sizeof(*out));
   out->size = size;
   out->device = device;
-  return GPU_ON_DEVICE(device, mem_import(shared, out));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_IMPORT, t, GPU_ON_DEVICE(device, mem_import(shared, out)));
 }
 
 int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *size) {
@@ -194,7 +198,8 @@ static int va_reserve(size_t size, size_t alignment, void **out) {
 }
 
 int mori_platform_va_reserve(int device, size_t size, size_t alignment, void **out) {
-  return GPU_ON_DEVICE(device, va_reserve(size, alignment, out));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_VA_RESERVE, t, GPU_ON_DEVICE(device, va_reserve(size, alignment, out)));
 }
 
 static int va_release(void *va, size_t size) {
@@ -210,7 +215,8 @@ static int mem_map(void *va, size_t size, const mori_pmem_t *mem) {
 }
 
 int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem) {
-  return GPU_ON_DEVICE(mem->device, mem_map(va, size, mem));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_MAP, t, GPU_ON_DEVICE(mem->device, mem_map(va, size, mem)));
 }
 
 static int mem_unmap(void *va, size_t size) {
@@ -231,7 +237,8 @@ static int set_access(void *va, size_t size, int device) {
 }
 
 int mori_platform_set_access(void *va, size_t size, int device) {
-  return GPU_ON_DEVICE(device, set_access(va, size, device));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_SET_ACCESS, t, GPU_ON_DEVICE(device, set_access(va, size, device)));
 }
 
 
@@ -286,13 +293,17 @@ int mori_platform_memset_zero(int device, void *ptr, size_t size) {
 int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
   if (device < 0 || device >= MORI_MAX_DEVICES)
     return mori_error_set(MORI_EINVAL, "%s: upload to device %d", mori_platform_name(), device);
+  uint64_t t = mori_profile_now();
   pthread_mutex_lock(&upload_lock);
   int rc = GPU_ON_DEVICE(device, upload(device, dst, src, size));
   pthread_mutex_unlock(&upload_lock);
-  return rc;
+  return mori_profile_done(MORI_PROF_TABLE_UPLOAD, t, rc);
 }
 
-int mori_platform_synchronize(int device) { return GPU_ON_DEVICE(device, synchronize(device)); }
+int mori_platform_synchronize(int device) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_DEVICE_WAIT, t, GPU_ON_DEVICE(device, synchronize(device)));
+}
 
 int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
   if (device == peer_device) {

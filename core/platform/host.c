@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/base/profile.h"
 #include "core/platform/host_shm_sweep.h"
 #include "core/platform/platform.h"
 
@@ -64,7 +65,7 @@ static int make_shm_name(char *name, size_t len) {
   return 0;
 }
 
-int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
+static int host_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
   (void)flags; /* shared memory is coherent: "uncached" changes nothing here */
   memset(out, 0, sizeof(*out));
   int fd = -1;
@@ -100,7 +101,7 @@ int mori_platform_mem_release(mori_pmem_t *mem) {
   return 0;
 }
 
-int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
+static int host_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
   memset(out, 0, sizeof(*out));
   out->type = handle_type;
   out->fd = -1;
@@ -117,7 +118,7 @@ int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_share
                         mori_handle_type_name(mem->handle_type), mori_handle_type_name(handle_type));
 }
 
-int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+static int host_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
   memset(out, 0, sizeof(*out));
   int fd;
   if (shared->type == MORI_HANDLE_POSIX_FD) {
@@ -181,7 +182,7 @@ int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *s
   return rc;
 }
 
-int mori_platform_va_reserve(int device, size_t size, size_t alignment, void **out) {
+static int host_va_reserve(int device, size_t size, size_t alignment, void **out) {
   size_t span = size + alignment;
   char *raw = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return mori_error_errno("host: reserve %zu bytes of VA", size);
@@ -199,7 +200,7 @@ int mori_platform_va_release(int device, void *va, size_t size) {
   return 0;
 }
 
-int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem) {
+static int host_mem_map(void *va, size_t size, const mori_pmem_t *mem) {
   void *p = mmap(va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, (int)mem->handle, 0);
   if (p == MAP_FAILED) return mori_error_errno("host: map %zu bytes at %p", size, va);
   return 0;
@@ -212,7 +213,7 @@ int mori_platform_mem_unmap(int device, void *va, size_t size) {
   return 0;
 }
 
-int mori_platform_set_access(void *va, size_t size, int device) {
+static int host_set_access(void *va, size_t size, int device) {
   if (mprotect(va, size, PROT_READ | PROT_WRITE) != 0)
     return mori_error_errno("host: set access on %p (%zu bytes)", va, size);
   return 0;
@@ -228,14 +229,14 @@ int mori_platform_memcpy(int device, void *dst, const void *src, size_t size) {
   return 0;
 }
 
-int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
+static int host_upload(int device, void *dst, const void *src, size_t size) {
   memmove(dst, src, size);
   return 0;
 }
 
 bool mori_platform_device_is_async(void) { return false; }
 
-int mori_platform_synchronize(int device) {
+static int host_synchronize(int device) {
   atomic_thread_fence(memory_order_seq_cst);
   return 0;
 }
@@ -398,4 +399,46 @@ int mori_platform_stream_synchronize(int device, void *stream) { return 0; }
 int mori_platform_stream_capturing(int device, void *stream, bool *yes) {
   *yes = false;
   return 0;
+}
+
+/* The public entry points of the operations mori/profile.h times. */
+
+int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_CREATE, t, host_mem_create(device, size, handle_type, flags, out));
+}
+
+int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_EXPORT, t, host_mem_export(mem, handle_type, out));
+}
+
+int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_IMPORT, t, host_mem_import(shared, size, device, out));
+}
+
+int mori_platform_va_reserve(int device, size_t size, size_t alignment, void **out) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_VA_RESERVE, t, host_va_reserve(device, size, alignment, out));
+}
+
+int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_MEM_MAP, t, host_mem_map(va, size, mem));
+}
+
+int mori_platform_set_access(void *va, size_t size, int device) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_SET_ACCESS, t, host_set_access(va, size, device));
+}
+
+int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_TABLE_UPLOAD, t, host_upload(device, dst, src, size));
+}
+
+int mori_platform_synchronize(int device) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_DEVICE_WAIT, t, host_synchronize(device));
 }
