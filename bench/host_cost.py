@@ -98,6 +98,29 @@ def worker(backend, round_, out_path):
             walls.append((time.perf_counter() - t0) * 1e6)
     record("symm_mem.empty + rendezvous 1 MiB, kept alive", wall_us=round(statistics.median(walls), 3),
            wall_us_min=round(min(walls), 3), wall_us_max=round(max(walls), 3))
+    if backend.startswith("MORI"):
+        # Where mori's part of one more went (mori/profile.h); the rest of
+        # the wall time is torch, Python and the final synchronisation.
+        import ctypes
+
+        from mori import _lib
+
+        class Entry(ctypes.Structure):
+            _fields_ = [("name", ctypes.c_char_p), ("calls", ctypes.c_uint64), ("total_ns", ctypes.c_uint64),
+                        ("max_ns", ctypes.c_uint64)]
+
+        _lib.lib.mori_profile_reset()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        t = symm_mem.empty(1 << 20, dtype=torch.uint8, device=dev)
+        live.append((t, symm_mem.rendezvous(t, gname)))
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) * 1e6
+        entries = (Entry * 16)()
+        n = _lib.lib.mori_profile_read(entries, 16)
+        record("symm_mem.empty + rendezvous 1 MiB: mori's part", wall_us=round(wall, 3),
+               mori_us_by_kind={entries[i].name.decode(): [entries[i].calls, round(entries[i].total_ns / 1e3, 3)]
+                                for i in range(n)})
     live.clear()
     dist.destroy_process_group()
 

@@ -126,6 +126,15 @@ if has heap; then
     grep '^RESULT' "$OUT/bench_heap_$mode.log" | sed 's/^RESULT //' >> "$OUT/bench_heap.jsonl"
   done
   record "bench_heap: $(wc -l < "$OUT/bench_heap.jsonl") results"
+  if [ "$ngpu" -lt 2 ]; then
+    # Peers' costs (importing and mapping a new chunk) need peers: two ranks
+    # share the GPU (host-side costs; no NVLink in the figures).
+    echo "== heap benchmark, MORI_SHMEM_MODE=vmm, 2 ranks on one GPU"
+    MORI_SHMEM_MODE=vmm MORI_SHMEM_HEAP_SIZE=512G timeout 150 gpu-bundle/bin/mori_launch -n 2 -t 140 \
+      gpu-bundle/bin/bench_heap 2>&1 | tee "$OUT/bench_heap_vmm_2ranks.log" | grep RESULT
+    grep '^RESULT' "$OUT/bench_heap_vmm_2ranks.log" | sed 's/^RESULT //' > "$OUT/bench_heap_2ranks_1gpu.jsonl"
+    record "bench_heap at 2 ranks on one GPU: $(wc -l < "$OUT/bench_heap_2ranks_1gpu.jsonl") results"
+  fi
 fi
 
 if has coll; then

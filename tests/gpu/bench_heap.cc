@@ -9,6 +9,9 @@
 //                      exchange included), first call and steady state;
 //                      destroy + free untimed
 //   growth             an allocation that maps a new vmm chunk, local
+//   growth_window      an allocation that maps a new vmm chunk and its
+//                      window (every peer maps the chunk): the slowest
+//                      rank's time, and where rank 0's went (mori/profile.h)
 //   no_device_stall    alloc + window + destroy + free while a kernel spins
 //                      on the default stream: whether the kernel was still
 //                      running when the calls returned
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "mori/heap.h"
+#include "mori/profile.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/support/world.h"
 
@@ -40,6 +44,20 @@ Stats Summarize(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
+// {"mem_map": [calls, ms], ...}: where the time since the last reset went.
+std::string Breakdown() {
+  mori_profile_entry_t e[MORI_PROFILE_KINDS];
+  int n = mori_profile_read(e, MORI_PROFILE_KINDS);
+  std::string out = "{";
+  for (int i = 0; i < n; i++) {
+    char item[160];
+    snprintf(item, sizeof(item), "%s\"%s\": [%llu, %.3f]", i ? ", " : "", e[i].name, (unsigned long long)e[i].calls,
+             e[i].total_ns / 1e6);
+    out += item;
+  }
+  return out + "}";
+}
+
 bool Fail(const char *what) {
   fprintf(stderr, "bench_heap: %s: %s\n", what, mori_last_error());
   return false;
@@ -50,14 +68,17 @@ bool Fail(const char *what) {
 bool AllocWindow(mori_test::World &w, size_t bytes, int reps, int rank, int size, const char *mode) {
   std::vector<double> times;
   double first = 0;
+  std::string where;
   for (int i = 0; i < reps; i++) {
     mori_bootstrap_barrier(w.bootstrap);
+    mori_profile_reset();
     auto t0 = Clock::now();
     void *p = nullptr;
     mori_window_t *win = nullptr;
     if (mori_mem_alloc(bytes, nullptr, &p)) return Fail("alloc");
     if (mori_window_create(w.comm, p, &win)) return Fail("window_create");
     double us = Us(t0, Clock::now());
+    if (i == reps - 1) where = Breakdown();
     std::vector<double> all(size);
     mori_bootstrap_allgather(w.bootstrap, &us, all.data(), sizeof(double));
     double slowest = *std::max_element(all.begin(), all.end());
@@ -71,8 +92,10 @@ bool AllocWindow(mori_test::World &w, size_t bytes, int reps, int rank, int size
   mori_heap_stats(-1, &st);
   if (rank == 0)
     printf("RESULT {\"what\": \"alloc_window\", \"mode\": \"%s\", \"ranks\": %d, \"bytes\": %zu, \"first_us\": %.1f, "
-           "\"us\": %.1f, \"us_min\": %.1f, \"us_max\": %.1f, \"reps\": %d, \"reclaims\": %llu, \"chunks\": %d}\n",
-           mode, size, bytes, first, s.median, s.min, s.max, reps - 1, (unsigned long long)st.reclaims, st.chunks);
+           "\"us\": %.1f, \"us_min\": %.1f, \"us_max\": %.1f, \"reps\": %d, \"reclaims\": %llu, \"chunks\": %d, "
+           "\"last_rank0_ms_by_kind\": %s}\n",
+           mode, size, bytes, first, s.median, s.min, s.max, reps - 1, (unsigned long long)st.reclaims, st.chunks,
+           where.c_str());
   return true;
 }
 
@@ -139,6 +162,47 @@ int main() {
     if (rank == 0)
       printf("RESULT {\"what\": \"growth\", \"mode\": \"%s\", \"chunk_bytes\": %zu, \"ms\": %.3f}\n", mode, st.chunk_size,
              grow_us / 1e3);
+    for (void *p : hold) mori_mem_free(p);
+  }
+
+  // Growth seen by the peers too: the allocation that needs a new chunk
+  // and its window, which maps that chunk on every rank of the comm.
+  if (st.mode == MORI_HEAP_VMM) {
+    std::vector<void *> hold;
+    std::vector<mori_window_t *> wins;
+    mori_heap_stats(-1, &st);
+    int before = st.chunks;
+    double us = 0;
+    std::string where;
+    for (int i = 0; i < 64 && us == 0; i++) {
+      mori_bootstrap_barrier(w.bootstrap);
+      mori_profile_reset();
+      void *p = nullptr;
+      mori_window_t *win = nullptr;
+      auto a = Clock::now();
+      if (mori_mem_alloc(st.chunk_size / 2, nullptr, &p)) return Fail("alloc"), 1;
+      if (mori_window_create(w.comm, p, &win)) return Fail("window_create"), 1;
+      double mine = Us(a, Clock::now());
+      hold.push_back(p);
+      wins.push_back(win);
+      mori_heap_stats_t now;
+      mori_heap_stats(-1, &now);
+      int grew = now.chunks > before, any = 0;
+      std::vector<int> every(size);
+      mori_bootstrap_allgather(w.bootstrap, &grew, every.data(), sizeof(int));
+      for (int g : every) any = any || g;
+      std::vector<double> all(size);
+      mori_bootstrap_allgather(w.bootstrap, &mine, all.data(), sizeof(double));
+      if (any) {
+        us = *std::max_element(all.begin(), all.end());
+        where = Breakdown();
+      }
+    }
+    if (rank == 0)
+      printf("RESULT {\"what\": \"growth_window\", \"mode\": \"%s\", \"ranks\": %d, \"chunk_bytes\": %zu, \"ms\": %.3f, "
+             "\"rank0_ms_by_kind\": %s}\n",
+             mode, size, st.chunk_size, us / 1e3, where.c_str());
+    for (mori_window_t *win : wins) mori_window_destroy(win);
     for (void *p : hold) mori_mem_free(p);
   }
 
