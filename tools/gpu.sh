@@ -7,7 +7,8 @@
 # environment that sees the machine's torch).
 #   tools/gpu.sh build            stage the cuda build in gpu-bundle/
 #   tools/gpu.sh run [PARTS] [rounds]
-# PARTS: a comma list of tests (GPU suites and torch suites), proxy (the
+# PARTS: a comma list of tests (GPU suites and torch suites), shared (the
+# collectives and the torch suites at two ranks sharing one GPU), proxy (the
 # proxy ring: its suite and benchmark, two ranks declared on different nodes
 # with the copy-engine executor standing in for the NIC), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
@@ -39,11 +40,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,proxy,heap,coll,p2p,bench,host|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,heap,coll,p2p,bench,host|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,proxy,heap,coll,p2p,bench,host
+[ "$what" = all ] && what=tests,shared,proxy,heap,coll,p2p,bench,host
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -64,11 +65,13 @@ gtest_suite() {
   MORI_TEST_RANKS=$2 timeout 150 "gpu-bundle/bin/$3" 2>&1 | tee "$OUT/$4.log" | grep -E '^\[ +(OK|FAILED) |^rank 0|Failure' | head -40
   record "$1: $(gtest_counts "$OUT/$4.log") (exit ${PIPESTATUS[0]})"
 }
-# One torch suite under torchrun: torch_suite NAME RANKS SECONDS [also shown: an extended regexp]
+# One torch suite under torchrun:
+#   torch_suite NAME RANKS SECONDS [also shown: an extended regexp] [log name] [label]
 torch_suite() {
+  local log="$OUT/${5:-$1}.log"
   timeout "$3" python3 -m torch.distributed.run --standalone --nproc_per_node="$2" "torch_backend/tests/$1.py" 2>&1 |
-    tee "$OUT/$1.log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)${4:+|$4}" | head -60
-  record "$1: $(grep -c '^PASS' "$OUT/$1.log") passed, $(grep -c '^FAIL' "$OUT/$1.log") failed, $(grep -c '^SKIP' "$OUT/$1.log") skipped (exit ${PIPESTATUS[0]})"
+    tee "$log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)${4:+|$4}" | head -60
+  record "${6:-$1}: $(grep -c '^PASS' "$log") passed, $(grep -c '^FAIL' "$log") failed, $(grep -c '^SKIP' "$log") skipped (exit ${PIPESTATUS[0]})"
 }
 
 if has tests; then
@@ -100,6 +103,23 @@ if has tests; then
     echo "== gpu_shmem_test (2 PEs on one GPU)"
     gtest_suite "gpu_shmem_test at 2 PEs on one GPU" 2 gpu_shmem_test gpu_shmem_test_2ranks
   fi
+fi
+
+if has shared; then
+  # The collectives and the torch suites with two ranks sharing one GPU
+  # (each its own context; gloo for the torch job, its references computed
+  # on the GPU or moved through host memory): peers across processes where
+  # there is only one GPU. Correctness only: the GPU is time-sliced.
+  # MORI_SHARED_SUITES narrows the list.
+  for t in ${MORI_SHARED_SUITES:-gpu_coll_test test_torch_backend test_mori_ops test_triton test_views}; do
+    echo "== $t (2 ranks on one GPU)"
+    if [ "$t" = gpu_coll_test ]; then
+      MORI_COLL_TEST_ITERS=${MORI_COLL_TEST_ITERS:-1000} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} \
+        gtest_suite "gpu_coll_test at 2 ranks on one GPU" 2 gpu_coll_test gpu_coll_test_2ranks
+    else
+      CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} torch_suite "$t" 2 300 "" "${t}_2ranks" "$t at 2 ranks on one GPU"
+    fi
+  done
 fi
 
 if has proxy; then

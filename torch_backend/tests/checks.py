@@ -1,6 +1,12 @@
-"""What the backend's GPU test files share: the job's set-up and `check`,
+"""What the backend's GPU test files share: the job's set-up, `check`,
 which runs one check on every rank and prints "PASS name" or "FAIL name:
-why" on rank 0 (any rank's failure counts)."""
+why" on rank 0 (any rank's failure counts), and the reference collectives
+the checks compare against.
+
+A job may have more ranks than GPUs (two ranks sharing one GPU, each with
+its own context): NCCL refuses that, so such a job runs over gloo and the
+references move raw bytes through host memory (SHARED_GPU says which)."""
+import datetime
 import os
 import traceback
 
@@ -9,6 +15,27 @@ import torch.distributed as dist
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 results = []
+NGPU = torch.cuda.device_count()
+SHARED_GPU = world > NGPU  # ranks share GPUs: no NCCL
+
+
+def setup_job():
+    """Selects this rank's GPU (rank modulo the GPUs) and starts the default
+    process group: NCCL with a GPU per rank, gloo when ranks share one.
+    Returns the device."""
+    dev = torch.device("cuda", rank % NGPU)
+    torch.cuda.set_device(dev)
+    # A check that fails on one rank mid-way leaves the ranks' collectives
+    # out of step: bounded, so the job ends instead of hanging.
+    timeout = datetime.timedelta(seconds=int(os.environ.get("MORI_TEST_PG_TIMEOUT_S", "180")))
+    if SHARED_GPU:
+        # torch's own backends refuse a group on overlapping devices unless
+        # told; MORI allows it (each process its own context).
+        os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+        dist.init_process_group("gloo", timeout=timeout)
+    else:
+        dist.init_process_group("nccl", device_id=dev, timeout=timeout)
+    return dev
 
 
 class Skip(Exception):
@@ -29,6 +56,82 @@ def refused(fn, words):
 def needs_ranks(n):
     if world < n:
         raise Skip(f"needs {n} ranks, the job has {world}")
+
+
+def needs_own_gpu():
+    if SHARED_GPU:
+        raise Skip(f"needs a GPU per rank ({world} ranks share {NGPU} GPU(s))")
+
+
+# Reference collectives: NCCL's with a GPU per rank; with shared GPUs, gloo
+# over the tensors' bytes in host memory (dtype-agnostic, exact).
+def _rows_as_bytes(x):
+    """x as a CPU uint8 tensor of shape (rows, bytes per row): splits along
+    dim 0 keep their meaning."""
+    rows = x.shape[0] if x.dim() else 1
+    per_row = 1
+    for d in x.shape[1:]:
+        per_row *= d
+    return x.detach().contiguous().reshape(rows, per_row).view(torch.uint8).cpu()
+
+
+def _from_bytes(b, like):
+    return b.to(like.device).view(like.dtype).reshape(like.shape)
+
+
+def ref_all_gather(x):
+    """Every rank's x, in rank order."""
+    if not SHARED_GPU:
+        parts = [torch.empty_like(x) for _ in range(world)]
+        dist.all_gather(parts, x.contiguous())
+        return parts
+    b = _rows_as_bytes(x)
+    parts = [torch.empty_like(b) for _ in range(world)]
+    dist.all_gather(parts, b)
+    return [_from_bytes(p, x) for p in parts]
+
+
+def ref_all_reduce(x):
+    """The sum of every rank's x (a new tensor). Shared GPUs: summed in
+    float32 in rank order, then rounded to x's dtype."""
+    if not SHARED_GPU:
+        y = x.clone()
+        dist.all_reduce(y)
+        return y
+    parts = ref_all_gather(x)
+    acc = parts[0].float()
+    for p in parts[1:]:
+        acc = acc + p.float()
+    return acc.to(x.dtype)
+
+
+def ref_reduce_scatter(out, x):
+    """out = this rank's 1/world of the sum of every rank's x."""
+    if not SHARED_GPU:
+        dist.reduce_scatter_tensor(out, x.clone())
+        return
+    out.copy_(ref_all_reduce(x).reshape(world, -1)[rank].reshape(out.shape))
+
+
+def ref_all_to_all_single(out, inp, out_splits=None, in_splits=None):
+    """torch.distributed.all_to_all_single's result (splits in rows of dim 0)."""
+    if not SHARED_GPU:
+        dist.all_to_all_single(out, inp, out_splits, in_splits)
+        return
+    b_in = _rows_as_bytes(inp)
+    b_out = torch.empty((out.shape[0] if out.dim() else 1, b_in.shape[1]), dtype=torch.uint8)
+    dist.all_to_all_single(b_out, b_in, out_splits, in_splits)
+    out.copy_(_from_bytes(b_out, out))
+
+
+def a2a_int_pattern(chunk, mul, device):
+    """What an all-to-all delivers here when every rank r sends
+    `arange(world * chunk) * mul + r * 1000003 + k` (int32, wrapping) with
+    k = 0: block src holds src's elements rank*chunk .. (rank+1)*chunk.
+    Add k for the real call. Lets a check compare on the GPU with no
+    collective (with shared GPUs, and inside CUDA-graph capture)."""
+    mine = torch.arange(rank * chunk, (rank + 1) * chunk, dtype=torch.int32, device=device).mul_(mul)
+    return torch.cat([mine + src * 1000003 for src in range(world)])
 
 
 def check(name):

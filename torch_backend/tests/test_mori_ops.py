@@ -2,7 +2,10 @@
 NCCL's (all-to-all bit for bit; all-reduce within bf16 tolerance of an fp32
 reference) over 10 000 back-to-back calls with no host synchronisation, a
 fresh input every call, every output checked on the GPU, random delays on
-rank 0; the same under CUDA-graph replay and torch.compile; bad input."""
+rank 0; the same under CUDA-graph replay and torch.compile; bad input.
+With ranks sharing a GPU (no NCCL) the references are computed on the GPU
+from the peers' known inputs, or moved through host memory with gloo, and
+the back-to-back loops default to 1000 calls (MORI_OPS_ITERS)."""
 import os
 import random
 import sys
@@ -11,18 +14,17 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(__file__))
-from checks import check, needs_ranks, rank, summary, world  # noqa: E402
+from checks import (SHARED_GPU, a2a_int_pattern, check, needs_ranks, rank, ref_all_gather,  # noqa: E402
+                    ref_all_reduce, ref_all_to_all_single, setup_job, summary, world)
 
-torch.cuda.set_device(rank)
-dev = torch.device("cuda", rank)
-dist.init_process_group("nccl", device_id=dev)
+dev = setup_job()
 group = dist.group.WORLD
 import mori.allocator  # noqa: E402,F401
 import mori.ops  # noqa: E402
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 symm_mem.set_backend("MORI")
-ITERS = int(os.environ.get("MORI_OPS_ITERS", "10000"))
+ITERS = int(os.environ.get("MORI_OPS_ITERS", "1000" if SHARED_GPU else "10000"))
 rng = random.Random(42 + rank)
 
 
@@ -46,12 +48,16 @@ def a2a_vs_nccl(chunk_bytes, iters, symmetric=False):
     else:
         out = torch.empty_like(inp)
     ref = torch.empty_like(inp)
+    pattern = a2a_int_pattern(n // world, 1103515245, dev) if SHARED_GPU else None
     bad = torch.zeros((), dtype=torch.int64, device=dev)
     for it in range(iters):
         fresh_ints(inp, it)
         maybe_delay()
         mori.ops.all_to_all(inp, out, group)
-        dist.all_to_all_single(ref, inp)
+        if SHARED_GPU:  # what NCCL would deliver, computed here from the peers' inputs
+            torch.add(pattern, it * 40503, out=ref)
+        else:
+            dist.all_to_all_single(ref, inp)
         bad += (out != ref).sum()
     return int(bad.item())
 
@@ -82,8 +88,15 @@ def all_reduce_vs_fp32(nbytes, iters):
         inp.copy_(torch.randn(n, device=dev, generator=gen))
         maybe_delay()
         mori.ops.all_reduce(inp, out, "sum", group)
-        ref.copy_(inp)
-        dist.all_reduce(ref)  # fp32 reference of the same inputs
+        if SHARED_GPU:  # the peers' inputs made here from their seeds
+            ref.zero_()
+            for r in range(world):
+                peer_gen = torch.Generator(device=dev)
+                peer_gen.manual_seed(it * world + r)
+                ref.add_(torch.randn(n, device=dev, generator=peer_gen).to(torch.bfloat16).float())
+        else:
+            ref.copy_(inp)
+            dist.all_reduce(ref)  # fp32 reference of the same inputs
         # bf16 tolerance: the sum's own rounding, relative to its magnitude.
         err = (out.float() - ref).abs() - (1e-2 * ref.abs() + 1e-2)
         worst = torch.maximum(worst, err.max())
@@ -106,8 +119,7 @@ def _():
                 inp = torch.randn(n, device=dev).to(dtype)
                 out = torch.empty_like(inp)
                 mori.ops.all_reduce(inp, out, op, group)
-                parts = [torch.empty_like(inp) for _ in range(world)]
-                dist.all_gather(parts, inp)
+                parts = ref_all_gather(inp)
                 acc = parts[0].float()
                 for p in parts[1:]:
                     acc = acc + p.float() if op in ("sum", "avg") else (
@@ -115,8 +127,7 @@ def _():
                 if op == "avg":
                     acc = acc / world
                 assert torch.equal(out, acc.to(dtype)), f"{dtype} {op} {n}: not the fp32 rank-order result"
-                outs = [torch.empty_like(out) for _ in range(world)]
-                dist.all_gather(outs, out)
+                outs = ref_all_gather(out)
                 assert all(torch.equal(o, out) for o in outs), f"{dtype} {op} {n}: ranks differ"
 
 
@@ -125,17 +136,13 @@ def _():
     n = world * (1 << 18)
     inp = torch.empty(n, dtype=torch.int32, device=dev)
     out, ref = torch.empty_like(inp), torch.empty_like(inp)
+    pattern = a2a_int_pattern(n // world, 1, dev)  # every rank's inputs are known: no collective in the graph
     x = torch.randn(8192, device=dev, dtype=torch.bfloat16)
     y = torch.empty_like(x)
     step = torch.zeros((), dtype=torch.int64, device=dev)
     bad = torch.zeros((), dtype=torch.int64, device=dev)
     mori.ops.all_to_all(inp, out, group)  # sizes the workspace outside the capture
     mori.ops.all_reduce(x, y, "sum", group)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        dist.all_to_all_single(ref, inp)  # NCCL warm-up for capture
-    torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
@@ -144,7 +151,7 @@ def _():
             inp.add_(step.to(torch.int32) * 7 + rank * 1000003)
             step.add_(1)
             mori.ops.all_to_all(inp, out, group)
-            dist.all_to_all_single(ref, inp)
+            torch.add(pattern, step.to(torch.int32) * 7 - 7, out=ref)  # step counted from 1 here
             bad.add_((out != ref).sum())
             mori.ops.all_reduce(x, y, "sum", group)
     for _ in range(20):
@@ -164,9 +171,8 @@ def _():
     a = torch.randn(world * 1024, device=dev)
     b, c = torch.empty_like(a), torch.empty_like(a)
     got = f(a, b, c)
-    rb, rc = a.clone(), torch.empty_like(a)
-    dist.all_reduce(rb)
-    dist.all_to_all_single(rc, rb)
+    rb, rc = ref_all_reduce(a), torch.empty_like(a)
+    ref_all_to_all_single(rc, rb)
     torch.testing.assert_close(got, rc * 2, rtol=1e-5, atol=1e-5)
 
 
@@ -191,10 +197,10 @@ def vdev_case(max_rows, iters, capture=False):
         maybe_delay()
         mori.ops.all_to_all_vdev(inp, out, in_splits, oso, group)
         out_splits = torch.empty_like(in_splits)
-        dist.all_to_all_single(out_splits, in_splits)  # NCCL: the reference splits
+        ref_all_to_all_single(out_splits, in_splits)  # the reference splits
         ins, outs = in_splits.tolist(), out_splits.tolist()
         ref = torch.empty(sum(outs), HIDDEN, dtype=torch.bfloat16, device=dev)
-        dist.all_to_all_single(ref, inp[:sum(ins)], outs, ins)
+        ref_all_to_all_single(ref, inp[:sum(ins)], outs, ins)
         offsets = torch.cumsum(out_splits, 0) - out_splits
         bad_splits += int((oso[0] != out_splits).sum() + (oso[1] != offsets).sum())
         bad_rows += int((out[:sum(outs)] != ref).any(dim=1).sum())
@@ -229,7 +235,7 @@ def _():
         outs = [(src + rank + it) % (max_rows + 1) for src in range(world)]
         assert oso[0].tolist() == outs, f"replay {it}: splits {oso[0].tolist()} != {outs}"
         ref = torch.empty(sum(outs), HIDDEN, dtype=torch.bfloat16, device=dev)
-        dist.all_to_all_single(ref, inp[:sum(counts)], outs, counts)
+        ref_all_to_all_single(ref, inp[:sum(counts)], outs, counts)
         assert torch.equal(out[:sum(outs)], ref), f"replay {it}: rows differ"
 
 
@@ -246,6 +252,7 @@ def _():
     small = symm_mem.empty(3, 8, device=dev)
     symm_mem.rendezvous(small, group.group_name)
     mori.ops.all_to_all_vdev(inp, small, splits, oso, group)  # 4 * world rows into 3: recorded on the device
+    torch.cuda.synchronize()  # the host does not wait for the kernel: the next call after it ran reports it
     try:
         mori.ops.all_to_all_vdev(inp, small, torch.zeros_like(splits), oso, group)  # the next call reports it
         raise AssertionError("the overflow was not reported")
@@ -278,7 +285,7 @@ def _():
             # The reference, as torch's own test builds it: splits exchanged,
             # expert groups padded (at least `align` rows), data via NCCL.
             out_splits = torch.empty_like(splits)
-            dist.all_to_all_single(out_splits, splits)
+            ref_all_to_all_single(out_splits, splits)
             table = out_splits.reshape(world, ne).t().tolist()  # [expert][source]
             want_offsets, start = [], 0
             for e in range(ne):
@@ -293,7 +300,7 @@ def _():
             in_rank = splits.reshape(world, ne).sum(1).tolist()
             out_rank = out_splits.reshape(world, ne).sum(1).tolist()
             expected = torch.empty(sum(out_rank), hidden, device=dev)
-            dist.all_to_all_single(expected, inp[:sum(in_rank)], out_rank, in_rank)
+            ref_all_to_all_single(expected, inp[:sum(in_rank)], out_rank, in_rank)
             ends = torch.cumsum(out_splits, 0).tolist()
             for e in range(ne):
                 for src in range(world):

@@ -11,11 +11,10 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(__file__))
-from checks import check, needs_ranks, rank, results, summary, world  # noqa: E402
+from checks import (check, needs_own_gpu, needs_ranks, rank, ref_all_gather, ref_all_reduce,  # noqa: E402
+                    ref_reduce_scatter, results, setup_job, summary, world)
 
-torch.cuda.set_device(rank)
-dev = torch.device("cuda", rank)
-dist.init_process_group("nccl", device_id=dev)
+dev = setup_job()
 group = dist.group.WORLD.group_name
 
 import mori.allocator  # noqa: E402
@@ -103,12 +102,11 @@ def _():
     for round_ in range(50):
         seed = torch.randint(0, 1 << 40, (1,), device=dev)
         remote.copy_(torch.arange(n, device=dev) + seed)  # into the next rank's buffer
-        seeds = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
         if round_ % 2:
             hdl.barrier(channel=1)
         else:
             hdl.barrier(channel=1, timeout_ms=10000)  # waits for itself on the host
-        dist.all_gather(seeds, seed)
+        seeds = ref_all_gather(seed)
         expected = torch.arange(n, device=dev) + seeds[peer_prev]
         stale += int(not torch.equal(t, expected))
         hdl.barrier(channel=2)  # nobody overwrites before everyone has read
@@ -131,12 +129,6 @@ def _():
     torch.cuda.synchronize()
 
 
-def reference_sum(x):
-    y = x.clone()
-    dist.all_reduce(y)
-    return y
-
-
 @check("one_shot_all_reduce matches NCCL")
 def _():
     for numel in [4096, 1 << 19]:
@@ -144,7 +136,7 @@ def _():
         t.copy_(torch.randn(numel, device=dev, dtype=torch.bfloat16))
         symm_mem.rendezvous(t, group)
         out = torch.ops.symm_mem.one_shot_all_reduce(t, "sum", group)
-        ref = reference_sum(t)
+        ref = ref_all_reduce(t)
         torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
 
 
@@ -154,7 +146,7 @@ def _():
     t = symm_mem.empty(numel, dtype=torch.bfloat16, device=dev)
     t.copy_(torch.randn(numel, device=dev, dtype=torch.bfloat16))
     symm_mem.rendezvous(t, group)
-    ref = reference_sum(t)
+    ref = ref_all_reduce(t)
     torch.ops.symm_mem.two_shot_all_reduce_(t, "sum", group)
     torch.testing.assert_close(t, ref, rtol=2e-2, atol=2e-2)
 
@@ -169,7 +161,7 @@ def _():
     out = torch.empty(numel // world, dtype=torch.float32, device=dev)
     torch.ops.symm_mem.reduce_scatter_out(t, group, False, out)
     ref = torch.empty_like(out)
-    dist.reduce_scatter_tensor(ref, t.clone())
+    ref_reduce_scatter(ref, t)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
 
 
@@ -180,7 +172,7 @@ def _():
         t = torch.randn(65536, device=dev, dtype=torch.bfloat16)
     symm_mem.rendezvous(t, group)
     out = torch.ops.symm_mem.one_shot_all_reduce(t, "sum", group)
-    torch.testing.assert_close(out, reference_sum(t), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(out, ref_all_reduce(t), rtol=2e-2, atol=2e-2)
 
 
 @check("a pointer MORI does not own gives no handle (torch's fallback)")
@@ -214,6 +206,7 @@ def _():
 
 @check("a tensor on a device other than the current one (no set_device for it)")
 def _():
+    needs_own_gpu()
     other = torch.device("cuda", rank)
     with torch.cuda.device(0):  # the current device is cuda:0 on every rank
         t = symm_mem.empty(4096, dtype=torch.float32, device=other)
@@ -340,6 +333,7 @@ def _():
 
 @check("every rank on one device (TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES), then on its own")
 def _():
+    needs_own_gpu()
     os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
     try:
         shared = torch.device("cuda", 0)

@@ -16,11 +16,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from checks import Skip, check, needs_ranks, rank, summary, world  # noqa: E402,F401
+from checks import Skip, check, needs_ranks, rank, setup_job, summary, world  # noqa: E402,F401
 
-torch.cuda.set_device(rank)
-dev = torch.device("cuda", rank)
-dist.init_process_group("nccl", device_id=dev)
+dev = setup_job()
 group = dist.group.WORLD
 import mori.allocator  # noqa: E402,F401
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
@@ -46,8 +44,8 @@ def _():
     t.fill_(float(rank))
     v = am.contiguous_view(t, group)
     assert v.shape == (world, BIG) and v.dtype == t.dtype and v.device == t.device, (v.shape, v.dtype, v.device)
+    torch.cuda.synchronize()  # the fill is done before the peers read it (gloo's barrier is host-only)
     dist.barrier()
-    torch.cuda.synchronize()
     for p in range(world):
         assert torch.all(v[p] == float(p)).item(), f"row {p} does not hold rank {p}'s values"
     # Each rank writes one element of every row; each row's owner sees all.
@@ -69,8 +67,8 @@ def _():
     t.fill_(rank)
     v = am.contiguous_view(t, group)
     assert v.shape == (world, 2048, 2048) and v.stride()[1:] == t.stride(), (v.shape, v.stride())
-    dist.barrier()
     torch.cuda.synchronize()
+    dist.barrier()
     for p in range(world):
         assert torch.all(v[p] == p).item(), f"row {p}"
     col = am.contiguous_view(t[:, 7], group)  # a strided view: element stride 2048
