@@ -75,6 +75,24 @@ TEST(FlatSpan, HeapCarvesAtEqualOffsetsHaveOne) {
   });
 }
 
+// An allocation larger than a vmm heap chunk gets a mapping of its own, so
+// it has a flat span even where the ranks' heaps differ (odd ranks carve
+// something first), as torch's contiguous view relies on.
+TEST(FlatSpan, AnAllocationAboveAHeapChunkHasOne) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "64K", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *pad = nullptr, *mem = nullptr;
+    if (rank % 2) MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &pad));
+    MORI_ASSERT_OK(mori_mem_alloc(256 << 10, nullptr, &mem));
+    CheckSpanOf(w, mem, 256 << 10, rank, size);
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    if (pad) MORI_EXPECT_OK(mori_mem_free(pad));
+  });
+}
+
 TEST(FlatSpan, HeapCarvesAtDifferentOffsetsHaveNone) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;
