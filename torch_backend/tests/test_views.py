@@ -48,6 +48,7 @@ def _():
     dist.barrier()
     for p in range(world):
         assert torch.all(v[p] == float(p)).item(), f"row {p} does not hold rank {p}'s values"
+    dist.barrier()  # every rank has read every row before anyone writes into them
     # Each rank writes one element of every row; each row's owner sees all.
     for p in range(world):
         v[p, 100 + rank] = 1000.0 + rank
