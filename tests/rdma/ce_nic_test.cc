@@ -391,4 +391,51 @@ TEST(CeNic, AReusedSlotNeverRevivesAnOldKey) {
   });
 }
 
+// Copies checked before the owner deregisters may still be running when a
+// later request finds the key dead and drops the mapping: the drop waits
+// for them (they land, as a NIC's in-flight requests would), and nothing
+// faults.
+constexpr int kWrites = 1024;  // of kBytes each: enough to keep an engine busy while the owner deregisters
+
+TEST(CeNic, ADroppedRegionOutlivesTheCopiesInFlightOnIt) {
+  EXPECT_RANKS_PASS(2, [](int rank, int size) {
+    {  // everything the rank makes is gone before the leak check
+      World w;
+      ASSERT_TRUE(w.ok());
+      Nic n;
+      Endpoint all[2];
+      ASSERT_NO_FATAL_FAILURE(Open(n, w, rank, all));
+      const Endpoint &peer = all[rank ^ 1];
+      for (int c = 0; c < kCases; c++) ASSERT_EQ(Connect(n, c, peer), 0) << "case " << c;
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      const bool requester = rank == 1;
+      if (requester) {
+        memset(n.mem_rw, 0x5a, kBytes);
+        for (int i = 0; i < kWrites; i++)
+          ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, n.mem_rw, n.rw->lkey, kBytes, peer.addr_rw, peer.rkey_rw, i), 0);
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (!requester) {
+        ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
+        n.rw = nullptr;
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (requester) {
+        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_WRITE, n.mem_rw, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, kWrites), 0);
+        auto wc = Reap(n, kWrites + 1);
+        ASSERT_EQ(wc.size(), (size_t)kWrites + 1);
+        for (const ibv_wc &c : wc)
+          EXPECT_EQ(c.status, c.wr_id == (uint64_t)kWrites ? IBV_WC_REM_ACCESS_ERR : IBV_WC_SUCCESS) << c.wr_id;
+        EXPECT_EQ(CachedRegions(n), 0u);
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (!requester) {
+        for (size_t i = 0; i < kBytes; i += 4096) ASSERT_EQ(((const char *)n.mem_rw)[i], 0x5a) << i;
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    }
+    ExpectNoLeaks(rank);
+  });
+}
+
 }  // namespace
