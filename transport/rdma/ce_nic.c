@@ -57,23 +57,30 @@ static const char *get_device_name(struct ibv_device *dev) { return "mori_ce0"; 
 static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 
+/* What a registration holds, given back (its key is already revoked). */
+static void free_mr(struct ce_mr *m) {
+  if (m->shared.type == MORI_HANDLE_POSIX_FD && m->shared.fd >= 0) close(m->shared.fd);
+  mori_platform_mem_release(&m->retained);
+  free(m);
+}
+
 static int close_device(struct ibv_context *ctx) {
   struct ce_context *c = context_of(ctx);
   if (!c) return 0;
   ce_keys_stop(c);
+  ce_forget_remotes(c); /* waits for the engines where they used a region */
+  ce_owners_forget(c);
   for (int e = 0; e < CE_ENGINES; e++)
     if (c->engine[e]) {
       mori_platform_queue_wait(c->engine[e]);
       mori_platform_queue_destroy(c->engine[e]);
     }
-  ce_forget_remotes(c);
   while (c->mrs) {
     struct ce_mr *m = c->mrs;
     c->mrs = m->next;
-    if (m->shared.type == MORI_HANDLE_POSIX_FD && m->shared.fd >= 0) close(m->shared.fd);
-    mori_platform_mem_release(&m->retained);
-    free(m);
+    free_mr(m);
   }
+  ce_key_table_destroy(c);
   pthread_mutex_destroy(&c->lock);
   pthread_mutex_destroy(&c->mr_lock);
   free(c->work);
@@ -94,12 +101,13 @@ static struct ibv_context *open_device(struct ibv_device *dev) {
   pthread_mutex_init(&c->lock, NULL);
   pthread_mutex_init(&c->mr_lock, NULL);
   c->listen_fd = -1;
+  c->keys_fd = -1;
   c->ctx.device = dev;
   c->ctx.ops.post_send = post_send;
   c->ctx.ops.poll_cq = poll_cq;
   if (getrandom(&c->rng, sizeof(c->rng), 0) != sizeof(c->rng) || !c->rng) c->rng = 0x9e3779b97f4a7c15ull;
   c->next_qpn = 0x100 + (uint32_t)(next_random(c) & 0xffff);
-  c->next_key = (uint32_t)(next_random(c) | 1);
+  c->first_generation = (uint32_t)next_random(c);
   uint32_t machine = ce_machine_hash(), pid = (uint32_t)getpid();
   uint32_t serial = __atomic_add_fetch(&context_serial, 1, __ATOMIC_RELAXED);
   memcpy(c->gid, GID_TAG, 4);
@@ -111,6 +119,7 @@ static struct ibv_context *open_device(struct ibv_device *dev) {
   else if (!rc) rc = mori_platform_current_device(&c->device);
   next_device = -1;
   for (int e = 0; !rc && e < CE_ENGINES; e++) rc = mori_platform_queue_create(c->device, &c->engine[e]);
+  if (!rc) rc = ce_key_table_create(c);
   if (!rc) rc = ce_keys_start(c);
   if (rc) {
     MORI_WARN("copy-engine NIC: %s", mori_last_error());
@@ -134,7 +143,7 @@ static int dealloc_pd(struct ibv_pd *pd) {
 
 /* Memory the platform can share (a mori allocation) is exported for peers;
  * other memory (malloc'ed) is registered for local use only, and a peer's
- * request naming its rkey is refused. */
+ * request naming its rkey is refused. Either takes a slot of the key table. */
 static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access) {
   struct ce_context *c = context_of(pd->context);
   struct ce_mr *m = calloc(1, sizeof(*m));
@@ -168,27 +177,38 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, int a
   m->mr.addr = addr;
   m->mr.length = length;
   pthread_mutex_lock(&c->mr_lock);
-  m->mr.lkey = m->mr.rkey = c->next_key;
-  c->next_key += 2;
-  m->next = c->mrs;
-  c->mrs = m;
+  uint32_t key = 0;
+  int rc = ce_key_take(c, &key);
+  if (!rc) {
+    m->mr.lkey = m->mr.rkey = key;
+    m->next = c->mrs;
+    c->mrs = m;
+  }
   pthread_mutex_unlock(&c->mr_lock);
+  if (rc) {
+    MORI_WARN("%s (registering %zu bytes at %p)", mori_last_error(), length, addr);
+    free_mr(m);
+    errno = ENOMEM;
+    return NULL;
+  }
   return &m->mr;
 }
 
 static int dereg_mr(struct ibv_mr *mr) {
   struct ce_context *c = context_of(mr->context);
   struct ce_mr *m = (struct ce_mr *)mr;
+  /* The key dies before the memory can go: a peer checks the table right
+   * before each copy, so no request that starts after this store reaches
+   * the memory (ce_nic_key_table.c). */
   pthread_mutex_lock(&c->mr_lock);
   for (struct ce_mr **p = &c->mrs; *p; p = &(*p)->next)
     if (*p == m) {
       *p = m->next;
       break;
     }
+  ce_key_revoke(c, m->mr.rkey);
   pthread_mutex_unlock(&c->mr_lock);
-  if (m->shared.type == MORI_HANDLE_POSIX_FD && m->shared.fd >= 0) close(m->shared.fd);
-  mori_platform_mem_release(&m->retained);
-  free(m);
+  free_mr(m);
   return 0;
 }
 
@@ -384,13 +404,18 @@ static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_
   char *remote = r->base + (remote_addr - r->addr);
   void *local = (void *)(uintptr_t)sge->addr;
   mori_platform_queue_t *engine = c->engine[q->engine];
+  if (inline_data && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && (uintptr_t)remote % 8) return IBV_WC_REM_INV_REQ_ERR;
+  /* The owner may have deregistered the key since ce_find_remote looked:
+   * the last check, as close to the copy as it can be (what can still race
+   * with it: ce_nic_key_table.c). */
+  if (!ce_remote_live(c, r)) return IBV_WC_REM_ACCESS_ERR;
   int rc;
   if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     rc = mori_platform_queue_word(engine, (uint64_t *)remote, wr->wr.atomic.compare_add, true);
   } else if (inline_data) {
     /* The value is taken now (inline: the caller's buffer may go when
-     * post_send returns); a word store needs an aligned word. */
-    if ((uintptr_t)remote % 8) return IBV_WC_REM_INV_REQ_ERR;
+     * post_send returns); a word store needs an aligned word (checked
+     * above). */
     uint64_t value;
     memcpy(&value, local, 8);
     rc = mori_platform_queue_word(engine, (uint64_t *)remote, value, false);
@@ -403,7 +428,10 @@ static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_
     MORI_WARN("copy-engine NIC: QP 0x%x: %s", q->qp.qp_num, mori_last_error());
     return IBV_WC_GENERAL_ERR;
   }
-  if (length) c->queued[q->engine]++; /* a zero-length write queues nothing */
+  if (length) {
+    c->queued[q->engine]++; /* a zero-length write queues nothing */
+    r->used[q->engine] = c->queued[q->engine];
+  }
   MORI_DEBUG("copy-engine NIC: QP 0x%x: opcode %d, %llu bytes, engine %d, operation %llu", q->qp.qp_num, (int)wr->opcode,
              (unsigned long long)length, q->engine, (unsigned long long)c->queued[q->engine]);
   return IBV_WC_SUCCESS;

@@ -9,6 +9,12 @@
  *     against the owner's rkey (fetched from the owner's context, which
  *     refuses unknown keys); a failure is a remote/local access error that
  *     moves the QP to error, and later requests on it are flushed;
+ *   - a key dies when its region is deregistered: the owner's key table
+ *     (shared memory its peers map read-only) says which keys are live, and
+ *     every request is checked against it right before its copy is queued,
+ *     so a peer that cached the region is refused like any unknown key; a
+ *     key is a slot and a generation, so a reused slot never revives an
+ *     old key (see ce_nic_key_table.c for what stays in flight);
  *   - requests of one QP execute in order (one copy queue per QP's engine),
  *     and completions are handed out in a random order across everything
  *     that has finished;
@@ -19,8 +25,10 @@
  * thread on the host platform); fenced inline writes and fetch-and-adds are
  * the queue's word operations. Not built on HIP (its copy queue keeps no
  * order). A fetch-and-add does not return the old value (the transport
- * never reads it). Files: ce_nic.c (the verbs table), ce_nic_keys.c (the
- * key service: how a peer's registration reaches this process). */
+ * never reads it). A context holds at most CE_KEY_SLOTS registrations (a
+ * NIC has a limit too; reg_mr then fails with ENOMEM). Files: ce_nic.c (the
+ * verbs table), ce_nic_keys.c (the key service: how a peer's registration
+ * reaches this process), ce_nic_key_table.c (which keys are live). */
 #ifndef MORI_TRANSPORT_RDMA_CE_NIC_H
 #define MORI_TRANSPORT_RDMA_CE_NIC_H
 
@@ -43,6 +51,9 @@ const struct mori_verbs *mori_ce_nic_verbs(void);
 void mori_ce_nic_use_device(int device);
 
 enum { CE_ENGINES = 2 };
+/* An rkey (= lkey) is a slot of its context's key table in the low
+ * CE_KEY_SLOT_BITS and the slot's generation above them (never 0). */
+enum { CE_KEY_SLOT_BITS = 12, CE_KEY_SLOTS = 1 << CE_KEY_SLOT_BITS };
 
 /* A registration of this context. */
 struct ce_mr {
@@ -56,10 +67,20 @@ struct ce_mr {
   struct ce_mr *next;
 };
 
+/* A peer context this one has asked for keys: its key table, mapped
+ * read-only (the owner writes it). */
+struct ce_owner {
+  uint8_t gid[16];
+  const uint32_t *keys; /* CE_KEY_SLOTS entries: the live key of each slot, or 0 */
+  struct ce_owner *next;
+};
+
 /* A peer's registration, imported and mapped into this process. */
 struct ce_remote {
   uint8_t owner[16]; /* the owner context's GID */
+  const struct ce_owner *from; /* its key table says whether rkey still lives */
   uint32_t rkey;
+  uint64_t used[CE_ENGINES]; /* the last operation on each engine that touched the mapping */
   uint64_t addr, length; /* the region as its owner registered it */
   int access;
   char *base; /* where the region's first byte is mapped here */
@@ -99,6 +120,14 @@ struct ce_context {
   bool serving;
   struct ce_mr *mrs;
   struct ce_remote *remotes;
+  struct ce_owner *owners;
+  /* The key table: keys[slot] is the slot's live key or 0, read by peers
+   * (keys_fd is what the key service hands them); slot_key[slot] is the
+   * last key the slot had, for the next generation. Written under mr_lock. */
+  int keys_fd;
+  uint32_t *keys;
+  uint32_t slot_key[CE_KEY_SLOTS];
+  uint32_t next_slot;
   mori_platform_queue_t *engine[CE_ENGINES];
   uint64_t queued[CE_ENGINES]; /* operations queued on each engine */
   struct ce_work *work;
@@ -106,23 +135,47 @@ struct ce_context {
   uint64_t posted; /* work requests so far (fault positions count these) */
   uint64_t fail_at, stall_at;
   uint64_t rng;
-  uint32_t next_qpn, next_key;
+  uint32_t next_qpn, first_generation;
 };
 
 /* ce_nic_keys.c. The service answers "which memory is rkey K" for this
- * context's registrations; ce_find_remote asks a peer's and maps the answer
- * (cached: a region the owner deregisters later stays reachable through the
- * cache, where a NIC would refuse it). Callers hold c->lock for
+ * context's registrations and hands out the key table; ce_find_remote asks
+ * a peer's and maps the answer, cached, and checks the owner's key table on
+ * every call (a dead key: the cached region is dropped and unmapped, and
+ * the answer is IBV_WC_REM_ACCESS_ERR). Callers hold c->lock for
  * ce_find_remote; the service takes only mr_lock, never c->lock, so two
  * processes asking each other at once cannot deadlock. */
 int ce_keys_start(struct ce_context *c);
 void ce_keys_stop(struct ce_context *c);
 /* The region `rkey` of the context whose GID is `owner`, or NULL with
- * *status saying why (IBV_WC_REM_ACCESS_ERR: no such key there;
- * IBV_WC_RETRY_EXC_ERR: the owner cannot be reached). */
+ * *status saying why (IBV_WC_REM_ACCESS_ERR: no such key there, or no
+ * longer; IBV_WC_RETRY_EXC_ERR: the owner cannot be reached). */
 struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], uint32_t rkey,
                                  enum ibv_wc_status *status);
+/* Whether r's key still lives in its owner's table; when it does not, r is
+ * dropped (after the engines are done with it) and must not be used. The
+ * check to make right before a copy on r is queued. Caller holds c->lock. */
+bool ce_remote_live(struct ce_context *c, struct ce_remote *r);
 void ce_forget_remotes(struct ce_context *c);
+
+/* ce_nic_key_table.c. This context's table: created with the context, a
+ * slot taken and its key published by reg_mr, cleared by dereg_mr before
+ * the memory goes (take/revoke: caller holds mr_lock). */
+int ce_key_table_create(struct ce_context *c);
+void ce_key_table_destroy(struct ce_context *c);
+/* A new live key, or MORI_ENOMEM (every slot in use; the error names the
+ * limit and the context). */
+int ce_key_take(struct ce_context *c, uint32_t *key);
+void ce_key_revoke(struct ce_context *c, uint32_t key);
+/* A peer's table: the one mapped from `owner`, or NULL before the first
+ * answer from it; ce_owner_add maps the table fd its service sent. */
+struct ce_owner *ce_owner_find(struct ce_context *c, const uint8_t gid[16]);
+int ce_owner_add(struct ce_context *c, const uint8_t gid[16], int fd, struct ce_owner **out);
+void ce_owners_forget(struct ce_context *c);
+/* Whether `key` is live in the owner's table now (an acquire load: what
+ * the owner wrote before publishing is visible). */
+bool ce_key_live(const struct ce_owner *o, uint32_t key);
+
 /* This machine's identity as 4 bytes (boot id and host name), for GIDs. */
 uint32_t ce_machine_hash(void);
 

@@ -4,8 +4,11 @@
  * context once per rkey over a local socket ("which memory is rkey K"),
  * gets the region's bounds, access rights and the allocation's handle, maps
  * the allocation, and checks every later request against those bounds and
- * rights itself. The owner answers only for keys it registered as remotely
- * accessible, and only to processes of its own user. */
+ * rights itself. At the first contact the owner also sends its key table
+ * (ce_nic_key_table.c), which the requester reads before every request on
+ * a region it cached: a key the owner deregistered since is refused. The
+ * owner answers only for keys it registered as remotely accessible, and
+ * only to processes of its own user. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,17 +24,23 @@
 #include "transport/rdma/ce_nic.h"
 
 enum { KEY_MAGIC = 0x6b45434du /* "MCEk" */, REPLY_TIMEOUT_S = 10 };
+enum { WANT_TABLE = 1 };
 
 struct key_request {
   uint32_t magic;
   uint32_t rkey;
+  uint32_t flags; /* WANT_TABLE: the requester has not mapped our key table yet */
 };
 
+/* Sent with up to two fds, in this order: the region's allocation
+ * (has_fd), the key table (has_table). */
 struct key_reply {
   int32_t status; /* enum ibv_wc_status */
   int32_t access;
   int32_t handle_type;
   int32_t has_fd;
+  int32_t has_table;
+  int32_t pad;
   uint64_t addr, length;      /* the region */
   uint64_t alloc_size, offset; /* the allocation holding it, the region's place in it */
   uint8_t blob[MORI_FABRIC_BLOB_SIZE];
@@ -100,19 +109,23 @@ static void answer(struct ce_context *c, int fd) {
   }
   /* Sent before the lock is dropped: a deregistration cannot close the fd
    * in between. */
+  int fds[2], n_fds = 0;
   rep.has_fd = send_fd >= 0;
+  if (rep.has_fd) fds[n_fds++] = send_fd;
+  rep.has_table = (req.flags & WANT_TABLE) != 0;
+  if (rep.has_table) fds[n_fds++] = c->keys_fd;
   struct iovec iov = {&rep, sizeof(rep)};
-  char control[CMSG_SPACE(sizeof(int))];
+  char control[CMSG_SPACE(sizeof(fds))];
   memset(control, 0, sizeof(control));
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-  if (send_fd >= 0) {
+  if (n_fds) {
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
+    cm->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, n_fds * sizeof(int));
   }
   if (sendmsg(fd, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(rep)) MORI_WARN("copy-engine NIC: answering a key request: %s", strerror(errno));
   pthread_mutex_unlock(&c->mr_lock);
@@ -162,9 +175,11 @@ void ce_keys_stop(struct ce_context *c) {
   c->listen_fd = -1;
 }
 
-/* Asks the owner; *fd gets the handle's fd when one came (else -1). */
-static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, struct key_reply *rep, int *fd) {
-  *fd = -1;
+/* Asks the owner (for its key table too when want_table); *fd gets the
+ * handle's fd and *table_fd the table's when they came (else -1). */
+static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, bool want_table, struct key_reply *rep, int *fd,
+                              int *table_fd) {
+  *fd = *table_fd = -1;
   struct sockaddr_un addr;
   socklen_t len = socket_name(owner, &addr);
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -172,7 +187,7 @@ static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, struct key
   struct timeval tv = {REPLY_TIMEOUT_S, 0};
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  struct key_request req = {KEY_MAGIC, rkey};
+  struct key_request req = {KEY_MAGIC, rkey, want_table ? WANT_TABLE : 0};
   if (connect(s, (struct sockaddr *)&addr, len) != 0 || !same_user(s) ||
       send(s, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req)) {
     MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) cannot be reached: %s", rkey, addr.sun_path + 1,
@@ -180,18 +195,26 @@ static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, struct key
     close(s);
     return IBV_WC_RETRY_EXC_ERR;
   }
-  char control[CMSG_SPACE(sizeof(int))];
+  char control[CMSG_SPACE(2 * sizeof(int))];
   struct iovec iov = {rep, sizeof(*rep)};
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)};
   ssize_t got = recvmsg(s, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  int fds[2] = {-1, -1}, n_fds = 0;
   for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(cm), sizeof(int));
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+      for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int) && n_fds < 2; i++)
+        memcpy(&fds[n_fds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
   close(s);
-  if (got != (ssize_t)sizeof(*rep)) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
+  bool whole = got == (ssize_t)sizeof(*rep) && !(msg.msg_flags & MSG_CTRUNC) &&
+               n_fds == (rep->has_fd ? 1 : 0) + (rep->has_table ? 1 : 0) && (!want_table || rep->has_table);
+  if (!whole) {
+    for (int i = 0; i < n_fds; i++) close(fds[i]);
+    MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) sent no whole reply", rkey, addr.sun_path + 1);
     return IBV_WC_RETRY_EXC_ERR;
   }
+  int i = 0;
+  if (rep->has_fd) *fd = fds[i++];
+  if (rep->has_table) *table_fd = fds[i++];
   return (enum ibv_wc_status)rep->status;
 }
 
@@ -226,13 +249,55 @@ static int map_remote(struct ce_context *c, const struct key_reply *rep, int fd,
   return 0;
 }
 
+/* Gives r's mapping back, once no engine still copies through it. */
+static void drop_remote(struct ce_context *c, struct ce_remote *r) {
+  for (int e = 0; e < CE_ENGINES; e++) {
+    uint64_t finished = 0;
+    if (r->used[e] && (mori_platform_queue_finished(c->engine[e], &finished) != 0 || finished < r->used[e]))
+      mori_platform_queue_wait(c->engine[e]);
+  }
+  mori_platform_mem_unmap(c->device, r->va, r->va_size);
+  mori_platform_va_release(c->device, r->va, r->va_size);
+  mori_platform_mem_release(&r->mem);
+  free(r);
+}
+
+bool ce_remote_live(struct ce_context *c, struct ce_remote *r) {
+  if (ce_key_live(r->from, r->rkey)) return true;
+  MORI_DEBUG("copy-engine NIC: rkey 0x%x was deregistered by its owner: its mapping is dropped", r->rkey);
+  for (struct ce_remote **p = &c->remotes; *p; p = &(*p)->next)
+    if (*p == r) {
+      *p = r->next;
+      break;
+    }
+  drop_remote(c, r);
+  return false;
+}
+
 struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], uint32_t rkey,
                                  enum ibv_wc_status *status) {
   for (struct ce_remote *r = c->remotes; r; r = r->next)
-    if (r->rkey == rkey && !memcmp(r->owner, owner, 16)) return r;
+    if (r->rkey == rkey && !memcmp(r->owner, owner, 16)) {
+      if (ce_remote_live(c, r)) return r;
+      *status = IBV_WC_REM_ACCESS_ERR;
+      return NULL;
+    }
+  struct ce_owner *from = ce_owner_find(c, owner);
+  /* A key the owner's table does not hold is dead: no need to ask. */
+  if (from && !ce_key_live(from, rkey)) {
+    *status = IBV_WC_REM_ACCESS_ERR;
+    return NULL;
+  }
   struct key_reply rep;
-  int fd = -1;
-  *status = ask(owner, rkey, &rep, &fd);
+  int fd = -1, table_fd = -1;
+  *status = ask(owner, rkey, !from, &rep, &fd, &table_fd);
+  if (table_fd >= 0) {
+    if (ce_owner_add(c, owner, table_fd, &from) != 0) {
+      MORI_WARN("%s (the owner of rkey 0x%x)", mori_last_error(), rkey);
+      if (*status == IBV_WC_SUCCESS) *status = IBV_WC_REM_ACCESS_ERR;
+    }
+    close(table_fd);
+  }
   if (*status != IBV_WC_SUCCESS) {
     if (fd >= 0) close(fd);
     return NULL;
@@ -251,12 +316,19 @@ struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], 
     return NULL;
   }
   memcpy(r->owner, owner, 16);
+  r->from = from;
   r->rkey = rkey;
   r->addr = rep.addr;
   r->length = rep.length;
   r->access = rep.access;
   r->next = c->remotes;
   c->remotes = r;
+  /* The owner may have deregistered the key while its answer was on the
+   * way: the table says. */
+  if (!ce_remote_live(c, r)) {
+    *status = IBV_WC_REM_ACCESS_ERR;
+    return NULL;
+  }
   return r;
 }
 
@@ -264,9 +336,6 @@ void ce_forget_remotes(struct ce_context *c) {
   while (c->remotes) {
     struct ce_remote *r = c->remotes;
     c->remotes = r->next;
-    mori_platform_mem_unmap(c->device, r->va, r->va_size);
-    mori_platform_va_release(c->device, r->va, r->va_size);
-    mori_platform_mem_release(&r->mem);
-    free(r);
+    drop_remote(c, r);
   }
 }
