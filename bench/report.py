@@ -261,9 +261,12 @@ def section(records, plots_dir, doc_dir):
                         ("a2a_vdev", "All-to-all with sizes on the device (MoE rows of 7168 bf16; size: average per peer)"),
                         ("a2a_vdev_2d", "MoE dispatch, 8 experts per rank (all_to_all_vdev_2d; size: average per peer)"),
                         ("all_reduce", "All-reduce, bf16"), ("barrier", "Barrier"), ("floor", "Launch floor")]:
+        tables = [op_table(table, what, kind, f"{title}: {name}")
+                  for kind, name in [("gpu", "GPU time (graph replay)"), ("eager", "Eager time (Python loop)")]]
+        if not any(tables):
+            continue  # this run did not measure it
         out += [f"### {title}", ""]
-        for kind, name in [("gpu", "GPU time (graph replay)"), ("eager", "Eager time (Python loop)")]:
-            t = op_table(table, what, kind, f"{title}: {name}")
+        for t in tables:
             if t:
                 out += [t, ""]
         if what in ("a2a", "all_reduce") and plots_dir:
@@ -343,6 +346,65 @@ def heap_section(recs, path, doc_dir):
     return "\n".join(out)
 
 
+def kinds_cell(by_kind, top=4):
+    """The largest kinds of a mori/profile.h breakdown: "kind ×calls ms"."""
+    items = sorted(by_kind.items(), key=lambda kv: -kv[1][1])[:top]
+    return "; ".join(f"{k} ×{c} {ms:.3f}" for k, (c, ms) in items) or "—"
+
+
+def heap_breakdown_section(recs, path, doc_dir, machine=""):
+    """Where an allocation's time goes, from bench_heap's per-kind records
+    (mori/profile.h), for a run whose ranks may share a GPU."""
+    ranks = max((r.get("ranks", 1) for r in recs), default=1)
+    out = [f"## Where allocation time goes ({ranks} ranks, `mori/profile.h`)", "",
+           f"From `{os.path.relpath(path, doc_dir)}`: `bench_heap` at {ranks} ranks, vmm mode, with every memory, "
+           "handle, exchange and table call counted and timed per kind on rank 0 (`mori_profile_read`). The "
+           "columns list the largest kinds as `kind ×calls ms`; the rest of a figure is mori's own bookkeeping "
+           "and waiting for the slowest rank.", ""]
+    if machine:
+        out += [f"Machine: {machine}.", ""]
+    out += ["| what | bytes | slowest rank (µs) | rank 0 by kind (ms) |", "|---|---|---|---|"]
+    for r in recs:
+        if r.get("what") == "growth_window" and r.get("rank0_ms_by_kind") is not None:
+            out.append(f"| a new chunk mapped by every peer + window | {fmt_size(r['chunk_bytes'])} | "
+                       f"{r['ms'] * 1e3:.1f} | {kinds_cell(r['rank0_ms_by_kind'])} |")
+        elif r.get("what") == "alloc_window" and r.get("last_rank0_ms_by_kind") is not None:
+            out.append(f"| alloc + window, steady (median) | {fmt_size(r['bytes'])} | {r['us']:.1f} | "
+                       f"{kinds_cell(r['last_rank0_ms_by_kind'])} |")
+    out.append("")
+    return "\n".join(out)
+
+
+def host_cost_section(recs, path, doc_dir):
+    """Host cost per call at one rank (bench/host_cost.py): MORI against
+    torch's default backend, interleaved rounds, median [min–max] of the
+    rounds' medians."""
+    backends = [b for b in ("MORI", "MORI-static", "default") if any(r.get("backend") == b for r in recs)]
+    out = ["## Host cost per call (one rank, `bench/host_cost.py`)", "",
+           f"From `{os.path.relpath(path, doc_dir)}`: one process per backend and round, rounds interleaved. "
+           "*issue* is the host time per call of a Python loop (what an eager loop pays before the GPU runs); "
+           "*eager* is the GPU-event time per call of the same loop. The first row is a one-element torch "
+           "`add_`: the floor of any op called from Python on this host.", ""]
+    rows = {}
+    for r in recs:
+        if "error" in r or r.get("backend") not in backends:
+            continue
+        for key in ("issue_us", "eager_us", "wall_us"):
+            if key in r and r["what"].find("mori's part") < 0:
+                rows.setdefault((r["what"], key), {}).setdefault(r["backend"], []).append((r.get("round", 0), r[key]))
+    out += ["| op | figure (µs) | " + " | ".join(backends) + " |", "|---|---|" + "---|" * len(backends)]
+    for (what, key), per in rows.items():
+        out.append(f"| {what} | {key[:-3]} | " + " | ".join(cell(per.get(b, [])) for b in backends) + " |")
+    parts = [r for r in recs if "mori's part" in r.get("what", "") and r.get("backend") == "MORI"]
+    if parts:
+        last = parts[-1]
+        out += ["", f"mori's part of one more MORI `symm_mem.empty` + `rendezvous` (1 MiB; wall {last['wall_us']:.1f} µs): "
+                + "; ".join(f"{k} ×{c} {us:.1f} µs" for k, (c, us) in
+                            sorted(last["mori_us_by_kind"].items(), key=lambda kv: -kv[1][1])) + "."]
+    out.append("")
+    return "\n".join(out)
+
+
 COLL_VARIANTS = {"default": "defaults", "share": "MORI_COLL_BLOCK_SHARE=1"}
 
 
@@ -383,13 +445,17 @@ def main():
     p.add_argument("--device-api", default="", help="records of tests/gpu/bench_p2p (JSON lines)")
     p.add_argument("--heap", default="", help="records of tests/gpu/bench_heap (JSON lines)")
     p.add_argument("--coll", default="", help="records of tests/gpu/bench_coll (JSON lines)")
+    p.add_argument("--heap-breakdown", default="",
+                   help="records of tests/gpu/bench_heap with per-kind breakdowns (e.g. at 2 ranks)")
+    p.add_argument("--heap-breakdown-machine", default="", help="where the --heap-breakdown run ran, in words")
+    p.add_argument("--host-cost", default="", help="records of bench/host_cost.py (JSON lines)")
     a = p.parse_args()
     os.makedirs(a.plots, exist_ok=True)
     doc_dir = os.path.dirname(os.path.abspath(a.doc))
     parts = ["# Performance", "",
              "Generated by `bench/report.py` from " +
              ", ".join(f"`{os.path.relpath(r, os.path.dirname(a.doc) or '.')}`"
-                       for r in list(a.results) + [x for x in (a.coll, a.heap, a.device_api) if x]) +
+                       for r in list(a.results) + [x for x in (a.coll, a.heap, a.heap_breakdown, a.host_cost, a.device_api) if x]) +
              ": every figure below comes from those records.", ""]
     if a.preamble:
         with open(a.preamble) as f:
@@ -401,6 +467,11 @@ def main():
         parts.append(coll_section(summary.load(a.coll), a.coll, os.path.dirname(a.doc) or "."))
     if a.heap:
         parts.append(heap_section(summary.load(a.heap), a.heap, os.path.dirname(a.doc) or "."))
+    if a.heap_breakdown:
+        parts.append(heap_breakdown_section(summary.load(a.heap_breakdown), a.heap_breakdown,
+                                            os.path.dirname(a.doc) or ".", a.heap_breakdown_machine))
+    if a.host_cost:
+        parts.append(host_cost_section(summary.load(a.host_cost), a.host_cost, os.path.dirname(a.doc) or "."))
     if a.device_api:
         parts.append(device_api_section(summary.load(a.device_api), a.device_api, os.path.dirname(a.doc) or "."))
     with open(a.doc, "w") as f:
