@@ -152,6 +152,13 @@ void Open(Nic &n, World &w, int rank, Endpoint *all) {
   MORI_ASSERT_OK(mori_bootstrap_allgather(w.bootstrap, &me, all, sizeof(me)));
 }
 
+// Open, then every queue pair connected to the peer's of the same case.
+void OpenAndConnect(Nic &n, World &w, int rank, Endpoint *all) {
+  ASSERT_NO_FATAL_FAILURE(Open(n, w, rank, all));
+  for (int c = 0; c < kCases; c++) ASSERT_EQ(Connect(n, c, all[rank ^ 1]), 0) << "case " << c;
+  MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+}
+
 const uint32_t kRemoteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
 // The peer's regions this context holds mapped.
@@ -246,10 +253,8 @@ TEST(CeNic, ADeregisteredKeyIsRefusedAndItsRegionUnmapped) {
       ASSERT_TRUE(w.ok());
       Nic n;
       Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(Open(n, w, rank, all));
+      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
       const Endpoint &peer = all[rank ^ 1];
-      for (int c = 0; c < kCases; c++) ASSERT_EQ(Connect(n, c, peer), 0) << "case " << c;
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
       const bool requester = rank == 1;  // rank 0 owns what rank 1 writes and reads
       char *src = (char *)n.mem_rw + kBytes / 2;
       for (size_t i = 0; i < 64; i++) src[i] = (char)(0x40 + i);
@@ -316,10 +321,8 @@ TEST(CeNic, AReusedSlotNeverRevivesAnOldKey) {
       ASSERT_TRUE(w.ok());
       Nic n;
       Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(Open(n, w, rank, all));
+      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
       const Endpoint &peer = all[rank ^ 1];
-      for (int c = 0; c < kCases; c++) ASSERT_EQ(Connect(n, c, peer), 0) << "case " << c;
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
       const bool requester = rank == 1;
       char *src = (char *)n.mem_rw + kBytes / 2;
       for (size_t i = 0; i < 64; i++) src[i] = (char)(0x60 + i);
@@ -404,10 +407,8 @@ TEST(CeNic, ADroppedRegionOutlivesTheCopiesInFlightOnIt) {
       ASSERT_TRUE(w.ok());
       Nic n;
       Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(Open(n, w, rank, all));
+      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
       const Endpoint &peer = all[rank ^ 1];
-      for (int c = 0; c < kCases; c++) ASSERT_EQ(Connect(n, c, peer), 0) << "case " << c;
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
       const bool requester = rank == 1;
       if (requester) {
         memset(n.mem_rw, 0x5a, kBytes);
@@ -431,6 +432,93 @@ TEST(CeNic, ADroppedRegionOutlivesTheCopiesInFlightOnIt) {
       MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
       if (!requester) {
         for (size_t i = 0; i < kBytes; i += 4096) ASSERT_EQ(((const char *)n.mem_rw)[i], 0x5a) << i;
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    }
+    ExpectNoLeaks(rank);
+  });
+}
+
+// The owner deregisters a region the peer had cached and the peer never
+// posts on that key again (a freed segment): the peer's next miss sweeps
+// the dead region out and unmaps it, so the owner's freed memory is not
+// held until the peer closes.
+TEST(CeNic, ARegionWhoseKeyDiedIsSweptWithoutARequestOnIt) {
+  EXPECT_RANKS_PASS(2, [](int rank, int size) {
+    {
+      World w;
+      ASSERT_TRUE(w.ok());
+      Nic n;
+      Endpoint all[2];
+      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
+      const Endpoint &peer = all[rank ^ 1];
+      const bool requester = rank == 1;
+      char *src = (char *)n.mem_rw + kBytes / 2;
+      if (requester) {
+        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
+        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+        EXPECT_EQ(CachedRegions(n), 1u);
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (!requester) {  // the owner frees its read-write region
+        ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
+        n.rw = nullptr;
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (requester) {
+        const int before = MoriMappings();
+        // A read of the other region: a miss, which sweeps.
+        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src, n.rw->lkey, 64, peer.addr_ro, peer.rkey_ro, 2), 0);
+        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+        EXPECT_EQ(CachedRegions(n), 1u) << "the dead region is still cached beside the new one";
+        EXPECT_EQ(((const ce_context *)n.ctx)->dead, nullptr) << "the dead region was not unmapped";
+        // One mapping less for the dead region, one more for the new one.
+        EXPECT_EQ(MoriMappings(), before);
+        for (int i = 0; i < 64; i++) ASSERT_EQ(src[i], (char)((rank ^ 1) * 31 + i)) << i;
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    }
+    ExpectNoLeaks(rank);
+  });
+}
+
+// The owner closes its device with its regions still registered (a rank
+// that leaves): the keys the peer cached die with the context, as a closed
+// NIC context's do, and the peer's next request is refused.
+TEST(CeNic, AClosedContextsKeysDieWithIt) {
+  EXPECT_RANKS_PASS(2, [](int rank, int size) {
+    {
+      World w;
+      ASSERT_TRUE(w.ok());
+      Nic n;
+      Endpoint all[2];
+      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
+      const Endpoint &peer = all[rank ^ 1];
+      const bool requester = rank == 1;
+      char *src = (char *)n.mem_rw + kBytes / 2;
+      if (requester) {
+        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
+        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (!requester) {  // closes with both regions registered (no dereg_mr)
+        for (ibv_qp *&q : n.qp) {
+          (n.v->ibv_destroy_qp)(q);
+          q = nullptr;
+        }
+        n.rw = n.ro = nullptr;
+        (n.v->ibv_destroy_cq)(n.cq);
+        n.cq = nullptr;
+        (n.v->ibv_dealloc_pd)(n.pd);
+        n.pd = nullptr;
+        ASSERT_EQ((n.v->ibv_close_device)(n.ctx), 0);
+        n.ctx = nullptr;
+      }
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (requester) {
+        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 2), 0);
+        EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR) << "a closed context's key still works";
+        EXPECT_EQ(CachedRegions(n), 0u);
       }
       MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     }

@@ -67,6 +67,11 @@ static void free_mr(struct ce_mr *m) {
 static int close_device(struct ibv_context *ctx) {
   struct ce_context *c = context_of(ctx);
   if (!c) return 0;
+  /* Peers' cached keys of regions never deregistered die first, as a
+   * closed NIC context's do. */
+  pthread_mutex_lock(&c->mr_lock);
+  ce_key_revoke_all(c);
+  pthread_mutex_unlock(&c->mr_lock);
   ce_keys_stop(c);
   ce_forget_remotes(c); /* waits for the engines where they used a region */
   ce_owners_forget(c);
@@ -505,6 +510,7 @@ static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
       return -1;
     }
   }
+  ce_reap_remotes(c, finished); /* dead regions the engines are done with */
   /* Gather what is ready to the front, then hand it out in random order. */
   size_t ready = 0;
   for (size_t i = 0; i < c->n_work; i++) {

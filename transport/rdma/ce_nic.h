@@ -120,6 +120,9 @@ struct ce_context {
   bool serving;
   struct ce_mr *mrs;
   struct ce_remote *remotes;
+  /* Regions whose key died, unlinked from `remotes`: unmapped once every
+   * engine has finished the last copy that used them (ce_reap_remotes). */
+  struct ce_remote *dead;
   struct ce_owner *owners;
   /* The key table: keys[slot] is the slot's live key or 0, read by peers
    * (keys_fd is what the key service hands them); slot_key[slot] is the
@@ -141,8 +144,9 @@ struct ce_context {
 /* ce_nic_keys.c. The service answers "which memory is rkey K" for this
  * context's registrations and hands out the key table; ce_find_remote asks
  * a peer's and maps the answer, cached, and checks the owner's key table on
- * every call (a dead key: the cached region is dropped and unmapped, and
- * the answer is IBV_WC_REM_ACCESS_ERR). Callers hold c->lock for
+ * every call (a dead key: the cached region is dropped, unmapped once the
+ * engines are done with it, and the answer is IBV_WC_REM_ACCESS_ERR; a miss
+ * also sweeps out regions whose keys died unnoticed). Callers hold c->lock for
  * ce_find_remote; the service takes only mr_lock, never c->lock, so two
  * processes asking each other at once cannot deadlock. */
 int ce_keys_start(struct ce_context *c);
@@ -153,10 +157,16 @@ void ce_keys_stop(struct ce_context *c);
 struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], uint32_t rkey,
                                  enum ibv_wc_status *status);
 /* Whether r's key still lives in its owner's table; when it does not, r is
- * dropped (after the engines are done with it) and must not be used. The
- * check to make right before a copy on r is queued. Caller holds c->lock. */
+ * unlinked (unmapped once the engines are done with it: ce_reap_remotes)
+ * and must not be used. The check to make right before a copy on r is
+ * queued. Caller holds c->lock. */
 bool ce_remote_live(struct ce_context *c, struct ce_remote *r);
+/* Every cached region, live or dead, unmapped after the engines finish
+ * (closing the context). */
 void ce_forget_remotes(struct ce_context *c);
+/* Unmaps the dead regions no engine uses any more (`finished`: each
+ * engine's count of finished operations, or NULL to ask the engines). */
+void ce_reap_remotes(struct ce_context *c, const uint64_t *finished);
 
 /* ce_nic_key_table.c. This context's table: created with the context, a
  * slot taken and its key published by reg_mr, cleared by dereg_mr before
@@ -167,6 +177,8 @@ void ce_key_table_destroy(struct ce_context *c);
  * limit and the context). */
 int ce_key_take(struct ce_context *c, uint32_t *key);
 void ce_key_revoke(struct ce_context *c, uint32_t key);
+/* Clears every slot (closing the context: peers' cached keys die with it). */
+void ce_key_revoke_all(struct ce_context *c);
 /* A peer's table: the one mapped from `owner`, or NULL before the first
  * answer from it; ce_owner_add maps the table fd its service sent. */
 struct ce_owner *ce_owner_find(struct ce_context *c, const uint8_t gid[16]);

@@ -10,13 +10,21 @@
  * compares the word with the request's rkey (an acquire load) right before
  * it queues the copy.
  *
- * What stays in flight: a request checked before the owner clears its key
- * may still be queued or running on an engine when the owner deregisters,
- * and then lands in memory the owner no longer registers (the requester's
- * own mapping keeps the pages alive, so nothing faults). A NIC behaves the
- * same way: deregistering a region while peers have requests in flight on
- * it is the application's error, and only requests that start after the
- * deregistration are refused, which is what this table guarantees.
+ * What stays in flight: every request checked before the owner clears its
+ * key (the engines' whole backlog, not only the copy running now) may land
+ * after dereg_mr returns, in memory the owner no longer registers (the
+ * requester's own mapping keeps the pages alive, so nothing faults). A NIC
+ * is stricter: once dereg_mr returns, nothing more lands. So an owner must
+ * not reuse deregistered memory while peers may still have requests on it
+ * (as with any RDMA memory, a window is destroyed once the application's
+ * own synchronisation says its peers are done with it); what this table
+ * guarantees is that a request that starts after the deregistration is
+ * refused.
+ *
+ * A context that closes clears its whole table first, so the keys of
+ * regions it never deregistered die with it. A process that dies without
+ * closing leaves its table's last contents: peers keep reaching its
+ * mappings (their own mapping keeps the pages) until they close.
  *
  * A key's generation (the bits above the slot) is bumped each time its slot
  * is taken, so a reused slot never revives an old key; generations wrap
@@ -101,6 +109,11 @@ void ce_key_revoke(struct ce_context *c, uint32_t key) {
   if (__atomic_load_n(&c->keys[slot], __ATOMIC_RELAXED) == key) __atomic_store_n(&c->keys[slot], 0, __ATOMIC_RELEASE);
 }
 
+void ce_key_revoke_all(struct ce_context *c) {
+  for (uint32_t slot = 0; c->keys && slot < CE_KEY_SLOTS; slot++)
+    if (__atomic_load_n(&c->keys[slot], __ATOMIC_RELAXED) != 0) __atomic_store_n(&c->keys[slot], 0, __ATOMIC_RELEASE);
+}
+
 bool ce_key_live(const struct ce_owner *o, uint32_t key) {
   return key != 0 && __atomic_load_n(&o->keys[key & SLOT_MASK], __ATOMIC_ACQUIRE) == key;
 }
@@ -116,9 +129,13 @@ int ce_owner_add(struct ce_context *c, const uint8_t gid[16], int fd, struct ce_
    * only a sealed one of the full size. */
   struct stat st;
   int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & SEALS) != SEALS || fstat(fd, &st) != 0 || st.st_size != TABLE_BYTES)
-    return mori_error_set(MORI_EPROTO, "copy-engine NIC: a peer's key table is not a sealed table of %d keys",
-                          CE_KEY_SLOTS);
+  if (seals < 0 || fstat(fd, &st) != 0)
+    return mori_error_errno("copy-engine NIC: reading the seals and size of a peer's key table");
+  if ((seals & SEALS) != SEALS || st.st_size != TABLE_BYTES)
+    return mori_error_set(MORI_EPROTO,
+                          "copy-engine NIC: a peer's key table is not a sealed table of %d keys (seals 0x%x, %lld bytes; "
+                          "expected seals 0x%x and %d bytes)",
+                          CE_KEY_SLOTS, seals, (long long)st.st_size, SEALS, (int)TABLE_BYTES);
   struct ce_owner *o = calloc(1, sizeof(*o));
   if (!o) return mori_error_set(MORI_ENOMEM, "copy-engine NIC: a peer's key table");
   void *p = mmap(NULL, TABLE_BYTES, PROT_READ, MAP_SHARED, fd, 0);

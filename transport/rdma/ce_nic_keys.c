@@ -195,27 +195,56 @@ static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, bool want_
     close(s);
     return IBV_WC_RETRY_EXC_ERR;
   }
+  /* Zeroed: a failed recvmsg writes no control data back, and stale bytes
+   * read as descriptors would close someone else's. */
   char control[CMSG_SPACE(2 * sizeof(int))];
+  memset(control, 0, sizeof(control));
+  memset(rep, 0, sizeof(*rep));
   struct iovec iov = {rep, sizeof(*rep)};
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)};
   ssize_t got = recvmsg(s, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  int recv_errno = errno;
   int fds[2] = {-1, -1}, n_fds = 0;
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+  for (struct cmsghdr *cm = got >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm; cm = CMSG_NXTHDR(&msg, cm))
     if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-      for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int) && n_fds < 2; i++)
-        memcpy(&fds[n_fds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+        int f;
+        memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+        if (n_fds < 2) fds[n_fds++] = f;
+        else close(f); /* more than any reply carries: not ours to keep */
+      }
   close(s);
-  bool whole = got == (ssize_t)sizeof(*rep) && !(msg.msg_flags & MSG_CTRUNC) &&
-               n_fds == (rep->has_fd ? 1 : 0) + (rep->has_table ? 1 : 0) && (!want_table || rep->has_table);
+  int want_fds = (rep->has_fd ? 1 : 0) + (rep->has_table ? 1 : 0);
+  /* A table comes only when asked for (else a second copy of one already
+   * mapped); a reply without one, when asked, is as bad. */
+  bool whole = got == (ssize_t)sizeof(*rep) && !(msg.msg_flags & MSG_CTRUNC) && n_fds == want_fds &&
+               (bool)rep->has_table == want_table;
   if (!whole) {
     for (int i = 0; i < n_fds; i++) close(fds[i]);
-    MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) sent no whole reply", rkey, addr.sun_path + 1);
+    MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) sent no whole reply: %zd of %zu bytes%s%s, %d of %d "
+              "descriptors%s, key table %s when %s",
+              rkey, addr.sun_path + 1, got, sizeof(*rep), got < 0 ? " — " : "", got < 0 ? strerror(recv_errno) : "",
+              n_fds, want_fds, (msg.msg_flags & MSG_CTRUNC) ? " (truncated)" : "", rep->has_table ? "sent" : "not sent",
+              want_table ? "asked for" : "not asked for");
     return IBV_WC_RETRY_EXC_ERR;
   }
   int i = 0;
   if (rep->has_fd) *fd = fds[i++];
   if (rep->has_table) *table_fd = fds[i++];
-  return (enum ibv_wc_status)rep->status;
+  /* The owner answers found or refused; anything else is a bad response,
+   * not a status of ours to pass on. */
+  switch (rep->status) {
+    case IBV_WC_SUCCESS:
+    case IBV_WC_REM_ACCESS_ERR:
+      return (enum ibv_wc_status)rep->status;
+    default:
+      MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) answered with status %d", rkey, addr.sun_path + 1,
+                (int)rep->status);
+      if (*fd >= 0) close(*fd);
+      if (*table_fd >= 0) close(*table_fd);
+      *fd = *table_fd = -1;
+      return IBV_WC_BAD_RESP_ERR;
+  }
 }
 
 /* Maps the allocation the reply describes. */
@@ -249,29 +278,74 @@ static int map_remote(struct ce_context *c, const struct key_reply *rep, int fd,
   return 0;
 }
 
-/* Gives r's mapping back, once no engine still copies through it. */
-static void drop_remote(struct ce_context *c, struct ce_remote *r) {
-  for (int e = 0; e < CE_ENGINES; e++) {
-    uint64_t finished = 0;
-    if (r->used[e] && (mori_platform_queue_finished(c->engine[e], &finished) != 0 || finished < r->used[e]))
-      mori_platform_queue_wait(c->engine[e]);
-  }
+/* Gives r's mapping back (no engine may still copy through it). */
+static void unmap_remote(struct ce_context *c, struct ce_remote *r) {
   mori_platform_mem_unmap(c->device, r->va, r->va_size);
   mori_platform_va_release(c->device, r->va, r->va_size);
   mori_platform_mem_release(&r->mem);
   free(r);
 }
 
-bool ce_remote_live(struct ce_context *c, struct ce_remote *r) {
-  if (ce_key_live(r->from, r->rkey)) return true;
-  MORI_DEBUG("copy-engine NIC: rkey 0x%x was deregistered by its owner: its mapping is dropped", r->rkey);
+/* Whether every engine has finished the last copy that used r. */
+static bool engines_done_with(const struct ce_remote *r, const uint64_t *finished) {
+  for (int e = 0; e < CE_ENGINES; e++)
+    if (r->used[e] && finished[e] < r->used[e]) return false;
+  return true;
+}
+
+void ce_reap_remotes(struct ce_context *c, const uint64_t *finished) {
+  if (!c->dead) return;
+  uint64_t asked[CE_ENGINES];
+  if (!finished) {
+    for (int e = 0; e < CE_ENGINES; e++)
+      if (!c->engine[e]) asked[e] = UINT64_MAX; /* never queued anything */
+      else if (mori_platform_queue_finished(c->engine[e], &asked[e]) != 0) return; /* the next poll tries again */
+    finished = asked;
+  }
+  for (struct ce_remote **p = &c->dead; *p;) {
+    struct ce_remote *r = *p;
+    if (!engines_done_with(r, finished)) {
+      p = &r->next;
+      continue;
+    }
+    *p = r->next;
+    unmap_remote(c, r);
+  }
+}
+
+/* r leaves the cache for the dead list; unmapped as soon as the engines
+ * are done with it (now, or at a later poll). */
+static void bury_remote(struct ce_context *c, struct ce_remote *r) {
   for (struct ce_remote **p = &c->remotes; *p; p = &(*p)->next)
     if (*p == r) {
       *p = r->next;
       break;
     }
-  drop_remote(c, r);
+  r->next = c->dead;
+  c->dead = r;
+}
+
+bool ce_remote_live(struct ce_context *c, struct ce_remote *r) {
+  if (ce_key_live(r->from, r->rkey)) return true;
+  struct sockaddr_un addr;
+  socket_name(r->owner, &addr);
+  MORI_WARN("copy-engine NIC: rkey 0x%x (slot %u) was deregistered by its owner (@%s): requests on it fail with a "
+            "remote access error, and its mapping here goes once the engines are done with it",
+            r->rkey, r->rkey & (CE_KEY_SLOTS - 1), addr.sun_path + 1);
+  bury_remote(c, r);
+  ce_reap_remotes(c, NULL);
   return false;
+}
+
+/* Regions whose keys died without a request noticing (their owner freed
+ * them): buried on the next miss, so a peer's freed memory is not held
+ * here until this context closes. */
+static void sweep_remotes(struct ce_context *c) {
+  for (struct ce_remote *r = c->remotes, *next; r; r = next) {
+    next = r->next;
+    if (!ce_key_live(r->from, r->rkey)) bury_remote(c, r);
+  }
+  ce_reap_remotes(c, NULL);
 }
 
 struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], uint32_t rkey,
@@ -282,6 +356,7 @@ struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], 
       *status = IBV_WC_REM_ACCESS_ERR;
       return NULL;
     }
+  sweep_remotes(c);
   struct ce_owner *from = ce_owner_find(c, owner);
   /* A key the owner's table does not hold is dead: no need to ask. */
   if (from && !ce_key_live(from, rkey)) {
@@ -333,9 +408,11 @@ struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], 
 }
 
 void ce_forget_remotes(struct ce_context *c) {
-  while (c->remotes) {
-    struct ce_remote *r = c->remotes;
-    c->remotes = r->next;
-    drop_remote(c, r);
-  }
+  while (c->remotes) bury_remote(c, c->remotes);
+  if (!c->dead) return;
+  for (int e = 0; e < CE_ENGINES; e++)
+    if (c->engine[e]) mori_platform_queue_wait(c->engine[e]);
+  uint64_t all[CE_ENGINES];
+  for (int e = 0; e < CE_ENGINES; e++) all[e] = UINT64_MAX;
+  ce_reap_remotes(c, all); /* the engines are idle: every mapping goes */
 }
