@@ -225,6 +225,12 @@ TEST(RdmaFake, SubmitThatTimesOutOnAStalledConsumerLeavesTheRingUsable) {
       ASSERT_EQ(rc, MORI_DEVICE_ETIMEDOUT);
       EXPECT_GE(accepted, MORI_PROXY_SLOTS);
       EXPECT_EQ(mori_window_check(win.win), MORI_EDEVICE_TIMEOUT);
+      // The proxy thread has posted something to the stalled NIC (on a busy
+      // machine it may not have run yet when the submits time out): only
+      // then does a quiet have work in flight to wait for.
+      for (auto t = std::chrono::steady_clock::now(); fake_verbs::Posts().empty() && MsSince(t) < 5000.0;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_FALSE(fake_verbs::Posts().empty()) << "the proxy posted nothing in 5 s";
       // Nobody holds the transport's lock while waiting: a quiet times out
       // after its own timeout, not after the proxy's.
       auto t0 = std::chrono::steady_clock::now();
