@@ -182,6 +182,24 @@ void ExpectNoLeaks(int rank) {
 #endif
 }
 
+// Runs body(rank, w, n, peer) at two ranks, each with its NIC open and
+// every queue pair connected to the peer's; then checks the rank leaked
+// nothing (everything the body made is gone by then).
+template <typename Body>
+void OnTwoConnectedNics(Body body) {
+  EXPECT_RANKS_PASS(2, [&body](int rank, int size) {
+    {
+      World w;
+      ASSERT_TRUE(w.ok());
+      Nic n;
+      Endpoint all[2];
+      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
+      body(rank, w, n, all[rank ^ 1]);
+    }
+    ExpectNoLeaks(rank);
+  });
+}
+
 TEST(CeNic, RefusesWhatANicRefusesAndMovesWhatItShould) {
   EXPECT_RANKS_PASS(2, [](int rank, int size) {
     World w;
@@ -247,66 +265,58 @@ TEST(CeNic, RefusesWhatANicRefusesAndMovesWhatItShould) {
 // reads, and the peer's mapping of the region is gone. The same memory
 // registered again has a new key that works.
 TEST(CeNic, ADeregisteredKeyIsRefusedAndItsRegionUnmapped) {
-  EXPECT_RANKS_PASS(2, [](int rank, int size) {
-    {  // everything the rank makes is gone before the leak check
-      World w;
-      ASSERT_TRUE(w.ok());
-      Nic n;
-      Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
-      const Endpoint &peer = all[rank ^ 1];
-      const bool requester = rank == 1;  // rank 0 owns what rank 1 writes and reads
-      char *src = (char *)n.mem_rw + kBytes / 2;
-      for (size_t i = 0; i < 64; i++) src[i] = (char)(0x40 + i);
-      const int mapped_before = MoriMappings();
-      if (requester) {
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src + 64, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 2), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-        EXPECT_EQ(CachedRegions(n), 1u);
-        EXPECT_GT(MoriMappings(), mapped_before);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      uint32_t fresh = 0;
-      if (!requester) {
-        ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
-        n.rw = (n.v->ibv_reg_mr)(n.pd, n.mem_rw, kBytes, kRemoteAccess);
-        ASSERT_NE(n.rw, nullptr);
-        fresh = n.rw->rkey;
-        EXPECT_NE(fresh, all[0].rkey_rw);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_bcast(w.bootstrap, &fresh, sizeof(fresh), 0));
-      if (requester) {
-        // The cached region's key is dead: a remote access error, and the queue pair flushes.
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 64, peer.rkey_rw, 3), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
-        EXPECT_EQ(CachedRegions(n), 0u);
-        EXPECT_EQ(MoriMappings(), mapped_before);
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 64, fresh, 4), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_WR_FLUSH_ERR);
-        // A read on the dead key, on a queue pair that has not failed yet.
-        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src + 128, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 5), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
-        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src + 128, n.rw->lkey, 64, peer.addr_rw, fresh, 6), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_WR_FLUSH_ERR);
-        // The new key of the same memory works.
-        ASSERT_EQ(Post(n, 2, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 256, fresh, 7), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-        EXPECT_EQ(CachedRegions(n), 1u);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (!requester) {
-        const char *got = (const char *)n.mem_rw;
-        for (size_t i = 0; i < 64; i++) {
-          ASSERT_EQ(got[i], (char)(0x40 + i)) << i;   // the write before the deregistration
-          ASSERT_EQ(got[64 + i], 0) << i;             // nothing from the refused one
-          ASSERT_EQ(got[256 + i], (char)(0x40 + i)) << i;  // the new key's
-        }
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
+    const bool requester = rank == 1;  // rank 0 owns what rank 1 writes and reads
+    char *src = (char *)n.mem_rw + kBytes / 2;
+    for (size_t i = 0; i < 64; i++) src[i] = (char)(0x40 + i);
+    const int mapped_before = MoriMappings();
+    if (requester) {
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+      ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src + 64, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 2), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+      EXPECT_EQ(CachedRegions(n), 1u);
+      EXPECT_GT(MoriMappings(), mapped_before);
     }
-    ExpectNoLeaks(rank);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    uint32_t fresh = 0;
+    if (!requester) {
+      const uint32_t old = n.rw->rkey;
+      ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
+      n.rw = (n.v->ibv_reg_mr)(n.pd, n.mem_rw, kBytes, kRemoteAccess);
+      ASSERT_NE(n.rw, nullptr);
+      fresh = n.rw->rkey;
+      EXPECT_NE(fresh, old);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_bcast(w.bootstrap, &fresh, sizeof(fresh), 0));
+    if (requester) {
+      // The cached region's key is dead: a remote access error, and the queue pair flushes.
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 64, peer.rkey_rw, 3), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
+      EXPECT_EQ(CachedRegions(n), 0u);
+      EXPECT_EQ(MoriMappings(), mapped_before);
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 64, fresh, 4), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_WR_FLUSH_ERR);
+      // A read on the dead key, on a queue pair that has not failed yet.
+      ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src + 128, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 5), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
+      ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src + 128, n.rw->lkey, 64, peer.addr_rw, fresh, 6), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_WR_FLUSH_ERR);
+      // The new key of the same memory works.
+      ASSERT_EQ(Post(n, 2, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 256, fresh, 7), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+      EXPECT_EQ(CachedRegions(n), 1u);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (!requester) {
+      const char *got = (const char *)n.mem_rw;
+      for (size_t i = 0; i < 64; i++) {
+        ASSERT_EQ(got[i], (char)(0x40 + i)) << i;   // the write before the deregistration
+        ASSERT_EQ(got[64 + i], 0) << i;             // nothing from the refused one
+        ASSERT_EQ(got[256 + i], (char)(0x40 + i)) << i;  // the new key's
+      }
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
   });
 }
 
@@ -315,82 +325,73 @@ TEST(CeNic, ADeregisteredKeyIsRefusedAndItsRegionUnmapped) {
 // taken again gets a key of a new generation: the old key, which the peer
 // had cached, stays dead; the new one works.
 TEST(CeNic, AReusedSlotNeverRevivesAnOldKey) {
-  EXPECT_RANKS_PASS(2, [](int rank, int size) {
-    {  // everything the rank makes is gone before the leak check
-      World w;
-      ASSERT_TRUE(w.ok());
-      Nic n;
-      Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
-      const Endpoint &peer = all[rank ^ 1];
-      const bool requester = rank == 1;
-      char *src = (char *)n.mem_rw + kBytes / 2;
-      for (size_t i = 0; i < 64; i++) src[i] = (char)(0x60 + i);
-      if (requester) {
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      uint32_t fresh = 0;
-      if (!requester) {
-        const uint32_t old = n.rw->rkey, slot = old % CE_KEY_SLOTS;
-        ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
-        n.rw = nullptr;
-        // Fill every free slot (the old key's among them) with local-only registrations.
-        std::vector<char> scratch(64);
-        std::vector<ibv_mr *> fill;
-        for (;;) {
-          ibv_mr *mr = (n.v->ibv_reg_mr)(n.pd, scratch.data(), scratch.size(), IBV_ACCESS_LOCAL_WRITE);
-          if (!mr) break;
-          fill.push_back(mr);
-          ASSERT_LE(fill.size(), (size_t)CE_KEY_SLOTS);
-        }
-        EXPECT_EQ(errno, ENOMEM);
-        EXPECT_EQ(fill.size(), (size_t)CE_KEY_SLOTS - 1);  // the read-only region holds the last slot
-        EXPECT_NE(std::string(mori_last_error()).find("4096"), std::string::npos) << mori_last_error();
-        // Shareable memory when the table is full: refused, its exported fd not kept.
-        const int fds = mori_test::CountFds();
-        EXPECT_EQ((n.v->ibv_reg_mr)(n.pd, n.mem_rw, kBytes, kRemoteAccess), nullptr);
-        EXPECT_EQ(errno, ENOMEM);
-        EXPECT_EQ(mori_test::CountFds(), fds);
-        // Free the old key's slot: the same memory registered again lands there, a generation later.
-        auto in_slot =
-            std::find_if(fill.begin(), fill.end(), [&](ibv_mr *mr) { return mr->rkey % CE_KEY_SLOTS == slot; });
-        ASSERT_NE(in_slot, fill.end());
-        EXPECT_NE((*in_slot)->rkey, old);
-        ASSERT_EQ((n.v->ibv_dereg_mr)(*in_slot), 0);
-        fill.erase(in_slot);
-        n.rw = (n.v->ibv_reg_mr)(n.pd, n.mem_rw, kBytes, kRemoteAccess);
-        ASSERT_NE(n.rw, nullptr) << mori_last_error();
-        EXPECT_EQ(n.rw->rkey % CE_KEY_SLOTS, slot);
-        EXPECT_NE(n.rw->rkey, old);
-        fresh = n.rw->rkey;
-        for (ibv_mr *mr : fill) EXPECT_EQ((n.v->ibv_dereg_mr)(mr), 0);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_bcast(w.bootstrap, &fresh, sizeof(fresh), 0));
-      if (requester) {
-        ASSERT_EQ(fresh % CE_KEY_SLOTS, peer.rkey_rw % CE_KEY_SLOTS);
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 64, peer.rkey_rw, 2), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
-        EXPECT_EQ(CachedRegions(n), 0u);
-        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 128, fresh, 3), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-        // A key never issued, in the same slot: refused (the table has it dead, and so would the owner).
-        ASSERT_EQ(Post(n, 2, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, fresh + CE_KEY_SLOTS, 4), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (!requester) {
-        const char *got = (const char *)n.mem_rw;
-        for (size_t i = 0; i < 64; i++) {
-          ASSERT_EQ(got[i], (char)(0x60 + i)) << i;
-          ASSERT_EQ(got[64 + i], 0) << i;
-          ASSERT_EQ(got[128 + i], (char)(0x60 + i)) << i;
-        }
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
+    const bool requester = rank == 1;
+    char *src = (char *)n.mem_rw + kBytes / 2;
+    for (size_t i = 0; i < 64; i++) src[i] = (char)(0x60 + i);
+    if (requester) {
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
     }
-    ExpectNoLeaks(rank);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    uint32_t fresh = 0;
+    if (!requester) {
+      const uint32_t old = n.rw->rkey, slot = old % CE_KEY_SLOTS;
+      ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
+      n.rw = nullptr;
+      // Fill every free slot (the old key's among them) with local-only registrations.
+      std::vector<char> scratch(64);
+      std::vector<ibv_mr *> fill;
+      for (;;) {
+        ibv_mr *mr = (n.v->ibv_reg_mr)(n.pd, scratch.data(), scratch.size(), IBV_ACCESS_LOCAL_WRITE);
+        if (!mr) break;
+        fill.push_back(mr);
+        ASSERT_LE(fill.size(), (size_t)CE_KEY_SLOTS);
+      }
+      EXPECT_EQ(errno, ENOMEM);
+      EXPECT_EQ(fill.size(), (size_t)CE_KEY_SLOTS - 1);  // the read-only region holds the last slot
+      EXPECT_NE(std::string(mori_last_error()).find("4096"), std::string::npos) << mori_last_error();
+      // Shareable memory when the table is full: refused, its exported fd not kept.
+      const int fds = mori_test::CountFds();
+      EXPECT_EQ((n.v->ibv_reg_mr)(n.pd, n.mem_rw, kBytes, kRemoteAccess), nullptr);
+      EXPECT_EQ(errno, ENOMEM);
+      EXPECT_EQ(mori_test::CountFds(), fds);
+      // Free the old key's slot: the same memory registered again lands there, a generation later.
+      auto in_slot =
+          std::find_if(fill.begin(), fill.end(), [&](ibv_mr *mr) { return mr->rkey % CE_KEY_SLOTS == slot; });
+      ASSERT_NE(in_slot, fill.end());
+      EXPECT_NE((*in_slot)->rkey, old);
+      ASSERT_EQ((n.v->ibv_dereg_mr)(*in_slot), 0);
+      fill.erase(in_slot);
+      n.rw = (n.v->ibv_reg_mr)(n.pd, n.mem_rw, kBytes, kRemoteAccess);
+      ASSERT_NE(n.rw, nullptr) << mori_last_error();
+      EXPECT_EQ(n.rw->rkey % CE_KEY_SLOTS, slot);
+      EXPECT_NE(n.rw->rkey, old);
+      fresh = n.rw->rkey;
+      for (ibv_mr *mr : fill) EXPECT_EQ((n.v->ibv_dereg_mr)(mr), 0);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_bcast(w.bootstrap, &fresh, sizeof(fresh), 0));
+    if (requester) {
+      ASSERT_EQ(fresh % CE_KEY_SLOTS, peer.rkey_rw % CE_KEY_SLOTS);
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 64, peer.rkey_rw, 2), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
+      EXPECT_EQ(CachedRegions(n), 0u);
+      ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 128, fresh, 3), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+      // A key never issued, in the same slot: refused (the table has it dead, and so would the owner).
+      ASSERT_EQ(Post(n, 2, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, fresh + CE_KEY_SLOTS, 4), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (!requester) {
+      const char *got = (const char *)n.mem_rw;
+      for (size_t i = 0; i < 64; i++) {
+        ASSERT_EQ(got[i], (char)(0x60 + i)) << i;
+        ASSERT_EQ(got[64 + i], 0) << i;
+        ASSERT_EQ(got[128 + i], (char)(0x60 + i)) << i;
+      }
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
   });
 }
 
@@ -402,41 +403,32 @@ TEST(CeNic, AReusedSlotNeverRevivesAnOldKey) {
 constexpr int kWrites = 1024;  // of kBytes each: enough to keep an engine busy while the owner deregisters
 
 TEST(CeNic, ADroppedRegionOutlivesTheCopiesInFlightOnIt) {
-  EXPECT_RANKS_PASS(2, [](int rank, int size) {
-    {  // everything the rank makes is gone before the leak check
-      World w;
-      ASSERT_TRUE(w.ok());
-      Nic n;
-      Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
-      const Endpoint &peer = all[rank ^ 1];
-      const bool requester = rank == 1;
-      if (requester) {
-        memset(n.mem_rw, 0x5a, kBytes);
-        for (int i = 0; i < kWrites; i++)
-          ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, n.mem_rw, n.rw->lkey, kBytes, peer.addr_rw, peer.rkey_rw, i), 0);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (!requester) {
-        ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
-        n.rw = nullptr;
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (requester) {
-        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_WRITE, n.mem_rw, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, kWrites), 0);
-        auto wc = Reap(n, kWrites + 1);
-        ASSERT_EQ(wc.size(), (size_t)kWrites + 1);
-        for (const ibv_wc &c : wc)
-          EXPECT_EQ(c.status, c.wr_id == (uint64_t)kWrites ? IBV_WC_REM_ACCESS_ERR : IBV_WC_SUCCESS) << c.wr_id;
-        EXPECT_EQ(CachedRegions(n), 0u);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (!requester) {
-        for (size_t i = 0; i < kBytes; i += 4096) ASSERT_EQ(((const char *)n.mem_rw)[i], 0x5a) << i;
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
+    const bool requester = rank == 1;
+    if (requester) {
+      memset(n.mem_rw, 0x5a, kBytes);
+      for (int i = 0; i < kWrites; i++)
+        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, n.mem_rw, n.rw->lkey, kBytes, peer.addr_rw, peer.rkey_rw, i), 0);
     }
-    ExpectNoLeaks(rank);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (!requester) {
+      ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
+      n.rw = nullptr;
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (requester) {
+      ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_WRITE, n.mem_rw, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, kWrites), 0);
+      auto wc = Reap(n, kWrites + 1);
+      ASSERT_EQ(wc.size(), (size_t)kWrites + 1);
+      for (const ibv_wc &c : wc)
+        EXPECT_EQ(c.status, c.wr_id == (uint64_t)kWrites ? IBV_WC_REM_ACCESS_ERR : IBV_WC_SUCCESS) << c.wr_id;
+      EXPECT_EQ(CachedRegions(n), 0u);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (!requester) {
+      for (size_t i = 0; i < kBytes; i += 4096) ASSERT_EQ(((const char *)n.mem_rw)[i], 0x5a) << i;
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
   });
 }
 
@@ -445,41 +437,32 @@ TEST(CeNic, ADroppedRegionOutlivesTheCopiesInFlightOnIt) {
 // the dead region out and unmaps it, so the owner's freed memory is not
 // held until the peer closes.
 TEST(CeNic, ARegionWhoseKeyDiedIsSweptWithoutARequestOnIt) {
-  EXPECT_RANKS_PASS(2, [](int rank, int size) {
-    {
-      World w;
-      ASSERT_TRUE(w.ok());
-      Nic n;
-      Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
-      const Endpoint &peer = all[rank ^ 1];
-      const bool requester = rank == 1;
-      char *src = (char *)n.mem_rw + kBytes / 2;
-      if (requester) {
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-        EXPECT_EQ(CachedRegions(n), 1u);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (!requester) {  // the owner frees its read-write region
-        ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
-        n.rw = nullptr;
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (requester) {
-        const int before = MoriMappings();
-        // A read of the other region: a miss, which sweeps.
-        ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src, n.rw->lkey, 64, peer.addr_ro, peer.rkey_ro, 2), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-        EXPECT_EQ(CachedRegions(n), 1u) << "the dead region is still cached beside the new one";
-        EXPECT_EQ(((const ce_context *)n.ctx)->dead, nullptr) << "the dead region was not unmapped";
-        // One mapping less for the dead region, one more for the new one.
-        EXPECT_EQ(MoriMappings(), before);
-        for (int i = 0; i < 64; i++) ASSERT_EQ(src[i], (char)((rank ^ 1) * 31 + i)) << i;
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
+    const bool requester = rank == 1;
+    char *src = (char *)n.mem_rw + kBytes / 2;
+    if (requester) {
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+      EXPECT_EQ(CachedRegions(n), 1u);
     }
-    ExpectNoLeaks(rank);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (!requester) {  // the owner frees its read-write region
+      ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
+      n.rw = nullptr;
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (requester) {
+      const int before = MoriMappings();
+      // A read of the other region: a miss, which sweeps.
+      ASSERT_EQ(Post(n, 1, IBV_WR_RDMA_READ, src, n.rw->lkey, 64, peer.addr_ro, peer.rkey_ro, 2), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+      EXPECT_EQ(CachedRegions(n), 1u) << "the dead region is still cached beside the new one";
+      EXPECT_EQ(((const ce_context *)n.ctx)->dead, nullptr) << "the dead region was not unmapped";
+      // One mapping less for the dead region, one more for the new one.
+      EXPECT_EQ(MoriMappings(), before);
+      for (int i = 0; i < 64; i++) ASSERT_EQ(src[i], (char)((rank ^ 1) * 31 + i)) << i;
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
   });
 }
 
@@ -487,43 +470,34 @@ TEST(CeNic, ARegionWhoseKeyDiedIsSweptWithoutARequestOnIt) {
 // that leaves): the keys the peer cached die with the context, as a closed
 // NIC context's do, and the peer's next request is refused.
 TEST(CeNic, AClosedContextsKeysDieWithIt) {
-  EXPECT_RANKS_PASS(2, [](int rank, int size) {
-    {
-      World w;
-      ASSERT_TRUE(w.ok());
-      Nic n;
-      Endpoint all[2];
-      ASSERT_NO_FATAL_FAILURE(OpenAndConnect(n, w, rank, all));
-      const Endpoint &peer = all[rank ^ 1];
-      const bool requester = rank == 1;
-      char *src = (char *)n.mem_rw + kBytes / 2;
-      if (requester) {
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (!requester) {  // closes with both regions registered (no dereg_mr)
-        for (ibv_qp *&q : n.qp) {
-          (n.v->ibv_destroy_qp)(q);
-          q = nullptr;
-        }
-        n.rw = n.ro = nullptr;
-        (n.v->ibv_destroy_cq)(n.cq);
-        n.cq = nullptr;
-        (n.v->ibv_dealloc_pd)(n.pd);
-        n.pd = nullptr;
-        ASSERT_EQ((n.v->ibv_close_device)(n.ctx), 0);
-        n.ctx = nullptr;
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-      if (requester) {
-        ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 2), 0);
-        EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR) << "a closed context's key still works";
-        EXPECT_EQ(CachedRegions(n), 0u);
-      }
-      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
+    const bool requester = rank == 1;
+    char *src = (char *)n.mem_rw + kBytes / 2;
+    if (requester) {
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
     }
-    ExpectNoLeaks(rank);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (!requester) {  // closes with both regions registered (no dereg_mr)
+      for (ibv_qp *&q : n.qp) {
+        (n.v->ibv_destroy_qp)(q);
+        q = nullptr;
+      }
+      n.rw = n.ro = nullptr;
+      (n.v->ibv_destroy_cq)(n.cq);
+      n.cq = nullptr;
+      (n.v->ibv_dealloc_pd)(n.pd);
+      n.pd = nullptr;
+      ASSERT_EQ((n.v->ibv_close_device)(n.ctx), 0);
+      n.ctx = nullptr;
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (requester) {
+      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 2), 0);
+      EXPECT_EQ(StatusOf(n), IBV_WC_REM_ACCESS_ERR) << "a closed context's key still works";
+      EXPECT_EQ(CachedRegions(n), 0u);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
   });
 }
 
