@@ -432,6 +432,17 @@ TEST(CeNic, ADroppedRegionOutlivesTheCopiesInFlightOnIt) {
   });
 }
 
+// The requester writes 64 bytes of src into the owner's read-write region,
+// so that its context caches the region; both ranks meet after.
+void CacheThePeersRegion(World &w, Nic &n, const Endpoint &peer, bool requester, char *src) {
+  if (requester) {
+    ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
+    EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
+    EXPECT_EQ(CachedRegions(n), 1u);
+  }
+  MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+}
+
 // The owner deregisters a region the peer had cached and the peer never
 // posts on that key again (a freed segment): the peer's next miss sweeps
 // the dead region out and unmaps it, so the owner's freed memory is not
@@ -440,12 +451,7 @@ TEST(CeNic, ARegionWhoseKeyDiedIsSweptWithoutARequestOnIt) {
   OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
     const bool requester = rank == 1;
     char *src = (char *)n.mem_rw + kBytes / 2;
-    if (requester) {
-      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
-      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-      EXPECT_EQ(CachedRegions(n), 1u);
-    }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    ASSERT_NO_FATAL_FAILURE(CacheThePeersRegion(w, n, peer, requester, src));
     if (!requester) {  // the owner frees its read-write region
       ASSERT_EQ((n.v->ibv_dereg_mr)(n.rw), 0);
       n.rw = nullptr;
@@ -473,11 +479,7 @@ TEST(CeNic, AClosedContextsKeysDieWithIt) {
   OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
     const bool requester = rank == 1;
     char *src = (char *)n.mem_rw + kBytes / 2;
-    if (requester) {
-      ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 1), 0);
-      EXPECT_EQ(StatusOf(n), IBV_WC_SUCCESS);
-    }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    ASSERT_NO_FATAL_FAILURE(CacheThePeersRegion(w, n, peer, requester, src));
     if (!requester) {  // closes with both regions registered (no dereg_mr)
       for (ibv_qp *&q : n.qp) {
         (n.v->ibv_destroy_qp)(q);
