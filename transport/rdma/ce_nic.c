@@ -114,7 +114,11 @@ static struct ibv_context *open_device(struct ibv_device *dev) {
   c->next_qpn = 0x100 + (uint32_t)(next_random(c) & 0xffff);
   c->first_generation = (uint32_t)next_random(c);
   uint32_t machine = ce_machine_hash(), pid = (uint32_t)getpid();
-  uint32_t serial = __atomic_add_fetch(&context_serial, 1, __ATOMIC_RELAXED);
+  /* The low half counts this process's contexts; the high half is random,
+   * so a later process that gets the same pid does not get the same GID
+   * (a peer still holding the dead one's key table would refuse its keys). */
+  uint32_t serial = (__atomic_add_fetch(&context_serial, 1, __ATOMIC_RELAXED) & 0xffffu) |
+                    (uint32_t)(next_random(c) & 0xffff0000u);
   memcpy(c->gid, GID_TAG, 4);
   memcpy(c->gid + 4, &machine, 4);
   memcpy(c->gid + 8, &pid, 4);
