@@ -73,13 +73,12 @@ static int close_device(struct ibv_context *ctx) {
   ce_key_revoke_all(c);
   pthread_mutex_unlock(&c->mr_lock);
   ce_keys_stop(c);
-  ce_forget_remotes(c); /* waits for the engines where they used a region */
+  for (int e = 0; e < CE_ENGINES; e++)
+    if (c->engine[e]) mori_platform_queue_wait(c->engine[e]);
+  ce_forget_remotes(c); /* the engines are idle */
   ce_owners_forget(c);
   for (int e = 0; e < CE_ENGINES; e++)
-    if (c->engine[e]) {
-      mori_platform_queue_wait(c->engine[e]);
-      mori_platform_queue_destroy(c->engine[e]);
-    }
+    if (c->engine[e]) mori_platform_queue_destroy(c->engine[e]);
   while (c->mrs) {
     struct ce_mr *m = c->mrs;
     c->mrs = m->next;
@@ -414,9 +413,9 @@ static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_
   void *local = (void *)(uintptr_t)sge->addr;
   mori_platform_queue_t *engine = c->engine[q->engine];
   if (inline_data && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && (uintptr_t)remote % 8) return IBV_WC_REM_INV_REQ_ERR;
-  /* The owner may have deregistered the key since ce_find_remote looked:
-   * the last check, as close to the copy as it can be (what can still race
-   * with it: ce_nic_key_table.c). */
+  /* The owner may have deregistered the key since this region was cached
+   * (or while its answer was on the way): the one check, as close to the
+   * copy as it can be (what can still race with it: ce_nic_key_table.c). */
   if (!ce_remote_live(c, r)) return IBV_WC_REM_ACCESS_ERR;
   int rc;
   if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {

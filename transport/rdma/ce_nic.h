@@ -143,17 +143,19 @@ struct ce_context {
 
 /* ce_nic_keys.c. The service answers "which memory is rkey K" for this
  * context's registrations and hands out the key table; ce_find_remote asks
- * a peer's and maps the answer, cached, and checks the owner's key table on
- * every call (a dead key: the cached region is dropped, unmapped once the
- * engines are done with it, and the answer is IBV_WC_REM_ACCESS_ERR; a miss
- * also sweeps out regions whose keys died unnoticed). Callers hold c->lock for
+ * a peer's and maps the answer, cached (a miss also sweeps out regions
+ * whose keys died unnoticed); the caller checks the owner's key table with
+ * ce_remote_live right before each copy (a dead key: the cached region is
+ * dropped, unmapped once the engines are done with it, and the request
+ * gets IBV_WC_REM_ACCESS_ERR). Callers hold c->lock for
  * ce_find_remote; the service takes only mr_lock, never c->lock, so two
  * processes asking each other at once cannot deadlock. */
 int ce_keys_start(struct ce_context *c);
 void ce_keys_stop(struct ce_context *c);
-/* The region `rkey` of the context whose GID is `owner`, or NULL with
- * *status saying why (IBV_WC_REM_ACCESS_ERR: no such key there, or no
- * longer; IBV_WC_RETRY_EXC_ERR: the owner cannot be reached). */
+/* The region `rkey` of the context whose GID is `owner` (its key not yet
+ * checked: ce_remote_live), or NULL with *status saying why
+ * (IBV_WC_REM_ACCESS_ERR: no such key there, or its table has it dead;
+ * IBV_WC_RETRY_EXC_ERR: the owner cannot be reached). */
 struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], uint32_t rkey,
                                  enum ibv_wc_status *status);
 /* Whether r's key still lives in its owner's table; when it does not, r is
@@ -161,8 +163,8 @@ struct ce_remote *ce_find_remote(struct ce_context *c, const uint8_t owner[16], 
  * and must not be used. The check to make right before a copy on r is
  * queued. Caller holds c->lock. */
 bool ce_remote_live(struct ce_context *c, struct ce_remote *r);
-/* Every cached region, live or dead, unmapped after the engines finish
- * (closing the context). */
+/* Every cached region, live or dead, unmapped (closing the context, its
+ * engines idle). */
 void ce_forget_remotes(struct ce_context *c);
 /* Unmaps the dead regions no engine uses any more (`finished`: each
  * engine's count of finished operations, or NULL to ask the engines). */
