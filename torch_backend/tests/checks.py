@@ -7,6 +7,7 @@ A job may have more ranks than GPUs (two ranks sharing one GPU, each with
 its own context): NCCL refuses that, so such a job runs over gloo and the
 references move raw bytes through host memory (SHARED_GPU says which)."""
 import datetime
+import math
 import os
 import traceback
 
@@ -69,10 +70,7 @@ def _rows_as_bytes(x):
     """x as a CPU uint8 tensor of shape (rows, bytes per row): splits along
     dim 0 keep their meaning."""
     rows = x.shape[0] if x.dim() else 1
-    per_row = 1
-    for d in x.shape[1:]:
-        per_row *= d
-    return x.detach().contiguous().reshape(rows, per_row).view(torch.uint8).cpu()
+    return x.detach().contiguous().reshape(rows, math.prod(x.shape[1:])).view(torch.uint8).cpu()
 
 
 def _from_bytes(b, like):
@@ -132,6 +130,16 @@ def a2a_int_pattern(chunk, mul, device):
     collective (with shared GPUs, and inside CUDA-graph capture)."""
     mine = torch.arange(rank * chunk, (rank + 1) * chunk, dtype=torch.int32, device=device).mul_(mul)
     return torch.cat([mine + src * 1000003 for src in range(world)])
+
+
+def ref_int_a2a(ref, inp, pattern, k):
+    """ref = the all-to-all of inp, which every rank made as
+    a2a_int_pattern's input plus k: NCCL's with a GPU per rank; with shared
+    GPUs pattern + k, computed here (no host synchronisation)."""
+    if SHARED_GPU:
+        torch.add(pattern, k, out=ref)
+    else:
+        dist.all_to_all_single(ref, inp)
 
 
 def check(name):

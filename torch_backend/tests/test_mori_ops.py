@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(__file__))
 from checks import (SHARED_GPU, a2a_int_pattern, check, needs_ranks, rank, ref_all_gather,  # noqa: E402
-                    ref_all_reduce, ref_all_to_all_single, setup_job, summary, world)
+                    ref_all_reduce, ref_all_to_all_single, ref_int_a2a, setup_job, summary, world)
 
 dev = setup_job()
 group = dist.group.WORLD
@@ -48,16 +48,13 @@ def a2a_vs_nccl(chunk_bytes, iters, symmetric=False):
     else:
         out = torch.empty_like(inp)
     ref = torch.empty_like(inp)
-    pattern = a2a_int_pattern(n // world, 1103515245, dev) if SHARED_GPU else None
+    pattern = a2a_int_pattern(n // world, 1103515245, dev)
     bad = torch.zeros((), dtype=torch.int64, device=dev)
     for it in range(iters):
         fresh_ints(inp, it)
         maybe_delay()
         mori.ops.all_to_all(inp, out, group)
-        if SHARED_GPU:  # what NCCL would deliver, computed here from the peers' inputs
-            torch.add(pattern, it * 40503, out=ref)
-        else:
-            dist.all_to_all_single(ref, inp)
+        ref_int_a2a(ref, inp, pattern, it * 40503)
         bad += (out != ref).sum()
     return int(bad.item())
 

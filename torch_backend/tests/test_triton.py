@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(__file__))
-from checks import SHARED_GPU, a2a_int_pattern, check, rank, setup_job, summary, world  # noqa: E402
+from checks import SHARED_GPU, a2a_int_pattern, check, rank, ref_int_a2a, setup_job, summary, world  # noqa: E402
 
 dev = setup_job()
 group = dist.group.WORLD
@@ -129,7 +129,7 @@ def a2a_vs_nccl(a2a, chunk_elems, iters, delays=True):
     out = symm_mem.empty(n, dtype=torch.int32, device=dev)
     m = address_map(out, group)
     ref = torch.empty_like(inp)
-    pattern = a2a_int_pattern(chunk_elems, 1103515245, dev) if SHARED_GPU else None
+    pattern = a2a_int_pattern(chunk_elems, 1103515245, dev)
     bad = torch.zeros((), dtype=torch.int64, device=dev)
     for it in range(iters):
         torch.arange(n, out=inp)
@@ -137,10 +137,7 @@ def a2a_vs_nccl(a2a, chunk_elems, iters, delays=True):
         if delays and rank == 0 and rng.random() < 0.125:
             torch.cuda._sleep(rng.randrange(1, 20000))
         a2a(inp, out, m)
-        if SHARED_GPU:  # what NCCL would deliver, computed here from the peers' inputs
-            torch.add(pattern, it * 40503, out=ref)
-        else:
-            dist.all_to_all_single(ref, inp)
+        ref_int_a2a(ref, inp, pattern, it * 40503)
         bad += (out != ref).sum()
     a2a.check()
     return int(bad.item())
