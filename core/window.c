@@ -11,8 +11,9 @@
  *      (heap_segments.c) and each rank's address follows from its placement;
  *   3. the signal pad and the device barrier's area come from the comm's
  *      signal arenas (one collective step for both);
- *   4. the tables are copied to the device; every rank agrees that every
- *      rank succeeded.
+ *   4. the tables are copied to the device (a heap window's copy is
+ *      awaited when a device address of them is first handed out); every
+ *      rank agrees that every rank succeeded.
  * Destroy is local: the segment goes (transports deregister, device sync,
  * unmap, release imports, free VA), then the tables, the arena slots and
  * the window's reference to the allocation. A heap window waits for
@@ -35,7 +36,9 @@ static mori_window_t *live_windows;
 
 
 /* Heap windows: both tables in one carve of the heap, written on mori's own
- * stream (no other stream is waited for); the control block from the pool. */
+ * stream without waiting (no other stream is waited for, and this one only
+ * when a device address of the tables is first handed out: window_view.c);
+ * the control block from the pool. */
 static int publish_heap_tables(mori_window_t *w, mori_heap_t *h) {
   mori_comm_t *c = w->comm;
   size_t table = sizeof(void *) * (size_t)c->size;
@@ -50,7 +53,7 @@ static int publish_heap_tables(mori_window_t *w, mori_heap_t *h) {
   if (!rc) {
     memcpy(both, w->ptrs, table);
     memcpy((char *)both + table, w->pads, table);
-    rc = mori_platform_upload(c->device, w->tables.ptr, both, 2 * table);
+    rc = mori_platform_upload_async(c->device, w->tables.ptr, both, 2 * table, &w->tables_upload);
     free(both);
     w->ptrs_dev = (void **)w->tables.ptr;
     if (w->pad_slot.bytes) w->pads_dev = (void **)((char *)w->tables.ptr + table);

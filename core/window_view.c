@@ -3,7 +3,9 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/base/log.h"
 #include "core/internal/window.h"
+#include "core/platform/platform.h"
 
 mori_comm_t *mori_window_comm(const mori_window_t *w) { return w->comm; }
 void *mori_window_local_ptr(const mori_window_t *w) { return w->alloc->local.base; }
@@ -15,18 +17,37 @@ void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
   return w->ptrs[peer];
 }
 
+/* Every getter that hands out a device address of the tables waits for
+ * their copy first (a heap window queues it without waiting): a kernel
+ * launched afterwards on any stream reads them complete. Once the copy has
+ * landed this is one atomic load. A failed wait means the device context
+ * is broken; the kernels that follow report it. */
+static void await_tables(const mori_window_t *w) {
+  if (mori_platform_upload_wait(w->comm->device, w->tables_upload))
+    MORI_WARN("window %p: waiting for its device tables: %s", (const void *)w, mori_last_error());
+}
+
 void *const *mori_window_ptrs(const mori_window_t *w) { return w->ptrs; }
-void *const *mori_window_ptrs_dev(const mori_window_t *w) { return w->ptrs_dev; }
+void *const *mori_window_ptrs_dev(const mori_window_t *w) {
+  await_tables(w);
+  return w->ptrs_dev;
+}
 size_t mori_window_signal_pad_size(const mori_window_t *w) { return w->pad_slot.bytes; }
 void *const *mori_window_signal_pads(const mori_window_t *w) { return w->pad_slot.bytes ? w->pads : NULL; }
-void *const *mori_window_signal_pads_dev(const mori_window_t *w) { return w->pad_slot.bytes ? w->pads_dev : NULL; }
+void *const *mori_window_signal_pads_dev(const mori_window_t *w) {
+  await_tables(w);
+  return w->pad_slot.bytes ? w->pads_dev : NULL;
+}
 
 mori_segment_t *mori_window_segment(const mori_window_t *w, size_t *offset) {
   if (offset) *offset = w->segment_offset; /* 0 for a segment of its own; the carve's place in a heap chunk */
   return w->view_segment;
 }
 
-mori_window_dev_t mori_window_device_view(const mori_window_t *w) { return w->view; }
+mori_window_dev_t mori_window_device_view(const mori_window_t *w) {
+  await_tables(w);
+  return w->view;
+}
 
 /* The comm's ranks, and what each transport that registered `seg` adds
  * (keys, the proxy ring). */

@@ -31,7 +31,14 @@ void WindowState::FinishTimedOp(void *stream, const char *what) {
 }
 
 MoriSymmetricMemory::MoriSymmetricMemory(std::shared_ptr<WindowState> state, size_t offset)
-    : state_(std::move(state)), offset_(offset), view_(mori_window_device_view(state_->win())) {}
+    : state_(std::move(state)), offset_(offset) {
+  mori_comm_t *comm = mori_window_comm(state_->win());
+  int lsa_base = 0, lsa_size = 0, lsa_rank = 0;
+  mori_comm_lsa(comm, &lsa_base, &lsa_size, &lsa_rank);
+  rank_ = mori_comm_rank(comm);
+  world_size_ = mori_comm_size(comm);
+  lsa_is_world_ = lsa_size == world_size_;
+}
 
 std::vector<void *> MoriSymmetricMemory::get_buffer_ptrs() {
   void *const *p = mori_window_ptrs(state_->win());
@@ -60,10 +67,10 @@ void **MoriSymmetricMemory::get_signal_pad_ptrs_dev() {
 }
 
 size_t MoriSymmetricMemory::get_buffer_size() { return mori_window_size(state_->win()); }
-int MoriSymmetricMemory::get_rank() { return view_.world_rank; }
-int MoriSymmetricMemory::get_world_size() { return view_.world_size; }
+int MoriSymmetricMemory::get_rank() { return rank_; }
+int MoriSymmetricMemory::get_world_size() { return world_size_; }
 c10::Device MoriSymmetricMemory::get_device() { return GpuDevice(state_->device()); }
-bool MoriSymmetricMemory::world_within_direct_access() { return view_.lsa_size == view_.world_size; }
+bool MoriSymmetricMemory::world_within_direct_access() { return lsa_is_world_; }
 
 namespace {
 uint64_t TimeoutNs(size_t timeout_ms) { return (uint64_t)timeout_ms * 1000000ull; }

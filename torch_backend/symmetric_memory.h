@@ -65,7 +65,10 @@ class MoriSymmetricMemory : public c10d::symmetric_memory::SymmetricMemory {
 
   std::shared_ptr<WindowState> state_;
   size_t offset_;
-  mori_window_dev_t view_;
+  // From the comm, not the device view: asking for the view would wait for
+  // the window's device tables, which only the device-pointer getters need.
+  int rank_, world_size_;
+  bool lsa_is_world_;
 };
 
 // Set by the exit hook: from then on nothing touches the GPU runtime.

@@ -16,6 +16,7 @@ static const char *const names[MORI_PROF_COUNT] = {
     [MORI_PROF_TRANSPORT_REGISTER] = "transport_register",
     [MORI_PROF_COLLECTIVE_STEP] = "collective_step",
     [MORI_PROF_TABLE_UPLOAD] = "table_upload",
+    [MORI_PROF_TABLE_WAIT] = "table_wait",
     [MORI_PROF_DEVICE_WAIT] = "device_wait",
 };
 

@@ -18,6 +18,7 @@ typedef enum mori_profile_kind {
   MORI_PROF_TRANSPORT_REGISTER, /* a segment registered with the transports (p2p maps the peers here) */
   MORI_PROF_COLLECTIVE_STEP, /* an allgather / agreement among the ranks, waiting included */
   MORI_PROF_TABLE_UPLOAD,    /* pointer tables written to the device (stream-ordered) */
+  MORI_PROF_TABLE_WAIT,      /* waiting for a window's tables to land, at first device use */
   MORI_PROF_DEVICE_WAIT,     /* a device synchronisation (reclaiming freed heap memory, teardown) */
   MORI_PROF_COUNT
 } mori_profile_kind_t;

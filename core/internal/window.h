@@ -20,6 +20,7 @@ struct mori_window {
   mori_heap_block_t tables;  /* heap windows: both device tables in one carve */
   bool pooled_control;       /* heap windows: the control block came from the pool */
   void **ptrs, **ptrs_dev;   /* per world rank: host and device tables */
+  uint64_t tables_upload;    /* heap windows: the copy of the device tables, awaited at first device use */
   void **pads, **pads_dev;
   mori_arena_slot_t pad_slot;     /* the signal pad (bytes == 0: none) */
   mori_arena_slot_t barrier_slot; /* the device barrier's area */

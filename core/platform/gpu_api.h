@@ -27,6 +27,8 @@ typedef CUcontext gpu_saved_t; /* the caller's context, put back on leave */
 typedef CUstream gpu_stream_t;
 typedef CUmodule gpu_module_t;
 typedef CUipcMemHandle gpu_ipc_handle_t;
+typedef CUstreamCaptureMode gpu_capture_mode_t;
+#define GPU_CAPTURE_MODE_RELAXED CU_STREAM_CAPTURE_MODE_RELAXED
 #define GPU_IPC_LAZY_PEER_ACCESS CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 
 #define GPU_OK CUDA_SUCCESS
@@ -82,6 +84,7 @@ typedef CUipcMemHandle gpu_ipc_handle_t;
   X(ipcGetMemHandle, cuIpcGetMemHandle)                        \
   X(ipcOpenMemHandle, cuIpcOpenMemHandle)                      \
   X(ipcCloseMemHandle, cuIpcCloseMemHandle)                    \
+  X(threadExchangeCaptureMode, cuThreadExchangeStreamCaptureMode) \
   CUDA_ONLY_FUNCS(X)
 
 /* What only cuda.c calls: contexts, device handles, streams, memops. */
@@ -126,6 +129,8 @@ typedef int gpu_saved_t; /* the caller's device, put back on leave */
 typedef hipStream_t gpu_stream_t;
 typedef hipModule_t gpu_module_t;
 typedef hipIpcMemHandle_t gpu_ipc_handle_t;
+typedef hipStreamCaptureMode gpu_capture_mode_t;
+#define GPU_CAPTURE_MODE_RELAXED hipStreamCaptureModeRelaxed
 #define GPU_IPC_LAZY_PEER_ACCESS hipIpcMemLazyEnablePeerAccess
 
 #define GPU_OK hipSuccess
@@ -179,6 +184,7 @@ typedef hipIpcMemHandle_t gpu_ipc_handle_t;
   X(ipcGetMemHandle, hipIpcGetMemHandle)                        \
   X(ipcOpenMemHandle, hipIpcOpenMemHandle)                      \
   X(ipcCloseMemHandle, hipIpcCloseMemHandle)                    \
+  X(threadExchangeCaptureMode, hipThreadExchangeStreamCaptureMode) \
   HIP_ONLY_FUNCS(X)
 
 /* What only hip.c calls. */

@@ -258,15 +258,47 @@ static int synchronize(int device) {
 
 bool mori_platform_device_is_async(void) { return true; }
 
-/* Uploads: a non-blocking stream per device, waited for alone. */
+/* Uploads: a non-blocking stream per device, waited for alone. Copies are
+ * numbered in the order they were queued; `landed` is the highest number
+ * known complete, so a wait for a copy that has landed costs one atomic
+ * load and no call into the driver. */
 static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;
 static gpu_stream_t upload_streams[MORI_MAX_DEVICES];
+static uint64_t uploads_queued[MORI_MAX_DEVICES];
+static uint64_t uploads_landed[MORI_MAX_DEVICES]; /* atomic: read without the lock */
 
-static int upload(int device, void *dst, const void *src, size_t size) {
+static int upload_stream(int device, gpu_stream_t **out) {
   gpu_stream_t *st = &upload_streams[device];
   if (!*st) GPU_TRY(GPU_STREAM_CREATE_NONBLOCKING(st), "creating the upload stream of device %d", device);
+  *out = st;
+  return 0;
+}
+
+/* Waits for everything queued on the upload stream; the lock is held.
+ * The caller may be capturing a graph on another stream (a kernel taking a
+ * window's device view inside torch.cuda.graph): the capture's default
+ * "global" mode forbids synchronising any stream from this thread, so the
+ * thread is relaxed for this one call. The upload stream is never part of
+ * a capture, and waiting for it changes nothing the graph records. */
+static int drain(int device) {
+  uint64_t upto = uploads_queued[device];
+  gpu_capture_mode_t mode = GPU_CAPTURE_MODE_RELAXED;
+  GPU_TRY(gpu.threadExchangeCaptureMode(&mode), "relaxing this thread's capture mode");
+  gpu_status_t synced = gpu.streamSynchronize(upload_streams[device]);
+  (void)gpu.threadExchangeCaptureMode(&mode); /* the caller's mode back */
+  GPU_TRY(synced, "waiting for device %d's uploads", device);
+  __atomic_store_n(&uploads_landed[device], upto, __ATOMIC_RELEASE);
+  return 0;
+}
+
+/* The source is pageable host memory: the driver stages it before the call
+ * returns, so the caller may free it at once. */
+static int upload_async(int device, void *dst, const void *src, size_t size, uint64_t *ticket) {
+  gpu_stream_t *st;
+  int rc = upload_stream(device, &st);
+  if (rc) return rc;
   GPU_TRY(GPU_UPLOAD_ASYNC(dst, src, size, *st), "uploading %zu bytes to %p", size, dst);
-  GPU_TRY(gpu.streamSynchronize(*st), "waiting for an upload of %zu bytes", size);
+  *ticket = ++uploads_queued[device];
   return 0;
 }
 
@@ -274,30 +306,51 @@ static int upload(int device, void *dst, const void *src, size_t size) {
  * application runs meanwhile on its own streams is not waited for (a
  * synchronous memset, or a context synchronisation, would). */
 static int memset_zero(int device, void *ptr, size_t size) {
-  gpu_stream_t *st = &upload_streams[device];
-  if (!*st) GPU_TRY(GPU_STREAM_CREATE_NONBLOCKING(st), "creating the upload stream of device %d", device);
+  gpu_stream_t *st;
+  int rc = upload_stream(device, &st);
+  if (rc) return rc;
   GPU_TRY(gpu.memsetD8Async(VA(ptr), 0, size, *st), "zeroing %zu bytes at %p", size, ptr);
-  GPU_TRY(gpu.streamSynchronize(*st), "waiting for the zeroing of %zu bytes", size);
-  return 0;
+  return drain(device);
+}
+
+static int check_device(int device, const char *what) {
+  if (device >= 0 && device < MORI_MAX_DEVICES) return 0;
+  return mori_error_set(MORI_EINVAL, "%s: %s on device %d", mori_platform_name(), what, device);
 }
 
 int mori_platform_memset_zero(int device, void *ptr, size_t size) {
-  if (device < 0 || device >= MORI_MAX_DEVICES)
-    return mori_error_set(MORI_EINVAL, "%s: zeroing on device %d", mori_platform_name(), device);
+  int rc = check_device(device, "zeroing");
+  if (rc) return rc;
   pthread_mutex_lock(&upload_lock);
-  int rc = GPU_ON_DEVICE(device, memset_zero(device, ptr, size));
+  rc = GPU_ON_DEVICE(device, memset_zero(device, ptr, size));
   pthread_mutex_unlock(&upload_lock);
   return rc;
 }
 
-int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
-  if (device < 0 || device >= MORI_MAX_DEVICES)
-    return mori_error_set(MORI_EINVAL, "%s: upload to device %d", mori_platform_name(), device);
+int mori_platform_upload_async(int device, void *dst, const void *src, size_t size, uint64_t *ticket) {
+  int rc = check_device(device, "upload");
+  if (rc) return rc;
   uint64_t t = mori_profile_now();
   pthread_mutex_lock(&upload_lock);
-  int rc = GPU_ON_DEVICE(device, upload(device, dst, src, size));
+  rc = GPU_ON_DEVICE(device, upload_async(device, dst, src, size, ticket));
   pthread_mutex_unlock(&upload_lock);
   return mori_profile_done(MORI_PROF_TABLE_UPLOAD, t, rc);
+}
+
+int mori_platform_upload_wait(int device, uint64_t ticket) {
+  int rc = check_device(device, "waiting for an upload");
+  if (rc || ticket <= __atomic_load_n(&uploads_landed[device], __ATOMIC_ACQUIRE)) return rc;
+  uint64_t t = mori_profile_now();
+  pthread_mutex_lock(&upload_lock);
+  if (ticket > uploads_landed[device]) rc = GPU_ON_DEVICE(device, drain(device));
+  pthread_mutex_unlock(&upload_lock);
+  return mori_profile_done(MORI_PROF_TABLE_WAIT, t, rc);
+}
+
+int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
+  uint64_t ticket = 0;
+  int rc = mori_platform_upload_async(device, dst, src, size, &ticket);
+  return rc ? rc : mori_platform_upload_wait(device, ticket);
 }
 
 int mori_platform_synchronize(int device) {

@@ -97,8 +97,16 @@ int mori_platform_synchronize(int device);
 bool mori_platform_device_is_async(void);
 /* Copies host bytes into device memory on a stream of mori's own and waits
  * for that copy alone: work queued on other streams is neither waited for
- * nor delayed (pointer tables of heap windows are written this way). */
+ * nor delayed. */
 int mori_platform_upload(int device, void *dst, const void *src, size_t size);
+/* The same copy without the wait (pointer tables of heap windows are
+ * written this way, and waited for when a device address of them is first
+ * handed out): `src` may be reused on return; `*ticket` names the copy for
+ * mori_platform_upload_wait. The host platform copies at once (ticket 0). */
+int mori_platform_upload_async(int device, void *dst, const void *src, size_t size, uint64_t *ticket);
+/* Returns once upload `ticket` of `device` (and every earlier one) has
+ * landed; at once when it already has. */
+int mori_platform_upload_wait(int device, uint64_t ticket);
 int mori_platform_can_access_peer(int device, int peer_device, bool *yes);
 
 /* Device-visible memory for small tables (pointer tables, descriptors). */
