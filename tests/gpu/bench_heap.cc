@@ -7,12 +7,15 @@
 //   carve              mori_mem_alloc + mori_mem_free of heap memory, local
 //   alloc_window       mori_mem_alloc + mori_window_create (the node-local
 //                      exchange included), first call and steady state;
-//                      destroy + free untimed
+//                      destroy + free untimed. The window's device tables
+//                      are copied without waiting; "with_view_us" adds the
+//                      first mori_window_device_view, which waits for them
+//                      (what a caller pays before its first kernel)
 //   growth             an allocation that maps a new vmm chunk, local
 //   growth_window      an allocation that maps a new vmm chunk and its
 //                      window (every peer maps the chunk): the slowest
 //                      rank's time, and where rank 0's went (mori/profile.h)
-//   no_device_stall    alloc + window + destroy + free while a kernel spins
+//   no_device_stall    alloc + window + device view + destroy + free while a kernel spins
 //                      on the default stream: whether the kernel was still
 //                      running when the calls returned
 #include <algorithm>
@@ -66,7 +69,7 @@ bool Fail(const char *what) {
 // alloc + window_create, timed on every rank between two barriers; rank 0
 // reports the slowest rank's time per repetition.
 bool AllocWindow(mori_test::World &w, size_t bytes, int reps, int rank, int size, const char *mode) {
-  std::vector<double> times;
+  std::vector<double> times, with_view;
   double first = 0;
   std::string where;
   for (int i = 0; i < reps; i++) {
@@ -77,25 +80,35 @@ bool AllocWindow(mori_test::World &w, size_t bytes, int reps, int rank, int size
     mori_window_t *win = nullptr;
     if (mori_mem_alloc(bytes, nullptr, &p)) return Fail("alloc");
     if (mori_window_create(w.comm, p, &win)) return Fail("window_create");
-    double us = Us(t0, Clock::now());
+    auto t1 = Clock::now();
+    mori_window_dev_t view = mori_window_device_view(win);
+    double us[2] = {Us(t0, t1), Us(t0, Clock::now())};
+    if (!view.ptrs) return Fail("device view");
     if (i == reps - 1) where = Breakdown();
-    std::vector<double> all(size);
-    mori_bootstrap_allgather(w.bootstrap, &us, all.data(), sizeof(double));
-    double slowest = *std::max_element(all.begin(), all.end());
+    std::vector<double> all(2 * size);
+    mori_bootstrap_allgather(w.bootstrap, us, all.data(), sizeof(us));
+    double slowest = 0, slowest_with_view = 0;
+    for (int r = 0; r < size; r++) {
+      slowest = std::max(slowest, all[2 * r]);
+      slowest_with_view = std::max(slowest_with_view, all[2 * r + 1]);
+    }
     if (i == 0) first = slowest;
-    else times.push_back(slowest);
+    else {
+      times.push_back(slowest);
+      with_view.push_back(slowest_with_view);
+    }
     mori_window_destroy(win);
     mori_mem_free(p);
   }
-  Stats s = Summarize(times);
+  Stats s = Summarize(times), v = Summarize(with_view);
   mori_heap_stats_t st;
   mori_heap_stats(-1, &st);
   if (rank == 0)
     printf("RESULT {\"what\": \"alloc_window\", \"mode\": \"%s\", \"ranks\": %d, \"bytes\": %zu, \"first_us\": %.1f, "
-           "\"us\": %.1f, \"us_min\": %.1f, \"us_max\": %.1f, \"reps\": %d, \"reclaims\": %llu, \"chunks\": %d, "
-           "\"last_rank0_ms_by_kind\": %s}\n",
-           mode, size, bytes, first, s.median, s.min, s.max, reps - 1, (unsigned long long)st.reclaims, st.chunks,
-           where.c_str());
+           "\"us\": %.1f, \"us_min\": %.1f, \"us_max\": %.1f, \"with_view_us\": %.1f, \"with_view_us_min\": %.1f, "
+           "\"reps\": %d, \"reclaims\": %llu, \"chunks\": %d, \"last_rank0_ms_by_kind\": %s}\n",
+           mode, size, bytes, first, s.median, s.min, s.max, v.median, v.min, reps - 1, (unsigned long long)st.reclaims,
+           st.chunks, where.c_str());
   return true;
 }
 
@@ -222,6 +235,7 @@ int main() {
       void *p = nullptr;
       mori_window_t *win = nullptr;
       if (mori_mem_alloc(4 << 20, nullptr, &p) || mori_window_create(w.comm, p, &win)) return Fail("alloc/window"), 1;
+      if (!mori_window_device_view(win).ptrs) return Fail("device view"), 1; /* waits for the tables' copy alone */
       mori_window_destroy(win);
       mori_mem_free(p);
     }

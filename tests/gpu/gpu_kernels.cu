@@ -26,6 +26,11 @@
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDestroy hipEventDestroy
 #define gpuStreamQuery hipStreamQuery
+#define gpuStream_t hipStream_t
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamDestroy hipStreamDestroy
 #define gpuErrorNotReady hipErrorNotReady
 #else
 #define gpuError_t cudaError_t
@@ -41,6 +46,11 @@
 #define gpuMemcpy cudaMemcpy
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuStreamQuery cudaStreamQuery
+#define gpuStream_t cudaStream_t
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamDestroy cudaStreamDestroy
 #define gpuErrorNotReady cudaErrorNotReady
 #define gpuEvent_t cudaEvent_t
 #define gpuEventCreate cudaEventCreate
@@ -363,6 +373,28 @@ int gpu_spin_running(void) {
   gpuError_t e = gpuStreamQuery(0);
   if (e == gpuErrorNotReady) return 1;
   return e == gpuSuccess ? 0 : -1;
+}
+
+__global__ void read_table_kernel(void *const *table, int n, void **out) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = table[i];
+}
+
+/* On a stream of its own that waits for nobody: nothing orders the kernel
+ * after mori's uploads but the getter that handed out `table_dev`. */
+int gpu_read_table(void *const *table_dev, int n, void **out) {
+  gpuStream_t st;
+  void **dev_out = 0;
+  GPU_TRY(gpuStreamCreateWithFlags(&st, gpuStreamNonBlocking));
+  int rc = check(gpuMalloc((void **)&dev_out, sizeof(void *) * (size_t)n), "malloc");
+  if (!rc) {
+    read_table_kernel<<<1, 64, 0, st>>>(table_dev, n, dev_out);
+    rc = check(gpuGetLastError(), "read_table_kernel");
+  }
+  if (!rc) rc = check(gpuStreamSynchronize(st), "stream synchronize");
+  if (!rc) rc = check(gpuMemcpy(out, dev_out, sizeof(void *) * (size_t)n, gpuMemcpyDeviceToHost), "copy");
+  (void)gpuFree(dev_out);
+  (void)gpuStreamDestroy(st);
+  return rc;
 }
 
 int gpu_zero(void *p, uint64_t bytes) {

@@ -60,6 +60,9 @@ double gpu_bench_proxy_throughput(mori_window_dev_t view, int peer, uint64_t byt
                                   int *device_rc);
 double gpu_bench_proxy_latency(mori_window_dev_t view, int peer, uint64_t bytes, uint64_t signal_offset, int per_launch,
                                int iters, int *device_rc);
+// A kernel on a fresh non-blocking stream copies the n entries of a device
+// pointer table; returns 0 with them in out[] (host memory).
+int gpu_read_table(void *const *table_dev, int n, void **out);
 // Zeroes device memory and waits (mori memory is not zeroed when allocated).
 int gpu_zero(void *p, uint64_t bytes);
 void *gpu_alloc(uint64_t bytes);

@@ -305,6 +305,55 @@ TEST(GpuWindow, DivergentFreesThenTeardown) {
   });
 }
 
+// A heap window's device tables are copied without waiting; the getters that
+// hand out their device addresses wait. A kernel on a stream that nothing
+// orders after mori's copy must still read them complete, whichever getter
+// came first, with table carves reused across cycles (stale values there).
+TEST(GpuWindow, FreshHeapWindowTablesAreCompleteAtFirstDeviceUse) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.signal_pad_size = 4096;
+    std::vector<void *> got(size);
+    std::vector<std::pair<void *, mori_window_t *>> live;
+    std::mt19937 rng(rank + 17);
+    for (int cycle = 0; cycle < 300; cycle++) {
+      void *p = nullptr;
+      mori_window_t *win = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc((size_t)(1 + cycle % 7) << 16, &attr, &p));
+      MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+      void *const *ptrs_dev = nullptr;
+      switch (cycle % 3) {
+        case 0: ptrs_dev = mori_window_ptrs_dev(win); break;
+        case 1: ptrs_dev = (void *const *)mori_window_device_view(win).ptrs; break;
+        default: {
+          void *const *pads_dev = mori_window_signal_pads_dev(win);
+          ASSERT_EQ(gpu_read_table(pads_dev, size, got.data()), 0) << gpu_last_error();
+          for (int r = 0; r < size; r++) ASSERT_EQ(got[r], mori_window_signal_pads(win)[r]) << "cycle " << cycle << " pad " << r;
+          ptrs_dev = mori_window_ptrs_dev(win);
+        }
+      }
+      ASSERT_EQ(gpu_read_table(ptrs_dev, size, got.data()), 0) << gpu_last_error();
+      for (int r = 0; r < size; r++) ASSERT_EQ(got[r], mori_window_ptrs(win)[r]) << "cycle " << cycle << " rank " << r;
+      live.emplace_back(p, win);
+      // Rank-specific lifetimes: windows die in a different order per rank.
+      while (live.size() > 4 || (!live.empty() && rng() % 3 == 0)) {
+        size_t i = rng() % live.size();
+        MORI_ASSERT_OK(mori_window_destroy(live[i].second));
+        MORI_ASSERT_OK(mori_mem_free(live[i].first));
+        live.erase(live.begin() + (long)i);
+      }
+    }
+    for (auto &[p, win] : live) {
+      MORI_ASSERT_OK(mori_window_destroy(win));
+      MORI_ASSERT_OK(mori_mem_free(p));
+    }
+    EXPECT_EQ(mori_mem_count(), 0);
+  });
+}
 
 TEST(GpuWindow, TwoHundredCyclesStayFlat) {
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
