@@ -354,23 +354,27 @@ def kinds_cell(by_kind, top=4):
 
 def heap_breakdown_section(recs, path, doc_dir, machine=""):
     """Where an allocation's time goes, from bench_heap's per-kind records
-    (mori/profile.h), for a run whose ranks may share a GPU."""
-    ranks = max((r.get("ranks", 1) for r in recs), default=1)
-    out = [f"## Where allocation time goes ({ranks} ranks, `mori/profile.h`)", "",
-           f"From `{os.path.relpath(path, doc_dir)}`: `bench_heap` at {ranks} ranks, vmm mode, with every memory, "
-           "handle, exchange and table call counted and timed per kind on rank 0 (`mori_profile_read`). The "
-           "columns list the largest kinds as `kind ×calls ms`; the rest of a figure is mori's own bookkeeping "
-           "and waiting for the slowest rank.", ""]
+    (mori/profile.h), for runs at one or more ranks (which may share a GPU)."""
+    out = ["## Where allocation time goes (`mori/profile.h`)", "",
+           f"From `{os.path.relpath(path, doc_dir)}`: `bench_heap`, with every memory, handle, exchange and table "
+           "call counted and timed per kind on rank 0 (`mori_profile_read`). The last column lists the largest "
+           "kinds as `kind ×calls ms`; the rest of a figure is mori's own bookkeeping and waiting for the slowest "
+           "rank. A heap window's device tables are copied without waiting; \"+ first device view\" adds the "
+           "first `mori_window_device_view`, which waits for that copy (`table_wait`): what a caller pays before "
+           "its first kernel on the window.", ""]
     if machine:
         out += [f"Machine: {machine}.", ""]
-    out += ["| what | bytes | slowest rank (µs) | rank 0 by kind (ms) |", "|---|---|---|---|"]
+    out += ["| mode | ranks | what | bytes | slowest rank (µs) | + first device view (µs) | rank 0 by kind (ms) |",
+            "|---|---|---|---|---|---|---|"]
     for r in recs:
+        mode, ranks = r.get("mode", ""), r.get("ranks", 1)
         if r.get("what") == "growth_window" and r.get("rank0_ms_by_kind") is not None:
-            out.append(f"| a new chunk mapped by every peer + window | {fmt_size(r['chunk_bytes'])} | "
-                       f"{r['ms'] * 1e3:.1f} | {kinds_cell(r['rank0_ms_by_kind'])} |")
+            out.append(f"| {mode} | {ranks} | a new chunk + window (mapped by every peer) | {fmt_size(r['chunk_bytes'])} | "
+                       f"{r['ms'] * 1e3:.1f} | | {kinds_cell(r['rank0_ms_by_kind'])} |")
         elif r.get("what") == "alloc_window" and r.get("last_rank0_ms_by_kind") is not None:
-            out.append(f"| alloc + window, steady (median) | {fmt_size(r['bytes'])} | {r['us']:.1f} | "
-                       f"{kinds_cell(r['last_rank0_ms_by_kind'])} |")
+            view = f"{r['with_view_us']:.1f}" if "with_view_us" in r else ""
+            out.append(f"| {mode} | {ranks} | alloc + window, steady (median) | {fmt_size(r['bytes'])} | {r['us']:.1f} | "
+                       f"{view} | {kinds_cell(r['last_rank0_ms_by_kind'])} |")
     out.append("")
     return "\n".join(out)
 
