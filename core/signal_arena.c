@@ -83,18 +83,31 @@ static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc) {
   return 0;
 }
 
-/* A run of `need` granules free in the OR of every rank's maps. */
+/* The 64 granules from g (a multiple of 64) as one word. */
+static uint64_t word_at(const uint8_t *map, int g) {
+  uint64_t w;
+  memcpy(&w, map + g / 8, sizeof(w));
+  return w;
+}
+
+/* A run of `need` granules free in the OR of every rank's maps, first fit.
+ * Released runs stay used until a reclaim, so the maps fill from the front
+ * between reclaims: whole words of used granules are skipped at once, or a
+ * comm that makes windows for a long time would pay a scan of every granule
+ * handed out since the last reclaim on every window. */
 static bool find_run(const uint8_t *map, int need, int *start_out) {
-  for (int start = 0, run = 0; start + need <= GRANULES;) {
-    if (is_used(map, start + run)) {
-      start += run + 1;
-      run = 0;
+  int run = 0;
+  for (int g = 0; g < GRANULES;) {
+    if (run == 0 && g % 64 == 0 && word_at(map, g) == UINT64_MAX) {
+      g += 64;
       continue;
     }
-    if (++run == need) {
-      *start_out = start;
+    if (is_used(map, g)) run = 0;
+    else if (++run == need) {
+      *start_out = g - need + 1;
       return true;
     }
+    g++;
   }
   return false;
 }
