@@ -11,6 +11,8 @@
 //                      are copied without waiting; "with_view_us" adds the
 //                      first mori_window_device_view, which waits for them
 //                      (what a caller pays before its first kernel)
+//   alloc_window_churn 20000 alloc + window + destroy + free cycles (rank 0's
+//                      times): a long-running process's cost per window
 //   growth             an allocation that maps a new vmm chunk, local
 //   growth_window      an allocation that maps a new vmm chunk and its
 //                      window (every peer maps the chunk): the slowest
@@ -155,6 +157,34 @@ int main() {
 
   for (size_t bytes : {(size_t)1 << 20, (size_t)64 << 20, (size_t)1 << 30})
     if (!AllocWindow(w, bytes, bytes >= (1u << 30) ? 6 : 50, rank, size, mode)) return 1;
+
+  // A long-running process: many windows made and dropped, so released
+  // signal slots, carves and control blocks pile up between reclaims. The
+  // cost per window must not grow with how many came before.
+  if (st.mode != MORI_HEAP_ISOLATION) {
+    const int cycles = 20000;
+    std::vector<double> times;
+    times.reserve(cycles);
+    for (int i = 0; i < cycles; i++) {
+      void *p = nullptr;
+      mori_window_t *win = nullptr;
+      auto a = Clock::now();
+      if (mori_mem_alloc(1 << 20, nullptr, &p)) return Fail("alloc"), 1;
+      if (mori_window_create(w.comm, p, &win)) return Fail("window_create"), 1;
+      times.push_back(Us(a, Clock::now()));
+      mori_window_destroy(win);
+      mori_mem_free(p);
+    }
+    double last_tenth = 0;
+    for (int i = cycles - cycles / 10; i < cycles; i++) last_tenth += times[i];
+    last_tenth /= cycles / 10;
+    Stats s = Summarize(times);
+    std::sort(times.begin(), times.end());
+    if (rank == 0)
+      printf("RESULT {\"what\": \"alloc_window_churn\", \"mode\": \"%s\", \"ranks\": %d, \"bytes\": %d, \"cycles\": %d, "
+             "\"us\": %.1f, \"us_p99\": %.1f, \"us_max\": %.1f, \"last_tenth_mean_us\": %.1f}\n",
+             mode, size, 1 << 20, cycles, s.median, times[cycles * 99 / 100], s.max, last_tenth);
+  }
 
   // One growth step: an allocation the mapped chunks cannot hold.
   if (st.mode == MORI_HEAP_VMM) {
