@@ -13,10 +13,7 @@
 enum { PAGE_BYTES = 4096, BLOCK_BYTES = 64, BLOCKS_PER_PAGE = PAGE_BYTES / BLOCK_BYTES, RECLAIM_PAGES = 64 };
 MORI_STATIC_ASSERT(sizeof(mori_device_control_t) <= BLOCK_BYTES, "a control block fits its slot");
 
-typedef struct block {
-  char *host, *dev;
-  struct block *next;
-} block_t;
+typedef mori_control_block_t block_t;
 
 typedef struct page {
   char *host, *dev;
@@ -43,7 +40,8 @@ static int add_page(int device, pool_t *p) {
   }
   memset(pg->host, 0, PAGE_BYTES);
   for (int i = 0; i < BLOCKS_PER_PAGE; i++) {
-    pg->blocks[i] = (block_t){pg->host + i * BLOCK_BYTES, pg->dev + i * BLOCK_BYTES, p->free_blocks};
+    pg->blocks[i] = (block_t){(mori_device_control_t *)(pg->host + i * BLOCK_BYTES),
+                              (mori_device_control_t *)(pg->dev + i * BLOCK_BYTES), p->free_blocks};
     p->free_blocks = &pg->blocks[i];
   }
   pg->next = p->pages;
@@ -52,7 +50,7 @@ static int add_page(int device, pool_t *p) {
   return 0;
 }
 
-int mori_control_block_get(int device, mori_device_control_t **host, mori_device_control_t **dev) {
+int mori_control_block_get(int device, mori_control_block_t **out) {
   if (device < 0 || device >= MORI_MAX_DEVICES) return mori_error_set(MORI_EINVAL, "control block: device %d", device);
   pthread_mutex_lock(&pool_lock);
   pool_t *p = &pools[device];
@@ -72,25 +70,18 @@ int mori_control_block_get(int device, mori_device_control_t **host, mori_device
   if (!rc) {
     block_t *b = p->free_blocks;
     p->free_blocks = b->next;
-    *host = (mori_device_control_t *)b->host;
-    *dev = (mori_device_control_t *)b->dev;
+    *out = b;
   }
   pthread_mutex_unlock(&pool_lock);
   return rc;
 }
 
-void mori_control_block_put(int device, mori_device_control_t *host) {
-  if (!host || device < 0 || device >= MORI_MAX_DEVICES) return;
+void mori_control_block_put(int device, mori_control_block_t *b) {
+  if (!b || device < 0 || device >= MORI_MAX_DEVICES) return;
   pthread_mutex_lock(&pool_lock);
   pool_t *p = &pools[device];
-  for (page_t *pg = p->pages; pg; pg = pg->next) {
-    char *h = (char *)host;
-    if (h < pg->host || h >= pg->host + PAGE_BYTES) continue;
-    block_t *b = &pg->blocks[(h - pg->host) / BLOCK_BYTES];
-    b->next = p->pending;
-    p->pending = b;
-    break;
-  }
+  b->next = p->pending;
+  p->pending = b;
   pthread_mutex_unlock(&pool_lock);
 }
 

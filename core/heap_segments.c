@@ -51,6 +51,11 @@ int mori_heap_segments_ensure(mori_comm_t *c, mori_heap_t *heap, int chunks, int
   return 0;
 }
 
+int mori_heap_segments_count(const mori_comm_t *c) {
+  const struct mori_heap_segments *s = c->heap_segments;
+  return s ? s->count : 0;
+}
+
 mori_segment_t *mori_heap_segment(mori_comm_t *c, int k) { return c->heap_segments->segments[k]; }
 
 void mori_heap_segments_destroy_all(mori_comm_t *c) {

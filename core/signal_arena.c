@@ -1,14 +1,19 @@
 /* Signal arenas: each comm keeps 2 MiB segments cut into GRANULE-byte
- * pieces; a slot is a run of granules free on every rank, found from an
- * allgather of the ranks' free maps, so all ranks agree on its offset
- * although they release slots in different orders (and from other threads:
- * the torch backend frees from Python's garbage collector). A released run
+ * pieces; a slot is a run of granules free on every rank, so all ranks
+ * agree on its offset. Ranks hand out slots in the same order, so their
+ * maps mostly match and each rank's own first fit is the same run: that
+ * run, proposed in the window's rendezvous, is taken with no step of its
+ * own. Otherwise the run is found from an allgather of the free maps (the
+ * maps differ when ranks released or reclaimed slots at different times:
+ * they release in different orders, and from other threads, as the torch
+ * backend frees from Python's garbage collector). A released run
  * is "dirty": kernels of the old window may still touch it, so it is zeroed
  * and reused only after a device synchronisation, which happens when no
  * run is free on some rank (all ranks learn it from the same allgather) and
  * the comm already has ARENAS_BEFORE_RECLAIM arenas; before that a new
  * arena is added, which waits for nothing. Releasing never waits for the
  * device. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +40,7 @@ struct arena {
   mori_segment_t *segment;
   uint8_t used[MAP_BYTES];  /* handed out or dirty */
   uint8_t dirty[MAP_BYTES]; /* released, waiting for a device sync and zeroing */
+  int first_free;           /* every granule below it is used: searches start there */
 };
 
 struct mori_signal_arenas {
@@ -90,26 +96,37 @@ static uint64_t word_at(const uint8_t *map, int g) {
   return w;
 }
 
-/* A run of `need` granules free in the OR of every rank's maps, first fit.
- * Released runs stay used until a reclaim, so the maps fill from the front
- * between reclaims: whole words of used granules are skipped at once, or a
- * comm that makes windows for a long time would pay a scan of every granule
- * handed out since the last reclaim on every window. */
-static bool find_run(const uint8_t *map, int need, int *start_out) {
-  int run = 0;
-  for (int g = 0; g < GRANULES;) {
+static int granules_for(size_t bytes) { return bytes ? (int)((bytes + GRANULE - 1) / GRANULE) : 1; }
+
+/* A run of `need` granules free in `map`, first fit from granule `from`,
+ * below which every granule is used in `map`. Released runs stay used
+ * until a reclaim, so the maps fill from the front between reclaims: the
+ * search starts at the arena's first free granule and skips whole words of
+ * used granules, or a comm that makes windows for a long time would pay a
+ * scan of every granule handed out since the last reclaim on every window.
+ * *first_free_out (optional): the first free granule seen (GRANULES: none). */
+static bool find_run(const uint8_t *map, int from, int need, int *start_out, int *first_free_out) {
+  int run = 0, first_free = GRANULES;
+  bool found = false;
+  for (int g = from / 64 * 64; g < GRANULES;) {
     if (run == 0 && g % 64 == 0 && word_at(map, g) == UINT64_MAX) {
       g += 64;
       continue;
     }
-    if (is_used(map, g)) run = 0;
-    else if (++run == need) {
-      *start_out = g - need + 1;
-      return true;
+    if (is_used(map, g)) {
+      run = 0;
+    } else {
+      if (g < first_free) first_free = g;
+      if (++run == need) {
+        *start_out = g - need + 1;
+        found = true;
+        break;
+      }
     }
     g++;
   }
-  return false;
+  if (first_free_out) *first_free_out = first_free;
+  return found;
 }
 
 /* Waits for the device, zeroes every dirty run and frees it. */
@@ -126,6 +143,7 @@ static int reclaim_dirty(mori_comm_t *c, struct mori_signal_arenas *all) {
         set_used(a->dirty, k, false);
         set_used(a->used, k, false);
       }
+      if (!rc && g < a->first_free) a->first_free = g;
       g = end;
     }
   }
@@ -134,7 +152,7 @@ static int reclaim_dirty(mori_comm_t *c, struct mori_signal_arenas *all) {
 }
 
 static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t bytes, int rc, mori_arena_slot_t *slot) {
-  int need = bytes ? (int)((bytes + GRANULE - 1) / GRANULE) : 1;
+  int need = granules_for(bytes);
   if (!rc && bytes > ARENA_BYTES)
     rc = mori_error_set(MORI_ENOTSUP, "signal pad of %zu bytes is larger than an arena (%d bytes)", bytes, ARENA_BYTES);
   /* Every rank has the same number of arenas: they are added together. */
@@ -166,7 +184,8 @@ static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t 
     for (int r = 1; r < c->size; r++)
       for (size_t b = 0; b < map_bytes; b++) gathered[b] |= gathered[(size_t)r * (map_bytes + 1) + b];
     for (int i = 0; i < n && found_arena < 0; i++)
-      if (find_run(gathered + (size_t)i * MAP_BYTES, need, &start)) found_arena = i;
+      /* Below this rank's first free granule the OR is used too. */
+      if (find_run(gathered + (size_t)i * MAP_BYTES, all->arenas[i]->first_free, need, &start, NULL)) found_arena = i;
     if (found_arena >= 0 || !someone_dirty || round == 1 || n < ARENAS_BEFORE_RECLAIM) break;
     /* A failure here is this rank's: it marks everything used next round. */
     if (!rc && all->dirty_granules > 0) rc = reclaim_dirty(c, all);
@@ -186,12 +205,66 @@ static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t 
   return 0;
 }
 
+/* The run both slots share: the first slot rounded up to whole granules,
+ * then the second. SIZE_MAX when either is larger than an arena. */
+static size_t pair_bytes(size_t first_bytes, size_t second_bytes) {
+  if (first_bytes > ARENA_BYTES || second_bytes > ARENA_BYTES) return SIZE_MAX;
+  return (first_bytes + GRANULE - 1) / GRANULE * GRANULE + second_bytes; /* cannot wrap: both at most an arena */
+}
+
+void mori_signal_arena_propose(mori_comm_t *c, size_t first_bytes, size_t second_bytes, mori_arena_proposal_t *out) {
+  *out = (mori_arena_proposal_t){.arena = -1};
+  size_t total = pair_bytes(first_bytes, second_bytes);
+  struct mori_signal_arenas *all = c->arenas;
+  if (!all || total > ARENA_BYTES) return;
+  int need = granules_for(total), start = 0;
+  pthread_mutex_lock(&all->lock);
+  for (int i = 0; i < all->count; i++) {
+    struct arena *a = all->arenas[i];
+    if (a->first_free >= GRANULES) continue;
+    bool found = find_run(a->used, a->first_free, need, &start, &a->first_free);
+    if (found) {
+      *out = (mori_arena_proposal_t){.arena = i, .start = start, .granules = need};
+      break;
+    }
+  }
+  pthread_mutex_unlock(&all->lock);
+}
+
+/* Splits the run into the pair's two slots. */
+static void split_pair(const mori_arena_slot_t *run, size_t first_bytes, size_t second_bytes, mori_arena_slot_t *first,
+                       mori_arena_slot_t *second) {
+  size_t first_span = (first_bytes + GRANULE - 1) / GRANULE * GRANULE;
+  *first = (mori_arena_slot_t){.arena = run->arena, .offset = run->offset, .bytes = first_bytes};
+  *second = (mori_arena_slot_t){.arena = run->arena, .offset = run->offset + first_span, .bytes = second_bytes};
+}
+
 int mori_signal_arena_assign_pair(mori_comm_t *c, size_t first_bytes, size_t second_bytes, int local_rc,
-                                  mori_arena_slot_t *first, mori_arena_slot_t *second) {
+                                  const mori_arena_proposal_t *agreed, mori_arena_slot_t *first, mori_arena_slot_t *second) {
   memset(first, 0, sizeof(*first));
   memset(second, 0, sizeof(*second));
   int rc = local_rc;
+  size_t total = pair_bytes(first_bytes, second_bytes);
+  /* Every rank proposed this run, so it is free on every rank: take it. The
+   * test uses only what every rank sees alike (the gathered proposal, the
+   * sizes), so every rank takes this path or every rank takes the step. */
   struct mori_signal_arenas *all = arenas_of(c);
+  if (agreed && agreed->arena >= 0 && total <= ARENA_BYTES && agreed->granules == granules_for(total)) {
+    if (rc) return rc;
+    if (!all) return mori_error_set(MORI_ENOMEM, "signal arena: rank %d's table", c->rank);
+    pthread_mutex_lock(&all->lock);
+    struct arena *a = agreed->arena < all->count ? all->arenas[agreed->arena] : NULL;
+    bool fits = a && agreed->start >= 0 && agreed->start <= GRANULES - agreed->granules;
+    for (int g = agreed->start; fits && g < agreed->start + agreed->granules; g++) fits = !is_used(a->used, g);
+    for (int g = agreed->start; fits && g < agreed->start + agreed->granules; g++) set_used(a->used, g, true);
+    pthread_mutex_unlock(&all->lock);
+    /* Not reachable unless slots were assigned concurrently on one comm. */
+    if (!fits) return mori_error_set(MORI_EPROTO, "signal arena: the agreed run %d+%d of arena %d is not free on rank %d",
+                                     agreed->start, agreed->granules, agreed->arena, c->rank);
+    mori_arena_slot_t run = {.arena = agreed->arena, .offset = (size_t)agreed->start * GRANULE, .bytes = total};
+    split_pair(&run, first_bytes, second_bytes, first, second);
+    return 0;
+  }
   /* Without its table this rank still takes part in the step (as one with
    * no arena yet, like every rank the first time), failing: all fail alike. */
   struct mori_signal_arenas none;
@@ -201,23 +274,19 @@ int mori_signal_arena_assign_pair(mori_comm_t *c, size_t first_bytes, size_t sec
     all = &none;
     if (!rc) rc = mori_error_set(MORI_ENOMEM, "signal arena: rank %d's table", c->rank);
   }
-  if (!rc && (first_bytes > ARENA_BYTES || second_bytes > ARENA_BYTES))
+  if (!rc && total == SIZE_MAX)
     rc = mori_error_set(MORI_ENOTSUP, "signal slots of %zu + %zu bytes are larger than an arena (%d bytes)", first_bytes,
                         second_bytes, ARENA_BYTES);
-  /* Both at most an arena here: the sum cannot wrap. */
-  size_t first_span = rc ? 0 : (first_bytes + GRANULE - 1) / GRANULE * GRANULE;
-  size_t total = rc ? 0 : first_span + second_bytes;
   mori_arena_slot_t run = {0, 0, 0};
   pthread_mutex_lock(&all->lock);
-  rc = assign_locked(c, all, total, rc, &run);
+  rc = assign_locked(c, all, rc ? 0 : total, rc, &run);
   pthread_mutex_unlock(&all->lock);
   if (all == &none) {
     free(none.arenas);
     pthread_mutex_destroy(&none.lock);
   }
   if (rc) return rc;
-  *first = (mori_arena_slot_t){.arena = run.arena, .offset = run.offset, .bytes = first_bytes};
-  *second = (mori_arena_slot_t){.arena = run.arena, .offset = run.offset + first_span, .bytes = second_bytes};
+  split_pair(&run, first_bytes, second_bytes, first, second);
   return 0;
 }
 

@@ -1,19 +1,27 @@
 /* Windows: creation (the collective rendezvous of one allocation), the
  * process's list of live windows, destroy and teardown.
+ *   0. what can fail locally is done first, so a failure is this rank's
+ *      status in step 1: the window's bookkeeping, and for heap memory its
+ *      device tables' carve and its control block; each rank also proposes
+ *      the run of its signal arenas the window's slots would take;
  *   1. every rank publishes {status, ok, size, mapped size, pad, device,
- *      handle type, heap placement, segment sequence}; all validate the
- *      same table (rendezvous.c), so every rank fails alike on a local
- *      failure or a disagreement, naming the ranks; the segment sequence
- *      continues from the highest any rank had;
+ *      handle type, heap placement, segment sequence, arena proposal}; all
+ *      validate the same table (rendezvous.c), so every rank fails alike on
+ *      a local failure or a disagreement, naming the ranks; the segment
+ *      sequence continues from the highest any rank had;
  *   2. memory of its own becomes a segment: mapped across the LSA team,
  *      registered with the transports (segment.c); heap memory needs no
  *      mapping: the heap chunks it lives in are mapped across the comm once
  *      (heap_segments.c) and each rank's address follows from its placement;
  *   3. the signal pad and the device barrier's area come from the comm's
- *      signal arenas (one collective step for both);
- *   4. the tables are copied to the device (a heap window's copy is
- *      awaited when a device address of them is first handed out); every
- *      rank agrees that every rank succeeded.
+ *      signal arenas: the proposed run when every rank proposed the same;
+ *   4. the tables are copied to the device; every rank agrees that every
+ *      rank succeeded.
+ * A heap window whose chunks are mapped and whose proposals agree takes
+ * step 1 alone: steps 2 and 3 need no exchange, and nothing in step 4 can
+ * fail on one rank only (its tables' copy is queued without waiting and
+ * awaited when a device address of them is first handed out, where a
+ * failure is reported: window_view.c), so no agreement step follows.
  * Destroy is local: the segment goes (transports deregister, device sync,
  * unmap, release imports, free VA), then the tables, the arena slots and
  * the window's reference to the allocation. A heap window waits for
@@ -35,38 +43,54 @@ static pthread_mutex_t windows_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_window_t *live_windows;
 
 
-/* Heap windows: both tables in one carve of the heap, written on mori's own
- * stream without waiting (no other stream is waited for, and this one only
- * when a device address of the tables is first handed out: window_view.c);
- * the control block from the pool. */
-static int publish_heap_tables(mori_window_t *w, mori_heap_t *h) {
+/* Step 0 for heap windows: both tables in one carve of the heap, and the
+ * control block from the pool. */
+static int reserve_heap_tables(mori_window_t *w, mori_heap_t *h) {
   mori_comm_t *c = w->comm;
   size_t table = sizeof(void *) * (size_t)c->size;
   int rc = mori_heap_alloc(h, 2 * table, 256, &w->tables);
-  if (rc == MORI_ENOTSUP) rc = mori_error_set(MORI_ENOMEM, "pointer tables of %zu bytes", 2 * table);
-  void **both = rc ? NULL : malloc(2 * table);
-  if (!rc && !both) {
-    mori_heap_free(h, &w->tables);
+  if (rc) {
     w->tables.ptr = NULL;
-    rc = mori_error_set(MORI_ENOMEM, "pointer tables");
+    if (rc == MORI_ENOTSUP) rc = mori_error_set(MORI_ENOMEM, "pointer tables of %zu bytes", 2 * table);
   }
+  if (!rc) rc = mori_control_block_get(c->device, &w->pooled_control);
+  if (!rc) {
+    w->control = w->pooled_control->host;
+    w->control_dev = w->pooled_control->dev;
+  }
+  return rc ? mori_error_context(rc, "window_create: rank %d's device tables", c->rank) : 0;
+}
+
+/* Step 4 for heap windows: both tables written on mori's own stream without
+ * waiting (no other stream is waited for, and this one only when a device
+ * address of the tables is first handed out: window_view.c). A copy that
+ * cannot even be queued means the device context is broken; the failure is
+ * kept and reported there and by mori_window_check, as a failure of the
+ * copy itself would be, instead of failing this rank alone after its peers
+ * have returned their windows. */
+static void publish_heap_tables(mori_window_t *w) {
+  mori_comm_t *c = w->comm;
+  size_t table = sizeof(void *) * (size_t)c->size;
+  void *small[2 * 64];
+  void **both = 2 * table <= sizeof(small) ? small : malloc(2 * table);
+  int rc = both ? 0 : mori_error_set(MORI_ENOMEM, "a staging copy of the pointer tables (%zu bytes)", 2 * table);
   if (!rc) {
     memcpy(both, w->ptrs, table);
     memcpy((char *)both + table, w->pads, table);
     rc = mori_platform_upload_async(c->device, w->tables.ptr, both, 2 * table, &w->tables_upload);
-    free(both);
-    w->ptrs_dev = (void **)w->tables.ptr;
-    if (w->pad_slot.bytes) w->pads_dev = (void **)((char *)w->tables.ptr + table);
   }
-  if (!rc) {
-    rc = mori_control_block_get(c->device, &w->control, &w->control_dev);
-    w->pooled_control = rc == 0;
+  if (both != small) free(both);
+  w->ptrs_dev = (void **)w->tables.ptr;
+  if (w->pad_slot.bytes) w->pads_dev = (void **)((char *)w->tables.ptr + table);
+  if (rc) {
+    snprintf(w->tables_error, sizeof(w->tables_error), "%s", mori_last_error());
+    __atomic_store_n(&w->tables_rc, rc, __ATOMIC_RELEASE);
   }
-  return rc ? mori_error_context(rc, "window_create: publishing the pointer tables") : 0;
 }
 
+/* Step 4 for windows of their own memory: blocking allocations and copies
+ * (this path maps memory anyway). */
 static int publish_tables(mori_window_t *w) {
-  if (w->alloc->heap) return publish_heap_tables(w, w->alloc->heap);
   mori_comm_t *c = w->comm;
   size_t bytes = sizeof(void *) * (size_t)c->size;
   int rc = mori_platform_device_alloc(c->device, bytes, (void **)&w->ptrs_dev);
@@ -100,7 +124,7 @@ static void teardown(mori_window_t *w) {
     mori_platform_device_free(c->device, w->ptrs_dev);
     mori_platform_device_free(c->device, w->pads_dev);
   }
-  if (w->pooled_control) mori_control_block_put(c->device, w->control);
+  if (w->pooled_control) mori_control_block_put(c->device, w->pooled_control);
   else mori_platform_host_free_mapped(w->control);
   mori_signal_arena_release(c, &w->pad_slot);
   mori_signal_arena_release(c, &w->barrier_slot);
@@ -112,8 +136,9 @@ static void teardown(mori_window_t *w) {
 
 /* Step 2 for heap memory: each rank's address is its chunk's slot in the
  * comm's mapping of that chunk plus its offset; the flat arithmetic holds
- * when every rank's carve sits at the same place. `rc`: status so far. */
-static int map_heap(mori_window_t *w, const mori_rendezvous_info_t *all, int rc) {
+ * when every rank's carve sits at the same place. Chunks the comm has not
+ * mapped yet are mapped now (collective); otherwise nothing is exchanged. */
+static int map_heap(mori_window_t *w, const mori_rendezvous_info_t *all) {
   mori_comm_t *c = w->comm;
   int chunks = 0;
   bool same_place = true;
@@ -121,10 +146,15 @@ static int map_heap(mori_window_t *w, const mori_rendezvous_info_t *all, int rc)
     if (all[r].heap_chunk + 1 > chunks) chunks = all[r].heap_chunk + 1;
     same_place = same_place && all[r].heap_chunk == all[0].heap_chunk && all[r].heap_offset == all[0].heap_offset;
   }
-  /* A peer's carve may live in a chunk this rank has not grown to yet. */
-  if (!rc) rc = mori_heap_grow_to(w->alloc->heap, chunks);
-  rc = mori_heap_segments_ensure(c, w->alloc->heap, chunks, rc);
-  if (rc) return rc; /* every rank failed together */
+  /* Every rank decides alike: `chunks` and the comm's count are the same
+   * everywhere. A mapped chunk is mapped on every rank, so a carve in it
+   * needs no growth here either. */
+  if (chunks > mori_heap_segments_count(c)) {
+    /* A peer's carve may live in a chunk this rank has not grown to yet. */
+    int rc = mori_heap_grow_to(w->alloc->heap, chunks);
+    rc = mori_heap_segments_ensure(c, w->alloc->heap, chunks, rc);
+    if (rc) return rc; /* every rank failed together */
+  }
   for (int p = 0; p < c->size; p++) {
     char *base = mori_heap_segment(c, all[p].heap_chunk)->peer_base[p];
     w->ptrs[p] = base ? base + all[p].heap_offset : NULL;
@@ -138,16 +168,34 @@ static int map_heap(mori_window_t *w, const mori_rendezvous_info_t *all, int rc)
   return 0;
 }
 
+/* Step 0: this rank's part of the window. A failure is returned, and
+ * becomes this rank's status in step 1. */
+static int prepare(mori_window_t *w, mori_alloc_t *a) {
+  mori_comm_t *c = w->comm;
+  w->ptrs = calloc((size_t)c->size, sizeof(void *));
+  w->pads = calloc((size_t)c->size, sizeof(void *));
+  if (!w->ptrs || !w->pads) return mori_error_set(MORI_ENOMEM, "window_create: rank %d's tables", c->rank);
+  return a->heap ? reserve_heap_tables(w, a->heap) : 0;
+}
+
+static uint64_t barrier_bytes_of(const mori_comm_t *c) {
+  return MORI_BARRIER_AREA_BYTES(c->lsa_size) + (c->lsa_size < c->size ? MORI_REMOTE_SYNC_BYTES(c->size) : 0);
+}
+
+/* The proposal every rank made, if all made the same (step 3's shortcut). */
+static const mori_arena_proposal_t *agreed_proposal(const mori_rendezvous_info_t *all, int size) {
+  for (int r = 1; r < size; r++)
+    if (memcmp(&all[r].arena, &all[0].arena, sizeof(all[0].arena)) != 0) return NULL;
+  return &all[0].arena;
+}
+
 /* Steps 2-4 of the header comment, for a window whose step 1 succeeded. */
 static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t pad_size) {
   mori_comm_t *c = w->comm;
   int rc = 0;
-  w->ptrs = calloc((size_t)c->size, sizeof(void *));
-  w->pads = calloc((size_t)c->size, sizeof(void *));
-  if (!w->ptrs || !w->pads) rc = mori_error_set(MORI_ENOMEM, "window_create: tables");
   mori_alloc_t *a = w->alloc;
   if (a->heap) {
-    rc = map_heap(w, all, rc);
+    rc = map_heap(w, all);
     if (rc) return rc; /* every rank failed together */
   } else {
     rc = mori_segment_create(c, &a->local.mem, a->local.base, a->size, rc, &w->segment);
@@ -159,17 +207,21 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
   }
   /* Invariant: the local entry is exactly what alloc returned. */
   w->ptrs[c->rank] = a->local.base;
-  uint64_t barrier_bytes = MORI_BARRIER_AREA_BYTES(c->lsa_size) + (c->lsa_size < c->size ? MORI_REMOTE_SYNC_BYTES(c->size) : 0);
-  rc = mori_signal_arena_assign_pair(c, barrier_bytes, pad_size, 0, &w->barrier_slot, &w->pad_slot);
+  rc = mori_signal_arena_assign_pair(c, barrier_bytes_of(c), pad_size, 0, agreed_proposal(all, c->size), &w->barrier_slot,
+                                     &w->pad_slot);
   if (rc) return rc; /* every rank failed together */
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
-  rc = publish_tables(w);
+  if (a->heap) {
+    publish_heap_tables(w); /* cannot fail on this rank alone: no step needed */
+  } else {
+    rc = publish_tables(w);
+  }
   if (!rc) {
     w->control->trap_on_error = trap_on_device_error();
     w->view = mori_window_make_view(w);
     w->sync_view = mori_window_make_sync_view(w);
   }
-  return mori_comm_agree(c, rc, "window_create");
+  return a->heap ? rc : mori_comm_agree(c, rc, "window_create");
 }
 
 int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
@@ -204,6 +256,16 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
   } else {
     MORI_WARN("window_create: %p is not mori memory; every rank will fail this rendezvous", ptr);
   }
+  if (w) {
+    w->comm = comm;
+    w->alloc = a; /* teardown drops the reference from here on */
+  }
+  if (w && a && !me.status) {
+    me.status = prepare(w, a);
+    if (me.status) snprintf(own, sizeof(own), "%s", mori_last_error());
+  }
+  me.arena.arena = -1;
+  if (a && !me.status) mori_signal_arena_propose(comm, barrier_bytes_of(comm), a->signal_pad_size, &me.arena);
   /* The one buffer every rank needs: without it this rank cannot take part
    * at all (its peers then name it when their wait times out). */
   int rc = all ? mori_comm_allgather(comm, &me, all, sizeof(me)) : me.status;
@@ -216,16 +278,17 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
   uint64_t pad_size = all ? all[0].pad_size : 0;
   if (rc) {
     free(all);
-    free(w);
-    mori_alloc_release(a);
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
+    if (w) teardown(w); /* what step 0 took, and the reference */
+    else mori_alloc_release(a);
+    mori_error_restore(&cause);
     return mori_error_context(rc, "window_create (rank %d, %p)", comm->rank, ptr);
   }
   /* The window's segments continue from the highest sequence any rank had:
    * ranks whose counters drifted apart are in step again, so the fd
    * channel never pairs a handle of one window with another. */
   comm->next_segment_seq = mori_rendezvous_next_seq(all, comm->size);
-  w->comm = comm;
-  w->alloc = a;
   w->offset = (size_t)me.offset;
   rc = build(w, all, pad_size);
   free(all);

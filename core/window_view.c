@@ -1,5 +1,6 @@
 /* What a window shows: accessors, the device view kernels take by value,
  * and the error mailbox kernels write instead of trapping. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/base/error.h"
@@ -20,11 +21,20 @@ void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
 /* Every getter that hands out a device address of the tables waits for
  * their copy first (a heap window queues it without waiting): a kernel
  * launched afterwards on any stream reads them complete. Once the copy has
- * landed this is one atomic load. A failed wait means the device context
- * is broken; the kernels that follow report it. */
+ * landed this is one atomic load. A copy that failed means the device
+ * context is broken: the failure is kept for mori_window_check and logged
+ * once, however often the getters are called afterwards. */
 static void await_tables(const mori_window_t *w) {
-  if (mori_platform_upload_wait(w->comm->device, w->tables_upload))
-    MORI_WARN("window %p: waiting for its device tables: %s", (const void *)w, mori_last_error());
+  int rc = __atomic_load_n(&w->tables_rc, __ATOMIC_ACQUIRE);
+  if (!rc) rc = mori_platform_upload_wait(w->comm->device, w->tables_upload);
+  if (!rc) return;
+  mori_window_t *m = (mori_window_t *)w; /* the failure record, not the window's contents */
+  if (__atomic_exchange_n(&m->tables_warned, 1, __ATOMIC_ACQ_REL)) return;
+  if (!__atomic_load_n(&m->tables_rc, __ATOMIC_ACQUIRE)) {
+    snprintf(m->tables_error, sizeof(m->tables_error), "%s", mori_last_error());
+    __atomic_store_n(&m->tables_rc, rc, __ATOMIC_RELEASE);
+  }
+  MORI_WARN("window %p: its device tables did not reach device %d: %s", (const void *)w, w->comm->device, m->tables_error);
 }
 
 void *const *mori_window_ptrs(const mori_window_t *w) { return w->ptrs; }
@@ -99,6 +109,10 @@ mori_window_dev_t mori_window_make_sync_view(const mori_window_t *w) {
 mori_window_dev_t mori_window_sync_view(const mori_window_t *w) { return w->sync_view; }
 
 int mori_window_check(mori_window_t *w) {
+  int tables_rc = __atomic_load_n(&w->tables_rc, __ATOMIC_ACQUIRE);
+  if (tables_rc)
+    return mori_error_set(tables_rc, "window %p: its device tables did not reach device %d: %s", (void *)w, w->comm->device,
+                          w->tables_error);
   mori_device_control_t *ctl = w->control;
   if (!ctl || !__atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE)) return 0;
   mori_device_error_t e = ctl->error;

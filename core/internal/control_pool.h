@@ -10,9 +10,17 @@
 
 MORI_EXTERN_C_BEGIN
 
-/* A zeroed block: *host for the CPU, *dev for kernels. */
-int mori_control_block_get(int device, mori_device_control_t **host, mori_device_control_t **dev);
-void mori_control_block_put(int device, mori_device_control_t *host);
+/* One block: `host` for the CPU, `dev` for kernels; `next` is the pool's. */
+typedef struct mori_control_block {
+  mori_device_control_t *host, *dev;
+  struct mori_control_block *next;
+} mori_control_block_t;
+
+/* A zeroed block. */
+int mori_control_block_get(int device, mori_control_block_t **out);
+/* Gives the block back (constant time); it is zeroed and reused after a
+ * later device synchronisation. */
+void mori_control_block_put(int device, mori_control_block_t *block);
 /* mori_finalize: frees every page (no window uses them any more). */
 void mori_control_pool_destroy_all(void);
 

@@ -16,6 +16,9 @@ MORI_EXTERN_C_BEGIN
  * when this rank failed before). Segments for chunks the comm has not
  * mapped yet are made in order; every rank fails together. */
 int mori_heap_segments_ensure(mori_comm_t *comm, mori_heap_t *heap, int chunks, int local_rc);
+/* How many chunks the comm has mapped (the same on every rank: they are
+ * mapped together). A window whose ranks all live below it needs no step. */
+int mori_heap_segments_count(const mori_comm_t *comm);
 /* Chunk k's segment (k < the count ensured). */
 mori_segment_t *mori_heap_segment(mori_comm_t *comm, int k);
 /* Local: unmaps every chunk of the comm (comm destroy, finalize). */

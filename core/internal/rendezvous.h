@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "core/internal/arena_proposal.h"
 #include "mori/api.h"
 
 MORI_EXTERN_C_BEGIN
@@ -25,6 +26,7 @@ typedef struct mori_rendezvous_info {
   uint64_t size, mapped_size, pad_size, offset;
   uint64_t heap_offset, chunk_size;
   uint64_t segment_seq; /* the rank's next segment sequence number */
+  mori_arena_proposal_t arena; /* the run this rank proposes for the window's signal slots */
 } mori_rendezvous_info_t;
 
 /* 0 when the `size` records agree and each is consistent; else an error

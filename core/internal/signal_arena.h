@@ -6,6 +6,7 @@
 #ifndef MORI_CORE_INTERNAL_SIGNAL_ARENA_H
 #define MORI_CORE_INTERNAL_SIGNAL_ARENA_H
 
+#include "core/internal/arena_proposal.h"
 #include "core/internal/comm.h"
 
 MORI_EXTERN_C_BEGIN
@@ -15,10 +16,17 @@ typedef struct mori_arena_slot {
   size_t offset, bytes; /* bytes == 0: no slot */
 } mori_arena_slot_t;
 
-/* Two slots from one run (second_bytes may be 0): one collective step.
+/* This rank's proposal for two slots of one run (second_bytes may be 0).
+ * Local; nothing is taken until assign_pair. */
+void mori_signal_arena_propose(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, mori_arena_proposal_t *out);
+/* Two slots from one run. `agreed`: the proposal every rank made, when all
+ * made the same one (NULL otherwise; every rank must pass the same): taken
+ * at once if it proposes a run of the right length; else one collective
+ * step. Between propose and assign_pair no other slot of the comm may be
+ * assigned (collective calls on a comm are not concurrent).
  * `local_rc` != 0: this rank already failed; it still takes part. */
 int mori_signal_arena_assign_pair(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, int local_rc,
-                                  mori_arena_slot_t *first, mori_arena_slot_t *second);
+                                  const mori_arena_proposal_t *agreed, mori_arena_slot_t *first, mori_arena_slot_t *second);
 /* Local, never waits: the slot is reused (zeroed: torch's kernels expect
  * zero pads) after a later assign has synchronised the device. */
 void mori_signal_arena_release(mori_comm_t *comm, const mori_arena_slot_t *slot);

@@ -3,6 +3,7 @@
 #define MORI_CORE_INTERNAL_WINDOW_H
 
 #include "core/internal/alloc.h"
+#include "core/internal/control_pool.h"
 #include "core/internal/heap_segments.h"
 #include "core/internal/segment.h"
 #include "core/internal/signal_arena.h"
@@ -18,9 +19,12 @@ struct mori_window {
   uint64_t flat_base, flat_stride; /* LSA flat arithmetic; 0: the ranks' placements differ (tables only) */
   size_t offset;             /* of the pointer given at creation from the allocation's base */
   mori_heap_block_t tables;  /* heap windows: both device tables in one carve */
-  bool pooled_control;       /* heap windows: the control block came from the pool */
+  mori_control_block_t *pooled_control; /* heap windows: the control block, from the pool */
   void **ptrs, **ptrs_dev;   /* per world rank: host and device tables */
   uint64_t tables_upload;    /* heap windows: the copy of the device tables, awaited at first device use */
+  int tables_rc;             /* heap windows: why the tables never reached the device (atomic; 0: they did or will) */
+  int tables_warned;         /* atomic: that failure was logged once */
+  char tables_error[256];    /* its message, written before tables_rc */
   void **pads, **pads_dev;
   mori_arena_slot_t pad_slot;     /* the signal pad (bytes == 0: none) */
   mori_arena_slot_t barrier_slot; /* the device barrier's area */

@@ -1,16 +1,39 @@
 // Signal arenas (core/signal_arena.c): the slots every rank agrees on. The
 // free maps fill from the front between reclaims and are searched a word at
 // a time, so runs that start in a partly used word, cross word boundaries,
-// or follow whole used words are the cases that matter.
+// or follow whole used words are the cases that matter; and slots come two
+// ways, from the run every rank proposed (window creation's common case, no
+// step of its own) or from an allgather of the free maps, so every case
+// runs both ways.
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "core/internal/signal_arena.h"
+#include "mori/profile.h"
 #include "tests/support/world.h"
 
 namespace {
 
 constexpr size_t kGranule = 512;
+constexpr size_t kArena = 2 << 20;
+
+// How a test's slots are assigned.
+enum class Path { kMaps, kProposals };
+Path g_path = Path::kMaps;
+
+// What window creation does: each rank proposes, the proposals are
+// gathered, and an agreed one is passed on.
+const mori_arena_proposal_t *Agree(mori_comm_t *comm, size_t first_bytes, size_t second_bytes,
+                                   std::vector<mori_arena_proposal_t> &all) {
+  mori_arena_proposal_t mine;
+  mori_signal_arena_propose(comm, first_bytes, second_bytes, &mine);
+  all.assign((size_t)mori_comm_size(comm), mori_arena_proposal_t{});
+  EXPECT_EQ(mori_comm_allgather(comm, &mine, all.data(), sizeof(mine)), 0) << mori_last_error();
+  for (const mori_arena_proposal_t &p : all)
+    if (std::memcmp(&p, &all[0], sizeof(p)) != 0) return nullptr;
+  return &all[0];
+}
 
 struct ArenaRun {
   mori_arena_slot_t first, second;
@@ -20,7 +43,9 @@ struct ArenaRun {
 
 ArenaRun Assign(mori_comm_t *comm, size_t first_bytes, size_t second_bytes) {
   ArenaRun r;
-  int rc = mori_signal_arena_assign_pair(comm, first_bytes, second_bytes, 0, &r.first, &r.second);
+  std::vector<mori_arena_proposal_t> all;
+  const mori_arena_proposal_t *agreed = g_path == Path::kProposals ? Agree(comm, first_bytes, second_bytes, all) : nullptr;
+  int rc = mori_signal_arena_assign_pair(comm, first_bytes, second_bytes, 0, agreed, &r.first, &r.second);
   EXPECT_EQ(rc, 0) << mori_last_error();
   return r;
 }
@@ -30,8 +55,13 @@ void Release(mori_comm_t *comm, const ArenaRun &r) {
   if (r.second.bytes) mori_signal_arena_release(comm, &r.second);
 }
 
+class SignalArena : public ::testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override { g_path = GetParam(); }
+};
+
 // First fit over whole used words: the exact offsets a fresh comm hands out.
-TEST(SignalArena, FirstFitAcrossWordBoundaries) {
+TEST_P(SignalArena, FirstFitAcrossWordBoundaries) {
   EXPECT_RANKS_PASS(mori_test::TestRanks(), [](int rank, int size) {
     mori_test::World w;
     ASSERT_TRUE(w.ok());
@@ -61,7 +91,7 @@ TEST(SignalArena, FirstFitAcrossWordBoundaries) {
 
 // Runs of mixed lengths, released by each rank in its own order: every rank
 // gets the same slot, and no live run of a rank overlaps another.
-TEST(SignalArena, RanksAgreeAndLiveRunsNeverOverlap) {
+TEST_P(SignalArena, RanksAgreeAndLiveRunsNeverOverlap) {
   EXPECT_RANKS_PASS(mori_test::TestRanks(), [](int rank, int size) {
     mori_test::World w;
     ASSERT_TRUE(w.ok());
@@ -89,5 +119,78 @@ TEST(SignalArena, RanksAgreeAndLiveRunsNeverOverlap) {
     for (const ArenaRun &r : live) Release(w.comm, r);
   });
 }
+
+// The last granule of an arena is handed out, and the run after it opens
+// the next arena.
+TEST_P(SignalArena, TheLastGranuleOfAnArenaIsUsed) {
+  EXPECT_RANKS_PASS(mori_test::TestRanks(), [](int rank, int size) {
+    mori_test::World w;
+    ASSERT_TRUE(w.ok());
+    std::vector<ArenaRun> live;
+    live.push_back(Assign(w.comm, kArena - 2 * kGranule, 0));
+    live.push_back(Assign(w.comm, kGranule, 0));
+    live.push_back(Assign(w.comm, kGranule, 0));
+    EXPECT_EQ(live.back().first.arena, 0);
+    EXPECT_EQ(live.back().first.offset, kArena - kGranule);
+    live.push_back(Assign(w.comm, kGranule, 0));
+    EXPECT_EQ(live.back().first.arena, 1);
+    EXPECT_EQ(live.back().first.offset, 0u);
+    for (const ArenaRun &r : live) Release(w.comm, r);
+    (void)rank;
+    (void)size;
+  });
+}
+
+// Released runs are reused once the comm has 8 arenas and none is free: the
+// device is synchronised, the runs are zeroed and handed out again from the
+// front. One rank still holds a run when the others have released theirs,
+// so the ranks' maps differ afterwards (their proposals disagree): the run
+// it holds is never handed out, and every rank still gets the same slots.
+TEST_P(SignalArena, ReclaimReusesReleasedRunsZeroedAndSkipsHeldOnes) {
+  EXPECT_RANKS_PASS(mori_test::TestRanks(), [](int rank, int size) {
+    mori_test::World w;
+    ASSERT_TRUE(w.ok());
+    const size_t half = kArena / 2;
+    std::vector<ArenaRun> runs;
+    for (int i = 0; i < 16; i++) runs.push_back(Assign(w.comm, half, 0)); // arenas 0..7, two runs each
+    EXPECT_EQ(runs.back().first.arena, 7);
+    for (const ArenaRun &r : runs) std::memset(mori_signal_arena_peer_ptr(w.comm, &r.first, rank), 0xab, r.first.bytes);
+    // Each rank releases in its own order; rank 0 keeps run 1 (arena 0's second half).
+    std::mt19937 rng(rank + 3);
+    std::vector<int> order(16);
+    for (int i = 0; i < 16; i++) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int i : order)
+      if (!(rank == 0 && i == 1)) Release(w.comm, runs[i]);
+    mori_profile_reset();
+    ArenaRun again = Assign(w.comm, half, 0);
+    EXPECT_EQ(again.first.arena, 0);
+    EXPECT_EQ(again.first.offset, 0u);
+    mori_profile_entry_t e[MORI_PROFILE_KINDS];
+    int n = mori_profile_read(e, MORI_PROFILE_KINDS);
+    bool waited = false;
+    for (int k = 0; k < n; k++) waited = waited || std::strcmp(e[k].name, "device_wait") == 0;
+    EXPECT_TRUE(waited) << "reusing released runs synchronises the device first";
+    const auto *bytes = static_cast<const unsigned char *>(mori_signal_arena_peer_ptr(w.comm, &again.first, rank));
+    for (size_t b = 0; b < again.first.bytes; b += 4096) ASSERT_EQ(bytes[b], 0) << "byte " << b << " of a reused run";
+    // Arena 0's second half is held on rank 0: the next run goes elsewhere
+    // on every rank, though the others have it free.
+    ArenaRun next = Assign(w.comm, half, 0);
+    uint64_t mine[2] = {(uint64_t)next.first.arena, next.first.offset};
+    std::vector<uint64_t> all(2 * (size_t)size);
+    ASSERT_EQ(mori_comm_allgather(w.comm, mine, all.data(), sizeof(mine)), 0) << mori_last_error();
+    for (int p = 0; p < size; p++) EXPECT_EQ(all[2 * p], mine[0]) << "rank " << p;
+    for (int p = 0; p < size; p++) EXPECT_EQ(all[2 * p + 1], mine[1]) << "rank " << p;
+    EXPECT_FALSE(next.first.arena == 0 && next.first.offset == half) << "rank 0 still holds that run";
+    Release(w.comm, again);
+    Release(w.comm, next);
+    if (rank == 0) Release(w.comm, runs[1]);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(BothWays, SignalArena, ::testing::Values(Path::kMaps, Path::kProposals),
+                         [](const ::testing::TestParamInfo<Path> &p) {
+                           return std::string(p.param == Path::kMaps ? "FromMaps" : "FromProposals");
+                         });
 
 }  // namespace

@@ -64,7 +64,10 @@ typedef struct mori_flat_span {
   int32_t reserved;
 } mori_flat_span_t;
 MORI_API int mori_window_flat_span(const mori_window_t *win, mori_flat_span_t *out);
-/* Reports (and clears) an error a kernel left in the window's mailbox. */
+/* Reports (and clears) an error a kernel left in the window's mailbox.
+ * Also reports, every time, that the window's device tables never reached
+ * the device (a heap window's copy failed: the device context is broken;
+ * its device getters then log it once). */
 MORI_API int mori_window_check(mori_window_t *win);
 /* Sets the abort flag every device-side wait of this window honours. */
 MORI_API void mori_window_abort(mori_window_t *win);
