@@ -347,9 +347,9 @@ def heap_section(recs, path, doc_dir):
 
 
 def kinds_cell(by_kind, top=4):
-    """The largest kinds of a mori/profile.h breakdown: "kind ×calls ms"."""
+    """The largest kinds of a mori/profile.h breakdown: "kind ×calls µs"."""
     items = sorted(by_kind.items(), key=lambda kv: -kv[1][1])[:top]
-    return "; ".join(f"{k} ×{c} {ms:.3f}" for k, (c, ms) in items) or "—"
+    return "; ".join(f"{k} ×{c} {ms * 1e3:.1f}" for k, (c, ms) in items) or "—"
 
 
 def heap_breakdown_section(recs, path, doc_dir, machine=""):
@@ -358,13 +358,13 @@ def heap_breakdown_section(recs, path, doc_dir, machine=""):
     out = ["## Where allocation time goes (`mori/profile.h`)", "",
            f"From `{os.path.relpath(path, doc_dir)}`: `bench_heap`, with every memory, handle, exchange and table "
            "call counted and timed per kind on rank 0 (`mori_profile_read`). The last column lists the largest "
-           "kinds as `kind ×calls ms`; the rest of a figure is mori's own bookkeeping and waiting for the slowest "
-           "rank. A heap window's device tables are copied without waiting; \"+ first device view\" adds the "
-           "first `mori_window_device_view`, which waits for that copy (`table_wait`): what a caller pays before "
-           "its first kernel on the window.", ""]
+           "kinds as `kind ×calls µs`; the rest of a figure is mori's own bookkeeping and waiting for the slowest "
+           "rank. A heap window's device tables are copied at its first device use: \"+ first device view\" adds "
+           "the first `mori_window_device_view`, which queues that copy (`table_upload`) and waits for it "
+           "(`table_wait`): what a caller pays before its first kernel on the window.", ""]
     if machine:
         out += [f"Machine: {machine}.", ""]
-    out += ["| mode | ranks | what | bytes | slowest rank (µs) | + first device view (µs) | rank 0 by kind (ms) |",
+    out += ["| mode | ranks | what | bytes | slowest rank (µs) | + first device view (µs) | rank 0 by kind (µs) |",
             "|---|---|---|---|---|---|---|"]
     for r in recs:
         mode, ranks = r.get("mode", ""), r.get("ranks", 1)

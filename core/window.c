@@ -15,13 +15,15 @@
  *      (heap_segments.c) and each rank's address follows from its placement;
  *   3. the signal pad and the device barrier's area come from the comm's
  *      signal arenas: the proposed run when every rank proposed the same;
- *   4. the tables are copied to the device; every rank agrees that every
- *      rank succeeded.
+ *   4. the tables are published: a window of its own memory copies them
+ *      to the device and every rank agrees that every rank succeeded; a
+ *      heap window's are already in place on the host and in its carve of
+ *      the heap, and are copied when a device address of them is first
+ *      handed out (window_view.c).
  * A heap window whose chunks are mapped and whose proposals agree takes
- * step 1 alone: steps 2 and 3 need no exchange, and nothing in step 4 can
- * fail on one rank only (its tables' copy is queued without waiting and
- * awaited when a device address of them is first handed out, where a
- * failure is reported: window_view.c), so no agreement step follows.
+ * step 1 alone: steps 2 and 3 need no exchange, step 4 makes no call into
+ * the driver and cannot fail, so no agreement step follows. Creating one
+ * neither waits for the device nor needs a working device context.
  * Destroy is local: the segment goes (transports deregister, device sync,
  * unmap, release imports, free VA), then the tables, the arena slots and
  * the window's reference to the allocation. A heap window waits for
@@ -61,31 +63,16 @@ static int reserve_heap_tables(mori_window_t *w, mori_heap_t *h) {
   return rc ? mori_error_context(rc, "window_create: rank %d's device tables", c->rank) : 0;
 }
 
-/* Step 4 for heap windows: both tables written on mori's own stream without
- * waiting (no other stream is waited for, and this one only when a device
- * address of the tables is first handed out: window_view.c). A copy that
- * cannot even be queued means the device context is broken; the failure is
- * kept and reported there and by mori_window_check, as a failure of the
- * copy itself would be, instead of failing this rank alone after its peers
- * have returned their windows. */
+/* Step 4 for heap windows: the device addresses of the tables. Their
+ * contents are `ptrs` and `pads` (one array, in the carve's layout), copied
+ * by the first getter that hands out a device address of them: a window
+ * only the host uses never pays for the copy, and creating one makes no
+ * driver call, inside a graph capture or not. */
 static void publish_heap_tables(mori_window_t *w) {
-  mori_comm_t *c = w->comm;
-  size_t table = sizeof(void *) * (size_t)c->size;
-  void *small[2 * 64];
-  void **both = 2 * table <= sizeof(small) ? small : malloc(2 * table);
-  int rc = both ? 0 : mori_error_set(MORI_ENOMEM, "a staging copy of the pointer tables (%zu bytes)", 2 * table);
-  if (!rc) {
-    memcpy(both, w->ptrs, table);
-    memcpy((char *)both + table, w->pads, table);
-    rc = mori_platform_upload_async(c->device, w->tables.ptr, both, 2 * table, &w->tables_upload);
-  }
-  if (both != small) free(both);
+  size_t table = sizeof(void *) * (size_t)w->comm->size;
   w->ptrs_dev = (void **)w->tables.ptr;
   if (w->pad_slot.bytes) w->pads_dev = (void **)((char *)w->tables.ptr + table);
-  if (rc) {
-    snprintf(w->tables_error, sizeof(w->tables_error), "%s", mori_last_error());
-    __atomic_store_n(&w->tables_rc, rc, __ATOMIC_RELEASE);
-  }
+  w->tables_state = MORI_TABLES_STAGED;
 }
 
 /* Step 4 for windows of their own memory: blocking allocations and copies
@@ -102,6 +89,7 @@ static int publish_tables(mori_window_t *w) {
   if (!rc)
     rc = mori_platform_host_alloc_mapped(c->device, sizeof(mori_device_control_t), (void **)&w->control,
                                          (void **)&w->control_dev);
+  w->tables_state = MORI_TABLES_ON_DEVICE;
   return rc ? mori_error_context(rc, "window_create: publishing the pointer tables") : 0;
 }
 
@@ -128,8 +116,7 @@ static void teardown(mori_window_t *w) {
   else mori_platform_host_free_mapped(w->control);
   mori_signal_arena_release(c, &w->pad_slot);
   mori_signal_arena_release(c, &w->barrier_slot);
-  free(w->ptrs);
-  free(w->pads);
+  free(w->ptrs); /* and pads */
   mori_alloc_release(w->alloc);
   free(w);
 }
@@ -172,9 +159,10 @@ static int map_heap(mori_window_t *w, const mori_rendezvous_info_t *all) {
  * becomes this rank's status in step 1. */
 static int prepare(mori_window_t *w, mori_alloc_t *a) {
   mori_comm_t *c = w->comm;
-  w->ptrs = calloc((size_t)c->size, sizeof(void *));
-  w->pads = calloc((size_t)c->size, sizeof(void *));
-  if (!w->ptrs || !w->pads) return mori_error_set(MORI_ENOMEM, "window_create: rank %d's tables", c->rank);
+  /* Both host tables in one array: a heap window's device copy is this. */
+  w->ptrs = calloc(2 * (size_t)c->size, sizeof(void *));
+  if (!w->ptrs) return mori_error_set(MORI_ENOMEM, "window_create: rank %d's tables", c->rank);
+  w->pads = w->ptrs + c->size;
   return a->heap ? reserve_heap_tables(w, a->heap) : 0;
 }
 
@@ -212,7 +200,7 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
   if (rc) return rc; /* every rank failed together */
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
   if (a->heap) {
-    publish_heap_tables(w); /* cannot fail on this rank alone: no step needed */
+    publish_heap_tables(w); /* cannot fail: no step needed */
   } else {
     rc = publish_tables(w);
   }

@@ -1,5 +1,6 @@
 /* What a window shows: accessors, the device view kernels take by value,
  * and the error mailbox kernels write instead of trapping. */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,23 +19,31 @@ void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
   return w->ptrs[peer];
 }
 
-/* Every getter that hands out a device address of the tables waits for
- * their copy first (a heap window queues it without waiting): a kernel
- * launched afterwards on any stream reads them complete. Once the copy has
- * landed this is one atomic load. A copy that failed means the device
- * context is broken: the failure is kept for mori_window_check and logged
- * once, however often the getters are called afterwards. */
-static void await_tables(const mori_window_t *w) {
-  int rc = __atomic_load_n(&w->tables_rc, __ATOMIC_ACQUIRE);
-  if (!rc) rc = mori_platform_upload_wait(w->comm->device, w->tables_upload);
-  if (!rc) return;
-  mori_window_t *m = (mori_window_t *)w; /* the failure record, not the window's contents */
-  if (__atomic_exchange_n(&m->tables_warned, 1, __ATOMIC_ACQ_REL)) return;
-  if (!__atomic_load_n(&m->tables_rc, __ATOMIC_ACQUIRE)) {
-    snprintf(m->tables_error, sizeof(m->tables_error), "%s", mori_last_error());
-    __atomic_store_n(&m->tables_rc, rc, __ATOMIC_RELEASE);
+/* Every getter that hands out a device address of the tables makes sure
+ * they are there first: the first one copies a heap window's tables on
+ * mori's own stream and waits for that copy alone (no other stream is
+ * waited for), so a kernel launched afterwards on any stream reads them
+ * complete; later calls cost one atomic load. A copy that fails means the
+ * device context is broken: the failure is logged once and kept for
+ * mori_window_check. Threads that ask at the same time wait for the one
+ * that copies. */
+static void await_tables(const mori_window_t *cw) {
+  mori_window_t *w = (mori_window_t *)cw; /* the copy's state, not the window's contents */
+  if (__atomic_load_n(&w->tables_state, __ATOMIC_ACQUIRE) == MORI_TABLES_ON_DEVICE) return;
+  int staged = MORI_TABLES_STAGED;
+  if (!__atomic_compare_exchange_n(&w->tables_state, &staged, MORI_TABLES_COPYING, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    while (__atomic_load_n(&w->tables_state, __ATOMIC_ACQUIRE) != MORI_TABLES_ON_DEVICE) sched_yield();
+    return;
   }
-  MORI_WARN("window %p: its device tables did not reach device %d: %s", (const void *)w, w->comm->device, m->tables_error);
+  mori_comm_t *c = w->comm;
+  int rc = mori_platform_upload(c->device, w->tables.ptr, w->ptrs, 2 * sizeof(void *) * (size_t)c->size);
+  if (rc) {
+    snprintf(w->tables_error, sizeof(w->tables_error), "%s", mori_last_error());
+    __atomic_store_n(&w->tables_rc, rc, __ATOMIC_RELEASE);
+    MORI_WARN("window %p: its device tables did not reach device %d: %s", (void *)w, c->device, w->tables_error);
+  }
+  __atomic_store_n(&w->tables_state, MORI_TABLES_ON_DEVICE, __ATOMIC_RELEASE);
 }
 
 void *const *mori_window_ptrs(const mori_window_t *w) { return w->ptrs; }

@@ -20,10 +20,9 @@ struct mori_window {
   size_t offset;             /* of the pointer given at creation from the allocation's base */
   mori_heap_block_t tables;  /* heap windows: both device tables in one carve */
   mori_control_block_t *pooled_control; /* heap windows: the control block, from the pool */
-  void **ptrs, **ptrs_dev;   /* per world rank: host and device tables */
-  uint64_t tables_upload;    /* heap windows: the copy of the device tables, awaited at first device use */
-  int tables_rc;             /* heap windows: why the tables never reached the device (atomic; 0: they did or will) */
-  int tables_warned;         /* atomic: that failure was logged once */
+  void **ptrs, **ptrs_dev;   /* per world rank: host and device tables; ptrs also holds pads (one array) */
+  int tables_state;          /* atomic, MORI_TABLES_*: heap windows copy their tables at first device use */
+  int tables_rc;             /* atomic: why the tables never reached the device (0: they did, or have not been asked) */
   char tables_error[256];    /* its message, written before tables_rc */
   void **pads, **pads_dev;
   mori_arena_slot_t pad_slot;     /* the signal pad (bytes == 0: none) */
@@ -34,6 +33,11 @@ struct mori_window {
   mori_window_dev_t sync_view; /* the barrier area's, with the arena's proxy ring (mori_window_sync_view) */
   struct mori_window *next;  /* the process's list of windows */
 };
+
+/* A heap window's device tables: staged in `ptrs` (ptrs then pads, the
+ * layout of the carve) until a device address of them is first handed out,
+ * then copied once; a window of its own memory copies them at creation. */
+enum { MORI_TABLES_STAGED = 0, MORI_TABLES_COPYING = 1, MORI_TABLES_ON_DEVICE = 2 };
 
 /* Assembles the device view (window_view.c). */
 mori_window_dev_t mori_window_make_view(const mori_window_t *w);

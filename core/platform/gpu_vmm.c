@@ -258,14 +258,16 @@ static int synchronize(int device) {
 
 bool mori_platform_device_is_async(void) { return true; }
 
-/* Uploads: a non-blocking stream per device, waited for alone. Copies are
- * numbered in the order they were queued; `landed` is the highest number
- * known complete, so a wait for a copy that has landed costs one atomic
- * load and no call into the driver. */
+/* Uploads and zeroing: a non-blocking stream per device, waited for
+ * alone (work the application queued on its own streams is neither waited
+ * for nor delayed). The caller may be capturing a graph on another stream
+ * (a window's first device view taken inside torch.cuda.graph): the
+ * capture's default "global" mode forbids queueing a pageable copy or
+ * synchronising any stream from this thread, so the thread is relaxed for
+ * those calls. The upload stream is never part of a capture, and nothing
+ * done on it changes what the graph records. */
 static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;
 static gpu_stream_t upload_streams[MORI_MAX_DEVICES];
-static uint64_t uploads_queued[MORI_MAX_DEVICES];
-static uint64_t uploads_landed[MORI_MAX_DEVICES]; /* atomic: read without the lock */
 
 static int upload_stream(int device, gpu_stream_t **out) {
   gpu_stream_t *st = &upload_streams[device];
@@ -274,32 +276,31 @@ static int upload_stream(int device, gpu_stream_t **out) {
   return 0;
 }
 
-/* Waits for everything queued on the upload stream; the lock is held.
- * The caller may be capturing a graph on another stream (a kernel taking a
- * window's device view inside torch.cuda.graph): the capture's default
- * "global" mode forbids synchronising any stream from this thread, so the
- * thread is relaxed for this one call. The upload stream is never part of
- * a capture, and waiting for it changes nothing the graph records. */
+/* Waits for everything queued on the upload stream; the lock is held. */
 static int drain(int device) {
-  uint64_t upto = uploads_queued[device];
   gpu_capture_mode_t mode = GPU_CAPTURE_MODE_RELAXED;
   GPU_TRY(gpu.threadExchangeCaptureMode(&mode), "relaxing this thread's capture mode");
   gpu_status_t synced = gpu.streamSynchronize(upload_streams[device]);
   (void)gpu.threadExchangeCaptureMode(&mode); /* the caller's mode back */
   GPU_TRY(synced, "waiting for device %d's uploads", device);
-  __atomic_store_n(&uploads_landed[device], upto, __ATOMIC_RELEASE);
   return 0;
 }
 
-/* The source is pageable host memory: the driver stages it before the call
- * returns, so the caller may free it at once. */
-static int upload_async(int device, void *dst, const void *src, size_t size, uint64_t *ticket) {
+/* The source is pageable host memory: the driver stages it before the
+ * call returns. */
+static int upload(int device, void *dst, const void *src, size_t size) {
   gpu_stream_t *st;
   int rc = upload_stream(device, &st);
   if (rc) return rc;
-  GPU_TRY(GPU_UPLOAD_ASYNC(dst, src, size, *st), "uploading %zu bytes to %p", size, dst);
-  *ticket = ++uploads_queued[device];
-  return 0;
+  uint64_t t = mori_profile_now();
+  gpu_capture_mode_t mode = GPU_CAPTURE_MODE_RELAXED;
+  GPU_TRY(gpu.threadExchangeCaptureMode(&mode), "relaxing this thread's capture mode");
+  gpu_status_t queued = GPU_UPLOAD_ASYNC(dst, src, size, *st);
+  (void)gpu.threadExchangeCaptureMode(&mode); /* the caller's mode back */
+  mori_profile_add(MORI_PROF_TABLE_UPLOAD, t);
+  GPU_TRY(queued, "uploading %zu bytes to %p", size, dst);
+  t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_TABLE_WAIT, t, drain(device));
 }
 
 /* Zeroing goes on the upload stream and waits for it alone: a kernel the
@@ -327,30 +328,22 @@ int mori_platform_memset_zero(int device, void *ptr, size_t size) {
   return rc;
 }
 
-int mori_platform_upload_async(int device, void *dst, const void *src, size_t size, uint64_t *ticket) {
-  int rc = check_device(device, "upload");
-  if (rc) return rc;
-  uint64_t t = mori_profile_now();
+void *mori_platform_upload_stream(int device) {
+  if (check_device(device, "the upload stream")) return NULL;
   pthread_mutex_lock(&upload_lock);
-  rc = GPU_ON_DEVICE(device, upload_async(device, dst, src, size, ticket));
+  gpu_stream_t *st = NULL;
+  int rc = GPU_ON_DEVICE(device, upload_stream(device, &st));
   pthread_mutex_unlock(&upload_lock);
-  return mori_profile_done(MORI_PROF_TABLE_UPLOAD, t, rc);
-}
-
-int mori_platform_upload_wait(int device, uint64_t ticket) {
-  int rc = check_device(device, "waiting for an upload");
-  if (rc || ticket <= __atomic_load_n(&uploads_landed[device], __ATOMIC_ACQUIRE)) return rc;
-  uint64_t t = mori_profile_now();
-  pthread_mutex_lock(&upload_lock);
-  if (ticket > uploads_landed[device]) rc = GPU_ON_DEVICE(device, drain(device));
-  pthread_mutex_unlock(&upload_lock);
-  return mori_profile_done(MORI_PROF_TABLE_WAIT, t, rc);
+  return rc ? NULL : (void *)*st;
 }
 
 int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
-  uint64_t ticket = 0;
-  int rc = mori_platform_upload_async(device, dst, src, size, &ticket);
-  return rc ? rc : mori_platform_upload_wait(device, ticket);
+  int rc = check_device(device, "upload");
+  if (rc) return rc;
+  pthread_mutex_lock(&upload_lock);
+  rc = GPU_ON_DEVICE(device, upload(device, dst, src, size));
+  pthread_mutex_unlock(&upload_lock);
+  return rc;
 }
 
 int mori_platform_synchronize(int device) {

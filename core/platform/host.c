@@ -438,12 +438,7 @@ int mori_platform_upload(int device, void *dst, const void *src, size_t size) {
   return mori_profile_done(MORI_PROF_TABLE_UPLOAD, t, host_upload(device, dst, src, size));
 }
 
-int mori_platform_upload_async(int device, void *dst, const void *src, size_t size, uint64_t *ticket) {
-  *ticket = 0;
-  return mori_platform_upload(device, dst, src, size);
-}
-
-int mori_platform_upload_wait(int device, uint64_t ticket) { return 0; }
+void *mori_platform_upload_stream(int device) { return NULL; }
 
 int mori_platform_synchronize(int device) {
   uint64_t t = mori_profile_now();

@@ -99,14 +99,10 @@ bool mori_platform_device_is_async(void);
  * for that copy alone: work queued on other streams is neither waited for
  * nor delayed. */
 int mori_platform_upload(int device, void *dst, const void *src, size_t size);
-/* The same copy without the wait (pointer tables of heap windows are
- * written this way, and waited for when a device address of them is first
- * handed out): `src` may be reused on return; `*ticket` names the copy for
- * mori_platform_upload_wait. The host platform copies at once (ticket 0). */
-int mori_platform_upload_async(int device, void *dst, const void *src, size_t size, uint64_t *ticket);
-/* Returns once upload `ticket` of `device` (and every earlier one) has
- * landed; at once when it already has. */
-int mori_platform_upload_wait(int device, uint64_t ticket);
+/* The stream uploads go on, created on first use (NULL on the host platform
+ * or when it cannot be created): tests hold it with work of their own to
+ * show who waits for an upload and who does not. */
+void *mori_platform_upload_stream(int device);
 int mori_platform_can_access_peer(int device, int peer_device, bool *yes);
 
 /* Device-visible memory for small tables (pointer tables, descriptors). */

@@ -8,9 +8,10 @@
 //   alloc_window       mori_mem_alloc + mori_window_create (the node-local
 //                      exchange included), first call and steady state;
 //                      destroy + free untimed. The window's device tables
-//                      are copied without waiting; "with_view_us" adds the
-//                      first mori_window_device_view, which waits for them
-//                      (what a caller pays before its first kernel)
+//                      are copied at first device use: "with_view_us" adds
+//                      the first mori_window_device_view, which copies them
+//                      and waits for that copy (what a caller pays before
+//                      its first kernel)
 //   alloc_window_churn 20000 alloc + window + destroy + free cycles (rank 0's
 //                      times): a long-running process's cost per window
 //   growth             an allocation that maps a new vmm chunk, local
@@ -56,7 +57,7 @@ std::string Breakdown() {
   std::string out = "{";
   for (int i = 0; i < n; i++) {
     char item[160];
-    snprintf(item, sizeof(item), "%s\"%s\": [%llu, %.3f]", i ? ", " : "", e[i].name, (unsigned long long)e[i].calls,
+    snprintf(item, sizeof(item), "%s\"%s\": [%llu, %.4f]", i ? ", " : "", e[i].name, (unsigned long long)e[i].calls,
              e[i].total_ns / 1e6);
     out += item;
   }

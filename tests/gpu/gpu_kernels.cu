@@ -32,6 +32,17 @@
 #define gpuStreamSynchronize hipStreamSynchronize
 #define gpuStreamDestroy hipStreamDestroy
 #define gpuErrorNotReady hipErrorNotReady
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamCaptureModeGlobal hipStreamCaptureModeGlobal
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraph_t hipGraph_t
+#define gpuGraphExec_t hipGraphExec_t
+#define gpuGraphInstantiate(exec, g) hipGraphInstantiate((exec), (g), nullptr, nullptr, 0)
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #else
 #define gpuError_t cudaError_t
 #define gpuSuccess cudaSuccess
@@ -52,6 +63,15 @@
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuStreamDestroy cudaStreamDestroy
 #define gpuErrorNotReady cudaErrorNotReady
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraph_t cudaGraph_t
+#define gpuGraphExec_t cudaGraphExec_t
+#define gpuGraphInstantiate(exec, g) cudaGraphInstantiate((exec), (g), 0)
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuEvent_t cudaEvent_t
 #define gpuEventCreate cudaEventCreate
 #define gpuEventRecord cudaEventRecord
@@ -369,6 +389,17 @@ int gpu_spin_start(uint64_t ns) {
   return check(gpuGetLastError(), "spin kernel");
 }
 
+int gpu_spin_on(void *stream, uint64_t ns) {
+  spin_kernel<<<1, 1, 0, (gpuStream_t)stream>>>(ns);
+  return check(gpuGetLastError(), "spin kernel");
+}
+
+int gpu_stream_busy(void *stream) {
+  gpuError_t e = gpuStreamQuery((gpuStream_t)stream);
+  if (e == gpuErrorNotReady) return 1;
+  return e == gpuSuccess ? 0 : -1;
+}
+
 int gpu_spin_running(void) {
   gpuError_t e = gpuStreamQuery(0);
   if (e == gpuErrorNotReady) return 1;
@@ -395,6 +426,39 @@ int gpu_read_table(void *const *table_dev, int n, void **out) {
   (void)gpuFree(dev_out);
   (void)gpuStreamDestroy(st);
   return rc;
+}
+
+void *gpu_capture_begin(void) {
+  gpuStream_t st = nullptr;
+  if (check(gpuStreamCreateWithFlags(&st, gpuStreamNonBlocking), "stream")) return nullptr;
+  if (check(gpuStreamBeginCapture(st, gpuStreamCaptureModeGlobal), "begin capture")) {
+    (void)gpuStreamDestroy(st);
+    return nullptr;
+  }
+  return (void *)st;
+}
+
+int gpu_read_table_async(void *const *table_dev, int n, void **dev_out, void *stream) {
+  read_table_kernel<<<1, 64, 0, (gpuStream_t)stream>>>(table_dev, n, dev_out);
+  return check(gpuGetLastError(), "read_table_kernel");
+}
+
+int gpu_capture_end_replay(void *stream) {
+  gpuStream_t st = (gpuStream_t)stream;
+  gpuGraph_t g = nullptr;
+  gpuGraphExec_t exec = nullptr;
+  int rc = check(gpuStreamEndCapture(st, &g), "end capture");
+  if (!rc) rc = check(gpuGraphInstantiate(&exec, g), "instantiate");
+  if (!rc) rc = check(gpuGraphLaunch(exec, st), "replay");
+  if (!rc) rc = check(gpuStreamSynchronize(st), "stream synchronize");
+  if (exec) (void)gpuGraphExecDestroy(exec);
+  if (g) (void)gpuGraphDestroy(g);
+  (void)gpuStreamDestroy(st);
+  return rc;
+}
+
+int gpu_copy_out(void *host, const void *dev, uint64_t bytes) {
+  return check(gpuMemcpy(host, dev, bytes, gpuMemcpyDeviceToHost), "copy");
 }
 
 int gpu_zero(void *p, uint64_t bytes) {

@@ -36,6 +36,10 @@ double gpu_bench_put(mori_window_dev_t view, int peer, void *src, uint64_t bytes
 // the default stream still has work (1), is idle (0), or failed (-1).
 int gpu_spin_start(uint64_t ns);
 int gpu_spin_running(void);
+// The same spin on a given stream, and whether that stream has work (1),
+// is idle (0), or failed (-1).
+int gpu_spin_on(void *stream, uint64_t ns);
+int gpu_stream_busy(void *stream);
 // ---- through the proxy ring (peers outside the LSA team: rdma) ----
 // The window: [send: blocks x 2 x slot][recv: blocks x 2 x slot][signals:
 // blocks x 8][counter: 8]. Each block, per round, fills a send slot, puts it
@@ -63,6 +67,14 @@ double gpu_bench_proxy_latency(mori_window_dev_t view, int peer, uint64_t bytes,
 // A kernel on a fresh non-blocking stream copies the n entries of a device
 // pointer table; returns 0 with them in out[] (host memory).
 int gpu_read_table(void *const *table_dev, int n, void **out);
+// Graph capture in global mode (torch's default) on a fresh non-blocking
+// stream (NULL on failure); a table read queued on it into device memory
+// `dev_out`; the capture ended, replayed once and waited for, the stream
+// and graph freed.
+void *gpu_capture_begin(void);
+int gpu_read_table_async(void *const *table_dev, int n, void **dev_out, void *stream);
+int gpu_capture_end_replay(void *stream);
+int gpu_copy_out(void *host, const void *dev, uint64_t bytes);
 // Zeroes device memory and waits (mori memory is not zeroed when allocated).
 int gpu_zero(void *p, uint64_t bytes);
 void *gpu_alloc(uint64_t bytes);

@@ -305,10 +305,11 @@ TEST(GpuWindow, DivergentFreesThenTeardown) {
   });
 }
 
-// A heap window's device tables are copied without waiting; the getters that
-// hand out their device addresses wait. A kernel on a stream that nothing
-// orders after mori's copy must still read them complete, whichever getter
-// came first, with table carves reused across cycles (stale values there).
+// A heap window's device tables are copied by the first getter that hands
+// out a device address of them, which waits for that copy. A kernel on a
+// stream that nothing orders after mori's copy must still read them
+// complete, whichever getter came first, with table carves reused across
+// cycles (stale values there).
 TEST(GpuWindow, FreshHeapWindowTablesAreCompleteAtFirstDeviceUse) {
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
     SelectGpu(rank);
@@ -352,6 +353,88 @@ TEST(GpuWindow, FreshHeapWindowTablesAreCompleteAtFirstDeviceUse) {
       MORI_ASSERT_OK(mori_mem_free(p));
     }
     EXPECT_EQ(mori_mem_count(), 0);
+  });
+}
+
+// The same promise made sharp: mori's upload stream is held by a kernel of
+// the test's, so the tables' copy cannot land until it ends. Creating the
+// window must not wait for it (no device stall); the first getter must
+// (its return means the copy has landed), and the tables read right.
+// mori_window_check stays clean.
+TEST(GpuWindow, GettersWaitForTheTablesCopyAndCreationDoesNot) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *upload = mori_platform_upload_stream(mori_comm_device(w.comm));
+    ASSERT_NE(upload, nullptr) << mori_last_error();
+    // Warm: the heap chunk and the signal arena exist (adding an arena
+    // zeroes it, which does wait for the upload stream).
+    void *warm = nullptr;
+    mori_window_t *warm_win = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(1 << 20, nullptr, &warm));
+    MORI_ASSERT_OK(mori_window_create(w.comm, warm, &warm_win));
+    (void)mori_window_device_view(warm_win);
+    for (int round = 0; round < 3; round++) {
+      ASSERT_EQ(gpu_spin_on(upload, 300ull * 1000 * 1000), 0) << gpu_last_error();
+      void *p = nullptr;
+      mori_window_t *win = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc(1 << 20, nullptr, &p));
+      MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+      EXPECT_EQ(gpu_stream_busy(upload), 1) << "round " << round << ": window creation waited for mori's upload stream";
+      void *const *ptrs_dev = round == 1 ? (void *const *)mori_window_device_view(win).ptrs : mori_window_ptrs_dev(win);
+      EXPECT_EQ(gpu_stream_busy(upload), 0) << "round " << round << ": a getter returned before the tables' copy landed";
+      std::vector<void *> got(size);
+      ASSERT_EQ(gpu_read_table(ptrs_dev, size, got.data()), 0) << gpu_last_error();
+      for (int r = 0; r < size; r++) EXPECT_EQ(got[r], mori_window_ptrs(win)[r]) << "round " << round << " rank " << r;
+      MORI_EXPECT_OK(mori_window_check(win));
+      MORI_ASSERT_OK(mori_window_destroy(win));
+      MORI_ASSERT_OK(mori_mem_free(p));
+    }
+    MORI_ASSERT_OK(mori_window_destroy(warm_win));
+    MORI_ASSERT_OK(mori_mem_free(warm));
+  });
+}
+
+// torch takes a window's device view inside torch.cuda.graph, and allocates
+// from its pool there: a getter called for the first time while this thread
+// captures in global mode, and a window made during the capture, both end
+// in a graph whose replay reads the right tables.
+TEST(GpuWindow, FirstDeviceUseAndCreationInsideAGraphCapture) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    SelectGpu(rank);
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *before = nullptr, *during = nullptr;
+    mori_window_t *before_win = nullptr, *during_win = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(1 << 20, nullptr, &before));
+    MORI_ASSERT_OK(mori_window_create(w.comm, before, &before_win));
+    void **dev_out = static_cast<void **>(gpu_alloc(2 * sizeof(void *) * (size_t)size));
+    ASSERT_NE(dev_out, nullptr) << gpu_last_error();
+    void *stream = gpu_capture_begin();
+    ASSERT_NE(stream, nullptr) << gpu_last_error();
+    int rc = gpu_read_table_async(mori_window_ptrs_dev(before_win), size, dev_out, stream);
+    EXPECT_EQ(rc, 0) << gpu_last_error();
+    int alloc_rc = mori_mem_alloc(1 << 20, nullptr, &during);
+    EXPECT_EQ(alloc_rc, 0) << mori_last_error();
+    int create_rc = alloc_rc ? alloc_rc : mori_window_create(w.comm, during, &during_win);
+    EXPECT_EQ(create_rc, 0) << mori_last_error();
+    if (!create_rc) {
+      EXPECT_EQ(gpu_read_table_async(mori_window_ptrs_dev(during_win), size, dev_out + size, stream), 0);
+    }
+    ASSERT_EQ(gpu_capture_end_replay(stream), 0) << gpu_last_error();
+    ASSERT_EQ(create_rc, 0);
+    std::vector<void *> got(2 * (size_t)size);
+    ASSERT_EQ(gpu_copy_out(got.data(), dev_out, sizeof(void *) * got.size()), 0) << gpu_last_error();
+    for (int r = 0; r < size; r++) {
+      EXPECT_EQ(got[r], mori_window_ptrs(before_win)[r]) << "made before the capture, rank " << r;
+      EXPECT_EQ(got[size + r], mori_window_ptrs(during_win)[r]) << "made during the capture, rank " << r;
+    }
+    gpu_free(dev_out);
+    MORI_EXPECT_OK(mori_window_destroy(during_win));
+    MORI_EXPECT_OK(mori_mem_free(during));
+    MORI_EXPECT_OK(mori_window_destroy(before_win));
+    MORI_EXPECT_OK(mori_mem_free(before));
   });
 }
 

@@ -28,11 +28,12 @@ MORI_API size_t mori_window_size(const mori_window_t *win);
 /* Peer's base in this process, or NULL when no load/store transport reaches it. */
 MORI_API void *mori_window_peer_ptr(const mori_window_t *win, int peer);
 /* world_size entries: host copy (dereferenceable on the host platform only)
- * and device copy (for kernels). The device getters (ptrs_dev,
- * signal_pads_dev, device_view) of a heap window may block the first time:
- * they wait for the tables' copy to land on mori's own stream (a driver
- * call, allowed inside a graph capture), so a kernel launched afterwards on
- * any stream reads them complete. */
+ * and device copy (for kernels). A heap window's device tables are copied
+ * by the first of its device getters (ptrs_dev, signal_pads_dev,
+ * device_view) to be called, which blocks until that copy has landed on
+ * mori's own stream (a few microseconds; allowed inside a graph capture),
+ * so a kernel launched afterwards on any stream reads them complete;
+ * creating the window makes no driver call. */
 MORI_API void *const *mori_window_ptrs(const mori_window_t *win);
 MORI_API void *const *mori_window_ptrs_dev(const mori_window_t *win);
 /* Signal pads (NULL when the memory has none). */
