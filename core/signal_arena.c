@@ -14,6 +14,7 @@
  * arena is added, which waits for nothing. Releasing never waits for the
  * device. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,11 +223,23 @@ void mori_signal_arena_propose(mori_comm_t *c, size_t first_bytes, size_t second
   for (int i = 0; i < all->count; i++) {
     struct arena *a = all->arenas[i];
     if (a->first_free >= GRANULES) continue;
-    bool found = find_run(a->used, a->first_free, need, &start, &a->first_free);
-    if (found) {
+    if (find_run(a->used, a->first_free, need, &start, &a->first_free)) {
+      for (int g = start; g < start + need; g++) set_used(a->used, g, true); /* reserved */
       *out = (mori_arena_proposal_t){.arena = i, .start = start, .granules = need};
       break;
     }
+  }
+  pthread_mutex_unlock(&all->lock);
+}
+
+void mori_signal_arena_withdraw(mori_comm_t *c, const mori_arena_proposal_t *mine) {
+  struct mori_signal_arenas *all = c->arenas;
+  if (!all || mine->arena < 0) return;
+  pthread_mutex_lock(&all->lock);
+  if (mine->arena < all->count && mine->start >= 0 && mine->start <= GRANULES - mine->granules) {
+    struct arena *a = all->arenas[mine->arena];
+    for (int g = mine->start; g < mine->start + mine->granules; g++) set_used(a->used, g, false);
+    if (mine->start < a->first_free) a->first_free = mine->start;
   }
   pthread_mutex_unlock(&all->lock);
 }
@@ -240,31 +253,36 @@ static void split_pair(const mori_arena_slot_t *run, size_t first_bytes, size_t 
 }
 
 int mori_signal_arena_assign_pair(mori_comm_t *c, size_t first_bytes, size_t second_bytes, int local_rc,
-                                  const mori_arena_proposal_t *agreed, mori_arena_slot_t *first, mori_arena_slot_t *second) {
+                                  const mori_arena_proposal_t *mine, const mori_arena_proposal_t *agreed,
+                                  mori_arena_slot_t *first, mori_arena_slot_t *second) {
   memset(first, 0, sizeof(*first));
   memset(second, 0, sizeof(*second));
   int rc = local_rc;
   size_t total = pair_bytes(first_bytes, second_bytes);
-  /* Every rank proposed this run, so it is free on every rank: take it. The
-   * test uses only what every rank sees alike (the gathered proposal, the
-   * sizes), so every rank takes this path or every rank takes the step. */
-  struct mori_signal_arenas *all = arenas_of(c);
-  if (agreed && agreed->arena >= 0 && total <= ARENA_BYTES && agreed->granules == granules_for(total)) {
-    if (rc) return rc;
-    if (!all) return mori_error_set(MORI_ENOMEM, "signal arena: rank %d's table", c->rank);
-    pthread_mutex_lock(&all->lock);
-    struct arena *a = agreed->arena < all->count ? all->arenas[agreed->arena] : NULL;
-    bool fits = a && agreed->start >= 0 && agreed->start <= GRANULES - agreed->granules;
-    for (int g = agreed->start; fits && g < agreed->start + agreed->granules; g++) fits = !is_used(a->used, g);
-    for (int g = agreed->start; fits && g < agreed->start + agreed->granules; g++) set_used(a->used, g, true);
-    pthread_mutex_unlock(&all->lock);
-    /* Not reachable unless slots were assigned concurrently on one comm. */
-    if (!fits) return mori_error_set(MORI_EPROTO, "signal arena: the agreed run %d+%d of arena %d is not free on rank %d",
-                                     agreed->start, agreed->granules, agreed->arena, c->rank);
+  /* Every rank proposed, and so reserved, this run: it is free on every
+   * rank and already taken on this one. The test uses only what every rank
+   * sees alike (the gathered proposal, the sizes), so every rank keeps its
+   * reservation or every rank takes the step. */
+  bool keep = agreed && agreed->arena >= 0 && total <= ARENA_BYTES && agreed->granules == granules_for(total);
+  if (keep) {
+    /* Not reachable unless this rank's reservation went missing (slots
+     * assigned concurrently on one comm, against the rule): every rank
+     * then stops here rather than carry on with slots its peers lack. */
+    if (!mine || memcmp(mine, agreed, sizeof(*mine)) != 0) {
+      fprintf(stderr, "mori: signal arena: rank %d did not reserve the run %d+%d of arena %d every rank proposed\n",
+              c->rank, agreed->start, agreed->granules, agreed->arena);
+      abort();
+    }
+    if (rc) {
+      mori_signal_arena_withdraw(c, mine);
+      return rc;
+    }
     mori_arena_slot_t run = {.arena = agreed->arena, .offset = (size_t)agreed->start * GRANULE, .bytes = total};
     split_pair(&run, first_bytes, second_bytes, first, second);
     return 0;
   }
+  if (mine) mori_signal_arena_withdraw(c, mine); /* before this rank's maps are gathered */
+  struct mori_signal_arenas *all = arenas_of(c);
   /* Without its table this rank still takes part in the step (as one with
    * no arena yet, like every rank the first time), failing: all fail alike. */
   struct mori_signal_arenas none;

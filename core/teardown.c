@@ -1,10 +1,10 @@
 /* Teardown above everything it releases: a comm's destroy (its windows
  * must be gone; its signal arenas and heap mappings go with it) and
  * mori_finalize (every window, every comm's arenas and heap mappings,
- * every allocation, the control blocks, the heaps — in that order). Local,
+ * every allocation, the block pools, the heaps — in that order). Local,
  * idempotent, never collective. */
 #include "core/base/error.h"
-#include "core/internal/control_pool.h"
+#include "core/internal/block_pool.h"
 #include "core/internal/window.h"
 
 int mori_comm_destroy(mori_comm_t *comm) {
@@ -28,7 +28,7 @@ int mori_finalize(void) {
    * next window. */
   mori_comm_for_each(release_comm_memory, NULL);
   mori_alloc_release_all();
-  mori_control_pool_destroy_all();
+  mori_block_pools_destroy_all();
   mori_heap_destroy_all();
   return 0;
 }

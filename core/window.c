@@ -1,34 +1,35 @@
 /* Windows: creation (the collective rendezvous of one allocation), the
  * process's list of live windows, destroy and teardown.
- *   0. what can fail locally is done first, so a failure is this rank's
- *      status in step 1: the window's bookkeeping, and for heap memory its
- *      device tables' carve and its control block; each rank also proposes
- *      the run of its signal arenas the window's slots would take;
+ *   0. what can fail on this rank alone is done first, so that a failure
+ *      is this rank's status in step 1: the window's host tables, room for
+ *      its device tables and its control block (block pools), and a
+ *      reservation of the signal-arena run its slots would take (its
+ *      proposal);
  *   1. every rank publishes {status, ok, size, mapped size, pad, device,
  *      handle type, heap placement, segment sequence, arena proposal}; all
  *      validate the same table (rendezvous.c), so every rank fails alike on
  *      a local failure or a disagreement, naming the ranks; the segment
  *      sequence continues from the highest any rank had;
  *   2. memory of its own becomes a segment: mapped across the LSA team,
- *      registered with the transports (segment.c); heap memory needs no
- *      mapping: the heap chunks it lives in are mapped across the comm once
- *      (heap_segments.c) and each rank's address follows from its placement;
- *   3. the signal pad and the device barrier's area come from the comm's
- *      signal arenas: the proposed run when every rank proposed the same;
- *   4. the tables are published: a window of its own memory copies them
- *      to the device and every rank agrees that every rank succeeded; a
- *      heap window's are already in place on the host and in its carve of
- *      the heap, and are copied when a device address of them is first
- *      handed out (window_view.c).
- * A heap window whose chunks are mapped and whose proposals agree takes
- * step 1 alone: steps 2 and 3 need no exchange, step 4 makes no call into
- * the driver and cannot fail, so no agreement step follows. Creating one
- * neither waits for the device nor needs a working device context.
+ *      registered with the transports (segment.c; collective, every rank
+ *      fails together); heap memory needs no mapping: the heap chunks it
+ *      lives in are mapped across the comm once (heap_segments.c) and each
+ *      rank's address follows from its placement;
+ *   3. the signal pad and the device barrier's area: the proposed run when
+ *      every rank proposed the same one, else one found from the ranks'
+ *      free maps (one collective step);
+ *   4. the tables are published: their device copy is made by the first
+ *      getter that hands out a device address of them (window_view.c).
+ * Nothing after step 1 can fail on one rank alone, so no agreement step
+ * follows: a heap window over mapped chunks whose proposals agree costs
+ * one exchange. In steady state creating one makes no driver call; the
+ * pools, the heap and the arenas call the driver (and may synchronise the
+ * device) only when they need more memory.
  * Destroy is local: the segment goes (transports deregister, device sync,
  * unmap, release imports, free VA), then the tables, the arena slots and
  * the window's reference to the allocation. A heap window waits for
- * nothing: its tables, control block and arena slots are reused only after
- * a later device synchronisation. */
+ * nothing: its table block, control block and arena slots are reused only
+ * after a later device synchronisation. */
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
-#include "core/internal/control_pool.h"
+#include "core/internal/block_pool.h"
 #include "core/internal/rendezvous.h"
 #include "core/internal/window.h"
 
@@ -45,52 +46,29 @@ static pthread_mutex_t windows_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_window_t *live_windows;
 
 
-/* Step 0 for heap windows: both tables in one carve of the heap, and the
- * control block from the pool. */
-static int reserve_heap_tables(mori_window_t *w, mori_heap_t *h) {
+/* Step 0's device-visible part: room for both device tables (ptrs, then
+ * pads) and the control block, from the block pools: no blocking driver
+ * call once the pools have pages. */
+static int reserve_device_blocks(mori_window_t *w) {
   mori_comm_t *c = w->comm;
-  size_t table = sizeof(void *) * (size_t)c->size;
-  int rc = mori_heap_alloc(h, 2 * table, 256, &w->tables);
-  if (rc) {
-    w->tables.ptr = NULL;
-    if (rc == MORI_ENOTSUP) rc = mori_error_set(MORI_ENOMEM, "pointer tables of %zu bytes", 2 * table);
-  }
-  if (!rc) rc = mori_control_block_get(c->device, &w->pooled_control);
+  int rc = mori_pool_block_get(c->device, MORI_POOL_DEVICE, 2 * sizeof(void *) * (size_t)c->size, &w->table_block);
+  if (!rc) rc = mori_pool_block_get(c->device, MORI_POOL_PINNED, sizeof(mori_device_control_t), &w->control_block);
   if (!rc) {
-    w->control = w->pooled_control->host;
-    w->control_dev = w->pooled_control->dev;
+    w->control = w->control_block->host;
+    w->control_dev = w->control_block->dev;
   }
-  return rc ? mori_error_context(rc, "window_create: rank %d's device tables", c->rank) : 0;
+  return rc ? mori_error_context(rc, "window_create: rank %d's device tables and control block", c->rank) : 0;
 }
 
-/* Step 4 for heap windows: the device addresses of the tables. Their
- * contents are `ptrs` and `pads` (one array, in the carve's layout), copied
- * by the first getter that hands out a device address of them: a window
- * only the host uses never pays for the copy, and creating one makes no
- * driver call, inside a graph capture or not. */
-static void publish_heap_tables(mori_window_t *w) {
-  size_t table = sizeof(void *) * (size_t)w->comm->size;
-  w->ptrs_dev = (void **)w->tables.ptr;
-  if (w->pad_slot.bytes) w->pads_dev = (void **)((char *)w->tables.ptr + table);
+/* Step 4: the device addresses of the tables. Their contents are `ptrs`
+ * and `pads` (one array, in the block's layout), copied by the first
+ * getter that hands out a device address of them (window_view.c): a window
+ * only the host uses never pays for the copy, and this step makes no
+ * driver call. */
+static void publish_tables(mori_window_t *w) {
+  w->ptrs_dev = (void **)w->table_block->dev;
+  if (w->pad_slot.bytes) w->pads_dev = w->ptrs_dev + w->comm->size;
   w->tables_state = MORI_TABLES_STAGED;
-}
-
-/* Step 4 for windows of their own memory: blocking allocations and copies
- * (this path maps memory anyway). */
-static int publish_tables(mori_window_t *w) {
-  mori_comm_t *c = w->comm;
-  size_t bytes = sizeof(void *) * (size_t)c->size;
-  int rc = mori_platform_device_alloc(c->device, bytes, (void **)&w->ptrs_dev);
-  if (!rc) rc = mori_platform_memcpy(c->device, w->ptrs_dev, w->ptrs, bytes);
-  if (!rc && w->pad_slot.bytes) {
-    rc = mori_platform_device_alloc(c->device, bytes, (void **)&w->pads_dev);
-    if (!rc) rc = mori_platform_memcpy(c->device, w->pads_dev, w->pads, bytes);
-  }
-  if (!rc)
-    rc = mori_platform_host_alloc_mapped(c->device, sizeof(mori_device_control_t), (void **)&w->control,
-                                         (void **)&w->control_dev);
-  w->tables_state = MORI_TABLES_ON_DEVICE;
-  return rc ? mori_error_context(rc, "window_create: publishing the pointer tables") : 0;
 }
 
 /* MORI_TRAP_ON_DEVICE_ERROR=1: a kernel that records an error in this
@@ -106,14 +84,9 @@ static uint32_t trap_on_device_error(void) {
 static void teardown(mori_window_t *w) {
   mori_comm_t *c = w->comm;
   mori_segment_destroy(w->segment);
-  if (w->tables.ptr) {
-    mori_heap_free(w->alloc->heap, &w->tables);
-  } else {
-    mori_platform_device_free(c->device, w->ptrs_dev);
-    mori_platform_device_free(c->device, w->pads_dev);
-  }
-  if (w->pooled_control) mori_control_block_put(c->device, w->pooled_control);
-  else mori_platform_host_free_mapped(w->control);
+  mori_pool_block_put(c->device, w->table_block);
+  mori_pool_block_put(c->device, w->control_block);
+  if (w->arena_proposed) mori_signal_arena_withdraw(c, &w->proposal);
   mori_signal_arena_release(c, &w->pad_slot);
   mori_signal_arena_release(c, &w->barrier_slot);
   free(w->ptrs); /* and pads */
@@ -163,7 +136,7 @@ static int prepare(mori_window_t *w, mori_alloc_t *a) {
   w->ptrs = calloc(2 * (size_t)c->size, sizeof(void *));
   if (!w->ptrs) return mori_error_set(MORI_ENOMEM, "window_create: rank %d's tables", c->rank);
   w->pads = w->ptrs + c->size;
-  return a->heap ? reserve_heap_tables(w, a->heap) : 0;
+  return reserve_device_blocks(w);
 }
 
 static uint64_t barrier_bytes_of(const mori_comm_t *c) {
@@ -195,21 +168,18 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
   }
   /* Invariant: the local entry is exactly what alloc returned. */
   w->ptrs[c->rank] = a->local.base;
-  rc = mori_signal_arena_assign_pair(c, barrier_bytes_of(c), pad_size, 0, agreed_proposal(all, c->size), &w->barrier_slot,
-                                     &w->pad_slot);
+  /* The proposal is this rank's reservation: kept when every rank made the
+   * same, else withdrawn inside assign_pair before the maps are gathered. */
+  w->arena_proposed = false;
+  rc = mori_signal_arena_assign_pair(c, barrier_bytes_of(c), pad_size, 0, &w->proposal, agreed_proposal(all, c->size),
+                                     &w->barrier_slot, &w->pad_slot);
   if (rc) return rc; /* every rank failed together */
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
-  if (a->heap) {
-    publish_heap_tables(w); /* cannot fail: no step needed */
-  } else {
-    rc = publish_tables(w);
-  }
-  if (!rc) {
-    w->control->trap_on_error = trap_on_device_error();
-    w->view = mori_window_make_view(w);
-    w->sync_view = mori_window_make_sync_view(w);
-  }
-  return a->heap ? rc : mori_comm_agree(c, rc, "window_create");
+  publish_tables(w); /* cannot fail: no agreement step follows */
+  w->control->trap_on_error = trap_on_device_error();
+  w->view = mori_window_make_view(w);
+  w->sync_view = mori_window_make_sync_view(w);
+  return 0;
 }
 
 int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
@@ -253,7 +223,12 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
     if (me.status) snprintf(own, sizeof(own), "%s", mori_last_error());
   }
   me.arena.arena = -1;
-  if (a && !me.status) mori_signal_arena_propose(comm, barrier_bytes_of(comm), a->signal_pad_size, &me.arena);
+  if (w && a && !me.status) {
+    /* Reserved here; withdrawn by teardown if the window fails before step 3. */
+    mori_signal_arena_propose(comm, barrier_bytes_of(comm), a->signal_pad_size, &me.arena);
+    w->proposal = me.arena;
+    w->arena_proposed = me.arena.arena >= 0;
+  }
   /* The one buffer every rank needs: without it this rank cannot take part
    * at all (its peers then name it when their wait times out). */
   int rc = all ? mori_comm_allgather(comm, &me, all, sizeof(me)) : me.status;

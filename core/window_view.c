@@ -37,7 +37,7 @@ static void await_tables(const mori_window_t *cw) {
     return;
   }
   mori_comm_t *c = w->comm;
-  int rc = mori_platform_upload(c->device, w->tables.ptr, w->ptrs, 2 * sizeof(void *) * (size_t)c->size);
+  int rc = mori_platform_upload(c->device, w->ptrs_dev, w->ptrs, 2 * sizeof(void *) * (size_t)c->size);
   if (rc) {
     snprintf(w->tables_error, sizeof(w->tables_error), "%s", mori_last_error());
     __atomic_store_n(&w->tables_rc, rc, __ATOMIC_RELEASE);
@@ -117,13 +117,18 @@ mori_window_dev_t mori_window_make_sync_view(const mori_window_t *w) {
 
 mori_window_dev_t mori_window_sync_view(const mori_window_t *w) { return w->sync_view; }
 
+/* A failed copy of the tables is reported on every call, after any error a
+ * kernel left (that one is reported once, and cleared). */
+static int tables_failure(const mori_window_t *w) {
+  int rc = __atomic_load_n(&w->tables_rc, __ATOMIC_ACQUIRE);
+  if (!rc) return 0;
+  return mori_error_set(rc, "window %p: its device tables did not reach device %d: %s", (const void *)w, w->comm->device,
+                        w->tables_error);
+}
+
 int mori_window_check(mori_window_t *w) {
-  int tables_rc = __atomic_load_n(&w->tables_rc, __ATOMIC_ACQUIRE);
-  if (tables_rc)
-    return mori_error_set(tables_rc, "window %p: its device tables did not reach device %d: %s", (void *)w, w->comm->device,
-                          w->tables_error);
   mori_device_control_t *ctl = w->control;
-  if (!ctl || !__atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE)) return 0;
+  if (!ctl || !__atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE)) return tables_failure(w);
   mori_device_error_t e = ctl->error;
   int code = (int)(int32_t)e.code;
   memset(&ctl->error, 0, sizeof(ctl->error));

@@ -18,6 +18,9 @@ static const char *const names[MORI_PROF_COUNT] = {
     [MORI_PROF_TABLE_UPLOAD] = "table_upload",
     [MORI_PROF_TABLE_WAIT] = "table_wait",
     [MORI_PROF_DEVICE_WAIT] = "device_wait",
+    [MORI_PROF_DEVICE_ALLOC] = "device_alloc",
+    [MORI_PROF_PINNED_ALLOC] = "pinned_alloc",
+    [MORI_PROF_BLOCKING_COPY] = "blocking_copy",
 };
 
 _Static_assert(MORI_PROF_COUNT <= MORI_PROFILE_KINDS, "MORI_PROFILE_KINDS bounds the public read buffer");

@@ -184,7 +184,7 @@ TEST(BootstrapLinks, ListenerThatNeverAnswersIsNamedWhileTheOtherLinksComeUp) {
   // Rank 1 of 4 dials rank 2 (1 + 1) and rank 3 (1 + 2) at once. Rank 2's
   // port takes the connection but never answers; rank 3 admits rank 1.
   tcp_state rank1 = State(1, 4, 0x44, 800), rank3 = State(3, 4, 0x44, 5000);
-  int silent_port, port3;
+  int silent_port = 0, port3 = 0;
   int silent = mori_test::ListenLoopback(64, &silent_port);
   int listen3 = mori_test::ListenLoopback(64, &port3);
   ASSERT_GE(silent, 0);

@@ -16,17 +16,24 @@ typedef struct mori_arena_slot {
   size_t offset, bytes; /* bytes == 0: no slot */
 } mori_arena_slot_t;
 
-/* This rank's proposal for two slots of one run (second_bytes may be 0).
- * Local; nothing is taken until assign_pair. */
+/* This rank's proposal for two slots of one run (second_bytes may be 0):
+ * the first fit in its own maps, reserved at once (out->arena < 0: no run
+ * free here). Local. The reservation is kept or withdrawn by assign_pair,
+ * or withdrawn by mori_signal_arena_withdraw when the caller gives up
+ * before it. No other slot of the comm may be assigned meanwhile
+ * (collective calls on a comm are not concurrent). */
 void mori_signal_arena_propose(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, mori_arena_proposal_t *out);
-/* Two slots from one run. `agreed`: the proposal every rank made, when all
- * made the same one (NULL otherwise; every rank must pass the same): taken
- * at once if it proposes a run of the right length; else one collective
- * step. Between propose and assign_pair no other slot of the comm may be
- * assigned (collective calls on a comm are not concurrent).
- * `local_rc` != 0: this rank already failed; it still takes part. */
+void mori_signal_arena_withdraw(mori_comm_t *comm, const mori_arena_proposal_t *mine);
+/* Two slots from one run. `mine`: this rank's proposal (NULL: none made);
+ * `agreed`: the proposal every rank made, when all made the same one (NULL
+ * otherwise; every rank passes the same). A run every rank proposed is
+ * kept with no step; otherwise `mine` is withdrawn and one collective step
+ * finds a run from the ranks' free maps. On return `mine` is kept or
+ * withdrawn. `local_rc` != 0: this rank already failed; it still takes
+ * part. */
 int mori_signal_arena_assign_pair(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, int local_rc,
-                                  const mori_arena_proposal_t *agreed, mori_arena_slot_t *first, mori_arena_slot_t *second);
+                                  const mori_arena_proposal_t *mine, const mori_arena_proposal_t *agreed,
+                                  mori_arena_slot_t *first, mori_arena_slot_t *second);
 /* Local, never waits: the slot is reused (zeroed: torch's kernels expect
  * zero pads) after a later assign has synchronised the device. */
 void mori_signal_arena_release(mori_comm_t *comm, const mori_arena_slot_t *slot);

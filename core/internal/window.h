@@ -3,7 +3,7 @@
 #define MORI_CORE_INTERNAL_WINDOW_H
 
 #include "core/internal/alloc.h"
-#include "core/internal/control_pool.h"
+#include "core/internal/block_pool.h"
 #include "core/internal/heap_segments.h"
 #include "core/internal/segment.h"
 #include "core/internal/signal_arena.h"
@@ -18,10 +18,12 @@ struct mori_window {
   size_t segment_offset;     /* of the allocation inside view_segment on this rank */
   uint64_t flat_base, flat_stride; /* LSA flat arithmetic; 0: the ranks' placements differ (tables only) */
   size_t offset;             /* of the pointer given at creation from the allocation's base */
-  mori_heap_block_t tables;  /* heap windows: both device tables in one carve */
-  mori_control_block_t *pooled_control; /* heap windows: the control block, from the pool */
+  mori_pool_block_t *table_block;   /* both device tables (ptrs, then pads) */
+  mori_pool_block_t *control_block; /* the control block (host-mapped) */
+  mori_arena_proposal_t proposal;   /* the signal-arena run this rank reserved in step 0 */
+  bool arena_proposed;              /* ... and has not yet kept or withdrawn */
   void **ptrs, **ptrs_dev;   /* per world rank: host and device tables; ptrs also holds pads (one array) */
-  int tables_state;          /* atomic, MORI_TABLES_*: heap windows copy their tables at first device use */
+  int tables_state;          /* atomic, MORI_TABLES_*: the tables are copied at first device use */
   int tables_rc;             /* atomic: why the tables never reached the device (0: they did, or have not been asked) */
   char tables_error[256];    /* its message, written before tables_rc */
   void **pads, **pads_dev;
@@ -34,9 +36,9 @@ struct mori_window {
   struct mori_window *next;  /* the process's list of windows */
 };
 
-/* A heap window's device tables: staged in `ptrs` (ptrs then pads, the
- * layout of the carve) until a device address of them is first handed out,
- * then copied once; a window of its own memory copies them at creation. */
+/* A window's device tables: staged in `ptrs` (ptrs then pads, the layout
+ * of table_block) until a device address of them is first handed out,
+ * then copied once. */
 enum { MORI_TABLES_STAGED = 0, MORI_TABLES_COPYING = 1, MORI_TABLES_ON_DEVICE = 2 };
 
 /* Assembles the device view (window_view.c). */

@@ -248,7 +248,8 @@ static int copy(void *dst, const void *src, size_t size) {
 }
 
 int mori_platform_memcpy(int device, void *dst, const void *src, size_t size) {
-  return GPU_ON_DEVICE(device, copy(dst, src, size));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_BLOCKING_COPY, t, GPU_ON_DEVICE(device, copy(dst, src, size)));
 }
 
 static int synchronize(int device) {
@@ -368,7 +369,8 @@ static int device_alloc(int device, size_t size, void **out) {
 }
 
 int mori_platform_device_alloc(int device, size_t size, void **out) {
-  return GPU_ON_DEVICE(device, device_alloc(device, size, out));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_DEVICE_ALLOC, t, GPU_ON_DEVICE(device, device_alloc(device, size, out)));
 }
 
 static int device_free(void *ptr) {
@@ -378,7 +380,8 @@ static int device_free(void *ptr) {
 
 int mori_platform_device_free(int device, void *ptr) {
   if (!ptr) return 0;
-  return GPU_ON_DEVICE(device, device_free(ptr));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_DEVICE_ALLOC, t, GPU_ON_DEVICE(device, device_free(ptr)));
 }
 
 static int host_alloc_mapped(size_t size, void **host, void **dev) {
@@ -396,13 +399,17 @@ static int host_alloc_mapped(size_t size, void **host, void **dev) {
 }
 
 int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void **dev) {
-  return GPU_ON_DEVICE(device, host_alloc_mapped(size, host, dev));
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, GPU_ON_DEVICE(device, host_alloc_mapped(size, host, dev)));
 }
 
 int mori_platform_host_free_mapped(void *host) {
   if (!host) return 0;
   int rc = gpu_ready();
   if (rc) return rc;
-  GPU_TRY(gpu.hostFree(host), "freeing mapped host memory");
+  uint64_t t = mori_profile_now();
+  gpu_status_t freed = gpu.hostFree(host);
+  mori_profile_add(MORI_PROF_PINNED_ALLOC, t);
+  GPU_TRY(freed, "freeing mapped host memory");
   return 0;
 }

@@ -225,8 +225,9 @@ int mori_platform_memset_zero(int device, void *ptr, size_t size) {
 }
 
 int mori_platform_memcpy(int device, void *dst, const void *src, size_t size) {
+  uint64_t t = mori_profile_now();
   memmove(dst, src, size);
-  return 0;
+  return mori_profile_done(MORI_PROF_BLOCKING_COPY, t, 0);
 }
 
 static int host_upload(int device, void *dst, const void *src, size_t size) {
@@ -246,24 +247,37 @@ int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
   return 0;
 }
 
-int mori_platform_device_alloc(int device, size_t size, void **out) {
+static int host_alloc(size_t size, void **out) {
   *out = calloc(1, size ? size : 1);
   if (!*out) return mori_error_set(MORI_ENOMEM, "host: allocating %zu bytes", size);
   return 0;
 }
 
+int mori_platform_device_alloc(int device, size_t size, void **out) {
+  uint64_t t = mori_profile_now();
+  return mori_profile_done(MORI_PROF_DEVICE_ALLOC, t, host_alloc(size, out));
+}
+
 int mori_platform_device_free(int device, void *ptr) {
+  if (!ptr) return 0;
+  uint64_t t = mori_profile_now();
   free(ptr);
-  return 0;
+  return mori_profile_done(MORI_PROF_DEVICE_ALLOC, t, 0);
 }
 
 int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void **dev) {
-  int rc = mori_platform_device_alloc(device, size, host);
+  uint64_t t = mori_profile_now();
+  int rc = host_alloc(size, host);
   if (!rc) *dev = *host;
-  return rc;
+  return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, rc);
 }
 
-int mori_platform_host_free_mapped(void *host) { return mori_platform_device_free(0, host); }
+int mori_platform_host_free_mapped(void *host) {
+  if (!host) return 0;
+  uint64_t t = mori_profile_now();
+  free(host);
+  return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, 0);
+}
 
 /* The host copy engine: one worker thread per queue, operations in FIFO
  * order (copies, and the word stores and adds of mori_platform_queue_word). */

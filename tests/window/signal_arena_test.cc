@@ -25,8 +25,7 @@ Path g_path = Path::kMaps;
 // What window creation does: each rank proposes, the proposals are
 // gathered, and an agreed one is passed on.
 const mori_arena_proposal_t *Agree(mori_comm_t *comm, size_t first_bytes, size_t second_bytes,
-                                   std::vector<mori_arena_proposal_t> &all) {
-  mori_arena_proposal_t mine;
+                                   mori_arena_proposal_t &mine, std::vector<mori_arena_proposal_t> &all) {
   mori_signal_arena_propose(comm, first_bytes, second_bytes, &mine);
   all.assign((size_t)mori_comm_size(comm), mori_arena_proposal_t{});
   EXPECT_EQ(mori_comm_allgather(comm, &mine, all.data(), sizeof(mine)), 0) << mori_last_error();
@@ -41,11 +40,28 @@ struct ArenaRun {
   size_t end() const { return second.bytes ? second.offset + second.bytes : first.offset + first.bytes; }
 };
 
-ArenaRun Assign(mori_comm_t *comm, size_t first_bytes, size_t second_bytes) {
+// Collective steps since the last reset (mori/profile.h).
+uint64_t Steps() {
+  mori_profile_entry_t e[MORI_PROFILE_KINDS];
+  int n = mori_profile_read(e, MORI_PROFILE_KINDS);
+  for (int i = 0; i < n; i++)
+    if (std::strcmp(e[i].name, "collective_step") == 0) return e[i].calls;
+  return 0;
+}
+
+// `steps`: how many collective steps assign_pair itself must take (-1: any).
+ArenaRun Assign(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, int steps = -1) {
   ArenaRun r;
   std::vector<mori_arena_proposal_t> all;
-  const mori_arena_proposal_t *agreed = g_path == Path::kProposals ? Agree(comm, first_bytes, second_bytes, all) : nullptr;
-  int rc = mori_signal_arena_assign_pair(comm, first_bytes, second_bytes, 0, agreed, &r.first, &r.second);
+  mori_arena_proposal_t mine{-1, 0, 0, 0};
+  const mori_arena_proposal_t *agreed =
+      g_path == Path::kProposals ? Agree(comm, first_bytes, second_bytes, mine, all) : nullptr;
+  mori_profile_reset();
+  int rc = mori_signal_arena_assign_pair(comm, first_bytes, second_bytes, 0, g_path == Path::kProposals ? &mine : nullptr,
+                                         agreed, &r.first, &r.second);
+  if (steps >= 0) {
+    EXPECT_EQ(Steps(), (uint64_t)steps) << "collective steps of this assignment";
+  }
   EXPECT_EQ(rc, 0) << mori_last_error();
   return r;
 }
@@ -54,6 +70,10 @@ void Release(mori_comm_t *comm, const ArenaRun &r) {
   mori_signal_arena_release(comm, &r.first);
   if (r.second.bytes) mori_signal_arena_release(comm, &r.second);
 }
+
+// Steps an assignment takes once the comm has an arena with room: none when
+// every rank proposed the same run, one (the maps) otherwise.
+int SteadySteps() { return g_path == Path::kProposals ? 0 : 1; }
 
 class SignalArena : public ::testing::TestWithParam<Path> {
  protected:
@@ -66,16 +86,16 @@ TEST_P(SignalArena, FirstFitAcrossWordBoundaries) {
     mori_test::World w;
     ASSERT_TRUE(w.ok());
     std::vector<ArenaRun> live;
-    for (int i = 0; i < 62; i++) live.push_back(Assign(w.comm, kGranule, 0));
+    for (int i = 0; i < 62; i++) live.push_back(Assign(w.comm, kGranule, 0, i == 0 ? -1 : SteadySteps()));
     EXPECT_EQ(live.back().first.offset, 61 * kGranule);
     // Three granules from the last two of word 0 into word 1.
-    live.push_back(Assign(w.comm, kGranule, 2 * kGranule));
+    live.push_back(Assign(w.comm, kGranule, 2 * kGranule, SteadySteps()));
     EXPECT_EQ(live.back().begin(), 62 * kGranule);
     EXPECT_EQ(live.back().second.offset, 63 * kGranule);
-    for (int i = 0; i < 63; i++) live.push_back(Assign(w.comm, kGranule, 0));
+    for (int i = 0; i < 63; i++) live.push_back(Assign(w.comm, kGranule, 0, SteadySteps()));
     EXPECT_EQ(live.back().first.offset, 127 * kGranule);
     // Words 0 and 1 are full: the next run opens word 2.
-    live.push_back(Assign(w.comm, 100, 0));
+    live.push_back(Assign(w.comm, 100, 0, SteadySteps()));
     EXPECT_EQ(live.back().first.offset, 128 * kGranule);
     // A released run stays taken until a reclaim (kernels may still use it).
     Release(w.comm, live[70]);
@@ -98,7 +118,9 @@ TEST_P(SignalArena, RanksAgreeAndLiveRunsNeverOverlap) {
     std::mt19937 rng(rank * 7 + 1);
     std::vector<ArenaRun> live;
     for (int i = 0; i < 700; i++) {
-      ArenaRun r = Assign(w.comm, kGranule * (1 + i % 3), (size_t)(i % 4) * 300);
+      // Ranks release at different times but nothing is reclaimed (one
+      // arena suffices): their maps stay equal and so do their proposals.
+      ArenaRun r = Assign(w.comm, kGranule * (1 + i % 3), (size_t)(i % 4) * 300, i == 0 ? -1 : SteadySteps());
       uint64_t mine[3] = {(uint64_t)r.first.arena, r.begin(), r.end()};
       std::vector<uint64_t> all(3 * (size_t)size);
       ASSERT_EQ(mori_comm_allgather(w.comm, mine, all.data(), sizeof(mine)), 0) << mori_last_error();
@@ -128,8 +150,8 @@ TEST_P(SignalArena, TheLastGranuleOfAnArenaIsUsed) {
     ASSERT_TRUE(w.ok());
     std::vector<ArenaRun> live;
     live.push_back(Assign(w.comm, kArena - 2 * kGranule, 0));
-    live.push_back(Assign(w.comm, kGranule, 0));
-    live.push_back(Assign(w.comm, kGranule, 0));
+    live.push_back(Assign(w.comm, kGranule, 0, SteadySteps()));
+    live.push_back(Assign(w.comm, kGranule, 0, SteadySteps()));
     EXPECT_EQ(live.back().first.arena, 0);
     EXPECT_EQ(live.back().first.offset, kArena - kGranule);
     live.push_back(Assign(w.comm, kGranule, 0));
@@ -162,7 +184,6 @@ TEST_P(SignalArena, ReclaimReusesReleasedRunsZeroedAndSkipsHeldOnes) {
     std::shuffle(order.begin(), order.end(), rng);
     for (int i : order)
       if (!(rank == 0 && i == 1)) Release(w.comm, runs[i]);
-    mori_profile_reset();
     ArenaRun again = Assign(w.comm, half, 0);
     EXPECT_EQ(again.first.arena, 0);
     EXPECT_EQ(again.first.offset, 0u);
@@ -172,10 +193,12 @@ TEST_P(SignalArena, ReclaimReusesReleasedRunsZeroedAndSkipsHeldOnes) {
     for (int k = 0; k < n; k++) waited = waited || std::strcmp(e[k].name, "device_wait") == 0;
     EXPECT_TRUE(waited) << "reusing released runs synchronises the device first";
     const auto *bytes = static_cast<const unsigned char *>(mori_signal_arena_peer_ptr(w.comm, &again.first, rank));
-    for (size_t b = 0; b < again.first.bytes; b += 4096) ASSERT_EQ(bytes[b], 0) << "byte " << b << " of a reused run";
+    for (size_t b = 0; b < again.first.bytes; b++) ASSERT_EQ(bytes[b], 0) << "byte " << b << " of a reused run";
     // Arena 0's second half is held on rank 0: the next run goes elsewhere
     // on every rank, though the others have it free.
-    ArenaRun next = Assign(w.comm, half, 0);
+    // Rank 0's first fit (arena 1) differs from the others' (arena 0's
+    // second half): no agreement, so one step gathers the maps.
+    ArenaRun next = Assign(w.comm, half, 0, size > 1 ? 1 : SteadySteps());
     uint64_t mine[2] = {(uint64_t)next.first.arena, next.first.offset};
     std::vector<uint64_t> all(2 * (size_t)size);
     ASSERT_EQ(mori_comm_allgather(w.comm, mine, all.data(), sizeof(mine)), 0) << mori_last_error();

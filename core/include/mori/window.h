@@ -28,12 +28,12 @@ MORI_API size_t mori_window_size(const mori_window_t *win);
 /* Peer's base in this process, or NULL when no load/store transport reaches it. */
 MORI_API void *mori_window_peer_ptr(const mori_window_t *win, int peer);
 /* world_size entries: host copy (dereferenceable on the host platform only)
- * and device copy (for kernels). A heap window's device tables are copied
- * by the first of its device getters (ptrs_dev, signal_pads_dev,
- * device_view) to be called, which blocks until that copy has landed on
- * mori's own stream (a few microseconds; allowed inside a graph capture),
- * so a kernel launched afterwards on any stream reads them complete;
- * creating the window makes no driver call. */
+ * and device copy (for kernels). A window's device tables are copied by
+ * the first of its device getters (ptrs_dev, signal_pads_dev, device_view)
+ * to be called, which blocks until that copy has landed on mori's own
+ * stream (one round trip to the device when the GPU is not shared; allowed
+ * inside a graph capture), so a kernel launched afterwards on any stream
+ * reads them complete. */
 MORI_API void *const *mori_window_ptrs(const mori_window_t *win);
 MORI_API void *const *mori_window_ptrs_dev(const mori_window_t *win);
 /* Signal pads (NULL when the memory has none). */
@@ -65,10 +65,10 @@ typedef struct mori_flat_span {
   int32_t reserved;
 } mori_flat_span_t;
 MORI_API int mori_window_flat_span(const mori_window_t *win, mori_flat_span_t *out);
-/* Reports (and clears) an error a kernel left in the window's mailbox.
- * Also reports, every time, that the window's device tables never reached
- * the device (a heap window's copy failed: the device context is broken;
- * its device getters then log it once). */
+/* Reports (and clears) an error a kernel left in the window's mailbox;
+ * when there is none, reports, every time, that the window's device tables
+ * never reached the device (their copy failed: the device context is
+ * broken; the device getters logged it once). */
 MORI_API int mori_window_check(mori_window_t *win);
 /* Sets the abort flag every device-side wait of this window honours. */
 MORI_API void mori_window_abort(mori_window_t *win);
