@@ -13,6 +13,7 @@
 #include "mori/device/impl/window__types.h"
 #include "mori/error.h"
 #include "mori/profile.h"
+#include "tests/support/profile_calls.h"
 
 namespace {
 
@@ -28,13 +29,7 @@ std::vector<mori_pool_block_t *> Take(mori_pool_kind_t kind, size_t bytes, int n
   return out;
 }
 
-uint64_t DeviceWaits() {
-  mori_profile_entry_t e[MORI_PROFILE_KINDS];
-  int n = mori_profile_read(e, MORI_PROFILE_KINDS);
-  for (int i = 0; i < n; i++)
-    if (std::strcmp(e[i].name, "device_wait") == 0) return e[i].calls;
-  return 0;
-}
+uint64_t DeviceWaits() { return mori_test::ProfileCalls("device_wait"); }
 
 TEST(BlockPool, ClassesBoundsAndDistinctBlocks) {
   mori_pool_block_t *b = nullptr;

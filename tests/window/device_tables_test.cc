@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mori/profile.h"
+#include "tests/support/profile_calls.h"
 #include "tests/support/world.h"
 
 using mori_test::TestRanks;
@@ -19,13 +20,7 @@ using mori_test::World;
 
 namespace {
 
-uint64_t Calls(const char *kind) {
-  mori_profile_entry_t e[MORI_PROFILE_KINDS];
-  int n = mori_profile_read(e, MORI_PROFILE_KINDS);
-  for (int i = 0; i < n; i++)
-    if (std::strcmp(e[i].name, kind) == 0) return e[i].calls;
-  return 0;
-}
+using mori_test::ProfileCalls;
 
 // Both device tables hold what the host tables hold.
 void ExpectTablesMatch(mori_window_t *win, int size, void *const *ptrs_dev, void *const *pads_dev, int round) {
@@ -51,8 +46,8 @@ void CopiedOnceFromManyThreads(const char *mode) {
       MORI_ASSERT_OK(mori_mem_alloc(4096, &attr, &p));
       mori_profile_reset();
       MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
-      ASSERT_EQ(Calls("table_upload"), 0u) << "round " << round << ": tables copied at creation";
-      ASSERT_EQ(Calls("blocking_copy"), 0u) << "round " << round << ": tables copied at creation";
+      ASSERT_EQ(ProfileCalls("table_upload"), 0u) << "round " << round << ": tables copied at creation";
+      ASSERT_EQ(ProfileCalls("blocking_copy"), 0u) << "round " << round << ": tables copied at creation";
       std::atomic<int> go{0};
       std::vector<void *const *> ptrs_dev(threads), pads_dev(threads);
       std::vector<std::thread> pool;
@@ -68,7 +63,7 @@ void CopiedOnceFromManyThreads(const char *mode) {
         });
       go.store(1);
       for (std::thread &t : pool) t.join();
-      EXPECT_EQ(Calls("table_upload"), 1u) << "round " << round << ": the tables are copied once";
+      EXPECT_EQ(ProfileCalls("table_upload"), 1u) << "round " << round << ": the tables are copied once";
       for (int t = 1; t < threads; t++) {
         EXPECT_EQ(ptrs_dev[t], ptrs_dev[0]);
         EXPECT_EQ(pads_dev[t], pads_dev[0]);

@@ -11,6 +11,7 @@
 
 #include "core/internal/signal_arena.h"
 #include "mori/profile.h"
+#include "tests/support/profile_calls.h"
 #include "tests/support/world.h"
 
 namespace {
@@ -41,13 +42,7 @@ struct ArenaRun {
 };
 
 // Collective steps since the last reset (mori/profile.h).
-uint64_t Steps() {
-  mori_profile_entry_t e[MORI_PROFILE_KINDS];
-  int n = mori_profile_read(e, MORI_PROFILE_KINDS);
-  for (int i = 0; i < n; i++)
-    if (std::strcmp(e[i].name, "collective_step") == 0) return e[i].calls;
-  return 0;
-}
+uint64_t Steps() { return mori_test::ProfileCalls("collective_step"); }
 
 // `steps`: how many collective steps assign_pair itself must take (-1: any).
 ArenaRun Assign(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, int steps = -1) {
@@ -187,11 +182,7 @@ TEST_P(SignalArena, ReclaimReusesReleasedRunsZeroedAndSkipsHeldOnes) {
     ArenaRun again = Assign(w.comm, half, 0);
     EXPECT_EQ(again.first.arena, 0);
     EXPECT_EQ(again.first.offset, 0u);
-    mori_profile_entry_t e[MORI_PROFILE_KINDS];
-    int n = mori_profile_read(e, MORI_PROFILE_KINDS);
-    bool waited = false;
-    for (int k = 0; k < n; k++) waited = waited || std::strcmp(e[k].name, "device_wait") == 0;
-    EXPECT_TRUE(waited) << "reusing released runs synchronises the device first";
+    EXPECT_GE(mori_test::ProfileCalls("device_wait"), 1u) << "reusing released runs synchronises the device first";
     const auto *bytes = static_cast<const unsigned char *>(mori_signal_arena_peer_ptr(w.comm, &again.first, rank));
     for (size_t b = 0; b < again.first.bytes; b++) ASSERT_EQ(bytes[b], 0) << "byte " << b << " of a reused run";
     // Arena 0's second half is held on rank 0: the next run goes elsewhere
