@@ -376,7 +376,10 @@ TEST(GpuWindow, GettersWaitForTheTablesCopyAndCreationDoesNot) {
     MORI_ASSERT_OK(mori_window_create(w.comm, warm, &warm_win));
     (void)mori_window_device_view(warm_win);
     for (int round = 0; round < 3; round++) {
-      ASSERT_EQ(gpu_spin_on(upload, 300ull * 1000 * 1000), 0) << gpu_last_error();
+      // The ranks start together, and the spin outlasts any rank's late
+      // arrival at the window's exchange by far.
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      ASSERT_EQ(gpu_spin_on(upload, 1000ull * 1000 * 1000), 0) << gpu_last_error();
       void *p = nullptr;
       mori_window_t *win = nullptr;
       MORI_ASSERT_OK(mori_mem_alloc(1 << 20, nullptr, &p));
