@@ -37,6 +37,14 @@ typedef struct pool {
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pool_t pools[MORI_MAX_DEVICES][POOLS];
+static int gets_to_pass, gets_to_fail; /* injected failures (tests); under pool_lock */
+
+void mori_block_pool_fail_gets(int skip, int count) {
+  pthread_mutex_lock(&pool_lock);
+  gets_to_pass = skip;
+  gets_to_fail = count;
+  pthread_mutex_unlock(&pool_lock);
+}
 
 static size_t block_bytes(int pool) { return pool == 0 ? PINNED_BLOCK : (size_t)1 << (DEVICE_MIN_SHIFT + pool - 1); }
 static size_t page_bytes(int pool) {
@@ -106,7 +114,10 @@ int mori_pool_block_get(int device, mori_pool_kind_t kind, size_t bytes, mori_po
   pthread_mutex_lock(&pool_lock);
   pool_t *p = &pools[device][pool];
   int rc = 0;
-  if (!p->free_blocks && p->pending && p->npages >= RECLAIM_PAGES) rc = reclaim(device, p, pool);
+  if (gets_to_pass > 0) gets_to_pass--;
+  else if (gets_to_fail > 0 && gets_to_fail--)
+    rc = mori_error_set(MORI_ENOMEM, "block pool: no %zu-byte block on device %d (injected by a test)", bytes, device);
+  if (!rc && !p->free_blocks && p->pending && p->npages >= RECLAIM_PAGES) rc = reclaim(device, p, pool);
   if (!rc && !p->free_blocks) rc = add_page(device, pool);
   if (!rc) {
     *out = p->free_blocks;

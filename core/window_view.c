@@ -27,6 +27,19 @@ void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
  * device context is broken: the failure is logged once and kept for
  * mori_window_check. Threads that ask at the same time wait for the one
  * that copies. */
+static int copies_to_fail; /* injected failures (tests); atomic */
+
+void mori_window_fail_table_copies(int count) { __atomic_store_n(&copies_to_fail, count, __ATOMIC_RELEASE); }
+
+static int copy_tables(mori_window_t *w) {
+  mori_comm_t *c = w->comm;
+  int left = __atomic_load_n(&copies_to_fail, __ATOMIC_ACQUIRE);
+  while (left > 0 && !__atomic_compare_exchange_n(&copies_to_fail, &left, left - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+  if (left > 0) return mori_error_set(MORI_ERUNTIME, "copying the tables to device %d failed (injected by a test)", c->device);
+  return mori_platform_upload(c->device, w->ptrs_dev, w->ptrs, 2 * sizeof(void *) * (size_t)c->size);
+}
+
 static void await_tables(const mori_window_t *cw) {
   mori_window_t *w = (mori_window_t *)cw; /* the copy's state, not the window's contents */
   if (__atomic_load_n(&w->tables_state, __ATOMIC_ACQUIRE) == MORI_TABLES_ON_DEVICE) return;
@@ -37,7 +50,7 @@ static void await_tables(const mori_window_t *cw) {
     return;
   }
   mori_comm_t *c = w->comm;
-  int rc = mori_platform_upload(c->device, w->ptrs_dev, w->ptrs, 2 * sizeof(void *) * (size_t)c->size);
+  int rc = copy_tables(w);
   if (rc) {
     snprintf(w->tables_error, sizeof(w->tables_error), "%s", mori_last_error());
     __atomic_store_n(&w->tables_rc, rc, __ATOMIC_RELEASE);

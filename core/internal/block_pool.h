@@ -32,6 +32,9 @@ typedef struct mori_pool_block {
 int mori_pool_block_get(int device, mori_pool_kind_t kind, size_t bytes, mori_pool_block_t **out);
 /* Gives the block back (constant time, never waits). */
 void mori_pool_block_put(int device, mori_pool_block_t *block);
+/* Tests: after `skip` more gets succeed, the next `count` fail as an
+ * exhausted pool would (a local failure of window creation's step 0). */
+void mori_block_pool_fail_gets(int skip, int count);
 /* mori_finalize: frees every page (no window uses them any more). */
 void mori_block_pools_destroy_all(void);
 

@@ -41,6 +41,10 @@ struct mori_window {
  * then copied once. */
 enum { MORI_TABLES_STAGED = 0, MORI_TABLES_COPYING = 1, MORI_TABLES_ON_DEVICE = 2 };
 
+/* Tests: the next `count` copies of windows' device tables fail as a copy
+ * into a broken context would (window_view.c). */
+void mori_window_fail_table_copies(int count);
+
 /* Assembles the device view (window_view.c). */
 mori_window_dev_t mori_window_make_view(const mori_window_t *w);
 mori_window_dev_t mori_window_make_sync_view(const mori_window_t *w);

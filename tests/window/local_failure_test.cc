@@ -6,9 +6,13 @@
 // posix_fd handle library (the fd channel carries the handles).
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "core/internal/block_pool.h"
 #include "core/internal/comm.h"
 #include "core/internal/segment.h"
+#include "core/internal/window.h"
+#include "mori/heap.h"
 #include "tests/support/proc_stats.h"
 #include "tests/support/world.h"
 
@@ -108,6 +112,89 @@ TEST(WindowLocalFailure, ASegmentSequenceOutOfStepIsAgreedAgainByTheNextWindow) 
     MORI_ASSERT_OK(mori_mem_alloc(kSlot * size, nullptr, &p));
     if (rank == size - 1) w.comm->next_segment_seq += 5;
     NextWindowsWork(w, p, rank, size);
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+// One rank cannot get its window's device tables' block (skip 0) or its
+// control block (skip 1): a failure before the first exchange, so it is
+// that rank's status there and every rank fails together, naming it. What
+// the other ranks took for the window goes back, and nothing of it was in
+// the heap: allocations made afterwards still land at the same offset on
+// every rank (the shmem model's requirement), and the next windows work.
+void FailOneDeviceBlockThenRecover(int skip) {
+  EXPECT_RANKS_PASS(TestRanks(), [skip](int rank, int size) {
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    setenv("MORI_HEAP_DEFER_FREES", "1", 1); // as on a GPU: a freed carve waits for a device sync
+    World w(5000);
+    ASSERT_TRUE(w.ok());
+    int victim = size - 1;
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(kSlot * size, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win)); // arenas and chunk in place
+    MORI_ASSERT_OK(mori_window_destroy(win));
+    if (rank == victim) mori_block_pool_fail_gets(skip, 1);
+    int rc = mori_window_create(w.comm, p, &win);
+    EXPECT_NE(rc, 0) << "rank " << victim << " had no block, yet the window was made";
+    EXPECT_EQ(win, nullptr);
+    std::string msg = mori_last_error();
+    EXPECT_NE(msg.find("rank " + std::to_string(victim)), std::string::npos) << msg;
+    if (rank == victim) {
+      EXPECT_NE(msg.find("injected"), std::string::npos) << msg;
+    }
+    void *q = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(3 * kSlot, nullptr, &q));
+    mori_heap_location_t at;
+    MORI_ASSERT_OK(mori_heap_locate(q, &at));
+    uint64_t mine[2] = {(uint64_t)at.chunk, at.offset};
+    std::vector<uint64_t> all(2 * (size_t)size);
+    MORI_ASSERT_OK(mori_comm_allgather(w.comm, mine, all.data(), sizeof(mine)));
+    for (int r = 0; r < size; r++) {
+      EXPECT_EQ(all[2 * r], mine[0]) << "rank " << r << "'s next carve is in another chunk";
+      EXPECT_EQ(all[2 * r + 1], mine[1]) << "rank " << r << "'s next carve is at another offset";
+    }
+    NextWindowsWork(w, p, rank, size);
+    MORI_EXPECT_OK(mori_mem_free(q));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+TEST(WindowLocalFailure, OneRankWithoutATablesBlockFailsEveryRankAndHeapOffsetsStayInStep) {
+  FailOneDeviceBlockThenRecover(0);
+}
+
+TEST(WindowLocalFailure, OneRankWithoutAControlBlockFailsEveryRankAndHeapOffsetsStayInStep) {
+  FailOneDeviceBlockThenRecover(1);
+}
+
+// A window whose tables' copy failed (a broken device context) reports it
+// through mori_window_check on every call, after any kernel error in its
+// mailbox (reported once, and cleared); the getters do not try again.
+TEST(WindowLocalFailure, AFailedTablesCopyIsReportedByCheckAfterAKernelsError) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)size;
+    World w(5000);
+    ASSERT_TRUE(w.ok());
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(kSlot, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    MORI_EXPECT_OK(mori_window_check(win));
+    mori_window_fail_table_copies(1);
+    (void)mori_window_device_view(win); // fails, logged once
+    (void)mori_window_ptrs_dev(win);    // does not copy again
+    mori_window_fail_table_copies(0);
+    // A kernel's record in the mailbox, as a timed-out wait leaves it.
+    win->control->error.waiter_rank = rank;
+    win->control->error.peer = -1;
+    __atomic_store_n(&win->control->error.code, (uint32_t)MORI_EDEVICE_TIMEOUT, __ATOMIC_RELEASE);
+    EXPECT_EQ(mori_window_check(win), MORI_EDEVICE_TIMEOUT) << mori_last_error();
+    for (int i = 0; i < 2; i++) {
+      EXPECT_EQ(mori_window_check(win), MORI_ERUNTIME) << "call " << i;
+      EXPECT_NE(std::string(mori_last_error()).find("did not reach device"), std::string::npos) << mori_last_error();
+    }
+    MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(p));
   });
 }
