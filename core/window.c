@@ -45,7 +45,6 @@
 static pthread_mutex_t windows_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_window_t *live_windows;
 
-
 /* Step 0's device-visible part: room for both device tables (ptrs, then
  * pads) and the control block, from the block pools: no blocking driver
  * call once the pools have pages. */
@@ -86,7 +85,7 @@ static void teardown(mori_window_t *w) {
   mori_segment_destroy(w->segment);
   mori_pool_block_put(c->device, w->table_block);
   mori_pool_block_put(c->device, w->control_block);
-  if (w->arena_proposed) mori_signal_arena_withdraw(c, &w->proposal);
+  mori_signal_arena_withdraw(c, &w->proposal); /* no-op when none is held */
   mori_signal_arena_release(c, &w->pad_slot);
   mori_signal_arena_release(c, &w->barrier_slot);
   free(w->ptrs); /* and pads */
@@ -170,8 +169,9 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
   w->ptrs[c->rank] = a->local.base;
   /* The proposal is this rank's reservation: kept when every rank made the
    * same, else withdrawn inside assign_pair before the maps are gathered. */
-  w->arena_proposed = false;
-  rc = mori_signal_arena_assign_pair(c, barrier_bytes_of(c), pad_size, 0, &w->proposal, agreed_proposal(all, c->size),
+  mori_arena_proposal_t mine = w->proposal;
+  w->proposal.arena = -1; /* assign_pair keeps or withdraws it */
+  rc = mori_signal_arena_assign_pair(c, barrier_bytes_of(c), pad_size, 0, &mine, agreed_proposal(all, c->size),
                                      &w->barrier_slot, &w->pad_slot);
   if (rc) return rc; /* every rank failed together */
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
@@ -217,6 +217,7 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
   if (w) {
     w->comm = comm;
     w->alloc = a; /* teardown drops the reference from here on */
+    w->proposal.arena = -1;
   }
   if (w && a && !me.status) {
     me.status = prepare(w, a);
@@ -227,7 +228,6 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
     /* Reserved here; withdrawn by teardown if the window fails before step 3. */
     mori_signal_arena_propose(comm, barrier_bytes_of(comm), a->signal_pad_size, &me.arena);
     w->proposal = me.arena;
-    w->arena_proposed = me.arena.arena >= 0;
   }
   /* The one buffer every rank needs: without it this rank cannot take part
    * at all (its peers then name it when their wait times out). */

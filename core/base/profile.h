@@ -20,9 +20,9 @@ typedef enum mori_profile_kind {
   MORI_PROF_TABLE_UPLOAD,    /* pointer tables written to the device (stream-ordered) */
   MORI_PROF_TABLE_WAIT,      /* waiting for a window's tables to land, at first device use */
   MORI_PROF_DEVICE_WAIT,     /* a device synchronisation (reclaiming freed heap memory, teardown) */
-  MORI_PROF_DEVICE_ALLOC,    /* small device memory allocated or freed (tables of windows outside the heap) */
-  MORI_PROF_PINNED_ALLOC,    /* device-mapped host memory allocated or freed (control blocks, their pages) */
-  MORI_PROF_BLOCKING_COPY,   /* a copy that returns when it has landed (tables of windows outside the heap) */
+  MORI_PROF_DEVICE_ALLOC,    /* small device memory allocated or freed (block pool pages for windows' tables) */
+  MORI_PROF_PINNED_ALLOC,    /* device-mapped host memory allocated or freed (block pool pages for control blocks) */
+  MORI_PROF_BLOCKING_COPY,   /* a copy that returns when it has landed (mori_platform_memcpy) */
   MORI_PROF_COUNT
 } mori_profile_kind_t;
 

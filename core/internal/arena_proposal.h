@@ -1,8 +1,8 @@
 /* A rank's proposal for a window's signal slots, published in step 1 of
  * the window's rendezvous (rendezvous.h) and settled by the signal arenas
  * (signal_arena.h): the first run of granules free in this rank's own
- * maps. When every rank proposes the same run, that run is free on every
- * rank and is taken without a collective step of its own. */
+ * maps, reserved there. When every rank proposes the same run, that run is
+ * free on every rank and is kept without a collective step of its own. */
 #ifndef MORI_CORE_INTERNAL_ARENA_PROPOSAL_H
 #define MORI_CORE_INTERNAL_ARENA_PROPOSAL_H
 

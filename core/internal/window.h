@@ -20,8 +20,8 @@ struct mori_window {
   size_t offset;             /* of the pointer given at creation from the allocation's base */
   mori_pool_block_t *table_block;   /* both device tables (ptrs, then pads) */
   mori_pool_block_t *control_block; /* the control block (host-mapped) */
-  mori_arena_proposal_t proposal;   /* the signal-arena run this rank reserved in step 0 */
-  bool arena_proposed;              /* ... and has not yet kept or withdrawn */
+  mori_arena_proposal_t proposal;   /* the signal-arena run this rank reserved in step 0 and
+                                       has not yet kept or withdrawn (arena < 0: none) */
   void **ptrs, **ptrs_dev;   /* per world rank: host and device tables; ptrs also holds pads (one array) */
   int tables_state;          /* atomic, MORI_TABLES_*: the tables are copied at first device use */
   int tables_rc;             /* atomic: why the tables never reached the device (0: they did, or have not been asked) */

@@ -15,19 +15,12 @@
 
 #include "mori/heap.h"
 #include "mori/profile.h"
+#include "tests/support/profile_calls.h"
 #include "tests/support/world.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t CollectiveSteps() {
-  mori_profile_entry_t e[MORI_PROFILE_KINDS];
-  int n = mori_profile_read(e, MORI_PROFILE_KINDS);
-  for (int i = 0; i < n; i++)
-    if (std::string(e[i].name) == "collective_step") return e[i].calls;
-  return 0;
-}
 
 }  // namespace
 
@@ -50,7 +43,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     double us = std::chrono::duration<double, std::micro>(Clock::now() - a).count();
-    steps = CollectiveSteps();
+    steps = mori_test::ProfileCalls("collective_step");
     std::vector<double> all((size_t)size);
     mori_bootstrap_allgather(w.bootstrap, &us, all.data(), sizeof(us));
     times.push_back(*std::max_element(all.begin(), all.end()));
