@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Compiler options shared by every mori package."""
 
 # C11 for the SDK, warnings as errors, only MORI_API symbols exported.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Builds a target for the cuda platform whatever --config the command line
 chose: the torch backend is a CUDA extension (the torch found here is a CUDA
 build), so `bazel build //torch_backend:mori` needs no --config."""

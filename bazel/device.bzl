@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One rule for device code: .cu sources compiled by nvcc (--config=cuda) or
 clang-22 as HIP (--config=rocm). Under --config=host the target is incompatible and
 skipped: CPU ranks use the device headers directly from C."""

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Compiles one device-code source for the configured platform.
 # usage: device_compile.sh <cuda|rocm> <out.o> <src> [extra compiler flags...]
 set -euo pipefail

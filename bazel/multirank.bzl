@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori_multirank_test: one cc_test per rank count (name_2ranks, …) plus a
 test_suite(name) that holds them all."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Finds Open MPI (mpirun and libmpi.so.40) for the shmem MPI-init tests.
 
 mori loads libmpi at run time, so nothing builds against it; the repository

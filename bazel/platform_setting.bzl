@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The platform a build targets (host, cuda, rocm): a Starlark build setting,
 so that a configuration transition can switch it (--define cannot be)."""
 

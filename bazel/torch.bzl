@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Finds an installed torch (headers + libraries) for the torch backend.
 
 Looks at $MORI_TORCH_DIR, else asks python3 where torch lives. With no torch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori_wheel: a Python wheel of files Bazel built (bazel/wheel.py writes it).
 
 The files are built for a GPU platform whatever --config the command line

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes a wheel (PEP 427) from files Bazel built, with no network and no
 packaging tools: the files at their paths in the wheel, a generated
 mori/_build_info.py (the torch version read from torch's headers, the GPU

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The benchmark harness: how every figure of docs/performance.md is taken.
 
 - GPU time: `iters` calls captured in a CUDA graph, the graph replayed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Host cost per call of the symmetric-memory ops, one rank per process on
 one GPU: what an eager Python loop pays on the CPU before the GPU does
 anything. With one rank a barrier or a signal to oneself finishes on the GPU

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Generates docs/performance.md and its plots from benchmark records (the
 .jsonl files bench/run.py writes). Nothing in the document is typed by
 hand: every figure comes from the records.

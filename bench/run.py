@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Runs the benchmark: every backend in its own processes, interleaved
 round by round (A B C D A B C D ...), records appended to one JSON-lines
 file; then prints a one-screen summary (per backend: median, min and max

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Reads benchmark records and reduces them: one row per (what, size,
 label, backend) with the median, min and max over rounds of the per-round
 medians, and per round the ratio to torch's default backend on the same op

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One backend, one round: every measurement this backend can take, in its
 own processes (torch locks the symmetric-memory backend per process).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Collective contexts: the workspace window, and the plan of each call
  * (slices, items, which all-reduce algorithm) from its sizes. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The collectives' host side, shared by coll.c (contexts, plans) and the
  * launchers (launch_gpu.cu on GPUs, launch_host.c on the host platform). */
 #ifndef MORI_COLLECTIVES_INTERNAL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The GPU launcher: one kernel per call, as many blocks as there are items
 // but no more than the device keeps resident at once (every block must be
 // running for the waits to be met), on the caller's stream and device.

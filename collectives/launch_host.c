@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The host platform's launcher: the calling CPU rank runs every item of the
  * call in index order (pushes before the waits that need them, on every
  * rank), then publishes the epoch. */

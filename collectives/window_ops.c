@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Argument checks of mori/window_ops.h; the launchers run the kernels. */
 #include "collectives/internal.h"
 #include "core/base/error.h"

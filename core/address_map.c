@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Address maps of windows: the window's device table is the peer-base
  * table (its local entry is the allocation's root), the capabilities what
  * every load/store-reachable peer's transports offer. */

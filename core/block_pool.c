@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/block_pool.h. */
 #include <pthread.h>
 #include <stdlib.h>

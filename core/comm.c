@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Comm creation: one allgather of who every rank is, the agreed handle
  * type, and for every peer what the transports provide — from which the LSA
  * team and the per-peer routes follow, by capability, whatever the order in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mori_handle_allgather_blobs (mori/plugin.h): the exchange of handle
  * libraries whose handles are bytes rather than descriptors. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Device heaps: see internal/heap.h and mori/heap.h. Free space is a list of
  * ranges sorted by offset (offsets from the heap's base); ranges never span
  * two chunks, so a carve always lies in one chunk's physical memory. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/heap_config.h. */
 #include <ctype.h>
 #include <stdlib.h>

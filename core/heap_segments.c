@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/heap_segments.h. */
 #include <stdlib.h>
 

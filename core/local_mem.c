@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/local_mem.h. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Locality words of a comm's peers: the class from the peers' host identity
  * and the LSA team, the flags from the routes the comm chose (so what the
  * words say is what mori's own paths will use). The device table is made

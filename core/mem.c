@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* User allocations and the process registry of them (by address). Knows
  * nothing of windows: a window takes a reference (mori_alloc_acquire), so
  * a free in any order across ranks only drops the user's reference. */

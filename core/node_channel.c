@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/node_channel.h. Layout of the shared area: a header, then per
  * rank two mailboxes used alternately by consecutive steps. A rank writes
  * step n into mailbox n % 2 and publishes n in its sequence word; it reads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Plug-in ops over a table of defaults (rdma-core's verbs_set_ops,
  * libfabric's fi_no_*): what a plug-in leaves out — NULL, or beyond the end
  * of the smaller struct an older plug-in was built with — answers "nothing

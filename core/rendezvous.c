@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/rendezvous.h. */
 #include "core/internal/rendezvous.h"
 

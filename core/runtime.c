@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mori/runtime.h over the platform layer. */
 #include "core/base/error.h"
 #include "core/platform/platform.h"

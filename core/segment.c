@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Symmetric segments: one range per rank mapped across the LSA team.
  *   1. the handle library of the memory's type shares this rank's exported
  *      handle with its LSA peers (every rank takes part, also one that has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Signal arenas: each comm keeps 2 MiB segments cut into GRANULE-byte
  * pieces; a slot is a run of granules free on every rank, so all ranks
  * agree on its offset. Ranks hand out slots in the same order, so their

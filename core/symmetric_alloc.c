@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Symmetric allocation (the shmem model, shmem_malloc): every rank of a comm
  * allocates the same size in the same order, and the carve must sit at the
  * same offset of every rank's heap, so that one offset names the buffer on

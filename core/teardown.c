@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Teardown above everything it releases: a comm's destroy (its windows
  * must be gone; its signal arenas and heap mappings go with it) and
  * mori_finalize (every window, every comm's arenas and heap mappings,

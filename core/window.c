@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Windows: creation (the collective rendezvous of one allocation), the
  * process's list of live windows, destroy and teardown.
  *   0. what can fail on this rank alone is done first, so that a failure

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A window's flat span over the whole comm, for contiguous views: the LSA
  * flat arithmetic of the window's view, offered only where it reaches every
  * rank (the LSA team is the world) and where the ranks' placements agree

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* What a window shows: accessors, the device view kernels take by value,
  * and the error mailbox kernels write instead of trapping. */
 #include <sched.h>

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Fails if the binary needs libibverbs, hsa-runtime or libmpi (directly or
 # through any library it loads at start).
 set -u

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hello_shmem: the smallest complete MORI Shmem program. Rank 0 makes the
  * unique ID and hands it to the others through a file (the Shmem Guide's
  * single-machine recipe); every PE allocates one symmetric buffer, writes

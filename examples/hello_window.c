@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hello_window: the smallest complete mori program. Every rank allocates a
  * buffer, rendezvouses it into a window, writes a greeting into its slot of
  * every peer (through the flat-window arithmetic of the device API, here

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Runs hello_window on 2, 4 and 8 CPU ranks.
 set -eu
 launch=$1 bin=$2

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Runs hello_shmem on 2, 4 and 8 CPU PEs, the unique ID through a file.
 set -eu
 launch=$1 bin=$2

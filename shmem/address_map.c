@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Address maps of shmem allocations: the map of the allocation's window
  * (its device table was written when shmem_malloc made the window, so a
  * map costs no allocation and lives exactly as long as the allocation),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Agreeing on an outcome across the PEs, and the process's list of shmem
  * blocks (allocations and registered buffers). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The host barrier: one agreement round over the comm (the node channel
  * when every PE is on one host, else the bootstrap), so a PE that failed
  * or is gone is named rather than waited for forever. */

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Fails if //shmem:shmem depends on a transport or a handle library: the
 # program lists those itself.
 set -u

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/cpu_affinity.h. */
 #include <ctype.h>
 #include <errno.h>

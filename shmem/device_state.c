@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The device state: what device code needs to address the PEs' heaps.
  *   - shmem's own symmetric allocation and its window give the device
  *     barrier's area, the abort flag and the error mailbox;

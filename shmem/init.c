@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Initialisation and teardown of the process's PE, the plug-in list, and
  * the queries. shmem_init_attr, in order: check the arguments; obtain the
  * unique ID (given, or over MPI); pin the thread near its GPU; start the

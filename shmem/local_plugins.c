@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See mori/shmem_local_plugins.h. */
 #include "mori/handle_fabric.h"
 #include "mori/handle_posix_fd.h"

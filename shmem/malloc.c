@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Symmetric allocation and free. shmem_malloc*, collectively:
  *   1. every PE's arguments and local checks in one round: a bad argument,
  *      or a PE whose size, alignment or flags differ, fails on every PE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/mpi.h. Open MPI's ABI: handles are pointers, MPI_BYTE is the
  * address of the exported object ompi_mpi_byte (what mpi.h's macro names).
  * MPICH's integer handles are a different ABI and are not supported. */

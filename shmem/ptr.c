@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Host-side address translation: a pointer into a shmem allocation or a
  * registered buffer, on another PE, through that block's window. */
 #include "core/base/error.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Registering memory shmem did not allocate: the buffer becomes a window
  * of its own over the PEs (collective), so peers reach it through the
  * comm's transports. Memory mori already knows (an allocation of mori's

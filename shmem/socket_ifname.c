@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See internal/socket_ifname.h. */
 #include <ifaddrs.h>
 #include <net/if.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The unique ID: 128 bytes that tell every PE where rank 0's bootstrap
  * listens and which job it serves. Layout (host byte order: the ID travels
  * between the PEs of one job):

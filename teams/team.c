@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Predefined teams and splits, from the comm's topology. */
 #include <string.h>
 

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Checks that a shared library built from mori exports only mori's public
 # names: every exported C symbol starting with mori_ is declared MORI_API in
 # a public header (or is one of the library's documented C entry points,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Fuzzes what mori reads from others: the bootstrap's frame decoder and
 # start-up reader (tests/fuzz/bootstrap_wire_fuzz.c), rank 0's address
 # parser (tests/fuzz/bootstrap_address_fuzz.c), the records window creation

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Build once, run on a machine with NVIDIA GPUs: the GPU test suites, the
 # torch backend's suites and the benchmark harness, with a summary at the
 # end. The build half needs Bazel and no GPU; the run half needs the GPUs,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Installs what building and testing mori needs, from Debian's packages (and,
 # for the torch backend, torch 2.11.0's wheel from PyPI without its CUDA
 # dependencies). Skips what is already there.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Runs the rdma transport's test suite against a real verbs device: Soft-RoCE
 # (rdma_rxe) in a QEMU guest booted from Debian's kernel, because the build
 # machines' kernels have no InfiniBand support. Nothing is installed on the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The main job (README): installs what it needs, builds, and runs a
 # symmetric-memory program across ranks of this machine.
 #   - no GPU: hello_window on 4 CPU ranks (host platform);

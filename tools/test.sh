@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The test command (README, CI): installs what it needs, then
 #   1. every host-platform test (multi-process, 2/4/8 ranks);
 #   2. the same tests under ASan + UBSan;
@@ -28,6 +29,7 @@ step() { # $1 = label, rest = command; counts as one check
   if "${@:2}"; then passed=$((passed + 1)); else echo "FAILED: $1"; failed=$((failed + 1)); fi
 }
 
+step "every source file carries its SPDX line (tools/check_spdx.sh)" tools/check_spdx.sh
 for config in host asan; do
   echo "== bazel test --config=$config //..."
   mkdir -p .deps && touch .deps/.stamp && sleep 1

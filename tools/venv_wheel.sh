@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Installs a mori wheel into a new virtual environment, with no network and
 # no dependencies.
 #   tools/venv_wheel.sh <mori-*.whl> <venv dir> [--system-site-packages]

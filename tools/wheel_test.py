@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Checks an installed mori wheel on a machine without a GPU (CI); run by
 tools/wheel_test.sh with the python of the virtual environment the wheel was
 installed into. Every import runs in a fresh interpreter, so a crash is a

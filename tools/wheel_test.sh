@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Installs a mori wheel into a clean virtual environment, with no network and
 # no dependencies, and checks it there (tools/wheel_test.py): the installed
 # files against RECORD, mori.shmem's unique-ID path without torch, and clear

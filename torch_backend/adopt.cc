@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // torch.ops.mori.adopt / release: tensors mori did not allocate — from
 // torch's caching allocator (cudaMalloc underneath) or another symmetric
 // backend (torch's default one maps with the virtual-memory API) — made

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The "MORI" SymmetricMemoryAllocator: registered when this library is
 // loaded (import mori.allocator), kept alive forever (torch's registry
 // outlives our statics), and finalized from Python's exit hook while the GPU

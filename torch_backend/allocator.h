@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the rest of the backend uses of the allocator: the (group, device)
 // communicators it keeps.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device-generic access to torch's current device and stream: through the
 // device-guard interface, never c10/cuda, so one source builds against CUDA
 // and ROCm torch (ROCm torch presents its GPUs as DeviceType::CUDA too).

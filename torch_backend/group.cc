@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "torch_backend/group.h"
 
 #include <c10/util/Exception.h>

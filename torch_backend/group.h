@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One communicator per (group, device): created at the group's first
 // rendezvous or collective op on that device, kept for the life of the
 // process (its store keys count on from where they were), released at

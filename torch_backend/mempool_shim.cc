@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // torch.cuda.MemPool-backed symmetric tensors (symm_mem.get_mem_pool): the
 // one part of the backend that needs torch's device library, because torch
 // builds MemPool allocators from CUDAPluggableAllocator. A small library of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // torch.ops.mori.*: mori's fused collectives on torch tensors. Each is one
 // kernel that synchronises inside (mori/collectives.h): when the op returns
 // on the stream, the next kernel on that stream can read `out` on every rank,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "torch_backend/store_bootstrap.h"
 
 #include <chrono>

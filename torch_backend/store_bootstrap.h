@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A mori bootstrap carried by a torch c10d::Store: the group's store is
 // already there, so the torch backend needs no sockets of its own. Keys are
 // "mori/<group>/<instance>/<seq>/<rank>"; one sequence counter per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "torch_backend/symmetric_memory.h"
 
 #include <c10/core/DeviceGuard.h>

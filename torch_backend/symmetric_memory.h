@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The SymmetricMemory handle torch sees for one (allocation, group): a view
 // of a mori window, plus the offset of the pointer torch rendezvoused with.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // torch.ops.mori.contiguous_view and torch.ops.mori.locality: views of a
 // MORI symmetric tensor's window that torch's SymmetricMemory interface has
 // no place for. Both are read off the window the tensor was rendezvoused

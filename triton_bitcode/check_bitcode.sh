@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Checks the Triton device library's bitcode with LLVM 15's tools (the
 # version that wrote it):
 #   - each file defines exactly the mori_tl_* functions mori.triton_lib

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Compiles mori's Triton device library (mori_triton_device.cu) to LLVM
 # bitcode that Triton links as an extern library.
 # usage: compile_bitcode.sh <nvptx|amdgcn> <out.bc> <src> [extra compiler flags, e.g. -I...]

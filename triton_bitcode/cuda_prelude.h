@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* What mori's device headers take from the CUDA toolkit, spelled with
  * clang's own NVPTX builtins, so the NVPTX bitcode is compiled by clang
  * with -nocudainc -nocudalib and needs no CUDA headers at all (clang's CUDA

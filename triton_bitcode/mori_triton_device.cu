@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mori's device library for Triton: extern "C" device functions over the
  * shmem device API (mori/device/shmem.h) and the world window's proxy ring,
  * compiled to LLVM bitcode (NVPTX and AMDGCN) and linked into Triton

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Compiles, without a GPU, a Triton kernel that calls every function of
 mori.triton_lib, with the packaged bitcode linked, for NVIDIA sm_90 and AMD
 gfx942 / gfx950 (triton.compile for an explicit target: Triton's own LLVM

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Size arithmetic that cannot wrap: every addition or multiplication of
  * sizes that come from a caller goes through these, so a size near SIZE_MAX
  * is an error, never a small number. */

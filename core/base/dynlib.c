@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See dynlib.h. */
 #include "core/base/dynlib.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Loading a runtime library at run time (libcuda, libamdhip64,
  * libhsa-runtime64, libibverbs): a program that does not use a runtime never
  * loads it, and a build for a GPU starts on a machine without one and fails

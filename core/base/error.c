@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Error codes and the thread-local last-error message. */
 #include <errno.h>
 #include <stdarg.h>

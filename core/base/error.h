@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Internal error helpers: the detecting function sets the message, callers
  * add context in front of it, nobody overwrites it. */
 #ifndef MORI_CORE_BASE_ERROR_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The names of handle types (mori/types.h), for messages: here rather than
  * in the platform layer so that code checking what peers sent (the window
  * rendezvous) needs nothing but this base library. */

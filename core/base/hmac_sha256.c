@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* HMAC as RFC 2104 defines it: H((K ^ opad) || H((K ^ ipad) || message)),
  * with keys longer than a block hashed first. */
 #include "core/base/hmac_sha256.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* HMAC-SHA256 (RFC 2104) and a comparison whose time does not depend on
  * where two MACs differ: what the bootstrap's challenge/response and its
  * frame integrity checks are built from. */

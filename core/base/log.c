@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Leveled logging to stderr, configured once from MORI_GLOBAL_LOG_LEVEL
  * (the Shmem Guide's name) or its older alias MORI_LOG_LEVEL. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Logging to stderr with a level from MORI_GLOBAL_LOG_LEVEL (TRACE, DEBUG,
  * INFO, WARN, ERROR; default INFO); MORI_LOG_LEVEL is read when the former
  * is unset. Each line names the process's rank when known. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See profile.h. Relaxed atomics: the counts are statistics, read while
  * other threads may add to them. */
 #include "core/base/profile.h"

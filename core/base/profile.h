@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The recorder behind mori/profile.h: callers of the slow operations take
  * a timestamp before the call and hand it back with the kind after. */
 #ifndef MORI_CORE_BASE_PROFILE_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* SHA-256 as FIPS 180-4 specifies it: 64-byte blocks, big-endian words, 64
  * rounds with the constants below (the first 32 bits of the fractional parts
  * of the cube roots of the first 64 primes). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* SHA-256 (FIPS 180-4), for authenticating the bootstrap: small, portable,
  * no dependency. Not for bulk data: it runs at a few hundred MB/s. */
 #ifndef MORI_CORE_BASE_SHA256_H

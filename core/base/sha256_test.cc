@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SHA-256 against the FIPS 180-2 examples and HMAC-SHA256 against the seven
 // test cases of RFC 4231; fed whole and in every split, so the block
 // buffering is exercised too.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Rank 0's address. Split by hand, with every length checked, because the
  * string comes from the environment of whoever launched the job. */
 #include "core/bootstrap/internal/address.h"

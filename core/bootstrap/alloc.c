@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The bootstrap's allocations, with the test hook that fails them
  * (internal/alloc.h). */
 #include "core/bootstrap/internal/alloc.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The bootstrap vtable wrapper: checks arguments, then calls the ops. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The links a rank opens (links.c), dialled all at once. Each is a
  * non-blocking connect followed by the joining handshake of startup.c
  * (HELLO with a fresh nonce; the listener's CHALLENGE checked against the

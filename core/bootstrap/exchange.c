@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The data of a collective, over the links between ranks (links.c), once
  * every rank has arrived (tcp.c):
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Frames on an authenticated connection: header, payload, and a MAC under
  * the direction's session key over {frame number, header, payload}. A frame
  * whose MAC does not match was altered, injected or replayed. */

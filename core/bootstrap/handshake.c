@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The start-up proofs and keys: HMAC-SHA256 under the job key, over a label
  * that says what is proven (so one proof can never stand in for another),
  * the world size, the rank and both nonces (so nothing can be replayed from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The links between ranks, opened once after rank 0's start-up, so that the
  * data of a collective travels between the ranks instead of through rank 0
  * (exchange.c).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A rank's link listener (links.c, startup.c), played against directly: it
 // admits only the ranks that link to it, under that link's key; strangers,
 // silent connections and other ranks of the job are turned away and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Bounded socket steps. A connect is non-blocking and polled: a blocking one
  * waits for TCP's own SYN retries (about two minutes) whatever the caller's
  * timeout, for instance when rank 0's accept queue is full and its kernel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The rounds through rank 0 that open every collective of the TCP
  * bootstrap (tcp.c) and that the links' set-up and exchanges use too
  * (links.c, exchange.c): rank 0 gathers each rank's arrival (or data) and

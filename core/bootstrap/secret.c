@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Where the job's secret comes from. The local file lives in a directory
  * that only this user can enter ($XDG_RUNTIME_DIR when it is private, else
  * /dev/shm/mori-<uid>, else /tmp/mori-<uid>, created 0700 and checked, never

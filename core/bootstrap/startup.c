@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Start-up of the TCP bootstrap: rank 0 admits ranks, the others join; and
  * the same admission for the links between ranks (links.c), whose poll loop
  * also steps the handshakes of the links the rank opens itself (dial.c).

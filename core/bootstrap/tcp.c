@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* TCP bootstrap: every collective starts with one round through rank 0.
  * Each rank tells rank 0 it has arrived ({op, seq, contribution size}, no
  * data); rank 0 checks that all agree and answers once all have. Rank 0

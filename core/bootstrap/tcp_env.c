@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mori_bootstrap_tcp_from_env: the TCP bootstrap's settings from the
  * launcher's environment. Every number is read whole and checked: a value
  * that is not what it claims to be is an error naming the variable, never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The TCP bootstrap across separate processes: collectives give every rank
 // the right data, and a rank that is missing, late, dead or disagreeing makes
 // every other rank fail within the timeout, naming it.

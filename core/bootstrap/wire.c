@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Frame headers: explicit little-endian fields, so that ranks built for
  * different machines agree, and every field checked before it is used. */
 #include "core/bootstrap/internal/wire.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* User allocations (mem.c): the process registry of what mori_mem_alloc
  * and mori_mem_register handed out, by address. Knows nothing of windows:
  * a window holds a reference. */

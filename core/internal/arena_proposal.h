@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A rank's proposal for a window's signal slots, published in step 1 of
  * the window's rendezvous (rendezvous.h) and settled by the signal arenas
  * (signal_arena.h): the first run of granules free in this rank's own

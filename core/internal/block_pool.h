@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Small device-visible blocks for windows (block_pool.c): each window's
  * pointer tables (device memory) and its control block (the host-mapped
  * abort flag and error mailbox of mori_device_control_t), cut from pages

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The comm's internal layout (comm.c) and what the layers above it (segment,
  * signal arena, window, teardown) use of it. */
 #ifndef MORI_CORE_INTERNAL_COMM_H

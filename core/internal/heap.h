@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The device heaps (heap.c): one per device per process, made of chunks of
  * physical memory mapped back to back in one reserved range. A carve is a
  * range inside one chunk; a freed carve waits in a pending list until the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The symmetric heap's settings (heap_config.c), from the environment
  * variables of the MORI Shmem Guide:
  *   MORI_SHMEM_MODE            static | vmm | isolation

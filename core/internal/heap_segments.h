@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The device heap seen through a comm (heap_segments.c): chunk k of every
  * rank's heap mapped across the comm's LSA team as one segment, made the
  * first time a window of the comm lives in chunk k on some rank, kept

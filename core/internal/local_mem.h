@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Memory of this rank on its device, ready for sharing: created with a
  * shareable handle type, mapped at an address of its own, accessible.
  * User allocations (mem.c), signal arenas and the heap are made of it. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The node channel (node_channel.c): when every rank of a comm lives on one
  * host, a small shared-memory area with one mailbox per rank carries the
  * comm's own collective steps (agreeing on an outcome, a window's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Plug-in ops filled over a table of defaults (plugin_ops.c): core calls
  * every op without testing for NULL. */
 #ifndef MORI_CORE_INTERNAL_PLUGIN_OPS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Step 1 of window creation (window.c): the record every rank publishes
  * and the checks every rank runs on the same gathered table, so all reach
  * the same verdict. Everything in a peer's record is checked here before

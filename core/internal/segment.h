@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Symmetric segments (segment.c): one physical range per rank mapped across
  * the LSA team of a comm — handles shared through the comm's handle
  * library, peers' memory imported, one flat VA span reserved, the own slot

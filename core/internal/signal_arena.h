@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Signal arenas (signal_arena.c): small symmetric slots — a window's signal
  * pad and its barrier area — cut from 2 MiB segments of the comm, so a pad
  * does not cost a granule of its own. A slot sits at the same offset on

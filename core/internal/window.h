@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The window's internal layout (window.c, window_view.c). */
 #ifndef MORI_CORE_INTERNAL_WINDOW_H
 #define MORI_CORE_INTERNAL_WINDOW_H

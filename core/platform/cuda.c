@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* CUDA platform: what differs from HIP. The driver API is loaded with
  * dlopen (a cuda build starts, and fails with a clear error, on a machine
  * without a driver); every call runs in the device's primary context, the

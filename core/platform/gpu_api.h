@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The name map under gpu_vmm.c: CUDA's driver API and HIP spell the same
  * virtual-memory calls differently, and this header gives each call, type
  * and constant one name for both. gpu_vmm.c is written once against these

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Legacy IPC on the GPU platforms (platform.h): the runtime's IPC handle of
  * a cudaMalloc / hipMalloc allocation, written once over gpu_api.h's names.
  * A handle names the whole allocation; the registered range's place in it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The GPU platforms' virtual memory management, written once for CUDA and
  * HIP over the names of gpu_api.h: physical create/release/export/import,
  * VA reserve/map/access, small device tables and mapped host memory. Every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* HIP platform (AMD GPUs, the primary target): what differs from CUDA.
  * libamdhip64 is loaded with dlopen (a rocm build starts, and fails with a
  * clear error, on a machine without ROCm); devices are selected with

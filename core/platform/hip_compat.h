@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* What ROCm versions spell differently, in one place.
  *
  * - The fabric handle type is missing from older headers; its value is 0x8,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The hip platform's copy queue (what transport/sdma queues its bulk copies
  * on), built on hsa-runtime's SDMA copies rather than hipMemcpyAsync: HIP may
  * run a peer copy as a blit kernel on the compute units, which are the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Host platform: CPU ranks share memory through the same window layout.
  * Physical memory is a memfd (POSIX-fd handles) or a named shm object (the
  * fabric-style handle: its name is the blob); VA is reserved with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Legacy IPC on the host platform (platform.h), standing in for the GPU
  * runtimes' IPC handles with the same behaviour where it matters: a handle
  * names a whole shared mapping that some other code made (a memfd or shm

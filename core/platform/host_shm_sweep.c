@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See host_shm_sweep.h. */
 #include "core/platform/host_shm_sweep.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The host platform's named shared-memory objects (fabric-style handles,
  * /dev/shm/mori.<pid>.<serial>.<salt>) outlive a process that exits without
  * releasing them — a crash, a kill, or an exit without mori_finalize — and

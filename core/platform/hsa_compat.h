@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* What Debian's hsa-runtime headers (libhsa-runtime-dev 5.2.3) lack.
  *
  * hsa_amd_memory_async_copy_on_engine and hsa_amd_memory_copy_engine_status

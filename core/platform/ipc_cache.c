@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See ipc_cache.h. A list: a process opens few peer allocations. */
 #include "core/platform/ipc_cache.h"
 

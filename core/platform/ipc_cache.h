@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The opens of legacy IPC handles in this process (ipc_cache.c). A runtime
  * maps one allocation's IPC handle once per process and refuses a second
  * open, yet two windows may well lie in one peer allocation (torch's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The platform layer: every GPU-runtime call of mori goes through these
  * functions. One implementation per build (--config=host|cuda|rocm),
  * libuv-style: one name, one definition per build. The two GPU platforms

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Capability by probe: a handle type is usable on a device when creating a
  * granularity-sized allocation with it and exporting it both succeed. The
  * answer is cached per device; device attributes are not trusted (on the

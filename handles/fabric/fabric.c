@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fabric handle library: one bootstrap allgather of every rank's blob. */
 #include "mori/handle_fabric.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* legacy IPC handle library: one bootstrap allgather of every rank's IPC
  * handle and the place of its range in the allocation. */
 #include "mori/handle_legacy_ipc.h"

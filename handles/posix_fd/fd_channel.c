@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fd channel; see fd_channel.h. */
 #include "handles/posix_fd/fd_channel.h"
 

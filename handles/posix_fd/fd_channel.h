@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A channel that carries file descriptors between the processes of one job
  * on one host: a listening UNIX seqpacket socket per rank in the abstract
  * namespace (nothing on disk to clean up); a sender connects, sends one

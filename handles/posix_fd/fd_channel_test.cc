@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The fd channel between three processes: a real fd arrives and maps the
 // same memory; forged messages are rejected or refused and counted; a flood
 // of junk makes a few warnings, not one per message; connections from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* See fd_message.h. */
 #include "handles/posix_fd/fd_message.h"
 

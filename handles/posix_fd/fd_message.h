@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The fd channel's one message, as bytes: encoded by the sender, decoded and
  * checked by the receiver before anything in it is used. Kept apart from
  * the socket code so that it can be fuzzed (tests/fuzz/fd_message_fuzz.c). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* posix_fd handle library: each comm gets an fd channel whose socket name
  * and secret token rank 0 draws at random and broadcasts through the
  * bootstrap; share() sends this rank's fd to every peer that wants it and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* CPU affinity of the init thread (cpu_affinity.c), computed from sysfs:
  * the CPUs local to the GPU (its PCI device's local_cpulist), intersected
  * with the CPUs the thread may use now, grouped into physical cores by

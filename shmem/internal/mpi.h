@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* MORI_SHMEM_INIT_WITH_MPI_COMM (mpi.c): the unique ID travels over the
  * program's MPI communicator. Open MPI is loaded at run time (dlopen), so
  * programs that do not use MPI neither link nor need libmpi. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Which address rank 0's bootstrap listens on (socket_ifname.c). */
 #ifndef MORI_SHMEM_INTERNAL_SOCKET_IFNAME_H
 #define MORI_SHMEM_INTERNAL_SOCKET_IFNAME_H

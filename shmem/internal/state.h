@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The process's shmem state (one PE per process), shared by the files of
  * the shmem library. Every public call takes `lock` for its duration. */
 #ifndef MORI_SHMEM_INTERNAL_STATE_H

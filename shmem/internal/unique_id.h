@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The 128-byte unique ID (unique_id.c): rank 0's bootstrap address, a
  * random job token, a version and a checksum; and the listening sockets
  * shmem_get_unique_id opened, kept for rank 0's shmem_init_attr. Internal;

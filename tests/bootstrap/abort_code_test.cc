@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The code in rank 0's ABORT (after the handshake) or REJECT (before it) is
 // the peer's data, never the caller's return code: whatever rank 0 puts
 // there, the caller sees a negative mori code and the peer's text.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Rank 0's start-up under strangers and scarcity: connections that never
 // introduce themselves cannot keep real ranks out, and running out of file
 // descriptors is reported as such instead of spinning until the timeout.

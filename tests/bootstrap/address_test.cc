@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Rank 0's address as the TCP bootstrap reads it: every malformed form is
 // refused with MORI_EINVAL naming the address, before any connection is
 // tried, and never read or written outside the parser's buffers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Allocation failures in the TCP bootstrap. For k = 0, 1, 2, ... one rank
 // (the root, or a rank that is not) has every allocation of the bootstrap
 // fail from its k-th on (mori_bootstrap_test_fail_allocs), while every rank

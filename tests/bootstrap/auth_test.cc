@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Who may join a job: a process without the job's secret is dropped and the
 // job goes on; a second process claiming a connected rank is dropped and the
 // job goes on; a rank 0 without the secret is refused by every rank, which

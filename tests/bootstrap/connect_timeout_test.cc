@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A rank whose connection rank 0's kernel never completes (its accept queue
 // is full) gives up at its timeout instead of waiting for TCP's own retries.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The launcher's variables as the TCP bootstrap reads them: a value that is
 // not what it claims to be is refused with MORI_EINVAL naming the variable
 // and the value, never read as some other number.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tests/bootstrap/scripted_root.h"
 
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A rank 0 that follows a script instead of the bootstrap's logic: for tests
 // of what a rank does when rank 0 misbehaves.
 #ifndef MORI_TESTS_BOOTSTRAP_SCRIPTED_ROOT_H

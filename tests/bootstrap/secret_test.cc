@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The job's secret: given in the environment or a private file (checked like
 // an ssh key), or, on one machine with none given, published by rank 0 in a
 // file only this user can read and withdrawn once the job has started.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A bootstrap of one rank exchanges nothing: its collectives complete
 // without calling the implementation (over torch's store each call would
 // be a round trip, paid by every step of a one-rank rendezvous), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How a kernel's blocks share the kinds of items of a call: every item run
 // exactly once, every block inside one kind, every kind with a block.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The collectives in CPU ranks (host platform), across separate processes:
 // every result against a sequential reference in rank order, many calls
 // back to back with fresh data each time, sub-teams, and the unhappy paths.

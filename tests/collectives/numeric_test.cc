@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The collectives' conversions: bf16 and fp16 round to nearest even, keep
 // NaN and infinities, and match the hardware formats bit for bit.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Stream-ordered window ops in CPU ranks: the barrier orders every rank's
 // writes before every rank's reads, put/wait signals carry data and leave
 // the pad zero, timeouts are reported naming the peer, bad arguments fail.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The device API driven by CPU ranks (host platform): the same inline
 // functions kernels use, through both addressing models, with the timeout,
 // abort and unreachable paths.

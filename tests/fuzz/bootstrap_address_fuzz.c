@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* libFuzzer target: rank 0's address as a launcher's environment gives it.
  * The first input byte picks the size of the host buffer (1..256), which is
  * allocated exactly, so that AddressSanitizer sees any write past it or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* libFuzzer target: what the TCP bootstrap reads from a connection nobody
  * vouches for yet. The input is a byte stream as a peer would send it:
  *   1. rank 0's reader of start-up messages takes it in chunks (the sizes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* libFuzzer target: one message of the fd channel as read from a connection
  * of a rank's process (handles/posix_fd/fd_message.c). The first byte says
  * how many descriptors came with it (0..3) and whether the kernel cut it,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* libFuzzer target: the records window creation gathers from every rank
  * (core/rendezvous.c), as a faulty or foreign peer might publish them. The
  * first byte sets the world size (1..16), the next two this rank's

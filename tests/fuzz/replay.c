@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Runs a libFuzzer target's entry point over every file of the corpus
  * directories named on the command line, so that `bazel test` (plain and
  * under ASan/UBSan) replays the seeds and any reproducer added to them

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Microbenchmark (not a test): the fused collectives' GPU time under graph
 // replay across their tuning knobs (algorithm, slice size, block count,
 // threads per block), and the launch floor, so that defaults are chosen by

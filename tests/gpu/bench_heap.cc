@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Microbenchmark (not a test): what allocation and window creation cost with
 // the symmetric heap, and proof that none of it waits for the device.
 //   mori_launch -n 2 bench_heap                     (MORI_SHMEM_MODE as set)

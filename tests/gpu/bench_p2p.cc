@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Microbenchmark (not a test): device barrier latency and put bandwidth
 // between GPUs, flat-window and pointer-table addressing. Run with
 //   mori_launch -n 2 bench_p2p

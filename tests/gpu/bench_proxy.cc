@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Microbenchmark (not a test): the proxy ring on a GPU. Kernels submit
 // requests for a peer outside the LSA team; the host proxy takes them in
 // ticket order and hands them to the rdma transport's executor.

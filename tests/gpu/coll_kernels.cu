@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tests/gpu/coll_kernels.h"
 
 #include "mori/device/coll/numeric.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Kernels that feed and check the collectives on GPUs: inputs that differ
 // per rank and per iteration, and checks against a reference computed on the
 // device, counted into a device counter so that thousands of iterations run

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The collectives on real GPUs, one process per GPU: thousands of calls
 // back to back with no host synchronisation, a fresh input every iteration,
 // every output checked on the device against a reference (all-to-all: every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GPU kernels for tests and benchmarks, written once for CUDA and HIP.
 #include "tests/gpu/gpu_kernels.h"
 

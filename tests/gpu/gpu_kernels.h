@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Kernels the GPU tests and benchmarks launch, behind a C interface so the
 // test code is plain C++ built by the host compiler.
 #ifndef MORI_TESTS_GPU_KERNELS_H

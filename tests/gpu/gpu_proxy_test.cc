@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The proxy ring on real GPUs. Two ranks are declared on different nodes
 // (MORI_HOST_ID), so the window's peer is reachable only through the rdma
 // transport; the copy-engine executor (MORI_RDMA_EXECUTOR=copy_engine)

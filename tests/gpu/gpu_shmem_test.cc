@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MORI Shmem on real GPUs (one process per GPU, the unique ID through a
 // file): the device API of mori/device/shmem.h in a kernel, device-side
 // translation against the host's, shmem_module_init into a module loaded at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The window and the device API on real GPUs (cuda platform; one process per
 // GPU). Ranks are forked before any GPU call: a CUDA context does not
 // survive fork. Tagged gpu + manual: run by tools/gpu.sh on the device.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Markdown tables of bench_proxy results (the proxy ring on a GPU).
 
     tests/gpu/proxy_table.py RESULTS.jsonl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Kernels of the shmem GPU test, written once for CUDA and HIP.
 #include "tests/gpu/shmem_kernels.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Kernels of the shmem GPU test (mori/device/shmem.h on a real GPU), behind
 // a C interface so the test itself is host C++.
 #ifndef MORI_TESTS_GPU_SHMEM_KERNELS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Microbenchmark (not a test): the host-side bookkeeping of a heap window on
 // the host platform, where no driver call costs anything: what mori itself
 // spends on mori_mem_alloc + mori_window_create in steady state, and how

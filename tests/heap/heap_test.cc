@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The symmetric heap on the host platform, across separate processes: carves
 // are local and land where each rank's history puts them (torch's model),
 // windows of them address every peer through the table and, when the

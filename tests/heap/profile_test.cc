@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // mori/profile.h on the host platform, across separate processes: a window
 // over a carve of an already mapped heap chunk makes no mapping call at all
 // (one collective step; its tables are copied at first device use), while the window that needs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The host platform removes the shared-memory objects of processes that no
 // longer exist, and nothing else: a live process's (this one's), another
 // name, another user's, a directory are kept. Run in a directory of the

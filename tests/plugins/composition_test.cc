@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plug-in composition on the host platform, across separate processes.
 #include <algorithm>
 #include <cstring>

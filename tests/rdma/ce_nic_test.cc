@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The copy-engine executor's verbs, used directly between two processes:
 // what a NIC refuses, it refuses (wrong remote key, a range past the region,
 // a region without the right, a wrong local key, an unaligned atomic, a

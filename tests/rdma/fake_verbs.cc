@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // See fake_verbs.h.
 #include "tests/rdma/fake_verbs.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A fake verbs provider for host tests of the rdma transport: the table
 // mori_verbs_load returns (mori_verbs_replace), with a context whose
 // post_send / poll_cq ops queue work requests and hand out completions the

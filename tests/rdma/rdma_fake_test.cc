@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The rdma transport against a fake verbs provider (tests/rdma/fake_verbs):
 // late, failed and batched completions, a deregister while work is stalled,
 // transfers longer than the port's largest message, unaligned proxied

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The rdma transport across separate processes laid out as two simulated
 // nodes (MORI_HOST_ID): peers on the other node are reached by RDMA (puts,
 // gets, atomic adds, checked); peers on the same node stay p2p. Where no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* scale_bench: the cost of a job's set-up steps against the rank count, on
  * the host platform (CPU ranks as processes of this machine, several per
  * simulated node through MORI_HOST_ID).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Markdown tables of scale_bench results, from one set of runs to the next.
 
     tests/scale/scale_table.py FIRST.jsonl SECOND.jsonl [THIRD.jsonl ...]

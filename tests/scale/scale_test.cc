@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The set-up of a job at scale on the host platform: 64 CPU ranks, 8 per
 // simulated node (MORI_HOST_ID). The bootstrap's collectives, comm creation,
 // a window's rendezvous and the teams give every rank the same, right

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The copy-engine transport across CPU ranks: queued puts and gets between
 // every pair of ranks, bounds and reachability errors.
 #include "mori/transport_sdma.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The init thread's CPU affinity, computed from fake sysfs trees: the
 // GPU's local CPUs within the allowed set, one disjoint slice of whole
 // physical cores per GPU of a NUMA node (SMT siblings together), the whole

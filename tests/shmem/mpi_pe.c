@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* One PE of the MPI test, started by mpirun. The program loads Open MPI
  * itself (as an MPI program would link it), initialises MPI, then shmem
  * over MPI_COMM_WORLD:

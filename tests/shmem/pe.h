@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Starting PEs the way the Shmem Guide's file example does: rank 0 makes
 // the unique ID and writes it to a file (whole, then renamed into place);
 // the other ranks wait for the file and read it.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Runs a Python unittest file with the system's python3.
 #   run_python_test.sh <test.py> <the shared library it loads>
 # Under --config=asan the library needs the ASan runtime first in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Address maps of shmem allocations (mori_shmem_address_map,
 // mori_shmem_translate) across PEs on the host platform: two allocations
 // have their own tables, an interior pointer maps to its whole allocation,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MORI Shmem's unhappy paths, across separate processes: every bad input
 // is a negative code and a message that names the PE and the sizes, on
 // every PE, within a bounded time — never a crash or a hang — and shmem is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MORI_SHMEM_INIT_WITH_MPI_COMM under Open MPI's mpirun at 2, 4 and 8 PEs.
 // Built only where Open MPI is installed (elsewhere Bazel reports the
 // targets SKIPPED); skips with the reason if it is gone at run time.

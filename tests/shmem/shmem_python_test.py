@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori.shmem (the ctypes package over libmori.so) across separate
 processes on the host platform, at 2, 4 and 8 PEs: the unique-ID init
 through a file as in the Shmem Guide, every call, errors as ShmemError, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori.shmem's address maps and locality (shmem_address_map,
 shmem_translate, shmem_locality) across separate processes on the host
 platform, at 2, 4 and 8 PEs on one node and at 4 PEs on two simulated nodes

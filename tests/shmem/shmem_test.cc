@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MORI Shmem across separate processes on the host platform, started the
 // way the Shmem Guide's unique-ID example does (rank 0 writes the ID to a
 // file): every call of the guide, the device API in CPU PEs, registered

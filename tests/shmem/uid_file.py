@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The Shmem Guide's unique-ID hand-over through a file, for the Python
 shmem suites: PE 0 makes the ID and writes it (atomically, by rename); the
 others wait for the file, 30 s at most."""

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The unique ID's serialisation and the choice of the bootstrap interface.
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tests/support/harness.h"
 
 #include <unistd.h>

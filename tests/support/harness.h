@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Multi-process test harness: runs a lambda in N forked ranks (each with the
 // bootstrap environment of tools/launch), with a time limit. GoogleTest
 // assertions work inside the ranks; a rank's exit code says whether any of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a process holds, from /proc: for the leak checks of the cycle tests.
 #ifndef MORI_TESTS_SUPPORT_PROC_STATS_H
 #define MORI_TESTS_SUPPORT_PROC_STATS_H

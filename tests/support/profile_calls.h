@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How many calls of one mori/profile.h kind were counted since the last
 // mori_profile_reset (0 when none).
 #ifndef MORI_TESTS_SUPPORT_PROFILE_CALLS_H

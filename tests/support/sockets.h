@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Raw TCP helpers for tests that play a process outside the job: a stranger
 // on the bootstrap port, a silent client, a listener that never accepts.
 #ifndef MORI_TESTS_SUPPORT_SOCKETS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A comm over the harness's ranks with the plug-ins a test wants.
 #ifndef MORI_TESTS_SUPPORT_WORLD_H
 #define MORI_TESTS_SUPPORT_WORLD_H

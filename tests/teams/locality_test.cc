@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Locality words (mori/locality.h) on simulated layouts (MORI_HOST_ID):
 // one node, two nodes, two interleaved hosts (same node, not load/store),
 // MORI_DISABLE_P2P, and copy engines listed; the device table holds the

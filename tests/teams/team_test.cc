@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Teams on a simulated 2-node layout (MORI_HOST_ID): predefined teams,
 // splits and translations checked on every rank.
 #include "mori/team.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Address maps of windows on the host platform, across processes: the
 // table's local entry is the allocation's root; a view at an offset and
 // both ends translate against the root, and the translated address is what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Block pools (core/block_pool.c), in one process: the tables and control
 // blocks of windows. Blocks are sized by class, distinct while live, and a
 // returned block comes back only after the pool has reclaimed (a device

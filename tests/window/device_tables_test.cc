@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A window's device tables (core/window_view.c) on the host platform, where
 // device memory is host memory and can be read back: they are copied by the
 // first getter that hands out a device address of them, once, whichever

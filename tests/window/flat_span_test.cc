@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Flat spans of windows (mori_window_flat_span), for contiguous views:
 // where the span exists its arithmetic lands on every rank's memory (the
 // peers' addresses of the pointer table, and what peers wrote through it,

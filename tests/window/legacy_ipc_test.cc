@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Adopting memory mori did not allocate through legacy IPC handles
 // (mori_mem_register_range), on the host platform, whose stand-in for the
 // GPU runtimes' IPC handles behaves like them where it matters: a handle

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A failure local to one rank during window creation — its memory's export
 // fails once, as a failed dup of the fd would: every rank fails that window
 // together, naming the rank; the comm stays usable (no "bootstrap is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Signal arenas (core/signal_arena.c): the slots every rank agrees on. The
 // free maps fill from the front between reclaims and are searched a word at
 // a time, so runs that start in a partly used word, cross word boundaries,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sizes near SIZE_MAX: every addition or multiplication of a caller's size
 // is checked, so a huge size is refused with an error that names it, never
 // wrapped into a small one; and the first error is the one reported (a

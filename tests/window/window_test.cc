@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The core window on the host platform, across separate processes: every
 // rank writes into every peer through both addressing models, the unhappy
 // paths fail loudly on every rank, and lifetimes survive divergent orders.

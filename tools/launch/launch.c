@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Local multi-process launcher; see launch.h. */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Starts N ranks of a job on this machine: forks N processes, gives each
  * MORI_RANK / MORI_WORLD_SIZE / MORI_LOCAL_RANK / MORI_BOOTSTRAP_ADDR and a
  * fresh MORI_BOOTSTRAP_SECRET, and hands rank 0 an already-listening

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mori_launch -n N [-t SECONDS] program [args...]: runs N ranks of a program
  * on this machine, with the bootstrap environment set, and reports which
  * rank failed or hung. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Benchmarks of torch symmetric memory on one backend (MORI, default or
 NVSHMEM), by the method of the project's anchors: SM-driven one-shot
 all-to-all (Triton and a run-time-compiled CUDA kernel) over

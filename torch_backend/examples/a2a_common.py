@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the all-to-all examples share: process-group and backend set-up, the
 symmetric buffers, and the check of what arrived."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One-shot all-to-all over symmetric memory with a CUDA/HIP kernel compiled
 at run time (NVRTC/hiprtc through torch), reading peers through
 `hdl.buffer_ptrs_dev`. Each (peer, slice) pair gets its own block, so a chunk

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One-shot all-to-all over symmetric memory in Triton, reading peers
 through `hdl.buffer_ptrs_dev`, each chunk sliced over BPP blocks. Run:
     torchrun --nproc_per_node=2 a2a_triton.py [MORI|default|NVSHMEM]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the backend's GPU test files share: the job's set-up, `check`,
 which runs one check on every rank and prints "PASS name" or "FAIL name:
 why" on rank 0 (any rank's failure counts), and the reference collectives

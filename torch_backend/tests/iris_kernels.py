@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The Triton kernels of seed 002's Iris example that the address-map
 suites run on every kind of memory (a MORI tensor, an adopted tensor, a
 shmem heap allocation): translate + store, and a copy into another

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tensors mori did not allocate (torchrun --nproc_per_node=N; two ranks may
 share one GPU): mori.address_map.adopt makes them reachable by the group's
 peers without a copy. A tensor of torch's caching allocator, at a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A torch group that spans nodes (torchrun --nproc_per_node=2): every rank
 declares a node of its own (MORI_HOST_ID), so no peer is load/store
 reachable and the backend makes the group's communicator with the rdma

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The first window ops of a process across declared nodes (torchrun
 --nproc_per_node=2, one GPU is enough): put_signal and wait_signal queued
 back to back with no timeout, before any of their kernels ever ran. With

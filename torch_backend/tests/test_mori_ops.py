@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """torch.ops.mori.* on GPUs (torchrun --nproc_per_node=N): results equal to
 NCCL's (all-to-all bit for bit; all-reduce within bf16 tolerance of an fp32
 reference) over 10 000 back-to-back calls with no host synchronisation, a

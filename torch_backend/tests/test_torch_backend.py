@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The MORI torch backend on GPUs (torchrun --nproc_per_node=N). Rank 0
 prints one line per check: "PASS name" or "FAIL name: why" (failures of any
 rank are gathered). Ends with an interpreter exit that must return 0 on

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """MORI_TRAP_ON_DEVICE_ERROR=1 under CUDA-graph capture (torchrun
 --nproc_per_node=1, its own process: a trap ends the CUDA context). A
 captured wait_signal that times out cannot raise on the host (nothing waits

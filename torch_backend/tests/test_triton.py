@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Address maps and mori.triton on GPUs (torchrun --nproc_per_node=N): the
 map of a MORI tensor (invariant, views, per-allocation tables, refusals),
 an Iris-style translate + store kernel on a view, a copy between two

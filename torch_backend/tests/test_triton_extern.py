@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori's device library linked into Triton kernels (mori.triton_lib) on
 GPUs, over MORI Shmem heap memory (torchrun --nproc_per_node=N; N = 1 or
 more, checks that need a second PE SKIP at one): the device state a kernel

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Contiguous and locality views of MORI tensors on GPUs (torchrun
 --nproc_per_node=N; runs at 1 rank, the checks that need peers SKIP there):
 the contiguous view of an allocation above a heap chunk (its own mapping,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* p2p transport: load/store between the ranks of one host whose devices can
  * map each other's memory. Registering a segment maps every LSA peer's
  * memory into its slot of the flat span (core maps the own slot). */

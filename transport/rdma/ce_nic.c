@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The copy-engine NIC's verbs table (see ce_nic.h): one device, contexts
  * with a key service and two copy engines, memory regions backed by the
  * platform's shareable allocations, RC queue pairs whose work is checked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The copy-engine NIC: a verbs provider of mori's own, the second executor
  * of the rdma transport beside libibverbs (MORI_RDMA_EXECUTOR=copy_engine).
  * It serves peers that are declared on other nodes (MORI_HOST_ID) but share

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The copy-engine NIC's key table: which keys of a context are live, in
  * memory its peers read. A NIC refuses a key once its region is
  * deregistered; here the requester executes the copy itself, through a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The copy-engine NIC's key service: how a peer's registration reaches this
  * process. A real NIC carries the rkey in every request and its responder
  * checks it against its memory regions; here the requester asks the owner's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The rdma transport's internal layout, shared by its files:
  *   rdma_env.c     the environment (MORI_RDMA_DEVICES, MORI_NUM_QP_PER_PE, ...)
  *                  and the choice of a device from a device list

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The rdma transport's posting: work requests on the peer's queue pairs
  * (signalled, so every one completes into the CQ; several QPs per peer take
  * requests in turn, fenced ops stay behind earlier transfers: internal.h),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The rdma transport's proxy: kernels (and CPU ranks) that need a peer
  * outside the LSA team write requests into their segment's ring; this
  * thread takes them in ticket order, posts them, and counts completions in

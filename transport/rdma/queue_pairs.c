@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The rdma transport's queue pairs: open the device (chosen by
  * MORI_RDMA_DEVICES and the local rank), a protection domain, one
  * completion queue and MORI_NUM_QP_PER_PE RC queue pairs per connected peer,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Which peers get queue pairs: every other rank (a full mesh), or under
  * MORI_ENABLE_RAIL_ONLY the same-rail peers (the same local rank on another
  * node) plus every same-host peer. On a rail-isolated fabric a cross-rail QP

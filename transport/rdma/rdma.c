@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* rdma transport: MORI_NUM_QP_PER_PE RC queue pairs to every peer (or,
  * rail-only, to same-rail and same-host peers: rail.c), set up at comm
  * creation from one allgather of {device present, LID, GID, MTU, the QPNs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The rdma transport's environment, read in one place: the Shmem Guide's
  * variables (MORI_RDMA_DEVICES, MORI_NUM_QP_PER_PE, MORI_IB_GID_INDEX,
  * MORI_RDMA_SL, MORI_RDMA_TC, MORI_ENABLE_RAIL_ONLY) and mori's own

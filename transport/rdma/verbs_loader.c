@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* libibverbs, loaded once through the shared dlopen helper. */
 #include "transport/rdma/verbs_loader.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* libibverbs, loaded at run time from one X-macro symbol list (the functions
  * verbs.h does not already inline through the context's ops). */
 #ifndef MORI_TRANSPORT_RDMA_VERBS_LOADER_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* sdma transport: one copy queue per comm; puts and gets go through the
  * peer addresses the load/store transport published in the window. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Forwards rules_cc's names to Bazel's built-in rules.
 
 Debian's bazel-rules-cc is too new for Bazel 4.2.3, and the real one would be

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Collectives over a team of load/store-reachable ranks, fused into single
  * kernels that synchronise inside (mori/device/coll.h): all-to-all with
  * equal chunks and all-reduce. A context owns a workspace window (staging,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Stream-ordered synchronisation on a window's load/store team: one small
  * kernel per call on GPUs (on the host platform the calling CPU rank runs
  * it in place). These are what torch's SymmetricMemory handle methods map

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Rank 0's address, "host:port" or "[IPv6]:port": split (pure, bounded,
  * fuzzed) and resolved. */
 #ifndef MORI_CORE_BOOTSTRAP_ADDRESS_H

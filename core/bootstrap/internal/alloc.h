@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Every allocation of the bootstrap (core/bootstrap) goes through these, so
  * that a test can make them fail (tests/bootstrap/alloc_failure_test.cc).
  * They behave as malloc, calloc and realloc; an injected failure looks like

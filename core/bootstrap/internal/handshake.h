@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Who proves what to whom when a rank joins (see wire.h for the frames).
  * Every rank holds a job key derived from the job's secret. A rank sends a
  * fresh nonce; rank 0 answers with its own nonce and a proof over both, so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Socket steps of the TCP bootstrap, each bounded by an absolute deadline on
  * the monotonic clock (milliseconds). */
 #ifndef MORI_CORE_BOOTSTRAP_NET_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The job's secret, from which every rank derives the job key (handshake.h).
  * Either the user gives it (MORI_BOOTSTRAP_SECRET, a file named by
  * MORI_BOOTSTRAP_SECRET_FILE, or mori_bootstrap_tcp_attr_t.secret), which a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The TCP bootstrap's state, shared by its start-up (startup.c), its frames
  * (frame.c), its collectives (tcp.c), the links between ranks (links.c) and
  * the exchanges over them (exchange.c). */

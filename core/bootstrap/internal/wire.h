@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The TCP bootstrap's frames on the wire (protocol 3). Every frame opens
  * with a 32-byte little-endian header:
  *   magic u32 "mori" | version u16 | op u16 | rank i32 | arg i32 | seq u64 | bytes u64

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Address maps of mori allocations, for kernel libraries that translate
  * `remote = peer_bases[rank] + (ptr - allocation_base)` themselves (Iris
  * style; Triton through mori.triton). See mori/device/address_map.h. */

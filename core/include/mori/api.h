@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Export macro and common includes for mori's public C API. */
 #ifndef MORI_API_H
 #define MORI_API_H

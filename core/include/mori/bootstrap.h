@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Bootstrap: the out-of-band collectives mori needs to set things up
  * (allgather, barrier, broadcast). A vtable, so that torch's Store, MPI or
  * anything else can carry them; mori ships a TCP implementation that reads

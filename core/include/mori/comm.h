@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A comm: the ranks of a job (from a bootstrap), what each rank is (host,
  * device, pid), and which transport reaches each peer. Created collectively,
  * destroyed locally. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Error codes: every fallible mori call returns 0 or a negative MORI_E* code.
  * Codes equal -errno where errno already has the meaning; SDK-only conditions
  * sit below -1000. The detail (what failed, which rank, which size) is in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The symmetric heap of a device: a range of address space reserved once,
  * backed by physical memory mapped once (static) or chunk by chunk as it
  * fills (vmm), from which mori_mem_alloc carves allocations locally — no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Locality of a comm's peers (layout: mori/device/locality.h): for each
  * world rank its class (self, same node with load/store, same node without,
  * another node) and what reaches it (direct access, system-scope atomics,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Symmetric-memory allocations. alloc and free are local (never collective):
  * torch allocates and frees at any time on any rank, in any order. A window
  * (mori/window.h) makes an allocation addressable by the peers.

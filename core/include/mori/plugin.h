@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The contract between core and its plug-ins: handle libraries move physical
  * memory between processes; transports reach peers. Each library exports one
  * const ops struct; the application lists the ones it wants in its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Where the host time of mori's slow paths goes: every driver call that
  * creates, exports, imports or maps memory, every collective step of a
  * rendezvous, and every device wait is counted and timed per kind, process

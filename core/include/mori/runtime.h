@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Device-generic runtime helpers for code that sits above mori and must not
  * talk to CUDA or HIP itself (the torch backend builds once for either):
  * which platform this build is for, small device allocations and copies.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Small public types shared by the mori headers. */
 #ifndef MORI_TYPES_H
 #define MORI_TYPES_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A window: one symmetric allocation, rendezvoused over a comm, mapped into
  * one flat VA span (peer address = base + lsa_peer * stride + offset) and
  * published as a per-peer pointer table (host and device copies). */

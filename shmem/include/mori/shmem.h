@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* MORI Shmem: the OpenSHMEM-style API of the MORI Shmem Guide, in C, on
  * mori's symmetric heap. Names and flags are the guide's; calls return 0
  * or a negative MORI_E* code (mori/error.h) with the detail in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The plug-ins of a single-node shmem job, listed in one call: both handle
  * libraries (fabric, POSIX fds) and the load/store transport (p2p). From
  * the //shmem:local_plugins library, which links neither libibverbs nor

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Teams: who is reachable how. Built from the comm's all-gathered topology
  * (host identity, device, local rank; MORI_HOST_ID simulates nodes). Teams
  * are values ({start, stride, size, rank}, see mori/device/team.h) that can

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loads mori's torch backend library once: the C entry points (ctypes), the
 "MORI" allocator registration and the torch.ops.mori operators (static
 registration when the library loads), and the MemPool shim when this build

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Address maps of symmetric tensors: what a kernel library needs to reach
 one allocation on every rank (Iris style: remote = peer_bases[rank] +
 (ptr - allocation_base)), independent of the provider that allocated it.

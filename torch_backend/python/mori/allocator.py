@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Registers the "MORI" SymmetricMemory backend with torch on import.
 
     import mori.allocator

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori's fused collectives on torch tensors (torch.ops.mori.*), each one
 kernel that synchronises inside: when it returns on the stream, the next
 kernel on that stream can read `out` on every rank.

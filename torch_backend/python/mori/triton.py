@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori's device functions for Triton kernels, over address maps
 (mori.address_map): translate, remote load / store / atomic add, put (a
 program-wide copy into a peer), signal set / add, wait-until with a bound,

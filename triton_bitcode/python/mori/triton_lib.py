@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori's device library in Triton kernels: what Triton's own language
 cannot say well (the MORI Shmem device state, the heap's peer translation,
 block-wide put/get with signals, quiet and the proxy path to PEs reached

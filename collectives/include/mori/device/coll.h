@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Device-side collectives: all-to-all and all-reduce that synchronise inside
  * the kernel (completion rides with the data: per-slice flags, or LL lines
  * that carry their own flag), team-scoped, graph-capturable (the epoch lives

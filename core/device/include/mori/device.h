@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The mori device API, for HIP, CUDA and plain C (CPU ranks on the host
  * platform): window addressing, put/get, signals, barriers. Team queries
  * come with the teams package (mori/device/team.h). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Handle library: physical memory travels as opaque 64-byte fabric blobs
  * carried by the bootstrap (works across hosts where the platform allows). */
 #ifndef MORI_HANDLE_FABRIC_H

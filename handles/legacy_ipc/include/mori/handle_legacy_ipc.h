@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Handle library: memory of the runtime's plain allocator (cudaMalloc /
  * hipMalloc, e.g. torch's caching allocator), adopted with
  * mori_mem_register_range, travels as the runtime's IPC handle of its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Handle library: physical memory travels as POSIX file descriptors over a
  * private UNIX socket channel (same host only). */
 #ifndef MORI_HANDLE_POSIX_FD_H

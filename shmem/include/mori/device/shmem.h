@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The shmem device API, for HIP, CUDA and plain C (CPU PEs on the host
  * platform): thin wrappers over mori's device API (mori/device.h) that
  * address heap memory by the symmetric pointer itself, as OpenSHMEM does.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mori.shmem: the MORI Shmem API (OpenSHMEM-style symmetric memory) of the
 Shmem Guide. `from mori import shmem` or `import mori.shmem`; importing it
 does not import torch (only a tensor view of a device table asks for it).

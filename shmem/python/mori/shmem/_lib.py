@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loads mori's C library (libmori.so, through ctypes) once and declares the
 signatures of the calls the package makes. Imports nothing heavy: the
 unique-ID path works without torch."""

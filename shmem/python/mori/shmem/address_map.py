@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Address maps of shmem allocations (mori_shmem_address_map): the peer-base
 table of the allocation holding a pointer, for kernels that translate
 remote = peer_bases[pe] + (ptr - allocation_base) themselves (mori.triton,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The MORI Shmem API of the Shmem Guide, in Python, over the C library.
 
 Addresses are ints. A failed call raises ShmemError (its `code` is the

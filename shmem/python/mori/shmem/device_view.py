@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A torch tensor over a table mori keeps in device memory (an address map's
 peer bases, a locality table), without copying it: the tensor aliases the
 table and is valid exactly as long as the table (the allocation, the comm).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Locality of the PEs (mori/device/locality.h): per peer its class and what
 reaches it, one uint32 word each, the same layout on the host and in the
 device table kernels read. The decoding here is shared with the torch side

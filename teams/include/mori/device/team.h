@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Teams as arithmetic: {start, stride, size, rank}. World rank of team index
  * i is start + i * stride. The same inline functions run in kernels and on
  * the host. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Transport: load/store over XGMI, NVLink or shared memory. Maps every LSA
  * peer's memory into its slot of the flat window. */
 #ifndef MORI_TRANSPORT_P2P_H

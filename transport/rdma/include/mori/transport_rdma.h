@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Transport: RDMA through libibverbs (loaded with dlopen: a program that does
  * not list this transport never touches libibverbs). MORI_NUM_QP_PER_PE RC
  * queue pairs per peer, one memory region per window; puts, gets and atomic

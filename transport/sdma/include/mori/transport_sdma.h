@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Transport: copy engines. Bulk, host-initiated copies between this rank and
  * its load/store peers, queued on the device's copy engines (cuMemcpyAsync
  * on NVIDIA; hsa-runtime's SDMA engines on AMD; a worker thread on the host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* All-reduce inside one kernel, two algorithms (the host picks by size):
  *
  * LL (small messages): one shot. Every 8 bytes of input travel to every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* All-to-all of equal chunks, completing with per-slice flags inside the
  * same kernel: out[src] on this rank = in[me] on src, for every member src.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* All-to-all with sizes on the device (torch's all_to_all_vdev and, for
  * MoE with E local experts per member, all_to_all_vdev_2d (dispatch) and
  * all_to_all_vdev_2d_offset (combine)), in one kernel and straight into a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Element types and reductions for the collectives, in integer arithmetic
  * where the hardware has no common spelling (bf16, fp16 conversions), so
  * results are bit-identical on CUDA, HIP and the host. Sums accumulate in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* What every collective call does around its data: take the next epoch,
  * address flags and staging on a member, signal a flag once a block's
  * stores are done, wait for one (bounded, abort-aware, never a trap), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Layouts of the collectives' device side: the context a kernel takes by
  * value and the per-call arguments. See mori/device/coll.h. */
 #ifndef MORI_DEVICE_COLL_TYPES_H

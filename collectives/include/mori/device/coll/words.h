@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* 8-byte words of a buffer that may end mid-word or sit at any alignment:
  * what the LL protocols move and the reductions combine. */
 #ifndef MORI_DEVICE_COLL_WORDS_H

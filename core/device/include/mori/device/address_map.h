@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* An address map: what a kernel needs to reach one allocation on every
  * rank — its peer-base table and its root on this rank — independent of
  * who allocated it (a window, a heap allocation, a torch MORI tensor, or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* LSA-team barrier over the window's signal pad, with torch's slot protocol
  * so the same pads serve torch's kernels: the slot for a signal from `src`
  * on `channel` is uint32 index channel * world_size + src of the

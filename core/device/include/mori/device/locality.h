@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Locality words: how this rank relates to each peer of a comm, one uint32
  * per world rank, kept apart from address maps (an address map says where a
  * peer's memory is; this says what reaching it costs and allows). The same

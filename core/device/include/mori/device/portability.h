@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The one header that knows which compiler is reading it: nvcc (CUDA), hipcc
  * (HIP) or a plain C/C++ compiler (the host platform, where CPU ranks run the
  * same inline functions). Every other device header uses these macros. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Operations on peers outside the LSA team, handed to the host proxy of the
  * transport that reaches them (rdma). Any number of threads may submit;
  * completion is observed with mori_proxy_quiet. Offsets are into the window on both

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Put and get between this rank and a load/store peer, at three scopes:
  *   _thread: one thread copies everything;
  *   _warp:   the calling warp (wavefront) cooperates; all its lanes call;

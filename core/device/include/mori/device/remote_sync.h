@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Synchronisation with ranks on other nodes, for a comm whose LSA team is
  * not the whole comm. `win` is the window's view; `sync` its
  * synchronisation area's (mori_window_sync_view): the area continues, past

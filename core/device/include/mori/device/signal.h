@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* One-sided signals, fences and waits with timeouts.
  *
  * A signal is a uint64 at an offset of the window (any offset the program

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Window addressing inside kernels (and in CPU ranks on the host platform).
  *
  * Two models over the same memory:

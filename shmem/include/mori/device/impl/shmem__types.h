@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Layout of the shmem device state (see mori/device/shmem.h). */
 #ifndef MORI_DEVICE_IMPL_SHMEM_TYPES_H
 #define MORI_DEVICE_IMPL_SHMEM_TYPES_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The request ring between kernels (or CPU ranks) and a host proxy thread
  * that posts their operations to a transport the device cannot drive itself
  * (RDMA without GPU-initiated posting). One ring per window, in host memory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Error codes of the device API and the mailbox every failed wait writes
  * (see mori/device/signal.h). */
 #ifndef MORI_DEVICE_IMPL_REPORT_FUNCS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Layouts of the window's device view (see mori/device/window.h). */
 #ifndef MORI_DEVICE_IMPL_WINDOW_TYPES_H
 #define MORI_DEVICE_IMPL_WINDOW_TYPES_H
