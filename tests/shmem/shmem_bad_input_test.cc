@@ -260,6 +260,19 @@ TEST(ShmemBadInput, PointerTranslationAndRegistrationRefuseWhatTheyCannotServe) 
     EXPECT_ERROR(shmem_buffer_register(rank == size - 1 ? &private_buf[0] : nullptr, 4096),
                  rank == size - 1 ? MORI_ENOT_OWNED : MORI_EINVAL, "shmem_buffer_register");
     EXPECT_ERROR(shmem_buffer_register(p, 64), MORI_EEXIST, "overlaps a shmem allocation");
+    // The private buffer's PE says why neither way of adopting it works.
+    if (rank == size - 1) {
+      EXPECT_EQ(shmem_buffer_register(&private_buf[0], 4096), MORI_ENOT_OWNED);
+      std::string why = mori_last_error();
+      EXPECT_NE(why.find("PE " + Str(rank) + " cannot share"), std::string::npos) << why;
+      EXPECT_NE(why.find("not a virtual-memory mapping"), std::string::npos) << why;
+      EXPECT_NE(why.find("runtime's allocator"), std::string::npos) << why;
+    } else {
+      EXPECT_ERROR(shmem_buffer_register(nullptr, 4096), MORI_EINVAL, "shmem_buffer_register");
+    }
+    // A range whose end wraps the address space is refused on every PE
+    // (its end check used to wrap, and registration succeeded).
+    EXPECT_ERROR(shmem_buffer_register((char *)p + 16, SIZE_MAX - 8), MORI_ERANGE, "wraps the address space");
     MORI_EXPECT_OK(shmem_free(p));
     MORI_EXPECT_OK(shmem_finalize());
   });
