@@ -9,6 +9,7 @@ several windows and channels interleaved, windows made and dropped between
 runs (so signal-pad slots are released and reused), and every other run
 with a timeout, so a lost wake-up names who waited for whom instead of
 hanging. MORI_STRESS_RUNS sets the number of runs (default 100)."""
+import faulthandler
 import gc
 import os
 import sys
@@ -30,6 +31,8 @@ from mori.address_map import address_map  # noqa: E402
 
 symm_mem.set_backend("MORI")
 RUNS = int(os.environ.get("MORI_STRESS_RUNS", "100"))
+# A hang shows where each rank's host was: its stack after this long.
+faulthandler.dump_traceback_later(int(os.environ.get("MORI_STRESS_STACKS_AFTER_S", "240")), exit=False)
 ROUNDS = 20
 N = 1 << 16
 
