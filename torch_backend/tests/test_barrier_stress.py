@@ -32,7 +32,7 @@ from mori.address_map import address_map  # noqa: E402
 symm_mem.set_backend("MORI")
 RUNS = int(os.environ.get("MORI_STRESS_RUNS", "100"))
 # A hang shows where each rank's host was: its stack after this long.
-faulthandler.dump_traceback_later(int(os.environ.get("MORI_STRESS_STACKS_AFTER_S", "240")), exit=False)
+faulthandler.dump_traceback_later(int(os.environ.get("MORI_STRESS_STACKS_AFTER_S", "120")), exit=False)
 ROUNDS = 20
 N = 1 << 16
 
@@ -41,10 +41,10 @@ N = 1 << 16
 def push_kernel(data, data_bases, sig, sig_bases, my_rank, world, epoch, max_spins, n, BLOCK: tl.constexpr):
     # This rank's row of every peer's buffer, then a Triton barrier.
     offs = tl.arange(0, BLOCK)
+    value = tl.zeros((BLOCK,), dtype=tl.int32) + epoch * 100 + my_rank
     for peer in range(0, world):
         for start in range(0, n, BLOCK):
-            mt.store(data + my_rank * n + start + offs, (epoch * 100 + my_rank).to(tl.int32), peer, data_bases, my_rank,
-                     mask=start + offs < n)
+            mt.store(data + my_rank * n + start + offs, value, peer, data_bases, my_rank, mask=start + offs < n)
     mt.barrier(sig, epoch, world, sig_bases, my_rank, max_spins)
 
 

@@ -76,14 +76,18 @@ def _():
 @check("two_shot_all_reduce_ / _out match the reference")
 @works("two_shot_all_reduce_", "two_shot_all_reduce_out")
 def _():
+    needs_ranks(2)  # torch: "Not implemented for world_size=1"
     numel = 1 << 20
+    orig = rand(numel, torch.bfloat16, 30 + rank)
     t = symm_mem.empty(numel, dtype=torch.bfloat16, device=dev)
-    t.copy_(rand(numel, torch.bfloat16, 30 + rank))
+    t.copy_(orig)
     symm_mem.rendezvous(t, gname)
     ref = ref_all_reduce(t)
     out = torch.empty_like(t)
-    torch.ops.symm_mem.two_shot_all_reduce_out(t, "sum", gname, out)
+    torch.ops.symm_mem.two_shot_all_reduce_out(t, "sum", gname, out)  # reduces into t's shards too
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+    t.copy_(orig)
+    torch.ops.symm_mem._barrier(torch.ops.symm_mem._rendezvous(t, gname))  # every rank's input restored first
     torch.ops.symm_mem.two_shot_all_reduce_(t, "sum", gname)
     torch.testing.assert_close(t, ref, rtol=2e-2, atol=2e-2)
 
@@ -125,37 +129,99 @@ def _():
     torch.cuda.synchronize()
 
 
-def _enable_group():
-    enable = getattr(symm_mem, "enable_symm_mem_for_group", None)
-    if enable:
-        enable(gname)
-
-
 @check("fused_all_gather_matmul (and _async_input_mm under it) matches all-gather then matmul")
-@works("_async_input_mm", "fused_all_gather_matmul", note="torch.distributed._symmetric_memory")
+@works("fused_all_gather_matmul", "_async_input_mm")
 def _():
-    _enable_group()
     m, k, n = 256, 512, 384
     a_shard = rand(m * k, torch.float32, 50 + rank).reshape(m, k)
     b = rand(k * n, torch.float32, 60).reshape(k, n)  # the same on every rank
-    a_full, outs = symm_mem.fused_all_gather_matmul(a_shard, [b], 0, gname)
     ref_a = torch.cat(ref_all_gather(a_shard))
+    a_full, outs = torch.ops.symm_mem.fused_all_gather_matmul(a_shard, [b], 0, gname)
     torch.testing.assert_close(a_full, ref_a)
     torch.testing.assert_close(outs[0], ref_a @ b, rtol=1e-3, atol=1e-3)
+    # _async_input_mm directly: A's chunks become valid as their signals are set.
+    chunks = world
+    signals = torch.zeros(chunks, dtype=torch.uint32, device=dev)
+    torch.ops.symm_mem.memset32_(signals, 0, 1, chunks)
+    got = torch.ops.symm_mem._async_input_mm(ref_a, b, signals, 0)
+    torch.testing.assert_close(got, ref_a @ b, rtol=1e-3, atol=1e-3)
 
 
 @check("fused_matmul_reduce_scatter matches matmul then reduce-scatter")
-@works("fused_matmul_reduce_scatter", note="torch.distributed._symmetric_memory")
+@works("fused_matmul_reduce_scatter")
 def _():
-    _enable_group()
     m, k, n = 128 * world, 256, 192
     a = rand(m * k, torch.float32, 70 + rank).reshape(m, k)
     b = rand(k * n, torch.float32, 80).reshape(k, n)
-    got = symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname)
-    full = a @ b
+    got = torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname)
+    ref = torch.empty(m // world, n, dtype=torch.float32, device=dev)
+    ref_reduce_scatter(ref, (a @ b).contiguous())
+    torch.testing.assert_close(got, ref, rtol=1e-3, atol=1e-3)
+
+
+def fp8(x):
+    """x (float32, |x| < 6) as e4m3fn with one tensor-wise scale that every
+    rank shares: (values, scale)."""
+    scale = torch.tensor(6.0 / 448.0, dtype=torch.float32, device=dev)
+    return (x / scale).to(torch.float8_e4m3fn), scale
+
+
+@check("fused_all_gather_scaled_matmul (fp8, tensor-wise scales) matches all-gather then _scaled_mm")
+@works("fused_all_gather_scaled_matmul")
+def _():
+    m, k, n = 128, 256, 192
+    a_shard, a_scale = fp8(rand(m * k, torch.float32, 90 + rank).reshape(m, k).clamp(-5, 5))
+    b_rows, b_scale = fp8(rand(k * n, torch.float32, 100).reshape(k, n).clamp(-5, 5))
+    b = b_rows.t().contiguous().t()  # column-major, as _scaled_mm wants
+    a_full, outs = torch.ops.symm_mem.fused_all_gather_scaled_matmul(
+        a_shard, [b], a_scale, [b_scale], 0, gname, [None], [None], [torch.bfloat16], [False])
+    ref_a = torch.cat(ref_all_gather(a_shard.view(torch.uint8))).view(torch.float8_e4m3fn)
+    ref = torch._scaled_mm(ref_a, b, a_scale, b_scale, out_dtype=torch.bfloat16)
+    torch.testing.assert_close(outs[0], ref, rtol=2e-2, atol=2e-2)
+
+
+@check("fused_scaled_matmul_reduce_scatter (fp8, tensor-wise scales) matches _scaled_mm then reduce-scatter")
+@works("fused_scaled_matmul_reduce_scatter")
+def _():
+    m, k, n = 64 * world, 256, 128
+    a, a_scale = fp8(rand(m * k, torch.float32, 110 + rank).reshape(m, k).clamp(-5, 5))
+    b_rows, b_scale = fp8(rand(k * n, torch.float32, 120).reshape(k, n).clamp(-5, 5))
+    b = b_rows.t().contiguous().t()
+    got = torch.ops.symm_mem.fused_scaled_matmul_reduce_scatter(
+        a, b, a_scale, b_scale, "sum", 0, 0, gname, [m, n], out_dtype=torch.bfloat16)
+    full = torch._scaled_mm(a, b, a_scale, b_scale, out_dtype=torch.bfloat16).float()
     ref = torch.empty(m // world, n, dtype=torch.float32, device=dev)
     ref_reduce_scatter(ref, full.contiguous())
-    torch.testing.assert_close(got, ref, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(got.float(), ref, rtol=3e-2, atol=5e-1)
+
+
+@check("_low_contention_all_gather / _low_contention_reduce_scatter match the references")
+@works("_low_contention_all_gather", "_low_contention_reduce_scatter")
+def _():
+    numel = 8192
+    x = rand(numel, torch.float32, 130 + rank)
+    wait = torch.ops._c10d_functional.wait_tensor
+    got = wait(torch.ops.symm_mem._low_contention_all_gather(x, gname))
+    torch.testing.assert_close(got, torch.cat(ref_all_gather(x)))
+    y = rand(numel * world, torch.float32, 140 + rank)
+    got = wait(torch.ops.symm_mem._low_contention_reduce_scatter(y, "sum", gname))
+    ref = torch.empty(numel, dtype=torch.float32, device=dev)
+    ref_reduce_scatter(ref, y)
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@check("get_remote_tensors: every rank's tensor, in rank order")
+@works("get_remote_tensors")
+def _():
+    t = symm_mem.empty(1024, dtype=torch.int32, device=dev)
+    t.fill_(rank * 7 + 1)
+    symm_mem.rendezvous(t, gname)
+    torch.ops.symm_mem._barrier(torch.ops.symm_mem._rendezvous(t, gname))
+    remote = torch.ops.symm_mem.get_remote_tensors(t, gname)
+    assert len(remote) == world
+    for peer, r in enumerate(remote):
+        assert bool((r == peer * 7 + 1).all()), f"rank {peer}'s tensor"
+    torch.ops.symm_mem._barrier(torch.ops.symm_mem._rendezvous(t, gname))
 
 
 @check("multicast: MORI reports none, so torch's multimem_* ops do not apply")
