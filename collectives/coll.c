@@ -250,11 +250,10 @@ size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
 
 static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, size_t bytes, const char *what) {
   if (!c || (bytes && (!in || !out))) return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
-  const char *i = (const char *)in, *o = (const char *)out;
   size_t span;
   if (mori_mul_overflows(bytes, (size_t)c->team.size, &span))
     return mori_error_set(MORI_ERANGE, "%s: %zu bytes per member times %d members overflows", what, bytes, c->team.size);
-  if (bytes && i < o + span && o < i + span)
+  if (mori_ranges_overlap(in, span, out, span))
     return mori_error_set(MORI_EINVAL, "%s: in and out overlap (in place is not supported)", what);
   return member_or_fail(c, what);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "mori/mem.h"
 #include "shmem/internal/state.h"
@@ -16,6 +17,10 @@
 static int prepare(void *ptr, size_t size, void **adopted) {
   *adopted = NULL;
   if (!ptr || size == 0) return mori_error_set(MORI_EINVAL, "shmem_buffer_register: pointer %p, %zu bytes", ptr, size);
+  size_t end;
+  if (mori_add_overflows((size_t)(uintptr_t)ptr, size, &end))
+    return mori_error_set(MORI_ERANGE, "shmem_buffer_register: [%p, +%zu bytes) runs past the end of the address space", ptr,
+                          size);
   mori_shmem_block_t *b = mori_shmem_find_block(ptr);
   if (!b) b = mori_shmem_find_block((const char *)ptr + size - 1);
   if (b)
@@ -30,7 +35,7 @@ static int prepare(void *ptr, size_t size, void **adopted) {
     *adopted = base;
     rc = mori_mem_query(ptr, &info);
   }
-  if (!rc && info.offset + size > info.size)
+  if (!rc && (info.offset > info.size || size > info.size - info.offset))
     rc = mori_error_set(MORI_EINVAL, "shmem_buffer_register: %zu bytes at %p run past the end of its mapping (%zu bytes at %p)",
                         size, ptr, info.size, info.base);
   if (rc && *adopted) {
