@@ -87,12 +87,12 @@ static int free_insert(mori_heap_t *h, range_t x) {
 
 static int grow_locked(mori_heap_t *h) {
   if (h->nchunks >= h->max_chunks)
-    return mori_error_set(MORI_ENOMEM, "heap of device %d: all %d chunk(s) of %zu bytes are mapped (limit %zu bytes)", h->device,
-                          h->max_chunks, h->chunk_size, h->va_size);
+    return mori_error_set(MORI_ENOMEM, "heap of device %d: all %d chunk(s) of %s are mapped (limit %s: MORI_SHMEM_HEAP_SIZE)",
+                          h->device, h->max_chunks, MORI_SIZE_TEXT(h->chunk_size), MORI_SIZE_TEXT(h->va_size));
   mori_pmem_t mem;
   unsigned flags = h->cfg.uncached ? MORI_PMEM_UNCACHED : 0;
   int rc = mori_platform_mem_create(h->device, h->chunk_size, h->handle_type, flags, &mem);
-  if (rc) return mori_error_context(rc, "heap of device %d: chunk %d (%zu bytes)", h->device, h->nchunks, h->chunk_size);
+  if (rc) return mori_error_context(rc, "heap of device %d: chunk %d (%s)", h->device, h->nchunks, MORI_SIZE_TEXT(h->chunk_size));
   char *at = h->va + (size_t)h->nchunks * h->chunk_size;
   rc = mori_platform_mem_map(at, h->chunk_size, &mem);
   if (!rc) {
@@ -279,8 +279,11 @@ static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **
     return mori_error_context(rc, "heap of device %d", device);
   }
   pthread_mutex_init(&h->lock, NULL);
-  MORI_INFO("heap of device %d: %s, %s, limit %s, chunks of %s", device, cfg->mode == MORI_HEAP_STATIC ? "static" : "vmm",
-            heap_memory_type(cfg->uncached), MORI_SIZE_TEXT(h->va_size), MORI_SIZE_TEXT(h->chunk_size));
+  if (cfg->mode == MORI_HEAP_STATIC)
+    MORI_INFO("heap of device %d: static, %s of %s", device, MORI_SIZE_TEXT(h->va_size), heap_memory_type(cfg->uncached));
+  else
+    MORI_INFO("heap of device %d: vmm, %s, up to %s in chunks of %s", device, heap_memory_type(cfg->uncached),
+              MORI_SIZE_TEXT(h->va_size), MORI_SIZE_TEXT(h->chunk_size));
   *out = h;
   return 0;
 }

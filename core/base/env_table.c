@@ -133,7 +133,7 @@ static const mori_env_var_t table[] = {
      .meaning = "8-byte lines per work item of the LL all-reduce."},
 
     /* ---- MORI Shmem ---- */
-    {"MORI_SOCKET_IFNAME", S(LIB), .reader = "shmem", .default_text = "the first interface that is up",
+    {"MORI_SOCKET_IFNAME", S(LIB), .reader = "shmem", .default_text = "the first non-loopback interface that is up (IPv4 first), else loopback",
      .meaning = "Interfaces the unique ID's address is taken from, comma-separated prefixes; a leading ^ excludes."},
     {"MORI_MPI_LIBRARY", S(LIB), .reader = "shmem", .default_text = "libmpi.so.40",
      .meaning = "The MPI library MORI_SHMEM_INIT_WITH_MPI_COMM loads."},
@@ -142,7 +142,7 @@ static const mori_env_var_t table[] = {
     {"MORI_DISABLE_TOPO", B(LIB), .reader = "shmem", .default_text = "off",
      .meaning = "No topology detection (so no CPU placement)."},
     {"MORI_CPU_AFFINITY_NO_SPLIT", B(LIB), .reader = "shmem", .default_text = "off",
-     .meaning = "Ranks near the same GPU share its cores instead of splitting them."},
+     .meaning = "shmem_init pins the init thread to the whole NUMA node, not this GPU's slice of it."},
 
     /* ---- the Python package ---- */
     {"MORI_LIB", S(PY), .reader = "python (mori.shmem)", .default_text = "the libmori.so in the package",
