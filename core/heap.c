@@ -14,7 +14,7 @@
 
 /* The most chunks a heap holds (MORI_SHMEM_HEAP_SIZE / MORI_SHMEM_VMM_CHUNK_SIZE;
  * heap_config.c says so first, naming the variables). */
-enum { HEAP_MAX_CHUNKS = 65536 };
+enum { HEAP_MAX_CHUNKS = 1 << 24 };
 
 typedef struct range {
   size_t start, len;

@@ -8,7 +8,7 @@
 #include "core/internal/heap_config.h"
 #include "core/platform/platform.h"
 
-enum { GIB_SHIFT = 30, MAX_CHUNKS = 65536 };
+enum { GIB_SHIFT = 30, MAX_CHUNKS = 1 << 24 };
 
 int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_config_t *out) {
   static const mori_heap_defaults_t core_defaults = {MORI_HEAP_VMM, false, "mori's"};

@@ -39,7 +39,7 @@ static const mori_env_var_t table[] = {
                 "it under a virtual-memory limit such as ulimit -v)."},
     {"MORI_SHMEM_VMM_CHUNK_SIZE", Z(4 * KIB, 1 * TIB, LIB), .reader = "core (heap)", .default_text = "1G",
      .meaning = "vmm: the heap grows by this much at a time; at most MORI_SHMEM_HEAP_SIZE, and the heap holds at most "
-                "65536 chunks."},
+                "16777216 (2^24) chunks."},
     {"MORI_SHMEM_HEAP_TYPE", E("normal|uncached", LIB), .reader = "core (heap)",
      .default_text = "normal (the shmem API: uncached)",
      .meaning = "The heap's memory type on GPUs (uncached: fine-grained on AMD GPUs, the same as normal on NVIDIA "

@@ -7,7 +7,7 @@
  *   MORI_SHMEM_VMM_CHUNK_SIZE  vmm: bytes per growth step
  *   MORI_SHMEM_HEAP_TYPE       normal | uncached
  * A value that does not parse, is out of range (core/base/env_table.c) or
- * does not fit the others (a chunk larger than the heap, more than 65536
+ * does not fit the others (a chunk larger than the heap, more than 2^24
  * chunks) is an error naming the variables and values. */
 #ifndef MORI_CORE_INTERNAL_HEAP_CONFIG_H
 #define MORI_CORE_INTERNAL_HEAP_CONFIG_H
