@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <list>
 #include <set>
 #include <string>
 #include <vector>
@@ -179,12 +180,15 @@ TEST(EnvTable, ANameMissingFromTheTableOrReadAsAnotherTypeIsAnError) {
 
 struct Listed {
   std::vector<mori_env_setting_t> all;
+  std::list<std::string> names;  // the listing's names live for the call only
 };
 
 void Collect(void *ctx, const mori_env_setting_t *s) {
+  Listed *l = static_cast<Listed *>(ctx);
   mori_env_setting_t copy = *s;
-  copy.name = strdup(s->name);  // the listing's names live for the call only
-  static_cast<Listed *>(ctx)->all.push_back(copy);
+  l->names.push_back(s->name);
+  copy.name = l->names.back().c_str();
+  l->all.push_back(copy);
 }
 
 const mori_env_setting_t *Find(const Listed &l, const std::string &name) {
