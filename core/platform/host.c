@@ -129,7 +129,8 @@ static int check_space(int fd, size_t size, const char *what) {
   if (fs.f_blocks == 0 || size <= avail) return 0;
   return mori_error_set(MORI_ENOMEM,
                         "host: %s of shared memory (%s) asked for, but only %s is free where it lives (/dev/shm for "
-                        "named objects; its size: df -h /dev/shm)",
+                        "named objects: df -h /dev/shm; a smaller MORI_SHMEM_VMM_CHUNK_SIZE or MORI_SHMEM_HEAP_SIZE asks "
+                        "for less)",
                         MORI_SIZE_TEXT(size), what, MORI_SIZE_TEXT((size_t)avail));
 }
 
