@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "mori/mem.h"
 #include "shmem/internal/state.h"
@@ -45,8 +46,10 @@ static int adopt(void *ptr, size_t size, void **adopted) {
 static int prepare(void *ptr, size_t size, void **adopted) {
   *adopted = NULL;
   if (!ptr || size == 0) return mori_error_set(MORI_EINVAL, "shmem_buffer_register: pointer %p, %zu bytes", ptr, size);
-  if ((uintptr_t)ptr > UINTPTR_MAX - (size - 1))
-    return mori_error_set(MORI_ERANGE, "shmem_buffer_register: [%p, +%zu bytes) wraps the address space", ptr, size);
+  size_t end;
+  if (mori_add_overflows((size_t)(uintptr_t)ptr, size, &end))
+    return mori_error_set(MORI_ERANGE, "shmem_buffer_register: [%p, +%zu bytes) runs past the end of the address space", ptr,
+                          size);
   mori_shmem_block_t *b = mori_shmem_find_block(ptr);
   if (!b) b = mori_shmem_find_block((const char *)ptr + size - 1);
   if (b)

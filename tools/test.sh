@@ -30,6 +30,9 @@ step() { # $1 = label, rest = command; counts as one check
 }
 
 step "every source file carries its SPDX line (tools/check_spdx.sh)" tools/check_spdx.sh
+step "every MORI_* variable the code reads is in core/base/env_table.c (tools/check_env_vars.py)" tools/check_env_vars.py
+step "docs/environment.md is what the table generates (bazel run //core/base:env_doc)" \
+  bash -c 'diff -u docs/environment.md <(bazel run --noshow_progress //core/base:env_doc 2>/dev/null)'
 for config in host asan; do
   echo "== bazel test --config=$config //..."
   mkdir -p .deps && touch .deps/.stamp && sleep 1
