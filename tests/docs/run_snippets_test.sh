@@ -1,0 +1,28 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The quick-starts as written (run_snippets.py), after checking that the
+# runner itself fails a failing snippet and a marker without a block.
+#   run_snippets_test.sh <run_snippets.py> <mori_launch> <hello_window> <hello_shmem> <libmori.so>
+set -u
+runner=$1 launch=$2 window=$3 shmem=$4 lib=$5
+bins=(--bin "mori_launch=$launch" --bin "hello_window=$window" --bin "hello_shmem=$shmem")
+
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+mkdir -p "$tmp/bad/docs" "$tmp/dangling/docs"
+printf '<!-- runnable -->\n```sh\necho about to fail\nexit 3\n```\n' > "$tmp/bad/docs/bad.md"
+printf 'text\n<!-- runnable -->\nno block follows\n' > "$tmp/dangling/docs/dangling.md"
+if python3 "$runner" --root "$tmp/bad" "${bins[@]}" >"$tmp/log" 2>&1; then
+  cat "$tmp/log"; echo "FAIL: a snippet that exits 3 passed"; exit 1
+fi
+grep -q 'docs/bad.md:2 (sh): FAILED' "$tmp/log" || { cat "$tmp/log"; echo "FAIL: the failing snippet is not named"; exit 1; }
+if python3 "$runner" --root "$tmp/dangling" "${bins[@]}" >"$tmp/log" 2>&1; then
+  cat "$tmp/log"; echo "FAIL: a marker without a block passed"; exit 1
+fi
+grep -q 'docs/dangling.md:2: a runnable marker not followed' "$tmp/log" || { cat "$tmp/log"; echo "FAIL: no message"; exit 1; }
+
+# Under --config=asan the library needs the ASan runtime first in python3.
+asan=$(ldd "$lib" | awk '/libasan/ {print $3}')
+# The examples' header commands and the docs' runnable blocks: at least the
+# two examples and the shmem guide's Python program.
+exec python3 "$runner" --root . "${bins[@]}" --python-path shmem/python --libmori "$lib" \
+  ${asan:+--preload "$asan"} --min 3
