@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: MIT
 # The quick-starts as written (run_snippets.py), after checking that the
 # runner itself fails a failing snippet and a marker without a block.
-#   run_snippets_test.sh <run_snippets.py> <mori_launch> <hello_window> <hello_shmem> <libmori.so>
+#   run_snippets_test.sh <run_snippets.py> <libmori.so> NAME=PROGRAM...
+# (the programs snippets call by name: mori_launch and the examples)
 set -u
-runner=$1 launch=$2 window=$3 shmem=$4 lib=$5
-bins=(--bin "mori_launch=$launch" --bin "hello_window=$window" --bin "hello_shmem=$shmem")
+runner=$1 lib=$2
+shift 2
+bins=()
+for b in "$@"; do bins+=(--bin "$b"); done
 
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 mkdir -p "$tmp/bad/docs" "$tmp/dangling/docs"
@@ -23,6 +26,6 @@ grep -q 'docs/dangling.md:2: a runnable marker not followed' "$tmp/log" || { cat
 # Under --config=asan the library needs the ASan runtime first in python3.
 asan=$(ldd "$lib" | awk '/libasan/ {print $3}')
 # The examples' header commands and the docs' runnable blocks: at least the
-# two examples and the shmem guide's Python program.
+# four examples and the shmem guide's Python program.
 exec python3 "$runner" --root . "${bins[@]}" --python-path shmem/python --libmori "$lib" \
-  ${asan:+--preload "$asan"} --min 3
+  ${asan:+--preload "$asan"} --min 5
