@@ -2,7 +2,8 @@
 """Runs the quick-starts as a user would: every command in an example's
 header (a comment line `*   $ COMMAND` in examples/*.c) and every code block
 of README.md and docs/*.md marked runnable, on the host platform, in a
-clean environment (no MORI_* variable set), each in a fresh directory.
+clean environment (no MORI_* variable set), each in a fresh directory that
+holds a copy of examples/ (as if at the repository's root).
 
 A runnable block is marked by an HTML comment on the line before its fence:
 
@@ -91,12 +92,19 @@ def clean_env(args, bin_dir):
     if args.prefix:
         prefix = os.path.abspath(args.prefix)
         env["PKG_CONFIG_PATH"] = os.path.join(prefix, "lib", "pkgconfig")
-        env["MORI_PREFIX"] = prefix
+    if args.preload:
+        # Programs that load an ASan-built libmori.so without being built
+        # with ASan (python3, a snippet compiled against the tree).
+        env["LD_PRELOAD"] = args.preload
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
     return env
 
 
 def run_one(s, args, env, bin_dir):
     work = tempfile.mkdtemp(prefix="snippet_")
+    examples = os.path.join(args.root, "examples")
+    if os.path.isdir(examples):
+        shutil.copytree(examples, os.path.join(work, "examples"), ignore=shutil.ignore_patterns("BUILD*"))
     launch = [os.path.join(bin_dir, "mori_launch"), "-n", str(s.ranks), "-t", str(TIMEOUT_S - 10)] if s.ranks else []
     if s.lang in SHELLS:
         path = os.path.join(work, "snippet.sh")
@@ -106,8 +114,6 @@ def run_one(s, args, env, bin_dir):
         path = os.path.join(work, "snippet.py")
         open(path, "w").write(s.code)
         cmd = launch + [sys.executable, path]
-        if args.preload:
-            env = dict(env, LD_PRELOAD=args.preload, ASAN_OPTIONS="detect_leaks=0")
     else:  # c: built against the install tree as docs/install.md says
         if not args.prefix:
             return False, "a C block needs the install tree (--prefix)"
@@ -140,7 +146,7 @@ def main():
     ap.add_argument("--python-path", action="append", default=[])
     ap.add_argument("--libmori")
     ap.add_argument("--prefix", help="an install tree (C blocks)")
-    ap.add_argument("--preload", help="LD_PRELOAD for python3 (the ASan runtime of an ASan-built libmori.so)")
+    ap.add_argument("--preload", help="LD_PRELOAD for every snippet (the ASan runtime of an ASan-built libmori.so)")
     ap.add_argument("--min", type=int, default=1, help="fewer runnable snippets than this fails")
     args = ap.parse_args()
 
