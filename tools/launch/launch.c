@@ -166,8 +166,10 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
   }
   rank_output_t *output = NULL;
   if (opts->prefix_output && !(output = rank_output_create(size))) {
-    snprintf(result->message, sizeof(result->message), "launch: cannot make pipes for %d ranks' output: %s", size,
-             strerror(errno));
+    snprintf(result->message, sizeof(result->message),
+             "launch: cannot make pipes for %d ranks' output: %s (4 descriptors per rank: raise `ulimit -n`, or leave "
+             "the output unprefixed)",
+             size, strerror(errno));
     close(listen_fd);
     return MORI_EIO;
   }
