@@ -15,6 +15,7 @@
 #include "core/internal/comm.h"
 #include "core/internal/node_channel.h"
 #include "core/internal/plugin_ops.h"
+#include "core/internal/version_log.h"
 
 static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_comm_t *live_comms;
@@ -287,6 +288,7 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   c->rank = mori_bootstrap_rank(attr->bootstrap);
   c->size = mori_bootstrap_size(attr->bootstrap);
   mori_log_set_rank(c->rank);
+  mori_version_log_once();
   c->device = attr->device;
   int rc = 0;
   mori_peer_info_t me;

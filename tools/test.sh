@@ -7,7 +7,11 @@
 #      rendezvous records, fd-channel messages), 45 s each (tools/fuzz.sh);
 #   4. builds of the cuda and rocm configurations (compile + link);
 #   5. the torch backend built against torch 2.11.0, and the mori wheel
-#      (tools/wheel_test.sh installs it into a clean venv and checks it).
+#      (tools/wheel_test.sh installs it into a clean venv and checks it);
+#   6. the install for C users (install/install_test.sh: `bazel run
+#      //install`, then a program built with pkg-config and with CMake
+#      outside Bazel, run at 2 ranks) and the quick-starts as written
+#      (tests/docs: examples' header commands, runnable blocks of the docs).
 # Ends with one line: "N passed, N failed". Exit code 0 only if all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +46,12 @@ for config in host asan; do
   # A target that failed to build or crashed before writing XML still counts.
   if [ "$rc" -ne 0 ] && [ "$last_failed" -eq 0 ]; then echo "bazel test failed (exit $rc)"; failed=$((failed + 1)); fi
 done
+step "install for C users: pkg-config and CMake builds outside Bazel, run at 2 ranks (install/install_test.sh)" \
+  install/install_test.sh
+step "quick-starts as written: examples' header commands, runnable blocks of README and docs (//tests/docs)" \
+  bazel test --nocache_test_results //tests/docs:runnable_snippets_test
+step "bench/report.py files every record under its own op; docs/performance.md is its output (bench/report_test.py)" \
+  python3 bench/report_test.py .
 step "fuzz the bootstrap's decoders, the rendezvous records and the fd-channel messages (tools/fuzz.sh)" tools/fuzz.sh
 # With no GPU, a GPU build must fail with a clear error, never a crash.
 no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
