@@ -76,7 +76,7 @@ step "the torch backend links libmori.so and holds no copy of it" links_libmori 
 # dependencies; with no GPU here, `import mori.allocator` must fail clearly
 # (the torch of .deps has no CUDA libraries) and mori.shmem must work.
 step "bazel build //:wheel (the mori package: cuda, torch 2.11.0)" bazel build //:wheel
-wheel=$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl 2>/dev/null | head -1)
+wheel=$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl 2>/dev/null | head -1)
 step "the wheel in a clean venv: mori.shmem without torch, clear import errors (tools/wheel_test.sh)" \
   tools/wheel_test.sh "$wheel" .deps/torch
 step "bazel build --config=rocm //:wheel (the same sources for ROCm torch)" \
