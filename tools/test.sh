@@ -6,8 +6,9 @@
 #   3. the fuzz targets of what mori reads from others (bootstrap, window
 #      rendezvous records, fd-channel messages), 45 s each (tools/fuzz.sh);
 #   4. builds of the cuda and rocm configurations (compile + link);
-#   5. the torch backend built against torch 2.11.0, and the mori wheel
-#      (tools/wheel_test.sh installs it into a clean venv and checks it).
+#   5. the torch backend built against torch 2.11.0, and the mori wheels
+#      (tools/wheel_test.sh installs each into a clean venv and checks it;
+#      tools/wheel_audit.sh has auditwheel check their manylinux tag).
 # Ends with one line: "N passed, N failed". Exit code 0 only if all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,6 +82,12 @@ step "the wheel in a clean venv: mori.shmem without torch, clear import errors (
   tools/wheel_test.sh "$wheel" .deps/torch
 step "bazel build --config=rocm //:wheel (the same sources for ROCm torch)" \
   bazel build --config=rocm //:wheel
+rocm_wheel=$(ls -t bazel-bin/mori-*+rocm-py3-none-*.whl 2>/dev/null | head -1)
+step "the rocm wheel in a clean venv: mori.shmem on host, the hip library when asked (tools/wheel_test.sh)" \
+  tools/wheel_test.sh "$rocm_wheel"
+# The rocm wheel is linux_x86_64 (its libmori.so links the HIP runtime).
+step "auditwheel accepts the cuda wheel's manylinux tag (tools/wheel_audit.sh)" \
+  tools/wheel_audit.sh "$wheel"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

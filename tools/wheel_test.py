@@ -303,6 +303,37 @@ class InstalledWheel(unittest.TestCase):
         if run("import typing_extensions", torch_path)[0] == 0:
             self.assertIn("cannot open shared object file", out)
 
+    def test_backend_resolves_torch_in_the_process(self):
+        """The backend's library names no torch library (auditwheel); with
+        the torch libraries a CPU process can load made global, as
+        mori._torch_backend does after `import torch`, every symbol it needs
+        resolves (loaded with RTLD_NOW) and its operators register."""
+        torch_path = os.environ.get("MORI_WHEEL_TEST_TORCH_DIR")
+        if not torch_path:
+            self.skipTest("no torch installation given (--torch-dir)")
+        torch_lib = os.path.join(torch_path.split(os.pathsep)[0], "torch", "lib")
+        gpu = gpu_platform()
+        code, out = run(f"""
+            import ctypes, os, subprocess
+            import mori
+            backend = os.path.join(os.path.dirname(mori.__file__), "lib", "{gpu}", "libmori_torch.so")
+            needed = subprocess.run(["readelf", "-d", backend], capture_output=True, text=True).stdout
+            assert "libtorch" not in needed and "libc10" not in needed, needed
+            try:
+                ctypes.CDLL(backend)
+                raise AssertionError("the backend loaded without torch's libraries")
+            except OSError as e:
+                print("WITHOUT TORCH", e)
+            for name in ("libc10.so", "libtorch_cpu.so"):
+                ctypes.CDLL(os.path.join({torch_lib!r}, name), mode=ctypes.RTLD_GLOBAL)
+            lib = ctypes.CDLL(backend)
+            lib.mori_torch_build_info.restype = ctypes.c_char_p
+            print("BUILD INFO", lib.mori_torch_build_info().decode())
+        """)
+        self.assertEqual(code, 0, out)
+        self.assertIn("undefined symbol", out)
+        self.assertRegex(out, r"BUILD INFO platform=(cuda|hip) torch=\d+\.\d+")
+
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

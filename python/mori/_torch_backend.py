@@ -67,7 +67,7 @@ if BUILT_FOR:
         raise _wrong_torch(BUILT_FOR, _installed)
 
 try:
-    import torch  # loads libtorch*, which the backend links against
+    import torch  # loads libtorch*, whose symbols the backend uses
 except (ImportError, OSError) as e:
     raise ImportError(
         f"mori.allocator needs torch{' ' + BUILT_FOR if BUILT_FOR else ''}"
@@ -95,6 +95,21 @@ if torch.cuda.device_count() == 0:
         "(check CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES and the driver)"
     )
 
+_TORCH_LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "lib")
+
+
+def _torch_libraries_global(names):
+    """Makes torch's own libraries (loaded by `import torch`) global, so the
+    backend's libraries, which name none of them (a wheel depends on no
+    library it does not carry), resolve torch's symbols in them."""
+    for name in names:
+        path = os.path.join(_TORCH_LIB_DIR, name)
+        if os.path.exists(path):
+            _platform_lib.load_library(path, mode=ctypes.RTLD_GLOBAL)
+
+
+_torch_libraries_global(("libc10.so", "libtorch_cpu.so", "libtorch.so"))
+
 PATH = os.environ.get("MORI_TORCH_LIB") or os.path.join(_platform_lib.LIB_DIR, "libmori_torch.so")
 if not os.path.exists(PATH):
     raise ImportError(
@@ -116,4 +131,5 @@ torch.ops.load_library(PATH)
 _MEMPOOL = os.path.join(os.path.dirname(PATH), "libmori_torch_mempool.so")
 HAS_MEMPOOL = os.path.exists(_MEMPOOL)
 if HAS_MEMPOOL:
+    _torch_libraries_global(("libc10_cuda.so", "libtorch_cuda.so"))  # the shim's CUDAPluggableAllocator
     torch.ops.load_library(_MEMPOOL)
