@@ -89,7 +89,7 @@ mori_wheel = rule(
         # runs with (auditwheel checks it; README states it).
         "platform_tag": attr.string(mandatory = True),
         # The GPU platform the files were built for (recorded in the wheel
-        # and in its version: 0.1.0+cuda).
+        # and in its version: 0.2.0+cuda).
         "platform": attr.string(mandatory = True),
         # label -> path in the wheel ("dir/": each file under its basename).
         "files": attr.label_keyed_string_dict(allow_files = True, cfg = _to_gpu),
