@@ -62,17 +62,17 @@ def _cuda_gpus():
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
-        nodes = glob.glob("/dev/nvidia[0-9]*")
-        return len(nodes), f"{len(nodes)} /dev/nvidiaN device nodes"
-    if nvml.nvmlInit_v2() != 0:
-        return 0, "NVML does not initialise"
-    try:
-        count = ctypes.c_uint(0)
-        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-            return 0, "NVML cannot count the GPUs"
-        return count.value, f"NVML counts {count.value} GPUs"
-    finally:
-        nvml.nvmlShutdown()
+        nvml = None
+    if nvml is not None and nvml.nvmlInit_v2() == 0:
+        try:
+            count = ctypes.c_uint(0)
+            if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0:
+                return count.value, f"libcuda.so.1 loads, NVML counts {count.value} GPUs"
+        finally:
+            nvml.nvmlShutdown()
+    # No NVML (or one that cannot answer, as in some sandboxes): the nodes.
+    nodes = glob.glob("/dev/nvidia[0-9]*")
+    return len(nodes), f"libcuda.so.1 loads, {len(nodes)} /dev/nvidiaN device nodes"
 
 
 def _hip_gpus():
@@ -102,7 +102,7 @@ def _hip_gpus():
                         count += 1
         except (OSError, ValueError):
             continue
-    return count, f"the kfd topology lists {count} GPUs"
+    return count, f"the HIP runtime loads, the kfd topology lists {count} GPUs"
 
 
 _PROBES = {"cuda": _cuda_gpus, "hip": _hip_gpus}

@@ -145,6 +145,46 @@ class ShmemPythonTest(unittest.TestCase):
         self.assertIn("mori.allocator: mori's platform is host", out)
         self.assertTrue(out.strip().endswith("False"), out)
 
+    def test_loader_in_a_wheel_layout(self):
+        """The loader over a package laid out as the wheel (mori/lib/<platform>/),
+        MORI_LIB unset: no visible GPU picks host and says why; an asked-for
+        platform that is missing, or whose library is another platform's
+        build, is an ImportError naming it; no library at all names the fix."""
+        import shutil
+
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            shutil.copytree(os.path.join(ROOT, "python", "mori"), os.path.join(tmp, "mori"))
+            code = ("import logging, sys\n"
+                    "logging.basicConfig(level=logging.INFO, format='%(name)s %(levelname)s %(message)s')\n"
+                    "import mori\n"
+                    "try:\n    print('PLATFORM', mori.platform())\n"
+                    "except ImportError as e:\n    print('IMPORTERROR', e)\n")
+
+            def load(**env):
+                env = dict(os.environ, PYTHONPATH=tmp, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="", **env)
+                env.pop("MORI_LIB")
+                p = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, timeout=60)
+                self.assertEqual(p.returncode, 0, p.stdout)
+                return p.stdout
+
+            out = load()
+            self.assertIn("IMPORTERROR mori: no libmori.so in", out)
+            self.assertIn("set MORI_LIB", out)
+            for platform in ("host", "cuda"):  # the "cuda" one is the host build: a mismatch to catch
+                os.makedirs(os.path.join(tmp, "mori", "lib", platform))
+                shutil.copy(os.environ["MORI_LIB"], os.path.join(tmp, "mori", "lib", platform, "libmori.so"))
+            out = load()
+            self.assertIn("PLATFORM host", out)
+            self.assertRegex(out, r"mori INFO mori: platform host \((no CUDA driver|CUDA_VISIBLE_DEVICES='' hides)")
+            self.assertIn("/mori/lib/host/libmori.so", out)
+            out = load(MORI_PLATFORM="hip")
+            self.assertIn("IMPORTERROR mori: MORI_PLATFORM=hip but this installation has no hip build of libmori.so "
+                          "(it has: host, cuda", out)
+            out = load(MORI_PLATFORM="cuda")
+            self.assertRegex(out, r"IMPORTERROR mori: MORI_PLATFORM=cuda but \S+/mori/lib/cuda/libmori\.so is a "
+                                  r"build for host")
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "pe":
