@@ -30,6 +30,10 @@ window and comm). torch is imported only by the functions over tensors, so
 mori.shmem can use this module without it."""
 import ctypes
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importing this module does not import torch
+    import torch
 
 # mori_cap bits (mori/plugin.h).
 CAP_LOAD_STORE = 1 << 0
