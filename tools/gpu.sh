@@ -34,7 +34,7 @@ if [ "$mode" = build ]; then
     bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
   # The Python package: mori.allocator, mori.ops, mori.shmem and the libraries.
   bazel build -c opt //:wheel
-  cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl | head -1)" gpu-bundle/
+  cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl | head -1)" gpu-bundle/
   chmod -R u+w gpu-bundle
   du -sh gpu-bundle
   exit 0
@@ -77,9 +77,10 @@ torch_suite() {
 
 if has tests; then
   echo "== the installed wheel"
-  python3 -c "import mori.allocator, mori.ops, mori.shmem; print(mori.allocator.__file__); print(mori.allocator.supports())" 2>&1 |
+  # The loader picks the cuda platform by itself here (a GPU and its driver).
+  python3 -c "import mori, mori.allocator, mori.ops, mori.shmem, mori.address_map; print(mori.__version__, mori.platform()); assert mori.platform() == 'cuda'; print(mori.allocator.__file__); print(mori.allocator.supports()); mori.finalize(); mori.finalize()" 2>&1 |
     tee "$OUT/wheel.log"
-  record "wheel: import mori.allocator, mori.ops, mori.shmem (exit ${PIPESTATUS[0]})"
+  record "wheel: import mori.allocator, mori.ops, mori.shmem on the cuda platform, mori.finalize (exit ${PIPESTATUS[0]})"
   for t in gpu_window_test gpu_coll_test gpu_shmem_test; do
     echo "== $t ($ngpu ranks)"
     gtest_suite "$t" "$ngpu" "$t" "$t"

@@ -6,8 +6,9 @@
 #   3. the fuzz targets of what mori reads from others (bootstrap, window
 #      rendezvous records, fd-channel messages), 45 s each (tools/fuzz.sh);
 #   4. builds of the cuda and rocm configurations (compile + link);
-#   5. the torch backend built against torch 2.11.0, and the mori wheel
-#      (tools/wheel_test.sh installs it into a clean venv and checks it);
+#   5. the torch backend built against torch 2.11.0, and the mori wheels
+#      (tools/wheel_test.sh installs each into a clean venv and checks it;
+#      tools/wheel_audit.sh has auditwheel check their manylinux tag);
 #   6. the install for C users (install/install_test.sh: `bazel run
 #      //install`, then a program built with pkg-config and with CMake
 #      outside Bazel, run at 2 ranks) and the quick-starts as written
@@ -89,11 +90,17 @@ step "the torch backend links libmori.so and holds no copy of it" links_libmori 
 # dependencies; with no GPU here, `import mori.allocator` must fail clearly
 # (the torch of .deps has no CUDA libraries) and mori.shmem must work.
 step "bazel build //:wheel (the mori package: cuda, torch 2.11.0)" bazel build //:wheel
-wheel=$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl 2>/dev/null | head -1)
+wheel=$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl 2>/dev/null | head -1)
 step "the wheel in a clean venv: mori.shmem without torch, clear import errors (tools/wheel_test.sh)" \
   tools/wheel_test.sh "$wheel" .deps/torch
 step "bazel build --config=rocm //:wheel (the same sources for ROCm torch)" \
   bazel build --config=rocm //:wheel
+rocm_wheel=$(ls -t bazel-bin/mori-*+rocm-py3-none-*.whl 2>/dev/null | head -1)
+step "the rocm wheel in a clean venv: mori.shmem on host, the hip library when asked (tools/wheel_test.sh)" \
+  tools/wheel_test.sh "$rocm_wheel"
+# The rocm wheel is linux_x86_64 (its libmori.so links the HIP runtime).
+step "auditwheel accepts the cuda wheel's manylinux tag (tools/wheel_audit.sh)" \
+  tools/wheel_audit.sh "$wheel"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

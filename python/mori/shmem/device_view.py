@@ -6,7 +6,7 @@ torch is imported only here, when a tensor is asked for, so mori.shmem stays
 importable without it."""
 import ctypes
 
-from ._lib import lib
+from mori._lib import lib
 
 _TYPESTR = {"int64": ("<i8", 8), "int32": ("<i4", 4)}
 

@@ -20,7 +20,11 @@ by a spin count and return whether the value arrived, so no kernel hangs.
 AllToAll is an all-to-all built on these functions: each chunk is pushed
 straight into the peer's symmetric out, after the peer has announced it
 started the call, and completion rides on per-peer counters inside the
-kernel (graph-capturable: the call count lives on the device)."""
+kernel (graph-capturable: the call count lives on the device).
+
+mori.triton.lib is mori's device library for Triton kernels (the MORI
+Shmem device API as bitcode linked into the kernel); it is imported when
+named (`from mori.triton import lib`), not by `import mori.triton`."""
 import triton
 import triton.language as tl
 

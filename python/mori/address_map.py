@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Address maps of symmetric tensors: what a kernel library needs to reach
-one allocation on every rank (Iris style: remote = peer_bases[rank] +
-(ptr - allocation_base)), independent of the provider that allocated it.
+"""Address maps: what a kernel library needs to reach one allocation on every
+rank (Iris style: remote = peer_bases[rank] + (ptr - allocation_base)),
+independent of the provider that allocated it. Two sources, one shape:
+
+Symmetric tensors of torch (any symmetric-memory backend whose rendezvous
+handle publishes buffer_ptrs: MORI, the default, NVSHMEM):
 
     import mori.address_map as am
     t = symm_mem.empty(n, device=dev)
@@ -12,17 +15,25 @@ one allocation on every rank (Iris style: remote = peer_bases[rank] +
     v = am.contiguous_view(t, group)      # [world, n]: v[p] is rank p's t
     loc = am.locality(t, group)           # per-peer records, loc.table on the GPU
 
+MORI Shmem allocations (also exported by mori.shmem; no torch needed):
+
+    m = am.shmem_address_map(ptr)         # ShmemAddressMap, local
+    am.shmem_translate(ptr, pe)
+
 The table is per allocation: a view translates against its allocation's
 root (the storage), and a pointer into another allocation needs that
-allocation's map. The map is read off torch's rendezvous handle, whose
-buffer_ptrs is exactly the table; the invariant peer_bases[local_rank] ==
-allocation_base is checked, not assumed. Works for tensors of any torch
-symmetric-memory backend (MORI, the default, NVSHMEM) whose handle
-publishes buffer_ptrs. contiguous_view and locality need the MORI backend
-(they read mori's window and comm)."""
+allocation's map. A tensor's map is read off torch's rendezvous handle,
+whose buffer_ptrs is exactly the table; the invariant
+peer_bases[local_rank] == allocation_base is checked, not assumed.
+contiguous_view, locality and adopt need the MORI backend (they read mori's
+window and comm). torch is imported only by the functions over tensors, so
+mori.shmem can use this module without it."""
+import ctypes
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # annotations only: importing this module does not import torch
+    import torch
 
 # mori_cap bits (mori/plugin.h).
 CAP_LOAD_STORE = 1 << 0
@@ -30,26 +41,39 @@ CAP_COPY_ENGINE = 1 << 1
 CAP_RDMA = 1 << 2
 CAP_REMOTE_ATOMICS = 1 << 3
 
+_EUNREACHABLE = -1003  # MORI_EUNREACHABLE (mori/error.h)
+
 
 @dataclass(frozen=True)
-class AddressMap:
-    peer_bases: torch.Tensor  # int64[world_size] on the tensor's device (the uint64 bits); 0: not reachable
+class _Map:
+    """The fields every address map has."""
+    host_bases: tuple  # the peer table on the host; 0: not load/store reachable
     local_rank: int
     world_size: int
-    allocation_base: int
+    allocation_base: int  # == host_bases[local_rank]
     allocation_bytes: int
     capabilities: int  # CAP_* bits every reachable peer offers
-    host_bases: tuple  # the same table on the host
+
+    def _offset(self, ptr, what, rank_word):
+        """ptr's offset in the allocation; ValueError outside it."""
+        off = ptr - self.allocation_base
+        if not 0 <= off < self.allocation_bytes:
+            raise ValueError(f"{what}: {ptr:#x} is outside the allocation [{self.allocation_base:#x}, "
+                             f"+{self.allocation_bytes}) on {rank_word} {self.local_rank}")
+        return off
+
+
+@dataclass(frozen=True)
+class AddressMap(_Map):
+    """The map of a symmetric tensor's allocation."""
+    peer_bases: "torch.Tensor"  # int64[world_size] on the tensor's device (the uint64 bits); 0: not reachable
 
     def translate(self, ptr, rank):
         """ptr (an address inside the allocation on this rank) as seen on
         `rank`; ValueError naming why when it cannot be."""
         if not 0 <= rank < self.world_size:
             raise ValueError(f"mori address map: rank {rank} is out of range (world of {self.world_size})")
-        off = ptr - self.allocation_base
-        if not 0 <= off < self.allocation_bytes:
-            raise ValueError(f"mori address map: {ptr:#x} is outside the allocation [{self.allocation_base:#x}, "
-                             f"+{self.allocation_bytes}) on rank {self.local_rank}")
+        off = self._offset(ptr, "mori address map", "rank")
         base = self.host_bases[rank]
         if not base:
             raise ValueError(f"mori address map: rank {rank} is not load/store reachable from rank {self.local_rank}")
@@ -60,11 +84,10 @@ def address_map(tensor, group=None):
     """The address map of the allocation behind `tensor` (a symmetric tensor:
     symm_mem.empty or the MORI MemPool). Rendezvous is collective: call it
     on every rank of the group, like symm_mem.rendezvous."""
-    import torch.distributed as dist
+    import torch
     import torch.distributed._symmetric_memory as symm_mem
 
-    group = group if group is not None else dist.group.WORLD
-    name = group if isinstance(group, str) else group.group_name
+    name = _group_name(group)
     storage = tensor.untyped_storage()
     root = storage.data_ptr()
     hdl = symm_mem.rendezvous(tensor, name)
@@ -127,7 +150,7 @@ def contiguous_view(tensor, group=None):
 @dataclass(frozen=True)
 class Locality:
     peers: tuple  # mori.shmem.PeerLocality per rank of the group
-    table: torch.Tensor  # int32[world_size] on the tensor's GPU: the uint32 words kernels read (mori/device/locality.h)
+    table: "torch.Tensor"  # int32[world_size] on the tensor's GPU: the uint32 words kernels read (mori/device/locality.h)
 
 
 def locality(tensor, group=None):
@@ -198,3 +221,62 @@ def adopt(tensor, group=None):
     fin = weakref.finalize(m, torch.ops.mori.release, tensor, name)
     object.__setattr__(m, "_release", fin)
     return m
+
+
+@dataclass(frozen=True)
+class ShmemAddressMap(_Map):
+    """The map of a MORI Shmem allocation (mori_shmem_address_map): the
+    table as its device address and the host tuple, and as a torch tensor
+    only when asked (torch is not needed otherwise)."""
+    peer_bases_address: int  # device address of world_size uint64, valid until shmem_free
+
+    @property
+    def peer_bases(self):
+        """The device table as an int64 torch tensor sharing its memory (the
+        uint64 bits; needs torch)."""
+        from mori.shmem.device_view import tensor_over
+
+        return tensor_over(self.peer_bases_address, self.world_size, "int64")
+
+    def translate(self, ptr, pe):
+        """ptr (inside this allocation on this PE) as seen on `pe`:
+        ValueError outside the allocation, ShmemError for a PE out of range
+        or not reachable by load/store, or an allocation since freed."""
+        self._offset(ptr, "mori.shmem address map", "PE")
+        return shmem_translate(ptr, pe)
+
+
+def shmem_address_map(ptr):
+    """The map of the shmem allocation holding `ptr` (any address inside it).
+    Local; ShmemError for a pointer outside every live allocation."""
+    from mori._lib import AddressMap as CMap
+    from mori._lib import lib
+    from mori.shmem.api import _check
+
+    m = CMap()
+    _check("shmem_address_map", lib.mori_shmem_address_map(ptr, ctypes.byref(m)))
+    # The host table, through ptr itself (a registered buffer need not
+    # start where its mapping does); a PE not reached by load/store has 0.
+    bases = []
+    for pe in range(m.world_size):
+        out = ctypes.c_void_p()
+        rc = lib.mori_shmem_translate(ptr, pe, ctypes.byref(out))
+        if rc == _EUNREACHABLE:
+            bases.append(0)
+        else:
+            _check("shmem_address_map", rc)
+            bases.append(out.value - (ptr - m.allocation_base))
+    return ShmemAddressMap(peer_bases_address=m.peer_bases or 0, host_bases=tuple(bases), local_rank=m.local_rank,
+                           world_size=m.world_size, allocation_base=m.allocation_base,
+                           allocation_bytes=m.allocation_bytes, capabilities=m.capabilities)
+
+
+def shmem_translate(ptr, pe):
+    """ptr (inside a live shmem allocation) as seen on `pe`; ShmemError says
+    why when it cannot be (freed, PE out of range, not reachable)."""
+    from mori._lib import lib
+    from mori.shmem.api import _check
+
+    out = ctypes.c_void_p()
+    _check("shmem_translate", lib.mori_shmem_translate(ptr, pe, ctypes.byref(out)))
+    return out.value

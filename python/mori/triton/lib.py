@@ -5,7 +5,8 @@ block-wide put/get with signals, quiet and the proxy path to PEs reached
 only by RDMA, the device barrier) as extern functions compiled to LLVM
 bitcode and linked into the kernel (`extern_libs`).
 
-    import mori.shmem, mori.triton_lib as ml
+    import mori.shmem
+    from mori.triton import lib as ml   # `import mori.triton_lib as ml` also works
 
     @triton.jit
     def ring(buf, sig, out, n):
@@ -39,9 +40,9 @@ Environment (the Shmem Guide's variables):
                     putmem_signal), so a first call does not compile;
                     their modules are filled when shmem is initialised.
   MORI_DISABLE_JIT  never compile device bitcode at run time: use only the
-                    bitcode packaged in the wheel (mori/bitcode/) and raise
-                    if it is missing. Otherwise a missing file is compiled
-                    from the packaged sources (mori/bitcode/
+                    bitcode packaged in the wheel (mori/triton/bitcode/) and
+                    raise if it is missing. Otherwise a missing file is
+                    compiled from the packaged sources (mori/triton/bitcode/
                     mori_triton_src.tar.gz) with clang and opt of LLVM 15
                     (MORI_BITCODE_LLVM_DIR, default /usr/lib/llvm-15) into
                     MORI_BITCODE_CACHE (default ~/.cache/mori/bitcode).
@@ -49,7 +50,8 @@ Environment (the Shmem Guide's variables):
 Why LLVM 15 bitcode: Triton 3.6 bundles a pre-release LLVM 22 that cannot
 read clang 22.1's bitcode; LLVM reads the bitcode of older LLVMs, so
 LLVM 15's is read by every Triton 3.x (see triton_bitcode/compile_bitcode.sh).
-Importing this module needs triton; `import mori.triton` does not import it."""
+Importing this module needs triton; `import mori.triton` does not import
+this module (it is loaded when named: `from mori.triton import lib`)."""
 import ctypes
 import hashlib
 import os
@@ -67,8 +69,8 @@ LIB_NAME = "mori"  # Triton's AMD backend links a library whose name every calle
 STATE_SYMBOL = "globalGpuStates"
 STATE_BYTES = 168  # sizeof(mori_shmem_device_state_t)
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
-BITCODE_DIR = os.environ.get("MORI_BITCODE_DIR") or os.path.join(_PACKAGE, "bitcode")
+_HERE = os.path.dirname(os.path.abspath(__file__))  # mori/triton/
+BITCODE_DIR = os.environ.get("MORI_BITCODE_DIR") or os.path.join(_HERE, "bitcode")
 _SOURCES = "mori_triton_src.tar.gz"
 _KINDS = ("nvptx", "amdgcn")
 
@@ -102,7 +104,7 @@ def _active_target():
     try:
         return triton.runtime.driver.active.get_current_target()
     except Exception as e:  # no GPU driver: say so instead of Triton's message alone
-        raise RuntimeError(f"mori.triton_lib: Triton has no active GPU target ({e})") from e
+        raise RuntimeError(f"mori.triton.lib: Triton has no active GPU target ({e})") from e
 
 
 def gpu_kind(target=None):
@@ -116,17 +118,17 @@ def gpu_kind(target=None):
         # The AMDGCN bitcode is built for the wave64 gfx9 GPUs (its clock is
         # s_memrealtime, which gfx10+ lack).
         if not arch.startswith("gfx9"):
-            raise RuntimeError(f"mori.triton_lib: the AMDGCN bitcode serves gfx9 GPUs (gfx90a, gfx942, gfx950); "
+            raise RuntimeError(f"mori.triton.lib: the AMDGCN bitcode serves gfx9 GPUs (gfx90a, gfx942, gfx950); "
                                f"this GPU is {arch}")
         return "amdgcn"
-    raise RuntimeError(f"mori.triton_lib: no device library for Triton backend '{target.backend}' "
+    raise RuntimeError(f"mori.triton.lib: no device library for Triton backend '{target.backend}' "
                        "(NVIDIA 'cuda' and AMD 'hip' are supported)")
 
 
 def packaged_bitcode(kind):
     """Where the wheel puts the bitcode of `kind` (it may be missing)."""
     if kind not in _KINDS:
-        raise ValueError(f"mori.triton_lib: bitcode kind '{kind}' is not one of {_KINDS}")
+        raise ValueError(f"mori.triton.lib: bitcode kind '{kind}' is not one of {_KINDS}")
     return os.path.join(BITCODE_DIR, f"mori_triton_{kind}.bc")
 
 
@@ -138,13 +140,13 @@ def _jit_compile(kind):
     cache (once per sources and LLVM), returning its path."""
     sources = os.path.join(BITCODE_DIR, _SOURCES)
     if not os.path.exists(sources):
-        raise FileNotFoundError(f"mori.triton_lib: neither {packaged_bitcode(kind)} nor the sources to compile it "
+        raise FileNotFoundError(f"mori.triton.lib: neither {packaged_bitcode(kind)} nor the sources to compile it "
                                 f"({sources}) are installed; reinstall the mori wheel")
     llvm = os.environ.get("MORI_BITCODE_LLVM_DIR", "/usr/lib/llvm-15")
     for tool in ("clang", "opt"):
         if not os.access(os.path.join(llvm, "bin", tool), os.X_OK):
             raise FileNotFoundError(
-                f"mori.triton_lib: compiling the {kind} bitcode at run time needs {llvm}/bin/{tool} (LLVM 15, or "
+                f"mori.triton.lib: compiling the {kind} bitcode at run time needs {llvm}/bin/{tool} (LLVM 15, or "
                 "set MORI_BITCODE_LLVM_DIR to an LLVM no newer than Triton's); set MORI_DISABLE_JIT=1 to forbid it")
     with open(sources, "rb") as f:
         key = hashlib.sha256(f.read() + llvm.encode()).hexdigest()[:16]
@@ -167,7 +169,7 @@ def _jit_compile(kind):
                    "-Icore/device/include", "-Ishmem/include"]
             run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
             if run.returncode != 0:
-                raise RuntimeError(f"mori.triton_lib: compiling the {kind} bitcode failed (exit {run.returncode}): "
+                raise RuntimeError(f"mori.triton.lib: compiling the {kind} bitcode failed (exit {run.returncode}): "
                                    f"{run.stderr.strip()[-2000:]}")
             os.replace(tmp_out, out)  # atomic: another process sees all of it or nothing
         finally:
@@ -184,9 +186,9 @@ def bitcode_path(kind=None):
     if os.path.exists(path):
         return path
     if _flag("MORI_DISABLE_JIT"):
-        raise FileNotFoundError(f"mori.triton_lib: the {kind} bitcode is not packaged ({path} is missing) and "
+        raise FileNotFoundError(f"mori.triton.lib: the {kind} bitcode is not packaged ({path} is missing) and "
                                 "MORI_DISABLE_JIT is set, so it is not compiled at run time; reinstall the mori wheel "
-                                "(it carries mori/bitcode/) or unset MORI_DISABLE_JIT")
+                                "(it carries mori/triton/bitcode/) or unset MORI_DISABLE_JIT")
     return _jit_compile(kind)
 
 
@@ -403,13 +405,9 @@ class _State:
     state (shmem finalised and initialised again)."""
 
     def __init__(self):
-        from .shmem import _lib
+        from mori import _lib
 
-        self._lib = _lib
-        # A handle of its own: the package's handle keeps its declared signatures.
-        self._fn = ctypes.CDLL(_lib.PATH).mori_shmem_device_state
-        self._fn.restype = ctypes.c_int
-        self._fn.argtypes = [ctypes.c_void_p]
+        self._fn = _lib.lib.mori_shmem_device_state
 
     def current(self):
         """The state's bytes, or None when shmem is not initialised."""
@@ -442,12 +440,12 @@ def _load(compiled):
     if getattr(compiled, "module", None) is None:
         init = getattr(compiled, "_init_handles", None)
         if init is None:
-            raise RuntimeError("mori.triton_lib: this Triton's CompiledKernel has no _init_handles; cannot load the "
+            raise RuntimeError("mori.triton.lib: this Triton's CompiledKernel has no _init_handles; cannot load the "
                                "module before the first launch (Triton 3.6 has it)")
         init()
     handle = getattr(compiled, "module", None)
     if not handle:
-        raise RuntimeError("mori.triton_lib: Triton loaded the kernel but its CompiledKernel.module is empty")
+        raise RuntimeError("mori.triton.lib: Triton loaded the kernel but its CompiledKernel.module is empty")
     return int(handle)
 
 
@@ -464,11 +462,11 @@ def fill(compiled, required=True):
     if state is None:
         if not required:
             return False
-        raise RuntimeError("mori.triton_lib: mori.shmem is not initialised (shmem_init_attr or "
+        raise RuntimeError("mori.triton.lib: mori.shmem is not initialised (shmem_init_attr or "
                            "shmem_torch_process_group_init) — the kernel's device state cannot be filled")
     with _fill_lock:
         if _filled.get(handle) != state:
-            from .shmem import shmem_module_init
+            from mori.shmem import shmem_module_init
 
             shmem_module_init(handle)
             _filled[handle] = state
@@ -560,7 +558,7 @@ def _torch():
     try:
         import torch
     except ImportError as e:
-        raise ImportError("mori.triton_lib: the library's host helpers (device_state, barrier_all, putmem_signal) "
+        raise ImportError("mori.triton.lib: the library's host helpers (device_state, barrier_all, putmem_signal) "
                           "need torch for their result buffers") from e
     return torch
 
@@ -584,7 +582,7 @@ def barrier_all(timeout_ns=10**10):
     launch(_barrier_all_kernel, (1, ), rc, params)
     code = int(rc.item())
     if code != 0:
-        raise RuntimeError(f"mori.triton_lib: barrier_all_block returned {code} on PE {device_state()['my_pe']}")
+        raise RuntimeError(f"mori.triton.lib: barrier_all_block returned {code} on PE {device_state()['my_pe']}")
 
 
 def putmem_signal(dest, src, nbytes, sig, value, op, pe, timeout_ns=10**10):
@@ -597,7 +595,7 @@ def putmem_signal(dest, src, nbytes, sig, value, op, pe, timeout_ns=10**10):
     launch(_putmem_signal_kernel, (1, ), rc, params)
     code = int(rc.item())
     if code != 0:
-        raise RuntimeError(f"mori.triton_lib: putmem_signal to PE {pe} ({nbytes} bytes) returned {code}")
+        raise RuntimeError(f"mori.triton.lib: putmem_signal to PE {pe} ({nbytes} bytes) returned {code}")
 
 
 def precompile():
@@ -623,4 +621,4 @@ if _flag("MORI_PRECOMPILE"):
     try:
         precompile()
     except Exception as e:
-        raise ImportError(f"mori.triton_lib: MORI_PRECOMPILE is set and precompiling failed: {e}") from e
+        raise ImportError(f"mori.triton.lib: MORI_PRECOMPILE is set and precompiling failed: {e}") from e

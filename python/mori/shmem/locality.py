@@ -6,7 +6,7 @@ device table kernels read. The decoding here is shared with the torch side
 import ctypes
 from dataclasses import dataclass
 
-from ._lib import lib
+from mori._lib import lib
 
 # Word layout: bits 0-1 the class, bits 8-11 the flags.
 PEER_SELF, PEER_LSA, PEER_NODE, PEER_REMOTE = 0, 1, 2, 3

@@ -7,7 +7,7 @@ shmem_ptr_p2p, which answers 0 for "not reachable by load/store or not a
 valid pointer", as the guide says."""
 import ctypes
 
-from ._lib import UNIQUEID_BYTES, UniqueId, lib
+from mori._lib import UNIQUEID_BYTES, UniqueId, lib
 
 MORI_SHMEM_INIT_WITH_MPI_COMM = 0
 MORI_SHMEM_INIT_WITH_UNIQUEID = 1

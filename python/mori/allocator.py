@@ -11,25 +11,25 @@ GPU runtime is still up; after it, frees become no-ops.
 """
 import atexit
 
-from mori import _lib
+from mori import _torch_backend as _backend
 
 BACKEND_NAME = "MORI"
-BUILD_INFO = _lib.BUILD_INFO
+BUILD_INFO = _backend.BUILD_INFO
 
 
 def supports():
     """What this build supports, as a dict (platform, torch, handles,
     transports, ops, mempool)."""
-    info = dict(_lib.INFO)
+    info = dict(_backend.INFO)
     info["multicast"] = False
     info["signal_pad_ops"] = True  # barrier / put_signal / wait_signal
-    info["mempool"] = _lib.HAS_MEMPOOL
+    info["mempool"] = _backend.HAS_MEMPOOL
     return info
 
 
 def finalize():
     """Releases everything MORI holds. Runs by itself at exit; idempotent."""
-    _lib.lib.mori_torch_finalize()
+    _backend.lib.mori_torch_finalize()
 
 
 atexit.register(finalize)

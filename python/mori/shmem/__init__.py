@@ -3,7 +3,7 @@
 Shmem Guide. `from mori import shmem` or `import mori.shmem`; importing it
 does not import torch (only a tensor view of a device table asks for it).
 Calls go to libmori.so, the library the torch backend uses too."""
-from .address_map import ShmemAddressMap, shmem_address_map, shmem_translate
+from mori.address_map import ShmemAddressMap, shmem_address_map, shmem_translate
 from .api import (
     MORI_SHMEM_INIT_WITH_MPI_COMM,
     MORI_SHMEM_INIT_WITH_UNIQUEID,

@@ -1,19 +1,21 @@
 # SPDX-License-Identifier: MIT
-"""Loads mori's torch backend library once: the C entry points (ctypes), the
-"MORI" allocator registration and the torch.ops.mori operators (static
-registration when the library loads), and the MemPool shim when this build
-has one.
+"""Loads mori's torch backend library once, through mori's loader (mori._lib,
+from the GPU platform's directory, next to the libmori.so it links): the C
+entry points, the "MORI" allocator registration and the torch.ops.mori
+operators (static registration when the library loads), and the MemPool shim
+when this build has one.
 
 Before anything is loaded it checks, each failure an ImportError that says
-what to do: the installed torch is the minor version this build was compiled
-against (the wheel records it in mori/_build_info.py; the SymmetricMemory
-interface changes between minors), torch loads (a CUDA build of torch
+what to do: mori's platform is a GPU one (not host), the installed torch is
+the minor version this build was compiled against (the wheel records it in
+mori/_build_info.py; the SymmetricMemory interface changes between minors),
+torch loads (a CUDA build of torch
 without its CUDA libraries does not), torch is a build for this mori's GPU
 platform, and torch sees a GPU."""
 import ctypes
 import os
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+from mori import _lib as _platform_lib
 
 try:
     from mori import _build_info  # written when the wheel is built
@@ -49,13 +51,23 @@ def _installed_torch_version():
         return None
 
 
+# The backend links libmori.so of a GPU platform: refuse before torch loads
+# when mori chose the host one.
+if _platform_lib.PLATFORM == "host":
+    _gpu = [p for p in _platform_lib.packaged_platforms() if p != "host"]
+    raise ImportError(
+        f"mori.allocator: mori's platform is host ({_platform_lib.WHY}); the torch backend allocates GPU memory "
+        f"and needs a GPU platform ({'/'.join(_gpu) or 'none installed'}): run it on a machine with a GPU and "
+        "its driver, or set MORI_PLATFORM to the GPU platform; mori.shmem works on host"
+    )
+
 if BUILT_FOR:
     _installed = _installed_torch_version()
     if _installed and _minor(_installed) != _minor(BUILT_FOR):
         raise _wrong_torch(BUILT_FOR, _installed)
 
 try:
-    import torch  # loads libtorch*, which the backend links against
+    import torch  # loads libtorch*, whose symbols the backend uses
 except (ImportError, OSError) as e:
     raise ImportError(
         f"mori.allocator needs torch{' ' + BUILT_FOR if BUILT_FOR else ''}"
@@ -83,18 +95,30 @@ if torch.cuda.device_count() == 0:
         "(check CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES and the driver)"
     )
 
-PATH = os.environ.get("MORI_TORCH_LIB", os.path.join(_HERE, "libmori_torch.so"))
+_TORCH_LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "lib")
+
+
+def _torch_libraries_global(names):
+    """Makes torch's own libraries (loaded by `import torch`) global, so the
+    backend's libraries, which name none of them (a wheel depends on no
+    library it does not carry), resolve torch's symbols in them."""
+    for name in names:
+        path = os.path.join(_TORCH_LIB_DIR, name)
+        if os.path.exists(path):
+            _platform_lib.load_library(path, mode=ctypes.RTLD_GLOBAL)
+
+
+_torch_libraries_global(("libc10.so", "libtorch_cpu.so", "libtorch.so"))
+
+PATH = os.environ.get("MORI_TORCH_LIB") or os.path.join(_platform_lib.LIB_DIR, "libmori_torch.so")
 if not os.path.exists(PATH):
     raise ImportError(
         f"mori: {PATH} not found; install the mori wheel (`bazel build //:wheel`, then "
         "`pip install bazel-bin/mori-*.whl`)"
     )
-try:
-    # Global, so that the MemPool shim resolves the backend's entry points.
-    # libmori.so, which it links, is found next to it.
-    lib = ctypes.CDLL(PATH, mode=ctypes.RTLD_GLOBAL)
-except OSError as e:
-    raise ImportError(f"mori: cannot load {PATH}: {e}") from e
+# Global, so that the MemPool shim resolves the backend's entry points.
+# libmori.so, which it links, is found next to it.
+lib = _platform_lib.load_library(PATH, mode=ctypes.RTLD_GLOBAL)
 lib.mori_torch_build_info.restype = ctypes.c_char_p
 BUILD_INFO = lib.mori_torch_build_info().decode()
 INFO = dict(kv.split("=", 1) for kv in BUILD_INFO.split())
@@ -107,4 +131,5 @@ torch.ops.load_library(PATH)
 _MEMPOOL = os.path.join(os.path.dirname(PATH), "libmori_torch_mempool.so")
 HAS_MEMPOOL = os.path.exists(_MEMPOOL)
 if HAS_MEMPOOL:
+    _torch_libraries_global(("libc10_cuda.so", "libtorch_cuda.so"))  # the shim's CUDAPluggableAllocator
     torch.ops.load_library(_MEMPOOL)
