@@ -30,6 +30,6 @@ mkdir -p "$tmp/prefix" && tar -xzf "$tree" -C "$tmp/prefix"
 asan=$(ldd "$lib" | awk '/libasan/ {print $3}')
 # The examples' header commands and the docs' runnable blocks: at least the
 # four examples and the shmem guide's Python program.
-exec python3 "$runner" --root . "${bins[@]}" --python-path shmem/python --libmori "$lib" \
+exec python3 "$runner" --root . "${bins[@]}" --python-path python --libmori "$lib" \
   --prefix "$tmp/prefix" \
   ${asan:+--preload "$asan"} --min 5
