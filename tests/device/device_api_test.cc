@@ -173,6 +173,116 @@ TEST(DeviceApi, PadChannelBeyondThePadIsRefusedWithARecord) {
   });
 }
 
+// The mailbox's claim lives in device memory (this rank's barrier area),
+// not in the host-mapped control block: a kernel never does an atomic
+// read-modify-write on host memory, which many hosts cannot carry (no
+// PCIe AtomicOps). Many threads failing at once leave one complete record;
+// once the host has read it, the next failure is recorded again.
+struct Reporter {
+  mori_window_dev_t view;
+  int index;
+  volatile int *go;
+};
+
+void *ReportOnce(void *arg) {
+  Reporter *r = static_cast<Reporter *>(arg);
+  while (!*r->go) {
+  }
+  uint64_t v = 1000 + (uint64_t)r->index;  // every field says which thread wrote it
+  mori_device_report(r->view, MORI_DEVICE_ETIMEDOUT, r->index, (uint32_t)v, v * kMs, v, v);
+  return nullptr;
+}
+
+TEST(DeviceApi, ConcurrentFailuresLeaveOneCompleteRecordClaimedInDeviceMemory) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)rank;
+    (void)size;
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    uint32_t *claim = mori_error_claim_word(f.view);
+    ASSERT_NE(claim, nullptr);
+    uint64_t area = f.view.barrier_base + (uint64_t)f.view.lsa_rank * f.view.barrier_stride;
+    EXPECT_GE((uint64_t)(uintptr_t)claim, area);
+    EXPECT_LT((uint64_t)(uintptr_t)claim, area + MORI_BARRIER_AREA_BYTES(f.view.lsa_size));
+    const char *ctl = (const char *)f.view.control;
+    EXPECT_TRUE((const char *)claim < ctl || (const char *)claim >= ctl + sizeof(mori_device_control_t))
+        << "the claim word must not be in the host-mapped control block";
+    EXPECT_EQ(*claim, 0u) << "a fresh window has claimed nothing";
+    for (uint32_t round = 1; round <= 3; round++) {
+      constexpr int kThreads = 8;
+      volatile int go = 0;
+      Reporter r[kThreads];
+      pthread_t t[kThreads];
+      for (int i = 0; i < kThreads; i++) {
+        r[i] = Reporter{f.view, i, &go};
+        ASSERT_EQ(pthread_create(&t[i], nullptr, ReportOnce, &r[i]), 0);
+      }
+      go = 1;
+      for (int i = 0; i < kThreads; i++) pthread_join(t[i], nullptr);
+      EXPECT_EQ(*claim, round) << "one claim per record";
+      EXPECT_EQ(f.view.control->records_read, round - 1);
+      mori_device_error_t e = f.view.control->error;
+      ASSERT_GE(e.peer, 0);
+      ASSERT_LT(e.peer, kThreads);
+      uint64_t v = 1000 + (uint64_t)e.peer;
+      EXPECT_EQ(e.channel, (uint32_t)v) << "a record mixed from two writers";
+      EXPECT_EQ(e.expected, v);
+      EXPECT_EQ(e.seen, v);
+      EXPECT_EQ(e.waited_ns, v * kMs);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      std::string msg = mori_last_error();
+      EXPECT_NE(msg.find("for rank " + std::to_string(e.peer) + " timed out"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("channel " + std::to_string(v)), std::string::npos) << msg;
+      EXPECT_EQ(f.view.control->records_read, round);
+      EXPECT_EQ(mori_window_check(f.win), 0) << "the record is consumed";
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+// A record the host finds without a claim (written some other way) is read
+// once; the mailbox keeps working after it.
+TEST(DeviceApi, MailboxWorksAfterARecordThatWasNotClaimed) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    f.view.control->error.waiter_rank = rank;
+    f.view.control->error.peer = -1;
+    __atomic_store_n(&f.view.control->error.code, (uint32_t)MORI_EDEVICE_TIMEOUT, __ATOMIC_RELEASE);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_EQ(mori_window_check(f.win), 0);
+    EXPECT_EQ(mori_device_report(f.view, MORI_DEVICE_ETIMEDOUT, 0, 5, 0, 1, 0), MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("channel 5"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+// A wait through the barrier area's own view (remote_sync.h) records into
+// the window's mailbox: that view finds the same claim word.
+TEST(DeviceApi, SyncViewFailureLandsInTheWindowsMailbox) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    mori_window_dev_t sync = mori_window_sync_view(f.win);
+    EXPECT_EQ(mori_error_claim_word(sync), mori_error_claim_word(f.view));
+    uint64_t *word = mori_remote_word(sync, 0);  // this rank's first barrier word: nobody writes it here
+    EXPECT_EQ(mori_wait_word(sync, word, MORI_CMP_GE, 1, 20 * kMs, (rank + 1) % size, 2, nullptr), MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("on channel 2"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
 TEST(DeviceApi, PeerOnAnotherNodeIsUnreachableNotANoOp) {
   int size = TestRanks();
   if (size < 4) GTEST_SKIP() << "needs two simulated nodes of two ranks";
