@@ -69,7 +69,7 @@ TEST(DeviceApi, PutSignalGetAndBarrierAtEveryScope) {
         for (uint64_t i = 0; i < kChunk; i += 7)
           ASSERT_EQ(mine[writer * kChunk + i], (uint8_t)(writer * 13 + i * 3 + round)) << "round " << round;
       // Everyone has checked before anyone overwrites: a barrier on the pad.
-      ASSERT_EQ(mori_barrier_block(f.view, round, 10000 * kMs), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_lsa_barrier_block(f.view, round, 10000 * kMs), MORI_DEVICE_OK);
     }
     // get: read what this rank wrote into each peer, through both models.
     for (int peer = 0; peer < size; peer++) {
@@ -79,7 +79,7 @@ TEST(DeviceApi, PutSignalGetAndBarrierAtEveryScope) {
     }
     // torch's pad protocol: the pad is all zero again after matched
     // barriers (torch's own kernels rely on it).
-    for (uint32_t ch = 0; ch < 8; ch++) ASSERT_EQ(mori_pad_barrier_block(f.view, ch, 10000 * kMs), MORI_DEVICE_OK);
+    for (uint32_t ch = 0; ch < 8; ch++) ASSERT_EQ(mori_lsa_pad_barrier_block(f.view, ch, 10000 * kMs), MORI_DEVICE_OK);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
     for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
@@ -105,11 +105,11 @@ TEST(DeviceApi, WaitThatTimesOutLeavesARecordForTheHost) {
     }
     // A barrier that one rank skips times out on the others (both kinds).
     if (rank != size - 1) {
-      EXPECT_EQ(mori_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_lsa_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
       EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(size - 1)), std::string::npos)
           << mori_last_error();
-      EXPECT_EQ(mori_pad_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_lsa_pad_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
@@ -156,7 +156,7 @@ TEST(DeviceApi, PadChannelBeyondThePadIsRefusedWithARecord) {
       EXPECT_EQ(mori_pad_wait(f.view, peer, channel, 10 * kMs), MORI_DEVICE_ECHANNEL);
       EXPECT_EQ(mori_window_check(f.win), MORI_ECHANNEL);
     }
-    EXPECT_EQ(mori_pad_barrier_block(f.view, 8, 10 * kMs), MORI_DEVICE_ECHANNEL);
+    EXPECT_EQ(mori_lsa_pad_barrier_block(f.view, 8, 10 * kMs), MORI_DEVICE_ECHANNEL);
     EXPECT_EQ(mori_window_check(f.win), MORI_ECHANNEL);
     // A peer outside the comm is refused, never an index past the table.
     EXPECT_EQ(mori_pad_put(f.view, size, 0, 10 * kMs), MORI_DEVICE_EINVAL);
@@ -167,7 +167,7 @@ TEST(DeviceApi, PadChannelBeyondThePadIsRefusedWithARecord) {
     for (uint64_t i = 0; i < pad_bytes / 4; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     // The last channel that fits still works.
-    ASSERT_EQ(mori_pad_barrier_block(f.view, 7, 10000 * kMs), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_lsa_pad_barrier_block(f.view, 7, 10000 * kMs), MORI_DEVICE_OK);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     Release(f);
   });
