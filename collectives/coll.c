@@ -239,7 +239,7 @@ static void plan_all_to_all(const mori_coll_t *c, size_t bytes, bool direct, mor
 
 /* Staging a planned staged all-to-all needs (both halves, every source). */
 static size_t a2a_staging(const mori_coll_t *c, const mori_a2a_args_t *a) {
-  return 2 * (size_t)c->team.size * mori_a2a_slot_bytes(a);
+  return 2 * (size_t)c->team.size * mori_coll_impl_a2a_slot_bytes(a);
 }
 
 size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
@@ -306,7 +306,7 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
 /* ---- all-to-all with sizes on the device ---- */
 
 size_t mori_all_to_all_v_workspace(const mori_coll_t *c, uint32_t experts) {
-  return 2 * (size_t)mori_a2av_matrix_bytes(c->team.size, experts ? experts : 1);
+  return 2 * (size_t)mori_coll_impl_a2av_matrix_bytes(c->team.size, experts ? experts : 1);
 }
 
 /* Every variable all-to-all: checks, then one kernel of the layout. */
@@ -396,7 +396,7 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   static const char *const algos[] = {"ll", "rsag", "oneshot"};
   memset(a, 0, sizeof(*a));
   int n = c->team.size;
-  uint64_t esize = mori_dtype_size(dtype), bytes = count * esize;
+  uint64_t esize = mori_coll_impl_dtype_size(dtype), bytes = count * esize;
   a->count = count;
   a->dtype = dtype;
   int forced = env_choice("MORI_ALLREDUCE_ALGO", algos, 3);
@@ -433,7 +433,7 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
 
 /* Staging a planned all-reduce needs (both halves). */
 static size_t ar_staging(const mori_coll_t *c, const mori_allreduce_args_t *a) {
-  uint64_t n = (uint64_t)c->team.size, esize = mori_dtype_size(a->dtype);
+  uint64_t n = (uint64_t)c->team.size, esize = mori_coll_impl_dtype_size(a->dtype);
   if (a->algo == MORI_ALLREDUCE_LL) return 2 * n * ((a->count * esize + 7) / 8) * 16;
   uint64_t regions = a->algo == MORI_ALLREDUCE_ONESHOT ? 1 : 2;
   return 2 * regions * n * a->part_elems * esize;

@@ -123,6 +123,9 @@ mori_window_dev_t mori_window_make_sync_view(const mori_window_t *w) {
   mori_comm_t *c = w->comm;
   mori_signal_arena_flat(c, &w->barrier_slot, &d.flat_base, &d.stride);
   d.size = w->barrier_slot.bytes;
+  /* The same area as the window's barrier area: the mailbox's claim word is there. */
+  d.barrier_base = d.flat_base;
+  d.barrier_stride = d.stride;
   d.control = w->control_dev;
   d.segment_offset = w->barrier_slot.offset;
   fill_ranks_and_transports(c, mori_signal_arena_segment(c, &w->barrier_slot), &d);
@@ -142,11 +145,17 @@ static int tables_failure(const mori_window_t *w) {
 
 int mori_window_check(mori_window_t *w) {
   mori_device_control_t *ctl = w->control;
-  if (!ctl || !__atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE)) return tables_failure(w);
+  uint32_t written = ctl ? __atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE) : 0;
+  if (!written) return tables_failure(w);
+  /* The code is written last: the fields before it are complete, and no
+   * kernel writes them again until records_read moves on. */
   mori_device_error_t e = ctl->error;
-  int code = (int)(int32_t)e.code;
-  memset(&ctl->error, 0, sizeof(ctl->error));
-  __atomic_store_n(&ctl->error_claimed, 0, __ATOMIC_RELEASE);
+  /* Two host threads may check at once: the one that clears the code
+   * reports it and hands the mailbox back (records_read has one writer). */
+  if (!__atomic_compare_exchange_n(&ctl->error.code, &written, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return tables_failure(w);
+  int code = (int)(int32_t)written;
+  __atomic_store_n(&ctl->records_read, ctl->records_read + 1, __ATOMIC_RELEASE);
   if (code == MORI_ERANGE)
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",
                           e.waiter_rank, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);

@@ -62,7 +62,7 @@ int main(void) {
       return fail("put", rc);
   }
   mori_quiet();
-  if ((rc = mori_barrier_block(view, 0, 10ull * 1000 * 1000 * 1000)) != 0) {
+  if ((rc = mori_lsa_barrier_block(view, 0, 10ull * 1000 * 1000 * 1000)) != 0) {
     mori_window_check(win);
     return fail("barrier", rc);
   }

@@ -15,7 +15,10 @@
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
 # backend), host (host cost per call at one rank: MORI against torch's
-# default backend), or all of them. MORI_BENCH_ONLY narrows the harness's steps.
+# default backend), sanitize (gpu_window_test, gpu_coll_test and
+# gpu_shmem_test under compute-sanitizer's memcheck, racecheck and
+# synccheck, one summary line per run), or all of them. MORI_BENCH_ONLY
+# narrows the harness's steps.
 # Results and logs go to $OUT (default /tmp/mori-gpu-out). NVLink multicast
 # stays off everywhere (mori never creates multicast objects).
 set -uo pipefail
@@ -41,11 +44,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,heap,coll,p2p,bench,host|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,heap,coll,p2p,bench,host,sanitize|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,shared,proxy,heap,coll,p2p,bench,host
+[ "$what" = all ] && what=tests,shared,proxy,heap,coll,p2p,bench,host,sanitize
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -187,6 +190,41 @@ if has host; then
   timeout $((rounds * 150)) python3 bench/host_cost.py --rounds "$rounds" --out "$OUT/host_cost.jsonl" 2>&1 |
     grep -E '^(host_cost|[a-z].* (issue|eager|wall)_us)|Error' | head -40
   record "host_cost: $(wc -l < "$OUT/host_cost.jsonl") records, $(grep -c '"error"' "$OUT/host_cost.jsonl") with errors"
+fi
+
+if has sanitize; then
+  # Each suite under each compute-sanitizer tool, at SANITIZE_RANKS ranks
+  # (default 1: the tools slow kernels down many times over). An error
+  # report whose backtrace passes through the handle-type probe
+  # (mori_platform_probe_handle_types: creating memory with fabric handles,
+  # refused where the fabric is not set up) is expected and counted apart;
+  # any other report fails the run.
+  sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+  expected=${SANITIZE_EXPECTED:-mori_platform_probe_handle_types}
+  for tool in memcheck racecheck synccheck; do
+    for t in gpu_window_test gpu_coll_test gpu_shmem_test; do
+      log="$OUT/sanitize_${tool}_$t.log"
+      echo "== compute-sanitizer --tool $tool $t (${SANITIZE_RANKS:-1} rank(s))"
+      MORI_TEST_RANKS=${SANITIZE_RANKS:-1} timeout 900 "$sanitizer" --tool "$tool" --target-processes all \
+        "gpu-bundle/bin/$t" > "$log" 2>&1
+      code=$?
+      # Reports are blocks of "========= " lines: one that starts without
+      # an indent opens a report; the summary line closes the output.
+      counts=$(awk -v expected="$expected" '
+        function close_block() {
+          if (open && block ~ expected) ok++
+          else if (open) { bad++; if (bad <= 3) print block > "/dev/stderr" }
+          open = 0; block = ""
+        }
+        /^========= (COMPUTE-SANITIZER|Target application returned)/ || / SUMMARY: / { close_block(); next }
+        /^========= [^ ]/ { close_block(); open = 1; block = $0; next }
+        /^=========  / { if (open) block = block "\n" $0; next }
+        { close_block() }
+        END { close_block(); printf "%d %d", bad + 0, ok + 0 }' "$log")
+      read -r unexpected probe <<< "$counts"
+      record "sanitize $tool $t: $unexpected unexpected report(s), $probe expected (fabric-handle probe); tests $(gtest_counts "$log") (exit $code)"
+    done
+  done
 fi
 
 echo "== summary"

@@ -19,7 +19,9 @@
 
 #include "mori/mem.h"
 #include "mori/runtime.h"
+#include "torch_backend/build_info.h"
 #include "torch_backend/device.h"
+#include "torch_backend/plugins.h"
 #include "torch_backend/symmetric_memory.h"
 
 namespace mori_torch {
@@ -206,8 +208,9 @@ extern "C" __attribute__((visibility("default"))) void mori_torch_free(void *ptr
 }
 
 extern "C" __attribute__((visibility("default"))) const char *mori_torch_build_info(void) {
-  static std::string info = std::string("platform=") + mori_runtime_platform() +
-                            " torch=" + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-                            " handles=posix_fd,fabric transports=p2p ops=all_to_all,all_reduce";
+  static const std::string info = mori_torch::FormatBuildInfo(
+      mori_runtime_platform(), (std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR)).c_str(),
+      mori_torch::kHandles, mori_torch::kNumHandles, mori_torch::kTransports, mori_torch::kNumTransports,
+      mori_torch::kOpSchemas, mori_torch::kNumOps);
   return info.c_str();
 }

@@ -8,13 +8,9 @@
 
 #include <cstdlib>
 
-#include "mori/handle_fabric.h"
-#include "mori/handle_legacy_ipc.h"
-#include "mori/handle_posix_fd.h"
 #include "mori/runtime.h"
-#include "mori/transport_p2p.h"
-#include "mori/transport_rdma.h"
 #include "torch_backend/device.h"
+#include "torch_backend/plugins.h"
 #include "torch_backend/store_bootstrap.h"
 
 namespace mori_torch {
@@ -82,20 +78,19 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   int instance = base.made++;
   int rc = CreateStoreBootstrap(base.store, name + "/" + std::to_string(instance), base.rank, base.size, &g->bootstrap);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, "): ", mori_last_error());
-  static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops, &mori_handle_legacy_ipc_ops};
-  // p2p first; a group that spans nodes (some member outside this rank's
-  // load/store team — then every rank sees one, so all decide alike) is
-  // made again with rdma for the other nodes' peers. Single-node groups
-  // never open a NIC or register memory with one.
-  static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
+  // The local transports first (plugins.h); a group that spans nodes (some
+  // member outside this rank's load/store team — then every rank sees one,
+  // so all decide alike) is made again with all of them, for the other
+  // nodes' peers. Single-node groups never open a NIC or register memory
+  // with one.
   mori_comm_attr_t attr;
   mori_comm_attr_init(&attr);
   attr.bootstrap = g->bootstrap;
   attr.device = device;
-  attr.handles = handles;
-  attr.num_handles = 3;
-  attr.transports = transports;
-  attr.num_transports = 1;
+  attr.handles = kHandles;
+  attr.num_handles = (int)kNumHandles;
+  attr.transports = kTransports;
+  attr.num_transports = (int)kLocalTransports;
   rc = mori_comm_create(&attr, &g->comm);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, ", cuda:", device, "): ",
               mori_last_error());
@@ -104,7 +99,7 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   if (lsa_size < base.size) {
     rc = mori_comm_destroy(g->comm);
     g->comm = nullptr;
-    attr.num_transports = 2;
+    attr.num_transports = (int)kNumTransports;
     if (!rc) rc = mori_comm_create(&attr, &g->comm);
     TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, ", cuda:", device,
                 ", spanning nodes: rdma for the peers outside [", lsa_base, ", ", lsa_base + lsa_size, ")): ",

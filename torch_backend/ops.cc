@@ -16,6 +16,7 @@
 
 #include "mori/collectives.h"
 #include "mori/runtime.h"
+#include "torch_backend/build_info.h"
 #include "torch_backend/allocator.h"
 #include "torch_backend/device.h"
 
@@ -192,14 +193,22 @@ void AllReduceMeta(const at::Tensor &, at::Tensor &, std::string, std::string) {
 }  // namespace
 }  // namespace mori_torch
 
+namespace mori_torch {
+// Also what the build info lists (build_info.h).
+const char *const kOpSchemas[] = {
+    "all_to_all(Tensor input, Tensor(a!) out, str group_name) -> ()",
+    "all_reduce(Tensor input, Tensor(a!) out, str reduce_op, str group_name) -> ()",
+    "all_to_all_vdev(Tensor input, Tensor(a!) out, Tensor in_splits, Tensor(a!) out_splits_offsets, str group_name) -> ()",
+    "all_to_all_vdev_2d(Tensor input, Tensor(a!) out, Tensor in_splits, Tensor(a!) out_splits_offsets, "
+    "str group_name, int? major_align=None) -> ()",
+    "all_to_all_vdev_2d_offset(Tensor input, Tensor(a!) out, Tensor in_splits_offsets, "
+    "Tensor(a!) out_splits_offsets, str group_name) -> ()",
+};
+const size_t kNumOps = sizeof(kOpSchemas) / sizeof(kOpSchemas[0]);
+}  // namespace mori_torch
+
 TORCH_LIBRARY(mori, m) {
-  m.def("all_to_all(Tensor input, Tensor(a!) out, str group_name) -> ()");
-  m.def("all_reduce(Tensor input, Tensor(a!) out, str reduce_op, str group_name) -> ()");
-  m.def("all_to_all_vdev(Tensor input, Tensor(a!) out, Tensor in_splits, Tensor(a!) out_splits_offsets, str group_name) -> ()");
-  m.def("all_to_all_vdev_2d(Tensor input, Tensor(a!) out, Tensor in_splits, Tensor(a!) out_splits_offsets, "
-        "str group_name, int? major_align=None) -> ()");
-  m.def("all_to_all_vdev_2d_offset(Tensor input, Tensor(a!) out, Tensor in_splits_offsets, "
-        "Tensor(a!) out_splits_offsets, str group_name) -> ()");
+  for (size_t i = 0; i < mori_torch::kNumOps; i++) m.def(mori_torch::kOpSchemas[i]);
 }
 
 TORCH_LIBRARY_IMPL(mori, CUDA, m) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "mori/collectives.h"
-#include "mori/device/coll/numeric.h"
+#include "mori/device/coll/impl/numeric__funcs.h"
 #include "mori/mem.h"
 #include "mori/team.h"
 #include "tests/support/world.h"
@@ -309,10 +309,10 @@ float Value(int rank, size_t i, int call) { return (float)((int)((rank * 7919 + 
 
 void CheckAllReduce(mori_coll_t *coll, int me, int n, size_t count, mori_dtype_t dtype, mori_redop_t op, int calls,
                     bool in_place) {
-  size_t esize = mori_dtype_size(dtype);
+  size_t esize = mori_coll_impl_dtype_size(dtype);
   std::vector<uint8_t> in(count * esize + 8), out(count * esize + 8);
   for (int call = 0; call < calls; call++) {
-    for (size_t i = 0; i < count; i++) mori_store_elem(in.data(), i, dtype, Value(me, i, call));
+    for (size_t i = 0; i < count; i++) mori_coll_impl_store_elem(in.data(), i, dtype, Value(me, i, call));
     std::fill(out.begin(), out.end(), 0xee);
     void *dst = in_place ? in.data() : out.data();
     MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), dst, count, dtype, op, nullptr));
@@ -320,16 +320,16 @@ void CheckAllReduce(mori_coll_t *coll, int me, int n, size_t count, mori_dtype_t
       float acc = 0;
       for (int r = 0; r < n; r++) {
         uint8_t tmp[4];
-        mori_store_elem(tmp, 0, dtype, Value(r, i, call));
-        float x = mori_load_elem(tmp, 0, dtype);
-        acc = r == 0 ? x : mori_reduce(acc, x, op);
+        mori_coll_impl_store_elem(tmp, 0, dtype, Value(r, i, call));
+        float x = mori_coll_impl_load_elem(tmp, 0, dtype);
+        acc = r == 0 ? x : mori_coll_impl_reduce(acc, x, op);
       }
       uint8_t want[4], got[4];
-      mori_store_elem(want, 0, dtype, mori_reduce_finish(acc, op, n));
+      mori_coll_impl_store_elem(want, 0, dtype, mori_coll_impl_reduce_finish(acc, op, n));
       memcpy(got, (uint8_t *)dst + i * esize, esize);
       ASSERT_EQ(memcmp(want, got, esize), 0) << "count " << count << " dtype " << dtype << " op " << op << " call "
-                                             << call << " element " << i << ": want " << mori_load_elem(want, 0, dtype)
-                                             << " got " << mori_load_elem(got, 0, dtype);
+                                             << call << " element " << i << ": want " << mori_coll_impl_load_elem(want, 0, dtype)
+                                             << " got " << mori_coll_impl_load_elem(got, 0, dtype);
     }
     if (!in_place) {
       for (size_t b = count * esize; b < out.size(); b++) ASSERT_EQ(out[b], 0xee) << "wrote past the end";

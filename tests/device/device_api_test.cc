@@ -69,7 +69,7 @@ TEST(DeviceApi, PutSignalGetAndBarrierAtEveryScope) {
         for (uint64_t i = 0; i < kChunk; i += 7)
           ASSERT_EQ(mine[writer * kChunk + i], (uint8_t)(writer * 13 + i * 3 + round)) << "round " << round;
       // Everyone has checked before anyone overwrites: a barrier on the pad.
-      ASSERT_EQ(mori_barrier_block(f.view, round, 10000 * kMs), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_lsa_barrier_block(f.view, round, 10000 * kMs), MORI_DEVICE_OK);
     }
     // get: read what this rank wrote into each peer, through both models.
     for (int peer = 0; peer < size; peer++) {
@@ -79,7 +79,7 @@ TEST(DeviceApi, PutSignalGetAndBarrierAtEveryScope) {
     }
     // torch's pad protocol: the pad is all zero again after matched
     // barriers (torch's own kernels rely on it).
-    for (uint32_t ch = 0; ch < 8; ch++) ASSERT_EQ(mori_pad_barrier_block(f.view, ch, 10000 * kMs), MORI_DEVICE_OK);
+    for (uint32_t ch = 0; ch < 8; ch++) ASSERT_EQ(mori_lsa_pad_barrier_block(f.view, ch, 10000 * kMs), MORI_DEVICE_OK);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
     for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
@@ -105,11 +105,11 @@ TEST(DeviceApi, WaitThatTimesOutLeavesARecordForTheHost) {
     }
     // A barrier that one rank skips times out on the others (both kinds).
     if (rank != size - 1) {
-      EXPECT_EQ(mori_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_lsa_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
       EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(size - 1)), std::string::npos)
           << mori_last_error();
-      EXPECT_EQ(mori_pad_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_lsa_pad_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
@@ -156,7 +156,7 @@ TEST(DeviceApi, PadChannelBeyondThePadIsRefusedWithARecord) {
       EXPECT_EQ(mori_pad_wait(f.view, peer, channel, 10 * kMs), MORI_DEVICE_ECHANNEL);
       EXPECT_EQ(mori_window_check(f.win), MORI_ECHANNEL);
     }
-    EXPECT_EQ(mori_pad_barrier_block(f.view, 8, 10 * kMs), MORI_DEVICE_ECHANNEL);
+    EXPECT_EQ(mori_lsa_pad_barrier_block(f.view, 8, 10 * kMs), MORI_DEVICE_ECHANNEL);
     EXPECT_EQ(mori_window_check(f.win), MORI_ECHANNEL);
     // A peer outside the comm is refused, never an index past the table.
     EXPECT_EQ(mori_pad_put(f.view, size, 0, 10 * kMs), MORI_DEVICE_EINVAL);
@@ -167,7 +167,117 @@ TEST(DeviceApi, PadChannelBeyondThePadIsRefusedWithARecord) {
     for (uint64_t i = 0; i < pad_bytes / 4; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     // The last channel that fits still works.
-    ASSERT_EQ(mori_pad_barrier_block(f.view, 7, 10000 * kMs), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_lsa_pad_barrier_block(f.view, 7, 10000 * kMs), MORI_DEVICE_OK);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+// The mailbox's claim lives in device memory (this rank's barrier area),
+// not in the host-mapped control block: a kernel never does an atomic
+// read-modify-write on host memory, which many hosts cannot carry (no
+// PCIe AtomicOps). Many threads failing at once leave one complete record;
+// once the host has read it, the next failure is recorded again.
+struct Reporter {
+  mori_window_dev_t view;
+  int index;
+  volatile int *go;
+};
+
+void *ReportOnce(void *arg) {
+  Reporter *r = static_cast<Reporter *>(arg);
+  while (!*r->go) {
+  }
+  uint64_t v = 1000 + (uint64_t)r->index;  // every field says which thread wrote it
+  mori_device_report(r->view, MORI_DEVICE_ETIMEDOUT, r->index, (uint32_t)v, v * kMs, v, v);
+  return nullptr;
+}
+
+TEST(DeviceApi, ConcurrentFailuresLeaveOneCompleteRecordClaimedInDeviceMemory) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)rank;
+    (void)size;
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    uint32_t *claim = mori_error_claim_word(f.view);
+    ASSERT_NE(claim, nullptr);
+    uint64_t area = f.view.barrier_base + (uint64_t)f.view.lsa_rank * f.view.barrier_stride;
+    EXPECT_GE((uint64_t)(uintptr_t)claim, area);
+    EXPECT_LT((uint64_t)(uintptr_t)claim, area + MORI_BARRIER_AREA_BYTES(f.view.lsa_size));
+    const char *ctl = (const char *)f.view.control;
+    EXPECT_TRUE((const char *)claim < ctl || (const char *)claim >= ctl + sizeof(mori_device_control_t))
+        << "the claim word must not be in the host-mapped control block";
+    EXPECT_EQ(*claim, 0u) << "a fresh window has claimed nothing";
+    for (uint32_t round = 1; round <= 3; round++) {
+      constexpr int kThreads = 8;
+      volatile int go = 0;
+      Reporter r[kThreads];
+      pthread_t t[kThreads];
+      for (int i = 0; i < kThreads; i++) {
+        r[i] = Reporter{f.view, i, &go};
+        ASSERT_EQ(pthread_create(&t[i], nullptr, ReportOnce, &r[i]), 0);
+      }
+      go = 1;
+      for (int i = 0; i < kThreads; i++) pthread_join(t[i], nullptr);
+      EXPECT_EQ(*claim, round) << "one claim per record";
+      EXPECT_EQ(f.view.control->records_read, round - 1);
+      mori_device_error_t e = f.view.control->error;
+      ASSERT_GE(e.peer, 0);
+      ASSERT_LT(e.peer, kThreads);
+      uint64_t v = 1000 + (uint64_t)e.peer;
+      EXPECT_EQ(e.channel, (uint32_t)v) << "a record mixed from two writers";
+      EXPECT_EQ(e.expected, v);
+      EXPECT_EQ(e.seen, v);
+      EXPECT_EQ(e.waited_ns, v * kMs);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      std::string msg = mori_last_error();
+      EXPECT_NE(msg.find("for rank " + std::to_string(e.peer) + " timed out"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("channel " + std::to_string(v)), std::string::npos) << msg;
+      EXPECT_EQ(f.view.control->records_read, round);
+      EXPECT_EQ(mori_window_check(f.win), 0) << "the record is consumed";
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+// A record the host finds without a claim (written some other way) is read
+// once; the mailbox keeps working after it.
+TEST(DeviceApi, MailboxWorksAfterARecordThatWasNotClaimed) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    f.view.control->error.waiter_rank = rank;
+    f.view.control->error.peer = -1;
+    __atomic_store_n(&f.view.control->error.code, (uint32_t)MORI_EDEVICE_TIMEOUT, __ATOMIC_RELEASE);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_EQ(mori_window_check(f.win), 0);
+    EXPECT_EQ(mori_device_report(f.view, MORI_DEVICE_ETIMEDOUT, 0, 5, 0, 1, 0), MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("channel 5"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+// A wait through the barrier area's own view (remote_sync.h) records into
+// the window's mailbox: that view finds the same claim word.
+TEST(DeviceApi, SyncViewFailureLandsInTheWindowsMailbox) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    mori_window_dev_t sync = mori_window_sync_view(f.win);
+    EXPECT_EQ(mori_error_claim_word(sync), mori_error_claim_word(f.view));
+    uint64_t *word = mori_remote_word(sync, 0);  // this rank's first barrier word: nobody writes it here
+    EXPECT_EQ(mori_wait_word(sync, word, MORI_CMP_GE, 1, 20 * kMs, (rank + 1) % size, 2, nullptr), MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("on channel 2"), std::string::npos) << mori_last_error();
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     Release(f);
   });

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "tests/gpu/coll_kernels.h"
 
-#include "mori/device/coll/numeric.h"
+#include "mori/device/coll/impl/numeric__funcs.h"
 
 #if defined(MORI_DEVICE_COMPILER_HIP)
 #define gpu(name) hip##name
@@ -50,23 +50,23 @@ __global__ void check_a2a(const uint32_t *out, uint64_t words, int me, int n, ui
 
 __global__ void fill_values(void *in, uint64_t count, int dtype, int me, uint64_t iter) {
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < count; i += (uint64_t)gridDim.x * blockDim.x)
-    mori_store_elem(in, i, (uint32_t)dtype, value(me, i, iter));
+    mori_coll_impl_store_elem(in, i, (uint32_t)dtype, value(me, i, iter));
 }
 
 __global__ void check_reduce(const void *out, uint64_t count, int dtype, int op, int n, uint64_t iter,
                              unsigned long long *bad) {
   unsigned long long local = 0;
-  uint32_t size = mori_dtype_size((uint32_t)dtype);
+  uint32_t size = mori_coll_impl_dtype_size((uint32_t)dtype);
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < count; i += (uint64_t)gridDim.x * blockDim.x) {
     float acc = 0;
     for (int r = 0; r < n; r++) {
       uint32_t word = 0;
-      mori_store_elem(&word, 0, (uint32_t)dtype, value(r, i, iter)); /* rounded to the input's type */
-      float x = mori_load_elem(&word, 0, (uint32_t)dtype);
-      acc = r == 0 ? x : mori_reduce(acc, x, (uint32_t)op);
+      mori_coll_impl_store_elem(&word, 0, (uint32_t)dtype, value(r, i, iter)); /* rounded to the input's type */
+      float x = mori_coll_impl_load_elem(&word, 0, (uint32_t)dtype);
+      acc = r == 0 ? x : mori_coll_impl_reduce(acc, x, (uint32_t)op);
     }
     uint32_t want = 0, got = 0;
-    mori_store_elem(&want, 0, (uint32_t)dtype, mori_reduce_finish(acc, (uint32_t)op, n));
+    mori_coll_impl_store_elem(&want, 0, (uint32_t)dtype, mori_coll_impl_reduce_finish(acc, (uint32_t)op, n));
     const char *p = (const char *)out + i * size;
     for (uint32_t b = 0; b < size; b++) got |= (uint32_t)(uint8_t)p[b] << (8 * b);
     local += want != got;

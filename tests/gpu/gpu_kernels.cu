@@ -287,7 +287,8 @@ int gpu_wait_nobody(mori_window_dev_t view, uint64_t signal_offset, uint64_t tim
 
 __global__ void barrier_loop_kernel(mori_window_dev_t view, int iters, int pad_protocol, int *rc) {
   for (int i = 0; i < iters; i++) {
-    int r = pad_protocol ? mori_pad_barrier_block(view, 0, 5000000000ull) : mori_barrier_block(view, 0, 5000000000ull);
+    int r = pad_protocol ? mori_lsa_pad_barrier_block(view, 0, 5000000000ull)
+                         : mori_lsa_barrier_block(view, 0, 5000000000ull);
     if (r) {
       if (threadIdx.x == 0) *rc = r;
       return;

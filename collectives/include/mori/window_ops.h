@@ -16,7 +16,7 @@
 MORI_EXTERN_C_BEGIN
 
 /* Barrier among the window's LSA team on `channel` (< MORI_BARRIER_CHANNELS):
- * the device API's epoch barrier (mori_barrier_block) on the window's
+ * the device API's epoch barrier (mori_lsa_barrier_block) on the window's
  * barrier area, epochs kept in device memory, so a captured graph replays
  * correctly. Orders every rank's earlier work on its stream before every
  * rank's later work. */

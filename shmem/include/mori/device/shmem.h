@@ -140,7 +140,7 @@ MORI_DEVICE_INLINE int shmem_dev_signal_wait_until(mori_shmem_device_state_t st,
  * MORI_DEVICE_EUNREACHABLE: use the host's shmem_barrier_all. */
 MORI_DEVICE_INLINE int shmem_dev_barrier_all_block(mori_shmem_device_state_t st, uint64_t timeout_ns) {
   if (st.world.lsa_size != st.npes) return MORI_DEVICE_EUNREACHABLE;
-  return mori_barrier_block(st.world, MORI_SHMEM_BARRIER_CHANNEL, timeout_ns);
+  return mori_lsa_barrier_block(st.world, MORI_SHMEM_BARRIER_CHANNEL, timeout_ns);
 }
 
 #endif

@@ -1,170 +1,29 @@
 // SPDX-License-Identifier: MIT
-/* What every collective call does around its data: take the next epoch,
- * address flags and staging on a member, signal a flag once a block's
- * stores are done, wait for one (bounded, abort-aware, never a trap), and
- * publish the epoch when the last block is done. Block scope: every thread
- * of the block calls, in the same order. */
+/* The frame of every collective kernel (see mori/device/coll.h): take the
+ * call's epoch, find the block's items, and publish the epoch when the
+ * block is done. */
 #ifndef MORI_DEVICE_COLL_SYNC_H
 #define MORI_DEVICE_COLL_SYNC_H
 
 #include "mori/device/coll/types.h"
-#include "mori/device/put.h"
 
 /* The epoch of the call about to run, for block `block` (< c.grid). */
-MORI_DEVICE_INLINE uint64_t mori_coll_epoch(mori_coll_dev_t c, uint32_t block) {
-  return mori_load_volatile_u64(c.epochs + block) + 1;
-}
-
-MORI_DEVICE_INLINE char *mori_coll_at(mori_coll_dev_t c, int member, uint64_t offset) {
-  return (char *)mori_peer_ptr(c.win, mori_team_to_world(c.team, member), offset);
-}
-
-/* Flag `slot` of `parity` in `member`'s workspace. */
-MORI_DEVICE_INLINE uint64_t *mori_coll_flag(mori_coll_dev_t c, int member, uint64_t epoch, uint64_t slot) {
-  uint64_t parity = epoch & 1;
-  return (uint64_t *)mori_coll_at(c, member, c.flags_offset + (parity * c.flag_slots + slot) * 8);
-}
-
-/* Byte `offset` of the staging half of `parity` in `member`'s workspace. */
-MORI_DEVICE_INLINE char *mori_coll_staging(mori_coll_dev_t c, int member, uint64_t epoch, uint64_t offset) {
-  uint64_t parity = epoch & 1;
-  return mori_coll_at(c, member, c.data_offset + parity * (c.data_bytes / 2) + offset);
-}
-
-/* Member `member`'s ready slot for `source` (see mori_coll_dev_t). */
-MORI_DEVICE_INLINE uint64_t *mori_coll_ready(mori_coll_dev_t c, int member, int source) {
-  return (uint64_t *)mori_coll_at(c, member, c.ready_offset + (uint64_t)source * 8);
-}
-
-/* After the block's stores to a member: flag := epoch (release, system
- * scope, by one thread once every thread's stores are done). */
-MORI_DEVICE_INLINE void mori_coll_signal_block(uint64_t *flag, uint64_t epoch) {
-  MORI_SYNC_BLOCK();
-  if (MORI_THREAD_RANK_BLOCK() == 0) mori_atomic_store_release_u64(flag, epoch);
-}
-
-/* Until this rank's `flag` holds >= epoch (acquire). One thread polls; the
- * block then reads what the flag guards. A wait that times out or is
- * aborted leaves a record in the mailbox (channel: the flag's slot) and
- * returns the error; the data read after it is not valid. */
-MORI_DEVICE_INLINE int mori_coll_wait_block(mori_coll_dev_t c, const uint64_t *flag, uint64_t epoch, int peer_world,
-                                            uint32_t channel) {
-  int rc = MORI_DEVICE_OK;
-  if (MORI_THREAD_RANK_BLOCK() == 0) {
-    uint64_t start = 0, seen = 0;
-    for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64((uint64_t *)flag)) < epoch; spin++) {
-      if (spin == 0) start = mori_clock_ns();
-      if ((spin & 1023) == 1023) {
-        uint64_t waited = mori_clock_ns() - start;
-        if (mori_aborted(c.win)) {
-          rc = mori_device_report(c.win, MORI_DEVICE_EABORTED, peer_world, channel, waited, epoch, seen);
-          break;
-        }
-        if (c.timeout_ns && waited > c.timeout_ns) {
-          rc = mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, peer_world, channel, waited, epoch, seen);
-          break;
-        }
-      }
-      mori_pause();
-    }
-  }
-  MORI_SYNC_BLOCK();
-  return rc;
-}
-
-/* Until the LL line at `line` (this rank's memory) carries `epoch` in both
- * halves; *word gets its 8 data bytes. One thread, its own line: the data
- * is its own arrival flag. A wait that times out or is aborted leaves a
- * record (peer_world, channel) and returns the error. */
-MORI_DEVICE_INLINE int mori_coll_wait_ll_line(mori_coll_dev_t c, const uint64_t *line, uint64_t epoch, int peer_world,
-                                              uint32_t channel, uint64_t *word) {
-  uint64_t flag = (uint64_t)(uint32_t)epoch << 32, lo, hi, start = 0;
-  for (uint32_t spin = 0;; spin++) {
-    mori_load_ll_line(line, &lo, &hi);
-    if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
-    if (spin == 0) start = mori_clock_ns();
-    if ((spin & 1023) == 1023) {
-      uint64_t waited = mori_clock_ns() - start;
-      int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
-              : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
-      if (bad) return mori_device_report(c.win, bad, peer_world, channel, waited, epoch, lo >> 32);
-    }
-    mori_pause();
-  }
-  *word = (lo & 0xffffffffull) | (hi << 32);
-  return MORI_DEVICE_OK;
-}
+MORI_DEVICE_INLINE uint64_t mori_coll_epoch(mori_coll_dev_t c, uint32_t block);
 
 /* How a call's blocks share its kinds of items (at most three: e.g. push,
- * reduce, receive), decided on the host once per call: share[0] blocks for
- * kind 0, share[1] for kind 1, the rest of the grid for kind 2, in
- * proportion to their counts and at least one each, so the kinds run side
- * by side instead of queueing behind each other in the same blocks. A kind
- * waits only for an earlier kind (of another rank), so with every block
- * resident nothing deadlocks. share[0] == grid means no split: every block
- * takes items in order, kind after kind (also what a grid smaller than the
- * number of kinds gets). */
-MORI_HOST_DEVICE void mori_coll_share_blocks(uint32_t grid, const uint32_t end[3], uint32_t share[2]) {
-  uint32_t counts[3], total = 0, kinds = 0;
-  for (int k = 0; k < 3; k++) {
-    uint32_t begin = k ? end[k - 1] : 0;
-    counts[k] = end[k] > begin ? end[k] - begin : 0;
-    total += counts[k];
-    kinds += counts[k] > 0;
-  }
-  share[0] = grid;
-  share[1] = 0;
-  if (grid < kinds || kinds < 2) return;
-  uint32_t part[3], given = 0;
-  for (int k = 0; k < 3; k++) {
-    part[k] = counts[k] ? (uint32_t)(((uint64_t)grid * counts[k]) / total) : 0;
-    if (counts[k] && part[k] == 0) part[k] = 1;
-    given += part[k];
-  }
-  while (given > grid) /* rounding up for tiny kinds: take back from the largest */
-    for (int k = 0; k < 3 && given > grid; k++)
-      if (part[k] > 1 && part[k] >= part[(k + 1) % 3] && part[k] >= part[(k + 2) % 3]) {
-        part[k]--;
-        given--;
-      }
-  for (int k = 0; given < grid; k = (k + 1) % 3) /* leftovers to the kinds with items */
-    if (counts[k]) {
-      part[k]++;
-      given++;
-    }
-  share[0] = part[0];
-  share[1] = part[1];
-}
+ * reduce, receive), decided on the host once per call from the args'
+ * kind_end: share[0] blocks for kind 0, share[1] for kind 1, the rest of
+ * the grid for kind 2. share[0] == grid means no split. */
+MORI_HOST_DEVICE void mori_coll_share_blocks(uint32_t grid, const uint32_t end[3], uint32_t share[2]);
 
-/* Which items block `block` runs: first, first + stride, ... below last.
- * Scalar on purpose: it runs at the start of every block of every call. */
+/* Which items block `block` runs: first, first + stride, ... below last. */
 MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const uint32_t end[3], const uint32_t share[2],
-                                            uint32_t *first, uint32_t *stride, uint32_t *last) {
-  uint32_t s0 = share[0], s1 = share[1];
-  if (s0 >= grid) {
-    *first = block;
-    *stride = grid;
-    *last = end[2];
-  } else if (block < s0) {
-    *first = block;
-    *stride = s0;
-    *last = end[0];
-  } else if (block < s0 + s1) {
-    *first = end[0] + (block - s0);
-    *stride = s1;
-    *last = end[1];
-  } else {
-    *first = end[1] + (block - s0 - s1);
-    *stride = grid - s0 - s1;
-    *last = end[2];
-  }
-}
+                                            uint32_t *first, uint32_t *stride, uint32_t *last);
 
 /* The block is done with the call: it records the epoch, for its next call
  * (stream-ordered after this one) to take the next. */
-MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block, uint64_t epoch) {
-  MORI_SYNC_BLOCK();
-  if (MORI_THREAD_RANK_BLOCK() == 0) *(volatile uint64_t *)(c.epochs + block) = epoch;
-}
+MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block, uint64_t epoch);
+
+#include "mori/device/coll/impl/sync__funcs.h"
 
 #endif

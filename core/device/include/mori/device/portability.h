@@ -34,7 +34,12 @@
 #define MORI_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
 
-/* Atomics at system scope (visible to peers over NVLink/XGMI and to the host). */
+/* Atomics at system scope (visible to peers over NVLink/XGMI and to the
+ * host), except mori_atomic_cas_device_u32 (this device only). A
+ * read-modify-write atomic is only ever aimed at device memory (this GPU's
+ * or a peer's): on host memory a system-scope atomic needs host-native
+ * atomics (NVLink-C2C) or PCIe AtomicOps end to end, which many hosts
+ * lack. Host memory gets plain or release stores and acquire loads only. */
 #if defined(MORI_DEVICE_COMPILER_HOST)
 #include <sched.h>
 #include <time.h>
@@ -54,6 +59,10 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, 
 MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
   __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return expected; /* the value seen */
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_device_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return expected;
 }
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
   __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
@@ -126,6 +135,12 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, 
   asm volatile("atom.acq_rel.sys.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(expected), "l"(desired) : "memory");
   return old;
 }
+/* Device scope: a word in this GPU's own memory that only its kernels touch. */
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_device_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+  return old;
+}
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
   uint32_t old;
   asm volatile("atom.release.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
@@ -175,6 +190,11 @@ MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, 
 MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
   __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
                                        __HIP_MEMORY_SCOPE_SYSTEM);
+  return expected;
+}
+MORI_DEVICE_INLINE uint32_t mori_atomic_cas_device_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
+                                       __HIP_MEMORY_SCOPE_AGENT);
   return expected;
 }
 MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {

@@ -16,33 +16,21 @@
 /* Address of byte `offset` of LSA peer `lsa_peer` (0 <= lsa_peer < lsa_size).
  * A heap window whose ranks carved their memory at different places has no
  * flat arithmetic (stride 0): the pointer table answers instead. */
-MORI_HOST_DEVICE void *mori_lsa_ptr(mori_window_dev_t win, int lsa_peer, uint64_t offset) {
-  if (__builtin_expect(win.stride == 0, 0)) return (void *)((char *)win.ptrs[win.lsa_base + lsa_peer] + offset);
-  return (void *)(uintptr_t)(win.flat_base + (uint64_t)lsa_peer * win.stride + offset);
-}
+MORI_HOST_DEVICE void *mori_lsa_ptr(mori_window_dev_t win, int lsa_peer, uint64_t offset);
 
 /* World rank -> LSA index, or -1 when the peer is not load/store reachable. */
-MORI_HOST_DEVICE int mori_lsa_index(mori_window_dev_t win, int world_peer) {
-  int idx = world_peer - win.lsa_base;
-  return (idx >= 0 && idx < win.lsa_size) ? idx : -1;
-}
+MORI_HOST_DEVICE int mori_lsa_index(mori_window_dev_t win, int world_peer);
 
 /* Address of byte `offset` of world rank `peer` by window arithmetic; NULL
  * when that peer is reached by no load/store transport. */
-MORI_HOST_DEVICE void *mori_peer_ptr(mori_window_dev_t win, int peer, uint64_t offset) {
-  int idx = mori_lsa_index(win, peer);
-  return idx < 0 ? (void *)0 : mori_lsa_ptr(win, idx, offset);
-}
+MORI_HOST_DEVICE void *mori_peer_ptr(mori_window_dev_t win, int peer, uint64_t offset);
 
-/* The same address through the pointer table. */
-MORI_HOST_DEVICE void *mori_table_ptr(mori_window_dev_t win, int peer, uint64_t offset) {
-  char *base = (char *)win.ptrs[peer];
-  return base ? (void *)(base + offset) : (void *)0;
-}
+/* The same address through the pointer table (NULL: not reachable). */
+MORI_HOST_DEVICE void *mori_table_ptr(mori_window_dev_t win, int peer, uint64_t offset);
 
 /* This rank's own memory (the pointer alloc returned). */
-MORI_HOST_DEVICE void *mori_local_ptr(mori_window_dev_t win, uint64_t offset) {
-  return mori_table_ptr(win, win.world_rank, offset);
-}
+MORI_HOST_DEVICE void *mori_local_ptr(mori_window_dev_t win, uint64_t offset);
+
+#include "mori/device/impl/window__funcs.h"
 
 #endif

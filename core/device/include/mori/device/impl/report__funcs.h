@@ -25,21 +25,52 @@
 #define MORI_DEVICE_TRAP() ((void)0)
 #endif
 
-/* Leaves an error record in the mailbox (first writer wins) and returns
- * code; with MORI_TRAP_ON_DEVICE_ERROR set when the window was made, a GPU
- * kernel then traps (the record stays readable in host memory). */
+/* This rank's claim word (MORI_ERROR_CLAIM_WORD): device memory, in the
+ * window's barrier area; NULL for a view without one. */
+MORI_DEVICE_INLINE uint32_t *mori_error_claim_word(mori_window_dev_t win) {
+  if (!win.barrier_base) return (uint32_t *)0;
+  return (uint32_t *)((uint64_t *)(uintptr_t)(win.barrier_base + (uint64_t)win.lsa_rank * win.barrier_stride) +
+                      MORI_ERROR_CLAIM_WORD(win.lsa_size));
+}
+
+/* Whether this thread may write the mailbox: the last record claimed has
+ * been read by the host. A stale records_read only makes a free mailbox
+ * look taken (that record is lost; an error at the moment the host clears
+ * the last one), never two writers at once: records_read only grows, and
+ * the compare-and-swap moves the claim past it. Signed differences: the
+ * counters may wrap. */
+MORI_DEVICE_INLINE int mori_error_claim(mori_window_dev_t win) {
+  uint32_t *claim = mori_error_claim_word(win);
+  if (!claim) return 0;
+  uint32_t read = *(volatile uint32_t *)&win.control->records_read;
+  uint32_t last = *(volatile uint32_t *)claim;
+  while ((int32_t)(last - read) <= 0) {
+    uint32_t seen = mori_atomic_cas_device_u32(claim, last, read + 1);
+    if (seen == last) return 1;
+    last = seen; /* another thread claimed (or is about to): look again */
+  }
+  return 0;
+}
+
+/* Leaves an error record in the mailbox (first writer wins until the host
+ * has read it) and returns code; with MORI_TRAP_ON_DEVICE_ERROR set when
+ * the window was made, a GPU kernel then traps (the record stays readable
+ * in host memory). The only atomic is the claim, in device memory; the
+ * record itself is plain stores into host memory, `code` last after a
+ * system fence, so it works on every host (no atomics on host memory). */
 MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,
                                           uint64_t waited_ns, uint64_t expected, uint64_t seen) {
   mori_device_control_t *ctl = win.control;
-  if (ctl && mori_atomic_cas_u32(&ctl->error_claimed, 0, 1) == 0) {
-    ctl->error.waiter_rank = win.world_rank;
-    ctl->error.peer = peer;
-    ctl->error.channel = channel;
-    ctl->error.waited_ns = waited_ns;
-    ctl->error.expected = expected;
-    ctl->error.seen = seen;
-    mori_fence_system();
-    *(volatile uint32_t *)&ctl->error.code = (uint32_t)code;
+  if (ctl && mori_error_claim(win)) {
+    volatile mori_device_error_t *e = &ctl->error;
+    e->waiter_rank = win.world_rank;
+    e->peer = peer;
+    e->channel = channel;
+    e->waited_ns = waited_ns;
+    e->expected = expected;
+    e->seen = seen;
+    mori_fence_system(); /* every field reaches host memory before the code */
+    e->code = (uint32_t)code;
     mori_fence_system();
   }
   /* Not for an abort: mori_window_abort exists to let waiting kernels end. */

@@ -8,9 +8,12 @@
 
 /* A wait that timed out inside a kernel leaves one of these in the window's
  * host-visible mailbox instead of trapping (which would kill the context);
- * the next host call on the window reports it. */
+ * the next host call on the window reports it. A writer fills the fields
+ * with plain stores, fences at system scope and writes `code` last: the
+ * host reads a record only once `code` is non-zero, so it never sees a
+ * half-written one. */
 typedef struct mori_device_error {
-  uint32_t code;       /* 0: empty; else a negative MORI_E* as uint32 */
+  uint32_t code;       /* 0: empty; else a negative MORI_E* as uint32; written last */
   int32_t waiter_rank; /* world rank that waited */
   int32_t peer;        /* world rank waited for, or -1 (barrier: the first missing) */
   uint32_t channel;    /* signal slot or barrier channel */
@@ -20,10 +23,13 @@ typedef struct mori_device_error {
 } mori_device_error_t;
 
 /* Host-mapped control block shared by the host and the kernels of a window:
- * the abort flag every wait honours and the error mailbox. */
+ * the abort flag every wait honours and the error mailbox. Kernels only
+ * load from it and store to it (no atomic read-modify-write on host
+ * memory): who may write the record is decided in device memory, by the
+ * claim word in the window's barrier area (MORI_ERROR_CLAIM_WORD). */
 typedef struct mori_device_control {
   uint32_t abort_flag;
-  uint32_t error_claimed; /* first writer wins the mailbox */
+  uint32_t records_read; /* written by the host only: records it has read and cleared */
   mori_device_error_t error;
   uint32_t trap_on_error; /* MORI_TRAP_ON_DEVICE_ERROR: trap after recording (GPU kernels) */
   uint32_t reserved;
@@ -39,7 +45,8 @@ typedef struct mori_window_dev {
   void **ptrs;               /* world_size entries, device-visible; NULL = not load/store reachable */
   uint32_t **signal_pads;    /* world_size entries or NULL when the window has no pad */
   uint64_t signal_pad_size;  /* bytes per rank */
-  uint64_t barrier_base;        /* LSA index i's barrier area: barrier_base + i * barrier_stride (0: none) */
+  uint64_t barrier_base;        /* LSA index i's barrier area: barrier_base + i * barrier_stride (0: none);
+                                   this rank's holds the mailbox's claim word */
   mori_device_control_t *control; /* host-mapped */
   uint64_t barrier_stride;
   mori_proxy_ring_t *proxy;  /* requests for peers outside the LSA team (rdma), or NULL */
@@ -56,10 +63,15 @@ typedef struct mori_window_dev {
 MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 120, "mori_window_dev_t layout is part of the ABI");
 
 /* Barrier channels of the device API (mori/device/barrier.h). Each rank's
- * barrier area holds MORI_BARRIER_CHANNELS * lsa_size received epochs followed
- * by MORI_BARRIER_CHANNELS local epoch counters, all uint64. */
+ * barrier area holds MORI_BARRIER_CHANNELS * lsa_size received epochs,
+ * then MORI_BARRIER_CHANNELS local epoch counters, then the mailbox's claim
+ * word, all uint64. The claim word (its low 32 bits) is the number of the
+ * last record a kernel of this rank claimed: a kernel may write the
+ * mailbox only while that record has been read (claim <= records_read),
+ * and claims record records_read + 1 with a device-scope compare-and-swap. */
 #define MORI_BARRIER_CHANNELS 8
-#define MORI_BARRIER_AREA_BYTES(lsa_size) ((uint64_t)MORI_BARRIER_CHANNELS * ((uint64_t)(lsa_size) + 1) * 8)
+#define MORI_ERROR_CLAIM_WORD(lsa_size) ((uint64_t)MORI_BARRIER_CHANNELS * ((uint64_t)(lsa_size) + 1))
+#define MORI_BARRIER_AREA_BYTES(lsa_size) ((MORI_ERROR_CLAIM_WORD(lsa_size) + 1) * 8)
 
 /* When the comm spans nodes, the barrier area continues with what the
  * barrier and the signals across nodes keep (mori/device/remote_sync.h),

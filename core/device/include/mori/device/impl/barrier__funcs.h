@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/* Bodies of mori/device/barrier.h. */
+#ifndef MORI_DEVICE_IMPL_BARRIER_FUNCS_H
+#define MORI_DEVICE_IMPL_BARRIER_FUNCS_H
+
+#include "mori/device/barrier.h"
+
+MORI_DEVICE_INLINE uint32_t *mori_pad_slot(mori_window_dev_t win, int owner, int src, uint32_t channel) {
+  uint32_t *pad = win.signal_pads[owner];
+  return pad ? pad + (uint64_t)channel * (uint64_t)win.world_size + (uint64_t)src : (uint32_t *)0;
+}
+
+/* Bytes of pad that channels [0, channel] take: one uint32 per rank each.
+ * 64-bit, so no channel number wraps it. */
+MORI_HOST_DEVICE uint64_t mori_pad_bytes_needed(mori_window_dev_t win, uint32_t channel) {
+  return ((uint64_t)channel + 1) * (uint64_t)win.world_size * 4;
+}
+
+/* The pad slot `owner` keeps for `src` on `channel`, or why there is none:
+ * no pad (EUNREACHABLE), a rank outside the comm (EINVAL: it would index
+ * past the pad table), or a channel past the pad (ECHANNEL, recorded in the
+ * mailbox: the slot would lie in another window's memory). */
+MORI_DEVICE_INLINE int mori_pad_check(mori_window_dev_t win, int owner, int src, uint32_t channel, int peer,
+                                      uint32_t **slot) {
+  *slot = (uint32_t *)0;
+  if (!win.signal_pads) return MORI_DEVICE_EUNREACHABLE;
+  if (owner < 0 || owner >= win.world_size || src < 0 || src >= win.world_size) return MORI_DEVICE_EINVAL;
+  if (mori_pad_bytes_needed(win, channel) > win.signal_pad_size)
+    return mori_device_report(win, MORI_DEVICE_ECHANNEL, peer, channel, 0, mori_pad_bytes_needed(win, channel),
+                              win.signal_pad_size);
+  *slot = mori_pad_slot(win, owner, src, channel);
+  return *slot ? MORI_DEVICE_OK : MORI_DEVICE_EUNREACHABLE;
+}
+
+/* Sets my slot on `peer` (spins while the previous signal is unconsumed). */
+MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
+  uint32_t *slot;
+  int rc = mori_pad_check(win, peer, win.world_rank, channel, peer, &slot);
+  if (rc) return rc;
+  uint64_t start = 0;
+  for (uint32_t spin = 0; mori_atomic_cas_release_u32(slot, 0, 1) != 0; spin++) {
+    if (spin == 0) start = mori_clock_ns();
+    if ((spin & 255) == 255) {
+      uint64_t waited = mori_clock_ns() - start;
+      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, 0, 1);
+      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, 0, 1);
+    }
+    mori_pause();
+  }
+  return MORI_DEVICE_OK;
+}
+
+/* Consumes `peer`'s signal in my pad. */
+MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
+  uint32_t *slot;
+  int rc = mori_pad_check(win, win.world_rank, peer, channel, peer, &slot);
+  if (rc) return rc;
+  uint64_t start = 0;
+  for (uint32_t spin = 0; mori_atomic_cas_acquire_u32(slot, 1, 0) != 1; spin++) {
+    if (spin == 0) start = mori_clock_ns();
+    if ((spin & 255) == 255) {
+      uint64_t waited = mori_clock_ns() - start;
+      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, 1, 0);
+      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, 1, 0);
+    }
+    mori_pause();
+  }
+  return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
+  int rc = MORI_DEVICE_OK;
+  if (!win.signal_pads) return MORI_DEVICE_EUNREACHABLE;
+  /* Checked once for the block, so every thread leaves alike. */
+  if (mori_pad_bytes_needed(win, channel) > win.signal_pad_size) {
+    if (MORI_THREAD_RANK_BLOCK() == 0)
+      mori_device_report(win, MORI_DEVICE_ECHANNEL, -1, channel, 0, mori_pad_bytes_needed(win, channel), win.signal_pad_size);
+    return MORI_DEVICE_ECHANNEL;
+  }
+  int count = MORI_THREAD_COUNT_BLOCK();
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size; i += count) {
+    int peer = win.lsa_base + i;
+    if (peer == win.world_rank) continue;
+    int r = mori_pad_put(win, peer, channel, timeout_ns);
+    if (r) rc = r;
+  }
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size && rc == MORI_DEVICE_OK; i += count) {
+    int peer = win.lsa_base + i;
+    if (peer == win.world_rank) continue;
+    int r = mori_pad_wait(win, peer, channel, timeout_ns);
+    if (r) rc = r;
+  }
+  MORI_SYNC_BLOCK();
+  return rc;
+}
+
+/* ---- the LSA barrier: epochs, one store per peer ---- */
+
+MORI_HOST_DEVICE uint64_t *mori_barrier_word(mori_window_dev_t win, int lsa_index, uint64_t word) {
+  return (uint64_t *)(uintptr_t)(win.barrier_base + (uint64_t)lsa_index * win.barrier_stride) + word;
+}
+
+/* Each round writes the next epoch into every peer's slot for this rank (a
+ * release store: no round trip) and waits until every peer's epoch in
+ * this rank's area has arrived (acquire). */
+MORI_DEVICE_INLINE int mori_lsa_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
+  if (!win.barrier_base || channel >= MORI_BARRIER_CHANNELS) return MORI_DEVICE_EUNREACHABLE;
+  int n = win.lsa_size, me = win.lsa_rank, count = MORI_THREAD_COUNT_BLOCK(), rc = MORI_DEVICE_OK;
+  uint64_t *counter = mori_barrier_word(win, me, (uint64_t)MORI_BARRIER_CHANNELS * n + channel);
+  uint64_t epoch = *(volatile uint64_t *)counter + 1;
+  MORI_SYNC_BLOCK(); /* the block's earlier stores, and every thread has read the counter */
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < n; i += count)
+    if (i != me) mori_atomic_store_release_u64(mori_barrier_word(win, i, (uint64_t)channel * n + me), epoch);
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < n && rc == MORI_DEVICE_OK; i += count) {
+    if (i == me) continue;
+    uint64_t *slot = mori_barrier_word(win, me, (uint64_t)channel * n + i);
+    uint64_t start = 0, seen = 0;
+    for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(slot)) < epoch; spin++) {
+      if (spin == 0) start = mori_clock_ns();
+      if ((spin & 255) == 255) {
+        uint64_t waited = mori_clock_ns() - start;
+        if (mori_aborted(win)) {
+          rc = mori_device_report(win, MORI_DEVICE_EABORTED, win.lsa_base + i, channel, waited, epoch, seen);
+          break;
+        }
+        if (timeout_ns && waited > timeout_ns) {
+          rc = mori_device_report(win, MORI_DEVICE_ETIMEDOUT, win.lsa_base + i, channel, waited, epoch, seen);
+          break;
+        }
+      }
+      mori_pause();
+    }
+  }
+  MORI_SYNC_BLOCK();
+  if (MORI_THREAD_RANK_BLOCK() == 0) *(volatile uint64_t *)counter = epoch;
+  MORI_SYNC_BLOCK();
+  return rc;
+}
+
+/* ---- the world barrier: the LSA barrier, then the other nodes ---- */
+
+/* Word `offset` of this rank's synchronisation area (the sync view's). */
+MORI_DEVICE_INLINE uint64_t *mori_remote_word(mori_window_dev_t sync, uint64_t offset) {
+  return (uint64_t *)mori_lsa_ptr(sync, sync.lsa_rank, offset);
+}
+
+MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_window_dev_t sync, uint32_t channel,
+                                                uint64_t timeout_ns) {
+  int rc = mori_lsa_barrier_block(win, channel, timeout_ns);
+  /* Block-uniform: every thread takes the same branch (some thread's LSA
+   * wait may have failed alone). */
+  if (MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK)) return rc;
+  if (win.lsa_size == win.world_size) return rc;
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    int lsa = win.lsa_size, world = win.world_size, me = win.world_rank;
+    rc = mori_quiet_window(win, timeout_ns);
+    uint64_t *mine = mori_remote_word(sync, MORI_REMOTE_EPOCH(lsa, world, channel));
+    uint64_t epoch = *(volatile uint64_t *)mine + 1;
+    /* A round counts once its arrivals are sent (as the LSA barrier's does),
+     * so the next barrier lines up with the other nodes even after a timeout. */
+    if (!rc) *(volatile uint64_t *)mine = epoch;
+    for (int p = 0; p < world && !rc; p++)
+      if (mori_lsa_index(win, p) < 0) rc = mori_signal_add(sync, p, MORI_REMOTE_ARRIVED(lsa, world, channel, me), 1);
+    for (int p = 0; p < world && !rc; p++)
+      if (mori_lsa_index(win, p) < 0)
+        rc = mori_wait_word(sync, mori_remote_word(sync, MORI_REMOTE_ARRIVED(lsa, world, channel, p)), MORI_CMP_GE, epoch,
+                            timeout_ns, p, channel, 0);
+    /* An arrival the proxy could not deliver is this rank's error too. */
+    if (!rc) rc = mori_proxy_quiet(sync, timeout_ns);
+  }
+  MORI_SYNC_BLOCK();
+  return rc; /* thread 0's for the other nodes; every failure is also in the mailbox */
+}
+
+#endif

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+/* Bodies of mori/device/signal.h. */
+#ifndef MORI_DEVICE_IMPL_SIGNAL_FUNCS_H
+#define MORI_DEVICE_IMPL_SIGNAL_FUNCS_H
+
+#include "mori/device/signal.h"
+
+MORI_DEVICE_INLINE void mori_fence(void) { mori_fence_system(); }
+/* For load/store peers a system fence is enough. */
+MORI_DEVICE_INLINE void mori_quiet(void) { mori_fence_system(); }
+
+MORI_HOST_DEVICE int mori_cmp_holds(uint64_t seen, mori_cmp_t cmp, uint64_t value) {
+  switch (cmp) {
+    case MORI_CMP_EQ: return seen == value;
+    case MORI_CMP_NE: return seen != value;
+    case MORI_CMP_GE: return seen >= value;
+    default: return seen > value;
+  }
+}
+
+MORI_DEVICE_INLINE int mori_signal_set(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
+  uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
+  if (!sig) return mori_proxy_request(win, MORI_PROXY_SIGNAL_SET, peer, offset, 0, value);
+  mori_atomic_store_release_u64(sig, value);
+  return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
+  uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
+  if (!sig) return mori_proxy_request(win, MORI_PROXY_ATOMIC_ADD, peer, offset, 0, value);
+  mori_atomic_add_release_u64(sig, value);
+  return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_wait_word(mori_window_dev_t win, uint64_t *word, mori_cmp_t cmp, uint64_t value,
+                                      uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
+  uint64_t start = mori_clock_ns();
+  uint64_t seen = 0;
+  for (uint32_t spin = 0;; spin++) {
+    seen = mori_atomic_load_acquire_u64(word);
+    if (mori_cmp_holds(seen, cmp, value)) break;
+    if ((spin & 255) == 255) {
+      uint64_t waited = mori_clock_ns() - start;
+      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, value, seen);
+      if (timeout_ns && waited > timeout_ns)
+        return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, value, seen);
+    }
+    mori_pause();
+  }
+  if (seen_out) *seen_out = seen;
+  return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t offset, mori_cmp_t cmp, uint64_t value,
+                                              uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
+  return mori_wait_word(win, (uint64_t *)mori_local_ptr(win, offset), cmp, value, timeout_ns, peer, channel, seen_out);
+}
+
+MORI_DEVICE_INLINE int mori_proxy_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
+                                          uint64_t src_offset, uint64_t bytes_or_value) {
+  if (!win.proxy || peer < 0 || peer >= win.world_size) return MORI_DEVICE_EUNREACHABLE;
+  /* A remote atomic or signal on an unaligned word fails on the NIC (or
+   * tears): refused here, before it takes a slot. */
+  if ((op == MORI_PROXY_ATOMIC_ADD || op == MORI_PROXY_SIGNAL_SET) && (dst_offset + win.segment_offset) % 8 != 0)
+    return MORI_DEVICE_EINVAL;
+  int64_t t = mori_proxy_submit(win, op, peer, dst_offset, src_offset, bytes_or_value, MORI_PROXY_SUBMIT_TIMEOUT_NS);
+  return t < 0 ? (int)t : MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_quiet_window(mori_window_dev_t win, uint64_t timeout_ns) {
+  mori_fence_system();
+  return mori_proxy_quiet(win, timeout_ns);
+}
+
+#endif
