@@ -32,7 +32,7 @@ void fd_channel_close(fd_channel_t *ch);
 void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid);
 /* Sends a duplicate of fd to rank `to`, tagged with step `seq`; fd < 0
  * sends "no handle" (this rank failed), which the receiver gets as -1. */
-int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd);
+int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd, int timeout_ms);
 /* Receives rank `from`'s fd of step `seq` (-1: the sender had none).
  * Stashed messages of earlier steps, from any rank, are stale: dropped. */
 int fd_channel_recv(fd_channel_t *ch, int from, uint64_t seq, int timeout_ms, int *fd);
