@@ -186,9 +186,9 @@ int mori_tcp_leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *m
     return mori_tcp_broken(s, MORI_EPROTO, "bootstrap: rank 0 (%s) sent a malformed frame at step %llu: %s", s->address,
                        (unsigned long long)s->seq, why);
   if (rc)
-    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) %s at step %llu (waited %d ms)", s->address,
+    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) %s at step %llu (waited up to %lld ms)", s->address,
                        rc == MORI_ETIMEDOUT ? "did not answer" : "closed its connection", (unsigned long long)s->seq,
-                       s->timeout_ms + MORI_TCP_GRACE_MS);
+                       (long long)s->timeout_ms + MORI_TCP_GRACE_MS); /* 64-bit: the timeout may be INT_MAX */
   if (h.op == MORI_WIRE_ABORT) return leaf_aborted(s, &h);
   if (h.op != MORI_WIRE_RESULT || h.seq != s->seq || h.bytes != result_bytes)
     return mori_tcp_broken(s, MORI_EPROTO, "bootstrap: unexpected reply from rank 0 at step %llu (%s of %llu bytes)",
