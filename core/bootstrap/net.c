@@ -8,6 +8,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -188,6 +191,53 @@ static bool same_endpoint(const struct endpoint *a, const struct endpoint *b) {
   return a->addr_len == b->addr_len && a->port == b->port && memcmp(a->addr, b->addr, a->addr_len) == 0;
 }
 
+/* The kernel's socket diagnostics (what `ss` uses), asked for the one
+ * socket whose local end is `peer` and whose remote end is `me`: 1 with
+ * *uid, 0 when there is none, negative when the question cannot be asked. */
+static int diag_lookup(const struct endpoint *peer, const struct endpoint *me, unsigned *uid) {
+  int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (nl < 0) return -errno;
+  struct {
+    struct nlmsghdr nlh;
+    struct inet_diag_req_v2 req;
+  } q;
+  memset(&q, 0, sizeof(q));
+  q.nlh.nlmsg_len = sizeof(q);
+  q.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  q.nlh.nlmsg_flags = NLM_F_REQUEST; /* one socket, by its addresses */
+  q.req.sdiag_family = peer->addr_len == 4 ? AF_INET : AF_INET6;
+  q.req.sdiag_protocol = IPPROTO_TCP;
+  q.req.idiag_states = ~0u;
+  q.req.id.idiag_sport = htons((uint16_t)peer->port);
+  q.req.id.idiag_dport = htons((uint16_t)me->port);
+  memcpy(q.req.id.idiag_src, peer->addr, peer->addr_len);
+  memcpy(q.req.id.idiag_dst, me->addr, me->addr_len);
+  q.req.id.idiag_cookie[0] = q.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+  int rc = -EIO;
+  if (sendto(nl, &q, sizeof(q), 0, (struct sockaddr *)&kernel, sizeof(kernel)) == (ssize_t)sizeof(q)) {
+    struct pollfd p = {.fd = nl, .events = POLLIN};
+    union {
+      struct nlmsghdr h;
+      uint8_t bytes[8192];
+    } answer;
+    ssize_t n = poll(&p, 1, 1000) == 1 ? recv(nl, &answer, sizeof(answer), 0) : -1;
+    if (n >= (ssize_t)sizeof(struct nlmsghdr) && NLMSG_OK(&answer.h, (size_t)n)) {
+      if (answer.h.nlmsg_type == NLMSG_ERROR && answer.h.nlmsg_len >= NLMSG_LENGTH(sizeof(struct nlmsgerr))) {
+        const struct nlmsgerr *e = NLMSG_DATA(&answer.h);
+        rc = e->error == -ENOENT ? 0 : e->error ? e->error : -EIO;
+      } else if (answer.h.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+                 answer.h.nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+        const struct inet_diag_msg *m = NLMSG_DATA(&answer.h);
+        *uid = m->idiag_uid;
+        rc = 1;
+      }
+    }
+  }
+  close(nl);
+  return rc;
+}
+
 int mori_net_local_peer_uid(int fd, unsigned *uid) {
   struct sockaddr_storage mine, theirs;
   socklen_t mlen = sizeof(mine), tlen = sizeof(theirs);
@@ -195,10 +245,14 @@ int mori_net_local_peer_uid(int fd, unsigned *uid) {
     return -errno;
   struct endpoint me, peer;
   if (!endpoint_of(&mine, &me) || !endpoint_of(&theirs, &peer)) return 0;
+  /* One question to the kernel; the tables, read whole, only where that
+   * cannot be asked. */
+  int found = diag_lookup(&peer, &me, uid);
+  if (found >= 0) return found;
   FILE *f = fopen(peer.addr_len == 4 ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
   if (!f) return -errno;
   char line[512];
-  int found = 0;
+  found = 0;
   if (!fgets(line, sizeof(line), f)) line[0] = '\0'; /* the column titles */
   while (fgets(line, sizeof(line), f)) {
     /* sl: local remote state tx:rx tr:when retrnsmt uid ... */

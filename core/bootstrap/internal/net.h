@@ -31,10 +31,10 @@ int mori_net_connect(const struct sockaddr *sa, socklen_t len, int64_t deadline,
 void mori_net_tune(int fd);
 
 /* Who is at the other end of a connected TCP socket, when it is on this
- * machine: the kernel lists every TCP socket of this network namespace in
- * /proc/net/tcp and /proc/net/tcp6 with its owner's uid, and the other end
- * is the one whose local address is our peer's and whose remote address is
- * ours. 1 with *uid set when it is found (a process of this machine), 0
+ * machine: the kernel knows every TCP socket of this network namespace with
+ * its owner's uid (socket diagnostics over netlink, as `ss` asks; else the
+ * tables /proc/net/tcp and /proc/net/tcp6), and the other end is the one
+ * whose local address is our peer's and whose remote address is ours. 1 with *uid set when it is found (a process of this machine), 0
  * when not (another machine, or another network namespace, which the
  * job's secret must keep out), negative when the tables cannot be read. */
 int mori_net_local_peer_uid(int fd, unsigned *uid);
