@@ -50,11 +50,16 @@ static void host_identity(char *out, size_t len) {
   snprintf(out, len, "%.24s/%.36s", host, boot);
 }
 
-int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t bytes) {
+/* `what` names the call, so that ranks at different calls are never paired. */
+static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
   uint64_t t = mori_profile_now();
-  int rc = c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD ? mori_node_channel_allgather(c->channel, send, recv, bytes)
+  int rc = c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD ? mori_node_channel_allgather(c->channel, what, send, recv, bytes)
                                                              : mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
+}
+
+int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t bytes) {
+  return comm_allgather(c, "mori_comm_allgather", send, recv, bytes);
 }
 
 int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
@@ -62,7 +67,7 @@ int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
   if (!all) return mori_error_set(MORI_ENOMEM, "%s: status table", step);
   char own[512];
   snprintf(own, sizeof(own), "%s", mori_last_error());
-  int rc = mori_comm_allgather(c, &mine, all, sizeof(mine));
+  int rc = comm_allgather(c, step, &mine, all, sizeof(mine));
   if (rc) {
     free(all);
     return mori_error_context(rc, "%s: agreeing on the outcome", step);

@@ -5,10 +5,22 @@
  * every peer's mailbox n % 2 once that word says n. Reuse is safe without
  * acknowledgements: a rank writes step n + 2 only after finishing step
  * n + 1, which needed every peer to publish n + 1, which each peer does only
- * after it has read all of step n. */
+ * after it has read all of step n.
+ *
+ * That reasoning holds only while every rank finishes every step. A rank
+ * that gives up on a step (a peer did not arrive in time) would otherwise
+ * start the next one while the late peer is still at the old one, and from
+ * then on pair its call k with the peer's call k - 1 without either
+ * noticing. So a step that fails for a reason that concerns the ranks'
+ * agreement (a timeout, a rank ahead or behind, a different call) fails the
+ * channel for good: the first such failure is recorded in the shared
+ * header, where every rank sees it in its current or next step, and every
+ * later call fails naming the ranks. Each mailbox also carries what the call
+ * is and its size, so different calls are never paired. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +41,22 @@ enum { NAME_BYTES = 64, MAGIC = 0x6d6f72696e6f6465 /* "morinode" */ };
 typedef struct mailbox {
   _Atomic uint64_t seq;
   uint64_t bytes;
+  uint32_t what; /* the call's identity (a hash of its name) */
+  uint32_t reserved;
   uint8_t data[MORI_NODE_CHANNEL_PAYLOAD];
-  uint8_t pad[48]; /* a multiple of the cache line */
+  uint8_t pad[40]; /* a multiple of the cache line */
 } mailbox_t;
 
+/* The channel's first failure, once set never changed: the rank that found
+ * it, the rank it concerns, the step and the code (see pack_failure). */
 struct area_header {
   uint64_t magic;
   uint64_t size;
-  uint8_t pad[48];
+  _Atomic uint32_t failure_claimed; /* the first rank to fail it sets this, then the step, then the word */
+  uint32_t reserved;
+  uint64_t failure_step;
+  _Atomic uint64_t failure; /* 0: none */
+  uint8_t pad[24];
 };
 
 struct mori_node_channel {
@@ -46,6 +66,8 @@ struct mori_node_channel {
   int rank, size;
   uint64_t step;
   int timeout_ms;
+  int failed_code;   /* 0 until the channel has failed */
+  char failed[400];  /* why, repeated by every later call */
 };
 
 static size_t area_bytes(int size) { return sizeof(struct area_header) + (size_t)size * 2 * sizeof(mailbox_t); }
@@ -117,7 +139,7 @@ int mori_node_channel_create(mori_bootstrap_t *b, int rank, int size, bool one_h
   ch->area_bytes = area_bytes(size);
   ch->rank = rank;
   ch->size = size;
-  ch->timeout_ms = mori_bootstrap_default_timeout_ms();
+  ch->timeout_ms = mori_bootstrap_timeout_ms(b); /* the caller's: the bootstrap's timeout_ms */
   if (rank == 0) {
     ch->area->magic = MAGIC;
     ch->area->size = (uint64_t)size;
@@ -144,40 +166,98 @@ static void back_off(uint64_t waited_ns, unsigned spins) {
   nanosleep(&ts, NULL);
 }
 
-int mori_node_channel_allgather(mori_node_channel_t *ch, const void *send, void *recv, size_t bytes) {
+/* failure word: reporter + 1 in bits 0..15, culprit + 1 (0: none) in bits
+ * 16..31, the code's negation in bits 32..63. */
+static uint64_t pack_failure(int reporter, int culprit, int code) {
+  return (uint64_t)(uint16_t)(reporter + 1) | (uint64_t)(uint16_t)(culprit + 1) << 16 | (uint64_t)(uint32_t)(-code) << 32;
+}
+
+/* The channel cannot go on: remember why here, and tell the other ranks
+ * (the first failure of any rank wins). Returns code with the error set. */
+static int fail_channel(mori_node_channel_t *ch, int code, int culprit, const char *fmt, ...) MORI_PRINTF(4, 5);
+static int fail_channel(mori_node_channel_t *ch, int code, int culprit, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ch->failed, sizeof(ch->failed), fmt, ap);
+  va_end(ap);
+  ch->failed_code = code;
+  uint32_t unclaimed = 0;
+  if (atomic_compare_exchange_strong(&ch->area->failure_claimed, &unclaimed, 1)) {
+    ch->area->failure_step = ch->step;
+    atomic_store(&ch->area->failure, pack_failure(ch->rank, culprit, code));
+  }
+  return mori_error_set(code, "%s; this comm's collective steps cannot go on", ch->failed);
+}
+
+/* Another rank failed the channel: this rank fails too, naming it. */
+static int failed_elsewhere(mori_node_channel_t *ch, uint64_t word) {
+  int reporter = (int)(word & 0xffff) - 1, culprit = (int)((word >> 16) & 0xffff) - 1;
+  int code = -(int)(uint32_t)(word >> 32);
+  unsigned long long at = (unsigned long long)ch->area->failure_step;
+  if (culprit >= 0)
+    snprintf(ch->failed, sizeof(ch->failed), "node channel: rank %d failed step %llu because of rank %d (%s); rank %d was at step %llu",
+             reporter, at, culprit, mori_err_name(code), ch->rank, (unsigned long long)ch->step);
+  else
+    snprintf(ch->failed, sizeof(ch->failed), "node channel: rank %d failed step %llu (%s); rank %d was at step %llu", reporter, at,
+             mori_err_name(code), ch->rank, (unsigned long long)ch->step);
+  ch->failed_code = code;
+  return mori_error_set(code, "%s; this comm's collective steps cannot go on", ch->failed);
+}
+
+static uint32_t call_identity(const char *what) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (; what && *what; what++) h = (h ^ (uint8_t)*what) * 16777619u;
+  return h;
+}
+
+int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const void *send, void *recv, size_t bytes) {
+  if (ch->failed_code)
+    return mori_error_set(ch->failed_code, "failed earlier: %s; this comm's collective steps cannot go on", ch->failed);
   if (bytes > MORI_NODE_CHANNEL_PAYLOAD)
     return mori_error_set(MORI_EINVAL, "node channel: %zu bytes exceed a mailbox (%d)", bytes, MORI_NODE_CHANNEL_PAYLOAD);
+  uint64_t word = atomic_load(&ch->area->failure);
+  if (word) return failed_elsewhere(ch, word);
   uint64_t step = ++ch->step;
+  uint32_t id = call_identity(what);
   int parity = (int)(step & 1);
   mailbox_t *mine = &ch->boxes[ch->rank * 2 + parity];
   memcpy(mine->data, send, bytes);
   mine->bytes = bytes;
-  atomic_store_explicit(&mine->seq, step, memory_order_release);
+  mine->what = id;
+  atomic_store(&mine->seq, step); /* sequentially consistent: ordered before our reads of the failure word */
   uint64_t start = now_ns(), limit = (uint64_t)ch->timeout_ms * 1000000ull;
   for (int r = 0; r < ch->size; r++) {
     mailbox_t *box = &ch->boxes[r * 2 + parity];
     for (unsigned spins = 0;; spins++) {
       uint64_t seen = atomic_load_explicit(&box->seq, memory_order_acquire);
       if (seen == step) break;
+      if ((word = atomic_load(&ch->area->failure)) != 0) return failed_elsewhere(ch, word);
       if (seen > step)
-        return mori_error_set(MORI_EIO, "node channel: rank %d is at step %llu, rank %d at %llu (a collective was skipped)",
-                              r, (unsigned long long)seen, ch->rank, (unsigned long long)step);
+        return fail_channel(ch, MORI_EMISMATCH, r, "node channel: rank %d is at step %llu, rank %d at %llu (a collective was skipped)", r,
+                            (unsigned long long)seen, ch->rank, (unsigned long long)step);
       uint64_t waited = now_ns() - start;
       if (waited > limit) {
         char missing[256];
         size_t used = 0;
+        int count = 0;
         for (int q = r; q < ch->size && used + 12 < sizeof(missing); q++)
           if (atomic_load_explicit(&ch->boxes[q * 2 + parity].seq, memory_order_acquire) != step)
-            used += (size_t)snprintf(missing + used, sizeof(missing) - used, "%s%d", used ? ", " : "", q);
-        return mori_error_set(MORI_ERANK_TIMEOUT, "node channel: rank(s) %s did not arrive within %d ms (step %llu, rank %d waiting)",
-                              missing, ch->timeout_ms, (unsigned long long)step, ch->rank);
+            used += (size_t)snprintf(missing + used, sizeof(missing) - used, "%s%d", count++ ? ", " : "", q);
+        return fail_channel(ch, MORI_ERANK_TIMEOUT, r, "node channel: %s %s did not arrive within %d ms (step %llu, rank %d waiting)",
+                            count > 1 ? "ranks" : "rank", missing, ch->timeout_ms, (unsigned long long)step, ch->rank);
       }
       back_off(waited, spins);
     }
-    if (box->bytes != bytes)
-      return mori_error_set(MORI_EMISMATCH, "node channel: rank %d sent %llu bytes, rank %d %zu at step %llu", r,
-                            (unsigned long long)box->bytes, ch->rank, bytes, (unsigned long long)step);
+    if (box->bytes != bytes || box->what != id)
+      return fail_channel(ch, MORI_EMISMATCH, r,
+                          "node channel: at step %llu rank %d made another call (%llu bytes, call %08x) than rank %d (%s: %zu bytes, "
+                          "call %08x)",
+                          (unsigned long long)step, r, (unsigned long long)box->bytes, box->what, ch->rank,
+                          what ? what : "?", bytes, id);
     memcpy((char *)recv + (size_t)r * bytes, box->data, bytes);
   }
+  /* A peer that gave up on this step after we had published it: fail it here
+   * too, rather than go on alone. */
+  if ((word = atomic_load(&ch->area->failure)) != 0) return failed_elsewhere(ch, word);
   return 0;
 }

@@ -15,9 +15,11 @@
  * RANK / WORLD_SIZE). The heap is 64 MiB unless MORI_SHMEM_HEAP_SIZE says
  * otherwise. It links shmem, the two handle libraries and the p2p
  * transport, nothing else (no libibverbs, no hsa-runtime, no libmpi). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,14 +40,21 @@ static int env_int(const char *a, const char *b) {
 }
 
 /* Rank 0 writes the ID whole and renames it into place; the others wait
- * for it (at most 60 s). */
+ * for it (at most 60 s). The ID is a secret (whoever reads it can try to
+ * join the job), so the file is readable by this user only (mode 600). */
 static int share_id(int rank, const char *path, mori_shmem_uniqueid_t *id) {
   if (rank == 0) {
     int rc = shmem_get_unique_id(id);
     if (rc) return rc;
     char part[512];
     snprintf(part, sizeof(part), "%s.part", path);
-    FILE *f = fopen(part, "wb");
+    int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0 && fchmod(fd, 0600) != 0) { /* an older file of that name may have another mode */
+      close(fd);
+      fd = -1;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f && fd >= 0) close(fd);
     if (!f || fwrite(id->bytes, 1, sizeof(id->bytes), f) != sizeof(id->bytes) || fclose(f) != 0 || rename(part, path) != 0)
       return mori_error_report(MORI_EIO, "cannot write %s", path);
     return 0;

@@ -13,6 +13,7 @@ struct mori_bootstrap {
   void *state;
   int rank;
   int size;
+  int timeout_ms; /* 0: the default */
 };
 
 int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank, int size, mori_bootstrap_t **out) {
@@ -75,4 +76,15 @@ int mori_bootstrap_bcast(mori_bootstrap_t *b, void *buf, size_t bytes, int root)
 
 int mori_bootstrap_default_timeout_ms(void) {
   return mori_env_ms_or("MORI_BOOTSTRAP_TIMEOUT_MS", 60000); /* strict: core/base/env.h */
+}
+
+int mori_bootstrap_timeout_ms(const mori_bootstrap_t *b) {
+  return b && b->timeout_ms > 0 ? b->timeout_ms : mori_bootstrap_default_timeout_ms();
+}
+
+int mori_bootstrap_set_timeout_ms(mori_bootstrap_t *b, int timeout_ms) {
+  if (!b || timeout_ms <= 0)
+    return mori_error_set(MORI_EINVAL, "bootstrap: a timeout of %d ms (it must be positive)", timeout_ms);
+  b->timeout_ms = timeout_ms;
+  return 0;
 }

@@ -85,6 +85,13 @@ static int connect_failed(struct tcp_state *s, struct tcp_dial *d, int err, int6
 /* Connected: the HELLO, which a fresh socket's buffer takes at once. */
 static int connected(struct tcp_state *s, struct tcp_dial *d, int64_t now) {
   mori_net_tune(d->fd);
+  unsigned uid;
+  if (mori_net_other_local_user(d->fd, &uid)) {
+    char text[MORI_TCP_ERROR_MAX];
+    snprintf(text, sizeof(text), "bootstrap: rank %d: %s is held by another user (uid %u) of this machine", s->rank, d->who,
+             uid);
+    return hard_fail(d, MORI_EACCES, text);
+  }
   if (getrandom(d->nonce, sizeof(d->nonce), 0) != (ssize_t)sizeof(d->nonce)) {
     char text[MORI_TCP_ERROR_MAX];
     snprintf(text, sizeof(text), "bootstrap: rank %d cannot draw a nonce: %s", s->rank, strerror(errno));

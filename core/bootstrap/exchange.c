@@ -141,6 +141,11 @@ static int in_progress(struct incoming *in, const struct tcp_state *s, int round
                  "round %d, %zu bytes was due", mori_wire_op_name(in->h.op), in->h.rank,
                  (unsigned long long)in->h.seq, in->h.arg, (unsigned long long)in->h.bytes, in->from,
                  (unsigned long long)s->seq, round, in->want);
+        /* Before taking the header for what it says: is it the sender's? */
+        mori_hs_frame_mac_init(&in->p->rx, in->p->key_rx, in->p->received);
+        mori_hmac_sha256_update(&in->p->rx, in->head, hb);
+        if (mori_tcp_recv_unexpected(in->p, &in->h, mori_net_now_ms() + MORI_TCP_CHECK_WAIT_MS) != 0)
+          snprintf(why, why_len, "its frame failed its integrity check (altered on the way)");
         return MORI_EPROTO;
       } else {
         in->bytes = in->want;

@@ -59,6 +59,23 @@ int mori_tcp_recv_end(struct tcp_peer *p, int64_t deadline) {
   return mori_equal_secret(got, want, sizeof(want)) ? 0 : MORI_EPROTO;
 }
 
+int mori_tcp_recv_unexpected(struct tcp_peer *p, const mori_wire_header_t *h, int64_t deadline) {
+  /* On an authenticated connection every frame carries a MAC: one whose op
+   * says otherwise had its op altered, or is no frame of a mori rank. */
+  if (!mori_wire_has_mac(h->op)) return MORI_EPROTO;
+  uint64_t left = mori_wire_payload_bytes(h);
+  if (left > MORI_TCP_CHECK_MAX) return MORI_EPROTO;
+  int64_t soon = mori_net_now_ms() + MORI_TCP_CHECK_WAIT_MS;
+  if (soon < deadline) deadline = soon;
+  uint8_t chunk[4096];
+  while (left) {
+    size_t n = left < sizeof(chunk) ? (size_t)left : sizeof(chunk);
+    if (mori_tcp_recv_payload(p, chunk, n, deadline) != 0) return MORI_EPROTO;
+    left -= n;
+  }
+  return mori_tcp_recv_end(p, deadline) == 0 ? 0 : MORI_EPROTO;
+}
+
 int mori_tcp_recv_text(struct tcp_peer *p, const mori_wire_header_t *h, char *text, size_t len, int64_t deadline) {
   uint8_t raw[MORI_WIRE_TEXT_MAX]; /* the decoder bounds an ABORT's or REJECT's bytes by this */
   size_t bytes = (size_t)h->bytes;

@@ -54,6 +54,11 @@ static int root_receive(struct tcp_state *s, int r, uint32_t op, int arg, size_t
                                (unsigned long long)s->seq);
     return mori_tcp_fail_all(s, mori_wire_abort_code(h.arg), "%s (reported by rank %d)", text, r);
   }
+  bool expected = h.seq == s->seq && h.op == op && h.arg == arg && h.rank == r && h.bytes == bytes;
+  if (!expected && mori_tcp_recv_unexpected(p, &h, deadline) != 0)
+    return mori_tcp_fail_all(s, MORI_EPROTO,
+                             "bootstrap: rank %d's message at step %llu failed its integrity check (altered on the way)",
+                             r, (unsigned long long)s->seq);
   if (h.seq != s->seq || h.op != op || h.arg != arg || h.rank != r)
     return mori_tcp_fail_all(s, MORI_EMISMATCH,
                              "bootstrap: rank %d is at step %llu op %s (arg %d) while rank 0 is at step %llu op %s (arg %d)",
@@ -186,10 +191,15 @@ int mori_tcp_leaf_round(struct tcp_state *s, uint32_t op, int arg, const void *m
     return mori_tcp_broken(s, MORI_EPROTO, "bootstrap: rank 0 (%s) sent a malformed frame at step %llu: %s", s->address,
                        (unsigned long long)s->seq, why);
   if (rc)
-    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) %s at step %llu (waited %d ms)", s->address,
+    return mori_tcp_broken(s, MORI_ERANK_TIMEOUT, "bootstrap: rank 0 (%s) %s at step %llu (waited up to %lld ms)", s->address,
                        rc == MORI_ETIMEDOUT ? "did not answer" : "closed its connection", (unsigned long long)s->seq,
-                       s->timeout_ms + MORI_TCP_GRACE_MS);
+                       (long long)s->timeout_ms + MORI_TCP_GRACE_MS); /* 64-bit: the timeout may be INT_MAX */
   if (h.op == MORI_WIRE_ABORT) return leaf_aborted(s, &h);
+  if ((h.op != MORI_WIRE_RESULT || h.seq != s->seq || h.bytes != result_bytes) &&
+      mori_tcp_recv_unexpected(root, &h, deadline + MORI_TCP_GRACE_MS) != 0)
+    return mori_tcp_broken(s, MORI_EPROTO,
+                       "bootstrap: rank 0's reply at step %llu failed its integrity check (altered on the way)",
+                       (unsigned long long)s->seq);
   if (h.op != MORI_WIRE_RESULT || h.seq != s->seq || h.bytes != result_bytes)
     return mori_tcp_broken(s, MORI_EPROTO, "bootstrap: unexpected reply from rank 0 at step %llu (%s of %llu bytes)",
                        (unsigned long long)s->seq, mori_wire_op_name(h.op), (unsigned long long)h.bytes);

@@ -116,8 +116,10 @@ static int local_path(const char *address, char *path, size_t len) {
   return 0;
 }
 
-int mori_secret_local_create(const char *address, uint8_t secret[MORI_SECRET_LOCAL], char *path, size_t path_len) {
-  int rc = local_path(address, path, path_len);
+int mori_secret_local_create(const char *address, uint8_t secret[MORI_SECRET_LOCAL], mori_secret_file_t *file) {
+  memset(file, 0, sizeof(*file));
+  char path[MORI_SECRET_PATH_MAX];
+  int rc = local_path(address, path, sizeof(path));
   if (rc) return rc;
   if (getrandom(secret, MORI_SECRET_LOCAL, 0) != MORI_SECRET_LOCAL)
     return mori_error_set(MORI_EIO, "bootstrap: cannot draw a secret: %s", strerror(errno));
@@ -125,13 +127,17 @@ int mori_secret_local_create(const char *address, uint8_t secret[MORI_SECRET_LOC
   snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
   int fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600, never an existing file */
   if (fd < 0) return mori_error_set(MORI_EACCES, "bootstrap: cannot create %s: %s", tmp, strerror(errno));
-  bool ok = write(fd, secret, MORI_SECRET_LOCAL) == MORI_SECRET_LOCAL;
+  struct stat st;
+  bool ok = write(fd, secret, MORI_SECRET_LOCAL) == MORI_SECRET_LOCAL && fstat(fd, &st) == 0;
   ok = close(fd) == 0 && ok;
   if (!ok || rename(tmp, path) != 0) {
     rc = mori_error_set(MORI_EIO, "bootstrap: cannot publish the job's secret at %s: %s", path, strerror(errno));
     unlink(tmp);
     return rc;
   }
+  snprintf(file->path, sizeof(file->path), "%s", path);
+  file->dev = (uint64_t)st.st_dev;
+  file->ino = (uint64_t)st.st_ino;
   return 0;
 }
 
@@ -160,6 +166,11 @@ int mori_secret_local_read(const char *address, uint8_t secret[MORI_SECRET_LOCAL
   return 0;
 }
 
-void mori_secret_local_remove(const char *path) {
-  if (path && *path) unlink(path);
+void mori_secret_local_remove(const mori_secret_file_t *file) {
+  if (!file || !file->path[0]) return;
+  struct stat st;
+  /* Only processes of this user can reach the private directory, so the
+   * file checked is the file removed. */
+  if (lstat(file->path, &st) == 0 && (uint64_t)st.st_dev == file->dev && (uint64_t)st.st_ino == file->ino)
+    unlink(file->path);
 }

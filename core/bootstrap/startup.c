@@ -157,6 +157,17 @@ static void accept_some(struct admission *a) {
       return; /* EAGAIN, or a connection that vanished: the next poll says more */
     }
     mori_net_tune(fd);
+    unsigned uid;
+    if (mori_net_other_local_user(fd, &uid)) {
+      /* Another user of this machine: even one that holds the job's secret
+       * (read from a file left readable) is no rank of this job. */
+      char from_text[64];
+      describe_peer(&from, from_text, sizeof(from_text));
+      snprintf(a->note, sizeof(a->note), "a connection from %s: another user (uid %u) of this machine", from_text, uid);
+      MORI_DEBUG("bootstrap: %s dropped %s", a->who, a->note);
+      close(fd);
+      continue;
+    }
     if (a->count == a->cap) { /* flooded: the oldest goes */
       drop(a, 0, true, "too many connections at once");
       memmove(a->pending, a->pending + 1, sizeof(*a->pending) * (size_t)(a->count - 1));
@@ -536,6 +547,12 @@ static int join_once(struct tcp_state *s, const struct join_target *t, const str
                           t->who, s->timeout_ms, why);
   if (rc) return mori_error_set(rc, "bootstrap: rank %d cannot connect to %s: %s", s->rank, t->who, why);
   mori_net_tune(fd);
+  unsigned uid;
+  if (mori_net_other_local_user(fd, &uid)) {
+    close(fd);
+    return mori_error_set(MORI_EACCES, "bootstrap: %s is held by another user (uid %u) of this machine, not by this job's %s",
+                          t->address, uid, what);
+  }
   struct tcp_peer *peer = t->peer;
   *peer = (struct tcp_peer){.fd = fd};
   uint8_t nonce_rank[MORI_WIRE_NONCE_BYTES];

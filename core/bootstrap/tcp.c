@@ -100,20 +100,22 @@ void mori_bootstrap_tcp_attr_init(mori_bootstrap_tcp_attr_t *attr) {
 }
 
 /* Rank 0's start-up: with no secret given, publish one for this machine's
- * ranks before answering anyone, and withdraw it once start-up is over. */
+ * ranks once rank 0 holds its address (a second job's rank 0 that cannot
+ * bind it publishes nothing), and withdraw that file, and only that one,
+ * once start-up is over. */
 static int root_start(struct tcp_state *s, int listen_fd) {
-  char path[MORI_SECRET_PATH_MAX] = "";
+  mori_secret_file_t file = {.path = ""};
   int rc = 0;
-  if (s->local_secret) {
+  if (listen_fd < 0) rc = mori_tcp_root_listen(s, &listen_fd);
+  if (!rc && s->local_secret) {
     uint8_t secret[MORI_SECRET_LOCAL];
-    rc = mori_secret_local_create(s->address, secret, path, sizeof(path));
+    rc = mori_secret_local_create(s->address, secret, &file);
     if (!rc) mori_hs_job_key(secret, sizeof(secret), s->key);
     memset(secret, 0, sizeof(secret));
   }
-  if (!rc && listen_fd < 0) rc = mori_tcp_root_listen(s, &listen_fd);
   if (!rc) rc = mori_tcp_root_start(s, listen_fd);
   if (listen_fd >= 0) close(listen_fd);
-  mori_secret_local_remove(path);
+  mori_secret_local_remove(&file);
   return rc;
 }
 
@@ -185,6 +187,7 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   }
   if (!rc) {
     rc = mori_bootstrap_create(&tcp_ops, s, s->rank, s->size, out);
+    if (!rc) mori_bootstrap_set_timeout_ms(*out, s->timeout_ms);
     /* Every rank is up but this one cannot go on: the others hear why at
      * their next step (through rank 0), not only that a connection closed. */
     if (rc && s->size > 1) rc = mori_tcp_fail_everywhere(s, rc);

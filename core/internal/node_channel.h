@@ -29,8 +29,13 @@ enum { MORI_NODE_CHANNEL_PAYLOAD = 8192 };
 int mori_node_channel_create(mori_bootstrap_t *bootstrap, int rank, int size, bool one_host, mori_node_channel_t **out);
 void mori_node_channel_destroy(mori_node_channel_t *ch);
 /* `bytes` (<= MORI_NODE_CHANNEL_PAYLOAD) from every rank into recv[rank];
- * a rank that does not arrive within the bootstrap timeout is named. */
-int mori_node_channel_allgather(mori_node_channel_t *ch, const void *send, void *recv, size_t bytes);
+ * `what` names the call, which every rank must make at the same step with
+ * the same size. A rank that does not arrive within the bootstrap's timeout
+ * (mori_bootstrap_timeout_ms) is named. A timeout, a rank at another step
+ * or in another call fails the channel on every rank for good: the ranks
+ * can no longer tell which of their calls belong together, so every later
+ * call fails, naming the rank that failed and the rank it waited for. */
+int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const void *send, void *recv, size_t bytes);
 
 MORI_EXTERN_C_END
 

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,6 +78,22 @@ static socklen_t channel_address(uint64_t nonce, int rank, struct sockaddr_un *s
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+/* Another process bound this rank's name first: say who, as far as the
+ * kernel tells (a listener's credentials, read by connecting to it). */
+static int name_taken(const struct sockaddr_un *sa, socklen_t len, int rank) {
+  struct ucred cred = {0, (uid_t)-1, (gid_t)-1};
+  socklen_t clen = sizeof(cred);
+  int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  bool known = probe >= 0 && connect(probe, (const struct sockaddr *)sa, len) == 0 &&
+               getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0;
+  if (probe >= 0) close(probe);
+  if (known)
+    return mori_error_set(MORI_EBUSY, "fd channel: rank %d's socket @%s is already held by pid %d uid %d", rank,
+                          sa->sun_path + 1, (int)cred.pid, (int)cred.uid);
+  return mori_error_set(MORI_EBUSY, "fd channel: rank %d's socket @%s is already bound by another process", rank,
+                        sa->sun_path + 1);
+}
+
 int fd_channel_open(uint64_t nonce, uint64_t token, int rank, int size, fd_channel_t **out) {
   fd_channel_t *ch = calloc(1, sizeof(*ch));
   pid_t *pids = calloc((size_t)(size > 0 ? size : 1), sizeof(pid_t));
@@ -96,7 +113,8 @@ int fd_channel_open(uint64_t nonce, uint64_t token, int rank, int size, fd_chann
   struct sockaddr_un sa;
   socklen_t len = channel_address(nonce, rank, &sa);
   if (bind(ch->listener, (struct sockaddr *)&sa, len) != 0 || listen(ch->listener, SOMAXCONN) != 0) {
-    int rc = mori_error_errno("fd channel: rank %d cannot listen on its socket", rank);
+    int rc = errno == EADDRINUSE ? name_taken(&sa, len, rank)
+                                 : mori_error_errno("fd channel: rank %d cannot listen on its socket @%s", rank, sa.sun_path + 1);
     close(ch->listener);
     free(pids);
     free(ch);
@@ -136,11 +154,13 @@ static bool is_rank_pid(const fd_channel_t *ch, pid_t pid) {
 
 /* Reads the one message of an accepted connection whose credentials passed.
  * Returns 1 with *got filled, 0 when it is refused (fds closed). */
-static int read_message(fd_channel_t *ch, int conn, pid_t pid, struct stashed *got) {
+static int read_message(fd_channel_t *ch, int conn, pid_t pid, int64_t deadline, struct stashed *got) {
   struct pollfd p = {.fd = conn, .events = POLLIN};
-  if (poll(&p, 1, MESSAGE_WAIT_MS) <= 0) {
+  int64_t left = deadline - now_ms();
+  int wait_ms = left < 0 ? 0 : left < MESSAGE_WAIT_MS ? (int)left : MESSAGE_WAIT_MS;
+  if (poll(&p, 1, wait_ms) <= 0) {
     ch->rejected++;
-    warn_limited(ch, "dropped a connection from pid %d: no message within %d ms", (int)pid, MESSAGE_WAIT_MS);
+    warn_limited(ch, "dropped a connection from pid %d: no message within %d ms", (int)pid, wait_ms);
     return 0;
   }
   uint8_t buf[FD_MESSAGE_BYTES + 1];
@@ -178,9 +198,10 @@ static int read_message(fd_channel_t *ch, int conn, pid_t pid, struct stashed *g
   return 1;
 }
 
-/* Accepts one connection if one waits. Returns 1 with *got filled, 0 when
- * none waits or it was refused, negative on error. */
-static int receive_one(fd_channel_t *ch, struct stashed *got) {
+/* Accepts one connection if one waits, reading its message by `deadline`.
+ * Returns 1 with *got filled, 0 when none waits or it was refused, negative
+ * on error. */
+static int receive_one(fd_channel_t *ch, int64_t deadline, struct stashed *got) {
   int conn = accept4(ch->listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (conn < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return 0;
@@ -199,7 +220,7 @@ static int receive_one(fd_channel_t *ch, struct stashed *got) {
     ch->refused++;
     warn_limited(ch, "refused a connection from pid %d uid %d: %s", (int)cred.pid, (int)cred.uid, why);
   } else {
-    rc = read_message(ch, conn, cred.pid, got);
+    rc = read_message(ch, conn, cred.pid, deadline, got);
   }
   close(conn);
   return rc;
@@ -229,32 +250,72 @@ static int stash_push(fd_channel_t *ch, struct stashed got) {
 
 /* While our message waits for room in the peer's backlog, keep draining our
  * own: the peer may be blocked sending to us. */
-static void drain_into_stash(fd_channel_t *ch) {
+static void drain_into_stash(fd_channel_t *ch, int64_t deadline) {
   struct stashed got;
-  for (int i = 0; ch && i < 64 && receive_one(ch, &got) == 1; i++)
+  for (int i = 0; ch && i < 64 && receive_one(ch, deadline, &got) == 1; i++)
     if (stash_push(ch, got) != 0) break;
 }
 
-static int send_message(fd_channel_t *ch, uint64_t nonce, int to, const void *bytes, size_t n, int fd) {
+/* ESRCH: no such process. EPERM means it exists (as another user). */
+static bool process_gone(pid_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+/* The process that listens behind a connected socket must be rank `to`'s:
+ * our uid, and the pid rank `to` reported. Anyone on the host can bind an
+ * abstract name that is free (not bound yet, or no longer), so this is what
+ * keeps the fd from going to whoever holds the name. */
+static int check_listener(const fd_channel_t *ch, int sock, int to, const struct sockaddr_un *sa) {
+  struct ucred cred = {0, (uid_t)-1, (gid_t)-1};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return mori_error_errno("fd channel: rank %d cannot learn who holds rank %d's socket @%s", ch->rank, to, sa->sun_path + 1);
+  pid_t expected = ch->pids[to];
+  if (cred.uid == geteuid() && expected > 0 && cred.pid == expected) return 0;
+  return mori_error_set(MORI_EACCES,
+                        "fd channel: rank %d's socket @%s is held by pid %d uid %d, not by rank %d's process "
+                        "(pid %d uid %d): rank %d does not send its handle there",
+                        to, sa->sun_path + 1, (int)cred.pid, (int)cred.uid, to, (int)expected, (int)geteuid(), ch->rank);
+}
+
+/* Sends one message on a fresh connection to rank `to`. ch NULL (test
+ * hooks): nothing is checked and the wait ends after ~30 s. Otherwise the
+ * listener must be rank `to`'s process, and every wait ends by `deadline`
+ * (a full backlog; a name not bound, which after the channel's start-up
+ * means that rank closed its channel or died). */
+static int send_message(fd_channel_t *ch, uint64_t nonce, int to, const void *bytes, size_t n, int fd, int64_t deadline) {
   struct sockaddr_un sa;
   socklen_t len = channel_address(nonce, to, &sa);
-  int sock = -1, rc = 0;
-  /* Up to ~30 s: the peer's backlog may be full, or its socket not bound yet. */
-  for (int attempt = 0;; attempt++) {
+  int sock = -1, rc = 0, err = 0;
+  for (;;) {
     sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sock < 0) return mori_error_errno("fd channel: socket");
     if (connect(sock, (struct sockaddr *)&sa, len) == 0) break;
-    int err = errno;
+    err = errno;
     close(sock);
     sock = -1;
-    if ((err == EAGAIN || err == ECONNREFUSED || err == ENOENT) && attempt < 30000) {
-      drain_into_stash(ch);
-      struct timespec pause = {0, 1000 * 1000};
-      nanosleep(&pause, NULL);
-      continue;
+    if (err != EAGAIN && err != ECONNREFUSED && err != ENOENT) {
+      errno = err;
+      return mori_error_errno("fd channel: connecting to rank %d's socket @%s", to, sa.sun_path + 1);
     }
-    errno = err;
-    return mori_error_errno("fd channel: connecting to rank %d", to);
+    if (ch && err != EAGAIN && process_gone(ch->pids[to]))
+      return mori_error_set(MORI_ECONNRESET, "fd channel: rank %d (pid %d) has exited: rank %d cannot send it its handle",
+                            to, (int)ch->pids[to], ch->rank);
+    if (now_ms() >= deadline) {
+      if (!ch) {
+        errno = err;
+        return mori_error_errno("fd channel: connecting to rank %d", to);
+      }
+      return mori_error_set(MORI_ERANK_TIMEOUT,
+                            "fd channel: rank %d (pid %d) %s within the timeout: rank %d could not send it its handle",
+                            to, (int)ch->pids[to], err == EAGAIN ? "accepted no connection" : "had no socket bound",
+                            ch->rank);
+    }
+    drain_into_stash(ch, deadline);
+    struct timespec pause = {0, 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  if (ch && (rc = check_listener(ch, sock, to, &sa)) != 0) {
+    close(sock);
+    return rc;
   }
   struct iovec iov = {(void *)bytes, n};
   union {
@@ -278,23 +339,28 @@ static int send_message(fd_channel_t *ch, uint64_t nonce, int to, const void *by
   return rc;
 }
 
-static int send_encoded(fd_channel_t *ch, uint64_t nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd) {
+enum { TEST_SEND_WAIT_MS = 30000 };
+
+static int send_encoded(fd_channel_t *ch, uint64_t nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd,
+                        int64_t deadline) {
   fd_message_t m = {token, claimed_rank, fd < 0 ? FD_NO_HANDLE : 0, seq};
   uint8_t bytes[FD_MESSAGE_BYTES];
   fd_message_encode(&m, bytes);
-  return send_message(ch, nonce, to, bytes, sizeof(bytes), fd);
+  return send_message(ch, nonce, to, bytes, sizeof(bytes), fd, deadline);
 }
 
 int fd_channel_send_raw(uint64_t nonce, int to, uint64_t token, int claimed_rank, uint64_t seq, int fd) {
-  return send_encoded(NULL, nonce, to, token, claimed_rank, seq, fd);
+  return send_encoded(NULL, nonce, to, token, claimed_rank, seq, fd, now_ms() + TEST_SEND_WAIT_MS);
 }
 
 int fd_channel_send_bytes(uint64_t nonce, int to, const void *bytes, size_t n, int fd) {
-  return send_message(NULL, nonce, to, bytes, n, fd);
+  return send_message(NULL, nonce, to, bytes, n, fd, now_ms() + TEST_SEND_WAIT_MS);
 }
 
-int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd) {
-  return send_encoded(ch, ch->nonce, to, ch->token, ch->rank, seq, fd);
+int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd, int timeout_ms) {
+  if (to < 0 || to >= ch->size || to == ch->rank)
+    return mori_error_set(MORI_EINVAL, "fd channel: rank %d cannot send to rank %d (size %d)", ch->rank, to, ch->size);
+  return send_encoded(ch, ch->nonce, to, ch->token, ch->rank, seq, fd, now_ms() + (timeout_ms > 0 ? timeout_ms : 0));
 }
 
 /* Drops every stashed message of a step before `seq`: those exchanges are
@@ -311,8 +377,10 @@ static void drop_stale(fd_channel_t *ch, uint64_t seq) {
 }
 
 int fd_channel_recv(fd_channel_t *ch, int from, uint64_t seq, int timeout_ms, int *fd) {
+  if (from < 0 || from >= ch->size)
+    return mori_error_set(MORI_EINVAL, "fd channel: rank %d cannot receive from rank %d (size %d)", ch->rank, from, ch->size);
   drop_stale(ch, seq);
-  int64_t start = now_ms();
+  int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
   for (;;) {
     /* Stashed first: a fast peer may have sent a later step already. */
     for (int i = 0; i < ch->stash_count; i++) {
@@ -322,15 +390,20 @@ int fd_channel_recv(fd_channel_t *ch, int from, uint64_t seq, int timeout_ms, in
       *s = ch->stash[--ch->stash_count];
       return 0;
     }
-    int64_t elapsed = now_ms() - start;
-    if (elapsed >= timeout_ms)
+    int64_t left = deadline - now_ms();
+    if (left <= 0)
       return mori_error_set(MORI_ERANK_TIMEOUT, "fd channel: rank %d waited %d ms for rank %d's handle (step %llu)",
                             ch->rank, timeout_ms, from, (unsigned long long)seq);
     struct pollfd p = {.fd = ch->listener, .events = POLLIN};
-    int64_t left = timeout_ms - elapsed;
-    if (poll(&p, 1, left > 200 ? 200 : (int)left) <= 0) continue;
+    if (poll(&p, 1, left > 200 ? 200 : (int)left) <= 0) {
+      /* Nothing queued: a peer that has exited will send nothing more. */
+      if (process_gone(ch->pids[from]))
+        return mori_error_set(MORI_ECONNRESET, "fd channel: rank %d (pid %d) exited before sending its handle to rank %d (step %llu)",
+                              from, (int)ch->pids[from], ch->rank, (unsigned long long)seq);
+      continue;
+    }
     struct stashed got;
-    int r = receive_one(ch, &got);
+    int r = receive_one(ch, deadline, &got);
     if (r < 0) return r;
     if (r == 0) continue;
     if ((r = stash_push(ch, got)) != 0) return r;

@@ -8,6 +8,10 @@
  * is read from it: its descriptors are never installed in this process. A
  * message read from a rank's process is accepted only when it carries the
  * job's secret token and claims the rank of the process that sent it.
+ * The sender checks the other way round before it sends: the listener must
+ * be the receiving rank's process (this uid, the pid that rank reported),
+ * so a process that bound a free name (a rank's that closed its channel or
+ * died) receives nothing. Every wait ends by the caller's timeout.
  * Warnings about what is refused are rate-limited (at most one a second).
  * Messages may arrive in any order: those for later steps wait in a stash;
  * those of steps already over are dropped and their fds closed. */
@@ -31,10 +35,16 @@ int fd_channel_open(uint64_t name_nonce, uint64_t token, int rank, int size, fd_
 void fd_channel_close(fd_channel_t *ch);
 void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid);
 /* Sends a duplicate of fd to rank `to`, tagged with step `seq`; fd < 0
- * sends "no handle" (this rank failed), which the receiver gets as -1. */
-int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd);
+ * sends "no handle" (this rank failed), which the receiver gets as -1.
+ * Only to rank `to`'s process (MORI_EACCES naming the socket and whoever
+ * holds it otherwise, at once); MORI_ECONNRESET at once when that process
+ * has exited; MORI_ERANK_TIMEOUT when it accepted nothing within
+ * timeout_ms. */
+int fd_channel_send(fd_channel_t *ch, int to, uint64_t seq, int fd, int timeout_ms);
 /* Receives rank `from`'s fd of step `seq` (-1: the sender had none).
- * Stashed messages of earlier steps, from any rank, are stale: dropped. */
+ * Stashed messages of earlier steps, from any rank, are stale: dropped.
+ * MORI_ERANK_TIMEOUT after timeout_ms; MORI_ECONNRESET as soon as rank
+ * `from`'s process has exited with nothing queued from it. */
 int fd_channel_recv(fd_channel_t *ch, int from, uint64_t seq, int timeout_ms, int *fd);
 /* Connections closed unread (another user, or no rank's process). */
 unsigned fd_channel_refused(const fd_channel_t *ch);

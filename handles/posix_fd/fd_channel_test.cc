@@ -80,7 +80,7 @@ TEST(FdChannel, RealFdArrivesAndForgeriesAreRejected) {
       sh->step = 1;
       WaitStep(sh, 2);
       // The genuine message.
-      MORI_ASSERT_OK(fd_channel_send(ch, 0, 7, mem));
+      MORI_ASSERT_OK(fd_channel_send(ch, 0, 7, mem, 10000));
     } else if (rank == 2) {
       WaitStep(sh, 1);
       // Forgery 3: a rank of the job claiming to be another.
@@ -128,7 +128,9 @@ TEST(FdChannel, AFloodOfJunkMakesAFewWarningsNotOnePerMessage) {
       dup2(out, 2);
       WaitStep(sh, 1);
       int fd = -1;
-      EXPECT_EQ(fd_channel_recv(ch, 1, 1, 1500, &fd), MORI_ERANK_TIMEOUT);
+      // Rank 1 sent nothing genuine; it may have exited by now.
+      int rc = fd_channel_recv(ch, 1, 1, 1500, &fd);
+      EXPECT_TRUE(rc == MORI_ERANK_TIMEOUT || rc == MORI_ECONNRESET) << mori_err_name(rc);
       fflush(stderr);
       dup2(saved, 2);
       close(out);
@@ -167,7 +169,8 @@ TEST(FdChannel, AnotherUsersConnectionsAreClosedUnread) {
       WaitStep(sh, 1);
       int fds = mori_test::CountFds();
       int fd = -1;
-      EXPECT_EQ(fd_channel_recv(ch, 1, 3, 1000, &fd), MORI_ERANK_TIMEOUT);
+      int rc = fd_channel_recv(ch, 1, 3, 1000, &fd);  // rank 1 may have exited by now
+      EXPECT_TRUE(rc == MORI_ERANK_TIMEOUT || rc == MORI_ECONNRESET) << mori_err_name(rc);
       EXPECT_EQ(fd_channel_refused(ch), 50u);
       EXPECT_EQ(fd_channel_rejected(ch), 0u) << "nothing of theirs was read";
       EXPECT_LE(fd_channel_warnings(ch), 2u);
@@ -185,11 +188,11 @@ TEST(FdChannel, ALateMessageOfAFinishedStepIsDroppedWithItsFd) {
     ASSERT_NE(ch, nullptr);
     int mem = MemfdWith("step");
     if (rank == 1) {
-      MORI_ASSERT_OK(fd_channel_send(ch, 0, 1, mem));  // step 1, which rank 0 gave up on
+      MORI_ASSERT_OK(fd_channel_send(ch, 0, 1, mem, 10000));  // step 1, which rank 0 gave up on
       sh->step = 1;
     } else if (rank == 2) {
       WaitStep(sh, 1);
-      MORI_ASSERT_OK(fd_channel_send(ch, 0, 2, mem));
+      MORI_ASSERT_OK(fd_channel_send(ch, 0, 2, mem, 10000));
       sh->step = 2;
     } else {
       WaitStep(sh, 2);

@@ -5,7 +5,9 @@
  * receives theirs; the channel accepts connections only from the processes
  * the ranks reported at comm creation. */
 #include <stdlib.h>
+#include <stdint.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/base/error.h"
@@ -25,7 +27,7 @@ static int posix_fd_init(mori_comm_t *comm, void **state) {
   if (rc) return mori_error_context(rc, "posix_fd: sharing the channel token");
   struct posix_fd_state *s = calloc(1, sizeof(*s));
   if (!s) return mori_error_set(MORI_ENOMEM, "posix_fd");
-  s->timeout_ms = mori_bootstrap_default_timeout_ms();
+  s->timeout_ms = mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
   int size = mori_comm_size(comm);
   rc = fd_channel_open(secrets[0], secrets[1], mori_comm_rank(comm), size, &s->channel);
   if (rc) {
@@ -45,23 +47,38 @@ static int posix_fd_init(mori_comm_t *comm, void **state) {
   return 0;
 }
 
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What is left until the deadline; at least 1 ms, so that a call after the
+ * deadline still takes what is already there without waiting. */
+static int left_ms(int64_t deadline) {
+  int64_t left = deadline - now_ms();
+  return left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
 static int posix_fd_share(void *state, mori_comm_t *comm, uint64_t seq, const mori_shareable_t *mine,
                           mori_shareable_t *theirs, const bool *want) {
   struct posix_fd_state *s = state;
   int size = mori_comm_size(comm), me = mori_comm_rank(comm), rc = 0;
   int fd = mine->type == MORI_HANDLE_POSIX_FD ? mine->fd : -1; /* -1: "no handle" */
   /* want[] is symmetric (the LSA team): whoever I want, wants me. Every
-   * send and receive is attempted, so a failure here leaves no peer waiting
-   * for this rank longer than its own timeout. */
+   * send and receive is attempted, all within one timeout (the comm's
+   * bootstrap's), so a failure here leaves no peer waiting for this rank
+   * longer than its own timeout. */
+  int64_t deadline = now_ms() + s->timeout_ms;
   for (int r = 0; r < size; r++) {
     if (!want[r] || r == me) continue;
-    int src = fd_channel_send(s->channel, r, seq, fd);
+    int src = fd_channel_send(s->channel, r, seq, fd, left_ms(deadline));
     if (src && !rc) rc = mori_error_context(src, "posix_fd: rank %d sending its handle to rank %d", me, r);
   }
   for (int r = 0; r < size; r++) {
     if (!want[r] || r == me) continue;
     int got = -1;
-    int rrc = fd_channel_recv(s->channel, r, seq, s->timeout_ms, &got);
+    int rrc = fd_channel_recv(s->channel, r, seq, left_ms(deadline), &got);
     theirs[r].type = got >= 0 ? MORI_HANDLE_POSIX_FD : MORI_HANDLE_NONE;
     theirs[r].fd = got;
     if (rrc && !rc) rc = rrc;

@@ -48,8 +48,9 @@ TEST(BootstrapSecret, LocalSecretIsPrivateAndReadOnlyWhenPrivate) {
     std::string dir = PrivateDir();
     setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
     uint8_t made[MORI_SECRET_LOCAL], read_back[MORI_SECRET_LOCAL];
-    char path[MORI_SECRET_PATH_MAX];
-    MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:4242", made, path, sizeof(path)));
+    mori_secret_file_t file;
+    MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:4242", made, &file));
+    const char *path = file.path;
     EXPECT_EQ(std::string(path).rfind(dir + "/", 0), 0u) << path;
     struct stat st;
     ASSERT_EQ(stat(path, &st), 0);
@@ -64,7 +65,7 @@ TEST(BootstrapSecret, LocalSecretIsPrivateAndReadOnlyWhenPrivate) {
     chmod(path, 0644);
     EXPECT_EQ(mori_secret_local_read("127.0.0.1:4242", read_back), MORI_EACCES);
     EXPECT_NE(std::string(mori_last_error()).find("mode 600"), std::string::npos) << mori_last_error();
-    mori_secret_local_remove(path);
+    mori_secret_local_remove(&file);
     EXPECT_EQ(FilesIn(dir), 0);
     rmdir(dir.c_str());
   });
@@ -76,14 +77,15 @@ TEST(BootstrapSecret, RuntimeDirectoryOthersCanEnterIsNotUsed) {
     chmod(dir.c_str(), 0755);
     setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
     uint8_t made[MORI_SECRET_LOCAL];
-    char path[MORI_SECRET_PATH_MAX];
-    MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:4244", made, path, sizeof(path)));
+    mori_secret_file_t file;
+    MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:4244", made, &file));
+    const char *path = file.path;
     EXPECT_NE(std::string(path).rfind(dir + "/", 0), 0u) << path;
     struct stat st;
     std::string parent = std::string(path).substr(0, std::string(path).rfind('/'));
     ASSERT_EQ(lstat(parent.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0700u) << parent;
-    mori_secret_local_remove(path);
+    mori_secret_local_remove(&file);
     rmdir(dir.c_str());
   });
 }

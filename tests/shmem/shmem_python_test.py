@@ -107,6 +107,8 @@ class ShmemPythonTest(unittest.TestCase):
                 for r, (p, out) in enumerate(zip(procs, outs)):
                     self.assertEqual(p.returncode, 0, f"PE {r} of {n}:\n{out}")
                     self.assertIn(f"PE {r} of {n}: ok", out)
+                # The unique ID is a secret: the file that carried it is this user's alone.
+                self.assertEqual(os.stat(uid_path).st_mode & 0o777, 0o600)
 
     def test_version_platform_and_finalize_before_anything(self):
         """`import mori` loads no library; finalize() then loads none either;

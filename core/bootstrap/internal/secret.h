@@ -28,15 +28,25 @@ enum {
  * is unsafe. */
 int mori_secret_from_env(uint8_t *buf, size_t cap, size_t *len);
 
-/* Rank 0: draws a secret for address and publishes it in this user's private
- * directory; path receives the file's name for mori_secret_local_remove. */
-int mori_secret_local_create(const char *address, uint8_t secret[MORI_SECRET_LOCAL], char *path, size_t path_len);
+/* A published secret file: its name, and which file it is (another rank 0
+ * of this user may later publish one under the same name). */
+typedef struct mori_secret_file {
+  char path[MORI_SECRET_PATH_MAX];
+  uint64_t dev, ino;
+} mori_secret_file_t;
+
+/* Rank 0, once it listens at address: draws a secret for address and
+ * publishes it in this user's private directory (replacing a stale one:
+ * whoever published it no longer listens there). */
+int mori_secret_local_create(const char *address, uint8_t secret[MORI_SECRET_LOCAL], mori_secret_file_t *file);
 
 /* Any other rank on rank 0's machine: reads the secret rank 0 published for
  * address. MORI_EACCES saying why when there is none or it is unsafe. */
 int mori_secret_local_read(const char *address, uint8_t secret[MORI_SECRET_LOCAL]);
 
-void mori_secret_local_remove(const char *path);
+/* Withdraws the file if it is still the one this process published (never
+ * another job's under the same name); NULL or an empty path: nothing. */
+void mori_secret_local_remove(const mori_secret_file_t *file);
 
 MORI_EXTERN_C_END
 

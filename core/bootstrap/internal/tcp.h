@@ -25,6 +25,10 @@ enum {
    * culprit, and its ABORT (naming it) arrives first. */
   MORI_TCP_ROUND_GRACE_MS = 1000,
   MORI_TCP_ERROR_MAX = 768,
+  /* The most of an unexpected frame read to check its MAC (a header whose
+   * length was altered may claim anything). */
+  MORI_TCP_CHECK_MAX = 1 << 20,
+  MORI_TCP_CHECK_WAIT_MS = 500,
   MORI_TCP_ADDRESS_MAX = 320,
 };
 
@@ -60,6 +64,14 @@ int mori_tcp_recv_header(struct tcp_peer *p, mori_wire_header_t *h, int64_t dead
 int mori_tcp_recv_payload(struct tcp_peer *p, void *dst, size_t bytes, int64_t deadline);
 /* Reads the frame's MAC and checks it: MORI_EPROTO when it does not match. */
 int mori_tcp_recv_end(struct tcp_peer *p, int64_t deadline);
+/* A frame whose header the caller did not expect (another step, op, rank
+ * or size): before the header is taken for what it says, the rest of the
+ * frame is read (its payload, up to MORI_TCP_CHECK_MAX bytes, each part
+ * within a short wait: a sender writes a frame whole) and its MAC checked.
+ * MORI_EPROTO when the frame was altered on the way (its MAC fails, or what
+ * follows does not fit the length its header claims); 0 when the MAC is
+ * the sender's, so the disagreement is real. */
+int mori_tcp_recv_unexpected(struct tcp_peer *p, const mori_wire_header_t *h, int64_t deadline);
 /* Reads the rest of an ABORT or REJECT whose header was read: its text into
  * text (printable, NUL-terminated) and, for ABORT, its MAC. */
 int mori_tcp_recv_text(struct tcp_peer *p, const mori_wire_header_t *h, char *text, size_t len, int64_t deadline);

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+// A byte flipped on the way in a frame of an authenticated connection is an
+// integrity failure, wherever it is (a header field included), never taken
+// for a peer at another step or with another size; an unaltered frame that
+// disagrees is still a disagreement.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "core/bootstrap/internal/net.h"
+#include "core/bootstrap/internal/tcp.h"
+}
+#include "mori/error.h"
+
+namespace {
+
+// Rank 1's state whose connection to rank 0 is `fd`, both directions keyed.
+tcp_state Leaf(int fd, tcp_peer *root) {
+  tcp_state s;
+  memset(&s, 0, sizeof(s));
+  s.rank = 1;
+  s.size = 2;
+  s.timeout_ms = 2000;
+  s.seq = 5;
+  s.peers = root;
+  memset(root, 0, sizeof(*root));
+  root->fd = fd;
+  memset(root->key_tx, 0x11, sizeof(root->key_tx));
+  memset(root->key_rx, 0x22, sizeof(root->key_rx));
+  snprintf(s.address, sizeof(s.address), "127.0.0.1:1");
+  return s;
+}
+
+// Rank 0's end: its frame key is the leaf's receive key.
+tcp_peer Root(int fd) {
+  tcp_peer p;
+  memset(&p, 0, sizeof(p));
+  p.fd = fd;
+  memset(p.key_tx, 0x22, sizeof(p.key_tx));
+  memset(p.key_rx, 0x11, sizeof(p.key_rx));
+  return p;
+}
+
+// Rank 0 answers step 5's barrier with `reply`, the byte at `flip` (if >= 0)
+// of what goes on the wire flipped; returns the leaf's code and message.
+std::pair<int, std::string> LeafSees(const mori_wire_header_t &reply, int flip) {
+  int leaf_side[2], root_side[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, leaf_side), 0);
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, root_side), 0);
+  // Rank 0 writes into root_side[0]; the test carries it to leaf_side[1].
+  tcp_peer root = Root(root_side[0]);
+  EXPECT_EQ(mori_tcp_send_frame(&root, &reply, nullptr, mori_net_now_ms() + 1000), 0);
+  uint8_t wire[256];
+  ssize_t n = read(root_side[1], wire, sizeof(wire));
+  EXPECT_GT(n, 0);
+  if (flip >= 0) wire[flip] ^= 0x01;
+  EXPECT_EQ(write(leaf_side[1], wire, (size_t)n), n);
+  tcp_peer to_root;
+  tcp_state s = Leaf(leaf_side[0], &to_root);
+  int rc = mori_tcp_leaf_round(&s, MORI_WIRE_BARRIER, 0, nullptr, 0, nullptr, 0);
+  std::string msg = mori_last_error();
+  for (int fd : {leaf_side[0], leaf_side[1], root_side[0], root_side[1]}) close(fd);
+  return {rc, msg};
+}
+
+TEST(FrameIntegrity, AFlippedHeaderByteIsAnIntegrityFailure) {
+  mori_wire_header_t reply = {};
+  reply.op = MORI_WIRE_RESULT;
+  reply.seq = 5;
+  // Untouched: the round completes.
+  auto ok = LeafSees(reply, -1);
+  EXPECT_EQ(ok.first, 0) << ok.second;
+  // Byte 16 is the low byte of seq (5 -> 4); byte 6 the op; 12 the arg.
+  for (int flip : {16, 6, 12}) {
+    auto got = LeafSees(reply, flip);
+    EXPECT_EQ(got.first, MORI_EPROTO) << "byte " << flip << ": " << got.second;
+    EXPECT_NE(got.second.find("integrity"), std::string::npos) << "byte " << flip << ": " << got.second;
+  }
+}
+
+// Rank 1's arrival at step 5's barrier reaches rank 0 with the byte at
+// `flip` (if >= 0) flipped, and with seq `seq`; returns rank 0's verdict.
+std::pair<int, std::string> RootSees(uint64_t seq, int flip) {
+  int leaf_side[2], root_side[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, leaf_side), 0);
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, root_side), 0);
+  tcp_peer leaf = Root(leaf_side[0]);  // rank 1 sends under 0x22 here
+  mori_wire_header_t h = {};
+  h.op = MORI_WIRE_BARRIER;
+  h.rank = 1;
+  h.seq = seq;
+  EXPECT_EQ(mori_tcp_send_frame(&leaf, &h, nullptr, mori_net_now_ms() + 1000), 0);
+  uint8_t wire[256];
+  ssize_t n = read(leaf_side[1], wire, sizeof(wire));
+  EXPECT_GT(n, 0);
+  if (flip >= 0) wire[flip] ^= 0x01;
+  EXPECT_EQ(write(root_side[1], wire, (size_t)n), n);
+  tcp_peer peers[2];
+  memset(peers, 0, sizeof(peers));
+  peers[0].fd = -1;
+  peers[1].fd = root_side[0];
+  memset(peers[1].key_rx, 0x22, sizeof(peers[1].key_rx));
+  memset(peers[1].key_tx, 0x11, sizeof(peers[1].key_tx));
+  tcp_state s;
+  memset(&s, 0, sizeof(s));
+  s.rank = 0;
+  s.size = 2;
+  s.timeout_ms = 2000;
+  s.seq = 5;
+  s.peers = peers;
+  snprintf(s.address, sizeof(s.address), "127.0.0.1:1");
+  int rc = mori_tcp_root_gather(&s, MORI_WIRE_BARRIER, 0, nullptr, 0, nullptr);
+  std::string msg = mori_last_error();
+  for (int fd : {leaf_side[0], leaf_side[1], root_side[0], root_side[1]}) close(fd);
+  return {rc, msg};
+}
+
+TEST(FrameIntegrity, RankZeroTellsAnAlteredArrivalFromARankAtAnotherStep) {
+  EXPECT_EQ(RootSees(5, -1).first, 0);
+  auto altered = RootSees(5, 16);
+  EXPECT_EQ(altered.first, MORI_EPROTO) << altered.second;
+  EXPECT_NE(altered.second.find("integrity"), std::string::npos) << altered.second;
+  auto behind = RootSees(4, -1);
+  EXPECT_EQ(behind.first, MORI_EMISMATCH) << behind.second;
+  EXPECT_EQ(behind.second.find("integrity"), std::string::npos) << behind.second;
+}
+
+TEST(FrameIntegrity, AnUnalteredFrameOfAnotherStepIsStillADisagreement) {
+  mori_wire_header_t reply = {};
+  reply.op = MORI_WIRE_RESULT;
+  reply.seq = 4;  // rank 0 really is at another step
+  auto got = LeafSees(reply, -1);
+  EXPECT_EQ(got.first, MORI_EPROTO) << got.second;
+  EXPECT_EQ(got.second.find("integrity"), std::string::npos) << got.second;
+  EXPECT_NE(got.second.find("unexpected reply"), std::string::npos) << got.second;
+}
+
+}  // namespace
