@@ -55,35 +55,6 @@ int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t byt
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
 }
 
-int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
-  int32_t mine = my_rc, *all = calloc((size_t)c->size, sizeof(int32_t));
-  if (!all) return mori_error_set(MORI_ENOMEM, "%s: status table", step);
-  char own[512];
-  snprintf(own, sizeof(own), "%s", mori_last_error());
-  int rc = mori_comm_allgather(c, &mine, all, sizeof(mine));
-  if (rc) {
-    free(all);
-    return mori_error_context(rc, "%s: agreeing on the outcome", step);
-  }
-  int first = -1, failed = 0;
-  for (int r = 0; r < c->size; r++)
-    if (all[r]) {
-      failed++;
-      if (first < 0) first = r;
-    }
-  if (first < 0) {
-    free(all);
-    return 0;
-  }
-  int code = all[first];
-  if (my_rc)
-    rc = mori_error_set(my_rc, "%s failed on rank %d (%d rank(s) failed): %s", step, c->rank, failed, own);
-  else
-    rc = mori_error_set(code, "%s failed on rank %d (%s; %d rank(s) failed)", step, first, mori_err_name(code), failed);
-  free(all);
-  return rc;
-}
-
 /* MORI_DISABLE_P2P (the Shmem Guide's variable): no peer is reached by
  * load/store, nor by copy engines (they need the peer mapped), so the LSA
  * team is this rank alone and RDMA carries everything it can. */

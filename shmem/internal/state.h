@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "core/internal/agreement.h"
 #include "mori/shmem.h"
 
 MORI_EXTERN_C_BEGIN
@@ -50,11 +51,10 @@ extern mori_shmem_state_t mori_shmem;
 /* MORI_ENOT_INITIALIZED naming the call. */
 int mori_shmem_not_initialized(const char *call);
 
-/* Collective over the PEs: every PE's status and, for a failed one, its
- * message; 0 when all succeeded, else every PE fails with the first failed
- * PE's code and "<step>: PE r failed: <its message>" (its own message on
- * that PE). */
-int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *step);
+/* Collective over the PEs: core's agreement (core/internal/agreement.h):
+ * 0 when every PE succeeded, else every PE fails naming the failed PE(s)
+ * and carrying each one's message. */
+static inline int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *step) { return mori_agree(comm, my_rc, step); }
 
 /* The block holding `ptr` (interior pointers allowed), or NULL. */
 mori_shmem_block_t *mori_shmem_find_block(const void *ptr);
