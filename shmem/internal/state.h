@@ -64,11 +64,13 @@ void mori_shmem_remove_block(mori_shmem_block_t *b);
  * released lately (the last 64), and which (base, size). */
 bool mori_shmem_was_freed(const void *ptr, const void **base, size_t *size);
 
-/* device_state.c: made at init (collective), released at finalize; a new
- * shmem allocation's chunk row is filled once its window exists. */
+/* device_state.c: made at init (collective), released at finalize. A new
+ * shmem allocation's window fills its heap chunk's row of the device table
+ * when the row is not filled yet: only then is this collective (one
+ * agreement step named `step`; the row state is the same on every PE). */
 int mori_shmem_device_state_create(void);
 void mori_shmem_device_state_destroy(void);
-int mori_shmem_device_state_note(mori_window_t *win);
+int mori_shmem_device_state_note(mori_window_t *win, const char *step);
 
 MORI_EXTERN_C_END
 
