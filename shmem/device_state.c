@@ -80,7 +80,10 @@ int mori_shmem_device_state_create(void) {
   s->dev.npes = s->npes;
   /* shmem's own allocation: carved locally, checked by its window's
    * rendezvous (the same place on every PE), like shmem_malloc's. */
-  mori_window_terms_t terms = {.local_status = mori_mem_alloc(WORLD_BYTES, NULL, &s->world_mem), .same_place = true};
+  mori_mem_attr_t attr;
+  mori_mem_attr_init(&attr);
+  attr.device = s->device;
+  mori_window_terms_t terms = {.local_status = mori_mem_alloc(WORLD_BYTES, &attr, &s->world_mem), .same_place = true};
   int rc = mori_window_create_with_terms(s->comm, s->world_mem, &terms, &s->world_win);
   if (rc) return mori_error_context(rc, "shmem needs the symmetric heap (MORI_SHMEM_MODE static or vmm)");
   mori_heap_location_t loc;

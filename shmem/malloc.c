@@ -71,6 +71,7 @@ static int carve(const char *call, size_t size, size_t alignment, unsigned flags
   mori_mem_attr_t attr;
   mori_mem_attr_init(&attr);
   attr.alignment = alignment;
+  attr.device = mori_shmem.device;
   if ((rc = mori_mem_alloc(size, &attr, p)) != 0) return mori_error_context(rc, "%s of %zu bytes", call, size);
   *b = calloc(1, sizeof(**b));
   return *b ? 0 : mori_error_set(MORI_ENOMEM, "%s: bookkeeping", call);
