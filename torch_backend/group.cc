@@ -83,10 +83,10 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   int rc = CreateStoreBootstrap(base.store, name + "/" + std::to_string(instance), base.rank, base.size, &g->bootstrap);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, "): ", mori_last_error());
   static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops, &mori_handle_legacy_ipc_ops};
-  // p2p first; a group that spans nodes (some member outside this rank's
-  // load/store team — then every rank sees one, so all decide alike) is
-  // made again with rdma for the other nodes' peers. Single-node groups
-  // never open a NIC or register memory with one.
+  // rdma is optional: the comm routes the peers with p2p first and opens
+  // a NIC only when some rank has a peer p2p does not reach (a group that
+  // spans nodes), in the same creation. Single-node groups never open a
+  // NIC or register memory with one.
   static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
   mori_comm_attr_t attr;
   mori_comm_attr_init(&attr);
@@ -95,21 +95,11 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   attr.handles = handles;
   attr.num_handles = 3;
   attr.transports = transports;
-  attr.num_transports = 1;
+  attr.num_transports = 2;
+  attr.optional_transports = 1u << 1;
   rc = mori_comm_create(&attr, &g->comm);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, ", cuda:", device, "): ",
               mori_last_error());
-  int lsa_base = 0, lsa_size = 0, lsa_rank = 0;
-  mori_comm_lsa(g->comm, &lsa_base, &lsa_size, &lsa_rank);
-  if (lsa_size < base.size) {
-    rc = mori_comm_destroy(g->comm);
-    g->comm = nullptr;
-    attr.num_transports = 2;
-    if (!rc) rc = mori_comm_create(&attr, &g->comm);
-    TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, ", cuda:", device,
-                ", spanning nodes: rdma for the peers outside [", lsa_base, ", ", lsa_base + lsa_size, ")): ",
-                mori_last_error());
-  }
   size_t bytes = g->rank_to_global.size() * sizeof(int);
   rc = mori_device_alloc(device, bytes, (void **)&g->rank_to_global_dev);
   if (!rc) rc = mori_device_copy(device, g->rank_to_global_dev, g->rank_to_global.data(), bytes);
