@@ -137,7 +137,8 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
   bool same_place = (all[0].terms & MORI_RENDEZVOUS_SAME_PLACE) != 0;
   if (same_place && all[0].heap_chunk < 0)
     return mori_error_set(MORI_ENOTSUP, "window_create: the same heap offset on every rank needs memory from the symmetric "
-                                        "heap (MORI_SHMEM_MODE=static or vmm)");
+                                        "heap (MORI_SHMEM_MODE=static or vmm, and at most one heap chunk per "
+                                        "allocation: MORI_SHMEM_VMM_CHUNK_SIZE)");
   if (all[0].heap_chunk >= 0) {
     for (int r = 1; r < size; r++)
       if (all[r].chunk_size != all[0].chunk_size) {

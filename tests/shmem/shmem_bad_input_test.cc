@@ -209,6 +209,14 @@ TEST(ShmemBadInput, DivergingSizesFlagsOrHeapHistoriesAreNamed) {
       EXPECT_EQ(p, nullptr);
       if (extra) MORI_EXPECT_OK(mori_mem_free(extra));
     }
+    // Larger than a heap chunk (4 MiB here): not heap memory, so no heap
+    // offset to agree on; refused on every PE, nothing left allocated.
+    mori_heap_stats_t before, after;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &before));
+    EXPECT_ERROR(shmem_malloc(5 << 20, &p), MORI_ENOTSUP, "at most one heap chunk per allocation");
+    EXPECT_EQ(p, nullptr);
+    MORI_ASSERT_OK(mori_heap_stats(-1, &after));
+    EXPECT_EQ(after.allocations, before.allocations);
     // The heap holds normal memory here: uncached memory is refused, not faked.
     EXPECT_ERROR(shmem_ext_malloc_with_flags(4096, MORI_SHMEM_MALLOC_UNCACHED, &p), MORI_ENOTSUP,
                  "uncached memory asked for, the heap holds cached (normal) memory");
