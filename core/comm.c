@@ -12,6 +12,7 @@
 #include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/log.h"
+#include "core/internal/agreement.h"
 #include "core/internal/comm.h"
 #include "core/internal/node_channel.h"
 #include "core/internal/plugin_ops.h"
@@ -62,33 +63,8 @@ int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t byt
   return comm_allgather(c, "mori_comm_allgather", send, recv, bytes);
 }
 
-int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
-  int32_t mine = my_rc, *all = calloc((size_t)c->size, sizeof(int32_t));
-  if (!all) return mori_error_set(MORI_ENOMEM, "%s: status table", step);
-  char own[512];
-  snprintf(own, sizeof(own), "%s", mori_last_error());
-  int rc = comm_allgather(c, step, &mine, all, sizeof(mine));
-  if (rc) {
-    free(all);
-    return mori_error_context(rc, "%s: agreeing on the outcome", step);
-  }
-  int first = -1, failed = 0;
-  for (int r = 0; r < c->size; r++)
-    if (all[r]) {
-      failed++;
-      if (first < 0) first = r;
-    }
-  if (first < 0) {
-    free(all);
-    return 0;
-  }
-  int code = all[first];
-  if (my_rc)
-    rc = mori_error_set(my_rc, "%s failed on rank %d (%d rank(s) failed): %s", step, c->rank, failed, own);
-  else
-    rc = mori_error_set(code, "%s failed on rank %d (%s; %d rank(s) failed)", step, first, mori_err_name(code), failed);
-  free(all);
-  return rc;
+int mori_comm_allgather_named(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
+  return comm_allgather(c, what, send, recv, bytes);
 }
 
 /* MORI_DISABLE_P2P (the Shmem Guide's variable): no peer is reached by
@@ -266,18 +242,56 @@ static int init_handles(mori_comm_t *c, const mori_handle_ops_t *const *given, i
   return 0;
 }
 
-static int init_transports(mori_comm_t *c, const mori_transport_ops_t *const *given, int n) {
-  for (int i = 0; i < n; i++) {
+static int init_transport(mori_comm_t *c, const mori_transport_ops_t *given) {
+  int i = c->num_transports;
+  int rc = mori_transport_ops_adopt(given, &c->transports[i]);
+  if (!rc) rc = c->transports[i].init(c, &c->transport_state[i]);
+  if (rc) return mori_error_context(rc, "transport %s: init", given && given->name ? given->name : "?");
+  c->transport_origin[i] = given;
+  c->num_transports = i + 1;
+  return 0;
+}
+
+/* Every listed transport but the optional ones, in list order. */
+static int init_transports(mori_comm_t *c, const mori_transport_ops_t *const *given, int n, uint32_t optional) {
+  for (int i = 0; i < n; i++)
     for (int j = 0; j < i; j++)
       if (given[j] == given[i])
-        return mori_error_set(MORI_EINVAL, "comm_create: transport %s is listed twice", given[i]->name);
-    int rc = mori_transport_ops_adopt(given[i], &c->transports[i]);
-    if (!rc) rc = c->transports[i].init(c, &c->transport_state[i]);
-    if (rc) return mori_error_context(rc, "transport %s: init", given[i] && given[i]->name ? given[i]->name : "?");
-    c->transport_origin[i] = given[i];
-    c->num_transports = i + 1;
+        return mori_error_set(MORI_EINVAL, "comm_create: transport %s is listed twice", given[i] ? given[i]->name : "?");
+  for (int i = 0; i < n; i++) {
+    if (optional & (1u << i)) continue;
+    int rc = init_transport(c, given[i]);
+    if (rc) return rc;
   }
   return 0;
+}
+
+/* The optional transports (attr->optional_transports), once the others are
+ * routed: initialised in list order, and the routes made again, only when
+ * some rank has a peer no other transport reaches. One agreement step (each
+ * rank's count of unreached peers) makes the decision the same on every
+ * rank, as the transports' collective inits need. */
+static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *const *given, int n, uint32_t optional) {
+  if (!optional) return 0;
+  int32_t unreached = 0, *all = calloc((size_t)c->size, sizeof(int32_t));
+  for (int p = 0; p < c->size; p++) unreached += p != c->rank && c->routes[p].reach < 0;
+  int status = all ? 0 : mori_error_set(MORI_ENOMEM, "comm_create: rank %d's table", c->rank);
+  int rc = mori_agree_gather(c, status, "comm_create: optional transports", &unreached, all, sizeof(unreached));
+  int needy = -1;
+  for (int r = 0; !rc && r < c->size && needy < 0; r++)
+    if (all[r]) needy = r;
+  int count = needy >= 0 ? all[needy] : 0;
+  free(all);
+  if (rc || needy < 0) return rc;
+  for (int i = 0; i < n; i++) {
+    if (!(optional & (1u << i))) continue;
+    MORI_INFO("comm: optional transport %s initialised: rank %d has %d peer(s) the others do not reach", given[i]->name,
+              needy, count);
+    if ((rc = init_transport(c, given[i])) != 0)
+      return mori_error_context(rc, "comm_create: optional transport (needed: rank %d has %d peer(s) the others do not reach)",
+                                needy, count);
+  }
+  return compute_routes(c);
 }
 
 int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
@@ -287,6 +301,9 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
     return mori_error_set(MORI_EINVAL, "comm_create: at most %d transports and %d handle libraries", MORI_MAX_PLUGINS,
                           MORI_MAX_PLUGINS);
   if (attr->num_handles < 1) return mori_error_set(MORI_EINVAL, "comm_create: no handle library given");
+  if (attr->optional_transports >> attr->num_transports)
+    return mori_error_set(MORI_EINVAL, "comm_create: optional_transports 0x%x names transports beyond the %d listed",
+                          attr->optional_transports, attr->num_transports);
   mori_comm_t *c = calloc(1, sizeof(*c));
   if (!c) return mori_error_set(MORI_ENOMEM, "comm_create");
   c->bootstrap = attr->bootstrap;
@@ -326,8 +343,9 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   for (int r = 1; r < c->size; r++) one_host = one_host && c->peers[r].host_hash == c->peers[0].host_hash;
   if ((rc = mori_node_channel_create(c->bootstrap, c->rank, c->size, one_host, &c->channel)) != 0) goto fail;
   if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
-  if ((rc = init_transports(c, attr->transports, attr->num_transports)) != 0) goto fail;
+  if ((rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
   if ((rc = compute_routes(c)) != 0) goto fail;
+  if ((rc = init_optional_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
   MORI_INFO("comm: rank %d of %d on device %d, handle %s, LSA team [%d, %d)", c->rank, c->size, c->device,
             mori_handle_type_name(c->handle_type), c->lsa_base, c->lsa_base + c->lsa_size);
   pthread_mutex_lock(&comms_lock);

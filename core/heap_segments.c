@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/base/error.h"
+#include "core/internal/agreement.h"
 #include "core/internal/heap_segments.h"
 
 struct mori_heap_segments {
@@ -19,7 +20,7 @@ int mori_heap_segments_ensure(mori_comm_t *c, mori_heap_t *heap, int chunks, int
       /* Every rank is at zero segments here (they are made together): take
        * part in the first one, failing, as the others would in the loop. */
       if (!rc) rc = mori_error_set(MORI_ENOMEM, "heap segments: rank %d's table", c->rank);
-      if (chunks <= 0) return mori_comm_agree(c, rc, "mapping heap chunks");
+      if (chunks <= 0) return mori_agree(c, rc, "mapping heap chunks");
       mori_segment_t *seg = NULL;
       return mori_error_context(mori_segment_create(c, NULL, NULL, 0, rc, &seg), "mapping heap chunk 0 across the comm");
     }
@@ -35,7 +36,7 @@ int mori_heap_segments_ensure(mori_comm_t *c, mori_heap_t *heap, int chunks, int
       rc = mori_error_set(MORI_ENOMEM, "heap segments: table of %d", chunks);
     }
   }
-  if (s->count >= chunks) return mori_comm_agree(c, rc, "mapping heap chunks");
+  if (s->count >= chunks) return mori_agree(c, rc, "mapping heap chunks");
   /* Every rank has the same count: segments are made together, in order. */
   while (s->count < chunks) {
     int k = s->count;

@@ -2,6 +2,7 @@
 /* See internal/rendezvous.h. */
 #include "core/internal/rendezvous.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,18 +10,58 @@
 #include "core/base/error.h"
 #include "mori/types.h"
 
-/* "rank 0: 4096, rank 1: 8192" for the ranks whose field differs from rank 0's. */
+/* "rank 0: 4096, rank 1: 8192" for the ranks whose field differs from rank
+ * 0's; unit NULL: the values in hex ("rank 0: 0x0, rank 3: 0x2"). */
 static void describe_mismatch(char *out, size_t len, const mori_rendezvous_info_t *all, int n, size_t field,
                               const char *unit) {
   size_t used = 0;
   uint64_t first;
+  const char *fmt = unit ? "%s%s %d: %llu%s" : "%s%s %d: 0x%llx%s";
   memcpy(&first, (const char *)&all[0] + field, sizeof(first));
-  used += (size_t)snprintf(out, len, "rank 0: %llu%s", (unsigned long long)first, unit);
+  used += (size_t)snprintf(out, len, fmt, "", "rank", 0, (unsigned long long)first, unit ? unit : "");
   for (int r = 1; r < n && used + 40 < len; r++) {
     uint64_t v;
     memcpy(&v, (const char *)&all[r] + field, sizeof(v));
-    if (v != first) used += (size_t)snprintf(out + used, len - used, ", rank %d: %llu%s", r, (unsigned long long)v, unit);
+    if (v != first) used += (size_t)snprintf(out + used, len - used, fmt, ", ", "rank", r, (unsigned long long)v, unit ? unit : "");
   }
+}
+
+static uint64_t heap_place(const mori_rendezvous_info_t *i) { return (uint64_t)i->heap_chunk * i->chunk_size + i->heap_offset; }
+
+/* The caller's terms: the same on every rank (a rank that asks for the same
+ * place while another does not is in another call: sequences diverged),
+ * its arguments alike, and either every allocation empty or none. */
+static int check_terms(const mori_rendezvous_info_t *all, int size, const char *const *arg_names, bool *all_empty) {
+  char list[512];
+  int empty = 0;
+  for (int r = 0; r < size; r++) {
+    if (all[r].terms & ~(uint32_t)(MORI_RENDEZVOUS_SAME_PLACE | MORI_RENDEZVOUS_EMPTY))
+      return mori_error_set(MORI_EPROTO, "window_create: rank %d published an inconsistent record (unknown terms 0x%x)", r,
+                            all[r].terms);
+    if ((all[r].terms & MORI_RENDEZVOUS_SAME_PLACE) != (all[0].terms & MORI_RENDEZVOUS_SAME_PLACE))
+      return mori_error_set(MORI_EMISMATCH,
+                            "window_create: rank %d %s the same heap offset on every rank, rank 0 %s (the ranks' call "
+                            "sequences diverged: a symmetric allocation against a plain window)",
+                            r, (all[r].terms & MORI_RENDEZVOUS_SAME_PLACE) ? "asks for" : "does not ask for",
+                            (all[0].terms & MORI_RENDEZVOUS_SAME_PLACE) ? "does" : "does not");
+    empty += (all[r].terms & MORI_RENDEZVOUS_EMPTY) != 0;
+  }
+  for (int a = 0; a < 2; a++)
+    for (int r = 1; r < size; r++)
+      if (all[r].args[a] != all[0].args[a]) {
+        char unnamed[16];
+        snprintf(unnamed, sizeof(unnamed), "argument %d", a + 1);
+        describe_mismatch(list, sizeof(list), all, size, offsetof(mori_rendezvous_info_t, args) + (size_t)a * sizeof(uint64_t),
+                          NULL);
+        return mori_error_set(MORI_EMISMATCH, "window_create: ranks disagree on the %s (%s)",
+                              arg_names && arg_names[a] ? arg_names[a] : unnamed, list);
+      }
+  *all_empty = empty == size;
+  if (empty && empty < size) {
+    describe_mismatch(list, sizeof(list), all, size, offsetof(mori_rendezvous_info_t, size), " bytes");
+    return mori_error_set(MORI_EMISMATCH, "window_create: ranks disagree on the size (%s)", list);
+  }
+  return 0;
 }
 
 /* "0, 3, 5" for the ranks whose record matches `pick`. */
@@ -55,7 +96,8 @@ static const char *malformed(const mori_rendezvous_info_t *i) {
   return NULL;
 }
 
-int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int lsa_base, int lsa_size) {
+int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int lsa_base, int lsa_size,
+                             const char *const *arg_names) {
   char list[512];
   if (list_ranks(list, sizeof(list), all, size, failed_before)) {
     int first = 0;
@@ -64,6 +106,9 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
     return mori_error_set(code, "window_create: rank(s) %s failed before the rendezvous (rank %d: %s)", list, first,
                           mori_err_name(code));
   }
+  bool all_empty = false;
+  int rc = check_terms(all, size, arg_names, &all_empty);
+  if (rc || all_empty) return rc;
   if (list_ranks(list, sizeof(list), all, size, not_owned))
     return mori_error_set(MORI_ENOT_OWNED, "window_create: rank(s) %s passed memory mori does not own", list);
   for (int r = 0; r < size; r++) {
@@ -89,6 +134,11 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
       return mori_error_set(MORI_EMISMATCH,
                             "window_create: rank %d's memory %s the heap, rank 0's %s (is MORI_SHMEM_MODE the same everywhere?)",
                             r, all[r].heap_chunk >= 0 ? "is from" : "is not from", all[0].heap_chunk >= 0 ? "is" : "is not");
+  bool same_place = (all[0].terms & MORI_RENDEZVOUS_SAME_PLACE) != 0;
+  if (same_place && all[0].heap_chunk < 0)
+    return mori_error_set(MORI_ENOTSUP, "window_create: the same heap offset on every rank needs memory from the symmetric "
+                                        "heap (MORI_SHMEM_MODE=static or vmm, and at most one heap chunk per "
+                                        "allocation: MORI_SHMEM_VMM_CHUNK_SIZE)");
   if (all[0].heap_chunk >= 0) {
     for (int r = 1; r < size; r++)
       if (all[r].chunk_size != all[0].chunk_size) {
@@ -97,8 +147,14 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
                               "window_create: ranks disagree on the heap chunk size (MORI_SHMEM_HEAP_SIZE / MORI_SHMEM_VMM_CHUNK_SIZE: %s)",
                               list);
       }
-    /* Transports beyond load/store address a peer's memory at this rank's
-     * offset: the carves must sit at the same place everywhere. */
+    /* Asked for, or needed because transports beyond load/store address a
+     * peer's memory at this rank's offset: the same place everywhere. */
+    for (int r = 1; r < size && same_place; r++)
+      if (heap_place(&all[r]) != heap_place(&all[0]))
+        return mori_error_set(MORI_EMISMATCH,
+                              "window_create: rank %d's carve is at heap offset %llu, rank 0's at %llu (the ranks' "
+                              "allocation sequences diverged)",
+                              r, (unsigned long long)heap_place(&all[r]), (unsigned long long)heap_place(&all[0]));
     for (int r = 1; r < size && lsa_size < size; r++)
       if (all[r].heap_chunk != all[0].heap_chunk || all[r].heap_offset != all[0].heap_offset)
         return mori_error_set(MORI_EMISMATCH,

@@ -22,6 +22,7 @@
 #include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/log.h"
+#include "core/internal/agreement.h"
 #include "core/internal/segment.h"
 
 static int find_handle_library(const mori_comm_t *c, int type) {
@@ -186,7 +187,7 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
     rc = share_and_map(seg, local, seq, rc);
     if (!rc) seg->peer_base[c->rank] = local_base;
   }
-  rc = mori_comm_agree(c, rc, "sharing and mapping a segment");
+  rc = mori_agree(c, rc, "sharing and mapping a segment");
   if (!rc) {
     for (int i = 0; i < c->num_transports; i++) {
       uint64_t t = mori_profile_now();
@@ -195,7 +196,7 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
       if (trc == 0) seg->registered[i] = true;
       else if (!rc) rc = mori_error_context(trc, "segment: transport %s", c->transports[i].name);
     }
-    rc = mori_comm_agree(c, rc, "registering a segment with the transports");
+    rc = mori_agree(c, rc, "registering a segment with the transports");
   }
   if (rc) {
     mori_error_saved_t cause;

@@ -6,11 +6,15 @@
  *      its device tables and its control block (block pools), and a
  *      reservation of the signal-arena run its slots would take (its
  *      proposal);
- *   1. every rank publishes {status, ok, size, mapped size, pad, device,
- *      handle type, heap placement, segment sequence, arena proposal}; all
- *      validate the same table (rendezvous.c), so every rank fails alike on
- *      a local failure or a disagreement, naming the ranks; the segment
- *      sequence continues from the highest any rank had;
+ *   1. every rank publishes its status (agreement.c: a local failure is
+ *      named on every rank with its message) and {ok, size, mapped size,
+ *      pad, device, handle type, heap placement, segment sequence, arena
+ *      proposal, the caller's terms and arguments}; all validate the same
+ *      table (rendezvous.c), so every rank fails alike on a local failure or
+ *      a disagreement, naming the ranks; the segment sequence continues from
+ *      the highest any rank had. With terms (window_terms.h) this step also
+ *      checks that every rank carved the same size at the same heap offset
+ *      with the same arguments: shmem_malloc's only agreement;
  *   2. memory of its own becomes a segment: mapped across the LSA team,
  *      registered with the transports (segment.c; collective, every rank
  *      fails together); heap memory needs no mapping: the heap chunks it
@@ -40,9 +44,11 @@
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/internal/agreement.h"
 #include "core/internal/block_pool.h"
 #include "core/internal/rendezvous.h"
 #include "core/internal/window.h"
+#include "core/internal/window_terms.h"
 
 static pthread_mutex_t windows_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_window_t *live_windows;
@@ -184,6 +190,10 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
 }
 
 int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
+  return mori_window_create_with_terms(comm, ptr, NULL, out);
+}
+
+int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_window_terms_t *terms, mori_window_t **out) {
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "window_create: comm and out are required");
   *out = NULL;
   mori_rendezvous_info_t me;
@@ -192,16 +202,21 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
   me.pid = (int32_t)getpid();
   me.device = comm->device;
   me.segment_seq = comm->next_segment_seq;
-  mori_alloc_t *a = mori_alloc_acquire(ptr); /* the window's reference; dropped on any failure */
   /* A failure of this rank's own takes part in step 1 as its status: every
-   * rank then fails together, naming it, and no rank skips a later step. */
+   * rank then fails together, naming it and carrying its message, and no
+   * rank skips a later step. */
+  me.status = terms ? terms->local_status : 0;
+  bool empty = terms && terms->allow_empty && !ptr && !me.status;
+  if (terms) {
+    me.terms = (terms->same_place ? MORI_RENDEZVOUS_SAME_PLACE : 0) | (empty ? MORI_RENDEZVOUS_EMPTY : 0);
+    me.args[0] = terms->args[0];
+    me.args[1] = terms->args[1];
+  }
+  mori_alloc_t *a = me.status || empty ? NULL : mori_alloc_acquire(ptr); /* the window's reference; dropped on any failure */
   mori_window_t *w = calloc(1, sizeof(*w));
   mori_rendezvous_info_t *all = calloc((size_t)comm->size, sizeof(*all));
-  char own[512] = "";
-  if (!w || !all) {
+  if ((!w || !all) && !me.status)
     me.status = mori_error_set(MORI_ENOMEM, "window_create: rank %d's bookkeeping", comm->rank);
-    snprintf(own, sizeof(own), "%s", mori_last_error());
-  }
   if (a) {
     me.ok = 1;
     me.size = a->size;
@@ -212,7 +227,9 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
     me.heap_chunk = a->heap ? a->block.chunk : -1;
     me.heap_offset = a->heap ? a->block.offset : 0;
     me.chunk_size = a->heap ? mori_heap_chunk_size(a->heap) : 0;
-  } else {
+  } else if (empty) {
+    me.ok = 1;
+  } else if (!me.status) {
     MORI_WARN("window_create: %p is not mori memory; every rank will fail this rendezvous", ptr);
   }
   if (w) {
@@ -220,34 +237,25 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
     w->alloc = a; /* teardown drops the reference from here on */
     w->proposal.arena = -1;
   }
-  if (w && a && !me.status) {
-    me.status = prepare(w, a);
-    if (me.status) snprintf(own, sizeof(own), "%s", mori_last_error());
-  }
+  if (w && a && !me.status) me.status = prepare(w, a);
   me.arena.arena = -1;
   if (w && a && !me.status) {
     /* Reserved here; withdrawn by teardown if the window fails before step 3. */
     mori_signal_arena_propose(comm, barrier_bytes_of(comm), a->signal_pad_size, &me.arena);
     w->proposal = me.arena;
   }
-  /* The one buffer every rank needs: without it this rank cannot take part
-   * at all (its peers then name it when their wait times out). */
-  int rc = all ? mori_comm_allgather(comm, &me, all, sizeof(me)) : me.status;
-  if (!rc) rc = mori_rendezvous_validate(all, comm->size, comm->lsa_base, comm->lsa_size);
-  if (rc && me.status && own[0]) { /* this rank's own cause first, then what every rank agreed */
-    char agreed[512];
-    snprintf(agreed, sizeof(agreed), "%s", mori_last_error());
-    mori_error_set(rc, "%s (%s)", own, agreed);
-  }
+  static const char *const no_names[2] = {NULL, NULL};
+  int rc = mori_agree_gather(comm, me.status, "rendezvous", &me, all, sizeof(me));
+  if (!rc) rc = mori_rendezvous_validate(all, comm->size, comm->lsa_base, comm->lsa_size, terms ? terms->arg_names : no_names);
   uint64_t pad_size = all ? all[0].pad_size : 0;
-  if (rc) {
+  if (rc || empty) {
     free(all);
     mori_error_saved_t cause;
     mori_error_save(&cause);
     if (w) teardown(w); /* what step 0 took, and the reference */
     else mori_alloc_release(a);
     mori_error_restore(&cause);
-    return mori_error_context(rc, "window_create (rank %d, %p)", comm->rank, ptr);
+    return rc ? mori_error_context(rc, "window_create (rank %d, %p)", comm->rank, ptr) : 0;
   }
   /* The window's segments continue from the highest sequence any rank had:
    * ranks whose counters drifted apart are in step again, so the fd

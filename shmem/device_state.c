@@ -16,6 +16,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
+#include "core/internal/window_terms.h"
 #include "mori/heap.h"
 #include "mori/runtime.h"
 #include "shmem/internal/state.h"
@@ -48,6 +49,28 @@ static int create_table(const mori_heap_location_t *loc) {
   return 0;
 }
 
+/* Fills chunk k's row from `win` when it is not filled yet (*fresh: it was
+ * not). Local: an upload may fail on one PE. */
+static int fill_row(mori_window_t *win, int *chunk, bool *fresh) {
+  mori_shmem_state_t *s = &mori_shmem;
+  mori_heap_location_t loc;
+  *fresh = false;
+  int rc = mori_heap_locate(mori_window_local_ptr(win), &loc); /* a heap carve: cannot fail */
+  if (rc) return rc;
+  *chunk = loc.chunk;
+  if (loc.chunk >= (int)s->dev.table_chunks || s->row_filled[loc.chunk]) return 0;
+  *fresh = true;
+  uint64_t *row = s->table + (size_t)loc.chunk * s->npes;
+  for (int p = 0; p < s->npes; p++) {
+    if (p == s->rank) continue;
+    char *peer = mori_window_peer_ptr(win, p);
+    row[p] = peer ? (uint64_t)(uintptr_t)(peer - loc.offset) : 0;
+  }
+  rc = mori_device_upload(s->device, s->table_dev + (size_t)loc.chunk * s->npes, row, sizeof(uint64_t) * (size_t)s->npes);
+  if (!rc) s->row_filled[loc.chunk] = true;
+  return rc;
+}
+
 int mori_shmem_device_state_create(void) {
   mori_shmem_state_t *s = &mori_shmem;
   memset(&s->dev, 0, sizeof(s->dev));
@@ -55,17 +78,32 @@ int mori_shmem_device_state_create(void) {
   s->dev.version = MORI_SHMEM_DEVICE_STATE_VERSION;
   s->dev.mype = s->rank;
   s->dev.npes = s->npes;
-  int rc = mori_mem_alloc_symmetric(s->comm, WORLD_BYTES, NULL, &s->world_mem);
+  /* shmem's own allocation: carved locally, checked by its window's
+   * rendezvous (the same place on every PE), like shmem_malloc's. */
+  mori_mem_attr_t attr;
+  mori_mem_attr_init(&attr);
+  attr.device = s->device;
+  mori_window_terms_t terms = {.local_status = mori_mem_alloc(WORLD_BYTES, &attr, &s->world_mem), .same_place = true};
+  int rc = mori_window_create_with_terms(s->comm, s->world_mem, &terms, &s->world_win);
   if (rc) return mori_error_context(rc, "shmem needs the symmetric heap (MORI_SHMEM_MODE static or vmm)");
-  if ((rc = mori_window_create(s->comm, s->world_mem, &s->world_win)) != 0) return rc;
   mori_heap_location_t loc;
   int local = mori_heap_locate(s->world_mem, &loc);
   if (!local) local = create_table(&loc);
+  int chunk = 0;
+  bool fresh = false;
   if (!local) {
     s->dev.world = mori_window_device_view(s->world_win);
-    local = mori_shmem_device_state_note(s->world_win);
+    local = fill_row(s->world_win, &chunk, &fresh);
   }
-  return mori_shmem_agree(s->comm, local, "shmem device state");
+  /* The table's rows: the fewest any PE has, so that whether an allocation
+   * fills a row (and takes a step for it) is decided alike everywhere. */
+  uint32_t rows = s->dev.table_chunks, *all = calloc((size_t)s->npes, sizeof(*all));
+  if (!all && !local) local = mori_error_set(MORI_ENOMEM, "shmem device state: PE %d's table", s->rank);
+  rc = mori_agree_gather(s->comm, local, "shmem device state", &rows, all, sizeof(rows));
+  for (int p = 0; !rc && p < s->npes; p++)
+    if (all[p] < s->dev.table_chunks) s->dev.table_chunks = all[p];
+  free(all);
+  return rc;
 }
 
 void mori_shmem_device_state_destroy(void) {
@@ -83,20 +121,15 @@ void mori_shmem_device_state_destroy(void) {
   memset(&s->dev, 0, sizeof(s->dev));
 }
 
-int mori_shmem_device_state_note(mori_window_t *win) {
-  mori_shmem_state_t *s = &mori_shmem;
-  mori_heap_location_t loc;
-  int rc = mori_heap_locate(mori_window_local_ptr(win), &loc);
-  if (rc) return rc;
-  if (loc.chunk >= (int)s->dev.table_chunks || s->row_filled[loc.chunk]) return 0;
-  uint64_t *row = s->table + (size_t)loc.chunk * s->npes;
-  for (int p = 0; p < s->npes; p++) {
-    if (p == s->rank) continue;
-    char *peer = mori_window_peer_ptr(win, p);
-    row[p] = peer ? (uint64_t)(uintptr_t)(peer - loc.offset) : 0;
-  }
-  rc = mori_device_upload(s->device, s->table_dev + (size_t)loc.chunk * s->npes, row, sizeof(uint64_t) * (size_t)s->npes);
-  if (!rc) s->row_filled[loc.chunk] = true;
+int mori_shmem_device_state_note(mori_window_t *win, const char *step) {
+  int chunk = 0;
+  bool fresh = false;
+  int rc = fill_row(win, &chunk, &fresh);
+  if (!fresh) return rc;
+  /* Every PE carved in the same chunk (the rendezvous checked it) and
+   * holds the same row state, so every PE takes this step or none does. */
+  rc = mori_agree(mori_shmem.comm, rc, step);
+  if (rc) mori_shmem.row_filled[chunk] = false; /* filled again by the next allocation there, on every PE */
   return rc;
 }
 

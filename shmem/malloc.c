@@ -1,21 +1,24 @@
 // SPDX-License-Identifier: MIT
-/* Symmetric allocation and free. shmem_malloc*, collectively:
- *   1. every PE's arguments and local checks in one round: a bad argument,
- *      or a PE whose size, alignment or flags differ, fails on every PE
- *      before the heap is touched;
- *   2. mori_mem_alloc_symmetric: the same heap offset on every PE, or every
- *      PE fails naming the diverging one;
- *   3. a window of the allocation (peer pointers, the device view) and its
- *      heap chunk's row in the device table; every PE agrees on the end.
+/* Symmetric allocation and free. shmem_malloc*: each PE checks its
+ * arguments and carves from its heap locally; then one collective step, the
+ * window's rendezvous (core/internal/window_terms.h), checks everything
+ * every PE must agree on: a PE's local failure (a bad argument, an empty
+ * heap) is named on every PE with its message; a PE whose size, alignment
+ * or flags differ, or whose carve sits at another heap offset (its
+ * allocation sequence diverged), is named on every PE; on any failure
+ * nothing stays allocated. Only the first allocation in a heap chunk takes
+ * a second step (its row of the device table, device_state.c).
  * shmem_free: every PE's pointer is checked (a shmem allocation, not freed
- * before, the same heap offset everywhere) in one round, and only when all
- * agree is anything released. */
+ * before, the same heap offset everywhere) in one agreement step, and only
+ * when all agree is anything released. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/internal/agreement.h"
+#include "core/internal/window_terms.h"
 #include "mori/heap.h"
 #include "shmem/internal/state.h"
 
@@ -41,13 +44,6 @@ bool mori_shmem_was_freed(const void *ptr, const void **base, size_t *size) {
   return false;
 }
 
-struct malloc_args {
-  int32_t rc;
-  uint32_t flags;
-  uint64_t size, alignment;
-  char why[200];
-};
-
 /* The heap's kind against the one asked for. */
 static int check_flags(const char *call, unsigned flags) {
   unsigned known = MORI_SHMEM_MALLOC_UNCACHED | MORI_SHMEM_MALLOC_CACHED;
@@ -65,38 +61,20 @@ static int check_flags(const char *call, unsigned flags) {
   return 0;
 }
 
-/* Step 1: every PE's arguments, checked alike everywhere. */
-static int agree_on_arguments(const char *call, size_t size, size_t alignment, unsigned flags) {
-  struct malloc_args me = {0, flags, size, alignment, ""};
+/* This PE's side, before the rendezvous: its arguments checked and its
+ * carve made; whatever fails is its status in the rendezvous. */
+static int carve(const char *call, size_t size, size_t alignment, unsigned flags, void **p, mori_shmem_block_t **b) {
   if (alignment == 0 || (alignment & (alignment - 1)))
-    me.rc = mori_error_set(MORI_EINVAL, "%s: alignment %zu is not a power of two", call, alignment);
-  if (!me.rc) me.rc = check_flags(call, flags);
-  if (me.rc) snprintf(me.why, sizeof(me.why), "%s", mori_last_error());
-  char own[512];
-  snprintf(own, sizeof(own), "%s", mori_last_error());
-  int n = mori_shmem.npes;
-  struct malloc_args *all = calloc((size_t)n, sizeof(*all));
-  int rc = all ? mori_comm_allgather(mori_shmem.comm, &me, all, sizeof(me)) : mori_error_set(MORI_ENOMEM, "%s", call);
-  if (rc) {
-    free(all);
-    return mori_error_context(rc, "%s", call);
-  }
-  if (me.rc) rc = mori_error_set(me.rc, "%s", own);
-  for (int r = 0; !rc && r < n; r++)
-    if (all[r].rc)
-      rc = mori_error_set(all[r].rc, "%s: PE %d failed (%.*s)", call, r, (int)sizeof(all[r].why), all[r].why);
-  for (int r = 1; !rc && r < n; r++) {
-    if (all[r].size != all[0].size)
-      rc = mori_error_set(MORI_EMISMATCH, "%s: PE %d asked for %llu bytes, PE 0 for %llu", call, r,
-                          (unsigned long long)all[r].size, (unsigned long long)all[0].size);
-    else if (all[r].alignment != all[0].alignment)
-      rc = mori_error_set(MORI_EMISMATCH, "%s: PE %d asked for alignment %llu, PE 0 for %llu", call, r,
-                          (unsigned long long)all[r].alignment, (unsigned long long)all[0].alignment);
-    else if (all[r].flags != all[0].flags)
-      rc = mori_error_set(MORI_EMISMATCH, "%s: PE %d passed flags 0x%x, PE 0 0x%x", call, r, all[r].flags, all[0].flags);
-  }
-  free(all);
-  return rc;
+    return mori_error_set(MORI_EINVAL, "%s: alignment %zu is not a power of two", call, alignment);
+  int rc = check_flags(call, flags);
+  if (rc || size == 0) return rc;
+  mori_mem_attr_t attr;
+  mori_mem_attr_init(&attr);
+  attr.alignment = alignment;
+  attr.device = mori_shmem.device;
+  if ((rc = mori_mem_alloc(size, &attr, p)) != 0) return mori_error_context(rc, "%s of %zu bytes", call, size);
+  *b = calloc(1, sizeof(**b));
+  return *b ? 0 : mori_error_set(MORI_ENOMEM, "%s: bookkeeping", call);
 }
 
 static int symmetric_alloc(const char *call, size_t size, size_t alignment, unsigned flags, void **out) {
@@ -108,29 +86,27 @@ static int symmetric_alloc(const char *call, size_t size, size_t alignment, unsi
     pthread_mutex_unlock(&mori_shmem.lock);
     return rc;
   }
-  int rc = agree_on_arguments(call, size, alignment, flags);
   void *p = NULL;
-  mori_window_t *win = NULL;
   mori_shmem_block_t *b = NULL;
-  if (rc || size == 0) goto done;
-  mori_mem_attr_t attr;
-  mori_mem_attr_init(&attr);
-  attr.alignment = alignment;
-  if ((rc = mori_mem_alloc_symmetric(mori_shmem.comm, size, &attr, &p)) != 0) goto done; /* failed together */
-  if ((rc = mori_window_create(mori_shmem.comm, p, &win)) != 0) goto done;            /* failed together */
-  int local = mori_shmem_device_state_note(win);
-  b = local ? NULL : calloc(1, sizeof(*b));
-  if (!local && !b) local = mori_error_set(MORI_ENOMEM, "%s: bookkeeping", call);
-  rc = mori_shmem_agree(mori_shmem.comm, local, call);
-done:
+  mori_window_t *win = NULL;
+  mori_window_terms_t terms = {
+      .local_status = carve(call, size, alignment, flags, &p, &b),
+      .same_place = true,
+      .allow_empty = true,
+      .args = {alignment, flags},
+      .arg_names = {"alignment", "flags"},
+  };
+  int rc = mori_window_create_with_terms(mori_shmem.comm, p, &terms, &win); /* failed together */
+  if (!rc && win) rc = mori_shmem_device_state_note(win, call);            /* failed together */
   if (rc) {
-    char msg[1024];
-    snprintf(msg, sizeof(msg), "%s", mori_last_error());
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
     free(b);
     mori_window_destroy(win);
     mori_mem_free(p);
-    rc = mori_error_set(rc, "%s", msg);
-  } else if (b) {
+    mori_error_restore(&cause);
+    rc = mori_error_context(rc, "%s", call);
+  } else if (win) {
     b->base = p;
     b->size = size;
     b->win = win;
@@ -150,13 +126,6 @@ int shmem_malloc_align(size_t alignment, size_t size, void **out) {
 int shmem_ext_malloc_with_flags(size_t size, unsigned int flags, void **out) {
   return symmetric_alloc("shmem_ext_malloc_with_flags", size, 4096, flags, out);
 }
-
-struct free_claim {
-  int32_t rc;
-  int32_t reserved;
-  uint64_t offset; /* in the heap; UINT64_MAX: NULL */
-  char why[200];
-};
 
 /* This PE's side of shmem_free: the block `ptr` names, and its heap offset. */
 static int claim(void *ptr, mori_shmem_block_t **out, uint64_t *offset) {
@@ -188,25 +157,18 @@ int shmem_free(void *ptr) {
     pthread_mutex_unlock(&mori_shmem.lock);
     return rc;
   }
-  struct free_claim me = {0, 0, 0, ""};
   mori_shmem_block_t *b = NULL;
-  me.rc = claim(ptr, &b, &me.offset);
-  char own[512];
-  snprintf(own, sizeof(own), "%s", me.rc ? mori_last_error() : "");
-  snprintf(me.why, sizeof(me.why), "%s", own);
+  uint64_t offset = 0; /* in the heap; UINT64_MAX: NULL */
+  int status = claim(ptr, &b, &offset);
   int n = mori_shmem.npes;
-  struct free_claim *all = calloc((size_t)n, sizeof(*all));
-  int rc = all ? mori_comm_allgather(mori_shmem.comm, &me, all, sizeof(me)) : mori_error_set(MORI_ENOMEM, "shmem_free");
-  if (!rc && me.rc) rc = mori_error_set(me.rc, "%s (nothing was freed on any PE)", own);
-  for (int r = 0; !rc && r < n; r++)
-    if (all[r].rc)
-      rc = mori_error_set(all[r].rc, "shmem_free: PE %d failed (%.*s); nothing was freed on any PE", r,
-                          (int)sizeof(all[r].why), all[r].why);
+  uint64_t *all = calloc((size_t)n, sizeof(*all));
+  if (!all && !status) status = mori_error_set(MORI_ENOMEM, "shmem_free: PE %d's table", mori_shmem.rank);
+  int rc = mori_agree_gather(mori_shmem.comm, status, "shmem_free (nothing was freed on any PE)", &offset, all, sizeof(offset));
   for (int r = 1; !rc && r < n; r++)
-    if (all[r].offset != all[0].offset) {
+    if (all[r] != all[0]) {
       char mine[32], first[32];
-      snprintf(mine, sizeof(mine), all[r].offset == UINT64_MAX ? "NULL" : "heap offset %llu", (unsigned long long)all[r].offset);
-      snprintf(first, sizeof(first), all[0].offset == UINT64_MAX ? "NULL" : "heap offset %llu", (unsigned long long)all[0].offset);
+      snprintf(mine, sizeof(mine), all[r] == UINT64_MAX ? "NULL" : "heap offset %llu", (unsigned long long)all[r]);
+      snprintf(first, sizeof(first), all[0] == UINT64_MAX ? "NULL" : "heap offset %llu", (unsigned long long)all[0]);
       rc = mori_error_set(MORI_EMISMATCH, "shmem_free: PE %d frees %s, PE 0 %s; nothing was freed on any PE", r, mine, first);
     }
   free(all);

@@ -9,6 +9,7 @@
 #include "core/base/dynlib.h"
 #include "core/base/env.h"
 #include "core/base/error.h"
+#include "core/internal/agreement.h"
 #include "shmem/internal/mpi.h"
 
 typedef void *mpi_handle_t; /* MPI_Comm, MPI_Datatype */
@@ -20,7 +21,6 @@ typedef void *mpi_handle_t; /* MPI_Comm, MPI_Datatype */
   X(comm_rank, "MPI_Comm_rank")         \
   X(comm_size, "MPI_Comm_size")         \
   X(allgather, "MPI_Allgather")         \
-  X(bcast, "MPI_Bcast")                 \
   X(byte, "ompi_mpi_byte")
 
 static struct {
@@ -30,12 +30,11 @@ static struct {
   int (*comm_size)(mpi_handle_t comm, int *size);
   int (*allgather)(const void *send, int send_count, mpi_handle_t send_type, void *recv, int recv_count,
                    mpi_handle_t recv_type, mpi_handle_t comm);
-  int (*bcast)(void *buf, int count, mpi_handle_t type, int root, mpi_handle_t comm);
   void *byte; /* MPI_BYTE */
 } mpi;
 
 static int load_mpi(void) {
-  if (mpi.bcast) return 0;
+  if (mpi.allgather) return 0;
   const char *forced = mori_env_string("MORI_MPI_LIBRARY");
   const char *names[] = {forced && *forced ? forced : "libmpi.so.40", "libmpi.so.40", "libmpi.so", NULL};
   static const mori_dynlib_symbol_t symbols[] = {
@@ -50,29 +49,13 @@ static int load_mpi(void) {
   return 0;
 }
 
-struct mpi_claim {
-  int32_t rank, npes;         /* what the caller passed */
-  int32_t mpi_rank, mpi_size; /* what the communicator says */
-};
-
-struct mpi_id {
-  int32_t rc;
-  char why[220];
+/* What every MPI rank sends in the one exchange: its status (its claim
+ * checked against its communicator; on rank 0, making the unique ID too)
+ * and, from rank 0, the ID. */
+struct mpi_start {
+  mori_agreement_note_t note;
   mori_shmem_uniqueid_t id;
 };
-
-/* Same verdict on every rank: the first rank whose claim is wrong. */
-static int check_claims(const struct mpi_claim *all, int size) {
-  for (int r = 0; r < size; r++) {
-    if (all[r].npes != all[r].mpi_size)
-      return mori_error_set(MORI_EMISMATCH, "MPI rank %d passed npes %d, its communicator has %d ranks", all[r].mpi_rank,
-                            all[r].npes, all[r].mpi_size);
-    if (all[r].rank != all[r].mpi_rank)
-      return mori_error_set(MORI_EMISMATCH, "MPI rank %d passed rank %d (shmem ranks are the communicator's ranks)",
-                            all[r].mpi_rank, all[r].rank);
-  }
-  return 0;
-}
 
 int mori_shmem_mpi_unique_id(const void *comm_ptr, int rank, int npes, mori_shmem_uniqueid_t *out) {
   int rc = load_mpi();
@@ -84,25 +67,31 @@ int mori_shmem_mpi_unique_id(const void *comm_ptr, int rank, int npes, mori_shme
     return mori_error_set(MORI_EINVAL, "MORI_SHMEM_INIT_WITH_MPI_COMM: MPI is %s in this process",
                           down ? "already finalised" : "not initialised (call MPI_Init first)");
   mpi_handle_t comm = *(const mpi_handle_t *)comm_ptr;
-  struct mpi_claim me = {rank, npes, -1, -1};
-  if (mpi.comm_rank(comm, &me.mpi_rank) != 0 || mpi.comm_size(comm, &me.mpi_size) != 0 || me.mpi_size < 1)
+  int mpi_rank = -1, mpi_size = -1;
+  if (mpi.comm_rank(comm, &mpi_rank) != 0 || mpi.comm_size(comm, &mpi_size) != 0 || mpi_size < 1)
     return mori_error_set(MORI_EINVAL, "MORI_SHMEM_INIT_WITH_MPI_COMM: the argument is not a valid MPI communicator");
-  struct mpi_claim *all = calloc((size_t)me.mpi_size, sizeof(*all));
-  if (!all) return mori_error_set(MORI_ENOMEM, "MPI claims");
+  struct mpi_start me;
+  memset(&me, 0, sizeof(me));
+  int status = 0;
+  if (npes != mpi_size)
+    status = mori_error_set(MORI_EMISMATCH, "MPI rank %d passed npes %d, its communicator has %d ranks", mpi_rank, npes,
+                            mpi_size);
+  else if (rank != mpi_rank)
+    status = mori_error_set(MORI_EMISMATCH, "MPI rank %d passed rank %d (shmem ranks are the communicator's ranks)",
+                            mpi_rank, rank);
+  else if (mpi_rank == 0)
+    status = shmem_get_unique_id(&me.id);
+  char own[1024];
+  snprintf(own, sizeof(own), "%s", status ? mori_last_error() : "");
+  mori_agreement_note_fill(&me.note, status);
+  struct mpi_start *all = calloc((size_t)mpi_size, sizeof(*all));
+  if (!all) return mori_error_set(MORI_ENOMEM, "MORI_SHMEM_INIT_WITH_MPI_COMM: MPI rank %d's table", mpi_rank);
   if (mpi.allgather(&me, (int)sizeof(me), mpi.byte, all, (int)sizeof(me), mpi.byte, comm) != 0)
     rc = mori_error_set(MORI_EIO, "MORI_SHMEM_INIT_WITH_MPI_COMM: MPI_Allgather failed");
-  if (!rc) rc = check_claims(all, me.mpi_size);
+  if (!rc)
+    rc = mori_agreement_verdict(&all[0].note, sizeof(all[0]), mpi_size, mpi_rank, own, "MORI_SHMEM_INIT_WITH_MPI_COMM",
+                                "MPI rank");
+  if (!rc) *out = all[0].id;
   free(all);
-  if (rc) return rc;
-  struct mpi_id msg;
-  memset(&msg, 0, sizeof(msg));
-  if (me.mpi_rank == 0) {
-    msg.rc = shmem_get_unique_id(&msg.id);
-    if (msg.rc) snprintf(msg.why, sizeof(msg.why), "%s", mori_last_error());
-  }
-  if (mpi.bcast(&msg, (int)sizeof(msg), mpi.byte, 0, comm) != 0)
-    return mori_error_set(MORI_EIO, "MORI_SHMEM_INIT_WITH_MPI_COMM: MPI_Bcast of the unique ID failed");
-  if (msg.rc) return mori_error_set(msg.rc, "MPI rank 0 could not make the unique ID: %.*s", (int)sizeof(msg.why), msg.why);
-  *out = msg.id;
-  return 0;
+  return rc;
 }

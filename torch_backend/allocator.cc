@@ -11,6 +11,7 @@
 #include <torch/headeronly/version.h>
 
 #include <atomic>
+#include <climits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -56,15 +57,18 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
     if (Finalized()) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      // Drop cached handles of this allocation; live Python handles keep the
+      // Drop cached handles of this allocation (the pointers rendezvous was
+      // given inside it, indexed by its base); live Python handles keep the
       // window (and so the memory) until they go.
-      for (auto it = handles_.begin(); it != handles_.end();) {
-        mori_mem_info_t info;
-        bool ours = mori_mem_query(it->first, &info) == 0 && info.base == ptr;
-        it = ours ? handles_.erase(it) : std::next(it);
+      auto keys = handle_ptrs_.find(ptr);
+      if (keys != handle_ptrs_.end()) {
+        for (void *key : keys->second) handles_.erase(key);
+        handle_ptrs_.erase(keys);
       }
-      for (auto it = windows_.begin(); it != windows_.end();)
-        it = std::get<0>(it->first) == ptr ? windows_.erase(it) : std::next(it);
+      handles_.erase(ptr);
+      for (auto it = windows_.lower_bound(std::make_tuple(ptr, std::string(), INT_MIN));
+           it != windows_.end() && std::get<0>(it->first) == ptr;)
+        it = windows_.erase(it);
       alloc_group_.erase(ptr);
     }
     int rc = mori_mem_free(ptr);
@@ -100,8 +104,10 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
       TORCH_CHECK(it != alloc_group_.end(), "MORI rendezvous: no group name given at alloc or rendezvous");
       group = it->second;
     }
-    for (auto &entry : handles_[ptr])
-      if (entry.first == group) return entry.second;
+    auto known = handles_.find(ptr);
+    if (known != handles_.end())
+      for (auto &entry : known->second)
+        if (entry.first == group) return entry.second;
 
     std::shared_ptr<WindowState> state;
     auto key = std::make_tuple(info.base, group, info.device);
@@ -118,7 +124,9 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
       windows_[key] = state;
     }
     c10::intrusive_ptr<SymmetricMemory> handle = c10::make_intrusive<MoriSymmetricMemory>(state, info.offset);
-    handles_[ptr].emplace_back(group, handle);
+    auto &cached = handles_[ptr];
+    if (cached.empty()) handle_ptrs_[info.base].push_back(ptr);
+    cached.emplace_back(group, handle);
     return handle;
   }
 
@@ -152,6 +160,7 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
     // Handles Python still holds become inert; mori releases everything in
     // order while the runtime is alive; then the comms.
     handles_.clear();
+    handle_ptrs_.clear();
     windows_.clear();
     mori_finalize();
     groups_.ReleaseAll();
@@ -164,6 +173,9 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
   std::map<std::tuple<void *, std::string, int>, std::shared_ptr<WindowState>> windows_;
   // Handles by the pointer torch passes, one per group.
   std::unordered_map<void *, std::vector<std::pair<std::string, c10::intrusive_ptr<SymmetricMemory>>>> handles_;
+  // The keys of handles_ by allocation base: free finds its handles in
+  // constant time instead of querying every cached pointer.
+  std::unordered_map<void *, std::vector<void *>> handle_ptrs_;
 };
 
 // Never destroyed: torch's registry keeps a reference past our statics.

@@ -78,11 +78,10 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   int instance = base.made++;
   int rc = CreateStoreBootstrap(base.store, name + "/" + std::to_string(instance), base.rank, base.size, &g->bootstrap);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, "): ", mori_last_error());
-  // The local transports first (plugins.h); a group that spans nodes (some
-  // member outside this rank's load/store team — then every rank sees one,
-  // so all decide alike) is made again with all of them, for the other
-  // nodes' peers. Single-node groups never open a NIC or register memory
-  // with one.
+  // The local transports route the peers first (plugins.h); the others are
+  // optional: the comm opens them only when some rank has a peer the local
+  // ones do not reach (a group that spans nodes), in the same creation.
+  // Single-node groups never open a NIC or register memory with one.
   mori_comm_attr_t attr;
   mori_comm_attr_init(&attr);
   attr.bootstrap = g->bootstrap;
@@ -90,21 +89,11 @@ Group &Groups::Make(const std::string &name, Base &base, const std::vector<int> 
   attr.handles = kHandles;
   attr.num_handles = (int)kNumHandles;
   attr.transports = kTransports;
-  attr.num_transports = (int)kLocalTransports;
+  attr.num_transports = (int)kNumTransports;
+  for (size_t t = kLocalTransports; t < kNumTransports; t++) attr.optional_transports |= 1u << t;
   rc = mori_comm_create(&attr, &g->comm);
   TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, ", cuda:", device, "): ",
               mori_last_error());
-  int lsa_base = 0, lsa_size = 0, lsa_rank = 0;
-  mori_comm_lsa(g->comm, &lsa_base, &lsa_size, &lsa_rank);
-  if (lsa_size < base.size) {
-    rc = mori_comm_destroy(g->comm);
-    g->comm = nullptr;
-    attr.num_transports = (int)kNumTransports;
-    if (!rc) rc = mori_comm_create(&attr, &g->comm);
-    TORCH_CHECK(rc == 0, "MORI group '", name, "' (rank ", base.rank, " of ", base.size, ", cuda:", device,
-                ", spanning nodes: rdma for the peers outside [", lsa_base, ", ", lsa_base + lsa_size, ")): ",
-                mori_last_error());
-  }
   size_t bytes = g->rank_to_global.size() * sizeof(int);
   rc = mori_device_alloc(device, bytes, (void **)&g->rank_to_global_dev);
   if (!rc) rc = mori_device_copy(device, g->rank_to_global_dev, g->rank_to_global.data(), bytes);

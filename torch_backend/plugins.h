@@ -15,8 +15,9 @@ extern const mori_handle_ops_t *const kHandles[];
 extern const size_t kNumHandles;
 
 // Transports: the first kLocalTransports for every group (load/store
-// peers); the rest only for a group that spans nodes (its other nodes'
-// peers), so a single-node group never opens a NIC.
+// peers); the rest are optional (mori_comm_attr_t.optional_transports),
+// opened only for a group that spans nodes (its other nodes' peers), so a
+// single-node group never opens a NIC.
 extern const mori_transport_ops_t *const kTransports[];
 extern const size_t kNumTransports;
 extern const size_t kLocalTransports;

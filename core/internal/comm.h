@@ -53,15 +53,13 @@ struct mori_comm {
   struct mori_comm *next_live; /* the process's list of comms (teardown) */
 };
 
-/* Every rank contributes its status of a step; 0 when all succeeded, else
- * the first failing rank is named on every rank (with this rank's own
- * message when it is the one that failed). Collective. */
-int mori_comm_agree(mori_comm_t *comm, int my_rc, const char *step);
-
 /* The process's comms, for mori_finalize: calls fn on each under the lock. */
 void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg);
 /* Removes the comm from the list and releases it (plug-ins' fini, tables). */
 void mori_comm_release(mori_comm_t *comm);
+/* mori_comm_allgather for one of core's own collective steps: `what` names
+ * the call, so that the node channel never pairs ranks at different calls. */
+int mori_comm_allgather_named(mori_comm_t *comm, const char *what, const void *send, void *recv, size_t bytes);
 
 MORI_EXTERN_C_END
 

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "core/internal/agreement.h"
 #include "mori/shmem.h"
 
 MORI_EXTERN_C_BEGIN
@@ -50,11 +51,10 @@ extern mori_shmem_state_t mori_shmem;
 /* MORI_ENOT_INITIALIZED naming the call. */
 int mori_shmem_not_initialized(const char *call);
 
-/* Collective over the PEs: every PE's status and, for a failed one, its
- * message; 0 when all succeeded, else every PE fails with the first failed
- * PE's code and "<step>: PE r failed: <its message>" (its own message on
- * that PE). */
-int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *step);
+/* Collective over the PEs: core's agreement (core/internal/agreement.h):
+ * 0 when every PE succeeded, else every PE fails naming the failed PE(s)
+ * and carrying each one's message. */
+static inline int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *step) { return mori_agree(comm, my_rc, step); }
 
 /* The block holding `ptr` (interior pointers allowed), or NULL. */
 mori_shmem_block_t *mori_shmem_find_block(const void *ptr);
@@ -64,11 +64,13 @@ void mori_shmem_remove_block(mori_shmem_block_t *b);
  * released lately (the last 64), and which (base, size). */
 bool mori_shmem_was_freed(const void *ptr, const void **base, size_t *size);
 
-/* device_state.c: made at init (collective), released at finalize; a new
- * shmem allocation's chunk row is filled once its window exists. */
+/* device_state.c: made at init (collective), released at finalize. A new
+ * shmem allocation's window fills its heap chunk's row of the device table
+ * when the row is not filled yet: only then is this collective (one
+ * agreement step named `step`; the row state is the same on every PE). */
 int mori_shmem_device_state_create(void);
 void mori_shmem_device_state_destroy(void);
-int mori_shmem_device_state_note(mori_window_t *win);
+int mori_shmem_device_state_note(mori_window_t *win, const char *step);
 
 MORI_EXTERN_C_END
 

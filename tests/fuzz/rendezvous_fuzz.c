@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(all, 0, sizeof(all));
   size_t bytes = size - 3 < sizeof(all[0]) * (size_t)n ? size - 3 : sizeof(all[0]) * (size_t)n;
   memcpy(all, data + 3, bytes);
-  int rc = mori_rendezvous_validate(all, n, lsa_base, lsa_size);
+  int rc = mori_rendezvous_validate(all, n, lsa_base, lsa_size, NULL);
   const char *msg = mori_last_error();
   check(memchr(msg, '\0', 1024) != NULL);
   check(rc <= 0);
@@ -38,6 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Accepted: what window.c then does with the table must not overflow. */
   int chunks = 0;
   for (int r = 0; r < n; r++) {
+    check(all[r].terms == all[0].terms && all[r].args[0] == all[0].args[0] && all[r].args[1] == all[0].args[1]);
+    if (all[0].terms & MORI_RENDEZVOUS_EMPTY) continue; /* every rank's allocation is empty: no window */
     check(all[r].status == 0 && all[r].ok == 1);
     check(all[r].size == all[0].size && all[r].pad_size == all[0].pad_size && all[r].mapped_size == all[0].mapped_size);
     check(all[r].size <= all[r].mapped_size && all[r].offset < all[r].mapped_size);
@@ -48,6 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (all[r].heap_chunk + 1 > chunks) chunks = all[r].heap_chunk + 1;
     }
   }
+  if (all[0].terms & MORI_RENDEZVOUS_SAME_PLACE)
+    for (int r = 0; r < n; r++) check(all[r].heap_chunk == all[0].heap_chunk && all[r].heap_offset == all[0].heap_offset);
   uint64_t seq = mori_rendezvous_next_seq(all, n);
   for (int r = 0; r < n; r++) check(seq >= all[r].segment_seq);
   return 0;

@@ -93,6 +93,66 @@ TEST(Composition, EveryOrderOfTransportsGivesTheSameTeamsAndRoutes) {
   });
 }
 
+// A NIC that counts its inits (one process per rank: per rank).
+int optional_inits = 0;
+int CountedInit(mori_comm_t *, void **state) {
+  optional_inits++;
+  *state = nullptr;
+  return 0;
+}
+const mori_transport_ops_t kCountedNic = {
+    .size = sizeof(mori_transport_ops_t),
+    .abi_version = MORI_PLUGIN_ABI_VERSION,
+    .name = "counted_nic",
+    .init = CountedInit,
+    .peer_caps = FakeRdmaCaps,
+};
+
+TEST(Composition, AnOptionalTransportIsInitialisedOnlyWhenAPeerNeedsItInOneCreation) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = mori_test::Bootstrap();
+    ASSERT_NE(b, nullptr);
+    const mori_transport_ops_t *const listed[] = {&kCountedNic, &mori_transport_p2p_ops};  // the NIC first: order is no cue
+    mori_comm_attr_t attr;
+    mori_comm_attr_init(&attr);
+    attr.bootstrap = b;
+    attr.handles = kHandles;
+    attr.num_handles = 2;
+    attr.transports = listed;
+    attr.num_transports = 2;
+    attr.optional_transports = 1u << 0;
+    // One node: p2p reaches everyone, the NIC is never opened.
+    setenv("MORI_HOST_ID", "one-node", 1);
+    mori_comm_t *c = nullptr;
+    MORI_ASSERT_OK(mori_comm_create(&attr, &c));
+    EXPECT_EQ(optional_inits, 0);
+    EXPECT_EQ(mori_comm_transport_state(c, &kCountedNic), nullptr);
+    for (int p = 0; p < size; p++) EXPECT_STREQ(mori_comm_transport_for(c, p)->name, "p2p") << "peer " << p;
+    MORI_EXPECT_OK(mori_comm_destroy(c));
+    // Two simulated nodes: every rank has peers p2p does not reach, so every
+    // rank opens the NIC once, in the same creation.
+    int per_node = size / 2;
+    setenv("MORI_HOST_ID", rank < per_node ? "node-0" : "node-1", 1);
+    MORI_ASSERT_OK(mori_comm_create(&attr, &c));
+    EXPECT_EQ(optional_inits, 1);
+    for (int p = 0; p < size; p++) {
+      bool same_node = (p < per_node) == (rank < per_node);
+      const mori_transport_ops_t *reach = mori_comm_transport_for(c, p);
+      ASSERT_NE(reach, nullptr) << "peer " << p;
+      EXPECT_STREQ(reach->name, same_node ? "p2p" : "counted_nic") << "peer " << p;
+    }
+    MORI_EXPECT_OK(mori_comm_destroy(c));
+    // A bit beyond the list is refused.
+    attr.optional_transports = 1u << 2;
+    EXPECT_EQ(mori_comm_create(&attr, &c), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("optional_transports 0x4 names transports beyond the 2 listed"),
+              std::string::npos)
+        << mori_last_error();
+    unsetenv("MORI_HOST_ID");
+    mori_bootstrap_destroy(b);
+  });
+}
+
 TEST(Composition, CopyEnginesWithoutLoadStoreFailNamingTheCapability) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     mori_bootstrap_t *b = mori_test::Bootstrap();

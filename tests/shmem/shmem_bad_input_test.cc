@@ -178,7 +178,7 @@ TEST(ShmemBadInput, NonPowerOfTwoAlignmentFailsOnEveryPeNamingIt) {
     EXPECT_ERROR(shmem_malloc_align(rank == odd ? 3000 : 4096, 4096, &p), MORI_EINVAL, "alignment 3000 is not a power of two");
     EXPECT_EQ(p, nullptr);
     if (rank != odd) {
-      EXPECT_NE(std::string(mori_last_error()).find("PE " + Str(odd) + " failed"), std::string::npos) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("rank(s) " + Str(odd) + " failed; rank " + Str(odd) + ": "), std::string::npos) << mori_last_error();
     }
     EXPECT_ERROR(shmem_malloc_align(0, 4096, &p), MORI_EINVAL, "alignment 0");
     // Nothing was allocated: the next allocation lands where it would have.
@@ -196,9 +196,15 @@ TEST(ShmemBadInput, DivergingSizesFlagsOrHeapHistoriesAreNamed) {
     void *p = nullptr;
     if (size > 1) {
       EXPECT_ERROR(shmem_malloc(rank == odd ? 8192 : 4096, &p), MORI_EMISMATCH,
-                   "PE " + Str(odd) + " asked for 8192 bytes, PE 0 for 4096");
+                   "ranks disagree on the size (rank 0: 4096 bytes, rank " + Str(odd) + ": 8192 bytes)");
       EXPECT_ERROR(shmem_ext_malloc_with_flags(4096, rank == odd ? MORI_SHMEM_MALLOC_CACHED : 0, &p), MORI_EMISMATCH,
-                   "PE " + Str(odd) + " passed flags 0x2, PE 0 0x0");
+                   "ranks disagree on the flags (rank 0: 0x0, rank " + Str(odd) + ": 0x2)");
+      EXPECT_ERROR(shmem_malloc_align(rank == odd ? 8192 : 4096, 4096, &p), MORI_EMISMATCH,
+                   "ranks disagree on the alignment (rank 0: 0x1000, rank " + Str(odd) + ": 0x2000)");
+      // An empty allocation on one PE only is a size the others did not ask for.
+      EXPECT_ERROR(shmem_malloc(rank == odd ? 0 : 4096, &p), MORI_EMISMATCH,
+                   "ranks disagree on the size (rank 0: 4096 bytes, rank " + Str(odd) + ": 0 bytes)");
+      EXPECT_EQ(p, nullptr);
       // A carve only the odd PE made shifts its heap: the offsets differ.
       void *extra = nullptr;
       if (rank == odd) MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &extra));
@@ -206,6 +212,14 @@ TEST(ShmemBadInput, DivergingSizesFlagsOrHeapHistoriesAreNamed) {
       EXPECT_EQ(p, nullptr);
       if (extra) MORI_EXPECT_OK(mori_mem_free(extra));
     }
+    // Larger than a heap chunk (4 MiB here): not heap memory, so no heap
+    // offset to agree on; refused on every PE, nothing left allocated.
+    mori_heap_stats_t before, after;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &before));
+    EXPECT_ERROR(shmem_malloc(5 << 20, &p), MORI_ENOTSUP, "at most one heap chunk per allocation");
+    EXPECT_EQ(p, nullptr);
+    MORI_ASSERT_OK(mori_heap_stats(-1, &after));
+    EXPECT_EQ(after.allocations, before.allocations);
     // The heap holds normal memory here: uncached memory is refused, not faked.
     EXPECT_ERROR(shmem_ext_malloc_with_flags(4096, MORI_SHMEM_MALLOC_UNCACHED, &p), MORI_ENOTSUP,
                  "uncached memory asked for, the heap holds cached (normal) memory");
@@ -228,7 +242,7 @@ TEST(ShmemBadInput, ForeignFreedOrDivergingFreesFailOnEveryPeAndFreeNothing) {
     int odd = size - 1, stack = 0;
     EXPECT_ERROR(shmem_free(rank == odd ? (void *)&stack : p), MORI_ENOT_OWNED, "was not allocated by shmem_malloc");
     if (rank != odd) {
-      EXPECT_NE(std::string(mori_last_error()).find("PE " + Str(odd) + " failed"), std::string::npos) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("rank(s) " + Str(odd) + " failed; rank " + Str(odd) + ": "), std::string::npos) << mori_last_error();
     }
     EXPECT_NE(shmem_ptr_p2p(p, rank, rank), nullptr) << "nothing was freed";
     EXPECT_ERROR(shmem_free((char *)p + 8), MORI_EINVAL, "is inside the allocation");

@@ -13,10 +13,12 @@
 
 #include "mori/device/shmem.h"
 #include "tests/shmem/pe.h"
+#include "tests/support/profile_calls.h"
 
 using mori_shmem_test::HeapOffset;
 using mori_shmem_test::InitPe;
 using mori_shmem_test::UseSmallHeap;
+using mori_test::ProfileCalls;
 using mori_test::TestRanks;
 
 namespace {
@@ -102,6 +104,37 @@ TEST(Shmem, MallocPutsEveryAllocationAtTheSameHeapOffsetAndPeersReachIt) {
     MORI_EXPECT_OK(shmem_free(nullptr));
     MORI_ASSERT_OK(mori_heap_stats(-1, &after));
     EXPECT_EQ(after.allocations, before.allocations) << "everything shmem_malloc gave back";
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+// shmem_malloc's collective steps (mori/profile.h's collective_step), in
+// steady state (a chunk already mapped, its device-table row filled): the
+// window's rendezvous alone checks that every PE carved the same size at
+// the same heap offset with the same arguments. A step that came back
+// (a separate agreement on the arguments, the offsets or the outcome)
+// fails this test. shmem_free and shmem_malloc(0): one step each.
+TEST(Shmem, MallocTakesOneCollectiveStepAndFreeOne) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "steps"));
+    void *warm = nullptr, *p = nullptr, *q = nullptr, *empty = (void *)1;
+    MORI_ASSERT_OK(shmem_malloc(4096, &warm));  // the chunk is mapped and its row filled
+    mori_profile_reset();
+    MORI_ASSERT_OK(shmem_malloc(4096, &p));
+    EXPECT_EQ(ProfileCalls("collective_step"), 1u) << "shmem_malloc";
+    mori_profile_reset();
+    MORI_ASSERT_OK(shmem_malloc_align(1 << 16, 8192, &q));
+    EXPECT_EQ(ProfileCalls("collective_step"), 1u) << "shmem_malloc_align";
+    mori_profile_reset();
+    MORI_ASSERT_OK(shmem_malloc(0, &empty));
+    EXPECT_EQ(empty, nullptr);
+    EXPECT_EQ(ProfileCalls("collective_step"), 1u) << "shmem_malloc(0)";
+    mori_profile_reset();
+    MORI_EXPECT_OK(shmem_free(q));
+    EXPECT_EQ(ProfileCalls("collective_step"), 1u) << "shmem_free";
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_free(warm));
     MORI_EXPECT_OK(shmem_finalize());
   });
 }

@@ -25,6 +25,14 @@ typedef struct mori_comm_attr {
   int num_handles;
   const mori_transport_ops_t *const *transports;
   int num_transports;
+  /* Bit i: transports[i] is optional. Creation routes the peers with the
+   * other transports first and initialises the optional ones (in list
+   * order, then routes again) only when some rank has a peer none of the
+   * others reaches; every rank decides alike (one more collective step,
+   * only when a bit is set). E.g. p2p plus rdma marked optional: a
+   * one-node job never opens a NIC, a job across nodes is made in one
+   * creation. 0: every listed transport is initialised. */
+  uint32_t optional_transports;
 } mori_comm_attr_t;
 
 /* What every rank learns about every other rank at creation. */
