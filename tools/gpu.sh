@@ -11,7 +11,7 @@
 # PARTS: a comma list of tests (GPU suites and torch suites), shared (the
 # collectives and the torch suites at two ranks sharing one GPU), proxy (the
 # proxy ring: its suite and benchmark, two ranks declared on different nodes
-# with the copy-engine executor standing in for the NIC), heap (the heap
+# with the copy-engine NIC standing in for the NIC), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
 # backend), host (host cost per call at one rank: MORI against torch's
@@ -125,10 +125,10 @@ fi
 
 if has proxy; then
   # Two ranks always: with one GPU both run on it (each its own context).
-  echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine executor)"
+  echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine NIC)"
   gtest_suite gpu_proxy_test 2 gpu_proxy_test gpu_proxy_test
   echo "== proxy ring benchmark (bench_proxy)"
-  MORI_RDMA_EXECUTOR=copy_engine timeout 200 gpu-bundle/bin/mori_launch -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
+  timeout 200 gpu-bundle/bin/mori_launch -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
     tee "$OUT/bench_proxy.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_proxy.log" | sed 's/^RESULT //' > "$OUT/bench_proxy.jsonl"
   record "bench_proxy: $(wc -l < "$OUT/bench_proxy.jsonl") results"

@@ -23,7 +23,7 @@
 
 #include "tests/support/proc_stats.h"
 #include "tests/support/world.h"
-#include "transport/rdma/ce_nic.h"
+#include "transport/rdma/ce_nic/internal.h"
 
 using mori_test::World;
 

@@ -4,7 +4,8 @@
 // gets, atomic adds, checked); peers on the same node stay p2p. Where no
 // RDMA device exists (CI), the transport must say so instead of failing the
 // comm. tools/rdma_vm_test.sh runs this suite against Soft-RoCE in a VM;
-// rdma_ce_test runs it with the copy-engine executor (MORI_RDMA_EXECUTOR).
+// rdma_ce_test runs it with the copy-engine NIC (//transport/rdma/ce_nic,
+// built in with MORI_TEST_CE_NIC) as the rdma transport's provider.
 // The RDMA variables of the Shmem Guide against the real device: rail-only
 // (QP counts per rank), two QPs per peer, a device include list naming rxe0
 // and an exclude list leaving none, the GID index by the guide's name, and
@@ -25,22 +26,29 @@
 #include "mori/team.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
+#ifdef MORI_TEST_CE_NIC
+#include "transport/rdma/ce_nic/ce_nic.h"
+#endif
 
 using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
 
-// The device the suite runs on: Soft-RoCE's, or the copy-engine executor's.
-std::string NicName() {
-  const char *executor = getenv("MORI_RDMA_EXECUTOR");
-  return executor && !strcmp(executor, "copy_engine") ? "mori_ce0" : "rxe0";
-}
+// rdma_ce_test: the copy-engine NIC is the provider of every comm the
+// suite makes (set before main, so every rank's process inherits it).
+#ifdef MORI_TEST_CE_NIC
+const bool kCeNic = mori_ce_nic_install() == 0;
+#else
+const bool kCeNic = false;
+#endif
+
+// The device the suite runs on: Soft-RoCE's, or the copy-engine NIC's.
+std::string NicName() { return kCeNic ? "mori_ce0" : "rxe0"; }
 
 bool HaveRdmaDevice() {
-  // The copy-engine executor stands in for a NIC on one machine.
-  const char *executor = getenv("MORI_RDMA_EXECUTOR");
-  if (executor && !strcmp(executor, "copy_engine")) return true;
+  // The copy-engine NIC stands in for a NIC on one machine.
+  if (kCeNic) return true;
   DIR *d = opendir("/sys/class/infiniband");
   if (!d) return false;
   int n = 0;

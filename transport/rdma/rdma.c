@@ -114,7 +114,8 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   }
   struct rdma_endpoint *me = (struct rdma_endpoint *)mine;
   char local_why[160] = "";
-  int local = mori_verbs_load(&s->v);
+  int local = mori_rdma_provider(&s->provider);
+  if (!local) s->v = s->provider->verbs;
   if (!local) local = rdma_open_local(s, mori_comm_peer_info(comm, s->rank)->local_rank, mori_comm_device(comm), me, (uint32_t *)(mine + sizeof(*me)));
   if (local) {
     snprintf(local_why, sizeof(local_why), "%s", mori_last_error());

@@ -6,7 +6,7 @@
  * gets the region's bounds, access rights and the allocation's handle, maps
  * the allocation, and checks every later request against those bounds and
  * rights itself. At the first contact the owner also sends its key table
- * (ce_nic_key_table.c), which the requester reads before every request on
+ * (key_table.c), which the requester reads before every request on
  * a region it cached: a key the owner deregistered since is refused. The
  * owner answers only for keys it registered as remotely accessible, and
  * only to processes of its own user. */
@@ -22,7 +22,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
-#include "transport/rdma/ce_nic.h"
+#include "transport/rdma/ce_nic/internal.h"
 
 enum { KEY_MAGIC = 0x6b45434du /* "MCEk" */, REPLY_TIMEOUT_S = 10 };
 enum { WANT_TABLE = 1 };
