@@ -195,6 +195,65 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Two windows carved next to each other from one heap chunk (one segment,
+// one ring): a proxied put that runs past the first window's end would land
+// in the second on the peer. The proxy refuses it as the host path does
+// (MORI_ERANGE), also when offset + size wraps; the refusal reaches the
+// window's mailbox naming the peer, the offset and the size, and the ring
+// goes on serving the requests behind it.
+TEST(Rdma, ProxiedPutPastTheWindowIsRefusedLikeTheHostPutAndReported) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    constexpr size_t kWin = 4096;
+    void *a = nullptr, *b = nullptr;
+    mori_window_t *wa = nullptr, *wb = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(kWin, nullptr, &a));
+    MORI_ASSERT_OK(mori_window_create(w.comm, a, &wa));
+    MORI_ASSERT_OK(mori_mem_alloc(kWin, nullptr, &b));
+    MORI_ASSERT_OK(mori_window_create(w.comm, b, &wb));
+    size_t oa = 0, ob = 0;
+    // The case the test is about: b lies right behind a in a's segment.
+    ASSERT_EQ(mori_window_segment(wa, &oa), mori_window_segment(wb, &ob));
+    ASSERT_GE(ob, oa + kWin);
+    ASSERT_LT(ob, oa + 2 * kWin);
+    memset(b, 0, kWin);
+    char *src = (char *)a;
+    for (size_t i = 0; i < kWin; i++) src[i] = (char)(0x40 + rank);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    int other = (rank + size / 2) % size;
+    // The host path refuses it.
+    EXPECT_EQ(mori_rdma_put(wa, other, kWin, 0, 64), MORI_ERANGE);
+    mori_window_dev_t view = mori_window_device_view(wa);
+    // Past the end, and an offset whose end wraps: both submitted (the
+    // device does not know the peer's bounds), both refused by the proxy.
+    ASSERT_EQ(mori_put_thread(view, other, ob - oa, src, 64), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_put_thread(view, other, UINT64_MAX - 16, src, 64), MORI_DEVICE_OK);
+    // A good put behind them is still served.
+    ASSERT_EQ(mori_put_thread(view, other, 128, src, 64), MORI_DEVICE_OK);
+    EXPECT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_ERANGE);
+    int rc = mori_window_check(wa);
+    std::string msg = mori_last_error();
+    EXPECT_EQ(rc, MORI_ERANGE) << msg;
+    EXPECT_TRUE(msg.find("to rank " + std::to_string(other)) != std::string::npos) << msg;
+    EXPECT_TRUE(msg.find("64 bytes at offset " + std::to_string(ob - oa)) != std::string::npos) << msg;
+    EXPECT_TRUE(msg.find(std::to_string(kWin) + "-byte window") != std::string::npos) << msg;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // Nothing landed in the neighbour; the good put landed where it should.
+    for (size_t i = 0; i < kWin; i++) ASSERT_EQ(((char *)b)[i], 0) << "byte " << i << " of the neighbouring window";
+    for (size_t i = 128; i < 192; i++) ASSERT_EQ(src[i], (char)(0x40 + other)) << "byte " << i;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(wb));
+    MORI_EXPECT_OK(mori_window_destroy(wa));
+    MORI_EXPECT_OK(mori_mem_free(b));
+    MORI_EXPECT_OK(mori_mem_free(a));
+  });
+}
+
 TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
   int size = TestRanks();
   if (size < 2) GTEST_SKIP();

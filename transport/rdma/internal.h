@@ -25,6 +25,7 @@
 #include "mori/device/impl/proxy__types.h"
 #include "mori/transport_rdma.h"
 #include "transport/rdma/provider.h"
+#include "transport/rdma/warn_limit.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,6 +106,9 @@ struct rdma_state {
   int host_error;
   char host_error_text[256];
   int timeout_ms;
+  /* Warnings that come in floods (a dead peer's flushed requests, a
+   * kernel's bad requests), rate-limited per comm. */
+  rdma_warn_limit_t failed_warns, refused_warns, proxy_warns;
   uint64_t *scratch; /* fetch-and-add results land here */
   struct ibv_mr *scratch_mr;
   char device[64];

@@ -22,6 +22,9 @@ static int rdma_fini(void *state) {
   if (!s) return 0;
   rdma_stop_proxy(s); /* teardown order: proxy threads first */
   rdma_close_local(s);
+  rdma_warn_limit_flush(&s->failed_warns);
+  rdma_warn_limit_flush(&s->refused_warns);
+  rdma_warn_limit_flush(&s->proxy_warns);
   pthread_mutex_destroy(&s->lock);
   free(s->qp);
   free(s->qpn);
@@ -91,6 +94,9 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   struct rdma_state *s = calloc(1, sizeof(*s));
   if (!s) return mori_error_set(MORI_ENOMEM, "rdma");
   pthread_mutex_init(&s->lock, NULL);
+  s->failed_warns = (rdma_warn_limit_t)RDMA_WARN_LIMIT_INIT("failed requests from kernels");
+  s->refused_warns = (rdma_warn_limit_t)RDMA_WARN_LIMIT_INIT("refused requests from kernels");
+  s->proxy_warns = (rdma_warn_limit_t)RDMA_WARN_LIMIT_INIT("proxy errors");
   s->rank = mori_comm_rank(comm);
   s->size = mori_comm_size(comm);
   /* How long a quiet or a deregister waits for completions. */
