@@ -12,6 +12,7 @@ struct mori_bootstrap {
   void *state;
   int rank;
   int size;
+  int timeout_ms; /* 0: the default */
 };
 
 int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank, int size, mori_bootstrap_t **out) {
@@ -76,4 +77,15 @@ int mori_bootstrap_default_timeout_ms(void) {
   const char *s = getenv("MORI_BOOTSTRAP_TIMEOUT_MS");
   int v = s ? atoi(s) : 0;
   return v > 0 ? v : 60000;
+}
+
+int mori_bootstrap_timeout_ms(const mori_bootstrap_t *b) {
+  return b && b->timeout_ms > 0 ? b->timeout_ms : mori_bootstrap_default_timeout_ms();
+}
+
+int mori_bootstrap_set_timeout_ms(mori_bootstrap_t *b, int timeout_ms) {
+  if (!b || timeout_ms <= 0)
+    return mori_error_set(MORI_EINVAL, "bootstrap: a timeout of %d ms (it must be positive)", timeout_ms);
+  b->timeout_ms = timeout_ms;
+  return 0;
 }

@@ -185,6 +185,7 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   }
   if (!rc) {
     rc = mori_bootstrap_create(&tcp_ops, s, s->rank, s->size, out);
+    if (!rc) mori_bootstrap_set_timeout_ms(*out, s->timeout_ms);
     /* Every rank is up but this one cannot go on: the others hear why at
      * their next step (through rank 0), not only that a connection closed. */
     if (rc && s->size > 1) rc = mori_tcp_fail_everywhere(s, rc);

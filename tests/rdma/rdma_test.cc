@@ -254,6 +254,59 @@ TEST(Rdma, ProxiedPutPastTheWindowIsRefusedLikeTheHostPutAndReported) {
   });
 }
 
+// A kernel that submits hundreds of bad requests: a few warning lines,
+// then one that says how many more there were (it was one line each).
+TEST(Rdma, AFloodOfRefusedRequestsIsWarnedAFewTimesWithACount) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      constexpr int kBad = 300;
+      rdma_state *s = (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops);
+      mori_window_dev_t view = mori_window_device_view(l.win);
+      fflush(stderr);
+      int saved = dup(2);
+      FILE *log = tmpfile();
+      ASSERT_NE(log, nullptr);
+      dup2(fileno(log), 2);
+      for (int i = 0; i < kBad; i++)
+        ASSERT_EQ(mori_put_thread(view, Partner(size), view.size + i, (char *)l.mem, 8), MORI_DEVICE_OK);
+      int rc = mori_quiet_window(view, 20000000000ull);
+      rdma_warn_limit_flush(&s->refused_warns);
+      fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+      EXPECT_EQ(rc, MORI_DEVICE_ERANGE);
+      rewind(log);
+      char line[1024];
+      int refused_lines = 0, summaries = 0;
+      std::string all;
+      while (fgets(line, sizeof(line), log)) {
+        all += line;
+        refused_lines += strstr(line, "refused a put") != nullptr;
+        summaries += strstr(line, "refused requests from kernels") != nullptr;
+      }
+      fclose(log);
+      uint64_t suppressed = rdma_warn_suppressed_total(&s->refused_warns);
+      EXPECT_LE(refused_lines, 2 * RDMA_WARN_BURST) << all;
+      EXPECT_EQ((uint64_t)refused_lines + suppressed, (uint64_t)kBad) << all;
+      EXPECT_GE(summaries, 1) << all;
+      EXPECT_EQ(mori_window_check(l.win), MORI_ERANGE);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
 TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
   int size = TestRanks();
   if (size < 2) GTEST_SKIP();
@@ -283,6 +336,80 @@ TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     if (rank != Partner(size)) MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+// A NIC that stalls (the copy-engine NIC's fault injection): rank 0's quiet
+// gives up at the bootstrap's timeout the caller gave, with neither
+// MORI_RDMA_TIMEOUT_MS nor MORI_BOOTSTRAP_TIMEOUT_MS set (it waited the
+// 60 s default before).
+TEST(Rdma, WaitsEndAtTheBootstrapsTimeout) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!kCeNic) GTEST_SKIP() << "needs the copy-engine NIC's stall injection (rdma_ce_test)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    constexpr int kTimeoutMs = 2500;
+    JoinTwoNodes(rank, size);
+    setenv("MORI_SHMEM_MODE", "isolation", 1);
+    unsetenv("MORI_RDMA_TIMEOUT_MS");
+    unsetenv("MORI_BOOTSTRAP_TIMEOUT_MS");
+    if (rank == 0) setenv("MORI_RDMA_CE_FAULTS", "stall@1", 1);
+    // The timeout reaches the comm through the bootstrap alone (the harness
+    // also exports it: taken back before the comm is made).
+    struct Comm {
+      mori_bootstrap_t *bootstrap = nullptr;
+      mori_comm_t *comm = nullptr;
+      ~Comm() {
+        if (comm) {
+          EXPECT_EQ(mori_comm_destroy(comm), 0) << mori_last_error();
+        }
+        mori_bootstrap_destroy(bootstrap);
+      }
+    } w;
+    w.bootstrap = mori_test::Bootstrap(kTimeoutMs);
+    ASSERT_NE(w.bootstrap, nullptr);
+    unsetenv("MORI_BOOTSTRAP_TIMEOUT_MS");
+    ASSERT_EQ(mori_bootstrap_timeout_ms(w.bootstrap), kTimeoutMs);
+    static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops,
+                                                       &mori_handle_legacy_ipc_ops};
+    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
+    mori_comm_attr_t attr;
+    mori_comm_attr_init(&attr);
+    attr.bootstrap = w.bootstrap;
+    attr.handles = handles;
+    attr.num_handles = 3;
+    attr.transports = transports;
+    attr.num_transports = 2;
+    MORI_ASSERT_OK(mori_comm_create(&attr, &w.comm));
+    unsetenv("MORI_RDMA_CE_FAULTS");
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      MORI_ASSERT_OK(mori_rdma_put(l.win, Partner(size), 0, l.staging, 4096));
+      auto t0 = std::chrono::steady_clock::now();
+      int rc = mori_rdma_quiet(w.comm);
+      double ms = MsSince(t0);
+      std::string msg = mori_last_error();
+      EXPECT_EQ(rc, MORI_ETIMEDOUT) << msg;
+      EXPECT_GT(ms, kTimeoutMs - 300.0) << msg;
+      EXPECT_LT(ms, kTimeoutMs + 1500.0) << msg;
+      EXPECT_NE(msg.find("within " + std::to_string(kTimeoutMs) + " ms"), std::string::npos) << msg;
+      // The stalled request is flushed, so the window goes at once.
+      rdma_state *s = (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops);
+      pthread_mutex_lock(&s->lock);
+      EXPECT_EQ(rdma_fail_qp(s, Partner(size)), 0) << mori_last_error();
+      pthread_mutex_unlock(&s->lock);
+      mori_rdma_quiet(w.comm);  // the flush is reported; nothing is left
+    } else {
+      // Into the next step while rank 0 waits, without outwaiting the
+      // bootstrap's own timeout there.
+      std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs / 2));
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
     MORI_EXPECT_OK(mori_mem_free(l.mem));
   });
 }

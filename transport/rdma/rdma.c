@@ -99,8 +99,10 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   s->proxy_warns = (rdma_warn_limit_t)RDMA_WARN_LIMIT_INIT("proxy errors");
   s->rank = mori_comm_rank(comm);
   s->size = mori_comm_size(comm);
-  /* How long a quiet or a deregister waits for completions. */
-  s->timeout_ms = rdma_env_int("MORI_RDMA_TIMEOUT_MS", mori_bootstrap_default_timeout_ms());
+  /* How long a quiet, a post waiting for room or a deregister waits for
+   * completions: MORI_RDMA_TIMEOUT_MS when set, else the caller's deadline,
+   * the timeout of the bootstrap the comm was made over. */
+  s->timeout_ms = rdma_env_int("MORI_RDMA_TIMEOUT_MS", mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm)));
   rdma_config_read(&s->cfg);
   s->num_qp = s->cfg.num_qp;
   int rc = alloc_tables(s);

@@ -79,6 +79,14 @@ MORI_API int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out);
 /* The bootstrap timeout in force: MORI_BOOTSTRAP_TIMEOUT_MS or 60 s. */
 MORI_API int mori_bootstrap_default_timeout_ms(void);
 
+/* This bootstrap's timeout, which every wait of a comm over it also keeps
+ * (its node channel, its fd channel): the TCP bootstrap's timeout_ms (or
+ * MORI_BOOTSTRAP_TIMEOUT_MS), or what mori_bootstrap_set_timeout_ms gave a
+ * bootstrap of your own, else mori_bootstrap_default_timeout_ms(). */
+MORI_API int mori_bootstrap_timeout_ms(const mori_bootstrap_t *bootstrap);
+/* Sets it (timeout_ms > 0) before a comm is created over the bootstrap. */
+MORI_API int mori_bootstrap_set_timeout_ms(mori_bootstrap_t *bootstrap, int timeout_ms);
+
 MORI_EXTERN_C_END
 
 #endif
