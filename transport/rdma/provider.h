@@ -10,6 +10,10 @@
  *   - a test, benchmark or program that wants another one links it (e.g.
  *     //transport/rdma/ce_nic, mori's copy-engine stand-in for a NIC) and
  *     hands it to mori_rdma_use_provider before it creates its comms.
+ * A program that uses libmori.so instead of the static libraries loads a
+ * provider built as a library of its own (the copy-engine NIC's
+ * libmori_ce_nic.so: dlopen, dlsym "mori_ce_nic_provider") and hands it to
+ * libmori.so's mori_rdma_use_provider, which is exported for that.
  * Nothing registers itself: a provider is in effect only when the program
  * asked for it, so the production path never carries one it did not ask
  * for (tests/rdma checks that a program that does not ask links none).
@@ -25,6 +29,8 @@
 
 #include <infiniband/verbs.h>
 #include <stddef.h>
+
+#include "mori/api.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,7 +78,7 @@ typedef struct mori_rdma_provider {
  * Process-wide; a comm keeps the provider it was created with. Returns
  * MORI_EINVAL (naming the provider) when `p` is too small to hold the
  * fields every provider fills or misses a function. */
-int mori_rdma_use_provider(const mori_rdma_provider_t *p);
+MORI_API int mori_rdma_use_provider(const mori_rdma_provider_t *p);
 
 /* The provider in effect: the one set, else libibverbs, loaded once
  * (MORI_ENODEV with a message when it is absent). */

@@ -15,6 +15,11 @@
  *   mori_ce_nic_install();          // before creating the comms
  *   ... mori_comm_create(..., rdma transport ...) ...
  *
+ * A program on libmori.so (Python, the torch backend) loads it instead:
+ * dlopen("libmori_ce_nic.so") (//transport/rdma/ce_nic:libmori_ce_nic.so,
+ * which carries its own copy of mori's platform layer), then hands
+ * dlsym("mori_ce_nic_provider")() to libmori.so's mori_rdma_use_provider.
+ *
  * MORI_RDMA_CE_FAULTS injects faults (`fail@N`, `stall@N`: internal.h). */
 #ifndef MORI_TRANSPORT_RDMA_CE_NIC_H
 #define MORI_TRANSPORT_RDMA_CE_NIC_H
@@ -25,8 +30,9 @@
 extern "C" {
 #endif
 
-/* The provider, for mori_rdma_use_provider. */
-const mori_rdma_provider_t *mori_ce_nic_provider(void);
+/* The provider, for mori_rdma_use_provider (exported from
+ * libmori_ce_nic.so, the provider as a library of its own). */
+MORI_API const mori_rdma_provider_t *mori_ce_nic_provider(void);
 /* mori_rdma_use_provider(mori_ce_nic_provider()): comms created from now on
  * in this process reach their rdma peers through the copy-engine NIC. */
 int mori_ce_nic_install(void);
