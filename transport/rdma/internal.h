@@ -10,6 +10,7 @@
  *   rdma.c         the transport's ops (init, peer caps, segments, fini)
  *   provider.c     who carries the verbs calls (provider.h): libibverbs, or
  *                  a provider the program set (the copy-engine NIC, ce_nic/)
+ *   warn_limit.c   warnings that come in floods, a few lines a second
  *
  * Locking: s->lock guards the queue pairs, the counters and the segment
  * lists. It is held only for work that never waits (posting, one poll of
