@@ -29,9 +29,10 @@ if [ "$mode" = build ]; then
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
-  cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/gpu_shmem_test bazel-bin/tests/gpu/bench_p2p \
-    bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap bazel-bin/tests/gpu/gpu_proxy_test bazel-bin/tests/gpu/bench_proxy \
-    bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
+  # --config=cuda builds into its own directory, bazel-cuda-bin (.bazelrc).
+  cp -f bazel-cuda-bin/tests/gpu/gpu_window_test bazel-cuda-bin/tests/gpu/gpu_coll_test bazel-cuda-bin/tests/gpu/gpu_shmem_test \
+    bazel-cuda-bin/tests/gpu/bench_p2p bazel-cuda-bin/tests/gpu/bench_coll bazel-cuda-bin/tests/gpu/bench_heap \
+    bazel-cuda-bin/tests/gpu/gpu_proxy_test bazel-cuda-bin/tests/gpu/bench_proxy bazel-cuda-bin/tools/launch/mori_launch gpu-bundle/bin/
   # The Python package: mori.allocator, mori.ops, mori.shmem and the libraries.
   bazel build -c opt //:wheel
   cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl | head -1)" gpu-bundle/

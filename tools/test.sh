@@ -43,7 +43,7 @@ step "fuzz the bootstrap's decoders, the rendezvous records and the fd-channel m
 # With no GPU, a GPU build must fail with a clear error, never a crash.
 no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
   local out rc
-  out=$(MORI_RANK=0 MORI_WORLD_SIZE=1 timeout 60 bazel-bin/examples/hello_window 2>&1); rc=$?
+  out=$(MORI_RANK=0 MORI_WORLD_SIZE=1 timeout 60 bazel-$1-bin/examples/hello_window 2>&1); rc=$?
   echo "$out"
   [ "$rc" -eq 1 ] && echo "$out" | grep -q "$2" && echo "$out" | grep -q MORI_ENO_GPU
 }
@@ -57,7 +57,8 @@ done
 step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
 step "bazel build //torch_backend:mori (torch 2.11.0)" bazel build //torch_backend:mori
 # Built, not skipped: the library exists (a skipped build makes only a note).
-torch_lib=$(ls -t $(find -L bazel-out -path '*-ST-*/bin/torch_backend/libmori_torch.so' 2>/dev/null) 2>/dev/null | head -1)
+# (A transition builds it for cuda: bazel-out/<cpu>-<mode>-cuda-ST-<hash>/bin.)
+torch_lib=$(ls -t $(find -L bazel-out -path '*-cuda-ST-*/bin/torch_backend/libmori_torch.so' 2>/dev/null) 2>/dev/null | head -1)
 step "the torch backend was really built" test -n "$torch_lib"
 step "the torch backend exports only public names" tools/check_exports.sh "$torch_lib" mori_torch_finalize \
   mori_torch_build_info mori_torch_alloc mori_torch_free
