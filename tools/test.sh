@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The test command (README, CI): installs what it needs, then
+# The test command (README, CI): installs what it needs, checks the SPDX
+# lines and the includes against the Bazel deps (tools/check_layering.py), then
 #   1. every host-platform test (multi-process, 2/4/8 ranks);
 #   2. the same tests under ASan + UBSan;
 #   3. the fuzz targets of what mori reads from others (bootstrap, window
@@ -30,6 +31,8 @@ step() { # $1 = label, rest = command; counts as one check
 }
 
 step "every source file carries its SPDX line (tools/check_spdx.sh)" tools/check_spdx.sh
+step "the include check finds planted violations (tools/check_layering.py --self-test)" tools/check_layering.py --self-test
+step "every #include is of a direct dependency, no package include cycle (tools/check_layering.py)" tools/check_layering.py
 for config in host asan; do
   echo "== bazel test --config=$config //..."
   mkdir -p .deps && touch .deps/.stamp && sleep 1
