@@ -8,9 +8,13 @@ shift 3
 case "$platform" in
   cuda)
     nvcc=${MORI_NVCC:-/usr/local/cuda/bin/nvcc}
-    # sm_90 machine code for the H200s plus PTX so newer GPUs can JIT it.
+    # Machine code for sm_80 (A100; also runs on sm_86 / sm_89), sm_90
+    # (H100 / H200) and sm_100 (B200 / GB200), plus compute_100 PTX that
+    # the driver compiles for a newer GPU (sm_120 and later). README's
+    # support matrix lists these; nvcc 13 knows all of them.
     exec "$nvcc" -std=c++17 -O3 -x cu \
-      -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
+      -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 \
+      -gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_100,code=compute_100 \
       -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -Wall -Werror all-warnings \
       -DMORI_PLATFORM_CUDA=1 "$@" -c "$src" -o "$out" ;;
   rocm)

@@ -25,13 +25,21 @@ def _local_torch_impl(ctx):
                     version = line.split("=")[1].strip().strip("'\"")
         ctx.file("BUILD.bazel", """
 package(default_visibility = ["//visibility:public"])
-# Device-generic torch: what the backend library links (no CUDA or HIP).
+# torch's headers alone: what the wheel's libraries compile against. They
+# name no torch library (no DT_NEEDED: a wheel may not depend on libraries
+# it does not carry); torch's symbols resolve in the process that imported
+# torch (mori/_torch_backend.py makes torch's libraries global first).
 cc_library(
-    name = "torch",
+    name = "headers",
     hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"]),
     includes = ["include", "include/torch/csrc/api/include"],
     defines = ["_GLIBCXX_USE_CXX11_ABI=1"],
+)
+# Device-generic torch: its headers and libraries (no CUDA or HIP).
+cc_library(
+    name = "torch",
     srcs = ["lib/libc10.so", "lib/libtorch_cpu.so", "lib/libtorch.so"],
+    deps = [":headers"],
 )
 # The header that holds TORCH_VERSION_MAJOR/MINOR/PATCH (it moved between
 # torch versions): the wheel records the version from it.

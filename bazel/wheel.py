@@ -3,12 +3,15 @@
 """Writes a wheel (PEP 427) from files Bazel built, with no network and no
 packaging tools: the files at their paths in the wheel, a generated
 mori/_build_info.py (the torch version read from torch's headers, the GPU
-platform), and the .dist-info files (METADATA, WHEEL, RECORD with sha256).
+platform), and the .dist-info files (METADATA with the licence,
+requires-python and classifiers; LICENSE; WHEEL; RECORD with sha256).
 The archive is reproducible: sorted entries, fixed timestamps.
 
-    wheel.py --out W.whl --name mori --version V --tag py3-none-linux_x86_64
+    wheel.py --out W.whl --name mori --version V --tag py3-none-manylinux_2_28_x86_64
              --platform cuda --torch-header H [--torch-header H2 ...]
-             --summary TEXT --file SRC=DEST [--file ...]
+             --summary TEXT --license MIT --license-file LICENSE
+             --requires-python '>=3.9' [--classifier C ...]
+             --file SRC=DEST [--file ...]
 """
 import argparse
 import base64
@@ -45,6 +48,10 @@ def main():
     ap.add_argument("--tag", required=True)
     ap.add_argument("--platform", required=True)
     ap.add_argument("--summary", required=True)
+    ap.add_argument("--license", required=True)
+    ap.add_argument("--license-file", required=True)
+    ap.add_argument("--requires-python", required=True)
+    ap.add_argument("--classifier", action="append", default=[])
     ap.add_argument("--torch-header", action="append", default=[])
     ap.add_argument("--file", action="append", default=[])
     a = ap.parse_args()
@@ -64,21 +71,28 @@ def main():
         with open(src, "rb") as f:
             data = f.read()
         add(dest, data, 0o755 if dest.endswith(".so") else 0o644)
+    if f"{package}/_version.py" not in entries:
+        sys.exit(f"wheel.py: no {package}/_version.py among the files (mori.__version__ comes from it)")
 
     add(f"{package}/_build_info.py", (
         '"""Written when the wheel was built (bazel/wheel.py): what this build\n'
-        'of mori was built for. mori._lib checks it before loading torch."""\n'
+        'of mori was built for. mori._torch_backend checks it before loading torch."""\n'
         f"VERSION = {a.version!r}\n"
         f"TORCH_VERSION = {torch!r}  # from the torch headers the backend was compiled against\n"
         f"PLATFORM = {a.platform!r}\n").encode())
 
     dist_info = f"{a.name}-{a.version}.dist-info"
+    with open(a.license_file, "rb") as f:
+        add(f"{dist_info}/LICENSE", f.read())
     add(f"{dist_info}/METADATA", (
         "Metadata-Version: 2.1\n"
         f"Name: {a.name}\n"
         f"Version: {a.version}\n"
         f"Summary: {a.summary}\n"
-        "Requires-Python: >=3.8\n"
+        f"License: {a.license}\n"
+        "License-File: LICENSE\n"
+        + "".join(f"Classifier: {c}\n" for c in a.classifier) +
+        f"Requires-Python: {a.requires_python}\n"
         "Provides-Extra: torch\n"
         f'Requires-Dist: torch=={torch_minor}.*; extra == "torch"\n').encode())
     add(f"{dist_info}/WHEEL", (

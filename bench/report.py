@@ -250,7 +250,7 @@ push alone, and its synchronised all-to-all is `nvshmem_all_to_all`.
 """
 
 
-def section(records, plots_dir, doc_dir):
+def section(records, plots_dir, doc_dir, keep_plots=False):
     table = summary.rows(records)
     world = records[0]["world"]
     machine = next((r.get("machine") for r in records if r.get("machine")), f"{world} GPUs")
@@ -272,7 +272,10 @@ def section(records, plots_dir, doc_dir):
                 out += [t, ""]
         if what in ("a2a", "all_reduce") and plots_dir:
             png = os.path.join(plots_dir, f"{what}_{tag}.png")
-            plot(table, what, "gpu", png, f"{title}, GPU time, {world} ranks")
+            if not keep_plots:
+                plot(table, what, "gpu", png, f"{title}, GPU time, {world} ranks")
+            elif not os.path.exists(png):
+                raise SystemExit(f"report: --keep-plots, but {png} does not exist")
             out += [f"![{title}]({os.path.relpath(png, doc_dir)})", ""]
     out += ["### Allocation + rendezvous", "", alloc_table(table), ""]
     out += ["### Correctness checks of this run", "", correctness_table(records), ""]
@@ -412,6 +415,31 @@ def host_cost_section(recs, path, doc_dir):
 
 COLL_VARIANTS = {"default": "defaults", "share": "MORI_COLL_BLOCK_SHARE=1"}
 
+# Each record of bench_coll names its operation in "what"; every one is filed
+# under its own row label (a record of an operation not listed here is an
+# error, never another operation's figure).
+COLL_OPS = {
+    "coll_a2a": "all-to-all",
+    "coll_a2a_window": "all-to-all into a window",
+    "coll_all_reduce": "all-reduce",
+}
+
+
+def coll_op(record):
+    what = record.get("what")
+    if what not in COLL_OPS:
+        raise ValueError(f"bench_coll record of an unknown operation {what!r} (known: {', '.join(COLL_OPS)}): {record}")
+    return COLL_OPS[what]
+
+
+def fastest(times):
+    """The fastest successful run (bench_coll writes us = -1 for a failed
+    call), "failed" when none succeeded, "—" when there was none."""
+    if not times:
+        return "—"
+    ok = [t for t in times if t >= 0]
+    return f"{min(ok):.2f}" if ok else "failed"
+
 
 def coll_section(recs, path, doc_dir):
     """The fused collectives in C (tests/gpu/bench_coll, graph replay), per
@@ -420,20 +448,19 @@ def coll_section(recs, path, doc_dir):
            f"From `{os.path.relpath(path, doc_dir)}`: `MORI_BENCH_COLL_QUICK=1 mori_launch -n <gpus> bench_coll`, "
            "GPU time per call (20 calls in a CUDA graph, replayed), the fastest of the runs in the file; `auto` "
            "is what mori picks, the others are forced with `MORI_ALLREDUCE_ALGO`. bf16 all-reduce; all-to-all "
-           "bytes are per member.", ""]
+           "bytes are per member; *all-to-all into a window* is `mori_all_to_all_window`, straight into a "
+           "symmetric output (the algorithm is implied by the call).", ""]
     cells = {}
     for r in recs:
         if r.get("what") == "floor":
             continue
         v = COLL_VARIANTS.get(r.get("bin", "default"), r.get("bin", "default"))
-        op = "all-to-all" if r["what"] == "coll_a2a" else "all-reduce"
-        cells.setdefault((op, r["bytes"], r["algo"]), {}).setdefault(v, []).append(r["us"])
+        cells.setdefault((coll_op(r), r["bytes"], r["algo"]), {}).setdefault(v, []).append(r["us"])
     variants = sorted({v for c in cells.values() for v in c}, key=lambda v: v != "defaults")
     out += ["| op | bytes | algorithm | " + " | ".join(variants) + " |", "|---|---|---|" + "---|" * len(variants)]
     for (op, b, algo) in sorted(cells, key=lambda k: (k[0], k[1], k[2] != "auto", k[2])):
         c = cells[(op, b, algo)]
-        out.append(f"| {op} | {fmt_size(b)} | {algo} | " +
-                   " | ".join(f"{min(c[v]):.2f}" if v in c else "—" for v in variants) + " |")
+        out.append(f"| {op} | {fmt_size(b)} | {algo} | " + " | ".join(fastest(c.get(v)) for v in variants) + " |")
     floors = [r["us"] for r in recs if r.get("what") == "floor"]
     if floors:
         out += ["", f"Launch floor (an empty kernel, same measurement): {min(floors):.2f} µs."]
@@ -465,6 +492,8 @@ def main():
     p.add_argument("results", nargs="+")
     p.add_argument("--doc", default="docs/performance.md")
     p.add_argument("--plots", default="docs/perf")
+    p.add_argument("--keep-plots", action="store_true",
+                   help="reference the plots already in --plots instead of drawing them (no matplotlib needed)")
     p.add_argument("--preamble", default="", help="a markdown file placed before the generated sections")
     p.add_argument("--device-api", default="", help="records of tests/gpu/bench_p2p (JSON lines)")
     p.add_argument("--heap", default="", help="records of tests/gpu/bench_heap (JSON lines)")
@@ -487,7 +516,7 @@ def main():
             parts += [f.read(), ""]
     parts += [METHOD, ""]
     for path in a.results:
-        parts.append(section(summary.load(path), os.path.abspath(a.plots), doc_dir))
+        parts.append(section(summary.load(path), os.path.abspath(a.plots), doc_dir, a.keep_plots))
     if a.coll:
         parts.append(coll_section(summary.load(a.coll), a.coll, os.path.dirname(a.doc) or "."))
     if a.heap:

@@ -6,6 +6,7 @@
 
 #include "collectives/internal.h"
 #include "core/base/checked_math.h"
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "mori/device/coll.h"
 #include "mori/mem.h"
@@ -17,12 +18,8 @@ enum {
 };
 
 /* Sizes that shape calls; environment overrides exist for tuning runs. */
-static uint64_t env_bytes(const char *name, uint64_t fallback) {
-  const char *s = getenv(name);
-  char *end = NULL;
-  unsigned long long v = s && *s ? strtoull(s, &end, 10) : 0;
-  return (s && *s && end && *end == '\0' && v > 0) ? (uint64_t)v : fallback;
-}
+static uint64_t env_bytes(const char *name, uint64_t fallback) { return mori_env_size_or(name, fallback); }
+static uint64_t env_count(const char *name, uint64_t fallback) { return (uint64_t)mori_env_int_or(name, (long long)fallback); }
 
 /* The slice for `bytes` moved in flagged pieces: MORI_COLL_SLICE_BYTES, else
  * `target`; at most MAX_SLICES of them; a multiple of 16 bytes. */
@@ -38,10 +35,8 @@ static void plan_slices(uint64_t bytes, uint64_t target, uint64_t *slice, uint32
 
 /* MORI_<name>=<one of choices> forces an algorithm (index), else -1. */
 static int env_choice(const char *name, const char *const *choices, int count) {
-  const char *s = getenv(name);
-  for (int i = 0; s && i < count; i++)
-    if (!strcmp(s, choices[i])) return i;
-  return -1;
+  (void)choices, (void)count; /* the table's choices are these, in this order (core/base/env_table.c) */
+  return mori_env_enum_or(name, -1);
 }
 
 void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)); }
@@ -196,8 +191,7 @@ static int member_or_fail(const mori_coll_t *c, const char *what) {
  * every all-reduce (16 MiB: 97 us instead of 76) and for smaller
  * all-to-alls. MORI_COLL_BLOCK_SHARE=0|1 forces it off or on. */
 static void share_blocks(const mori_coll_t *c, bool by_default, const uint32_t kind_end[3], uint32_t share[2]) {
-  const char *v = getenv("MORI_COLL_BLOCK_SHARE");
-  bool on = v && *v ? strcmp(v, "0") != 0 : by_default;
+  bool on = mori_env_bool_or("MORI_COLL_BLOCK_SHARE", by_default);
   share[0] = c->grid;
   share[1] = 0;
   if (on) mori_coll_share_blocks(c->grid, kind_end, share);
@@ -256,11 +250,10 @@ size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
 
 static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, size_t bytes, const char *what) {
   if (!c || (bytes && (!in || !out))) return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
-  const char *i = (const char *)in, *o = (const char *)out;
   size_t span;
   if (mori_mul_overflows(bytes, (size_t)c->team.size, &span))
     return mori_error_set(MORI_ERANGE, "%s: %zu bytes per member times %d members overflows", what, bytes, c->team.size);
-  if (bytes && i < o + span && o < i + span)
+  if (mori_ranges_overlap(in, span, out, span))
     return mori_error_set(MORI_EINVAL, "%s: in and out overlap (in place is not supported)", what);
   return member_or_fail(c, what);
 }
@@ -358,7 +351,7 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
    * get at most (out spread evenly over the members), one per 128 KiB
    * (the direct all-to-all's best slices), 1 to 32. */
   uint64_t per = span / (size_t)c->team.size, pieces = (per + (128u << 10) - 1) / (128u << 10);
-  pieces = env_bytes("MORI_A2AV_PIECES", pieces < 1 ? 1 : pieces > 32 ? 32 : pieces);
+  pieces = env_count("MORI_A2AV_PIECES", pieces < 1 ? 1 : pieces > 32 ? 32 : pieces);
   if (pieces > MAX_SLICES) pieces = MAX_SLICES;
   a.pieces = (uint32_t)pieces;
   uint32_t n = (uint32_t)c->team.size, P = a.pieces;
@@ -414,7 +407,7 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   a->threads = 512;
   if (a->algo == MORI_ALLREDUCE_LL) {
     uint64_t lines = (bytes + 7) / 8;
-    a->lines_per_item = env_bytes("MORI_ALLREDUCE_LL_LINES", lines > 64 * 128 ? (lines + 127) / 128 : 64);
+    a->lines_per_item = env_count("MORI_ALLREDUCE_LL_LINES", lines > 64 * 128 ? (lines + 127) / 128 : 64);
     uint64_t runs = lines ? (lines + a->lines_per_item - 1) / a->lines_per_item : 1;
     a->items = (uint32_t)(2 * runs);
     a->kind_end[0] = (uint32_t)runs;

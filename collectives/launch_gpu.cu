@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "collectives/internal.h"
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "mori/device.h"
 #include "mori/device/coll.h"
@@ -53,10 +54,7 @@ __global__ void __launch_bounds__(kThreads) all_to_all_v_kernel(mori_coll_dev_t 
   mori_coll_finish_block(c, blockIdx.x, epoch);
 }
 
-int env_int(const char *name, int fallback) {
-  const char *s = getenv(name);
-  return s && *s ? atoi(s) : fallback;
-}
+int env_int(const char *name, int fallback) { return (int)mori_env_int_or(name, fallback); }
 
 int fail(status_t e, const char *what) {
   return mori_error_set(MORI_ERUNTIME, "collectives: %s: %s", what, gpu(GetErrorString)(e));

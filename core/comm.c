@@ -8,12 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/log.h"
 #include "core/internal/comm.h"
 #include "core/internal/node_channel.h"
 #include "core/internal/plugin_ops.h"
+#include "core/internal/version_log.h"
 
 static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_comm_t *live_comms;
@@ -32,8 +34,8 @@ static uint64_t hash_string(const char *s) {
 /* MORI_HOST_ID simulates several nodes on one machine; otherwise the
  * hostname plus the boot id (two containers may share a hostname). */
 static void host_identity(char *out, size_t len) {
-  const char *forced = getenv("MORI_HOST_ID");
-  if (forced && *forced) {
+  const char *forced = mori_env_string("MORI_HOST_ID");
+  if (forced) {
     snprintf(out, len, "%s", forced);
     return;
   }
@@ -88,8 +90,7 @@ int mori_comm_agree(mori_comm_t *c, int my_rc, const char *step) {
  * load/store, nor by copy engines (they need the peer mapped), so the LSA
  * team is this rank alone and RDMA carries everything it can. */
 static bool p2p_disabled(void) {
-  const char *v = getenv("MORI_DISABLE_P2P");
-  return v && *v && strcmp(v, "0") != 0;
+  return mori_env_bool_or("MORI_DISABLE_P2P", false);
 }
 
 /* Per peer and transport, what the transport provides. */
@@ -287,6 +288,7 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   c->rank = mori_bootstrap_rank(attr->bootstrap);
   c->size = mori_bootstrap_size(attr->bootstrap);
   mori_log_set_rank(c->rank);
+  mori_version_log_once();
   c->device = attr->device;
   int rc = 0;
   mori_peer_info_t me;
@@ -294,6 +296,9 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   c->routes = calloc((size_t)c->size, sizeof(*c->routes));
   if (!c->peers || !c->routes) rc = mori_error_set(MORI_ENOMEM, "comm_create: peer table");
   if (!rc && c->device < 0) rc = mori_platform_current_device(&c->device);
+  /* Every MORI_* variable set: one that does not parse fails here, on every
+   * rank (the allgather below), before anything reads it. */
+  if (!rc) rc = mori_env_check();
   /* A rank that failed locally still takes part in the allgather, so that
    * every rank learns it (and no rank waits for it). */
   int local_rc = rc ? rc : describe_self(c, &me);

@@ -9,7 +9,12 @@
 #include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/base/size_text.h"
 #include "core/internal/heap.h"
+
+/* The most chunks a heap holds (MORI_SHMEM_HEAP_SIZE / MORI_SHMEM_VMM_CHUNK_SIZE;
+ * heap_config.c says so first, naming the variables). */
+enum { HEAP_MAX_CHUNKS = 1 << 24 };
 
 typedef struct range {
   size_t start, len;
@@ -82,12 +87,12 @@ static int free_insert(mori_heap_t *h, range_t x) {
 
 static int grow_locked(mori_heap_t *h) {
   if (h->nchunks >= h->max_chunks)
-    return mori_error_set(MORI_ENOMEM, "heap of device %d: all %d chunk(s) of %zu bytes are mapped (limit %zu bytes)", h->device,
-                          h->max_chunks, h->chunk_size, h->va_size);
+    return mori_error_set(MORI_ENOMEM, "heap of device %d: all %d chunk(s) of %s are mapped (limit %s: MORI_SHMEM_HEAP_SIZE)",
+                          h->device, h->max_chunks, MORI_SIZE_TEXT(h->chunk_size), MORI_SIZE_TEXT(h->va_size));
   mori_pmem_t mem;
   unsigned flags = h->cfg.uncached ? MORI_PMEM_UNCACHED : 0;
   int rc = mori_platform_mem_create(h->device, h->chunk_size, h->handle_type, flags, &mem);
-  if (rc) return mori_error_context(rc, "heap of device %d: chunk %d (%zu bytes)", h->device, h->nchunks, h->chunk_size);
+  if (rc) return mori_error_context(rc, "heap of device %d: chunk %d (%s)", h->device, h->nchunks, MORI_SIZE_TEXT(h->chunk_size));
   char *at = h->va + (size_t)h->nchunks * h->chunk_size;
   rc = mori_platform_mem_map(at, h->chunk_size, &mem);
   if (!rc) {
@@ -225,6 +230,16 @@ int mori_heap_grow_to(mori_heap_t *h, int chunks) {
   return rc;
 }
 
+/* What the heap's memory is, as it is on this platform: "uncached" means
+ * fine-grained memory on AMD GPUs and changes nothing on NVIDIA GPUs or on
+ * the host (shared memory is coherent). */
+static const char *heap_memory_type(bool uncached) {
+  const char *platform = mori_platform_name();
+  if (!strcmp(platform, "host")) return "shared memory";
+  if (!strcmp(platform, "hip")) return uncached ? "fine-grained (uncached) device memory" : "coarse-grained device memory";
+  return "device memory";
+}
+
 static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **out) {
   mori_heap_t *h = calloc(1, sizeof(*h));
   if (!h) return mori_error_set(MORI_ENOMEM, "heap");
@@ -236,9 +251,12 @@ static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **
   size_t want = cfg->mode == MORI_HEAP_STATIC ? cfg->heap_size : cfg->chunk_size;
   if (!rc && mori_round_up_overflows(want, granularity, &h->chunk_size))
     rc = mori_error_set(MORI_ERANGE, "heap: %zu bytes", want);
+  size_t count = cfg->mode == MORI_HEAP_STATIC || rc ? 1 : cfg->heap_size / h->chunk_size;
+  if (!rc && count > HEAP_MAX_CHUNKS)
+    rc = mori_error_set(MORI_EINVAL, "heap: a growth limit of %s in chunks of %s makes %zu chunks; at most %d",
+                        MORI_SIZE_TEXT(cfg->heap_size), MORI_SIZE_TEXT(h->chunk_size), count, HEAP_MAX_CHUNKS);
   if (!rc) {
-    h->max_chunks = cfg->mode == MORI_HEAP_STATIC ? 1 : (int)(cfg->heap_size / h->chunk_size);
-    if (h->max_chunks < 1) h->max_chunks = 1;
+    h->max_chunks = count < 1 ? 1 : (int)count;
     h->va_size = (size_t)h->max_chunks * h->chunk_size;
     h->chunks = calloc((size_t)h->max_chunks, sizeof(*h->chunks));
     if (!h->chunks) rc = mori_error_set(MORI_ENOMEM, "heap: chunk table");
@@ -249,15 +267,23 @@ static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **
    * got (the shmem model's symmetric offsets rely on it). */
   size_t base_alignment = granularity;
   while (base_alignment < h->chunk_size && base_alignment < ((size_t)1 << 40)) base_alignment <<= 1;
-  if (!rc) rc = mori_platform_va_reserve(device, h->va_size, base_alignment, (void **)&h->va);
+  if (!rc && (rc = mori_platform_va_reserve(device, h->va_size, base_alignment, (void **)&h->va)) != 0)
+    rc = mori_error_context(rc, "reserving %s of address space for the heap%s", MORI_SIZE_TEXT(h->va_size),
+                            cfg->mode == MORI_HEAP_VMM ? " (its growth limit: set MORI_SHMEM_HEAP_SIZE lower, e.g. "
+                                                         "MORI_SHMEM_HEAP_SIZE=16G, under a virtual-memory limit such as "
+                                                         "ulimit -v)"
+                                                       : " (MORI_SHMEM_HEAP_SIZE)");
   if (rc) {
     free(h->chunks);
     free(h);
     return mori_error_context(rc, "heap of device %d", device);
   }
   pthread_mutex_init(&h->lock, NULL);
-  MORI_INFO("heap of device %d: %s, %zu bytes reserved, chunks of %zu bytes%s", device,
-            cfg->mode == MORI_HEAP_STATIC ? "static" : "vmm", h->va_size, h->chunk_size, cfg->uncached ? ", uncached" : "");
+  if (cfg->mode == MORI_HEAP_STATIC)
+    MORI_INFO("heap of device %d: static, %s of %s", device, MORI_SIZE_TEXT(h->va_size), heap_memory_type(cfg->uncached));
+  else
+    MORI_INFO("heap of device %d: vmm, %s, up to %s in chunks of %s", device, heap_memory_type(cfg->uncached),
+              MORI_SIZE_TEXT(h->va_size), MORI_SIZE_TEXT(h->chunk_size));
   *out = h;
   return 0;
 }

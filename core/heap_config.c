@@ -1,47 +1,14 @@
 // SPDX-License-Identifier: MIT
 /* See internal/heap_config.h. */
-#include <ctype.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
+#include "core/base/size_text.h"
 #include "core/internal/heap_config.h"
 #include "core/platform/platform.h"
 
-enum { GIB_SHIFT = 30 };
-
-int mori_parse_size(const char *text, size_t *out) {
-  const char *p = text;
-  while (isspace((unsigned char)*p)) p++;
-  if (!isdigit((unsigned char)*p)) return MORI_EINVAL;
-  char *end = NULL;
-  unsigned long long value = strtoull(p, &end, 10);
-  int shift = 0;
-  switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    default: break;
-  }
-  if (shift && (*end == 'i' || *end == 'I')) end++;
-  if (*end == 'B' || *end == 'b') end++;
-  while (isspace((unsigned char)*end)) end++;
-  if (*end != '\0' || value == 0) return MORI_EINVAL;
-  if (shift && value > (~0ull >> shift)) return MORI_ERANGE;
-  *out = (size_t)(value << shift);
-  return 0;
-}
-
-static int size_from_env(const char *name, size_t fallback, size_t *out) {
-  const char *v = getenv(name);
-  *out = fallback;
-  if (!v || !*v) return 0;
-  if (mori_parse_size(v, out) != 0)
-    return mori_error_set(MORI_EINVAL, "%s=\"%s\" is not a size (examples: \"6G\", \"512M\", \"1048576\")", name, v);
-  return 0;
-}
+enum { GIB_SHIFT = 30, MAX_CHUNKS = 1 << 24 };
 
 int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_config_t *out) {
   static const mori_heap_defaults_t core_defaults = {MORI_HEAP_VMM, false, "mori's"};
@@ -49,27 +16,22 @@ int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_co
   memset(out, 0, sizeof(*out));
   out->mode = defaults->mode;
   out->uncached = defaults->uncached;
-  const char *mode = getenv("MORI_SHMEM_MODE");
-  if (mode && *mode) {
-    if (strcasecmp(mode, "static") == 0) out->mode = MORI_HEAP_STATIC;
-    else if (strcasecmp(mode, "vmm") == 0) out->mode = MORI_HEAP_VMM;
-    else if (strcasecmp(mode, "isolation") == 0) out->mode = MORI_HEAP_ISOLATION;
-    else return mori_error_set(MORI_EINVAL, "MORI_SHMEM_MODE=\"%s\": expected static, vmm or isolation", mode);
-  }
-  const char *type = getenv("MORI_SHMEM_HEAP_TYPE");
-  if (type && *type) {
-    if (strcasecmp(type, "uncached") == 0) out->uncached = true;
-    else if (strcasecmp(type, "normal") == 0) out->uncached = false;
-    else
-      return mori_error_set(MORI_EINVAL, "MORI_SHMEM_HEAP_TYPE=\"%s\": expected normal or uncached", type);
-  }
-  const char *defer = getenv("MORI_HEAP_DEFER_FREES");
-  out->defer_frees = mori_platform_device_is_async() || (defer && strcmp(defer, "1") == 0);
-  int rc = size_from_env("MORI_SHMEM_HEAP_SIZE", 0, &out->heap_size);
-  if (!rc) rc = size_from_env("MORI_SHMEM_VMM_CHUNK_SIZE", (size_t)1 << GIB_SHIFT, &out->chunk_size);
+  /* The order of mori_heap_mode_t and of the table's choices: static|vmm|isolation. */
+  static const int modes[] = {MORI_HEAP_STATIC, MORI_HEAP_VMM, MORI_HEAP_ISOLATION};
+  int mode = -1, type = -1;
+  bool defer = false;
+  int rc = mori_env_enum("MORI_SHMEM_MODE", &mode);
+  if (!rc && mode >= 0) out->mode = modes[mode];
+  if (!rc) rc = mori_env_enum("MORI_SHMEM_HEAP_TYPE", &type); /* normal|uncached */
+  if (!rc && type >= 0) out->uncached = type == 1;
+  if (!rc) rc = mori_env_bool("MORI_HEAP_DEFER_FREES", &defer);
+  out->defer_frees = mori_platform_device_is_async() || defer;
+  out->chunk_size = (size_t)1 << GIB_SHIFT;
+  if (!rc) rc = mori_env_size("MORI_SHMEM_HEAP_SIZE", &out->heap_size);
+  if (!rc) rc = mori_env_size("MORI_SHMEM_VMM_CHUNK_SIZE", &out->chunk_size);
   if (rc) return rc;
   if (out->mode == MORI_HEAP_STATIC && out->heap_size == 0) {
-    if (mode && *mode) return mori_error_set(MORI_EINVAL, "MORI_SHMEM_MODE=static needs MORI_SHMEM_HEAP_SIZE (e.g. \"6G\")");
+    if (mode >= 0) return mori_error_set(MORI_EINVAL, "MORI_SHMEM_MODE=static needs MORI_SHMEM_HEAP_SIZE (e.g. \"6G\")");
     return mori_error_set(MORI_EINVAL,
                           "MORI_SHMEM_HEAP_SIZE must be set before the heap is made: the heap is static by %s default "
                           "(e.g. MORI_SHMEM_HEAP_SIZE=6G; or MORI_SHMEM_MODE=vmm, which grows on demand)",
@@ -77,7 +39,13 @@ int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_co
   }
   if (out->mode == MORI_HEAP_VMM && out->heap_size == 0) out->heap_size = (size_t)512 << GIB_SHIFT;
   if (out->mode == MORI_HEAP_VMM && out->chunk_size > out->heap_size)
-    return mori_error_set(MORI_EINVAL, "MORI_SHMEM_VMM_CHUNK_SIZE (%zu bytes) is larger than MORI_SHMEM_HEAP_SIZE (%zu bytes)",
-                          out->chunk_size, out->heap_size);
+    return mori_error_set(MORI_EINVAL, "MORI_SHMEM_VMM_CHUNK_SIZE=%s is larger than MORI_SHMEM_HEAP_SIZE=%s (the growth limit)",
+                          MORI_SIZE_TEXT(out->chunk_size), MORI_SIZE_TEXT(out->heap_size));
+  if (out->mode == MORI_HEAP_VMM && out->heap_size / out->chunk_size > MAX_CHUNKS)
+    return mori_error_set(MORI_EINVAL,
+                          "MORI_SHMEM_HEAP_SIZE=%s in chunks of MORI_SHMEM_VMM_CHUNK_SIZE=%s makes %zu chunks; a heap "
+                          "holds at most %d (a chunk of at least %s)",
+                          MORI_SIZE_TEXT(out->heap_size), MORI_SIZE_TEXT(out->chunk_size), out->heap_size / out->chunk_size,
+                          MAX_CHUNKS, MORI_SIZE_TEXT((out->heap_size + MAX_CHUNKS - 1) / MAX_CHUNKS));
   return 0;
 }

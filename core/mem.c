@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/alloc.h"
@@ -27,9 +28,8 @@ static mori_alloc_t *find_locked(const void *ptr) {
 
 /* The first allocation sharing a byte with [ptr, ptr + size). */
 static mori_alloc_t *overlap_locked(const void *ptr, size_t size) {
-  const char *lo = ptr, *hi = (const char *)ptr + size;
   for (mori_alloc_t *a = allocs; a; a = a->next)
-    if (lo < (char *)a->local.base + a->local.mapped_size && (char *)a->local.base < hi) return a;
+    if (mori_ranges_overlap(ptr, size, a->local.base, a->local.mapped_size)) return a;
   return NULL;
 }
 

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/node_channel.h"
@@ -89,8 +90,7 @@ static int open_area(mori_bootstrap_t *b, int rank, int size, char *name, void *
 
 int mori_node_channel_create(mori_bootstrap_t *b, int rank, int size, bool one_host, mori_node_channel_t **out) {
   *out = NULL;
-  const char *env = getenv("MORI_NODE_CHANNEL");
-  if (!one_host || size < 2 || (env && strcmp(env, "0") == 0)) return 0;
+  if (!one_host || size < 2 || !mori_env_bool_or("MORI_NODE_CHANNEL", true)) return 0;
   char name[NAME_BYTES] = "";
   void *base = NULL;
   int rc = open_area(b, rank, size, name, &base);

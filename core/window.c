@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/block_pool.h"
@@ -76,8 +77,7 @@ static void publish_tables(mori_window_t *w) {
  * wait; under graph capture that is the only way an error stops the
  * replay). Read at each window's creation. */
 static uint32_t trap_on_device_error(void) {
-  const char *v = getenv("MORI_TRAP_ON_DEVICE_ERROR");
-  return v && *v && strcmp(v, "0") != 0;
+  return mori_env_bool_or("MORI_TRAP_ON_DEVICE_ERROR", false);
 }
 
 /* Everything a (possibly partly built) window holds, in the design's order. */

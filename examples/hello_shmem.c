@@ -5,10 +5,15 @@
  * a greeting into its slot of every peer's buffer through shmem_ptr_p2p,
  * meets the others at shmem_barrier_all, and reads what every peer wrote.
  *
- *   mori_launch -n 4 hello_shmem [id-file]     (host platform, CPU PEs)
+ * Run it on 4 CPU PEs (host platform; the line below is run by CI as
+ * written, tests/docs):
  *
- * Rank and size come from MORI_RANK / MORI_WORLD_SIZE (or RANK /
- * WORLD_SIZE). It links shmem, the two handle libraries and the p2p
+ *   $ mori_launch -n 4 hello_shmem
+ *
+ * An optional argument names the ID file (default /tmp/mori_shmem_uid_<the
+ * launcher's pid>). Rank and size come from MORI_RANK / MORI_WORLD_SIZE (or
+ * RANK / WORLD_SIZE). The heap is 64 MiB unless MORI_SHMEM_HEAP_SIZE says
+ * otherwise. It links shmem, the two handle libraries and the p2p
  * transport, nothing else (no libibverbs, no hsa-runtime, no libmpi). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +70,9 @@ int main(int argc, char **argv) {
   if (argc > 1) snprintf(path, sizeof(path), "%s", argv[1]);
   else snprintf(path, sizeof(path), "/tmp/mori_shmem_uid_%d", (int)getppid());
 
+  /* The Shmem Guide's static heap needs its size before init; this program
+   * needs little. A size in the environment wins. */
+  setenv("MORI_SHMEM_HEAP_SIZE", "64M", 0);
   int rc = mori_shmem_use_local_plugins();
   mori_shmem_uniqueid_t id;
   if (!rc) rc = share_id(rank, path, &id);

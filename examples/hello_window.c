@@ -5,7 +5,10 @@
  * running in CPU ranks), meets the others at a device-API barrier, and
  * reads what every peer wrote into its own buffer.
  *
- *   mori_launch -n 4 hello_window          (host platform, CPU ranks)
+ * Run it on 4 CPU ranks (host platform; the line below is run by CI as
+ * written, tests/docs):
+ *
+ *   $ mori_launch -n 4 hello_window
  *
  * It links core, the posix_fd and fabric handle libraries and the p2p
  * transport, nothing else (no libibverbs, no hsa-runtime). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
@@ -163,10 +164,7 @@ int mori_cpu_affinity_compute(const mori_cpu_affinity_input_t *in, cpu_set_t *ou
   return 0;
 }
 
-static bool env_set(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
-}
+static bool env_set(const char *name) { return mori_env_bool_or(name, false); }
 
 bool mori_cpu_affinity_bind_thread(int device) {
   if (env_set("MORI_IGNORE_CPU_AFFINITY")) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
@@ -171,10 +172,7 @@ int shmem_num_qp_per_pe(void) {
     if (q > n) n = q;
   }
   if (mori_shmem.initialized && n == 0) {
-    const char *v = getenv("MORI_NUM_QP_PER_PE");
-    char *end = NULL;
-    long want = v && *v ? strtol(v, &end, 10) : 1;
-    n = (v && *v && (*end || want < 1 || want > 64)) ? 1 : (int)want;
+    n = (int)mori_env_int_or("MORI_NUM_QP_PER_PE", 1);
   }
   pthread_mutex_unlock(&mori_shmem.lock);
   return n;

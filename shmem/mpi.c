@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/base/dynlib.h"
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "shmem/internal/mpi.h"
 
@@ -35,7 +36,7 @@ static struct {
 
 static int load_mpi(void) {
   if (mpi.bcast) return 0;
-  const char *forced = getenv("MORI_MPI_LIBRARY");
+  const char *forced = mori_env_string("MORI_MPI_LIBRARY");
   const char *names[] = {forced && *forced ? forced : "libmpi.so.40", "libmpi.so.40", "libmpi.so", NULL};
   static const mori_dynlib_symbol_t symbols[] = {
 #define MPI_ENTRY(field, symbol) MORI_DYNLIB_ENTRY(mpi, field, symbol)

@@ -4,18 +4,52 @@
  * comm's transports. Memory mori already knows (an allocation of mori's
  * own API, e.g. the torch backend's) is used as it is; other memory is
  * adopted with mori_mem_register. Deregistering is local. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "mori/mem.h"
 #include "shmem/internal/state.h"
+
+/* Memory mori did not allocate, adopted without a copy. A virtual-memory
+ * mapping (hipMemMap / cuMemMap, or on the host platform a shared file
+ * mapping) is adopted whole; memory of the runtime's plain allocator
+ * (hipMalloc / cudaMalloc: what torch's caching allocator hands out, and so
+ * what the Shmem Guide's own example registers) has no such handle and is
+ * adopted as the range itself, reached by peers through the runtime's IPC
+ * handle of its allocation. Both reasons are kept when neither works. */
+static int adopt(void *ptr, size_t size, void **adopted) {
+  void *base = NULL;
+  int rc = mori_mem_register(ptr, NULL, &base);
+  if (rc == 0) {
+    *adopted = base;
+    return 0;
+  }
+  if (rc != MORI_ENOT_OWNED) return mori_error_context(rc, "shmem_buffer_register");
+  char vmm_reason[512];
+  snprintf(vmm_reason, sizeof(vmm_reason), "%s", mori_last_error());
+  mori_clear_error();
+  rc = mori_mem_register_range(ptr, size, NULL);
+  if (rc == 0) {
+    *adopted = ptr;
+    return 0;
+  }
+  return mori_error_set(rc, "shmem_buffer_register: PE %d cannot share [%p, +%zu bytes): not a virtual-memory mapping (%s), "
+                            "and not memory of the runtime's allocator either (%s)",
+                        mori_shmem.rank, ptr, size, vmm_reason, mori_last_error());
+}
 
 /* This PE's side: the checks, and the memory adopted for the window. */
 static int prepare(void *ptr, size_t size, void **adopted) {
   *adopted = NULL;
   if (!ptr || size == 0) return mori_error_set(MORI_EINVAL, "shmem_buffer_register: pointer %p, %zu bytes", ptr, size);
+  size_t end;
+  if (mori_add_overflows((size_t)(uintptr_t)ptr, size, &end))
+    return mori_error_set(MORI_ERANGE, "shmem_buffer_register: [%p, +%zu bytes) runs past the end of the address space", ptr,
+                          size);
   mori_shmem_block_t *b = mori_shmem_find_block(ptr);
   if (!b) b = mori_shmem_find_block((const char *)ptr + size - 1);
   if (b)
@@ -25,12 +59,10 @@ static int prepare(void *ptr, size_t size, void **adopted) {
   int rc = 0;
   if (mori_mem_query(ptr, &info) != 0) {
     mori_clear_error();
-    void *base = NULL;
-    if ((rc = mori_mem_register(ptr, NULL, &base)) != 0) return mori_error_context(rc, "shmem_buffer_register");
-    *adopted = base;
+    if ((rc = adopt(ptr, size, adopted)) != 0) return rc;
     rc = mori_mem_query(ptr, &info);
   }
-  if (!rc && info.offset + size > info.size)
+  if (!rc && (info.offset > info.size || size > info.size - info.offset))
     rc = mori_error_set(MORI_EINVAL, "shmem_buffer_register: %zu bytes at %p run past the end of its mapping (%zu bytes at %p)",
                         size, ptr, info.size, info.base);
   if (rc && *adopted) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "shmem/internal/socket_ifname.h"
 
@@ -43,7 +44,7 @@ static bool usable(const struct ifaddrs *ifa) {
 int mori_shmem_pick_address(struct sockaddr_storage *addr, socklen_t *len, char ifname[16]) {
   struct ifaddrs *all = NULL;
   if (getifaddrs(&all) != 0) return mori_error_errno("shmem: listing network interfaces");
-  const char *want = getenv("MORI_SOCKET_IFNAME");
+  const char *want = mori_env_string("MORI_SOCKET_IFNAME");
   bool exclude = want && want[0] == '^';
   const char *list = want && *want ? want + exclude : NULL;
   const struct ifaddrs *best = NULL;

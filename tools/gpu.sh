@@ -35,7 +35,7 @@ if [ "$mode" = build ]; then
     bazel-cuda-bin/tests/gpu/gpu_proxy_test bazel-cuda-bin/tests/gpu/bench_proxy bazel-cuda-bin/tools/launch/mori_launch gpu-bundle/bin/
   # The Python package: mori.allocator, mori.ops, mori.shmem and the libraries.
   bazel build -c opt //:wheel
-  cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl | head -1)" gpu-bundle/
+  cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl | head -1)" gpu-bundle/
   chmod -R u+w gpu-bundle
   du -sh gpu-bundle
   exit 0
@@ -78,9 +78,10 @@ torch_suite() {
 
 if has tests; then
   echo "== the installed wheel"
-  python3 -c "import mori.allocator, mori.ops, mori.shmem; print(mori.allocator.__file__); print(mori.allocator.supports())" 2>&1 |
+  # The loader picks the cuda platform by itself here (a GPU and its driver).
+  python3 -c "import mori, mori.allocator, mori.ops, mori.shmem, mori.address_map; print(mori.__version__, mori.platform()); assert mori.platform() == 'cuda'; print(mori.allocator.__file__); print(mori.allocator.supports()); mori.finalize(); mori.finalize()" 2>&1 |
     tee "$OUT/wheel.log"
-  record "wheel: import mori.allocator, mori.ops, mori.shmem (exit ${PIPESTATUS[0]})"
+  record "wheel: import mori.allocator, mori.ops, mori.shmem on the cuda platform, mori.finalize (exit ${PIPESTATUS[0]})"
   for t in gpu_window_test gpu_coll_test gpu_shmem_test; do
     echo "== $t ($ngpu ranks)"
     gtest_suite "$t" "$ngpu" "$t" "$t"
@@ -129,7 +130,7 @@ if has proxy; then
   echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine executor)"
   gtest_suite gpu_proxy_test 2 gpu_proxy_test gpu_proxy_test
   echo "== proxy ring benchmark (bench_proxy)"
-  MORI_RDMA_EXECUTOR=copy_engine timeout 200 gpu-bundle/bin/mori_launch -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
+  MORI_RDMA_EXECUTOR=copy_engine timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
     tee "$OUT/bench_proxy.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_proxy.log" | sed 's/^RESULT //' > "$OUT/bench_proxy.jsonl"
   record "bench_proxy: $(wc -l < "$OUT/bench_proxy.jsonl") results"
@@ -144,7 +145,7 @@ if has heap; then
   for mode in vmm static isolation; do
     echo "== heap benchmark, MORI_SHMEM_MODE=$mode"
     MORI_SHMEM_MODE=$mode MORI_SHMEM_HEAP_SIZE=$([ $mode = static ] && echo 8G || echo 512G) \
-      timeout 120 gpu-bundle/bin/mori_launch -n "$ngpu" -t 110 gpu-bundle/bin/bench_heap 2>&1 | tee "$OUT/bench_heap_$mode.log" | grep RESULT
+      timeout 120 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 110 gpu-bundle/bin/bench_heap 2>&1 | tee "$OUT/bench_heap_$mode.log" | grep RESULT
     grep '^RESULT' "$OUT/bench_heap_$mode.log" | sed 's/^RESULT //' >> "$OUT/bench_heap.jsonl"
   done
   record "bench_heap: $(wc -l < "$OUT/bench_heap.jsonl") results"
@@ -152,7 +153,7 @@ if has heap; then
     # Peers' costs (importing and mapping a new chunk) need peers: two ranks
     # share the GPU (host-side costs; no NVLink in the figures).
     echo "== heap benchmark, MORI_SHMEM_MODE=vmm, 2 ranks on one GPU"
-    MORI_SHMEM_MODE=vmm MORI_SHMEM_HEAP_SIZE=512G timeout 150 gpu-bundle/bin/mori_launch -n 2 -t 140 \
+    MORI_SHMEM_MODE=vmm MORI_SHMEM_HEAP_SIZE=512G timeout 150 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 140 \
       gpu-bundle/bin/bench_heap 2>&1 | tee "$OUT/bench_heap_vmm_2ranks.log" | grep RESULT
     grep '^RESULT' "$OUT/bench_heap_vmm_2ranks.log" | sed 's/^RESULT //' > "$OUT/bench_heap_2ranks_1gpu.jsonl"
     record "bench_heap at 2 ranks on one GPU: $(wc -l < "$OUT/bench_heap_2ranks_1gpu.jsonl") results"
@@ -161,14 +162,14 @@ fi
 
 if has coll; then
   echo "== collectives sweep (bench_coll)"
-  timeout 420 gpu-bundle/bin/mori_launch -n "$ngpu" -t 410 gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
+  timeout 420 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 410 gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_coll.log" | sed 's/^RESULT //' > "$OUT/bench_coll.jsonl"
   record "bench_coll: $(wc -l < "$OUT/bench_coll.jsonl") results"
 fi
 
 if has p2p; then
   echo "== device API benchmark (bench_p2p)"
-  timeout 200 gpu-bundle/bin/mori_launch -n "$ngpu" -t 180 gpu-bundle/bin/bench_p2p 2>&1 | tee /tmp/bench_p2p.log | grep RESULT
+  timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 180 gpu-bundle/bin/bench_p2p 2>&1 | tee /tmp/bench_p2p.log | grep RESULT
   grep '^RESULT' /tmp/bench_p2p.log | sed 's/^RESULT //' > "$OUT/bench_p2p.jsonl"
   record "bench_p2p: $(wc -l < "$OUT/bench_p2p.jsonl") results"
 fi

@@ -26,7 +26,7 @@ if [ "$gpus" -ge 1 ]; then
     env -u MORI_TORCH_DIR bazel build -c opt //:wheel
     venv=$(mktemp -d)
     trap 'rm -rf "$venv"' EXIT
-    tools/venv_wheel.sh "$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl | head -1)" "$venv" --system-site-packages
+    tools/venv_wheel.sh "$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl | head -1)" "$venv" --system-site-packages
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "$venv/bin/python3" -m torch.distributed.run --standalone \
       --nproc_per_node="$ranks" torch_backend/examples/a2a_cuda.py MORI
   fi

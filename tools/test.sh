@@ -7,8 +7,13 @@
 #   3. the fuzz targets of what mori reads from others (bootstrap, window
 #      rendezvous records, fd-channel messages), 45 s each (tools/fuzz.sh);
 #   4. builds of the cuda and rocm configurations (compile + link);
-#   5. the torch backend built against torch 2.11.0, and the mori wheel
-#      (tools/wheel_test.sh installs it into a clean venv and checks it).
+#   5. the torch backend built against torch 2.11.0, and the mori wheels
+#      (tools/wheel_test.sh installs each into a clean venv and checks it;
+#      tools/wheel_audit.sh has auditwheel check their manylinux tag);
+#   6. the install for C users (install/install_test.sh: `bazel run
+#      //install`, then a program built with pkg-config and with CMake
+#      outside Bazel, run at 2 ranks) and the quick-starts as written
+#      (tests/docs: examples' header commands, runnable blocks of the docs).
 # Ends with one line: "N passed, N failed". Exit code 0 only if all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +38,9 @@ step() { # $1 = label, rest = command; counts as one check
 step "every source file carries its SPDX line (tools/check_spdx.sh)" tools/check_spdx.sh
 step "the include check finds planted violations (tools/check_layering.py --self-test)" tools/check_layering.py --self-test
 step "every #include is of a direct dependency, no package include cycle (tools/check_layering.py)" tools/check_layering.py
+step "every MORI_* variable the code reads is in core/base/env_table.c (tools/check_env_vars.py)" tools/check_env_vars.py
+step "docs/environment.md is what the table generates (bazel run //core/base:env_doc)" \
+  bash -c 'diff -u docs/environment.md <(bazel run --noshow_progress //core/base:env_doc 2>/dev/null)'
 for config in host asan; do
   echo "== bazel test --config=$config //..."
   mkdir -p .deps && touch .deps/.stamp && sleep 1
@@ -42,6 +50,12 @@ for config in host asan; do
   # A target that failed to build or crashed before writing XML still counts.
   if [ "$rc" -ne 0 ] && [ "$last_failed" -eq 0 ]; then echo "bazel test failed (exit $rc)"; failed=$((failed + 1)); fi
 done
+step "install for C users: pkg-config and CMake builds outside Bazel, run at 2 ranks (install/install_test.sh)" \
+  install/install_test.sh
+step "quick-starts as written: examples' header commands, runnable blocks of README and docs (//tests/docs)" \
+  bazel test --nocache_test_results //tests/docs:runnable_snippets_test
+step "bench/report.py files every record under its own op; docs/performance.md is its output (bench/report_test.py)" \
+  python3 bench/report_test.py .
 step "fuzz the bootstrap's decoders, the rendezvous records and the fd-channel messages (tools/fuzz.sh)" tools/fuzz.sh
 # With no GPU, a GPU build must fail with a clear error, never a crash.
 no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
@@ -80,11 +94,17 @@ step "the torch backend links libmori.so and holds no copy of it" links_libmori 
 # dependencies; with no GPU here, `import mori.allocator` must fail clearly
 # (the torch of .deps has no CUDA libraries) and mori.shmem must work.
 step "bazel build //:wheel (the mori package: cuda, torch 2.11.0)" bazel build //:wheel
-wheel=$(ls -t bazel-bin/mori-*+cuda-py3-none-linux_x86_64.whl 2>/dev/null | head -1)
+wheel=$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl 2>/dev/null | head -1)
 step "the wheel in a clean venv: mori.shmem without torch, clear import errors (tools/wheel_test.sh)" \
   tools/wheel_test.sh "$wheel" .deps/torch
 step "bazel build --config=rocm //:wheel (the same sources for ROCm torch)" \
   bazel build --config=rocm //:wheel
+rocm_wheel=$(ls -t bazel-rocm-bin/mori-*+rocm-py3-none-*.whl 2>/dev/null | head -1)
+step "the rocm wheel in a clean venv: mori.shmem on host, the hip library when asked (tools/wheel_test.sh)" \
+  tools/wheel_test.sh "$rocm_wheel"
+# The rocm wheel is linux_x86_64 (its libmori.so links the HIP runtime).
+step "auditwheel accepts the cuda wheel's manylinux tag (tools/wheel_audit.sh)" \
+  tools/wheel_audit.sh "$wheel"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

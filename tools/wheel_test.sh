@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: MIT
 # Installs a mori wheel into a clean virtual environment, with no network and
 # no dependencies, and checks it there (tools/wheel_test.py): the installed
-# files against RECORD, mori.shmem's unique-ID path without torch, and clear
-# ImportErrors from `import mori.allocator` for another torch minor, a
-# CPU-only torch, no GPU, and (given TORCH_DIR, a torch installation without
-# its GPU libraries) a torch that cannot load.
+# files against RECORD, the metadata (licence, requires-python, classifiers,
+# mori.__version__), the host platform chosen by itself (no GPU here) and a
+# real 2-PE mori.shmem job on it from the wheel alone, the GPU platform's
+# library when MORI_PLATFORM asks for it, and clear ImportErrors from
+# `import mori.allocator` on host, for another torch minor, a CPU-only
+# torch, no GPU, and (given TORCH_DIR, a torch installation without its GPU
+# libraries) a torch that cannot load.
 #   tools/wheel_test.sh <mori-*.whl> [TORCH_DIR]
 set -euo pipefail
 whl=$(realpath "$1")

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Checks the Triton device library's bitcode with LLVM 15's tools (the
 # version that wrote it):
-#   - each file defines exactly the mori_tl_* functions mori.triton_lib
+#   - each file defines exactly the mori_tl_* functions mori.triton.lib
 #     declares (its extern calls name them), and globalGpuStates, the global
 #     shmem_module_init fills;
 #   - nothing is left undefined but LLVM intrinsics (Triton's link resolves
@@ -10,7 +10,7 @@
 #     calls whose names contain those words);
 #   - no function carries target-cpu / target-features (generic code, so
 #     Triton's inliner and code generation treat it as its own).
-# usage: check_bitcode.sh <triton_lib.py> <file.bc>...
+# usage: check_bitcode.sh <python/mori/triton/lib.py> <file.bc>...
 set -uo pipefail
 llvm=${MORI_BITCODE_LLVM_DIR:-/usr/lib/llvm-15}
 py=$1

@@ -2,7 +2,7 @@
 /* mori's device library for Triton: extern "C" device functions over the
  * shmem device API (mori/device/shmem.h) and the world window's proxy ring,
  * compiled to LLVM bitcode (NVPTX and AMDGCN) and linked into Triton
- * kernels as an extern library (mori.triton_lib passes it as
+ * kernels as an extern library (mori.triton.lib passes it as
  * extern_libs={"mori": path}).
  *
  * The device state is the module global globalGpuStates that

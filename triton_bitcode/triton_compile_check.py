@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: MIT
 """Compiles, without a GPU, a Triton kernel that calls every function of
-mori.triton_lib, with the packaged bitcode linked, for NVIDIA sm_90 and AMD
+mori.triton.lib, with the packaged bitcode linked, for NVIDIA sm_90 and AMD
 gfx942 / gfx950 (triton.compile for an explicit target: Triton's own LLVM
 reads the bitcode, links, inlines and generates code; ptxas builds the
 cubin). Checks that the device state global survives into the code object
 (shmem_module_init looks it up by name) and that no call to the library is
 left unresolved.
 
-    PYTHONPATH=<dir with triton>:triton_bitcode/python \\
+    PYTHONPATH=<dir with triton>:python \\
       MORI_BITCODE_DIR=bazel-bin/triton_bitcode python3 triton_bitcode/triton_compile_check.py
 
 Prints PASS/FAIL/SKIP lines; exit status 1 on a FAIL."""
@@ -23,7 +23,7 @@ except ImportError as e:
     print(f"SKIP triton is not importable ({e})")
     sys.exit(0)
 
-import mori.triton_lib as ml
+from mori.triton import lib as ml
 
 
 @triton.jit

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* *out = a + b; true when that overflowed (then *out is unspecified). */
 static inline bool mori_add_overflows(size_t a, size_t b, size_t *out) { return __builtin_add_overflow(a, b, out); }
@@ -18,6 +19,17 @@ static inline bool mori_round_up_overflows(size_t size, size_t align, size_t *ou
   if (__builtin_add_overflow(size, align - 1, &padded)) return true;
   *out = padded / align * align;
   return false;
+}
+
+/* The end of [start, +size) as an address, UINTPTR_MAX when it runs past
+ * the end of the address space (no range reaches that far). */
+static inline uintptr_t mori_range_end(const void *start, size_t size) {
+  uintptr_t end;
+  return __builtin_add_overflow((uintptr_t)start, size, &end) ? UINTPTR_MAX : end;
+}
+/* Whether [a, +an) and [b, +bn) share a byte, without wrapping. */
+static inline bool mori_ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
+  return an && bn && (uintptr_t)a < mori_range_end(b, bn) && (uintptr_t)b < mori_range_end(a, an);
 }
 
 #endif

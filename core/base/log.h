@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Logging to stderr with a level from MORI_GLOBAL_LOG_LEVEL (TRACE, DEBUG,
- * INFO, WARN, ERROR; default INFO); MORI_LOG_LEVEL is read when the former
- * is unset. Each line names the process's rank when known. */
+ * INFO, WARN, ERROR; default WARN); MORI_LOG_LEVEL is read when the former
+ * is unset. Each line names the process's rank when known; warnings and
+ * errors of one call site are rate-limited (log.c). */
 #ifndef MORI_CORE_BASE_LOG_H
 #define MORI_CORE_BASE_LOG_H
 

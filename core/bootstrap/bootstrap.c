@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/bootstrap/internal/alloc.h"
 #include "mori/bootstrap.h"
@@ -110,7 +111,5 @@ int mori_bootstrap_bcast(mori_bootstrap_t *b, void *buf, size_t bytes, int root)
 }
 
 int mori_bootstrap_default_timeout_ms(void) {
-  const char *s = getenv("MORI_BOOTSTRAP_TIMEOUT_MS");
-  int v = s ? atoi(s) : 0;
-  return v > 0 ? v : 60000;
+  return mori_env_ms_or("MORI_BOOTSTRAP_TIMEOUT_MS", 60000); /* strict: core/base/env.h */
 }

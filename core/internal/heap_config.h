@@ -6,7 +6,9 @@
  *                              vmm: the most it may grow to
  *   MORI_SHMEM_VMM_CHUNK_SIZE  vmm: bytes per growth step
  *   MORI_SHMEM_HEAP_TYPE       normal | uncached
- * A value that does not parse is an error naming the variable and value. */
+ * A value that does not parse, is out of range (core/base/env_table.c) or
+ * does not fit the others (a chunk larger than the heap, more than 2^24
+ * chunks) is an error naming the variables and values. */
 #ifndef MORI_CORE_INTERNAL_HEAP_CONFIG_H
 #define MORI_CORE_INTERNAL_HEAP_CONFIG_H
 
@@ -39,9 +41,6 @@ typedef struct mori_heap_defaults {
  * limit 512 GiB of address space, 1 GiB chunks, normal memory). A static
  * heap needs MORI_SHMEM_HEAP_SIZE. */
 int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_config_t *out);
-/* "6G", "512M", "64K", "1T" (powers of 1024; an optional trailing "B" or
- * "iB"), or plain bytes. */
-int mori_parse_size(const char *text, size_t *out);
 
 MORI_EXTERN_C_END
 

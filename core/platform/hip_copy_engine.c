@@ -27,6 +27,7 @@
 #include <hsa/hsa_ext_amd.h>
 
 #include "core/base/dynlib.h"
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/platform/gpu_api.h"
 #include "core/platform/hsa_compat.h"
@@ -350,12 +351,7 @@ static void forget_engine(mori_platform_queue_t *q, hsa_agent_t from, hsa_agent_
 }
 
 static int timeout_ms(void) {
-  const char *s = getenv("MORI_BOOTSTRAP_TIMEOUT_MS");
-  if (!s || !*s) return DEFAULT_TIMEOUT_MS;
-  char *end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  return errno || *end || v <= 0 || v > INT_MAX ? DEFAULT_TIMEOUT_MS : (int)v;
+  return mori_env_ms_or("MORI_BOOTSTRAP_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
 }
 
 static int64_t now_ms(void) {

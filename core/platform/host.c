@@ -14,11 +14,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "core/base/profile.h"
+#include "core/base/size_text.h"
 #include "core/platform/host_shm_sweep.h"
 #include "core/platform/platform.h"
 
@@ -66,6 +69,71 @@ static int make_shm_name(char *name, size_t len) {
   return 0;
 }
 
+/* The named objects this process made and has not released: unlinked at
+ * exit, so a program that ends without mori_finalize leaves nothing in
+ * /dev/shm (a crash or a kill still does; host_shm_sweep.c removes those
+ * later). Each carries its creator's pid: a forked child, which inherits
+ * the list, leaves its parent's objects alone. */
+struct owned_name {
+  char name[MORI_FABRIC_BLOB_SIZE];
+  pid_t creator;
+  struct owned_name *next;
+};
+static struct owned_name *owned_names;
+static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void unlink_owned_at_exit(void) {
+  pthread_mutex_lock(&owned_lock);
+  for (struct owned_name *o = owned_names; o; o = o->next)
+    if (o->creator == getpid()) shm_unlink(o->name);
+  pthread_mutex_unlock(&owned_lock);
+}
+
+static void register_at_exit(void) { atexit(unlink_owned_at_exit); }
+
+static void own_name(const char *name) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_at_exit);
+  struct owned_name *o = calloc(1, sizeof(*o));
+  if (!o) return; /* only the exit-time cleanup is lost; the sweep still finds it */
+  snprintf(o->name, sizeof(o->name), "%s", name);
+  o->creator = getpid();
+  pthread_mutex_lock(&owned_lock);
+  o->next = owned_names;
+  owned_names = o;
+  pthread_mutex_unlock(&owned_lock);
+}
+
+static void disown_name(const char *name) {
+  pthread_mutex_lock(&owned_lock);
+  for (struct owned_name **p = &owned_names; *p; p = &(*p)->next) {
+    if (strcmp((*p)->name, name) != 0) continue;
+    struct owned_name *o = *p;
+    *p = o->next;
+    free(o);
+    break;
+  }
+  pthread_mutex_unlock(&owned_lock);
+}
+
+/* Shared memory is a tmpfs file: one that grows past what the file system
+ * has free is created sparse and kills the process with SIGBUS at the first
+ * touch of a page it cannot back. Asked for more than is free, the creation
+ * fails instead, naming both. (A check, not a reservation: reserving with
+ * fallocate would commit every heap chunk, 1 GiB per rank by default, at
+ * its creation.) */
+static int check_space(int fd, size_t size, const char *what) {
+  struct statvfs fs;
+  if (fstatvfs(fd, &fs) != 0) return 0; /* nothing to judge by: as before */
+  unsigned long long avail = (unsigned long long)fs.f_bavail * fs.f_frsize;
+  if (fs.f_blocks == 0 || size <= avail) return 0;
+  return mori_error_set(MORI_ENOMEM,
+                        "host: %s of shared memory (%s) asked for, but only %s is free where it lives (/dev/shm for "
+                        "named objects: df -h /dev/shm; a smaller MORI_SHMEM_VMM_CHUNK_SIZE or MORI_SHMEM_HEAP_SIZE asks "
+                        "for less)",
+                        MORI_SIZE_TEXT(size), what, MORI_SIZE_TEXT((size_t)avail));
+}
+
 static int host_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
   (void)flags; /* shared memory is coherent: "uncached" changes nothing here */
   memset(out, 0, sizeof(*out));
@@ -80,12 +148,15 @@ static int host_mem_create(int device, size_t size, int handle_type, unsigned fl
   } else {
     return mori_error_set(MORI_EINVAL, "host: unknown handle type %d", handle_type);
   }
-  if (ftruncate(fd, (off_t)size) != 0) {
-    int rc = mori_error_errno("host: ftruncate to %zu bytes", size);
+  int rc = size > (size_t)INT64_MAX ? mori_error_set(MORI_ERANGE, "host: %zu bytes of shared memory", size)
+                                     : check_space(fd, size, out->name[0] ? out->name : "memfd");
+  if (!rc && ftruncate(fd, (off_t)size) != 0) rc = mori_error_errno("host: ftruncate to %s", MORI_SIZE_TEXT(size));
+  if (rc) {
     close(fd);
     if (out->name[0]) shm_unlink(out->name);
     return rc;
   }
+  if (out->name[0]) own_name(out->name);
   out->handle = (uint64_t)fd;
   out->size = size;
   out->device = device;
@@ -97,7 +168,10 @@ static int host_mem_create(int device, size_t size, int handle_type, unsigned fl
 int mori_platform_mem_release(mori_pmem_t *mem) {
   if (mem->handle_type == MORI_HANDLE_NONE) return 0;
   close((int)mem->handle);
-  if (mem->owned && mem->name[0]) shm_unlink(mem->name);
+  if (mem->owned && mem->name[0]) {
+    shm_unlink(mem->name);
+    disown_name(mem->name);
+  }
   mem->handle_type = MORI_HANDLE_NONE;
   return 0;
 }
@@ -184,9 +258,11 @@ int mori_platform_mem_retain(void *ptr, mori_pmem_t *out, void **base, size_t *s
 }
 
 static int host_va_reserve(int device, size_t size, size_t alignment, void **out) {
-  size_t span = size + alignment;
+  size_t span;
+  if (alignment == 0 || (alignment & (alignment - 1)) || mori_add_overflows(size, alignment, &span))
+    return mori_error_set(MORI_ERANGE, "host: reserve %zu bytes of VA aligned to %zu: not a range", size, alignment);
   char *raw = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return mori_error_errno("host: reserve %zu bytes of VA", size);
+  if (raw == MAP_FAILED) return mori_error_errno("host: reserve %s of VA", MORI_SIZE_TEXT(size));
   uintptr_t aligned = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
   /* Trim the slack on both sides so the reservation is exactly [aligned, +size). */
   if (aligned > (uintptr_t)raw) munmap(raw, aligned - (uintptr_t)raw);

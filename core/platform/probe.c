@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
@@ -67,12 +68,11 @@ int mori_platform_preferred_handle_type(int device, int *type) {
   unsigned mask;
   int rc = mori_platform_probe_handle_types(device, &mask);
   if (rc != 0) return rc;
-  const char *forced = getenv("MORI_HANDLE_TYPE");
-  if (forced && *forced) {
-    int want = !strcmp(forced, "fabric") ? MORI_HANDLE_FABRIC
-             : !strcmp(forced, "posix_fd") ? MORI_HANDLE_POSIX_FD : -1;
-    if (want < 0)
-      return mori_error_set(MORI_EINVAL, "MORI_HANDLE_TYPE=%s: expected posix_fd or fabric", forced);
+  int choice = -1; /* posix_fd|fabric */
+  if ((rc = mori_env_enum("MORI_HANDLE_TYPE", &choice)) != 0) return rc;
+  if (choice >= 0) {
+    const char *forced = choice == 0 ? "posix_fd" : "fabric";
+    int want = choice == 0 ? MORI_HANDLE_POSIX_FD : MORI_HANDLE_FABRIC;
     if (!(mask & (1u << want)))
       return mori_error_set(MORI_ENOTSUP, "MORI_HANDLE_TYPE=%s, but device %d cannot create and export %s handles",
                             forced, device, forced);

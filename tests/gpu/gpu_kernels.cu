@@ -20,6 +20,7 @@
 #define gpuMemset hipMemset
 #define gpuMemcpy hipMemcpy
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
 #define gpuEvent_t hipEvent_t
 #define gpuEventCreate hipEventCreate
 #define gpuEventRecord hipEventRecord
@@ -57,6 +58,7 @@
 #define gpuMemset cudaMemset
 #define gpuMemcpy cudaMemcpy
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
 #define gpuStreamQuery cudaStreamQuery
 #define gpuStream_t cudaStream_t
 #define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
@@ -460,6 +462,10 @@ int gpu_capture_end_replay(void *stream) {
 
 int gpu_copy_out(void *host, const void *dev, uint64_t bytes) {
   return check(gpuMemcpy(host, dev, bytes, gpuMemcpyDeviceToHost), "copy");
+}
+
+int gpu_copy_in(void *dev, const void *host, uint64_t bytes) {
+  return check(gpuMemcpy(dev, host, bytes, gpuMemcpyHostToDevice), "copy");
 }
 
 int gpu_zero(void *p, uint64_t bytes) {

@@ -87,6 +87,43 @@ TEST(GpuShmem, DeviceTranslationMatchesTheHosts) {
   });
 }
 
+// The Shmem Guide's own example registers a tensor of torch's caching
+// allocator: memory of the runtime's plain allocator (cudaMalloc), which has
+// no VMM handle. It is adopted through the runtime's IPC handles: every PE
+// reaches every other PE's buffer through shmem_ptr_p2p, whatever offset of
+// whatever allocation size it sits at, until it is deregistered.
+TEST(GpuShmem, BufferRegisterTakesMemoryOfTheRuntimesAllocator) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    StartPe(rank, size, "gpu_register");
+    const uint64_t bytes = 1024 * 7168 * 2;  // the guide's bf16 [1024, 7168] tensor
+    const uint64_t block = bytes + ((uint64_t)rank + 1) * (1 << 20);
+    char *raw = (char *)gpu_alloc(block);
+    ASSERT_NE(raw, nullptr) << gpu_last_error();
+    char *buf = raw + 512 * (uint64_t)rank;
+    std::vector<unsigned char> mine(bytes, (unsigned char)(0x40 + rank));
+    ASSERT_EQ(gpu_copy_in(buf, mine.data(), bytes), 0) << gpu_last_error();
+    MORI_ASSERT_OK(shmem_buffer_register(buf, bytes));
+    MORI_ASSERT_OK(shmem_barrier_all());
+    std::vector<unsigned char> seen(bytes);
+    for (int pe = 0; pe < size; pe++) {
+      void *peer = shmem_ptr_p2p(buf + 100, rank, pe);
+      ASSERT_NE(peer, nullptr) << "PE " << pe << ": " << mori_last_error();
+      if (pe == rank) {
+        EXPECT_EQ(peer, buf + 100);
+      }
+      ASSERT_EQ(gpu_copy_out(seen.data(), (char *)peer - 100, bytes), 0) << gpu_last_error();
+      for (uint64_t i = 0; i < bytes; i += 4093)
+        ASSERT_EQ(seen[i], (unsigned char)(0x40 + pe)) << "PE " << pe << " byte " << i;
+    }
+    MORI_ASSERT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_buffer_deregister(buf, bytes));
+    EXPECT_EQ(shmem_ptr_p2p(buf, rank, (rank + 1) % size), nullptr) << "deregistered";
+    MORI_EXPECT_OK(shmem_barrier_all());
+    gpu_free(raw);
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 TEST(GpuShmem, ModuleInitFillsGlobalGpuStatesOfALoadedModule) {
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
     StartPe(rank, size, "gpu_module");

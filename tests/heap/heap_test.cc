@@ -6,6 +6,7 @@
 // deferred frees, fails clearly when exhausted or misconfigured, and a rank
 // that fails locally makes every rank fail with its name.
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <random>
@@ -280,6 +281,62 @@ TEST(Heap, BadSettingsNameTheVariable) {
     MORI_EXPECT_OK(mori_mem_free(p));
   });
 }
+
+// Sizes parsed strictly: a value past 64 bits was a 1 GiB limit, and 16 TiB
+// in 4 KiB chunks (2^32 chunks, cut to an int) a heap of one 4 KiB chunk.
+TEST(Heap, SizesOutOfRangeOrInconsistentAreErrorsNamingVariableAndValue) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    void *p = nullptr;
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    unsetenv("MORI_SHMEM_VMM_CHUNK_SIZE");
+    setenv("MORI_SHMEM_HEAP_SIZE", "99999999999999999999999", 1);
+    EXPECT_EQ(mori_mem_alloc(100, nullptr, &p), MORI_ERANGE);
+    EXPECT_NE(std::string(mori_last_error()).find("MORI_SHMEM_HEAP_SIZE=\"99999999999999999999999\" is out of range"),
+              std::string::npos)
+        << mori_last_error();
+    setenv("MORI_SHMEM_HEAP_SIZE", "16T", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "4K", 1);
+    EXPECT_EQ(mori_mem_alloc(100, nullptr, &p), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("MORI_SHMEM_HEAP_SIZE=16 TiB in chunks of MORI_SHMEM_VMM_CHUNK_SIZE=4 KiB "
+                                                  "makes 4294967296 chunks"),
+              std::string::npos)
+        << mori_last_error();
+    setenv("MORI_SHMEM_HEAP_SIZE", "64M", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "128M", 1);
+    EXPECT_EQ(mori_mem_alloc(100, nullptr, &p), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("MORI_SHMEM_VMM_CHUNK_SIZE=128 MiB is larger than MORI_SHMEM_HEAP_SIZE=64 MiB"),
+              std::string::npos)
+        << mori_last_error();
+  });
+}
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MORI_TEST_UNDER_ASAN 1
+#endif
+#endif
+#if !defined(__SANITIZE_ADDRESS__) && !defined(MORI_TEST_UNDER_ASAN)  // ASan's shadow needs far more address space
+// Under a virtual-memory limit the default growth limit (512 GiB of address
+// space) cannot be reserved: the error says which variable lowers it.
+TEST(Heap, AVaReservationThatFailsPointsAtTheHeapSize) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    unsetenv("MORI_SHMEM_HEAP_SIZE");
+    unsetenv("MORI_SHMEM_VMM_CHUNK_SIZE");
+    struct rlimit limit = {(rlim_t)64 << 30, (rlim_t)64 << 30};  // far below 512 GiB, far above what the test uses
+    ASSERT_EQ(setrlimit(RLIMIT_AS, &limit), 0);
+    void *p = nullptr;
+    EXPECT_NE(mori_mem_alloc(100, nullptr, &p), 0);
+    EXPECT_NE(std::string(mori_last_error()).find("reserving 512 GiB of address space for the heap"), std::string::npos)
+        << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("set MORI_SHMEM_HEAP_SIZE lower"), std::string::npos) << mori_last_error();
+    setenv("MORI_SHMEM_HEAP_SIZE", "1G", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "4M", 1);
+    MORI_ASSERT_OK(mori_mem_alloc(100, nullptr, &p));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+#endif
 
 TEST(Heap, RanksThatDisagreeOnTheHeapFailTogetherNamingThem) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {

@@ -577,7 +577,36 @@ TEST(RdmaEnv, GidIndexServiceLevelAndTrafficClassReachModifyQp) {
 TEST(RdmaEnv, DefaultsAreGidIndexOneAndServiceLevelAndClassZero) { Path({}, 1, 0, 0); }
 TEST(RdmaEnv, TheOlderGidIndexNameStillWorks) { Path({{"MORI_RDMA_GID_INDEX", "0"}}, 0, 0, 0); }
 TEST(RdmaEnv, TheGuidesGidIndexNameWinsOverTheOlder) { Path({{"MORI_RDMA_GID_INDEX", "0"}, {"MORI_IB_GID_INDEX", "1"}}, 1, 0, 0); }
-TEST(RdmaEnv, OutOfRangeServiceLevelAndClassFallBackToZero) { Path({{"MORI_RDMA_SL", "16"}, {"MORI_RDMA_TC", "x"}}, 1, 0, 0); }
+// Out of range or not a number: the comm fails on every rank naming the
+// variable and the value (it fell back to 0 with a warning).
+TEST(RdmaEnv, OutOfRangeServiceLevelOrClassFailsTheCommNamingIt) {
+  const std::pair<const char *, const char *> cases[] = {{"MORI_RDMA_SL", "16"}, {"MORI_RDMA_TC", "x"}};
+  for (const auto &c : cases) {
+    EXPECT_RANKS_PASS(2, [c](int rank, int) {
+      setenv("MORI_HOST_ID", rank == 0 ? "node-a" : "node-b", 1);
+      setenv(c.first, c.second, 1);
+      fake_verbs::Install(1u << 30);
+      fake_verbs::SetDevices({"fake0"});
+      mori_bootstrap_t *b = mori_test::Bootstrap();
+      ASSERT_NE(b, nullptr);
+      static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
+      const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
+      mori_comm_attr_t attr;
+      mori_comm_attr_init(&attr);
+      attr.bootstrap = b;
+      attr.handles = handles;
+      attr.num_handles = 1;
+      attr.transports = transports;
+      attr.num_transports = 2;
+      mori_comm_t *comm = nullptr;
+      EXPECT_NE(mori_comm_create(&attr, &comm), 0);
+      EXPECT_NE(std::string(mori_last_error()).find(std::string(c.first) + "=\"" + c.second + "\""), std::string::npos)
+          << mori_last_error();
+      if (comm) mori_comm_destroy(comm);
+      mori_bootstrap_destroy(b);
+    });
+  }
+}
 
 // shmem_num_qp_per_pe reports what the transport opened (two simulated
 // nodes, so the peer is reached over rdma), and without rdma the variable.

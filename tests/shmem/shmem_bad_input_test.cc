@@ -3,7 +3,10 @@
 // is a negative code and a message that names the PE and the sizes, on
 // every PE, within a bounded time — never a crash or a hang — and shmem is
 // still usable afterwards.
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -260,8 +263,43 @@ TEST(ShmemBadInput, PointerTranslationAndRegistrationRefuseWhatTheyCannotServe) 
     EXPECT_ERROR(shmem_buffer_register(rank == size - 1 ? &private_buf[0] : nullptr, 4096),
                  rank == size - 1 ? MORI_ENOT_OWNED : MORI_EINVAL, "shmem_buffer_register");
     EXPECT_ERROR(shmem_buffer_register(p, 64), MORI_EEXIST, "overlaps a shmem allocation");
+    // The private buffer's PE says why neither way of adopting it works.
+    if (rank == size - 1) {
+      EXPECT_EQ(shmem_buffer_register(&private_buf[0], 4096), MORI_ENOT_OWNED);
+      std::string why = mori_last_error();
+      EXPECT_NE(why.find("PE " + Str(rank) + " cannot share"), std::string::npos) << why;
+      EXPECT_NE(why.find("not a virtual-memory mapping"), std::string::npos) << why;
+      EXPECT_NE(why.find("runtime's allocator"), std::string::npos) << why;
+    } else {
+      EXPECT_ERROR(shmem_buffer_register(nullptr, 4096), MORI_EINVAL, "shmem_buffer_register");
+    }
     MORI_EXPECT_OK(shmem_free(p));
     MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+// A range whose end wraps the address space was accepted on every PE (the
+// end check overflowed) and then could not be deregistered: now every PE
+// fails naming the range.
+TEST(ShmemBadInput, ARegistrationRangeThatWrapsIsRefusedOnEveryPe) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "wrap"));
+    const size_t bytes = 1 << 16;
+    int fd = memfd_create("register_wrap", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, (off_t)bytes), 0);
+    char *p = (char *)mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(p, MAP_FAILED);
+    EXPECT_ERROR(shmem_buffer_register(p + 16, SIZE_MAX - 8), MORI_ERANGE, "runs past the end of the address space");
+    EXPECT_NE(std::string(mori_last_error()).find("+" + std::to_string(SIZE_MAX - 8) + " bytes)"), std::string::npos)
+        << mori_last_error();
+    EXPECT_ERROR(shmem_buffer_register(p + 16, bytes), MORI_EINVAL, "run past the end of its mapping");
+    MORI_EXPECT_OK(shmem_buffer_register(p, bytes));  // the whole mapping still registers
+    MORI_EXPECT_OK(shmem_buffer_deregister(p, bytes));
+    MORI_EXPECT_OK(shmem_finalize());
+    munmap(p, bytes);
   });
 }
 

@@ -14,7 +14,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the runfiles' workspace root
-sys.path.insert(0, os.path.join(ROOT, "shmem", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))  # the package mori (//python:package)
 os.environ.setdefault("MORI_LIB", os.path.join(ROOT, "libmori.so"))
 sys.path.insert(0, HERE)
 from uid_file import share_unique_id  # noqa: E402

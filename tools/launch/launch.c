@@ -1,19 +1,23 @@
 // SPDX-License-Identifier: MIT
 /* Local multi-process launcher; see launch.h. */
+#include "tools/launch/launch.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/launch/launch.h"
+#include "tools/launch/rank_output.h"
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -52,9 +56,98 @@ static void setenv_int(const char *name, int value) {
   setenv(name, buf, 1);
 }
 
-int mori_launch_local(int size, int timeout_ms, mori_rank_fn fn, void *arg, mori_launch_result_t *result) {
+/* The job as the launcher watches it. */
+typedef struct job {
+  int size;
+  int groups;      /* signal each rank's process group */
+  pid_t *pids;     /* 0 once reaped */
+  pid_t *leaders;  /* each rank's first pid, its process group's id */
+  int running;
+  long long stop_at;     /* when the rest were sent SIGTERM; 0: not yet */
+  int killed;            /* SIGKILL sent to whoever was left */
+  mori_launch_result_t *result;
+} job_t;
+
+static void signal_running(job_t *j, int sig) {
+  for (int r = 0; r < j->size; r++) {
+    if (j->groups && j->leaders[r] > 0) kill(-j->leaders[r], sig); /* what it started, even once it is gone */
+    else if (j->pids[r] > 0) kill(j->pids[r], sig);
+  }
+}
+
+/* Stops every rank still running: SIGTERM now, SIGKILL after the grace. */
+static void stop_all(job_t *j) {
+  if (j->stop_at) return;
+  j->stop_at = now_ms();
+  signal_running(j, SIGTERM);
+}
+
+static void record_exit(job_t *j, int r, int status) {
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  bool by_us = j->stop_at && (code == -SIGTERM || code == -SIGKILL);
+  j->result->exit_code[r] = by_us ? MORI_LAUNCH_STOPPED : code;
+  if (!by_us && code != 0 && j->result->failed_rank < 0) j->result->failed_rank = r;
+  j->pids[r] = 0;
+  j->running--;
+}
+
+static void reap(job_t *j) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+    for (int r = 0; r < j->size; r++)
+      if (j->pids[r] == pid) record_exit(j, r, status);
+}
+
+/* Appends the text to the result's message, "; " between parts. */
+static void append(mori_launch_result_t *res, const char *text) {
+  size_t used = strlen(res->message);
+  if (used + 1 >= sizeof(res->message)) return;
+  snprintf(res->message + used, sizeof(res->message) - used, "%s%s", used ? "; " : "", text);
+}
+
+static void describe(job_t *j, int timeout_ms) {
+  mori_launch_result_t *res = j->result;
+  char buf[192];
+  /* The cause first, then any other rank that failed on its own. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int r = 0; r < j->size; r++) {
+      if ((pass == 0) != (r == res->failed_rank)) continue;
+      int code = res->exit_code[r];
+      if (code > 0) snprintf(buf, sizeof(buf), "rank %d exited with code %d", r, code);
+      else if (code < 0 && code > MORI_LAUNCH_HUNG)
+        snprintf(buf, sizeof(buf), "rank %d was killed by signal %d (%s)", r, -code, strsignal(-code));
+      else continue;
+      append(res, buf);
+    }
+  }
+  /* Then the ranks stopped, or still running at the limit, as one list. */
+  for (int kind = 0; kind < 2; kind++) {
+    int want = kind == 0 ? MORI_LAUNCH_HUNG : MORI_LAUNCH_STOPPED;
+    size_t n = 0;
+    int count = 0;
+    for (int r = 0; r < j->size; r++) {
+      if (res->exit_code[r] != want) continue;
+      if (n < sizeof(buf) - 16) n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%d", count ? ", " : "", r);
+      count++;
+    }
+    if (!count) continue;
+    char line[320];
+    if (kind == 0)
+      snprintf(line, sizeof(line), "rank%s %s did not finish in %g s (stopped)", count > 1 ? "s" : "", buf,
+               timeout_ms / 1000.0);
+    else
+      snprintf(line, sizeof(line), "rank%s %s stopped%s", count > 1 ? "s" : "", buf,
+               res->interrupted ? " (the launcher was interrupted)" : res->failed_rank >= 0 ? " after it" : "");
+    append(res, line);
+  }
+}
+
+int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *arg, mori_launch_result_t *result) {
   memset(result, 0, sizeof(*result));
   result->failed_rank = -1;
+  int size = opts->size;
+  int timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 600000;
   if (size < 1 || size > MORI_LAUNCH_MAX_RANKS) {
     snprintf(result->message, sizeof(result->message), "launch: %d ranks is out of range 1..%d", size,
              MORI_LAUNCH_MAX_RANKS);
@@ -71,17 +164,44 @@ int mori_launch_local(int size, int timeout_ms, mori_rank_fn fn, void *arg, mori
     snprintf(result->message, sizeof(result->message), "launch: cannot listen on loopback: %s", strerror(errno));
     return MORI_EIO;
   }
+  rank_output_t *output = NULL;
+  if (opts->prefix_output && !(output = rank_output_create(size))) {
+    snprintf(result->message, sizeof(result->message),
+             "launch: cannot make pipes for %d ranks' output: %s (4 descriptors per rank: raise `ulimit -n`, or leave "
+             "the output unprefixed)",
+             size, strerror(errno));
+    close(listen_fd);
+    return MORI_EIO;
+  }
   fflush(stdout);
   fflush(stderr);
-  pid_t *pids = calloc((size_t)size, sizeof(pid_t));
-  if (!pids) {
+  job_t job = {.size = size, .groups = opts->process_groups, .result = result};
+  job.pids = calloc((size_t)size, sizeof(pid_t));
+  job.leaders = calloc((size_t)size, sizeof(pid_t));
+  if (!job.pids || !job.leaders) {
+    free(job.pids);
+    free(job.leaders);
     close(listen_fd);
+    rank_output_finish(output, 0);
     snprintf(result->message, sizeof(result->message), "launch: out of memory for %d ranks", size);
     return MORI_ENOMEM;
   }
+  pid_t launcher = getpid();
+  int rc = 0;
   for (int r = 0; r < size; r++) {
     pid_t pid = fork();
+    if (pid < 0) {
+      snprintf(result->message, sizeof(result->message), "launch: cannot start rank %d: %s", r, strerror(errno));
+      rc = MORI_EIO;
+      break;
+    }
     if (pid == 0) {
+      if (opts->process_groups) setpgid(0, 0);
+      if (opts->die_with_launcher) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != launcher) _exit(127); /* it died before the line above */
+      }
+      if (output) rank_output_attach_child(output, r);
       char addr[64];
       snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
       setenv_int("MORI_RANK", r);
@@ -101,53 +221,55 @@ int mori_launch_local(int size, int timeout_ms, mori_rank_fn fn, void *arg, mori
       fflush(stderr);
       _exit(code);
     }
-    pids[r] = pid;
-    result->exit_code[r] = -1000;
+    if (opts->process_groups) setpgid(pid, pid); /* also here: no window in which a signal misses it */
+    job.pids[r] = job.leaders[r] = pid;
+    job.running++;
+    result->exit_code[r] = MORI_LAUNCH_HUNG;
+    if (output) rank_output_forked(output, r);
   }
   close(listen_fd);
-  long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 600000);
-  int running = size;
-  while (running > 0 && now_ms() < deadline) {
-    int status;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) {
+  if (rc) stop_all(&job);
+  long long deadline = now_ms() + timeout_ms;
+  while (job.running > 0) {
+    if (output) rank_output_pump(output, 5);
+    else {
       struct timespec pause = {0, 5 * 1000 * 1000};
       nanosleep(&pause, NULL);
-      continue;
     }
-    for (int r = 0; r < size; r++) {
-      if (pids[r] != pid) continue;
-      result->exit_code[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      pids[r] = 0;
-      running--;
+    reap(&job);
+    if (job.running == 0) break;
+    long long now = now_ms();
+    if (!job.stop_at && result->failed_rank >= 0) stop_all(&job);
+    if (!job.stop_at && opts->stop && *opts->stop) {
+      result->interrupted = 1;
+      stop_all(&job);
     }
-  }
-  int rc = 0;
-  size_t used = 0;
-  for (int r = 0; r < size; r++) {
-    const char *what = NULL;
-    char buf[64];
-    if (pids[r] > 0) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], NULL, 0);
-      what = "did not finish in time (killed)";
-      rc = rc ? rc : MORI_ETIMEDOUT;
-    } else if (result->exit_code[r] > 0) {
-      snprintf(buf, sizeof(buf), "exited with code %d", result->exit_code[r]);
-      what = buf;
-      rc = rc ? rc : MORI_EIO;
-    } else if (result->exit_code[r] < 0) {
-      snprintf(buf, sizeof(buf), "was killed by signal %d (%s)", -result->exit_code[r], strsignal(-result->exit_code[r]));
-      what = buf;
-      rc = rc ? rc : MORI_EIO;
+    if (!job.stop_at && now >= deadline) {
+      result->timed_out = 1;
+      stop_all(&job);
     }
-    if (what) {
-      if (result->failed_rank < 0) result->failed_rank = r;
-      if (used < sizeof(result->message))
-        used += (size_t)snprintf(result->message + used, sizeof(result->message) - used, "%srank %d %s",
-                                 used ? "; " : "", r, what);
+    if (job.stop_at && !job.killed && now >= job.stop_at + MORI_LAUNCH_GRACE_MS) {
+      signal_running(&job, SIGKILL);
+      job.killed = 1;
     }
   }
-  free(pids);
+  /* Ranks still running at the limit were stopped as hung, not as victims. */
+  if (result->timed_out)
+    for (int r = 0; r < size; r++)
+      if (result->exit_code[r] == MORI_LAUNCH_STOPPED) result->exit_code[r] = MORI_LAUNCH_HUNG;
+  rank_output_finish(output, 200);
+  if (!rc) {
+    describe(&job, timeout_ms);
+    if (result->failed_rank >= 0) rc = MORI_EIO;
+    else if (result->timed_out) rc = MORI_ETIMEDOUT;
+    else if (result->interrupted) rc = MORI_ECANCELED;
+  }
+  free(job.pids);
+  free(job.leaders);
   return rc;
+}
+
+int mori_launch_local(int size, int timeout_ms, mori_rank_fn fn, void *arg, mori_launch_result_t *result) {
+  mori_launch_options_t opts = {.size = size, .timeout_ms = timeout_ms};
+  return mori_launch_run(&opts, fn, arg, result);
 }

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mori's device library linked into Triton kernels (mori.triton_lib) on
+"""mori's device library linked into Triton kernels (mori.triton.lib) on
 GPUs, over MORI Shmem heap memory (torchrun --nproc_per_node=N; N = 1 or
 more, checks that need a second PE SKIP at one): the device state a kernel
 sees after shmem_module_init (and what one sees without it), heap pointer
@@ -31,7 +31,10 @@ torch.cuda.set_device(rank % torch.cuda.device_count())
 dev = torch.device("cuda", torch.cuda.current_device())
 dist.init_process_group("gloo")  # barriers only; gloo also lets two PEs share one GPU
 import mori.shmem as shmem  # noqa: E402
-import mori.triton_lib as ml  # noqa: E402
+from mori.triton import lib as ml  # noqa: E402
+import mori.triton_lib  # noqa: E402  (the first name of mori.triton.lib: the same module)
+
+assert mori.triton_lib is ml, "mori.triton_lib is not mori.triton.lib"
 
 shmem.shmem_torch_process_group_init(dist.group.WORLD.group_name)
 me, npes = shmem.shmem_mype(), shmem.shmem_npes()
@@ -169,7 +172,7 @@ def _():
     assert info == {"my_pe": me, "n_pes": npes, "heap_base": v[2]}, f"device_state() = {info}"
 
 
-@check("a kernel linked without mori.triton_lib.launch (state never filled): my_pe -1003, ptr 0 — no garbage")
+@check("a kernel linked without mori.triton.lib.launch (state never filled): my_pe -1003, ptr 0 — no garbage")
 def _():
     out = torch.full((4, ), -7, dtype=torch.int64, device=dev)
     # Compiled and launched the plain Triton way: its module's globalGpuStates stays zero.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* The plug-ins of a single-node shmem job, listed in one call: both handle
- * libraries (fabric, POSIX fds) and the load/store transport (p2p). From
+/* The plug-ins of a single-node shmem job, listed in one call: the handle
+ * libraries (fabric, POSIX fds, and legacy IPC for registered buffers of
+ * the runtime's plain allocator) and the load/store transport (p2p). From
  * the //shmem:local_plugins library, which links neither libibverbs nor
  * hsa-runtime; a multi-node job lists the rdma transport as well, through
  * mori_shmem_use_plugins. */
@@ -11,7 +12,7 @@
 
 MORI_EXTERN_C_BEGIN
 
-/* mori_shmem_use_plugins with {fabric, posix_fd} and {p2p}. */
+/* mori_shmem_use_plugins with {fabric, posix_fd, legacy_ipc} and {p2p}. */
 MORI_API int mori_shmem_use_local_plugins(void);
 
 MORI_EXTERN_C_END

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MIT
+/* Every environment variable any part of mori reads (see env.h). A variable
+ * read anywhere in the sources and missing here fails
+ * tools/check_env_vars.py; docs/environment.md is generated from this table
+ * (bazel run //core/base:env_doc) and checked for staleness. */
+#include "core/base/env.h"
+
+#define KIB 1024ull
+#define GIB (1024ull * 1024 * 1024)
+#define TIB (1024ull * GIB)
+#define DAY_MS 86400000ull
+
+#define S(...) .type = MORI_ENV_STRING, __VA_ARGS__
+#define B(...) .type = MORI_ENV_BOOL, __VA_ARGS__
+#define E(list, ...) .type = MORI_ENV_ENUM, .choices = list, __VA_ARGS__
+#define I(lo, hi, ...) .type = MORI_ENV_INT, .min = (lo), .max = (hi), __VA_ARGS__
+#define Z(lo, hi, ...) .type = MORI_ENV_SIZE, .min = (lo), .max = (hi), __VA_ARGS__
+#define T(lo, hi, ...) .type = MORI_ENV_MS, .min = (lo), .max = (hi), __VA_ARGS__
+#define LIB .layer = MORI_ENV_LIBRARY
+#define PY .layer = MORI_ENV_PYTHON
+#define LAUNCH .layer = MORI_ENV_LAUNCH
+#define TOOLS .layer = MORI_ENV_TOOLS
+
+static const mori_env_var_t table[] = {
+    /* ---- logging ---- */
+    {"MORI_GLOBAL_LOG_LEVEL", MORI_ENV_LOG_LEVEL, LIB, .reader = "core/base (log)", .default_text = "WARN",
+     .meaning = "How much mori logs to stderr: ERROR, WARN, INFO, DEBUG or TRACE (case-insensitive; or 0-4)."},
+    {"MORI_LOG_LEVEL", MORI_ENV_LOG_LEVEL, LIB, .reader = "core/base (log)", .default_text = "WARN",
+     .meaning = "The older name of MORI_GLOBAL_LOG_LEVEL.", .alias_of = "MORI_GLOBAL_LOG_LEVEL"},
+
+    /* ---- the symmetric heap ---- */
+    {"MORI_SHMEM_MODE", E("static|vmm|isolation", LIB), .reader = "core (heap)",
+     .default_text = "vmm (the shmem API: static)",
+     .meaning = "How the symmetric heap holds memory: one static block of MORI_SHMEM_HEAP_SIZE, growth in chunks "
+                "(vmm), or a mapping per allocation (isolation)."},
+    {"MORI_SHMEM_HEAP_SIZE", Z(4 * KIB, 64 * TIB, LIB), .reader = "core (heap)",
+     .default_text = "vmm: 512G of address space; static: none (required)",
+     .meaning = "static: the heap's size; vmm: the most the heap may grow to (address space reserved at once: lower "
+                "it under a virtual-memory limit such as ulimit -v)."},
+    {"MORI_SHMEM_VMM_CHUNK_SIZE", Z(4 * KIB, 1 * TIB, LIB), .reader = "core (heap)", .default_text = "1G",
+     .meaning = "vmm: the heap grows by this much at a time; at most MORI_SHMEM_HEAP_SIZE, and the heap holds at most "
+                "16777216 (2^24) chunks."},
+    {"MORI_SHMEM_HEAP_TYPE", E("normal|uncached", LIB), .reader = "core (heap)",
+     .default_text = "normal (the shmem API: uncached)",
+     .meaning = "The heap's memory type on GPUs (uncached: fine-grained on AMD GPUs, the same as normal on NVIDIA "
+                "GPUs and on the host platform)."},
+    {"MORI_HEAP_DEFER_FREES", B(LIB), .reader = "core (heap)", .default_text = "off (always on with GPUs)",
+     .meaning = "Freed heap memory waits for a device synchronisation before reuse; on the host platform for tests."},
+
+    /* ---- platform, comm, windows ---- */
+    {"MORI_HANDLE_TYPE", E("posix_fd|fabric", LIB), .reader = "core/platform (probe)",
+     .default_text = "fabric where it works, else posix_fd",
+     .meaning = "The handle type memory is shared with between processes."},
+    {"MORI_HOST_ID", S(LIB), .reader = "core (comm)", .default_text = "host name and boot id",
+     .meaning = "The node this rank counts as on: ranks with different ids act as if on different machines "
+                "(simulates several nodes on one)."},
+    {"MORI_DISABLE_P2P", B(LIB), .reader = "core (comm)", .default_text = "off",
+     .meaning = "No peer is reached by load/store or copy engines: the LSA team is each rank alone."},
+    {"MORI_NODE_CHANNEL", B(LIB), .reader = "core (node channel)", .default_text = "on",
+     .meaning = "Ranks of one machine exchange collective steps through shared memory; 0 uses the bootstrap."},
+    {"MORI_TRAP_ON_DEVICE_ERROR", B(LIB), .reader = "core (window)", .default_text = "off",
+     .meaning = "A kernel that records an error in a window's mailbox also traps (read when a window is made)."},
+
+    /* ---- bootstrap and launch ---- */
+    {"MORI_BOOTSTRAP_TIMEOUT_MS", T(1, DAY_MS, LIB), .reader = "core/bootstrap", .default_text = "60000",
+     .meaning = "The default time limit of every bootstrap step and of the waits that follow it (node channel, fd "
+                "channel, rdma), in milliseconds (\"2s\" also works)."},
+    {"MORI_RANK", I(0, 2147483646, LAUNCH), .reader = "core/bootstrap", .default_text = "RANK, OMPI_COMM_WORLD_RANK, "
+     "PMI_RANK or SLURM_PROCID", .meaning = "This process's rank."},
+    {"MORI_WORLD_SIZE", I(1, 2147483647, LAUNCH), .reader = "core/bootstrap",
+     .default_text = "WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS", .meaning = "The number of ranks."},
+    {"MORI_LOCAL_RANK", I(0, 2147483646, LAUNCH), .reader = "tests, examples", .default_text = "unset",
+     .meaning = "Set by mori_launch: the rank among the ranks of this machine (programs choose their GPU by it)."},
+    {"MORI_LOCAL_SIZE", I(1, 2147483647, LAUNCH), .reader = "tests, examples", .default_text = "unset",
+     .meaning = "Set by mori_launch: the number of ranks on this machine."},
+    {"MORI_BOOTSTRAP_ADDR", S(LAUNCH), .reader = "core/bootstrap", .default_text = "MASTER_ADDR:MASTER_PORT",
+     .meaning = "Rank 0's address, host:port."},
+    {"MORI_BOOTSTRAP_PORT", I(1, 65535, LAUNCH), .reader = "core/bootstrap", .default_text = "the port in MORI_BOOTSTRAP_ADDR",
+     .meaning = "Rank 0's port, with a MORI_BOOTSTRAP_ADDR that gives none."},
+    {"MORI_BOOTSTRAP_LISTEN_FD", I(0, 2147483647, LAUNCH), .reader = "core/bootstrap", .default_text = "unset",
+     .meaning = "A listening socket a launcher opened for rank 0 (mori_launch sets it)."},
+    {"MORI_BOOTSTRAP_SECRET", S(LAUNCH), .reader = "core/bootstrap", .default_text = "a private file (see docs/security.md)",
+     .meaning = "The job's secret: ranks prove they belong to the job with it.", .secret = true},
+    {"MORI_BOOTSTRAP_SECRET_FILE", S(LAUNCH), .reader = "core/bootstrap", .default_text = "unset",
+     .meaning = "A file (mode 0600) holding the job's secret."},
+
+    /* ---- the rdma transport ---- */
+    {"MORI_RDMA_DEVICES", S(LIB), .reader = "transport/rdma", .default_text = "every active device",
+     .meaning = "NICs a rank may open: an include list of whole names, comma-separated, or after ^ an exclude list "
+                "(docs/multinode.md)."},
+    {"MORI_RDMA_DEVICE", S(LIB), .reader = "transport/rdma", .default_text = "unset",
+     .meaning = "The older name of MORI_RDMA_DEVICES.", .alias_of = "MORI_RDMA_DEVICES"},
+    {"MORI_NUM_QP_PER_PE", I(1, 64, LIB), .reader = "transport/rdma", .default_text = "1",
+     .meaning = "Queue pairs per peer."},
+    {"MORI_IB_GID_INDEX", I(0, 255, LIB), .reader = "transport/rdma", .default_text = "1 when the port has two GIDs or more, else 0",
+     .meaning = "The GID index of the port."},
+    {"MORI_RDMA_GID_INDEX", I(0, 255, LIB), .reader = "transport/rdma", .default_text = "unset",
+     .meaning = "The older name of MORI_IB_GID_INDEX.", .alias_of = "MORI_IB_GID_INDEX"},
+    {"MORI_RDMA_SL", I(0, 15, LIB), .reader = "transport/rdma", .default_text = "0", .meaning = "The service level."},
+    {"MORI_RDMA_TC", I(0, 255, LIB), .reader = "transport/rdma", .default_text = "0", .meaning = "The traffic class."},
+    {"MORI_RDMA_PORT", I(1, 255, LIB), .reader = "transport/rdma", .default_text = "1",
+     .meaning = "The port of the device."},
+    {"MORI_ENABLE_RAIL_ONLY", B(LIB), .reader = "transport/rdma", .default_text = "off",
+     .meaning = "Queue pairs only to same-rail peers (same local rank on another node) and same-host peers."},
+    {"MORI_RDMA_MAX_MSG", I(0, 2147483647, LIB), .reader = "transport/rdma", .default_text = "the port's max_msg_sz",
+     .meaning = "The largest message one work request carries, in bytes."},
+    {"MORI_RDMA_TIMEOUT_MS", T(1, DAY_MS, LIB), .reader = "transport/rdma", .default_text = "MORI_BOOTSTRAP_TIMEOUT_MS",
+     .meaning = "How long a quiet, a blocked post and a window's deregistration wait for completions."},
+    {"MORI_RDMA_EXECUTOR", E("verbs|copy_engine", LIB), .reader = "transport/rdma", .default_text = "verbs",
+     .meaning = "What carries RDMA work: libibverbs, or mori's copy-engine NIC (for tests without a NIC)."},
+    {"MORI_RDMA_CE_FAULTS", S(TOOLS), .reader = "transport/rdma (tests)", .default_text = "unset",
+     .meaning = "Faults the copy-engine NIC injects, for tests: fail@N or stall@N, comma-separated."},
+
+    /* ---- fused collectives (tuning) ---- */
+    {"MORI_COLL_SLICE_BYTES", Z(16, 1 * GIB, LIB), .reader = "collectives", .default_text = "chosen per call",
+     .meaning = "The slice of a flagged transfer."},
+    {"MORI_COLL_THREADS", I(1, 1024, LIB), .reader = "collectives", .default_text = "chosen per call",
+     .meaning = "Threads per block of the collective kernels."},
+    {"MORI_COLL_MAX_BLOCKS", I(1, 65535, LIB), .reader = "collectives", .default_text = "what the device keeps resident",
+     .meaning = "The most blocks a collective kernel uses."},
+    {"MORI_COLL_BLOCK_SHARE", B(LIB), .reader = "collectives", .default_text = "chosen per call",
+     .meaning = "Blocks are shared between the phases of a collective."},
+    {"MORI_A2A_ALGO", E("slices|ll", LIB), .reader = "collectives", .default_text = "by size",
+     .meaning = "Forces the staged all-to-all's algorithm."},
+    {"MORI_A2A_LL_MAX_BYTES", Z(1, 1 * TIB, LIB), .reader = "collectives", .default_text = "256K",
+     .meaning = "All-to-alls up to this size per member use LL lines."},
+    {"MORI_A2AV_PIECES", I(1, 256, LIB), .reader = "collectives", .default_text = "by size (1 to 32)",
+     .meaning = "Pieces per member of the all-to-all-v."},
+    {"MORI_ALLREDUCE_ALGO", E("ll|rsag|oneshot", LIB), .reader = "collectives", .default_text = "by size",
+     .meaning = "Forces the all-reduce's algorithm."},
+    {"MORI_ALLREDUCE_LL_MAX_BYTES", Z(1, 1 * TIB, LIB), .reader = "collectives", .default_text = "256K",
+     .meaning = "All-reduces up to this size use LL lines."},
+    {"MORI_ALLREDUCE_LL_LINES", I(1, 1u << 24, LIB), .reader = "collectives", .default_text = "by size",
+     .meaning = "8-byte lines per work item of the LL all-reduce."},
+
+    /* ---- MORI Shmem ---- */
+    {"MORI_SOCKET_IFNAME", S(LIB), .reader = "shmem", .default_text = "the first non-loopback interface that is up (IPv4 first), else loopback",
+     .meaning = "Interfaces the unique ID's address is taken from, comma-separated prefixes; a leading ^ excludes."},
+    {"MORI_MPI_LIBRARY", S(LIB), .reader = "shmem", .default_text = "libmpi.so.40",
+     .meaning = "The MPI library MORI_SHMEM_INIT_WITH_MPI_COMM loads."},
+    {"MORI_IGNORE_CPU_AFFINITY", B(LIB), .reader = "shmem", .default_text = "off",
+     .meaning = "shmem_init leaves the calling thread's CPUs alone."},
+    {"MORI_DISABLE_TOPO", B(LIB), .reader = "shmem", .default_text = "off",
+     .meaning = "No topology detection (so no CPU placement)."},
+    {"MORI_CPU_AFFINITY_NO_SPLIT", B(LIB), .reader = "shmem", .default_text = "off",
+     .meaning = "shmem_init pins the init thread to the whole NUMA node, not this GPU's slice of it."},
+
+    /* ---- the Python package ---- */
+    {"MORI_LIB", S(PY), .reader = "python (mori.shmem)", .default_text = "the libmori.so in the package",
+     .meaning = "The libmori.so the package loads."},
+    {"MORI_TORCH_LIB", S(PY), .reader = "python (mori)", .default_text = "the libmori_torch.so in the package",
+     .meaning = "The torch backend library the package loads."},
+    {"MORI_BITCODE_DIR", S(PY), .reader = "python (mori.triton_lib)", .default_text = "the package's bitcode/",
+     .meaning = "Where the device bitcode for Triton kernels is."},
+    {"MORI_BITCODE_CACHE", S(PY), .reader = "python (mori.triton_lib)", .default_text = "~/.cache/mori/bitcode",
+     .meaning = "Where bitcode compiled at run time is kept."},
+    {"MORI_BITCODE_LLVM_DIR", S(PY), .reader = "python (mori.triton_lib), triton_bitcode scripts",
+     .default_text = "/usr/lib/llvm-15", .meaning = "The LLVM that compiles bitcode at run time."},
+    {"MORI_DISABLE_JIT", B(PY), .reader = "python (mori.triton_lib)", .default_text = "off",
+     .meaning = "Bitcode missing from the package is an error instead of being compiled at run time."},
+    {"MORI_PRECOMPILE", B(PY), .reader = "python (mori.triton_lib)", .default_text = "off",
+     .meaning = "Compile all bitcode when mori.triton_lib is imported."},
+
+    /* ---- mori's own tests, benchmarks and build ---- */
+    {"MORI_TORCH_DIR", S(TOOLS), .reader = "bazel (torch.bzl)", .default_text = "asks python3",
+     .meaning = "The torch installation the torch backend is built against."},
+    {"MORI_NVCC", S(TOOLS), .reader = "bazel (device_compile.sh)", .default_text = "/usr/local/cuda/bin/nvcc",
+     .meaning = "The CUDA compiler of device code."},
+    {"MORI_LLVM_DIR", S(TOOLS), .reader = "bazel (device_compile.sh)", .default_text = "/usr/lib/llvm-22",
+     .meaning = "The LLVM that compiles HIP device code."},
+    {"MORI_ROCM_BITCODE_DIR", S(TOOLS), .reader = "bazel, triton_bitcode scripts",
+     .default_text = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode", .meaning = "ROCm's device libraries."},
+    {"MORI_BITCODE_ROCM_PATH", S(TOOLS), .reader = "triton_bitcode scripts", .default_text = "/usr",
+     .meaning = "The ROCm installation bitcode is compiled against."},
+    {"MORI_TEST_RANKS", I(1, 4096, TOOLS), .reader = "tests", .default_text = "set by the test rule",
+     .meaning = "The ranks a multi-rank test runs at."},
+    {"MORI_TEST_ALL_K", B(TOOLS), .reader = "tests", .default_text = "off",
+     .meaning = "The allocation-failure test goes on after the first failing step."},
+    {"MORI_TEST_PG_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "torch tests", .default_text = "180",
+     .meaning = "The torch process group's timeout in the torch tests, in seconds."},
+    {"MORI_OPS_ITERS", I(1, 1u << 30, TOOLS), .reader = "torch tests", .default_text = "by test",
+     .meaning = "Iterations of the torch op tests."},
+    {"MORI_COLL_TEST_ITERS", I(1, 1u << 30, TOOLS), .reader = "tests, tools/gpu.sh", .default_text = "by test",
+     .meaning = "Iterations of the GPU collectives test."},
+    {"MORI_SHARED_SUITES", S(TOOLS), .reader = "tools/gpu.sh", .default_text = "the GPU suites",
+     .meaning = "The suites tools/gpu.sh runs with ranks sharing one GPU."},
+    {"MORI_RANKS", I(1, 4096, TOOLS), .reader = "tools/run.sh", .default_text = "the GPUs, or 4",
+     .meaning = "Ranks tools/run.sh starts."},
+    {"MORI_BENCH_ROUNDS", I(1, 1u << 20, TOOLS), .reader = "GPU benchmarks", .default_text = "5",
+     .meaning = "Rounds of the proxy benchmark."},
+    {"MORI_BENCH_COLL_QUICK", B(TOOLS), .reader = "GPU benchmarks", .default_text = "off",
+     .meaning = "The collectives benchmark measures fewer sizes."},
+    {"MORI_BENCH_COLL_GRIDS", S(TOOLS), .reader = "GPU benchmarks", .default_text = "the device's",
+     .meaning = "Grid sizes the collectives benchmark sweeps, comma-separated."},
+    {"MORI_BENCH_MACHINE", S(TOOLS), .reader = "bench", .default_text = "unset",
+     .meaning = "The machine name recorded with benchmark results."},
+    {"MORI_BENCH_ONLY", S(TOOLS), .reader = "bench", .default_text = "every op",
+     .meaning = "Ops the benchmark worker runs, comma-separated."},
+    {"MORI_WHEEL_TEST_TORCH_DIR", S(TOOLS), .reader = "tools/wheel_test.py", .default_text = "unset",
+     .meaning = "The torch the wheel test adds to its virtual environment."},
+    {"MORI_FUZZ_CC", S(TOOLS), .reader = "tools/fuzz.sh", .default_text = "clang-22, clang",
+     .meaning = "The compiler of the fuzz targets."},
+    {"MORI_FUZZ_SECONDS", I(1, 86400, TOOLS), .reader = "tools/fuzz.sh", .default_text = "45",
+     .meaning = "How long each fuzz target runs."},
+    {"MORI_VM_DIR", S(TOOLS), .reader = "tools/rdma_vm_test.sh", .default_text = "/tmp/mori-rdma-vm",
+     .meaning = "Where the Soft-RoCE test keeps its virtual machine."},
+};
+
+const mori_env_var_t *mori_env_table(size_t *count) {
+  *count = sizeof(table) / sizeof(table[0]);
+  return table;
+}

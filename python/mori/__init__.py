@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: MIT
+"""mori: symmetric memory for GPUs. `import mori.allocator` registers the
+"MORI" backend of torch's symmetric memory; then
+`torch.distributed._symmetric_memory.set_backend("MORI")`. `import mori.ops`
+adds the fused collectives, `import mori.shmem` is MORI Shmem (no torch
+needed, and it runs on the host platform where there is no GPU),
+`mori.address_map` the address maps of both, and `mori.triton` their
+functions for Triton kernels (`mori.triton.lib`: mori's device library).
+
+Importing `mori` itself loads nothing: the platform (host, cuda or hip) is
+chosen when a module that calls the C library is first imported, or by
+platform()."""
+try:
+    from mori._version import __version__  # generated from bazel/version.bzl by the build
+except ImportError:  # a source checkout run in place (PYTHONPATH=python): the same file, read
+    def _source_version():
+        import os
+        import re
+
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "bazel", "version.bzl")
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            return "0+unknown"
+        parts = [re.search(rf"^MORI_VERSION_{p}\s*=\s*(\d+)", text, re.M) for p in ("MAJOR", "MINOR", "PATCH")]
+        return ".".join(m.group(1) for m in parts) if all(parts) else "0+unknown"
+
+    __version__ = _source_version()
+
+__all__ = ["__version__", "finalize", "platform"]
+
+
+def platform():
+    """The platform of the libmori.so this process uses: "host", "cuda" or
+    "hip" (loading it if nothing has yet; see mori._lib for how it is
+    chosen: MORI_PLATFORM, else the GPU one when a GPU and its driver are
+    there, else host)."""
+    from mori import _lib
+
+    return _lib.PLATFORM
+
+
+def finalize():
+    """Releases what mori.allocator and mori.shmem started in this process:
+    the torch backend's windows and allocations, MORI Shmem (heap, comm,
+    bootstrap), then everything else mori holds (mori_finalize), so nothing
+    is left behind. Local (never collective) and idempotent; a part never
+    imported is not loaded for it. shmem_init_attr works again afterwards.
+    RuntimeError naming the call when one fails."""
+    import sys
+
+    backend = sys.modules.get("mori._torch_backend")
+    if getattr(backend, "lib", None) is not None:
+        backend.lib.mori_torch_finalize()
+    loader = sys.modules.get("mori._lib")
+    lib = getattr(loader, "lib", None)
+    if lib is None:
+        return
+    for call in ("shmem_finalize", "mori_finalize"):
+        rc = getattr(lib, call)()
+        if rc < 0:
+            raise RuntimeError(f"mori.finalize: {call}: {lib.mori_err_name(rc).decode()}: "
+                               f"{lib.mori_last_error().decode(errors='replace')}")

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: MIT
+"""Locality of the PEs (mori/device/locality.h): per peer its class and what
+reaches it, one uint32 word each, the same layout on the host and in the
+device table kernels read. The decoding here is shared with the torch side
+(mori.address_map.locality)."""
+import ctypes
+from dataclasses import dataclass
+
+from mori._lib import lib
+
+# Word layout: bits 0-1 the class, bits 8-11 the flags.
+PEER_SELF, PEER_LSA, PEER_NODE, PEER_REMOTE = 0, 1, 2, 3
+CLASS_NAMES = {PEER_SELF: "self", PEER_LSA: "lsa", PEER_NODE: "node", PEER_REMOTE: "remote"}
+CLASS_MASK = 0x3
+DIRECT = 1 << 8
+SYSTEM_ATOMICS = 1 << 9
+RDMA = 1 << 10
+COPY_ENGINE = 1 << 11
+
+
+@dataclass(frozen=True)
+class PeerLocality:
+    rank: int
+    peer_class: str  # "self", "lsa" (same node, load/store), "node" (same node, no load/store), "remote"
+    direct_access: bool
+    system_atomics: bool
+    rdma: bool
+    copy_engine: bool
+    word: int  # the raw word, as kernels read it
+
+
+def decode(words):
+    """PeerLocality records of a list of words (index = rank)."""
+    return tuple(
+        PeerLocality(rank=r, peer_class=CLASS_NAMES[w & CLASS_MASK], direct_access=bool(w & DIRECT),
+                     system_atomics=bool(w & SYSTEM_ATOMICS), rdma=bool(w & RDMA), copy_engine=bool(w & COPY_ENGINE),
+                     word=w) for r, w in enumerate(words))
+
+
+@dataclass(frozen=True)
+class ShmemLocality:
+    peers: tuple  # PeerLocality per PE
+    table_address: int  # device address of npes uint32 words, valid until shmem_finalize
+
+    @property
+    def table(self):
+        """The device table as an int32 torch tensor sharing its memory
+        (needs torch)."""
+        from .device_view import tensor_over
+
+        return tensor_over(self.table_address, len(self.peers), "int32")
+
+
+def shmem_locality():
+    """The locality of every PE as seen from this one (local, no
+    communication)."""
+    from .api import _check
+
+    comm = ctypes.c_void_p()
+    _check("shmem_locality", lib.mori_shmem_comm(ctypes.byref(comm)))
+    n = lib.mori_comm_size(comm)
+    words = (ctypes.c_uint32 * n)()
+    _check("shmem_locality", lib.mori_comm_locality(comm, words, n))
+    table = ctypes.c_void_p()
+    _check("shmem_locality", lib.mori_comm_locality_dev(comm, ctypes.byref(table)))
+    return ShmemLocality(peers=decode(list(words)), table_address=table.value)

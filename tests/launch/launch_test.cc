@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+// mori_launch_run / mori_launch_local (the launcher under mori_launch and the
+// test harness): the first rank that fails stops the rest within a second
+// and is named as the cause; a hung rank ends at the limit; a clean job
+// reports nothing.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "tools/launch/launch.h"
+
+namespace {
+
+long long NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+void SleepMs(int ms) {
+  timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0) {
+  }
+}
+
+// rank 1 fails after 300 ms as arg says; the others would wait 30 s.
+int FailingRank(int rank, int, void *arg) {
+  if (rank != 1) {
+    SleepMs(30000);
+    return 0;
+  }
+  SleepMs(300);
+  if (*static_cast<int *>(arg) == 0) return 3;
+  kill(getpid(), SIGKILL);
+  return 0;
+}
+
+TEST(Launch, AnExitCodeStopsTheOthersAndNamesTheRank) {
+  static mori_launch_result_t res;
+  int how = 0;
+  long long t0 = NowMs();
+  int rc = mori_launch_local(4, 60000, FailingRank, &how, &res);
+  long long took = NowMs() - t0;
+  EXPECT_EQ(rc, MORI_EIO);
+  EXPECT_LT(took, 1300) << "rank 1 failed at 300 ms; the others were stopped only after " << took << " ms";
+  EXPECT_EQ(res.failed_rank, 1);
+  EXPECT_EQ(res.exit_code[1], 3);
+  for (int r : {0, 2, 3}) EXPECT_EQ(res.exit_code[r], MORI_LAUNCH_STOPPED) << "rank " << r;
+  EXPECT_EQ(std::string(res.message), "rank 1 exited with code 3; ranks 0, 2, 3 stopped after it");
+}
+
+TEST(Launch, ADeadRankStopsTheOthers) {
+  static mori_launch_result_t res;
+  int how = 1;
+  long long t0 = NowMs();
+  int rc = mori_launch_local(3, 60000, FailingRank, &how, &res);
+  long long took = NowMs() - t0;
+  EXPECT_EQ(rc, MORI_EIO);
+  EXPECT_LT(took, 1300);
+  EXPECT_EQ(res.failed_rank, 1);
+  EXPECT_EQ(res.exit_code[1], -SIGKILL);
+  EXPECT_NE(std::string(res.message).find("rank 1 was killed by signal 9"), std::string::npos) << res.message;
+}
+
+int HangingRank(int rank, int, void *) {
+  if (rank == 0) SleepMs(30000);
+  return 0;
+}
+
+TEST(Launch, AHungRankEndsAtTheLimit) {
+  static mori_launch_result_t res;
+  long long t0 = NowMs();
+  int rc = mori_launch_local(2, 500, HangingRank, nullptr, &res);
+  EXPECT_EQ(rc, MORI_ETIMEDOUT);
+  EXPECT_LT(NowMs() - t0, 1500);
+  EXPECT_EQ(res.failed_rank, -1);
+  EXPECT_EQ(res.timed_out, 1);
+  EXPECT_EQ(res.exit_code[0], MORI_LAUNCH_HUNG);
+  EXPECT_EQ(res.exit_code[1], 0);
+  EXPECT_EQ(std::string(res.message), "rank 0 did not finish in 0.5 s (stopped)");
+}
+
+int CleanRank(int, int, void *) { return 0; }
+
+TEST(Launch, ACleanJobReportsNothing) {
+  static mori_launch_result_t res;
+  EXPECT_EQ(mori_launch_local(8, 60000, CleanRank, nullptr, &res), 0);
+  EXPECT_EQ(res.failed_rank, -1);
+  EXPECT_STREQ(res.message, "");
+}
+
+int StoppingRank(int, int, void *) {
+  SleepMs(30000);
+  return 0;
+}
+
+TEST(Launch, TheStopFlagStopsEveryRank) {
+  static mori_launch_result_t res;
+  static volatile sig_atomic_t stop = 1;  // already set: the job is stopped as soon as it started
+  mori_launch_options_t opts = {};
+  opts.size = 2;
+  opts.timeout_ms = 60000;
+  opts.stop = &stop;
+  long long t0 = NowMs();
+  EXPECT_EQ(mori_launch_run(&opts, StoppingRank, nullptr, &res), MORI_ECANCELED);
+  EXPECT_LT(NowMs() - t0, 1300);
+  EXPECT_EQ(res.interrupted, 1);
+  EXPECT_EQ(std::string(res.message), "ranks 0, 1 stopped (the launcher was interrupted)");
+}
+
+TEST(Launch, OutOfRangeSizesAreRefused) {
+  static mori_launch_result_t res;
+  EXPECT_EQ(mori_launch_local(0, 1000, CleanRank, nullptr, &res), MORI_EINVAL);
+  EXPECT_NE(std::string(res.message).find("0 ranks"), std::string::npos) << res.message;
+}
+
+}  // namespace

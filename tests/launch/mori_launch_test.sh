@@ -1,0 +1,108 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# mori_launch as a user runs it: a failed or dead rank stops the job within
+# a second and is named, with its code as the launcher's exit status; every
+# output line carries its rank; --help; the launcher's own signals stop the
+# ranks; a hung rank ends at -t.
+#   mori_launch_test.sh <mori_launch>
+set -u
+launch=$1
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ms() { echo $(($(date +%s%N) / 1000000)); }
+# Alive: exists and is not a zombie (an orphan's zombie waits for whoever reaps it).
+alive() { [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# Runs the launcher; sets rc, out (stdout), err (stderr), took (ms).
+run() {
+  local t0
+  t0=$(ms)
+  "$launch" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  took=$(($(ms) - t0))
+  out=$(cat "$tmp/out") err=$(cat "$tmp/err")
+}
+
+echo "== a rank that segfaults stops the others within a second"
+run -n 4 -t 60 sh -c 'if [ "$MORI_RANK" = 1 ]; then sleep 0.5; kill -SEGV $$; fi; sleep 30'
+echo "$err"
+[ "$rc" -eq 139 ] || fail "exit status $rc after a segfault, want 139 (128 + SIGSEGV)"
+echo "$err" | grep -q 'rank 1 was killed by signal 11' || fail "the message does not name rank 1 and signal 11: $err"
+echo "$err" | grep -q 'ranks 0, 2, 3 stopped' || fail "the message does not name the stopped ranks: $err"
+[ "$took" -lt 1500 ] || fail "the job took $took ms: more than a second after rank 1 died at 500 ms"
+
+echo "== a rank that exits 3 gives the launcher's exit status 3 and is named"
+run -n 4 -t 60 sh -c 'if [ "$MORI_RANK" = 2 ]; then exit 3; fi; sleep 30'
+echo "$err"
+[ "$rc" -eq 3 ] || fail "exit status $rc, want 3"
+echo "$err" | grep -q '^mori_launch: rank 2 exited with code 3' || fail "no message naming rank 2 and code 3: $err"
+[ "$took" -lt 1000 ] || fail "the job took $took ms after rank 2 exited at once"
+
+echo "== a rank that ignores SIGTERM is killed after the grace"
+run -n 2 -t 60 sh -c 'trap "" TERM; if [ "$MORI_RANK" = 0 ]; then exit 5; fi; while :; do sleep 0.1; done'
+[ "$rc" -eq 5 ] || fail "exit status $rc, want 5"
+[ "$took" -lt 1500 ] || fail "a rank ignoring SIGTERM held the job $took ms"
+
+echo "== every output line carries its rank"
+run -n 3 -t 60 sh -c 'echo "out one $MORI_RANK"; echo "err one $MORI_RANK" >&2; echo "out two $MORI_RANK"; printf "no newline $MORI_RANK"'
+echo "$out"
+echo "$err"
+[ "$rc" -eq 0 ] || fail "exit status $rc for a job whose ranks all exited 0"
+for r in 0 1 2; do
+  for line in "out one $r" "out two $r" "no newline $r"; do
+    echo "$out" | grep -qx "\[$r\] $line" || fail "stdout lacks '[$r] $line'"
+  done
+  echo "$err" | grep -qx "\[$r\] err one $r" || fail "stderr lacks '[$r] err one $r'"
+done
+unprefixed=$(printf '%s\n%s\n' "$out" "$err" | grep -vc '^\[[0-9]\] ')
+[ "$unprefixed" -eq 0 ] || fail "$unprefixed lines without a rank prefix"
+run -n 2 --no-prefix -t 60 sh -c 'echo "plain $MORI_RANK"'
+echo "$out" | grep -qx "plain 0" || fail "--no-prefix still prefixes: $out"
+
+echo "== the environment of a rank"
+run -n 3 -t 60 sh -c 'echo "$MORI_RANK/$MORI_WORLD_SIZE/$MORI_LOCAL_RANK/$MORI_LOCAL_SIZE ${MORI_BOOTSTRAP_ADDR%%:*} ${#MORI_BOOTSTRAP_SECRET}"'
+for r in 0 1 2; do echo "$out" | grep -qx "\[$r\] $r/3/$r/3 127.0.0.1 64" || fail "rank $r's environment: $out"; done
+
+echo "== --help"
+run --help
+[ "$rc" -eq 0 ] || fail "--help exited $rc"
+echo "$out" | grep -q '^usage: .*-n RANKS' || fail "--help printed no usage line: $out"
+echo "$out" | grep -q 'Exit status' || fail "--help does not say what the exit status means"
+run -h
+[ "$rc" -eq 0 ] || fail "-h exited $rc"
+run --no-such-option true
+[ "$rc" -eq 2 ] || fail "an unknown option exited $rc, want 2"
+run -n 0 true
+[ "$rc" -eq 2 ] && echo "$err" | grep -q -- '-n 0' || fail "-n 0 was not refused with a message: rc $rc, $err"
+run -n two true
+[ "$rc" -eq 2 ] || fail "-n two exited $rc, want 2"
+run -n 2
+[ "$rc" -eq 2 ] || fail "no program exited $rc, want 2"
+run -n 2 /nonexistent/program
+[ "$rc" -eq 127 ] && echo "$err" | grep -q 'cannot run /nonexistent/program' || fail "a missing program: rc $rc, $err"
+
+echo "== a hung rank ends at -t with 124"
+run -n 2 -t 1 sh -c 'if [ "$MORI_RANK" = 1 ]; then sleep 30; fi'
+echo "$err"
+[ "$rc" -eq 124 ] || fail "exit status $rc at the time limit, want 124"
+echo "$err" | grep -q 'rank 1 did not finish in 1 s' || fail "the message does not name the hung rank: $err"
+[ "$took" -lt 2000 ] || fail "-t 1 took $took ms"
+
+echo "== SIGTERM to the launcher stops every rank (and what they started)"
+"$launch" -n 2 -t 60 sh -c 'echo $$ > "$0.$MORI_RANK"; sleep 30 & echo $! > "$0.child$MORI_RANK"; wait' "$tmp/pid" >/dev/null 2>&1 &
+launcher=$!
+for _ in $(seq 100); do [ -s "$tmp/pid.child1" ] && [ -s "$tmp/pid.child0" ] && break; sleep 0.05; done
+kill -TERM "$launcher"
+wait "$launcher"
+rc=$?
+[ "$rc" -eq 143 ] || fail "the launcher exited $rc after SIGTERM, want 143"
+sleep 0.2
+for f in pid.0 pid.1 pid.child0 pid.child1; do
+  p=$(cat "$tmp/$f" 2>/dev/null)
+  [ -n "$p" ] || { fail "no $f written"; continue; }
+  if alive "$p"; then fail "process $p ($f) still runs after the launcher stopped"; kill "$p"; fi
+done
+
+if [ "$failures" -ne 0 ]; then echo "$failures failures"; exit 1; fi
+echo "OK"

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// The host platform's shared memory: a program that exits without
+// mori_finalize leaves nothing it made in /dev/shm (it left a 1 GiB sparse
+// file per rank and heap chunk), and memory that /dev/shm cannot back is an
+// error naming the size and the free space (it was a SIGBUS at first touch).
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/platform/platform.h"
+#include "mori/heap.h"
+#include "mori/mem.h"
+
+namespace {
+
+// Names in /dev/shm made by `pid` (host.c names them mori.<pid>.<serial>.<salt>).
+std::vector<std::string> ObjectsOf(pid_t pid) {
+  std::vector<std::string> found;
+  std::string prefix = "mori." + std::to_string(pid) + ".";
+  DIR *d = opendir("/dev/shm");
+  if (!d) return found;
+  for (struct dirent *e; (e = readdir(d)) != nullptr;)
+    if (std::string(e->d_name).rfind(prefix, 0) == 0) found.push_back(e->d_name);
+  closedir(d);
+  return found;
+}
+
+// A child allocates from the heap (named objects: MORI_HANDLE_TYPE=fabric),
+// says so, waits for the word to go, and returns from "main" with exit():
+// no mori_mem_free, no mori_finalize.
+TEST(HostExit, AProgramThatExitsWithoutFinalizeLeavesNothingInDevShm) {
+  int ready[2], go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("MORI_HANDLE_TYPE", "fabric", 1);
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    setenv("MORI_SHMEM_HEAP_SIZE", "64M", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "4M", 1);
+    void *p = nullptr;
+    char c = mori_mem_alloc(1 << 20, nullptr, &p) == 0 ? 'y' : 'n';
+    if (p) memset(p, 1, 1 << 20);
+    if (write(ready[1], &c, 1) != 1) _exit(3);
+    if (read(go[0], &c, 1) != 1) _exit(4);
+    exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_EQ(c, 'y') << "the child's allocation failed";
+  EXPECT_FALSE(ObjectsOf(child).empty()) << "while the child runs, its heap chunk is in /dev/shm";
+  ASSERT_EQ(write(go[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::vector<std::string> left = ObjectsOf(child);
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << (left.empty() ? "" : left[0]);
+  for (const std::string &n : left) shm_unlink(("/" + n).c_str());
+}
+
+// More than /dev/shm has free: an error naming the size and the free space.
+TEST(HostExit, MemoryDevShmCannotBackIsAnErrorNotASigbus) {
+  struct statvfs fs;
+  ASSERT_EQ(statvfs("/dev/shm", &fs), 0);
+  size_t avail = (size_t)fs.f_bavail * fs.f_frsize;
+  mori_pmem_t mem;
+  int rc = mori_platform_mem_create(0, avail + ((size_t)64 << 30), MORI_HANDLE_FABRIC, 0, &mem);
+  EXPECT_EQ(rc, MORI_ENOMEM);
+  std::string msg = mori_last_error();
+  EXPECT_NE(msg.find("of shared memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is free"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("GiB"), std::string::npos) << "sizes as people read them: " << msg;
+  if (rc == 0) mori_platform_mem_release(&mem);
+  EXPECT_TRUE(ObjectsOf(getpid()).empty()) << "a failed creation leaves no object";
+  // Within what is free: fine.
+  ASSERT_EQ(mori_platform_mem_create(0, 1 << 20, MORI_HANDLE_FABRIC, 0, &mem), 0) << mori_last_error();
+  EXPECT_EQ(ObjectsOf(getpid()).size(), 1u);
+  mori_platform_mem_release(&mem);
+  EXPECT_TRUE(ObjectsOf(getpid()).empty());
+}
+
+}  // namespace

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/* Ranks' output with rank prefixes; see rank_output.h. */
+#include "tools/launch/rank_output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { LINE_MAX_BYTES = 4096, STREAMS = 2 };
+
+typedef struct stream {
+  int read_fd;  /* -1 once at end of file */
+  int write_fd; /* the rank's end; -1 once handed over */
+  int rank;
+  int dest;     /* STDOUT_FILENO or STDERR_FILENO */
+  size_t used;
+  char line[LINE_MAX_BYTES];
+} stream_t;
+
+struct rank_output {
+  int count; /* size * STREAMS */
+  stream_t *streams;
+  struct pollfd *fds;
+};
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return; /* the launcher's own stream is gone: drop the output */
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+/* One write per line, so that concurrent lines never interleave. */
+static void emit(stream_t *s, const char *text, size_t n) {
+  char out[LINE_MAX_BYTES + 32];
+  int head = snprintf(out, 32, "[%d] ", s->rank);
+  memcpy(out + head, text, n);
+  size_t total = (size_t)head + n;
+  if (n == 0 || text[n - 1] != '\n') out[total++] = '\n';
+  write_all(s->dest, out, total);
+}
+
+static void take(stream_t *s, const char *p, size_t n) {
+  while (n > 0) {
+    size_t room = sizeof(s->line) - s->used;
+    size_t k = n < room ? n : room;
+    memcpy(s->line + s->used, p, k);
+    s->used += k;
+    p += k;
+    n -= k;
+    size_t start = 0;
+    for (size_t i = 0; i < s->used; i++) {
+      if (s->line[i] != '\n') continue;
+      emit(s, s->line + start, i + 1 - start);
+      start = i + 1;
+    }
+    if (start == 0 && s->used == sizeof(s->line)) { /* a line longer than the buffer: split it */
+      emit(s, s->line, s->used);
+      start = s->used;
+    }
+    memmove(s->line, s->line + start, s->used - start);
+    s->used -= start;
+  }
+}
+
+rank_output_t *rank_output_create(int size) {
+  rank_output_t *o = calloc(1, sizeof(*o));
+  if (!o) return NULL;
+  o->count = size * STREAMS;
+  o->streams = calloc((size_t)o->count, sizeof(stream_t));
+  o->fds = calloc((size_t)o->count, sizeof(struct pollfd));
+  if (!o->streams || !o->fds) {
+    free(o->streams);
+    free(o->fds);
+    free(o);
+    errno = ENOMEM;
+    return NULL;
+  }
+  for (int i = 0; i < o->count; i++) o->streams[i].read_fd = o->streams[i].write_fd = -1;
+  for (int i = 0; i < o->count; i++) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+      int saved = errno;
+      rank_output_finish(o, 0);
+      errno = saved;
+      return NULL;
+    }
+    stream_t *s = &o->streams[i];
+    s->read_fd = p[0];
+    s->write_fd = p[1];
+    s->rank = i / STREAMS;
+    s->dest = i % STREAMS == 0 ? STDOUT_FILENO : STDERR_FILENO;
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+  }
+  return o;
+}
+
+void rank_output_attach_child(rank_output_t *o, int rank) {
+  for (int i = 0; i < o->count; i++) {
+    stream_t *s = &o->streams[i];
+    if (s->rank == rank) dup2(s->write_fd, s->dest); /* dup2 clears close-on-exec */
+    if (s->write_fd >= 0) close(s->write_fd);
+    if (s->read_fd >= 0) close(s->read_fd);
+  }
+}
+
+void rank_output_forked(rank_output_t *o, int rank) {
+  for (int i = rank * STREAMS; i < (rank + 1) * STREAMS; i++) {
+    if (o->streams[i].write_fd >= 0) close(o->streams[i].write_fd);
+    o->streams[i].write_fd = -1;
+  }
+}
+
+/* Reads every stream poll found ready; returns how many are still open. */
+static int read_ready(rank_output_t *o, int wait_ms) {
+  int n = 0;
+  for (int i = 0; i < o->count; i++) {
+    if (o->streams[i].read_fd < 0) continue;
+    o->fds[n].fd = o->streams[i].read_fd;
+    o->fds[n].events = POLLIN;
+    o->fds[n].revents = 0;
+    n++;
+  }
+  if (n == 0) return 0;
+  if (poll(o->fds, (nfds_t)n, wait_ms) <= 0) return n;
+  int open_streams = 0;
+  for (int i = 0, k = 0; i < o->count; i++) {
+    stream_t *s = &o->streams[i];
+    if (s->read_fd < 0) continue;
+    short ev = o->fds[k++].revents;
+    if (ev & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[LINE_MAX_BYTES];
+      ssize_t r = read(s->read_fd, buf, sizeof(buf));
+      if (r > 0) take(s, buf, (size_t)r);
+      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        close(s->read_fd);
+        s->read_fd = -1;
+      }
+    }
+    if (s->read_fd >= 0) open_streams++;
+  }
+  return open_streams;
+}
+
+void rank_output_pump(rank_output_t *o, int wait_ms) { read_ready(o, wait_ms); }
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rank_output_finish(rank_output_t *o, int linger_ms) {
+  if (!o) return;
+  long long end = now_ms() + linger_ms;
+  while (read_ready(o, 10) > 0 && now_ms() < end) {
+  }
+  for (int i = 0; i < o->count; i++) {
+    stream_t *s = &o->streams[i];
+    if (s->used) emit(s, s->line, s->used);
+    if (s->read_fd >= 0) close(s->read_fd);
+    if (s->write_fd >= 0) close(s->write_fd);
+  }
+  free(o->streams);
+  free(o->fds);
+  free(o);
+}

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+/* The launcher's side of ranks' output: one pipe per rank and stream, read
+ * without blocking, each complete line written to the launcher's own stream
+ * at once with "[rank] " in front (so lines of different ranks never mix). */
+#ifndef MORI_TOOLS_LAUNCH_RANK_OUTPUT_H
+#define MORI_TOOLS_LAUNCH_RANK_OUTPUT_H
+
+typedef struct rank_output rank_output_t;
+
+/* Pipes for `size` ranks; NULL (errno set) when they cannot be made. */
+rank_output_t *rank_output_create(int size);
+/* In the child of `rank`, before it runs: its stdout and stderr become the
+ * pipes' write ends; every other pipe end is closed. */
+void rank_output_attach_child(rank_output_t *o, int rank);
+/* In the launcher, after forking `rank`: drops that rank's write ends. */
+void rank_output_forked(rank_output_t *o, int rank);
+/* Copies what has arrived, waiting at most wait_ms for something. */
+void rank_output_pump(rank_output_t *o, int wait_ms);
+/* After the ranks have ended: copies what is left (at most linger_ms for
+ * pipes a rank's own children still hold), ends partial lines, frees. */
+void rank_output_finish(rank_output_t *o, int linger_ms);
+
+#endif
