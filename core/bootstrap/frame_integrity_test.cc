@@ -163,6 +163,72 @@ TEST(FrameIntegrity, RankZeroTellsAnAlteredArrivalFromARankAtAnotherStep) {
   EXPECT_EQ(behind.second.find("MAC"), std::string::npos) << behind.second;
 }
 
+// Rank 1 of 2 in an allgather of 8 bytes at step 5: rank 0's DATA frame
+// arrives on its link with the byte at `flip` (if >= 0) flipped, or as
+// `data` says; returns rank 1's code and message.
+std::pair<int, std::string> LinkSees(const mori_wire_header_t &data, int flip) {
+  int in_side[2], wire_side[2], out_side[2], root_side[2];
+  for (int *sv : {in_side, wire_side, out_side, root_side}) EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  tcp_peer sender;
+  memset(&sender, 0, sizeof(sender));
+  sender.fd = wire_side[0];
+  sender.keyed = true;
+  memset(sender.key_tx, 0x33, sizeof(sender.key_tx));
+  uint8_t block[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(mori_tcp_send_frame(&sender, &data, block, mori_net_now_ms() + 1000), 0);
+  uint8_t wire[256];
+  ssize_t n = read(wire_side[1], wire, sizeof(wire));
+  EXPECT_GT(n, 0);
+  if (flip >= 0) wire[flip] ^= 0x01;
+  EXPECT_EQ(write(in_side[1], wire, (size_t)n), n);
+  tcp_peer root, link_out, link_in;
+  tcp_state s = Leaf(root_side[0], &root);
+  s.rounds = 1;
+  memset(&link_out, 0, sizeof(link_out));
+  memset(&link_in, 0, sizeof(link_in));
+  link_out.fd = in_side[0];  // round 0 receives from rank 1 + 1 = rank 0 on the link rank 1 opened
+  link_out.keyed = true;
+  memset(link_out.key_rx, 0x33, sizeof(link_out.key_rx));
+  link_in.fd = out_side[0];  // and sends to rank 1 - 1 = rank 0 on the one rank 0 opened
+  link_in.keyed = true;
+  memset(link_in.key_tx, 0x44, sizeof(link_in.key_tx));
+  s.link_out = &link_out;
+  s.link_in = &link_in;
+  uint8_t mine[8] = {9, 9, 9, 9, 9, 9, 9, 9}, all[16];
+  int rc = mori_tcp_exchange_allgather(&s, mine, all, sizeof(mine));
+  std::string msg = rc ? mori_last_error() : "";
+  if (!rc) {
+    EXPECT_EQ(memcmp(all, block, sizeof(block)), 0);
+  }
+  for (int *sv : {in_side, wire_side, out_side, root_side}) {
+    close(sv[0]);
+    close(sv[1]);
+  }
+  return {rc, msg};
+}
+
+TEST(FrameIntegrity, EveryFlippedByteOfALinksFrameIsAnIntegrityFailure) {
+  mori_wire_header_t data = {};
+  data.op = MORI_WIRE_DATA;
+  data.rank = 0;
+  data.arg = 0;
+  data.seq = 5;
+  data.bytes = 8;
+  auto ok = LinkSees(data, -1);
+  EXPECT_EQ(ok.first, 0) << ok.second;
+  for (int flip = 0; flip < kSealed + 8 + MORI_WIRE_MAC_BYTES; flip++) {
+    auto got = LinkSees(data, flip);
+    EXPECT_EQ(got.first, MORI_EPROTO) << "byte " << flip << ": " << got.second;
+    EXPECT_TRUE(SaysMacFailed(got.second, 0)) << "byte " << flip << ": " << got.second;
+  }
+  // Rank 0 really at another step: its own header, a disagreement.
+  data.seq = 4;
+  auto behind = LinkSees(data, -1);
+  EXPECT_EQ(behind.first, MORI_EPROTO) << behind.second;
+  EXPECT_EQ(behind.second.find("MAC"), std::string::npos) << behind.second;
+  EXPECT_NE(behind.second.find("was due"), std::string::npos) << behind.second;
+}
+
 TEST(FrameIntegrity, AnUnalteredFrameOfAnotherStepIsStillADisagreement) {
   mori_wire_header_t reply = {};
   reply.op = MORI_WIRE_RESULT;
