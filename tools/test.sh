@@ -56,6 +56,8 @@ step "quick-starts as written: examples' header commands, runnable blocks of REA
   bazel test --nocache_test_results //tests/docs:runnable_snippets_test
 step "bench/report.py files every record under its own op; docs/performance.md is its output (bench/report_test.py)" \
   python3 bench/report_test.py .
+step "docs/torch.md's 'Should I switch?' is what bench/switch_table.py makes of the result files" \
+  python3 bench/switch_table.py --check
 step "fuzz the bootstrap's decoders, the rendezvous records and the fd-channel messages (tools/fuzz.sh)" tools/fuzz.sh
 # With no GPU, a GPU build must fail with a clear error, never a crash.
 no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
