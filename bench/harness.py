@@ -69,33 +69,38 @@ class Harness:
                 fn()
         graph.replay()
         self.sync()
-        values = []
-        for _ in range(samples):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
+
+        def replay():
             for _ in range(replays):
                 graph.replay()
-            b.record()
-            b.synchronize()
-            values.append(a.elapsed_time(b) * 1e3 / (replays * iters))
-        self.sync()
+
+        timed = self.event_time(replay, replays * iters, samples)
         del graph
-        return statistics.median(values), min(values), max(values)
+        return timed
 
     def eager_time(self, fn, iters=100, warm=10, samples=3):
         """Microseconds per call of a Python loop: (median, min, max)."""
         for _ in range(warm):
             fn()
         self.sync()
+
+        def loop():
+            for _ in range(iters):
+                fn()
+
+        return self.event_time(loop, iters, samples)
+
+    def event_time(self, run, calls, samples):
+        """Microseconds per call of run() (which makes calls calls) between two
+        CUDA events, over samples runs: (median, min, max); synced after."""
         values = []
         for _ in range(samples):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            for _ in range(iters):
-                fn()
+            run()
             b.record()
             b.synchronize()
-            values.append(a.elapsed_time(b) * 1e3 / iters)
+            values.append(a.elapsed_time(b) * 1e3 / calls)
         self.sync()
         return statistics.median(values), min(values), max(values)
 

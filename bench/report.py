@@ -285,25 +285,37 @@ def section(records, plots_dir, doc_dir, keep_plots=False):
     return "\n".join(out)
 
 
+def records_table(recs, whats, header, row, lead=()):
+    """A Markdown table of the records whose "what" is one of whats: the lead
+    lines, the header, one row a record (row(r) gives its cells), then a blank
+    line; nothing at all when no record is of those kinds."""
+    rows = [r for r in recs if r.get("what") in whats]
+    if not rows:
+        return []
+    return (list(lead) + ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(row(r)) + " |" for r in rows] + [""])
+
+
 def device_api_section(recs, path, doc_dir):
     """The C device API's own figures (tests/gpu/bench_p2p): barrier rounds
     inside one kernel, block-scope puts, copy engines."""
     out = ["## Device API (C, `tests/gpu/bench_p2p`)", "",
            f"From `{os.path.relpath(path, doc_dir)}`: `mori_launch -n <gpus> bench_p2p`; best of a sweep of grid shapes "
            "per size; one put per launch unless said.", ""]
-    bars = [r for r in recs if r.get("what") == "lsa_barrier"]
-    if bars:
-        out += ["| barrier inside one kernel (10 000 rounds) | µs per round |", "|---|---|"]
-        out += [f"| {r['protocol']} ({r['ranks']} ranks) | {r['us']:.3f} |" for r in bars]
-        out.append("")
-    puts = [r for r in recs if r.get("what") in ("put_block", "sdma_put")]
-    if puts:
-        out += ["| op | directions | addressing | bytes | µs | GB/s per direction |", "|---|---|---|---|---|---|"]
-        for r in puts:
-            out.append(f"| {r['what']} | {r['directions']} | {r.get('addressing', '—')} | {fmt_size(r['bytes'])} | "
-                       f"{r['us']:.2f} | {r['GBps_per_direction']:.1f} |")
-        out.append("")
+    out += records_table(recs, ("lsa_barrier",), ["barrier inside one kernel (10 000 rounds)", "µs per round"],
+                         lambda r: [f"{r['protocol']} ({r['ranks']} ranks)", f"{r['us']:.3f}"])
+    out += records_table(recs, ("put_block", "sdma_put"),
+                         ["op", "directions", "addressing", "bytes", "µs", "GB/s per direction"],
+                         lambda r: [r["what"], str(r["directions"]), str(r.get("addressing", "—")), fmt_size(r["bytes"]),
+                                    f"{r['us']:.2f}", f"{r['GBps_per_direction']:.1f}"])
     return "\n".join(out)
+
+
+def heap_init_cells(r):
+    """What a heap_init or growth record did and how many bytes it mapped."""
+    b = r.get("mapped_bytes", r.get("chunk_bytes", 0))
+    what = "heap initialisation" if r["what"] == "heap_init" else "one growth step (a new chunk, local)"
+    return [what, fmt_size(b) if b else "—"]
 
 
 def heap_section(recs, path, doc_dir):
@@ -313,40 +325,25 @@ def heap_section(recs, path, doc_dir):
            "(static: `MORI_SHMEM_HEAP_SIZE=8G`; vmm: 1 GiB chunks). Host wall time; alloc + window is the slowest "
            "rank's time between two barriers (the window's node-local exchange included), window destroy and free "
            "untimed.", ""]
-    init = [r for r in recs if r.get("what") in ("heap_init", "growth")]
-    if init:
-        out += ["| mode | what | bytes mapped | ms |", "|---|---|---|---|"]
-        for r in init:
-            b = r.get("mapped_bytes", r.get("chunk_bytes", 0))
-            what = "heap initialisation" if r["what"] == "heap_init" else "one growth step (a new chunk, local)"
-            out.append(f"| {r['mode']} | {what} | {fmt_size(b) if b else '—'} | {r['ms']:.3f} |")
-        out.append("")
-    carve = [r for r in recs if r.get("what") == "carve"]
-    if carve:
-        out += ["| mode | alloc + free of 1 MiB (local) | µs median [min–max] | device waits (reclaims) in 2000 |",
-                "|---|---|---|---|"]
-        for r in carve:
-            out.append(f"| {r['mode']} | {fmt_size(r['bytes'])} | {r['us']:.2f} [{r['us_min']:.2f}–{r['us_max']:.1f}] | "
-                       f"{r['reclaims']} |")
-        out.append("")
-    aw = [r for r in recs if r.get("what") == "alloc_window"]
-    if aw:
-        out += ["| mode | bytes | alloc + window, first (µs) | steady (µs) median [min–max] | repetitions |",
-                "|---|---|---|---|---|"]
-        for r in aw:
-            out.append(f"| {r['mode']} | {fmt_size(r['bytes'])} | {r['first_us']:.1f} | "
-                       f"{r['us']:.1f} [{r['us_min']:.1f}–{r['us_max']:.1f}] | {r['reps']} |")
-        out.append("")
-    stall = [r for r in recs if r.get("what") == "no_device_stall"]
-    if stall:
-        out += ["No device stall: a one-thread kernel spins on the default stream; meanwhile each rank runs "
-                "alloc + window + destroy + free; afterwards each rank asks whether the kernel is still running "
-                "(a device or context synchronisation anywhere on the path would have waited for it).", "",
-                "| mode | kernel spin (ms) | cycles | µs per cycle | kernel still running on every rank |", "|---|---|---|---|---|"]
-        for r in stall:
-            out.append(f"| {r['mode']} | {r['spin_ms']:.0f} | {r['cycles']} | {r['us_per_cycle']:.1f} | "
-                       f"{'yes' if r['kernel_still_running_on_every_rank'] else 'no'} |")
-        out.append("")
+    out += records_table(recs, ("heap_init", "growth"), ["mode", "what", "bytes mapped", "ms"],
+                         lambda r: [r["mode"]] + heap_init_cells(r) + [f"{r['ms']:.3f}"])
+    out += records_table(recs, ("carve",),
+                         ["mode", "alloc + free of 1 MiB (local)", "µs median [min–max]",
+                          "device waits (reclaims) in 2000"],
+                         lambda r: [r["mode"], fmt_size(r["bytes"]),
+                                    f"{r['us']:.2f} [{r['us_min']:.2f}–{r['us_max']:.1f}]", str(r["reclaims"])])
+    out += records_table(recs, ("alloc_window",),
+                         ["mode", "bytes", "alloc + window, first (µs)", "steady (µs) median [min–max]", "repetitions"],
+                         lambda r: [r["mode"], fmt_size(r["bytes"]), f"{r['first_us']:.1f}",
+                                    f"{r['us']:.1f} [{r['us_min']:.1f}–{r['us_max']:.1f}]", str(r["reps"])])
+    out += records_table(recs, ("no_device_stall",),
+                         ["mode", "kernel spin (ms)", "cycles", "µs per cycle", "kernel still running on every rank"],
+                         lambda r: [r["mode"], f"{r['spin_ms']:.0f}", str(r["cycles"]), f"{r['us_per_cycle']:.1f}",
+                                    "yes" if r["kernel_still_running_on_every_rank"] else "no"],
+                         lead=["No device stall: a one-thread kernel spins on the default stream; meanwhile each rank "
+                               "runs alloc + window + destroy + free; afterwards each rank asks whether the kernel is "
+                               "still running (a device or context synchronisation anywhere on the path would have "
+                               "waited for it).", ""])
     return "\n".join(out)
 
 

@@ -222,22 +222,32 @@ HIDDEN = 7168  # MoE rows: 7168 bf16 features
 VDEV_ROWS = 256  # rows per peer on average (about 3.5 MiB)
 
 
+def moe_buffers(in_rows, out_rows, nsplits, seed, fewest, most):
+    """The symmetric tensors of an all_to_all_vdev call, rendezvoused on the
+    group: inp (in_rows random bf16 rows of HIDDEN), out (out_rows rows),
+    in_splits (nsplits row counts drawn from [fewest, most] with seed) and
+    the output splits and offsets (2 x nsplits)."""
+    inp = symm_mem.empty(in_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    out = symm_mem.empty(out_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
+    in_splits = symm_mem.empty(nsplits, dtype=torch.int64, device=dev)
+    oso = symm_mem.empty(2, nsplits, dtype=torch.int64, device=dev)
+    for t in (inp, out, in_splits, oso):
+        symm_mem.rendezvous(t, gname)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(seed)
+    in_splits.copy_(torch.randint(fewest, most + 1, (nsplits,), device=dev, generator=gen))
+    inp.copy_(torch.randn(inp.shape, device=dev, generator=gen))
+    return inp, out, in_splits, oso
+
+
 def vdev(label, op):
     """all_to_all_vdev with MoE rows: every pair's row count drawn from
     [VDEV_ROWS / 2, 3 VDEV_ROWS / 2] (the same draw on every backend), every
     tensor symmetric (what NVSHMEM's op requires); checked against NCCL's
     all_to_all_single with the same splits."""
     max_rows = VDEV_ROWS * 3 // 2
-    inp = symm_mem.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
-    out = symm_mem.empty(world * max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
-    in_splits = symm_mem.empty(world, dtype=torch.int64, device=dev)
-    oso = symm_mem.empty(2, world, dtype=torch.int64, device=dev)
-    for t in (inp, out, in_splits, oso):
-        symm_mem.rendezvous(t, gname)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(7 + rank)
-    in_splits.copy_(torch.randint(VDEV_ROWS // 2, max_rows + 1, (world,), device=dev, generator=gen))
-    inp.copy_(torch.randn(inp.shape, device=dev, generator=gen))
+    inp, out, in_splits, oso = moe_buffers(world * max_rows, world * max_rows, world, 7 + rank,
+                                           VDEV_ROWS // 2, max_rows)
 
     def check():
         op(inp, out, in_splits, oso)
@@ -263,16 +273,8 @@ def vdev_2d(label, op):
     per = VDEV_ROWS // EXPERTS
     nsplits = world * EXPERTS
     max_rows = nsplits * per * 3 // 2
-    inp = symm_mem.empty(max_rows, HIDDEN, dtype=torch.bfloat16, device=dev)
-    out = symm_mem.empty(world * max_rows + EXPERTS, HIDDEN, dtype=torch.bfloat16, device=dev)
-    in_splits = symm_mem.empty(nsplits, dtype=torch.int64, device=dev)
-    oso = symm_mem.empty(2, nsplits, dtype=torch.int64, device=dev)
-    for t in (inp, out, in_splits, oso):
-        symm_mem.rendezvous(t, gname)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(11 + rank)
-    in_splits.copy_(torch.randint(per // 2, per * 3 // 2 + 1, (nsplits,), device=dev, generator=gen))
-    inp.copy_(torch.randn(inp.shape, device=dev, generator=gen))
+    inp, out, in_splits, oso = moe_buffers(max_rows, world * max_rows + EXPERTS, nsplits, 11 + rank,
+                                           per // 2, per * 3 // 2)
 
     def check():
         op(inp, out, in_splits, oso)

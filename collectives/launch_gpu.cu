@@ -28,31 +28,22 @@ namespace {
 
 constexpr int kThreads = 512;  // the most a block has; MORI_COLL_THREADS may ask for fewer
 
-__global__ void __launch_bounds__(kThreads) all_to_all_kernel(mori_coll_dev_t c, mori_a2a_args_t a) {
-  uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
-  if (blockIdx.x == 0) mori_a2a_begin(c, &a, epoch);
-  uint32_t first, stride, last;
-  mori_coll_block_range(c.grid, blockIdx.x, a.kind_end, a.share, &first, &stride, &last);
-  for (uint32_t i = first; i < last; i += stride) mori_a2a_item(c, &a, epoch, i);
-  mori_coll_finish_block(c, blockIdx.x, epoch);
-}
+// One call's kernel: block 0 runs begin (the start-of-call step, or
+// NO_BEGIN) first, every block its share of the items, then the epoch.
+#define NO_BEGIN(c, a, epoch) ((void)0)
+#define COLL_KERNEL(name, Args, begin, item)                                                 \
+  __global__ void __launch_bounds__(kThreads) name(mori_coll_dev_t c, Args a) {             \
+    uint64_t epoch = mori_coll_epoch(c, blockIdx.x);                                         \
+    if (blockIdx.x == 0) begin(c, &a, epoch);                                                \
+    uint32_t first, stride, last;                                                            \
+    mori_coll_block_range(c.grid, blockIdx.x, a.kind_end, a.share, &first, &stride, &last); \
+    for (uint32_t i = first; i < last; i += stride) item(c, &a, epoch, i);                   \
+    mori_coll_finish_block(c, blockIdx.x, epoch);                                            \
+  }
 
-__global__ void __launch_bounds__(kThreads) all_reduce_kernel(mori_coll_dev_t c, mori_allreduce_args_t a) {
-  uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
-  uint32_t first, stride, last;
-  mori_coll_block_range(c.grid, blockIdx.x, a.kind_end, a.share, &first, &stride, &last);
-  for (uint32_t i = first; i < last; i += stride) mori_allreduce_item(c, &a, epoch, i);
-  mori_coll_finish_block(c, blockIdx.x, epoch);
-}
-
-__global__ void __launch_bounds__(kThreads) all_to_all_v_kernel(mori_coll_dev_t c, mori_a2av_args_t a) {
-  uint64_t epoch = mori_coll_epoch(c, blockIdx.x);
-  if (blockIdx.x == 0) mori_a2av_begin(c, &a, epoch);
-  uint32_t first, stride, last;
-  mori_coll_block_range(c.grid, blockIdx.x, a.kind_end, a.share, &first, &stride, &last);
-  for (uint32_t i = first; i < last; i += stride) mori_a2av_item(c, &a, epoch, i);
-  mori_coll_finish_block(c, blockIdx.x, epoch);
-}
+COLL_KERNEL(all_to_all_kernel, mori_a2a_args_t, mori_a2a_begin, mori_a2a_item)
+COLL_KERNEL(all_reduce_kernel, mori_allreduce_args_t, NO_BEGIN, mori_allreduce_item)
+COLL_KERNEL(all_to_all_v_kernel, mori_a2av_args_t, mori_a2av_begin, mori_a2av_item)
 
 int env_int(const char *name, int fallback) { return (int)mori_env_int_or(name, fallback); }
 

@@ -11,42 +11,35 @@ int mori_coll_grid(int device, uint32_t *grid) {
   return 0;
 }
 
+/* One call on the calling rank: begin (block 0's start-of-call step, or
+ * NO_BEGIN), every item in index order, then the epoch. A failed item does
+ * not stop the rest (the other ranks wait for them); the first failure is
+ * kept and the window's state says what went wrong. */
+#define NO_BEGIN(d, a, epoch) ((void)0)
+#define RUN_CALL(c, a, begin, item)                              \
+  do {                                                           \
+    mori_coll_dev_t d_ = (c)->view;                              \
+    uint64_t epoch_ = mori_coll_epoch(d_, 0);                    \
+    int rc_ = 0;                                                 \
+    begin(d_, (a), epoch_);                                      \
+    for (uint32_t i_ = 0; i_ < (a)->items; i_++) {               \
+      int r_ = item(d_, (a), epoch_, i_);                        \
+      if (r_ && !rc_) rc_ = r_;                                  \
+    }                                                            \
+    mori_coll_finish_block(d_, 0, epoch_);                       \
+    return rc_ ? mori_window_check((c)->win) : 0;                \
+  } while (0)
+
 int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream) {
-  mori_coll_dev_t d = c->view;
-  uint64_t epoch = mori_coll_epoch(d, 0);
-  int rc = 0;
-  mori_a2a_begin(d, a, epoch);
-  for (uint32_t i = 0; i < a->items; i++) {
-    int r = mori_a2a_item(d, a, epoch, i);
-    if (r && !rc) rc = r;
-  }
-  mori_coll_finish_block(d, 0, epoch);
-  return rc ? mori_window_check(c->win) : 0;
+  RUN_CALL(c, a, mori_a2a_begin, mori_a2a_item);
 }
 
 int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream) {
-  mori_coll_dev_t d = c->view;
-  uint64_t epoch = mori_coll_epoch(d, 0);
-  int rc = 0;
-  for (uint32_t i = 0; i < a->items; i++) {
-    int r = mori_allreduce_item(d, a, epoch, i);
-    if (r && !rc) rc = r;
-  }
-  mori_coll_finish_block(d, 0, epoch);
-  return rc ? mori_window_check(c->win) : 0;
+  RUN_CALL(c, a, NO_BEGIN, mori_allreduce_item);
 }
 
 int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *a, void *stream) {
-  mori_coll_dev_t d = c->view;
-  uint64_t epoch = mori_coll_epoch(d, 0);
-  int rc = 0;
-  mori_a2av_begin(d, a, epoch);
-  for (uint32_t i = 0; i < a->items; i++) {
-    int r = mori_a2av_item(d, a, epoch, i);
-    if (r && !rc) rc = r;
-  }
-  mori_coll_finish_block(d, 0, epoch);
-  return rc ? mori_window_check(c->win) : 0;
+  RUN_CALL(c, a, mori_a2av_begin, mori_a2av_item);
 }
 
 int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, const mori_window_dev_t *sync, int op, int peer,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "mori/mem.h"
 #include "shmem/internal/state.h"
 
 int mori_shmem_not_initialized(const char *call) {
@@ -22,6 +23,23 @@ mori_shmem_block_t *mori_shmem_find_block(const void *ptr) {
 void mori_shmem_add_block(mori_shmem_block_t *b) {
   b->next = mori_shmem.blocks;
   mori_shmem.blocks = b;
+}
+
+int mori_shmem_keep_block(int rc, mori_shmem_block_t *b, void *base, size_t size, mori_window_t *win, void *backing) {
+  if (rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
+    free(b);
+    mori_window_destroy(win);
+    if (backing) mori_mem_free(backing);
+    mori_error_restore(&cause);
+    return rc;
+  }
+  b->base = base;
+  b->size = size;
+  b->win = win;
+  mori_shmem_add_block(b);
+  return 0;
 }
 
 void mori_shmem_remove_block(mori_shmem_block_t *b) {

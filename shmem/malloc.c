@@ -98,21 +98,9 @@ static int symmetric_alloc(const char *call, size_t size, size_t alignment, unsi
   };
   int rc = mori_window_create_with_terms(mori_shmem.comm, p, &terms, &win); /* failed together */
   if (!rc && win) rc = mori_shmem_device_state_note(win, call);            /* failed together */
-  if (rc) {
-    mori_error_saved_t cause;
-    mori_error_save(&cause);
-    free(b);
-    mori_window_destroy(win);
-    mori_mem_free(p);
-    mori_error_restore(&cause);
-    rc = mori_error_context(rc, "%s", call);
-  } else if (win) {
-    b->base = p;
-    b->size = size;
-    b->win = win;
-    mori_shmem_add_block(b);
-    *out = p;
-  }
+  if (rc || win) rc = mori_shmem_keep_block(rc, b, p, size, win, p); /* no window: size 0, nothing kept */
+  if (rc) rc = mori_error_context(rc, "%s", call);
+  else if (win) *out = p;
   pthread_mutex_unlock(&mori_shmem.lock);
   return rc;
 }

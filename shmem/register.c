@@ -88,21 +88,11 @@ int shmem_buffer_register(void *ptr, size_t size) {
     b = calloc(1, sizeof(*b));
     rc = mori_shmem_agree(mori_shmem.comm, b ? 0 : mori_error_set(MORI_ENOMEM, "bookkeeping"), "shmem_buffer_register");
   }
-  if (rc) {
-    char msg[1024];
-    snprintf(msg, sizeof(msg), "%s", mori_last_error());
-    free(b);
-    mori_window_destroy(win);
-    if (adopted) mori_mem_free(adopted);
-    rc = mori_error_set(rc, "%s", msg);
-  } else {
-    b->base = ptr;
-    b->size = size;
-    b->win = win;
+  if (!rc) {
     b->adopted = adopted;
     b->registered = true;
-    mori_shmem_add_block(b);
   }
+  rc = mori_shmem_keep_block(rc, b, ptr, size, win, adopted);
   pthread_mutex_unlock(&mori_shmem.lock);
   return rc;
 }

@@ -81,33 +81,33 @@ uint64_t TimeoutNs(size_t timeout_ms) { return (uint64_t)timeout_ms * 1000000ull
 // (mori/window_ops.h). timeout_ms == 0 means forever, as in torch. With a
 // timeout, eager calls wait for their own completion and raise a
 // RuntimeError naming the peer and channel, the GPU context intact.
-void MoriSymmetricMemory::barrier(int channel, size_t timeout_ms) {
-  state_->Check("barrier (an earlier wait)");
+template <typename Launch>
+void MoriSymmetricMemory::RunWindowOp(const char *what, bool uses_pads, size_t timeout_ms, Launch launch) {
+  state_->Check((std::string(what) + " (an earlier wait)").c_str());
+  if (uses_pads) CheckPadSize(what);
   c10::DeviceGuard guard(GpuDevice(state_->device()));
   void *stream = CurrentStream(state_->device());
-  int rc = mori_window_barrier(state_->win(), channel, TimeoutNs(timeout_ms), stream);
-  TORCH_CHECK(rc == 0, "MORI barrier: ", mori_last_error());
-  if (timeout_ms) state_->FinishTimedOp(stream, "barrier");
+  int rc = launch(state_->win(), TimeoutNs(timeout_ms), stream);
+  TORCH_CHECK(rc == 0, "MORI ", what, ": ", mori_last_error());
+  if (timeout_ms) state_->FinishTimedOp(stream, what);
+}
+
+void MoriSymmetricMemory::barrier(int channel, size_t timeout_ms) {
+  RunWindowOp("barrier", false, timeout_ms, [&](mori_window_t *win, uint64_t timeout_ns, void *stream) {
+    return mori_window_barrier(win, channel, timeout_ns, stream);
+  });
 }
 
 void MoriSymmetricMemory::put_signal(int dst_rank, int channel, size_t timeout_ms) {
-  state_->Check("put_signal (an earlier wait)");
-  CheckPadSize("put_signal");
-  c10::DeviceGuard guard(GpuDevice(state_->device()));
-  void *stream = CurrentStream(state_->device());
-  int rc = mori_window_put_signal(state_->win(), dst_rank, channel, TimeoutNs(timeout_ms), stream);
-  TORCH_CHECK(rc == 0, "MORI put_signal: ", mori_last_error());
-  if (timeout_ms) state_->FinishTimedOp(stream, "put_signal");
+  RunWindowOp("put_signal", true, timeout_ms, [&](mori_window_t *win, uint64_t timeout_ns, void *stream) {
+    return mori_window_put_signal(win, dst_rank, channel, timeout_ns, stream);
+  });
 }
 
 void MoriSymmetricMemory::wait_signal(int src_rank, int channel, size_t timeout_ms) {
-  state_->Check("wait_signal (an earlier wait)");
-  CheckPadSize("wait_signal");
-  c10::DeviceGuard guard(GpuDevice(state_->device()));
-  void *stream = CurrentStream(state_->device());
-  int rc = mori_window_wait_signal(state_->win(), src_rank, channel, TimeoutNs(timeout_ms), stream);
-  TORCH_CHECK(rc == 0, "MORI wait_signal: ", mori_last_error());
-  if (timeout_ms) state_->FinishTimedOp(stream, "wait_signal");
+  RunWindowOp("wait_signal", true, timeout_ms, [&](mori_window_t *win, uint64_t timeout_ns, void *stream) {
+    return mori_window_wait_signal(win, src_rank, channel, timeout_ns, stream);
+  });
 }
 
 }  // namespace mori_torch

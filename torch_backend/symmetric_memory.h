@@ -63,6 +63,11 @@ class MoriSymmetricMemory : public c10d::symmetric_memory::SymmetricMemory {
   // torch reads the pads through the global signal-pad size; refuse when it
   // was raised after this handle's pads were made (they would be overrun).
   void CheckPadSize(const char *what);
+  // One stream-ordered window op (barrier, put_signal, wait_signal): the
+  // checks, the launch on the current stream, and with a timeout the wait
+  // for its own completion. launch(win, timeout_ns, stream) returns mori's rc.
+  template <typename Launch>
+  void RunWindowOp(const char *what, bool uses_pads, size_t timeout_ms, Launch launch);
 
   std::shared_ptr<WindowState> state_;
   size_t offset_;

@@ -239,65 +239,27 @@ static void log_bad_once(const char *name) {
   MORI_WARN("environment: %s; using the default", mori_last_error());
 }
 
-bool mori_env_bool_or(const char *name, bool fallback) {
-  bool v = fallback;
-  mori_error_saved_t saved;
-  mori_error_save(&saved);
-  if (mori_env_bool(name, &v) != 0) {
-    log_bad_once(name);
-    v = fallback;
+/* reader##_or: the variable as reader reads it, or fallback when it is
+ * unset or bad (a bad value logged once); this thread's error is left as it
+ * was. One shape for every type. */
+#define MORI_ENV_OR(T, reader)                    \
+  T reader##_or(const char *name, T fallback) {   \
+    T v = fallback;                               \
+    mori_error_saved_t saved;                     \
+    mori_error_save(&saved);                      \
+    if (reader(name, &v) != 0) {                  \
+      log_bad_once(name);                         \
+      v = fallback;                               \
+    }                                             \
+    mori_error_restore(&saved);                   \
+    return v;                                     \
   }
-  mori_error_restore(&saved);
-  return v;
-}
-
-long long mori_env_int_or(const char *name, long long fallback) {
-  long long v = fallback;
-  mori_error_saved_t saved;
-  mori_error_save(&saved);
-  if (mori_env_int(name, &v) != 0) {
-    log_bad_once(name);
-    v = fallback;
-  }
-  mori_error_restore(&saved);
-  return v;
-}
-
-int mori_env_ms_or(const char *name, int fallback) {
-  int v = fallback;
-  mori_error_saved_t saved;
-  mori_error_save(&saved);
-  if (mori_env_ms(name, &v) != 0) {
-    log_bad_once(name);
-    v = fallback;
-  }
-  mori_error_restore(&saved);
-  return v;
-}
-
-size_t mori_env_size_or(const char *name, size_t fallback) {
-  size_t v = fallback;
-  mori_error_saved_t saved;
-  mori_error_save(&saved);
-  if (mori_env_size(name, &v) != 0) {
-    log_bad_once(name);
-    v = fallback;
-  }
-  mori_error_restore(&saved);
-  return v;
-}
-
-int mori_env_enum_or(const char *name, int fallback) {
-  int v = fallback;
-  mori_error_saved_t saved;
-  mori_error_save(&saved);
-  if (mori_env_enum(name, &v) != 0) {
-    log_bad_once(name);
-    v = fallback;
-  }
-  mori_error_restore(&saved);
-  return v;
-}
+MORI_ENV_OR(bool, mori_env_bool)
+MORI_ENV_OR(long long, mori_env_int)
+MORI_ENV_OR(int, mori_env_ms)
+MORI_ENV_OR(size_t, mori_env_size)
+MORI_ENV_OR(int, mori_env_enum)
+#undef MORI_ENV_OR
 
 /* ---- every MORI_* variable set ---- */
 

@@ -59,6 +59,12 @@ static inline int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *ste
 /* The block holding `ptr` (interior pointers allowed), or NULL. */
 mori_shmem_block_t *mori_shmem_find_block(const void *ptr);
 void mori_shmem_add_block(mori_shmem_block_t *b);
+/* The end of a call that makes a block over [base, base + size) with win
+ * (under the lock, after the PEs agreed on rc): on success b records them
+ * and joins the blocks; on failure b, win and backing (the memory the call
+ * allocated, may be NULL) are freed, this thread's error kept, and rc
+ * returned. */
+int mori_shmem_keep_block(int rc, mori_shmem_block_t *b, void *base, size_t size, mori_window_t *win, void *backing);
 void mori_shmem_remove_block(mori_shmem_block_t *b);
 /* malloc.c: whether `ptr` lies in one of the allocations shmem_free
  * released lately (the last 64), and which (base, size). */

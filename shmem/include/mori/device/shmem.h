@@ -118,16 +118,12 @@ MORI_DEVICE_INLINE int shmem_dev_signal_add(mori_shmem_device_state_t st, uint64
  * *seen_out (may be NULL) gets the last value read. */
 MORI_DEVICE_INLINE int shmem_dev_signal_wait_until(mori_shmem_device_state_t st, uint64_t *sig, mori_cmp_t cmp, uint64_t value,
                                                    uint64_t timeout_ns, uint64_t *seen_out) {
-  uint64_t start = mori_clock_ns(), seen = 0;
+  uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0;; spin++) {
     seen = mori_atomic_load_acquire_u64(sig);
     if (mori_cmp_holds(seen, cmp, value)) break;
-    if ((spin & 255) == 255) {
-      uint64_t waited = mori_clock_ns() - start;
-      if (mori_aborted(st.world)) return mori_device_report(st.world, MORI_DEVICE_EABORTED, -1, 0, waited, value, seen);
-      if (timeout_ns && waited > timeout_ns)
-        return mori_device_report(st.world, MORI_DEVICE_ETIMEDOUT, -1, 0, waited, value, seen);
-    }
+    int rc = mori_wait_check(st.world, spin, &start, timeout_ns, -1, 0, value, seen);
+    if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
   }
   if (seen_out) *seen_out = seen;

@@ -52,26 +52,19 @@ MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 }
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  return expected; /* the value seen */
-}
-MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
-  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  return expected; /* the value seen */
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_device_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  return expected;
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-  return expected;
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE);
-  return expected;
-}
+/* A compare-and-swap that returns the value it saw (desired was stored
+ * when that equals expected); the five below differ only in order. */
+#define MORI_CAS(name, T, success, failure)                                   \
+  MORI_DEVICE_INLINE T name(T *p, T expected, T desired) {                    \
+    __atomic_compare_exchange_n(p, &expected, desired, 0, success, failure); \
+    return expected; /* the value seen */                                     \
+  }
+MORI_CAS(mori_atomic_cas_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+MORI_CAS(mori_atomic_cas_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+MORI_CAS(mori_atomic_cas_device_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+MORI_CAS(mori_atomic_cas_release_u32, uint32_t, __ATOMIC_RELEASE, __ATOMIC_RELAXED)
+MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)
+#undef MORI_CAS
 MORI_DEVICE_INLINE void mori_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
@@ -125,32 +118,21 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
   asm volatile("atom.release.sys.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
   return old;
 }
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  uint32_t old;
-  asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
-  return old;
-}
-MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
-  uint64_t old;
-  asm volatile("atom.acq_rel.sys.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(expected), "l"(desired) : "memory");
-  return old;
-}
-/* Device scope: a word in this GPU's own memory that only its kernels touch. */
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_device_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  uint32_t old;
-  asm volatile("atom.acq_rel.gpu.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
-  return old;
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  uint32_t old;
-  asm volatile("atom.release.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
-  return old;
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  uint32_t old;
-  asm volatile("atom.acquire.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
-  return old;
-}
+/* A compare-and-swap as one PTX instruction that returns the value it saw;
+ * the five below differ only in order and scope (.gpu: a word in this GPU's
+ * own memory that only its kernels touch). reg: "r" 32-bit, "l" 64-bit. */
+#define MORI_CAS(name, T, op, reg)                                                                \
+  MORI_DEVICE_INLINE T name(T *p, T expected, T desired) {                                      \
+    T old;                                                                                        \
+    asm volatile(op " %0, [%1], %2, %3;" : "=" reg(old) : "l"(p), reg(expected), reg(desired) : "memory"); \
+    return old;                                                                                   \
+  }
+MORI_CAS(mori_atomic_cas_u32, uint32_t, "atom.acq_rel.sys.cas.b32", "r")
+MORI_CAS(mori_atomic_cas_u64, uint64_t, "atom.acq_rel.sys.cas.b64", "l")
+MORI_CAS(mori_atomic_cas_device_u32, uint32_t, "atom.acq_rel.gpu.cas.b32", "r")
+MORI_CAS(mori_atomic_cas_release_u32, uint32_t, "atom.release.sys.cas.b32", "r")
+MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, "atom.acquire.sys.cas.b32", "r")
+#undef MORI_CAS
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) { return atomicAdd(p, v); }
 MORI_DEVICE_INLINE uint64_t mori_load_volatile_u64(const uint64_t *p) { return *(const volatile uint64_t *)p; }
 /* One 16-byte store / load: each 8-byte half {data, flag} arrives whole,
@@ -182,31 +164,19 @@ MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
 }
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
-                                       __HIP_MEMORY_SCOPE_SYSTEM);
-  return expected;
-}
-MORI_DEVICE_INLINE uint64_t mori_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
-  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
-                                       __HIP_MEMORY_SCOPE_SYSTEM);
-  return expected;
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_device_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
-                                       __HIP_MEMORY_SCOPE_AGENT);
-  return expected;
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_release_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_RELEASE, __ATOMIC_RELAXED,
-                                       __HIP_MEMORY_SCOPE_SYSTEM);
-  return expected;
-}
-MORI_DEVICE_INLINE uint32_t mori_atomic_cas_acquire_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE,
-                                       __HIP_MEMORY_SCOPE_SYSTEM);
-  return expected;
-}
+/* A compare-and-swap that returns the value it saw; the five below differ
+ * only in order and scope (AGENT: this device only). */
+#define MORI_CAS(name, T, success, failure, scope)                                          \
+  MORI_DEVICE_INLINE T name(T *p, T expected, T desired) {                                 \
+    __hip_atomic_compare_exchange_strong(p, &expected, desired, success, failure, scope); \
+    return expected;                                                                       \
+  }
+MORI_CAS(mori_atomic_cas_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
+MORI_CAS(mori_atomic_cas_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
+MORI_CAS(mori_atomic_cas_device_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT)
+MORI_CAS(mori_atomic_cas_release_u32, uint32_t, __ATOMIC_RELEASE, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)
+MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
+#undef MORI_CAS
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }

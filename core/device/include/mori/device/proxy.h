@@ -28,12 +28,8 @@ MORI_DEVICE_INLINE int64_t mori_proxy_submit(mori_window_dev_t win, uint32_t op,
       ticket = seen;              /* another submitter took it: try the next */
       continue;
     }
-    if (spin == 0) start = mori_clock_ns();
-    if ((spin & 255) == 255) {
-      uint64_t waited = mori_clock_ns() - start;
-      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, op, waited, ticket, 0);
-      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, op, waited, ticket, 0);
-    }
+    int rc = mori_wait_check(win, spin, &start, timeout_ns, peer, op, ticket, 0);
+    if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
     ticket = mori_atomic_load_acquire_u64(win.proxy_tickets);
   }
@@ -73,12 +69,8 @@ MORI_DEVICE_INLINE int mori_proxy_quiet(mori_window_dev_t win, uint64_t timeout_
   if (!ring) return MORI_DEVICE_OK;
   uint64_t target = mori_atomic_load_acquire_u64(win.proxy_tickets), start = 0, seen = 0;
   for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&ring->done)) < target; spin++) {
-    if (spin == 0) start = mori_clock_ns();
-    if ((spin & 255) == 255) {
-      uint64_t waited = mori_clock_ns() - start;
-      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, -1, 0, waited, target, seen);
-      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, -1, 0, waited, target, seen);
-    }
+    int rc = mori_wait_check(win, spin, &start, timeout_ns, -1, 0, target, seen);
+    if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
   }
   if (mori_proxy_take_refusal(win)) return MORI_DEVICE_ERANGE;

@@ -39,12 +39,7 @@ MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t ch
   if (rc) return rc;
   uint64_t start = 0;
   for (uint32_t spin = 0; mori_atomic_cas_release_u32(slot, 0, 1) != 0; spin++) {
-    if (spin == 0) start = mori_clock_ns();
-    if ((spin & 255) == 255) {
-      uint64_t waited = mori_clock_ns() - start;
-      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, 0, 1);
-      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, 0, 1);
-    }
+    if ((rc = mori_wait_check(win, spin, &start, timeout_ns, peer, channel, 0, 1)) != MORI_DEVICE_OK) return rc;
     mori_pause();
   }
   return MORI_DEVICE_OK;
@@ -57,12 +52,7 @@ MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t c
   if (rc) return rc;
   uint64_t start = 0;
   for (uint32_t spin = 0; mori_atomic_cas_acquire_u32(slot, 1, 0) != 1; spin++) {
-    if (spin == 0) start = mori_clock_ns();
-    if ((spin & 255) == 255) {
-      uint64_t waited = mori_clock_ns() - start;
-      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, 1, 0);
-      if (timeout_ns && waited > timeout_ns) return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, 1, 0);
-    }
+    if ((rc = mori_wait_check(win, spin, &start, timeout_ns, peer, channel, 1, 0)) != MORI_DEVICE_OK) return rc;
     mori_pause();
   }
   return MORI_DEVICE_OK;
@@ -116,18 +106,8 @@ MORI_DEVICE_INLINE int mori_lsa_barrier_block(mori_window_dev_t win, uint32_t ch
     uint64_t *slot = mori_barrier_word(win, me, (uint64_t)channel * n + i);
     uint64_t start = 0, seen = 0;
     for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(slot)) < epoch; spin++) {
-      if (spin == 0) start = mori_clock_ns();
-      if ((spin & 255) == 255) {
-        uint64_t waited = mori_clock_ns() - start;
-        if (mori_aborted(win)) {
-          rc = mori_device_report(win, MORI_DEVICE_EABORTED, win.lsa_base + i, channel, waited, epoch, seen);
-          break;
-        }
-        if (timeout_ns && waited > timeout_ns) {
-          rc = mori_device_report(win, MORI_DEVICE_ETIMEDOUT, win.lsa_base + i, channel, waited, epoch, seen);
-          break;
-        }
-      }
+      if ((rc = mori_wait_check(win, spin, &start, timeout_ns, win.lsa_base + i, channel, epoch, seen)) != MORI_DEVICE_OK)
+        break;
       mori_pause();
     }
   }

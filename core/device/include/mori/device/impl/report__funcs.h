@@ -82,4 +82,20 @@ MORI_DEVICE_INLINE int mori_aborted(mori_window_dev_t win) {
   return win.control && *(volatile uint32_t *)&win.control->abort_flag != 0;
 }
 
+/* What a waiting loop checks at each spin (spin counts from 0): the clock
+ * starts at spin 0 (*start), and every 256th spin an abort of the window or
+ * more than timeout_ns (0: none) waited ends the wait with its report (peer,
+ * channel, expected and seen say what was waited for). MORI_DEVICE_OK: keep
+ * waiting. */
+MORI_DEVICE_INLINE int mori_wait_check(mori_window_dev_t win, uint32_t spin, uint64_t *start, uint64_t timeout_ns, int peer,
+                                       uint32_t channel, uint64_t expected, uint64_t seen) {
+  if (spin == 0) *start = mori_clock_ns();
+  if ((spin & 255) != 255) return MORI_DEVICE_OK;
+  uint64_t waited = mori_clock_ns() - *start;
+  if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, expected, seen);
+  if (timeout_ns && waited > timeout_ns)
+    return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, expected, seen);
+  return MORI_DEVICE_OK;
+}
+
 #endif

@@ -34,17 +34,12 @@ MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t
 
 MORI_DEVICE_INLINE int mori_wait_word(mori_window_dev_t win, uint64_t *word, mori_cmp_t cmp, uint64_t value,
                                       uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
-  uint64_t start = mori_clock_ns();
-  uint64_t seen = 0;
+  uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0;; spin++) {
     seen = mori_atomic_load_acquire_u64(word);
     if (mori_cmp_holds(seen, cmp, value)) break;
-    if ((spin & 255) == 255) {
-      uint64_t waited = mori_clock_ns() - start;
-      if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, value, seen);
-      if (timeout_ns && waited > timeout_ns)
-        return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, value, seen);
-    }
+    int rc = mori_wait_check(win, spin, &start, timeout_ns, peer, channel, value, seen);
+    if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
   }
   if (seen_out) *seen_out = seen;
