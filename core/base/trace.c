@@ -42,6 +42,7 @@ static size_t ring_cap, ring_next, ring_count;
 static uint64_t dropped;
 static char file_path[4096];
 static int trace_rank = -1;
+static pid_t owner; /* the process that configured: a forked child never writes its parent's file */
 static int64_t realtime_minus_monotonic_ns;
 
 static uint64_t now_ns(void) {
@@ -154,6 +155,20 @@ static int expand_path(const char *pattern, int rank, char *out, size_t len) {
 
 static void flush_at_exit(void) { mori_trace_flush(); }
 
+/* A file that cannot be written fails here, when the comm is made, rather
+ * than at the end of the run. */
+static int check_writable(const char *path) {
+  char dir[sizeof(file_path)];
+  snprintf(dir, sizeof(dir), "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof(dir), ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  if (access(dir, W_OK) != 0)
+    return mori_error_set(MORI_EINVAL, "MORI_TRACE: cannot write %s: folder %s: %s", path, dir, strerror(errno));
+  return 0;
+}
+
 int mori_trace_configure(const char *text, int rank, size_t capacity) {
   unsigned sinks;
   char pattern[sizeof(file_path)];
@@ -161,6 +176,7 @@ int mori_trace_configure(const char *text, int rank, size_t capacity) {
   if (rc) return rc;
   char path[sizeof(file_path)] = "";
   if ((sinks & MORI_TRACE_FILE) && (rc = expand_path(pattern, rank, path, sizeof(path))) != 0) return rc;
+  if ((sinks & MORI_TRACE_FILE) && (rc = check_writable(path)) != 0) return rc;
   if ((sinks & MORI_TRACE_NVTX) && load_ranges() != 0) sinks &= ~(unsigned)MORI_TRACE_NVTX;
   mori_trace_flush(); /* what an earlier configuration kept */
   event_t *fresh = NULL;
@@ -178,6 +194,7 @@ int mori_trace_configure(const char *text, int rank, size_t capacity) {
   dropped = 0;
   snprintf(file_path, sizeof(file_path), "%s", path);
   trace_rank = rank;
+  owner = getpid();
   struct timespec mono, real;
   clock_gettime(CLOCK_MONOTONIC, &mono);
   clock_gettime(CLOCK_REALTIME, &real);
@@ -275,7 +292,7 @@ static void put_time_us(FILE *f, uint64_t ns) { fprintf(f, "%" PRIu64 ".%03u", n
 
 int mori_trace_flush(void) {
   pthread_mutex_lock(&lock);
-  if (!ring || !file_path[0]) {
+  if (!ring || !file_path[0] || getpid() != owner) {
     pthread_mutex_unlock(&lock);
     return 0;
   }

@@ -243,6 +243,13 @@ TEST(TraceConfig, ParseAcceptsTheDocumentedValuesOnly) {
             MORI_EINVAL);
 }
 
+TEST(TraceConfig, AFileThatCannotBeWrittenFailsAtOnceNamingIt) {
+  EXPECT_EQ(mori_trace_configure("file:/no-such-folder-for-mori/t-%r.json", 3, 4), MORI_EINVAL);
+  EXPECT_NE(std::string(mori_last_error()).find("/no-such-folder-for-mori/t-3.json"), std::string::npos)
+      << mori_last_error();
+  EXPECT_EQ(mori_trace_enabled(), 0u);
+}
+
 TEST(TraceConfig, NvtxOnTheHostPlatformIsANoOp) {
   ASSERT_EQ(mori_trace_configure("nvtx", 0, 0), 0) << mori_last_error();
   EXPECT_EQ(mori_trace_enabled(), 0u);
