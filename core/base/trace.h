@@ -90,11 +90,12 @@ static inline void mori_trace_scope_close(mori_trace_scope_t *s) {
 #define MORI_TRACE_ON() (atomic_load_explicit(&mori_trace_sinks, memory_order_relaxed) != 0)
 
 /* Traces the rest of the enclosing block; one per block. */
-#define MORI_TRACE_SCOPE(name, ...)                                                                        \
-  mori_trace_scope_t mori_trace_scope_ __attribute__((cleanup(mori_trace_scope_close))) = {NULL, 0, 0, 0, {{0}}}; \
+#define MORI_TRACE_SCOPE(event, ...)                                                                       \
+  mori_trace_scope_t mori_trace_scope_ __attribute__((cleanup(mori_trace_scope_close)));                   \
+  mori_trace_scope_.name = NULL; /* the rest is set only when tracing: nothing else to clear when off */   \
   if (MORI_TRACE_ON()) {                                                                                   \
     const mori_trace_arg_t mori_trace_args_[] = {__VA_ARGS__};                                             \
-    mori_trace_begin(&mori_trace_scope_, (name), mori_trace_args_,                                         \
+    mori_trace_begin(&mori_trace_scope_, (event), mori_trace_args_,                                        \
                      (int)(sizeof(mori_trace_args_) / sizeof(mori_trace_args_[0])));                       \
   }
 
