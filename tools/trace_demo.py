@@ -85,6 +85,7 @@ def main(argv):
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--numel", type=int, default=1 << 16)
     p.add_argument("--timeout", type=int, default=300, help="seconds the ranks may take")
+    p.add_argument("--nvtx", action="store_true", help="NVTX ranges too (MORI_TRACE=nvtx,file:...), for nsys")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = os.path.abspath(args.out)
@@ -96,7 +97,7 @@ def main(argv):
         if name.endswith(".json") and name.startswith(("mori-rank", "torch-rank", "merged")):
             os.unlink(os.path.join(out, name))
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.ranks),
-               MORI_TRACE=f"file:{out}/mori-rank%r.json")
+               MORI_TRACE=("nvtx," if args.nvtx else "") + f"file:{out}/mori-rank%r.json")
     procs = []
     for r in range(args.ranks):
         e = dict(env, RANK=str(r), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(args.ranks))
