@@ -8,6 +8,7 @@
 #include "core/base/checked_math.h"
 #include "core/base/env.h"
 #include "core/base/error.h"
+#include "core/base/trace.h"
 #include "mori/device/coll.h"
 #include "mori/mem.h"
 #include "mori/runtime.h"
@@ -88,6 +89,7 @@ static void drop_workspace(mori_coll_t *c) {
 
 int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_t **out) {
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "coll_create: comm and out are required");
+  MORI_TRACE_SCOPE("coll_create");
   *out = NULL;
   mori_coll_attr_t defaults;
   mori_coll_attr_init(&defaults);
@@ -259,6 +261,7 @@ static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, siz
 }
 
 int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, void *stream) {
+  MORI_TRACE_SCOPE("all_to_all", MORI_TA("bytes", bytes));
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
   if (rc) return rc;
   mori_a2a_args_t a;
@@ -272,6 +275,7 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
 int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes,
                            void *stream) {
   if (!c || !out_win) return mori_error_set(MORI_EINVAL, "all_to_all_window: NULL context or window");
+  MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
   char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all_window");
   if (rc) return rc;
@@ -313,6 +317,7 @@ size_t mori_all_to_all_v_workspace(const mori_coll_t *c, uint32_t experts) {
 static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint32_t experts, uint64_t align,
                         const void *in, const int64_t *in_splits, mori_window_t *out_win, size_t out_offset,
                         size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets, void *stream) {
+  MORI_TRACE_SCOPE("all_to_all_v", MORI_TS("op", what), MORI_TA("row_bytes", row_bytes), MORI_TA("experts", experts));
   if (!c || !out_win || !in_splits || !out_splits_offsets || (!in && row_bytes))
     return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
   int me = mori_comm_rank(c->comm);
@@ -448,6 +453,7 @@ size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_
 int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mori_dtype_t dtype, mori_redop_t op,
                     void *stream) {
   if (!c || (count && (!in || !out))) return mori_error_set(MORI_EINVAL, "all_reduce: NULL argument");
+  MORI_TRACE_SCOPE("all_reduce", MORI_TA("count", count), MORI_TA("dtype", dtype), MORI_TA("op", op));
   if (dtype != MORI_FLOAT32 && dtype != MORI_BFLOAT16 && dtype != MORI_FLOAT16)
     return mori_error_set(MORI_EINVAL, "all_reduce: unknown dtype %d", (int)dtype);
   if (op < MORI_REDOP_SUM || op > MORI_REDOP_MIN) return mori_error_set(MORI_EINVAL, "all_reduce: unknown op %d", (int)op);

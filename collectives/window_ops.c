@@ -2,6 +2,7 @@
 /* Argument checks of mori/window_ops.h; the launchers run the kernels. */
 #include "collectives/internal.h"
 #include "core/base/error.h"
+#include "core/base/trace.h"
 #include "mori/plugin.h"
 #include "mori/window_ops.h"
 
@@ -50,6 +51,7 @@ static int check_signal(mori_window_t *win, const mori_window_dev_t *v, const mo
 
 int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_barrier: NULL window");
+  MORI_TRACE_SCOPE("window_barrier", MORI_TA("channel", channel));
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
   int rc = check_channel(&v, channel, "window_barrier");
   /* Across nodes the barrier meets every rank, or refuses: never half. */
@@ -60,6 +62,7 @@ int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, vo
 
 int mori_window_put_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_put_signal: NULL window");
+  MORI_TRACE_SCOPE("window_put_signal", MORI_TA("peer", peer), MORI_TA("channel", channel));
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
   int rc = check_signal(win, &v, &sync, peer, channel, "window_put_signal");
   return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_PUT_SIGNAL, peer, channel, timeout_ns, stream);
@@ -67,6 +70,7 @@ int mori_window_put_signal(mori_window_t *win, int peer, int channel, uint64_t t
 
 int mori_window_wait_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_wait_signal: NULL window");
+  MORI_TRACE_SCOPE("window_wait_signal", MORI_TA("peer", peer), MORI_TA("channel", channel));
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
   int rc = check_signal(win, &v, &sync, peer, channel, "window_wait_signal");
   return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_WAIT_SIGNAL, peer, channel, timeout_ns, stream);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/base/trace.h"
 #include "core/internal/comm.h"
 
 /* A peer's code is data: only mori's own negative codes are passed on. */
@@ -61,6 +62,7 @@ int mori_agreement_verdict(const void *notes, size_t stride, int n, int me, cons
 }
 
 int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const void *mine, void *all, size_t bytes) {
+  MORI_TRACE_SCOPE("agree", MORI_TS("step", step), MORI_TA("bytes", bytes), MORI_TA("status", my_status));
   char own[1024] = "";
   if (my_status) snprintf(own, sizeof(own), "%s", mori_last_error());
   int n = mori_comm_size(comm);

@@ -12,6 +12,7 @@
 #include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/log.h"
+#include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/comm.h"
 #include "core/internal/node_channel.h"
@@ -53,6 +54,7 @@ static void host_identity(char *out, size_t len) {
 
 /* `what` names the call, so that ranks at different calls are never paired. */
 static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
+  MORI_TRACE_SCOPE("comm_allgather", MORI_TS("step", what), MORI_TA("bytes", bytes), MORI_TA("ranks", c->size));
   uint64_t t = mori_profile_now();
   int rc = c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD ? mori_node_channel_allgather(c->channel, what, send, recv, bytes)
                                                              : mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
@@ -304,6 +306,8 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   if (attr->optional_transports >> attr->num_transports)
     return mori_error_set(MORI_EINVAL, "comm_create: optional_transports 0x%x names transports beyond the %d listed",
                           attr->optional_transports, attr->num_transports);
+  (void)mori_trace_setup(mori_bootstrap_rank(attr->bootstrap)); /* before the first event; its error comes below */
+  MORI_TRACE_SCOPE("comm_create", MORI_TA("ranks", mori_bootstrap_size(attr->bootstrap)));
   mori_comm_t *c = calloc(1, sizeof(*c));
   if (!c) return mori_error_set(MORI_ENOMEM, "comm_create");
   c->bootstrap = attr->bootstrap;
@@ -321,6 +325,7 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   /* Every MORI_* variable set: one that does not parse fails here, on every
    * rank (the allgather below), before anything reads it. */
   if (!rc) rc = mori_env_check();
+  if (!rc) rc = mori_trace_setup(c->rank);
   /* A rank that failed locally still takes part in the allgather, so that
    * every rank learns it (and no rank waits for it). */
   int local_rc = rc ? rc : describe_self(c, &me);

@@ -10,6 +10,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/base/size_text.h"
+#include "core/base/trace.h"
 #include "core/internal/heap.h"
 
 /* The most chunks a heap holds (MORI_SHMEM_HEAP_SIZE / MORI_SHMEM_VMM_CHUNK_SIZE;
@@ -86,6 +87,7 @@ static int free_insert(mori_heap_t *h, range_t x) {
 }
 
 static int grow_locked(mori_heap_t *h) {
+  MORI_TRACE_SCOPE("heap_grow", MORI_TA("device", h->device), MORI_TA("chunk", h->nchunks), MORI_TA("bytes", h->chunk_size));
   if (h->nchunks >= h->max_chunks)
     return mori_error_set(MORI_ENOMEM, "heap of device %d: all %d chunk(s) of %s are mapped (limit %s: MORI_SHMEM_HEAP_SIZE)",
                           h->device, h->max_chunks, MORI_SIZE_TEXT(h->chunk_size), MORI_SIZE_TEXT(h->va_size));

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/base/error.h"
+#include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/heap_segments.h"
 
@@ -12,6 +13,7 @@ struct mori_heap_segments {
 };
 
 int mori_heap_segments_ensure(mori_comm_t *c, mori_heap_t *heap, int chunks, int local_rc) {
+  MORI_TRACE_SCOPE("heap_map_chunks", MORI_TA("chunks", chunks), MORI_TA("status", local_rc));
   struct mori_heap_segments *s = c->heap_segments;
   int rc = local_rc;
   if (!s) {

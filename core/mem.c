@@ -10,6 +10,7 @@
 #include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/base/trace.h"
 #include "core/internal/alloc.h"
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -127,6 +128,7 @@ static int carve(mori_alloc_t *a, int device, size_t size, size_t alignment) {
 }
 
 int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
+  MORI_TRACE_SCOPE("mem_alloc", MORI_TA("bytes", size));
   if (!out) return mori_error_set(MORI_EINVAL, "mem_alloc: out is NULL");
   *out = NULL;
   if (size == 0) return mori_error_set(MORI_EINVAL, "mem_alloc: size 0");
@@ -167,6 +169,7 @@ int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
 }
 
 int mori_mem_free(void *ptr) {
+  MORI_TRACE_SCOPE("mem_free");
   if (!ptr) return 0;
   pthread_mutex_lock(&registry_lock);
   mori_alloc_t *a = find_locked(ptr);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/alloc.h"
 #include "core/internal/comm.h"
@@ -23,6 +24,7 @@ struct placement {
 };
 
 int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr_t *attr, void **out) {
+  MORI_TRACE_SCOPE("mem_alloc_symmetric", MORI_TA("bytes", size));
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "mem_alloc_symmetric: comm and out are required");
   *out = NULL;
   mori_mem_attr_t local;

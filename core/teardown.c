@@ -5,11 +5,13 @@
  * every allocation, the block pools, the heaps — in that order). Local,
  * idempotent, never collective. */
 #include "core/base/error.h"
+#include "core/base/trace.h"
 #include "core/internal/block_pool.h"
 #include "core/internal/window.h"
 
 int mori_comm_destroy(mori_comm_t *comm) {
   if (!comm) return 0;
+  MORI_TRACE_SCOPE("comm_destroy", MORI_TA("rank", comm->rank));
   int live = mori_comm_live_windows(comm);
   if (live > 0) return mori_error_set(MORI_EBUSY, "comm_destroy: %d window(s) of this comm are still alive", live);
   mori_signal_arena_destroy_all(comm);
@@ -31,5 +33,5 @@ int mori_finalize(void) {
   mori_alloc_release_all();
   mori_block_pools_destroy_all();
   mori_heap_destroy_all();
-  return 0;
+  return mori_trace_flush(); /* MORI_TRACE=file: this rank's events so far */
 }

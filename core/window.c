@@ -44,6 +44,7 @@
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/block_pool.h"
 #include "core/internal/rendezvous.h"
@@ -195,6 +196,7 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
 
 int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_window_terms_t *terms, mori_window_t **out) {
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "window_create: comm and out are required");
+  MORI_TRACE_SCOPE("window_create", MORI_TA("window", comm->next_segment_seq), MORI_TA("ranks", comm->size));
   *out = NULL;
   mori_rendezvous_info_t me;
   memset(&me, 0, sizeof(me));
@@ -282,6 +284,7 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
 
 int mori_window_destroy(mori_window_t *w) {
   if (!w) return 0;
+  MORI_TRACE_SCOPE("window_destroy", MORI_TA("bytes", w->alloc ? w->alloc->size : 0));
   pthread_mutex_lock(&windows_lock);
   bool live = false;
   for (mori_window_t **p = &live_windows; *p; p = &(*p)->next)

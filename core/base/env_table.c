@@ -27,6 +27,10 @@ static const mori_env_var_t table[] = {
      .meaning = "How much mori logs to stderr: ERROR, WARN, INFO, DEBUG or TRACE (case-insensitive; or 0-4)."},
     {"MORI_LOG_LEVEL", MORI_ENV_LOG_LEVEL, LIB, .reader = "core/base (log)", .default_text = "WARN",
      .meaning = "The older name of MORI_GLOBAL_LOG_LEVEL.", .alias_of = "MORI_GLOBAL_LOG_LEVEL"},
+    {"MORI_TRACE", S(LIB), .reader = "core/base (trace)", .default_text = "off",
+     .meaning = "Tracing of mori's host calls (docs/tracing.md): nvtx (NVTX ranges on CUDA, ROCTX on ROCm), "
+                "file:PATH (a Chrome/Perfetto JSON trace per rank; %r: the rank, %p: the process id), or both, "
+                "comma-separated."},
 
     /* ---- the symmetric heap ---- */
     {"MORI_SHMEM_MODE", E("static|vmm|isolation", LIB), .reader = "core (heap)",

@@ -13,6 +13,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/base/trace.h"
 #include "transport/rdma/internal.h"
 
 static const char OUT_OF_WINDOW[] = "it leaves its window";
@@ -99,6 +100,7 @@ int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, 
     mori_proxy_request_t *r = &w->ring->slot[w->next % MORI_PROXY_SLOTS];
     if (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) != w->next + 1) return 0;
     mori_proxy_request_t q = *r;
+    MORI_TRACE_SCOPE("proxy_request", MORI_TA("op", q.op), MORI_TA("peer", q.peer), MORI_TA("bytes", q.bytes_or_value));
     uint64_t bad = 0;
     const char *why = refusal(s, w, &q, &bad);
     int rc = 0;
