@@ -156,6 +156,14 @@ int mori_window_check(mori_window_t *w) {
     return tables_failure(w);
   int code = (int)(int32_t)written;
   __atomic_store_n(&ctl->records_read, ctl->records_read + 1, __ATOMIC_RELEASE);
+  if (code == MORI_ERANGE && e.channel - MORI_PROXY_REFUSED_CHANNEL <= MORI_PROXY_SIGNAL_SET) {
+    static const char *const ops[] = {"request", "put", "get", "atomic add", "signal"};
+    return mori_error_set(code,
+                          "the proxy of rank %d refused a %s from a kernel to rank %d: %llu bytes at offset %llu leave the "
+                          "%llu-byte window",
+                          e.waiter_rank, ops[e.channel - MORI_PROXY_REFUSED_CHANNEL], e.peer, (unsigned long long)e.seen,
+                          (unsigned long long)e.expected, (unsigned long long)e.waited_ns);
+  }
   if (code == MORI_ERANGE)
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",
                           e.waiter_rank, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);

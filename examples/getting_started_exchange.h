@@ -22,7 +22,7 @@ MORI_DEVICE_INLINE int gs_exchange(mori_window_dev_t view) {
   }
   mori_quiet();
   MORI_SYNC_BLOCK();
-  int r = mori_barrier_block(view, 0, 10ull * 1000 * 1000 * 1000);
+  int r = mori_lsa_barrier_block(view, 0, 10ull * 1000 * 1000 * 1000);
   return rc ? rc : r;
 }
 

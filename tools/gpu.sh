@@ -11,7 +11,7 @@
 # PARTS: a comma list of tests (GPU suites and torch suites), shared (the
 # collectives and the torch suites at two ranks sharing one GPU), proxy (the
 # proxy ring: its suite and benchmark, two ranks declared on different nodes
-# with the copy-engine executor standing in for the NIC), heap (the heap
+# with the copy-engine NIC standing in for the NIC), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
 # backend), host (host cost per call at one rank: MORI against torch's
@@ -30,11 +30,15 @@ if [ "$mode" = build ]; then
   tools/install_deps.sh torch
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
-    //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch
+    //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch \
+    //transport/rdma/ce_nic:libmori_ce_nic.so
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
   cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/gpu_shmem_test bazel-bin/tests/gpu/bench_p2p \
     bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap bazel-bin/tests/gpu/gpu_proxy_test bazel-bin/tests/gpu/bench_proxy \
     bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
+  # The copy-engine NIC as a library of its own: the torch suites across
+  # declared nodes load it (MORI_TEST_CE_NIC_LIBRARY); the wheel has none.
+  mkdir -p gpu-bundle/lib && cp -f bazel-bin/transport/rdma/ce_nic/libmori_ce_nic.so gpu-bundle/lib/
   # The Python package: mori.allocator, mori.ops, mori.shmem and the libraries.
   bazel build -c opt //:wheel
   cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl | head -1)" gpu-bundle/
@@ -129,13 +133,14 @@ fi
 
 if has proxy; then
   # Two ranks always: with one GPU both run on it (each its own context).
-  echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine executor)"
+  echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine NIC)"
   gtest_suite gpu_proxy_test 2 gpu_proxy_test gpu_proxy_test
   echo "== proxy ring benchmark (bench_proxy)"
-  MORI_RDMA_EXECUTOR=copy_engine timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
+  timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
     tee "$OUT/bench_proxy.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_proxy.log" | sed 's/^RESULT //' > "$OUT/bench_proxy.jsonl"
   record "bench_proxy: $(wc -l < "$OUT/bench_proxy.jsonl") results"
+  export MORI_TEST_CE_NIC_LIBRARY=$PWD/gpu-bundle/lib/libmori_ce_nic.so
   echo "== torch: test_cross_node (a group spanning two declared nodes, 2 ranks)"
   torch_suite test_cross_node 2 200 'rdma: rank'
   echo "== torch: test_cross_node_first_ops (the first window ops of a process, 2 ranks)"

@@ -9,6 +9,7 @@
 #include "mori/transport_rdma.h"
 #include "mori/window_ops.h"
 #include "tests/support/world.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
 
 using mori_test::TestRanks;
 using mori_test::World;
@@ -112,8 +113,8 @@ TEST(WindowOps, AcrossNodesWithoutATransportTheyRefuseInsteadOfSyncingHalfTheRan
   });
 }
 
-// Two simulated nodes joined by the rdma transport (its copy-engine
-// executor): the barrier meets every rank (what each rank wrote to every
+// Two simulated nodes joined by the rdma transport (the copy-engine NIC as
+// its provider): the barrier meets every rank (what each rank wrote to every
 // other before it, through load/store or the proxy, is there after it),
 // signals carry data across nodes, a wait nobody answers times out naming
 // the peer, and a channel the area does not have is refused.
@@ -122,7 +123,7 @@ TEST(WindowOps, AcrossNodesBarrierAndSignalsReachEveryRankThroughTheProxy) {
   if (size < 2) GTEST_SKIP();
   EXPECT_RANKS_PASS(size, [](int rank, int size) {
     setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
-    setenv("MORI_RDMA_EXECUTOR", "copy_engine", 1);
+    ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
     // [2 halves x size slots][one word per round of signals]
@@ -169,7 +170,7 @@ TEST(WindowOps, AcrossNodesRailOnlyRefusesWhatNoQueuePairReaches) {
   if (size < 4) GTEST_SKIP() << "needs two ranks per node";
   EXPECT_RANKS_PASS(size, [](int rank, int size) {
     setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
-    setenv("MORI_RDMA_EXECUTOR", "copy_engine", 1);
+    ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
     setenv("MORI_ENABLE_RAIL_ONLY", "1", 1);
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Microbenchmark (not a test): the proxy ring on a GPU. Kernels submit
 // requests for a peer outside the LSA team; the host proxy takes them in
-// ticket order and hands them to the rdma transport's executor.
-//   MORI_RDMA_EXECUTOR=copy_engine mori_launch -n 2 bench_proxy
+// ticket order and hands them to the rdma transport's provider: the
+// copy-engine NIC (//transport/rdma/ce_nic), which this benchmark links and
+// installs, or with MORI_BENCH_PROVIDER=verbs libibverbs and a real NIC.
+//   mori_launch -n 2 bench_proxy
 // Every rank is declared its own node (MORI_HOST_ID), so the peer is reached
 // only through the ring. Rank 0 measures while rank 1 waits; each figure is
 // the median and range over rounds. Prints one "RESULT {json}" per figure:
@@ -13,12 +15,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "mori/transport_rdma.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/support/world.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
 
 namespace {
 
@@ -31,9 +35,11 @@ Stats Summarize(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
+// "copy_engine" (the default) or "verbs": MORI_BENCH_PROVIDER, the
+// benchmark's own choice (the library has no such variable).
 const char *Executor() {
-  const char *e = getenv("MORI_RDMA_EXECUTOR");
-  return e && *e ? e : "verbs";
+  const char *e = getenv("MORI_BENCH_PROVIDER");
+  return e && !strcmp(e, "verbs") ? "verbs" : "copy_engine";
 }
 
 }  // namespace
@@ -46,6 +52,10 @@ int main() {
     return 1;
   }
   setenv("MORI_HOST_ID", ("node-" + std::to_string(rank)).c_str(), 1);
+  if (!strcmp(Executor(), "copy_engine") && mori_ce_nic_install() != 0) {
+    fprintf(stderr, "bench_proxy: %s\n", mori_last_error());
+    return 1;
+  }
   mori_test::World w(0, {&mori_transport_rdma_ops});
   if (!w.ok()) return 1;
   int size = mori_comm_size(w.comm), peer = rank ^ 1, gpus = gpu_device_count();

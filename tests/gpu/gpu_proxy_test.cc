@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The proxy ring on real GPUs. Two ranks are declared on different nodes
 // (MORI_HOST_ID), so the window's peer is reachable only through the rdma
-// transport; the copy-engine executor (MORI_RDMA_EXECUTOR=copy_engine)
-// stands in for the NIC: it checks every request's keys and bounds,
+// transport; the copy-engine NIC (//transport/rdma/ce_nic, installed as
+// the transport's provider) stands in for the NIC: it checks every request's keys and bounds,
 // completes out of order and injects faults on demand. Kernels post puts,
 // signals, atomics and gets through the ring; every byte and every signal
 // is checked. Tagged gpu + manual: run by tools/gpu.sh on the device, with
@@ -21,6 +21,7 @@
 #include "mori/transport_rdma.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/support/world.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
 
 using mori_test::World;
 
@@ -31,11 +32,11 @@ int Ranks() {
   return s ? atoi(s) : 2;
 }
 
-// Every rank its own node; the copy-engine executor; bounded waits.
+// Every rank its own node; the copy-engine NIC; bounded waits.
 void JoinOwnNode(int rank, const char *faults) {
   ASSERT_GE(gpu_select_device(rank), 0) << gpu_last_error();
   setenv("MORI_HOST_ID", ("node-" + std::to_string(rank)).c_str(), 1);
-  setenv("MORI_RDMA_EXECUTOR", "copy_engine", 1);
+  ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
   setenv("MORI_RDMA_TIMEOUT_MS", "2000", 1);
   if (faults) setenv("MORI_RDMA_CE_FAULTS", faults, 1);
   else unsetenv("MORI_RDMA_CE_FAULTS");

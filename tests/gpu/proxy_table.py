@@ -6,7 +6,7 @@
 
 prints the throughput table (requests per second and bandwidth per put size)
 and the latency table (microseconds per put + signal, completion seen by
-the kernel) of docs/multinode.md's section "The proxy and its executors".
+the kernel) of docs/multinode.md's section "The proxy and its providers".
 Figures are the median over rounds, with the range."""
 import json
 import sys

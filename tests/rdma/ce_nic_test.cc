@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The copy-engine executor's verbs, used directly between two processes:
+// The copy-engine NIC's verbs, used directly between two processes:
 // what a NIC refuses, it refuses (wrong remote key, a range past the region,
 // a region without the right, a wrong local key, an unaligned atomic, a
 // remote end on another machine), a failed request moves its queue pair to
@@ -23,7 +23,7 @@
 
 #include "tests/support/proc_stats.h"
 #include "tests/support/world.h"
-#include "transport/rdma/ce_nic.h"
+#include "transport/rdma/ce_nic/internal.h"
 
 using mori_test::World;
 

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "transport/rdma/verbs_loader.h"
+#include "transport/rdma/provider.h"
 
 namespace fake_verbs {
 namespace {
@@ -199,6 +199,8 @@ const mori_verbs table = {
     CreateCq,      DestroyCq,      CreateQp,      DestroyQp,  ModifyQp,    QueryPort, QueryGid, WcStatusStr,
 };
 
+const mori_rdma_provider_t provider = {sizeof(mori_rdma_provider_t), "fake verbs", &table, nullptr};
+
 }  // namespace
 
 void Install(uint32_t max_msg) {
@@ -206,10 +208,10 @@ void Install(uint32_t max_msg) {
     std::lock_guard<std::mutex> lock(mu);
     port_max_msg = max_msg;
   }
-  mori_verbs_replace(&table);
+  mori_rdma_use_provider(&provider);
 }
 
-void Uninstall() { mori_verbs_replace(nullptr); }
+void Uninstall() { mori_rdma_use_provider(nullptr); }
 
 void SetDevices(const std::vector<std::string> &names) {
   std::lock_guard<std::mutex> lock(mu);

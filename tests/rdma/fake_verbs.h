@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A fake verbs provider for host tests of the rdma transport: the table
-// mori_verbs_load returns (mori_verbs_replace), with a context whose
+// A fake verbs provider for host tests of the rdma transport (set with
+// mori_rdma_use_provider, transport/rdma/provider.h), with a context whose
 // post_send / poll_cq ops queue work requests and hand out completions the
 // test decides. Nothing moves data; what is checked is what the transport
 // posts and how it treats completions (late, failed, in one batch).

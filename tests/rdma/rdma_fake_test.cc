@@ -633,3 +633,25 @@ TEST(RdmaEnv, ShmemReportsTheQueuePairsPerPeItOpened) {
 }
 
 }  // namespace
+
+// The provider seam: a provider missing a function, or too small to hold
+// the fields every provider fills, is refused naming what is missing; a
+// comm keeps the provider it was made with.
+TEST(RdmaProvider, AnIncompleteProviderIsRefusedNamingWhatIsMissing) {
+  const mori_rdma_provider_t *current = nullptr;
+  fake_verbs::Install();
+  ASSERT_EQ(mori_rdma_provider(&current), 0) << mori_last_error();
+  ASSERT_STREQ(current->name, "fake verbs");
+  mori_verbs partial = *current->verbs;
+  partial.ibv_modify_qp = nullptr;
+  mori_rdma_provider_t missing = {sizeof(mori_rdma_provider_t), "partial", &partial, nullptr};
+  EXPECT_EQ(mori_rdma_use_provider(&missing), MORI_EINVAL);
+  EXPECT_NE(std::string(mori_last_error()).find("\"partial\" has no ibv_modify_qp"), std::string::npos) << mori_last_error();
+  mori_rdma_provider_t tiny = {sizeof(size_t), "tiny", current->verbs, nullptr};
+  EXPECT_EQ(mori_rdma_use_provider(&tiny), MORI_EINVAL);
+  EXPECT_NE(std::string(mori_last_error()).find("\"tiny\""), std::string::npos) << mori_last_error();
+  // Refused: the one set before is still in effect.
+  ASSERT_EQ(mori_rdma_provider(&current), 0);
+  EXPECT_STREQ(current->name, "fake verbs");
+  fake_verbs::Uninstall();
+}

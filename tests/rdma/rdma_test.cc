@@ -4,7 +4,8 @@
 // gets, atomic adds, checked); peers on the same node stay p2p. Where no
 // RDMA device exists (CI), the transport must say so instead of failing the
 // comm. tools/rdma_vm_test.sh runs this suite against Soft-RoCE in a VM;
-// rdma_ce_test runs it with the copy-engine executor (MORI_RDMA_EXECUTOR).
+// rdma_ce_test runs it with the copy-engine NIC (//transport/rdma/ce_nic,
+// built in with MORI_TEST_CE_NIC) as the rdma transport's provider.
 // The RDMA variables of the Shmem Guide against the real device: rail-only
 // (QP counts per rank), two QPs per peer, a device include list naming rxe0
 // and an exclude list leaving none, the GID index by the guide's name, and
@@ -25,22 +26,29 @@
 #include "mori/team.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
+#ifdef MORI_TEST_CE_NIC
+#include "transport/rdma/ce_nic/ce_nic.h"
+#endif
 
 using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
 
-// The device the suite runs on: Soft-RoCE's, or the copy-engine executor's.
-std::string NicName() {
-  const char *executor = getenv("MORI_RDMA_EXECUTOR");
-  return executor && !strcmp(executor, "copy_engine") ? "mori_ce0" : "rxe0";
-}
+// rdma_ce_test: the copy-engine NIC is the provider of every comm the
+// suite makes (set before main, so every rank's process inherits it).
+#ifdef MORI_TEST_CE_NIC
+const bool kCeNic = mori_ce_nic_install() == 0;
+#else
+const bool kCeNic = false;
+#endif
+
+// The device the suite runs on: Soft-RoCE's, or the copy-engine NIC's.
+std::string NicName() { return kCeNic ? "mori_ce0" : "rxe0"; }
 
 bool HaveRdmaDevice() {
-  // The copy-engine executor stands in for a NIC on one machine.
-  const char *executor = getenv("MORI_RDMA_EXECUTOR");
-  if (executor && !strcmp(executor, "copy_engine")) return true;
+  // The copy-engine NIC stands in for a NIC on one machine.
+  if (kCeNic) return true;
   DIR *d = opendir("/sys/class/infiniband");
   if (!d) return false;
   int n = 0;
@@ -187,6 +195,118 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Two windows carved next to each other from one heap chunk (one segment,
+// one ring): a proxied put that runs past the first window's end would land
+// in the second on the peer. The proxy refuses it as the host path does
+// (MORI_ERANGE), also when offset + size wraps; the refusal reaches the
+// window's mailbox naming the peer, the offset and the size, and the ring
+// goes on serving the requests behind it.
+TEST(Rdma, ProxiedPutPastTheWindowIsRefusedLikeTheHostPutAndReported) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    constexpr size_t kWin = 4096;
+    void *a = nullptr, *b = nullptr;
+    mori_window_t *wa = nullptr, *wb = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(kWin, nullptr, &a));
+    MORI_ASSERT_OK(mori_window_create(w.comm, a, &wa));
+    MORI_ASSERT_OK(mori_mem_alloc(kWin, nullptr, &b));
+    MORI_ASSERT_OK(mori_window_create(w.comm, b, &wb));
+    size_t oa = 0, ob = 0;
+    // The case the test is about: b lies right behind a in a's segment.
+    ASSERT_EQ(mori_window_segment(wa, &oa), mori_window_segment(wb, &ob));
+    ASSERT_GE(ob, oa + kWin);
+    ASSERT_LT(ob, oa + 2 * kWin);
+    memset(b, 0, kWin);
+    char *src = (char *)a;
+    for (size_t i = 0; i < kWin; i++) src[i] = (char)(0x40 + rank);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    int other = (rank + size / 2) % size;
+    // The host path refuses it.
+    EXPECT_EQ(mori_rdma_put(wa, other, kWin, 0, 64), MORI_ERANGE);
+    mori_window_dev_t view = mori_window_device_view(wa);
+    // Past the end, and an offset whose end wraps: both submitted (the
+    // device does not know the peer's bounds), both refused by the proxy.
+    ASSERT_EQ(mori_put_thread(view, other, ob - oa, src, 64), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_put_thread(view, other, UINT64_MAX - 16, src, 64), MORI_DEVICE_OK);
+    // A good put behind them is still served.
+    ASSERT_EQ(mori_put_thread(view, other, 128, src, 64), MORI_DEVICE_OK);
+    EXPECT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_ERANGE);
+    int rc = mori_window_check(wa);
+    std::string msg = mori_last_error();
+    EXPECT_EQ(rc, MORI_ERANGE) << msg;
+    EXPECT_TRUE(msg.find("to rank " + std::to_string(other)) != std::string::npos) << msg;
+    EXPECT_TRUE(msg.find("64 bytes at offset " + std::to_string(ob - oa)) != std::string::npos) << msg;
+    EXPECT_TRUE(msg.find(std::to_string(kWin) + "-byte window") != std::string::npos) << msg;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // Nothing landed in the neighbour; the good put landed where it should.
+    for (size_t i = 0; i < kWin; i++) ASSERT_EQ(((char *)b)[i], 0) << "byte " << i << " of the neighbouring window";
+    for (size_t i = 128; i < 192; i++) ASSERT_EQ(src[i], (char)(0x40 + other)) << "byte " << i;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(wb));
+    MORI_EXPECT_OK(mori_window_destroy(wa));
+    MORI_EXPECT_OK(mori_mem_free(b));
+    MORI_EXPECT_OK(mori_mem_free(a));
+  });
+}
+
+// A kernel that submits hundreds of bad requests: a few warning lines,
+// then one that says how many more there were (it was one line each).
+TEST(Rdma, AFloodOfRefusedRequestsIsWarnedAFewTimesWithACount) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      constexpr int kBad = 300;
+      rdma_state *s = (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops);
+      mori_window_dev_t view = mori_window_device_view(l.win);
+      fflush(stderr);
+      int saved = dup(2);
+      FILE *log = tmpfile();
+      ASSERT_NE(log, nullptr);
+      dup2(fileno(log), 2);
+      for (int i = 0; i < kBad; i++)
+        ASSERT_EQ(mori_put_thread(view, Partner(size), view.size + i, (char *)l.mem, 8), MORI_DEVICE_OK);
+      int rc = mori_quiet_window(view, 20000000000ull);
+      rdma_warn_limit_flush(&s->refused_warns);
+      fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+      EXPECT_EQ(rc, MORI_DEVICE_ERANGE);
+      rewind(log);
+      char line[1024];
+      int refused_lines = 0, summaries = 0;
+      std::string all;
+      while (fgets(line, sizeof(line), log)) {
+        all += line;
+        refused_lines += strstr(line, "refused a put") != nullptr;
+        summaries += strstr(line, "refused requests from kernels") != nullptr;
+      }
+      fclose(log);
+      uint64_t suppressed = rdma_warn_suppressed_total(&s->refused_warns);
+      EXPECT_LE(refused_lines, 2 * RDMA_WARN_BURST) << all;
+      EXPECT_EQ((uint64_t)refused_lines + suppressed, (uint64_t)kBad) << all;
+      EXPECT_GE(summaries, 1) << all;
+      EXPECT_EQ(mori_window_check(l.win), MORI_ERANGE);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
 TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
   int size = TestRanks();
   if (size < 2) GTEST_SKIP();
@@ -216,6 +336,80 @@ TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     if (rank != Partner(size)) MORI_EXPECT_OK(mori_window_destroy(l.win));
+    MORI_EXPECT_OK(mori_mem_free(l.mem));
+  });
+}
+
+// A NIC that stalls (the copy-engine NIC's fault injection): rank 0's quiet
+// gives up at the bootstrap's timeout the caller gave, with neither
+// MORI_RDMA_TIMEOUT_MS nor MORI_BOOTSTRAP_TIMEOUT_MS set (it waited the
+// 60 s default before).
+TEST(Rdma, WaitsEndAtTheBootstrapsTimeout) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  if (!kCeNic) GTEST_SKIP() << "needs the copy-engine NIC's stall injection (rdma_ce_test)";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    constexpr int kTimeoutMs = 2500;
+    JoinTwoNodes(rank, size);
+    setenv("MORI_SHMEM_MODE", "isolation", 1);
+    unsetenv("MORI_RDMA_TIMEOUT_MS");
+    unsetenv("MORI_BOOTSTRAP_TIMEOUT_MS");
+    if (rank == 0) setenv("MORI_RDMA_CE_FAULTS", "stall@1", 1);
+    // The timeout reaches the comm through the bootstrap alone (the harness
+    // also exports it: taken back before the comm is made).
+    struct Comm {
+      mori_bootstrap_t *bootstrap = nullptr;
+      mori_comm_t *comm = nullptr;
+      ~Comm() {
+        if (comm) {
+          EXPECT_EQ(mori_comm_destroy(comm), 0) << mori_last_error();
+        }
+        mori_bootstrap_destroy(bootstrap);
+      }
+    } w;
+    w.bootstrap = mori_test::Bootstrap(kTimeoutMs);
+    ASSERT_NE(w.bootstrap, nullptr);
+    unsetenv("MORI_BOOTSTRAP_TIMEOUT_MS");
+    ASSERT_EQ(mori_bootstrap_timeout_ms(w.bootstrap), kTimeoutMs);
+    static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops,
+                                                       &mori_handle_legacy_ipc_ops};
+    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
+    mori_comm_attr_t attr;
+    mori_comm_attr_init(&attr);
+    attr.bootstrap = w.bootstrap;
+    attr.handles = handles;
+    attr.num_handles = 3;
+    attr.transports = transports;
+    attr.num_transports = 2;
+    MORI_ASSERT_OK(mori_comm_create(&attr, &w.comm));
+    unsetenv("MORI_RDMA_CE_FAULTS");
+    Layout l;
+    OpenLayout(w.comm, size, &l);
+    if (::testing::Test::HasFatalFailure()) return;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      MORI_ASSERT_OK(mori_rdma_put(l.win, Partner(size), 0, l.staging, 4096));
+      auto t0 = std::chrono::steady_clock::now();
+      int rc = mori_rdma_quiet(w.comm);
+      double ms = MsSince(t0);
+      std::string msg = mori_last_error();
+      EXPECT_EQ(rc, MORI_ETIMEDOUT) << msg;
+      EXPECT_GT(ms, kTimeoutMs - 300.0) << msg;
+      EXPECT_LT(ms, kTimeoutMs + 1500.0) << msg;
+      EXPECT_NE(msg.find("within " + std::to_string(kTimeoutMs) + " ms"), std::string::npos) << msg;
+      // The stalled request is flushed, so the window goes at once.
+      rdma_state *s = (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops);
+      pthread_mutex_lock(&s->lock);
+      EXPECT_EQ(rdma_fail_qp(s, Partner(size)), 0) << mori_last_error();
+      pthread_mutex_unlock(&s->lock);
+      mori_rdma_quiet(w.comm);  // the flush is reported; nothing is left
+    } else {
+      // Into the next step while rank 0 waits, without outwaiting the
+      // bootstrap's own timeout there.
+      std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs / 2));
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(l.win));
     MORI_EXPECT_OK(mori_mem_free(l.mem));
   });
 }

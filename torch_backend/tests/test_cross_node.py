@@ -2,8 +2,8 @@
 """A torch group that spans nodes (torchrun --nproc_per_node=2): every rank
 declares a node of its own (MORI_HOST_ID), so no peer is load/store
 reachable and the backend makes the group's communicator with the rdma
-transport for them (with MORI_RDMA_EXECUTOR=copy_engine the copy-engine
-executor stands in for the NIC, so this runs on one machine, even with both
+transport for them (with the copy-engine NIC loaded from MORI_TEST_CE_NIC_LIBRARY
+standing in for the NIC, so this runs on one machine, even with both
 ranks on one GPU). What torch's contract asks of such a group: rendezvous
 works, buffer pointers are published only where load/store reaches,
 get_buffer of another node's rank is refused, barrier / put_signal /
@@ -15,7 +15,6 @@ import sys
 import time
 
 os.environ["MORI_HOST_ID"] = "node-" + os.environ["RANK"]
-os.environ.setdefault("MORI_RDMA_EXECUTOR", "copy_engine")
 os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
 
 import torch  # noqa: E402
@@ -29,6 +28,9 @@ torch.cuda.set_device(dev)
 dist.init_process_group("gloo")  # NCCL refuses two ranks on one GPU
 group = dist.group.WORLD.group_name
 import mori.allocator  # noqa: E402,F401
+import ce_nic  # noqa: E402
+
+ce_nic.install()  # the copy-engine NIC when MORI_TEST_CE_NIC_LIBRARY names it
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 symm_mem.set_backend("MORI")

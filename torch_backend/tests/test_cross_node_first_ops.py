@@ -3,7 +3,7 @@
 --nproc_per_node=2, one GPU is enough): put_signal and wait_signal queued
 back to back with no timeout, before any of their kernels ever ran. With
 CUDA's lazy module loading the second kernel's first launch waited for the
-first, which waited for the copy-engine executor's word kernel, which could
+first, which waited for the copy-engine NIC's word kernel, which could
 not start: the first round hung. mori now loads its window-op kernels
 before their first launch; 300 rounds with random delays must pass (a hang
 is caught by the watchdog and printed as a FAIL naming where it stuck)."""
@@ -14,7 +14,6 @@ import sys
 import time
 
 os.environ["MORI_HOST_ID"] = "node-" + os.environ["RANK"]
-os.environ.setdefault("MORI_RDMA_EXECUTOR", "copy_engine")
 os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
 
 import torch  # noqa: E402
@@ -27,6 +26,9 @@ dev = torch.device("cuda", rank % torch.cuda.device_count())
 torch.cuda.set_device(dev)
 dist.init_process_group("gloo")
 import mori.allocator  # noqa: E402,F401
+import ce_nic  # noqa: E402
+
+ce_nic.install()  # the copy-engine NIC when MORI_TEST_CE_NIC_LIBRARY names it
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 symm_mem.set_backend("MORI")

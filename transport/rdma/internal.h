@@ -8,6 +8,9 @@
  *                  reaping completions, the host API
  *   proxy.c        the thread that serves the request rings kernels submit to
  *   rdma.c         the transport's ops (init, peer caps, segments, fini)
+ *   provider.c     who carries the verbs calls (provider.h): libibverbs, or
+ *                  a provider the program set (the copy-engine NIC, ce_nic/)
+ *   warn_limit.c   warnings that come in floods, a few lines a second
  *
  * Locking: s->lock guards the queue pairs, the counters and the segment
  * lists. It is held only for work that never waits (posting, one poll of
@@ -22,7 +25,8 @@
 
 #include "mori/device/impl/proxy__types.h"
 #include "mori/transport_rdma.h"
-#include "transport/rdma/verbs_loader.h"
+#include "transport/rdma/provider.h"
+#include "transport/rdma/warn_limit.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,7 +73,8 @@ struct rdma_endpoint {
 struct rdma_segment;
 
 struct rdma_state {
-  const struct mori_verbs *v;
+  const mori_rdma_provider_t *provider; /* taken at init: a later mori_rdma_use_provider does not change it */
+  const struct mori_verbs *v;           /* provider->verbs */
   pthread_mutex_t lock;
   pthread_t proxy;
   bool proxy_running, stopping;
@@ -102,6 +107,9 @@ struct rdma_state {
   int host_error;
   char host_error_text[256];
   int timeout_ms;
+  /* Warnings that come in floods (a dead peer's flushed requests, a
+   * kernel's bad requests), rate-limited per comm. */
+  rdma_warn_limit_t failed_warns, refused_warns, proxy_warns;
   uint64_t *scratch; /* fetch-and-add results land here */
   struct ibv_mr *scratch_mr;
   char device[64];
@@ -149,8 +157,8 @@ void rdma_report_peers(const struct rdma_state *s, mori_comm_t *comm);
 /* queue_pairs.c */
 /* Opens the device (chosen among the present ones for this local rank),
  * PD, CQ and num_qp QPs in INIT per peer with connect[peer]; fills `me` and
- * qpn[peer * num_qp + i]. `gpu`: the comm's device, where the copy-engine
- * executor puts its queues. */
+ * qpn[peer * num_qp + i]. `gpu`: the comm's device, handed to a provider
+ * that asks for it (use_device). */
 int rdma_open_local(struct rdma_state *s, int local_rank, int gpu, struct rdma_endpoint *me, uint32_t *qpn);
 /* INIT -> RTR -> RTS for every QP to `peer`; theirs_qpn: the peer's QPNs
  * for this rank (num_qp of them). */

@@ -62,7 +62,7 @@ static void complete(struct rdma_state *s, const struct ibv_wc *wc) {
       /* A failed piece fails the QP, so the request's last piece completes
        * flushed and is counted there, once. */
       if (last) __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
-      MORI_WARN("rdma: a request from a kernel to rank %d failed: %s", peer, status);
+      rdma_warn_limited(&s->failed_warns, "rdma: a request from a kernel to rank %d failed: %s", peer, status);
     } else if (!s->host_error) {
       s->host_error = MORI_EIO;
       snprintf(s->host_error_text, sizeof(s->host_error_text), "rdma: an operation to rank %d failed: %s (vendor error 0x%x)",

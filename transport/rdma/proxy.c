@@ -15,24 +15,80 @@
 #include "core/base/log.h"
 #include "transport/rdma/internal.h"
 
-/* Why a request cannot be posted at all, or NULL. */
-static const char *refusal(const struct rdma_state *s, const struct rdma_segment *w, const mori_proxy_request_t *q) {
+static const char OUT_OF_WINDOW[] = "it leaves its window";
+
+/* Whether [off, off + span) lies in the window [wo, wo + ws) of the
+ * segment; *rel gets off - wo (modulo 2^64: the offset the kernel gave).
+ * Subtractions only: no sum can wrap. */
+static bool in_window(uint64_t off, uint64_t span, uint64_t wo, uint64_t ws, uint64_t *rel) {
+  *rel = off - wo;
+  return off >= wo && *rel <= ws && span <= ws - *rel;
+}
+
+/* Why a request cannot be posted at all, or NULL; OUT_OF_WINDOW with the
+ * offending offset (into the window) in *bad. The window must lie in the
+ * registered segment, and the request in the window, on both sides (the
+ * same check as the host API's: a heap chunk holds other windows). */
+static const char *refusal(const struct rdma_state *s, const struct rdma_segment *w, const mori_proxy_request_t *q,
+                           uint64_t *bad) {
   if (q->peer < 0 || q->peer >= s->size || q->peer == s->rank) return "bad peer";
   bool transfer = q->op == MORI_PROXY_PUT || q->op == MORI_PROXY_GET;
   if (!transfer && q->op != MORI_PROXY_ATOMIC_ADD && q->op != MORI_PROXY_SIGNAL_SET) return "unknown operation";
+  if (q->window_offset > w->size || q->window_size > w->size - q->window_offset)
+    return "its window lies outside the registered memory";
   uint64_t span = transfer ? q->bytes_or_value : 8;
-  if (q->dst_offset > w->size || span > w->size - q->dst_offset) return "out of the window";
-  if (transfer && (q->src_offset > w->size || span > w->size - q->src_offset)) return "out of the window";
+  if (!in_window(q->dst_offset, span, q->window_offset, q->window_size, bad)) return OUT_OF_WINDOW;
+  if (transfer && !in_window(q->src_offset, span, q->window_offset, q->window_size, bad)) return OUT_OF_WINDOW;
   /* Remote atomics need an aligned word (the NIC fails them otherwise), and
    * a signal must not tear. */
   if (!transfer && q->dst_offset % 8 != 0) return "not 8-byte aligned";
   return NULL;
 }
 
+/* A request that left its window, for mori_proxy_quiet to put in the
+ * window's mailbox: written only when the last one was taken (count ==
+ * reported), count bumped after the fields. Only the proxy (under s->lock)
+ * writes here. */
+static void record_refusal(struct rdma_segment *w, const mori_proxy_request_t *q, uint64_t offset, uint64_t bytes) {
+  mori_proxy_refusal_t *f = &w->ring->refused;
+  uint32_t count = __atomic_load_n(&f->count, __ATOMIC_RELAXED);
+  if (count == __atomic_load_n(&f->reported, __ATOMIC_ACQUIRE)) {
+    f->op = q->op;
+    f->peer = q->peer;
+    f->offset = offset;
+    f->bytes = bytes;
+    f->window_size = q->window_size;
+  }
+  __atomic_store_n(&f->count, count + 1, __ATOMIC_RELEASE);
+}
+
+static const char *op_name(uint32_t op) {
+  switch (op) {
+    case MORI_PROXY_PUT: return "put";
+    case MORI_PROXY_GET: return "get";
+    case MORI_PROXY_ATOMIC_ADD: return "atomic add";
+    case MORI_PROXY_SIGNAL_SET: return "signal";
+    default: return "request";
+  }
+}
+
 /* Counts a request as done and failed, and moves past it. */
-static void refuse(struct rdma_segment *w, const mori_proxy_request_t *q, const char *why) {
-  MORI_WARN("rdma proxy: request %u to rank %d (dst %llu, %llu bytes or value) refused: %s", q->op, q->peer,
-            (unsigned long long)q->dst_offset, (unsigned long long)q->bytes_or_value, why);
+static void refuse(struct rdma_state *s, struct rdma_segment *w, const mori_proxy_request_t *q, const char *why,
+                   uint64_t bad) {
+  bool transfer = q->op == MORI_PROXY_PUT || q->op == MORI_PROXY_GET;
+  uint64_t span = transfer ? q->bytes_or_value : 8;
+  if (why == OUT_OF_WINDOW) {
+    record_refusal(w, q, bad, span);
+    rdma_warn_limited(&s->refused_warns,
+                      "rdma proxy: rank %d refused a %s from a kernel to rank %d: %llu bytes at offset %llu leave the "
+                      "%llu-byte window",
+                      s->rank, op_name(q->op), q->peer, (unsigned long long)span, (unsigned long long)bad,
+                      (unsigned long long)q->window_size);
+  } else {
+    rdma_warn_limited(&s->refused_warns, "rdma proxy: rank %d refused a %s (op %u) to rank %d (dst %llu, %llu bytes or value): %s",
+                      s->rank, op_name(q->op), q->op, q->peer, (unsigned long long)q->dst_offset,
+                      (unsigned long long)q->bytes_or_value, why);
+  }
   __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
   __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
 }
@@ -43,7 +99,8 @@ int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, 
     mori_proxy_request_t *r = &w->ring->slot[w->next % MORI_PROXY_SLOTS];
     if (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) != w->next + 1) return 0;
     mori_proxy_request_t q = *r;
-    const char *why = refusal(s, w, &q);
+    uint64_t bad = 0;
+    const char *why = refusal(s, w, &q, &bad);
     int rc = 0;
     bool finished = true;
     uint64_t flags = WR_PROXIED;
@@ -72,7 +129,7 @@ int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, 
     if (why || rc) {
       /* Pieces already posted complete on their own; the last one never
        * will, so the request is counted here. */
-      refuse(w, &q, why ? why : mori_last_error());
+      refuse(s, w, &q, why ? why : mori_last_error(), bad);
       finished = true;
     }
     if (!finished) continue;
@@ -114,7 +171,7 @@ static void *proxy_main(void *arg) {
   for (;;) {
     pthread_mutex_lock(&s->lock);
     bool stop = s->stopping, worked = false;
-    if (!stop && rdma_serve_rings(s, &worked) != 0) MORI_WARN("rdma proxy: %s", mori_last_error());
+    if (!stop && rdma_serve_rings(s, &worked) != 0) rdma_warn_limited(&s->proxy_warns, "rdma proxy: %s", mori_last_error());
     pthread_mutex_unlock(&s->lock);
     if (stop) return NULL;
     if (worked) {

@@ -5,6 +5,7 @@
  * moved to INIT; then, with the peer's endpoint, INIT -> RTR -> RTS with the
  * GID index, service level and traffic class of the environment. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,6 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
-#include "transport/rdma/ce_nic.h"
 #include "transport/rdma/internal.h"
 
 int rdma_verbs_error(int err, const char *what) {
@@ -38,8 +38,9 @@ static int open_device(struct rdma_state *s, int local_rank, int gpu) {
   int rc = rdma_pick_device(&s->cfg, names, n, local_rank, &chosen);
   if (!rc) {
     snprintf(s->device, sizeof(s->device), "%s", names[chosen]);
-    /* The copy-engine executor's queues go on the comm's GPU. */
-    if (v == mori_ce_nic_verbs()) mori_ce_nic_use_device(gpu);
+    /* A provider that moves data with the GPU's queues puts them on the comm's. */
+    const mori_rdma_provider_t *p = s->provider;
+    if (p->size >= offsetof(mori_rdma_provider_t, use_device) + sizeof(p->use_device) && p->use_device) p->use_device(gpu);
     if (!(s->ctx = (v->ibv_open_device)(list[chosen]))) rc = rdma_verbs_error(errno, "ibv_open_device");
   }
   (v->ibv_free_device_list)(list);

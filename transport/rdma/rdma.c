@@ -22,6 +22,9 @@ static int rdma_fini(void *state) {
   if (!s) return 0;
   rdma_stop_proxy(s); /* teardown order: proxy threads first */
   rdma_close_local(s);
+  rdma_warn_limit_flush(&s->failed_warns);
+  rdma_warn_limit_flush(&s->refused_warns);
+  rdma_warn_limit_flush(&s->proxy_warns);
   pthread_mutex_destroy(&s->lock);
   free(s->qp);
   free(s->qpn);
@@ -91,10 +94,15 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   struct rdma_state *s = calloc(1, sizeof(*s));
   if (!s) return mori_error_set(MORI_ENOMEM, "rdma");
   pthread_mutex_init(&s->lock, NULL);
+  s->failed_warns = (rdma_warn_limit_t)RDMA_WARN_LIMIT_INIT("failed requests from kernels");
+  s->refused_warns = (rdma_warn_limit_t)RDMA_WARN_LIMIT_INIT("refused requests from kernels");
+  s->proxy_warns = (rdma_warn_limit_t)RDMA_WARN_LIMIT_INIT("proxy errors");
   s->rank = mori_comm_rank(comm);
   s->size = mori_comm_size(comm);
-  /* How long a quiet or a deregister waits for completions. */
-  s->timeout_ms = rdma_env_int("MORI_RDMA_TIMEOUT_MS", mori_bootstrap_default_timeout_ms());
+  /* How long a quiet, a post waiting for room or a deregister waits for
+   * completions: MORI_RDMA_TIMEOUT_MS when set, else the caller's deadline,
+   * the timeout of the bootstrap the comm was made over. */
+  s->timeout_ms = rdma_env_int("MORI_RDMA_TIMEOUT_MS", mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm)));
   rdma_config_read(&s->cfg);
   s->num_qp = s->cfg.num_qp;
   int rc = alloc_tables(s);
@@ -114,7 +122,8 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   }
   struct rdma_endpoint *me = (struct rdma_endpoint *)mine;
   char local_why[160] = "";
-  int local = mori_verbs_load(&s->v);
+  int local = mori_rdma_provider(&s->provider);
+  if (!local) s->v = s->provider->verbs;
   if (!local) local = rdma_open_local(s, mori_comm_peer_info(comm, s->rank)->local_rank, mori_comm_device(comm), me, (uint32_t *)(mine + sizeof(*me)));
   if (local) {
     snprintf(local_why, sizeof(local_why), "%s", mori_last_error());

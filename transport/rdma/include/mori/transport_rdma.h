@@ -13,12 +13,15 @@
  * MORI_NUM_QP_PER_PE (1), MORI_IB_GID_INDEX (older: MORI_RDMA_GID_INDEX;
  * default 1 when the port has it — the IPv4-mapped RoCE GID —, else 0),
  * MORI_RDMA_SL and MORI_RDMA_TC (0), MORI_ENABLE_RAIL_ONLY, MORI_RDMA_PORT
- * (1), MORI_RDMA_TIMEOUT_MS (how long a quiet or a window's deregistration
- * waits for completions; default MORI_BOOTSTRAP_TIMEOUT_MS),
+ * (1), MORI_RDMA_TIMEOUT_MS (how long a quiet, a post waiting for room or
+ * a window's deregistration waits for completions; default the timeout of
+ * the bootstrap the comm was made over, mori_bootstrap_timeout_ms),
  * MORI_RDMA_MAX_MSG (lowers the largest message per work request; default
- * the port's max_msg_sz), MORI_RDMA_EXECUTOR (verbs, the default, or
- * copy_engine: mori's copy-engine stand-in for a NIC, for peers declared on
- * other nodes that share this machine; MORI_RDMA_CE_FAULTS injects faults).
+ * the port's max_msg_sz).
+ *
+ * The verbs calls go to libibverbs unless the program set another provider
+ * (transport/rdma/provider.h; mori's copy-engine stand-in for a NIC,
+ * //transport/rdma/ce_nic, is one that tests and benchmarks link).
  *
  * Transfers of any length are posted in pieces of at most the port's
  * largest message. An atomic add (and a kernel's signal) to a peer is
@@ -26,7 +29,10 @@
  * A window destroyed while work to a peer is still in flight waits
  * MORI_RDMA_TIMEOUT_MS for it; what has not completed then has its queue
  * pairs moved to error, and that peer is unreachable over rdma
- * (MORI_EUNREACHABLE) for the rest of the comm. */
+ * (MORI_EUNREACHABLE) for the rest of the comm. A kernel's request through
+ * the proxy is checked against its window as the host calls are: one that
+ * leaves it is refused (mori_proxy_quiet: MORI_DEVICE_ERANGE; the window's
+ * mailbox names the peer, the offset and the size). */
 #ifndef MORI_TRANSPORT_RDMA_H
 #define MORI_TRANSPORT_RDMA_H
 
@@ -43,7 +49,7 @@ MORI_API int mori_rdma_put(mori_window_t *win, int peer, size_t dst_offset, size
 MORI_API int mori_rdma_get(mori_window_t *win, int peer, size_t dst_offset, size_t src_offset, size_t bytes);
 /* Atomic 64-bit add at `peer`'s window `offset` (8-byte aligned). */
 MORI_API int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t value);
-/* Waits (bounded by MORI_RDMA_TIMEOUT_MS) until everything this rank posted
+/* Waits (bounded by MORI_RDMA_TIMEOUT_MS, else the bootstrap's timeout) until everything this rank posted
  * on the comm has completed; a failed completion since the last quiet is an
  * error naming the peer and the verbs status (MORI_EIO), reported once. */
 MORI_API int mori_rdma_quiet(mori_comm_t *comm);

@@ -43,13 +43,31 @@ MORI_DEVICE_INLINE int64_t mori_proxy_submit(mori_window_dev_t win, uint32_t op,
   r->dst_offset = dst_offset + win.segment_offset;
   r->src_offset = src_offset + win.segment_offset;
   r->bytes_or_value = bytes_or_value;
+  r->window_offset = win.segment_offset;
+  r->window_size = win.size;
   mori_atomic_store_release_u64(&r->ready, ticket + 1);
   return (int64_t)(ticket + 1);
 }
 
+/* A request the proxy refused for leaving its window, not yet reported:
+ * into the window's mailbox (mori_window_check names peer, offset, size). */
+MORI_DEVICE_INLINE int mori_proxy_take_refusal(mori_window_dev_t win) {
+  mori_proxy_refusal_t *f = &win.proxy->refused;
+  uint32_t count = *(volatile uint32_t *)&f->count;
+  if (count == *(volatile uint32_t *)&f->reported) return 0;
+  mori_fence_system(); /* the fields were written before count */
+  mori_device_report(win, MORI_DEVICE_ERANGE, *(volatile int32_t *)&f->peer,
+                     MORI_PROXY_REFUSED_CHANNEL + *(volatile uint32_t *)&f->op, *(volatile uint64_t *)&f->window_size,
+                     *(volatile uint64_t *)&f->offset, *(volatile uint64_t *)&f->bytes);
+  mori_fence_system();
+  *(volatile uint32_t *)&f->reported = count;
+  return 1;
+}
+
 /* Waits until every request submitted to this window's proxy so far has
- * completed (timeout, abort); a failed request is MORI_DEVICE_EUNREACHABLE
- * here and detailed by the host (mori_window_check). */
+ * completed (timeout, abort); a request refused for leaving its window is
+ * MORI_DEVICE_ERANGE with a record in the mailbox, another failed request
+ * MORI_DEVICE_EUNREACHABLE, detailed by the host (mori_window_check). */
 MORI_DEVICE_INLINE int mori_proxy_quiet(mori_window_dev_t win, uint64_t timeout_ns) {
   mori_proxy_ring_t *ring = win.proxy;
   if (!ring) return MORI_DEVICE_OK;
@@ -63,6 +81,7 @@ MORI_DEVICE_INLINE int mori_proxy_quiet(mori_window_dev_t win, uint64_t timeout_
     }
     mori_pause();
   }
+  if (mori_proxy_take_refusal(win)) return MORI_DEVICE_ERANGE;
   return mori_atomic_load_acquire_u64(&ring->failed) ? MORI_DEVICE_EUNREACHABLE : MORI_DEVICE_OK;
 }
 

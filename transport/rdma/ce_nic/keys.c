@@ -6,7 +6,7 @@
  * gets the region's bounds, access rights and the allocation's handle, maps
  * the allocation, and checks every later request against those bounds and
  * rights itself. At the first contact the owner also sends its key table
- * (ce_nic_key_table.c), which the requester reads before every request on
+ * (key_table.c), which the requester reads before every request on
  * a region it cached: a key the owner deregistered since is refused. The
  * owner answers only for keys it registered as remotely accessible, and
  * only to processes of its own user. */
@@ -22,7 +22,8 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
-#include "transport/rdma/ce_nic.h"
+#include "transport/rdma/ce_nic/internal.h"
+#include "transport/rdma/warn_limit.h"
 
 enum { KEY_MAGIC = 0x6b45434du /* "MCEk" */, REPLY_TIMEOUT_S = 10 };
 enum { WANT_TABLE = 1 };
@@ -46,6 +47,10 @@ struct key_reply {
   uint64_t alloc_size, offset; /* the allocation holding it, the region's place in it */
   uint8_t blob[MORI_FABRIC_BLOB_SIZE];
 };
+
+/* A peer that died fails every request to it, each with a warning: a few
+ * lines a second, with a count of the rest. */
+static rdma_warn_limit_t key_warns = RDMA_WARN_LIMIT_INIT("copy-engine NIC key warnings");
 
 uint32_t ce_machine_hash(void) {
   char text[256] = "";
@@ -191,7 +196,7 @@ static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, bool want_
   struct key_request req = {KEY_MAGIC, rkey, want_table ? WANT_TABLE : 0};
   if (connect(s, (struct sockaddr *)&addr, len) != 0 || !same_user(s) ||
       send(s, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req)) {
-    MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) cannot be reached: %s", rkey, addr.sun_path + 1,
+    rdma_warn_limited(&key_warns, "copy-engine NIC: the owner of rkey 0x%x (@%s) cannot be reached: %s", rkey, addr.sun_path + 1,
               strerror(errno));
     close(s);
     return IBV_WC_RETRY_EXC_ERR;
@@ -222,7 +227,7 @@ static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, bool want_
                (bool)rep->has_table == want_table;
   if (!whole) {
     for (int i = 0; i < n_fds; i++) close(fds[i]);
-    MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) sent no whole reply: %zd of %zu bytes%s%s, %d of %d "
+    rdma_warn_limited(&key_warns, "copy-engine NIC: the owner of rkey 0x%x (@%s) sent no whole reply: %zd of %zu bytes%s%s, %d of %d "
               "descriptors%s, key table %s when %s",
               rkey, addr.sun_path + 1, got, sizeof(*rep), got < 0 ? " — " : "", got < 0 ? strerror(recv_errno) : "",
               n_fds, want_fds, (msg.msg_flags & MSG_CTRUNC) ? " (truncated)" : "", rep->has_table ? "sent" : "not sent",
@@ -239,7 +244,7 @@ static enum ibv_wc_status ask(const uint8_t owner[16], uint32_t rkey, bool want_
     case IBV_WC_REM_ACCESS_ERR:
       return (enum ibv_wc_status)rep->status;
     default:
-      MORI_WARN("copy-engine NIC: the owner of rkey 0x%x (@%s) answered with status %d", rkey, addr.sun_path + 1,
+      rdma_warn_limited(&key_warns, "copy-engine NIC: the owner of rkey 0x%x (@%s) answered with status %d", rkey, addr.sun_path + 1,
                 (int)rep->status);
       if (*fd >= 0) close(*fd);
       if (*table_fd >= 0) close(*table_fd);
@@ -330,7 +335,7 @@ bool ce_remote_live(struct ce_context *c, struct ce_remote *r) {
   if (ce_key_live(r->from, r->rkey)) return true;
   struct sockaddr_un addr;
   socket_name(r->owner, &addr);
-  MORI_WARN("copy-engine NIC: rkey 0x%x (slot %u) was deregistered by its owner (@%s): requests on it fail with a "
+  rdma_warn_limited(&key_warns, "copy-engine NIC: rkey 0x%x (slot %u) was deregistered by its owner (@%s): requests on it fail with a "
             "remote access error, and its mapping here goes once the engines are done with it",
             r->rkey, r->rkey & (CE_KEY_SLOTS - 1), addr.sun_path + 1);
   bury_remote(c, r);

@@ -41,7 +41,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
-#include "transport/rdma/ce_nic.h"
+#include "transport/rdma/ce_nic/internal.h"
 
 enum { TABLE_BYTES = CE_KEY_SLOTS * sizeof(uint32_t), GENERATIONS = 1u << (32 - CE_KEY_SLOT_BITS) };
 static const uint32_t SLOT_MASK = CE_KEY_SLOTS - 1;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* The copy-engine NIC: a verbs provider of mori's own, the second executor
- * of the rdma transport beside libibverbs (MORI_RDMA_EXECUTOR=copy_engine).
+/* The copy-engine NIC's insides (ce_nic.h is what a program that asks for
+ * it uses): a verbs provider of mori's own beside libibverbs
+ * (transport/rdma/provider.h).
  * It serves peers that are declared on other nodes (MORI_HOST_ID) but share
  * this machine, so the proxy ring, its ordering and its completion signals
  * can be exercised on a GPU machine without a NIC. It behaves like a NIC
@@ -15,7 +16,7 @@
  *     every request is checked against it right before its copy is queued,
  *     so a peer that cached the region is refused like any unknown key; a
  *     key is a slot and a generation, so a reused slot never revives an
- *     old key (see ce_nic_key_table.c for what stays in flight);
+ *     old key (see key_table.c for what stays in flight);
  *   - requests of one QP execute in order (one copy queue per QP's engine),
  *     and completions are handed out in a random order across everything
  *     that has finished;
@@ -27,24 +28,25 @@
  * the queue's word operations. Not built on HIP (its copy queue keeps no
  * order). A fetch-and-add does not return the old value (the transport
  * never reads it). A context holds at most CE_KEY_SLOTS registrations (a
- * NIC has a limit too; reg_mr then fails with ENOMEM). Files: ce_nic.c (the
- * verbs table), ce_nic_keys.c (the key service: how a peer's registration
- * reaches this process), ce_nic_key_table.c (which keys are live). */
-#ifndef MORI_TRANSPORT_RDMA_CE_NIC_H
-#define MORI_TRANSPORT_RDMA_CE_NIC_H
+ * NIC has a limit too; reg_mr then fails with ENOMEM). Files: verbs.c (the
+ * verbs table and the provider), keys.c (the key service: how a peer's
+ * registration reaches this process), key_table.c (which keys are live). */
+#ifndef MORI_TRANSPORT_RDMA_CE_NIC_INTERNAL_H
+#define MORI_TRANSPORT_RDMA_CE_NIC_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/platform/platform.h"
-#include "transport/rdma/verbs_loader.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
+#include "transport/rdma/provider.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The provider's verbs table. */
+/* The provider's verbs table (mori_ce_nic_provider()->verbs). */
 const struct mori_verbs *mori_ce_nic_verbs(void);
 /* The GPU the next ibv_open_device of this thread puts its copy queues on
  * (verbs has no device argument; without this call, the thread's current
@@ -142,7 +144,7 @@ struct ce_context {
   uint32_t next_qpn, first_generation;
 };
 
-/* ce_nic_keys.c. The service answers "which memory is rkey K" for this
+/* keys.c. The service answers "which memory is rkey K" for this
  * context's registrations and hands out the key table; ce_find_remote asks
  * a peer's and maps the answer, cached (a miss also sweeps out regions
  * whose keys died unnoticed); the caller checks the owner's key table with
@@ -171,7 +173,7 @@ void ce_forget_remotes(struct ce_context *c);
  * engine's count of finished operations, or NULL to ask the engines). */
 void ce_reap_remotes(struct ce_context *c, const uint64_t *finished);
 
-/* ce_nic_key_table.c. This context's table: created with the context, a
+/* key_table.c. This context's table: created with the context, a
  * slot taken and its key published by reg_mr, cleared by dereg_mr before
  * the memory goes (take/revoke: caller holds mr_lock). */
 int ce_key_table_create(struct ce_context *c);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The copy-engine NIC's verbs table (see ce_nic.h): one device, contexts
+/* The copy-engine NIC's verbs table (see internal.h): one device, contexts
  * with a key service and two copy engines, memory regions backed by the
  * platform's shareable allocations, RC queue pairs whose work is checked
  * like a NIC checks it and executed by the engines, and a completion queue
@@ -13,7 +13,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
-#include "transport/rdma/ce_nic.h"
+#include "transport/rdma/ce_nic/internal.h"
 
 static const uint8_t GID_TAG[4] = {'m', 'C', 'E', '1'};
 static struct ibv_device the_device;
@@ -208,7 +208,7 @@ static int dereg_mr(struct ibv_mr *mr) {
   struct ce_mr *m = (struct ce_mr *)mr;
   /* The key dies before the memory can go: a peer checks the table right
    * before each copy, so no request that starts after this store reaches
-   * the memory (ce_nic_key_table.c). */
+   * the memory (key_table.c). */
   pthread_mutex_lock(&c->mr_lock);
   for (struct ce_mr **p = &c->mrs; *p; p = &(*p)->next)
     if (*p == m) {
@@ -416,7 +416,7 @@ static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_
   if (inline_data && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && (uintptr_t)remote % 8) return IBV_WC_REM_INV_REQ_ERR;
   /* The owner may have deregistered the key since this region was cached
    * (or while its answer was on the way): the one check, as close to the
-   * copy as it can be (what can still race with it: ce_nic_key_table.c). */
+   * copy as it can be (what can still race with it: key_table.c). */
   if (!ce_remote_live(c, r)) return IBV_WC_REM_ACCESS_ERR;
   int rc;
   if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
@@ -571,3 +571,14 @@ static const struct mori_verbs table = {
 };
 
 const struct mori_verbs *mori_ce_nic_verbs(void) { return &table; }
+
+static const mori_rdma_provider_t provider = {
+    .size = sizeof(mori_rdma_provider_t),
+    .name = "copy-engine NIC",
+    .verbs = &table,
+    .use_device = mori_ce_nic_use_device,
+};
+
+const mori_rdma_provider_t *mori_ce_nic_provider(void) { return &provider; }
+
+int mori_ce_nic_install(void) { return mori_rdma_use_provider(&provider); }
