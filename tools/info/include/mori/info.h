@@ -19,7 +19,8 @@ enum {
    * (mori_bootstrap_tcp_from_env): makes a comm with every transport and
    * handle library of libmori.so and adds the per-peer table (LSA team,
    * transport and why, rail, NIC) of every rank. Rank 0 writes the whole
-   * report; the other ranks write nothing. */
+   * report; the other ranks write nothing (when the comm cannot be made,
+   * each rank writes its own report, which says why). */
   MORI_INFO_COMM = 1u << 1,
 };
 
