@@ -4,12 +4,20 @@ chose: the torch backend is a CUDA extension (the torch found here is a CUDA
 build), so `bazel build //torch_backend:mori` needs no --config."""
 
 def _to_cuda_impl(settings, attr):
-    return {"//bazel:platform": "cuda"}
+    # The suffix of --config=cuda (.bazelrc): cuda outputs never share a
+    # directory with host or rocm ones.
+    return {
+        "//bazel:platform": "cuda",
+        "//command_line_option:platform_suffix": "-cuda",
+    }
 
 _to_cuda = transition(
     implementation = _to_cuda_impl,
     inputs = [],
-    outputs = ["//bazel:platform"],
+    outputs = [
+        "//bazel:platform",
+        "//command_line_option:platform_suffix",
+    ],
 )
 
 def _cuda_files_impl(ctx):

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
-#include "mori/bootstrap.h"
+#include "core/internal/comm.h"
 #include "mori/plugin.h"
 
 /* A rank without a handle (its export failed) contributes zeros and a "no
@@ -29,7 +29,11 @@ int mori_handle_allgather_blobs(mori_comm_t *comm, int type, const mori_shareabl
     me.offset = mine->offset;
     me.size = mine->size;
   }
-  int rc = mori_bootstrap_allgather(mori_comm_bootstrap(comm), &me, all, sizeof(me));
+  /* A comm step (the node channel when every rank is on one host): made at
+   * every segment, it was a TCP allgather through the bootstrap, which at
+   * start-up with hundreds of ranks on a few cores took longer than the
+   * imports it feeds. */
+  int rc = mori_comm_allgather_named(comm, "handle blobs", &me, all, sizeof(me));
   if (rc) {
     free(all);
     return mori_error_context(rc, "%s handles: exchanging them", mori_handle_type_name(type));

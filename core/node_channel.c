@@ -19,7 +19,6 @@
  * is and its size, so different calls are never paired. */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,6 +27,10 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #include <unistd.h>
 
 #include "core/base/env.h"
@@ -56,8 +59,15 @@ struct area_header {
   uint32_t reserved;
   uint64_t failure_step;
   _Atomic uint64_t failure; /* 0: none */
-  uint8_t pad[24];
+  /* Every rank adds one after publishing a step, so step n is complete once
+   * this reaches n * size (modulo 2^32); waiters sleep on it (a futex word
+   * shared between processes) and the arrival that completes a step wakes
+   * them. `sleepers` lets arrivals skip the wake when nobody sleeps. */
+  _Atomic uint32_t arrivals;
+  _Atomic uint32_t sleepers;
+  uint8_t pad[16];
 };
+_Static_assert(sizeof(struct area_header) == 64, "the header is one cache line");
 
 struct mori_node_channel {
   struct area_header *area;
@@ -154,16 +164,49 @@ void mori_node_channel_destroy(mori_node_channel_t *ch) {
   free(ch);
 }
 
-/* Spins briefly, then yields, then sleeps: ranks usually arrive within
- * microseconds of each other, but a Python rank may be milliseconds late. */
-static void back_off(uint64_t waited_ns, unsigned spins) {
-  if (spins < 256) return;
-  if (waited_ns < 1000000ull) {
-    sched_yield();
-    return;
-  }
-  struct timespec ts = {0, waited_ns < 100000000ull ? 20000 : 1000000};
+enum { SPINS_BEFORE_SLEEP = 64, SLEEP_SLICE_MS = 50 };
+
+#ifdef __linux__
+/* Shared (not FUTEX_PRIVATE): the word lives in memory mapped by several
+ * processes. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
+  struct timespec ts = {(time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull)};
+  (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
+}
+static void futex_wake_all(_Atomic uint32_t *word) { (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0); }
+#else
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
+  (void)word;
+  (void)expected;
+  struct timespec ts = {0, timeout_ns < 20000 ? (long)timeout_ns : 20000};
   nanosleep(&ts, NULL);
+}
+static void futex_wake_all(_Atomic uint32_t *word) { (void)word; }
+#endif
+
+/* Wakes the ranks asleep in a step (a step completed, or the channel failed). */
+static void wake_sleepers(struct area_header *h) {
+  if (atomic_load(&h->sleepers)) futex_wake_all(&h->arrivals);
+}
+
+/* Waits a little for `box` to reach `step`: spins briefly (ranks often
+ * arrive within microseconds of each other), then sleeps until the arrival
+ * that completes a step wakes it, for at most `left_ns` and at most a slice,
+ * so that the caller re-checks the failure word and its deadline. With more
+ * ranks than cores a rank that spins or yields takes the core from the rank
+ * it waits for; a sleeping rank costs nothing and wakes at once. */
+static void wait_a_little(struct area_header *h, mailbox_t *box, uint64_t step, unsigned spins, uint64_t left_ns) {
+  if (spins < SPINS_BEFORE_SLEEP) return;
+  /* Dekker-style with the arriving rank (seq, then arrivals, then sleepers):
+   * either it sees us counted among the sleepers and wakes us, or we see its
+   * arrival (the box's sequence or the changed word) before sleeping. */
+  atomic_fetch_add(&h->sleepers, 1);
+  uint32_t seen = atomic_load(&h->arrivals);
+  if (atomic_load(&box->seq) != step && !atomic_load(&h->failure)) {
+    uint64_t slice = (uint64_t)SLEEP_SLICE_MS * 1000000ull;
+    futex_wait(&h->arrivals, seen, left_ns < slice ? left_ns + 1 : slice);
+  }
+  atomic_fetch_sub(&h->sleepers, 1);
 }
 
 /* failure word: reporter + 1 in bits 0..15, culprit + 1 (0: none) in bits
@@ -185,6 +228,7 @@ static int fail_channel(mori_node_channel_t *ch, int code, int culprit, const ch
   if (atomic_compare_exchange_strong(&ch->area->failure_claimed, &unclaimed, 1)) {
     ch->area->failure_step = ch->step;
     atomic_store(&ch->area->failure, pack_failure(ch->rank, culprit, code));
+    wake_sleepers(ch->area);
   }
   return mori_error_set(code, "%s; this comm's collective steps cannot go on", ch->failed);
 }
@@ -225,6 +269,10 @@ int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const
   mine->bytes = bytes;
   mine->what = id;
   atomic_store(&mine->seq, step); /* sequentially consistent: ordered before our reads of the failure word */
+  /* The step's last arrival (whatever the interleaving, the (step * size)-th
+   * increment comes after every rank published this step) wakes the rest. */
+  uint32_t arrived = atomic_fetch_add(&ch->area->arrivals, 1) + 1;
+  if (arrived == (uint32_t)(step * (uint64_t)ch->size)) wake_sleepers(ch->area);
   uint64_t start = now_ns(), limit = (uint64_t)ch->timeout_ms * 1000000ull;
   for (int r = 0; r < ch->size; r++) {
     mailbox_t *box = &ch->boxes[r * 2 + parity];
@@ -246,7 +294,7 @@ int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const
         return fail_channel(ch, MORI_ERANK_TIMEOUT, r, "node channel: %s %s did not arrive within %d ms (step %llu, rank %d waiting)",
                             count > 1 ? "ranks" : "rank", missing, ch->timeout_ms, (unsigned long long)step, ch->rank);
       }
-      back_off(waited, spins);
+      wait_a_little(ch->area, box, step, spins, limit - waited);
     }
     if (box->bytes != bytes || box->what != id)
       return fail_channel(ch, MORI_EMISMATCH, r,

@@ -17,8 +17,9 @@
 # backend), host (host cost per call at one rank: MORI against torch's
 # default backend), sanitize (gpu_window_test, gpu_coll_test and
 # gpu_shmem_test under compute-sanitizer's memcheck, racecheck and
-# synccheck, one summary line per run), or all of them. MORI_BENCH_ONLY
-# narrows the harness's steps.
+# synccheck, one summary line per run; SANITIZE_TOOLS / SANITIZE_TESTS
+# narrow it), stress (torch's barrier under stress at two ranks), or all of
+# them. MORI_BENCH_ONLY narrows the harness's steps.
 # Results and logs go to $OUT (default /tmp/mori-gpu-out). NVLink multicast
 # stays off everywhere (mori never creates multicast objects).
 set -uo pipefail
@@ -33,12 +34,13 @@ if [ "$mode" = build ]; then
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch \
     //transport/rdma/ce_nic:libmori_ce_nic.so
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
-  cp -f bazel-bin/tests/gpu/gpu_window_test bazel-bin/tests/gpu/gpu_coll_test bazel-bin/tests/gpu/gpu_shmem_test bazel-bin/tests/gpu/bench_p2p \
-    bazel-bin/tests/gpu/bench_coll bazel-bin/tests/gpu/bench_heap bazel-bin/tests/gpu/gpu_proxy_test bazel-bin/tests/gpu/bench_proxy \
-    bazel-bin/tools/launch/mori_launch gpu-bundle/bin/
+  # --config=cuda builds into its own directory, bazel-cuda-bin (.bazelrc).
+  cp -f bazel-cuda-bin/tests/gpu/gpu_window_test bazel-cuda-bin/tests/gpu/gpu_coll_test bazel-cuda-bin/tests/gpu/gpu_shmem_test \
+    bazel-cuda-bin/tests/gpu/bench_p2p bazel-cuda-bin/tests/gpu/bench_coll bazel-cuda-bin/tests/gpu/bench_heap \
+    bazel-cuda-bin/tests/gpu/gpu_proxy_test bazel-cuda-bin/tests/gpu/bench_proxy bazel-cuda-bin/tools/launch/mori_launch gpu-bundle/bin/
   # The copy-engine NIC as a library of its own: the torch suites across
   # declared nodes load it (MORI_TEST_CE_NIC_LIBRARY); the wheel has none.
-  mkdir -p gpu-bundle/lib && cp -f bazel-bin/transport/rdma/ce_nic/libmori_ce_nic.so gpu-bundle/lib/
+  mkdir -p gpu-bundle/lib && cp -f bazel-cuda-bin/transport/rdma/ce_nic/libmori_ce_nic.so gpu-bundle/lib/
   # The Python package: mori.allocator, mori.ops, mori.shmem and the libraries.
   bazel build -c opt //:wheel
   cp -f "$(ls -t bazel-bin/mori-*+cuda-py3-none-*.whl | head -1)" gpu-bundle/
@@ -48,11 +50,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,heap,coll,p2p,bench,host,sanitize|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,heap,coll,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,shared,proxy,heap,coll,p2p,bench,host,sanitize
+[ "$what" = all ] && what=tests,shared,proxy,heap,coll,p2p,bench,host,stress,sanitize
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -92,7 +94,7 @@ if has tests; then
     echo "== $t ($ngpu ranks)"
     gtest_suite "$t" "$ngpu" "$t" "$t"
   done
-  for t in test_torch_backend test_mori_ops test_triton test_views; do
+  for t in test_torch_backend test_mori_ops test_triton test_views test_symm_mem_ops; do
     echo "== torch: $t"
     torch_suite "$t" "$ngpu" 200
   done
@@ -197,6 +199,14 @@ if has host; then
   record "host_cost: $(wc -l < "$OUT/host_cost.jsonl") records, $(grep -c '"error"' "$OUT/host_cost.jsonl") with errors"
 fi
 
+if has stress; then
+  # torch's barrier under stress at two ranks (sharing one GPU where there
+  # is one): the pattern that once hung, MORI_STRESS_RUNS runs; a hang shows
+  # every rank's Python stack after MORI_STRESS_STACKS_AFTER_S.
+  echo "== torch: test_barrier_stress (2 ranks)"
+  MORI_TEST_PG_TIMEOUT_S=${MORI_TEST_PG_TIMEOUT_S:-150} torch_suite test_barrier_stress 2 ${MORI_STRESS_TIMEOUT_S:-400} 'runs done'
+fi
+
 if has sanitize; then
   # Each suite under each compute-sanitizer tool, at SANITIZE_RANKS ranks
   # (default 1: the tools slow kernels down many times over). An error
@@ -206,8 +216,8 @@ if has sanitize; then
   # any other report fails the run.
   sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
   expected=${SANITIZE_EXPECTED:-mori_platform_probe_handle_types}
-  for tool in memcheck racecheck synccheck; do
-    for t in gpu_window_test gpu_coll_test gpu_shmem_test; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+    for t in ${SANITIZE_TESTS:-gpu_window_test gpu_coll_test gpu_shmem_test}; do
       log="$OUT/sanitize_${tool}_$t.log"
       echo "== compute-sanitizer --tool $tool $t (${SANITIZE_RANKS:-1} rank(s))"
       MORI_TEST_RANKS=${SANITIZE_RANKS:-1} timeout 900 "$sanitizer" --tool "$tool" --target-processes all \

@@ -16,8 +16,9 @@ if [ "$gpus" -ge 1 ]; then
   ranks=${MORI_RANKS:-$gpus}
   echo "mori: $gpus GPU(s) found: cuda platform, $ranks ranks"
   bazel build -c opt --config=cuda //tools/launch:mori_launch //tests/gpu:gpu_window_test //tests/gpu:bench_p2p
-  MORI_TEST_RANKS=$ranks bazel-bin/tests/gpu/gpu_window_test
-  bazel-bin/tools/launch/mori_launch -n "$ranks" -t 300 bazel-bin/tests/gpu/bench_p2p
+  # --config=cuda builds into its own directory, bazel-cuda-bin (.bazelrc).
+  MORI_TEST_RANKS=$ranks bazel-cuda-bin/tests/gpu/gpu_window_test
+  bazel-cuda-bin/tools/launch/mori_launch -n "$ranks" -t 300 bazel-cuda-bin/tests/gpu/bench_p2p
   if [ "$ranks" -ge 2 ] && python3 -c "import torch" 2>/dev/null; then
     # Built against this python3's torch (MORI_TORCH_DIR unset), so the
     # wheel matches it.

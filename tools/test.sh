@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The test command (README, CI): installs what it needs, then
+# The test command (README, CI): installs what it needs, checks the SPDX
+# lines and the includes against the Bazel deps (tools/check_layering.py), then
 #   1. every host-platform test (multi-process, 2/4/8 ranks);
 #   2. the same tests under ASan + UBSan;
 #   3. the fuzz targets of what mori reads from others (bootstrap, window
@@ -35,6 +36,8 @@ step() { # $1 = label, rest = command; counts as one check
 }
 
 step "every source file carries its SPDX line (tools/check_spdx.sh)" tools/check_spdx.sh
+step "the include check finds planted violations (tools/check_layering.py --self-test)" tools/check_layering.py --self-test
+step "every #include is of a direct dependency, no package include cycle (tools/check_layering.py)" tools/check_layering.py
 step "every MORI_* variable the code reads is in core/base/env_table.c (tools/check_env_vars.py)" tools/check_env_vars.py
 step "docs/environment.md is what the table generates (bazel run //core/base:env_doc)" \
   bash -c 'diff -u docs/environment.md <(bazel run --noshow_progress //core/base:env_doc 2>/dev/null)'
@@ -57,7 +60,7 @@ step "fuzz the bootstrap's decoders, the rendezvous records and the fd-channel m
 # With no GPU, a GPU build must fail with a clear error, never a crash.
 no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
   local out rc
-  out=$(MORI_RANK=0 MORI_WORLD_SIZE=1 timeout 60 bazel-bin/examples/hello_window 2>&1); rc=$?
+  out=$(MORI_RANK=0 MORI_WORLD_SIZE=1 timeout 60 bazel-$1-bin/examples/hello_window 2>&1); rc=$?
   echo "$out"
   [ "$rc" -eq 1 ] && echo "$out" | grep -q "$2" && echo "$out" | grep -q MORI_ENO_GPU
 }
@@ -71,7 +74,8 @@ done
 step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
 step "bazel build //torch_backend:mori (torch 2.11.0)" bazel build //torch_backend:mori
 # Built, not skipped: the library exists (a skipped build makes only a note).
-torch_lib=$(ls -t $(find -L bazel-out -path '*-ST-*/bin/torch_backend/libmori_torch.so' 2>/dev/null) 2>/dev/null | head -1)
+# (A transition builds it for cuda: bazel-out/<cpu>-<mode>-cuda-ST-<hash>/bin.)
+torch_lib=$(ls -t $(find -L bazel-out -path '*-cuda-ST-*/bin/torch_backend/libmori_torch.so' 2>/dev/null) 2>/dev/null | head -1)
 step "the torch backend was really built" test -n "$torch_lib"
 step "the torch backend exports only public names" tools/check_exports.sh "$torch_lib" mori_torch_finalize \
   mori_torch_build_info mori_torch_alloc mori_torch_free
@@ -95,7 +99,7 @@ step "the wheel in a clean venv: mori.shmem without torch, clear import errors (
   tools/wheel_test.sh "$wheel" .deps/torch
 step "bazel build --config=rocm //:wheel (the same sources for ROCm torch)" \
   bazel build --config=rocm //:wheel
-rocm_wheel=$(ls -t bazel-bin/mori-*+rocm-py3-none-*.whl 2>/dev/null | head -1)
+rocm_wheel=$(ls -t bazel-rocm-bin/mori-*+rocm-py3-none-*.whl 2>/dev/null | head -1)
 step "the rocm wheel in a clean venv: mori.shmem on host, the hip library when asked (tools/wheel_test.sh)" \
   tools/wheel_test.sh "$rocm_wheel"
 # The rocm wheel is linux_x86_64 (its libmori.so links the HIP runtime).

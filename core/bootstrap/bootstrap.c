@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The bootstrap vtable wrapper: checks arguments, then calls the ops. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,21 +17,57 @@ struct mori_bootstrap {
   int timeout_ms; /* 0: the default */
 };
 
+/* What an implementation leaves out -- NULL, or beyond the end of the
+ * smaller struct an older one was built with -- comes from here (the
+ * plug-ins' rule, mori/plugin.h): the mandatory collectives have no
+ * default. */
+static int bootstrap_releases_nothing(void *state) {
+  (void)state;
+  return 0;
+}
+
+static const mori_bootstrap_ops_t bootstrap_defaults = {
+    .size = sizeof(mori_bootstrap_ops_t),
+    .abi_version = MORI_BOOTSTRAP_ABI_VERSION,
+    .name = "?",
+    .fini = bootstrap_releases_nothing,
+};
+
+/* Checks the header and the mandatory ops of `given` (naming the bootstrap
+ * and the op), then copies the bytes it has over the defaults. */
+static int adopt_ops(const mori_bootstrap_ops_t *given, mori_bootstrap_ops_t *out) {
+  if (!given->name) return mori_error_set(MORI_EINVAL, "bootstrap ops without a name");
+  if (given->abi_version < 1 || given->abi_version > MORI_BOOTSTRAP_ABI_VERSION)
+    return mori_error_set(MORI_EINVAL, "bootstrap '%s': ABI version %u, this core supports 1 to %d", given->name,
+                          given->abi_version, MORI_BOOTSTRAP_ABI_VERSION);
+  /* allgather, barrier and bcast are mandatory: a struct must reach bcast. */
+  size_t minimum = offsetof(mori_bootstrap_ops_t, bcast) + sizeof(given->bcast);
+  if (given->size < minimum)
+    return mori_error_set(MORI_EINVAL,
+                          "bootstrap '%s': ops struct of %u bytes is smaller than the mandatory part (%zu bytes: "
+                          "allgather, barrier, bcast)",
+                          given->name, given->size, minimum);
+  memcpy(out, &bootstrap_defaults, sizeof(*out));
+  memcpy(out, given, given->size < sizeof(*out) ? given->size : sizeof(*out));
+  const char *missing = !out->allgather ? "allgather" : !out->barrier ? "barrier" : !out->bcast ? "bcast" : NULL;
+  if (missing) return mori_error_set(MORI_EINVAL, "bootstrap '%s' lacks the mandatory op %s", given->name, missing);
+  if (!out->fini) out->fini = bootstrap_defaults.fini;
+  out->size = sizeof(*out);
+  return 0;
+}
+
 int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank, int size, mori_bootstrap_t **out) {
   if (!ops || !out) return mori_error_set(MORI_EINVAL, "bootstrap: ops and out are required");
-  if (ops->size < offsetof(mori_bootstrap_ops_t, fini) + sizeof(ops->fini) || ops->abi_version != MORI_BOOTSTRAP_ABI_VERSION)
-    return mori_error_set(MORI_EINVAL, "bootstrap '%s': ops size %u / ABI %u, expected %zu / %d",
-                          ops->name ? ops->name : "?", ops->size, ops->abi_version, sizeof(*ops),
-                          MORI_BOOTSTRAP_ABI_VERSION);
-  const char *missing = !ops->allgather ? "allgather" : !ops->barrier ? "barrier" : !ops->bcast ? "bcast" : NULL;
-  if (missing) return mori_error_set(MORI_EINVAL, "bootstrap '%s' lacks the mandatory op %s", ops->name, missing);
+  mori_bootstrap_ops_t adopted;
+  int rc = adopt_ops(ops, &adopted);
+  if (rc) return rc;
   if (size < 1 || rank < 0 || rank >= size)
     return mori_error_set(MORI_EINVAL, "bootstrap '%s': rank %d of size %d is out of range", ops->name, rank, size);
   mori_bootstrap_t *b = mori_bs_calloc(1, sizeof(*b));
   if (!b)
     return mori_error_set(MORI_ENOMEM, "bootstrap '%s': rank %d of %d has no memory for its handle (%zu bytes)",
-                          ops->name ? ops->name : "?", rank, size, sizeof(*b));
-  b->ops = *ops;
+                          ops->name, rank, size, sizeof(*b));
+  b->ops = adopted;
   b->state = state;
   b->rank = rank;
   b->size = size;
@@ -40,7 +77,7 @@ int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank
 
 int mori_bootstrap_destroy(mori_bootstrap_t *b) {
   if (!b) return 0;
-  int rc = b->ops.fini ? b->ops.fini(b->state) : 0;
+  int rc = b->ops.fini(b->state);
   free(b);
   return rc;
 }

@@ -152,6 +152,7 @@ static int challenged(struct tcp_state *s, struct tcp_dial *d, int64_t now) {
     return hard_fail(d, MORI_ERANK_TIMEOUT, text);
   }
   mori_hs_session_keys(key, s->size, s->rank, d->nonce, nonce_root, peer->key_tx, peer->key_rx);
+  peer->keyed = true;
   memset(key, 0, sizeof(key));
   d->fd = -1; /* the link's now */
   d->state = MORI_DIAL_DONE;

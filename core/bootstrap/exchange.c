@@ -34,20 +34,19 @@
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/tcp.h"
 
-/* A frame going out on one link: header, payload, MAC, sent as the socket
+/* A frame going out on one link, its parts sent together as the socket
  * takes them. */
 struct outgoing {
   struct tcp_peer *p;
-  uint8_t head[MORI_WIRE_HEADER_BYTES], mac[MORI_WIRE_MAC_BYTES];
-  const uint8_t *payload;
-  size_t bytes, done;
+  struct tcp_outgoing f;
 };
 
-/* A DATA frame (or an ABORT instead) coming in on one link. */
+/* A DATA frame (or an ABORT instead) coming in on one link: the sealed
+ * header, then the payload, then the frame's MAC. */
 struct incoming {
   struct tcp_peer *p;
   int from; /* the rank at its other end */
-  uint8_t head[MORI_WIRE_HEADER_BYTES], mac[MORI_WIRE_MAC_BYTES];
+  uint8_t head[MORI_WIRE_SEALED_HEADER_BYTES], mac[MORI_WIRE_MAC_BYTES];
   uint8_t text[MORI_WIRE_TEXT_MAX];
   mori_wire_header_t h;
   uint8_t *dst; /* where a DATA frame's payload goes; then the frame's */
@@ -55,45 +54,14 @@ struct incoming {
 };
 
 static void out_start(struct outgoing *o, struct tcp_peer *p, const mori_wire_header_t *h, const void *payload) {
-  memset(o, 0, sizeof(*o));
   o->p = p;
-  o->payload = payload;
-  o->bytes = (size_t)h->bytes;
-  mori_wire_encode(h, o->head);
-  mori_hmac_sha256_t ctx;
-  mori_hs_frame_mac_init(&ctx, p->key_tx, p->sent++);
-  mori_hmac_sha256_update(&ctx, o->head, sizeof(o->head));
-  if (o->bytes) mori_hmac_sha256_update(&ctx, payload, o->bytes);
-  mori_hmac_sha256_final(&ctx, o->mac);
+  mori_tcp_seal(p, h, payload, &o->f);
 }
 
-static bool out_finished(const struct outgoing *o) {
-  return !o->p || o->done == sizeof(o->head) + o->bytes + sizeof(o->mac);
-}
+static bool out_finished(const struct outgoing *o) { return !o->p || mori_tcp_out_finished(&o->f); }
 
 /* Sends what the socket takes now: 0, or MORI_ECONNRESET. */
-static int out_progress(struct outgoing *o) {
-  while (!out_finished(o)) {
-    size_t at = o->done, hb = sizeof(o->head);
-    const uint8_t *from;
-    size_t len;
-    if (at < hb) {
-      from = o->head + at;
-      len = hb - at;
-    } else if (at < hb + o->bytes) {
-      from = o->payload + (at - hb);
-      len = hb + o->bytes - at;
-    } else {
-      from = o->mac + (at - hb - o->bytes);
-      len = hb + o->bytes + sizeof(o->mac) - at;
-    }
-    ssize_t n = send(o->p->fd, from, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-    if (n <= 0) return MORI_ECONNRESET;
-    o->done += (size_t)n;
-  }
-  return 0;
-}
+static int out_progress(struct outgoing *o) { return mori_tcp_out_progress(&o->f); }
 
 static void in_start(struct incoming *in, struct tcp_peer *p, int from, void *dst, size_t want) {
   memset(in, 0, sizeof(*in));
@@ -107,9 +75,10 @@ static bool in_finished(const struct incoming *in) {
   return !in->p || (in->done && in->done == sizeof(in->head) + in->bytes + sizeof(in->mac));
 }
 
-/* Reads what has arrived: 0 (more to come, or finished), MORI_ECONNRESET, or
- * MORI_EPROTO with why. The header is checked as soon as it is complete, so
- * no length is trusted before it is. */
+/* Reads what has arrived (what the link read ahead, then one read):
+ * 0 (more to come, or finished), MORI_ECONNRESET, or MORI_EPROTO with why
+ * (and in->p->forged when a MAC failed). The header's MAC is checked as
+ * soon as the header is in, before any of its fields is used. */
 static int in_progress(struct incoming *in, const struct tcp_state *s, int round, char *why, size_t why_len) {
   size_t hb = sizeof(in->head);
   while (!in_finished(in)) {
@@ -125,11 +94,16 @@ static int in_progress(struct incoming *in, const struct tcp_state *s, int round
       to = in->mac + (in->done - hb - in->bytes);
       len = hb + in->bytes + sizeof(in->mac) - in->done;
     }
-    ssize_t n = recv(in->p->fd, to, len, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-    if (n <= 0) return MORI_ECONNRESET;
+    long n = mori_tcp_read_some(in->p, to, len);
+    if (n == 0) return 0;
+    if (n < 0) return MORI_ECONNRESET;
     in->done += (size_t)n;
     if (in->done == hb) {
+      if (!mori_hs_header_authentic(in->p->key_rx, in->p->received, in->head)) {
+        in->p->forged = true;
+        snprintf(why, why_len, "its frame failed its MAC (altered on the way)");
+        return MORI_EPROTO;
+      }
       int rc = mori_wire_decode(in->head, &in->h, why, why_len);
       if (rc) return rc;
       if (in->h.op == MORI_WIRE_ABORT) { /* bounded by the decoder */
@@ -137,15 +111,11 @@ static int in_progress(struct incoming *in, const struct tcp_state *s, int round
         in->bytes = (size_t)in->h.bytes;
       } else if (in->h.op != MORI_WIRE_DATA || in->h.rank != in->from || in->h.seq != s->seq || in->h.arg != round ||
                  in->h.bytes != in->want) {
+        /* The sender's own header (its MAC passed): a real disagreement. */
         snprintf(why, why_len, "%s frame of rank %d, step %llu, round %d, %llu bytes where DATA of rank %d, step %llu, "
                  "round %d, %zu bytes was due", mori_wire_op_name(in->h.op), in->h.rank,
                  (unsigned long long)in->h.seq, in->h.arg, (unsigned long long)in->h.bytes, in->from,
                  (unsigned long long)s->seq, round, in->want);
-        /* Before taking the header for what it says: is it the sender's? */
-        mori_hs_frame_mac_init(&in->p->rx, in->p->key_rx, in->p->received);
-        mori_hmac_sha256_update(&in->p->rx, in->head, hb);
-        if (mori_tcp_recv_unexpected(in->p, &in->h, mori_net_now_ms() + MORI_TCP_CHECK_WAIT_MS) != 0)
-          snprintf(why, why_len, "its frame failed its integrity check (altered on the way)");
         return MORI_EPROTO;
       } else {
         in->bytes = in->want;
@@ -155,11 +125,12 @@ static int in_progress(struct incoming *in, const struct tcp_state *s, int round
   uint8_t want[MORI_WIRE_MAC_BYTES];
   mori_hmac_sha256_t ctx;
   mori_hs_frame_mac_init(&ctx, in->p->key_rx, in->p->received++);
-  mori_hmac_sha256_update(&ctx, in->head, hb);
+  mori_hmac_sha256_update(&ctx, in->head, MORI_WIRE_HEADER_BYTES);
   if (in->bytes) mori_hmac_sha256_update(&ctx, in->dst, in->bytes);
   mori_hmac_sha256_final(&ctx, want);
   if (!mori_equal_secret(want, in->mac, sizeof(want))) {
-    snprintf(why, why_len, "its frame failed its integrity check (altered on the way)");
+    in->p->forged = true;
+    snprintf(why, why_len, "its frame failed its MAC (altered on the way)");
     return MORI_EPROTO;
   }
   return 0;
@@ -189,13 +160,14 @@ static int exchange_failed(struct tcp_state *s, int code, const char *text) {
  * report, not the closed link: a rank that failed for another's sake and
  * then left is not named as the culprit. */
 static bool pending_abort(struct tcp_state *s, struct tcp_peer *p, int rank, char *text, size_t len, int *code) {
-  uint8_t head[MORI_WIRE_HEADER_BYTES];
+  (void)s;
   mori_wire_header_t h;
   char why[160];
-  if (!p || p->fd < 0 || recv(p->fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof(head) ||
-      mori_wire_decode(head, &h, why, sizeof(why)) != 0 || h.op != MORI_WIRE_ABORT || h.rank != rank)
+  /* Only what arrives at once (a closed connection's last bytes are all
+   * there); the header's MAC is checked before its op is believed. */
+  if (!p || p->fd < 0 || mori_tcp_recv_header(p, &h, mori_net_now_ms() + 100, why, sizeof(why)) != 0 ||
+      h.op != MORI_WIRE_ABORT || h.rank != rank)
     return false;
-  if (mori_tcp_recv_header(p, &h, mori_net_now_ms() + 100, why, sizeof(why)) != 0) return false;
   char peer_text[MORI_WIRE_TEXT_MAX];
   if (mori_tcp_recv_text(p, &h, peer_text, sizeof(peer_text), mori_net_now_ms() + 100) != 0) return false;
   *code = mori_wire_abort_code(h.arg);
@@ -222,11 +194,17 @@ static int transfer(struct tcp_state *s, int round, struct outgoing *out, struct
     }
     int64_t left = deadline - mori_net_now_ms();
     if (left <= 0) break;
-    int ready = poll(fds, (nfds_t)nfds, (int)(left > 1000 ? 1000 : left));
+    /* What the link read ahead is there whatever poll says. */
+    bool ahead = ii >= 0 && mori_tcp_read_ahead(in->p) > 0;
+    int ready = poll(fds, (nfds_t)nfds, ahead ? 0 : (int)(left > 1000 ? 1000 : left));
     if (ready < 0 && errno != EINTR) {
       snprintf(text, sizeof(text), "bootstrap: rank %d: poll failed in step %llu: %s", s->rank,
                (unsigned long long)s->seq, strerror(errno));
       return exchange_failed(s, MORI_EIO, text);
+    }
+    if (ahead) {
+      fds[ii].revents |= POLLIN;
+      if (ready <= 0) ready = 1;
     }
     if (ready <= 0) continue;
     if (oi >= 0 && fds[oi].revents && out_progress(out) != 0) {
@@ -244,6 +222,11 @@ static int transfer(struct tcp_state *s, int round, struct outgoing *out, struct
       snprintf(text, sizeof(text), "bootstrap: rank %d closed its link (exited or crashed) during step %llu",
                in->from, (unsigned long long)s->seq);
     return exchange_failed(s, code, text);
+  }
+  if (rc == MORI_EPROTO && in->p->forged) {
+    snprintf(text, sizeof(text), "bootstrap: a frame from rank %d failed its MAC at step %llu (altered on the way)",
+             in->from, (unsigned long long)s->seq);
+    return exchange_failed(s, MORI_EPROTO, text);
   }
   if (rc == MORI_EPROTO) {
     snprintf(text, sizeof(text), "bootstrap: rank %d sent a malformed frame at step %llu: %s", in->from,

@@ -72,6 +72,42 @@ void mori_hs_frame_mac_init(mori_hmac_sha256_t *ctx, const uint8_t key[MORI_HS_K
   mori_hmac_sha256_update(ctx, le, sizeof(le));
 }
 
+static void header_mac(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter, const uint8_t *header,
+                       uint8_t mac[MORI_WIRE_MAC_BYTES]) {
+  /* The label keeps a header's MAC from ever standing for a frame's (whose
+   * input goes on with the header's magic). */
+  static const char label[] = "header";
+  mori_hmac_sha256_t ctx;
+  mori_hs_frame_mac_init(&ctx, key, counter);
+  mori_hmac_sha256_update(&ctx, label, sizeof(label));
+  mori_hmac_sha256_update(&ctx, header, MORI_WIRE_HEADER_BYTES);
+  mori_hmac_sha256_final(&ctx, mac);
+}
+
+void mori_hs_seal_header(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter, const mori_wire_header_t *h,
+                         uint8_t out[MORI_WIRE_SEALED_HEADER_BYTES]) {
+  mori_wire_encode(h, out);
+  header_mac(key, counter, out, out + MORI_WIRE_HEADER_BYTES);
+}
+
+bool mori_hs_header_authentic(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter,
+                              const uint8_t in[MORI_WIRE_SEALED_HEADER_BYTES]) {
+  uint8_t want[MORI_WIRE_MAC_BYTES];
+  header_mac(key, counter, in, want);
+  return mori_equal_secret(want, in + MORI_WIRE_HEADER_BYTES, sizeof(want));
+}
+
+int mori_hs_open_header(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter,
+                        const uint8_t in[MORI_WIRE_SEALED_HEADER_BYTES], mori_wire_header_t *h, char *why,
+                        size_t why_len) {
+  if (!mori_hs_header_authentic(key, counter, in)) {
+    memset(h, 0, sizeof(*h));
+    snprintf(why, why_len, "its frame failed its MAC (altered on the way)");
+    return MORI_EPROTO;
+  }
+  return mori_wire_decode(in, h, why, why_len);
+}
+
 void mori_hs_reader_reset(mori_hs_reader_t *r) { r->have = 0; }
 
 size_t mori_hs_reader_want(const mori_hs_reader_t *r) { return sizeof(r->buf) - r->have; }

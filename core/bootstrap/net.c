@@ -40,45 +40,6 @@ int mori_net_wait(int fd, short events, int64_t deadline) {
   }
 }
 
-int mori_net_send_all(int fd, const void *buf, size_t len, int64_t deadline) {
-  const char *p = buf;
-  while (len) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= (size_t)n;
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      int rc = mori_net_wait(fd, POLLOUT, deadline);
-      if (rc) return rc;
-      continue;
-    }
-    return MORI_ECONNRESET;
-  }
-  return 0;
-}
-
-int mori_net_recv_all(int fd, void *buf, size_t len, int64_t deadline) {
-  char *p = buf;
-  while (len) {
-    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= (size_t)n;
-      continue;
-    }
-    if (n == 0) return MORI_ECONNRESET;
-    if (errno == EAGAIN || errno == EINTR) {
-      int rc = mori_net_wait(fd, POLLIN, deadline);
-      if (rc) return rc;
-      continue;
-    }
-    return MORI_ECONNRESET;
-  }
-  return 0;
-}
-
 /* One attempt: 0 when connected, else the errno that ended it (ETIMEDOUT
  * when the deadline came first). */
 static int connect_once(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline) {

@@ -247,6 +247,7 @@ static void on_auth(struct admission *a, int i, const mori_wire_header_t *h, con
   }
   struct tcp_peer peer = {.fd = p->fd};
   mori_hs_session_keys(key, p->size, p->rank, p->nonce_rank, p->nonce_root, peer.key_rx, peer.key_tx);
+  peer.keyed = true;
   memset(key, 0, sizeof(key));
   if (p->size != s->size) {
     char text[200];
@@ -577,7 +578,7 @@ static int join_once(struct tcp_state *s, const struct join_target *t, const str
   }
   uint8_t body[MORI_WIRE_NONCE_BYTES + MORI_WIRE_MAC_BYTES];
   if (h.op != MORI_WIRE_CHALLENGE || h.bytes != sizeof(body) ||
-      mori_net_recv_all(fd, body, sizeof(body), deadline) != 0)
+      mori_tcp_read_all(peer, body, sizeof(body), deadline) != 0)
     return mori_error_set(MORI_EPROTO, "bootstrap: what answers at %s is not a mori %s (%s frame of %llu bytes)",
                           t->address, what, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
   uint8_t key[MORI_HS_KEY_BYTES];
@@ -609,6 +610,7 @@ static int join_once(struct tcp_state *s, const struct join_target *t, const str
     return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: %s dropped rank %d during its start-up", t->who, s->rank);
   }
   mori_hs_session_keys(key, s->size, s->rank, nonce_rank, nonce_root, peer->key_tx, peer->key_rx);
+  peer->keyed = true;
   memset(key, 0, sizeof(key));
   return 0;
 }
@@ -654,6 +656,9 @@ int mori_tcp_rank_start(struct tcp_state *s) {
   mori_wire_header_t h;
   char detail[160] = "";
   rc = mori_tcp_recv_header(root, &h, deadline + MORI_TCP_GRACE_MS, detail, sizeof(detail));
+  if (rc == MORI_EPROTO && root->forged)
+    return mori_error_set(MORI_EPROTO, "bootstrap: a frame from rank 0 at %s failed its MAC during start-up (altered on "
+                          "the way)", s->address);
   if (rc == MORI_EPROTO) return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 at %s: %s", s->address, detail);
   if (rc)
     return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s did not confirm rank %d's start-up (%s)",
@@ -662,11 +667,19 @@ int mori_tcp_rank_start(struct tcp_state *s) {
   if (h.op == MORI_WIRE_ABORT) {
     char text[MORI_WIRE_TEXT_MAX];
     if (mori_tcp_recv_text(root, &h, text, sizeof(text), mori_net_now_ms() + 1000) == MORI_EPROTO)
-      return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 at %s: an ABORT failed its integrity check", s->address);
+      return mori_error_set(MORI_EPROTO, "bootstrap: a frame from rank 0 at %s (an ABORT) failed its MAC (altered on "
+                            "the way)", s->address);
     return mori_error_set(mori_wire_abort_code(h.arg), "%s (reported by rank 0)", text);
   }
-  if (h.op != MORI_WIRE_READY || h.bytes != 0 || mori_tcp_recv_end(root, mori_net_now_ms() + 1000) != 0)
-    return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 at %s: unexpected or altered start-up reply (%s)", s->address,
-                          mori_wire_op_name(h.op));
+  if (h.op != MORI_WIRE_READY || h.bytes != 0)
+    return mori_error_set(MORI_EPROTO, "bootstrap: rank 0 at %s: unexpected start-up reply (%s of %llu bytes)",
+                          s->address, mori_wire_op_name(h.op), (unsigned long long)h.bytes);
+  rc = mori_tcp_recv_end(root, mori_net_now_ms() + 1000);
+  if (rc == MORI_EPROTO)
+    return mori_error_set(MORI_EPROTO, "bootstrap: a frame from rank 0 at %s (READY) failed its MAC (altered on the "
+                          "way)", s->address);
+  if (rc)
+    return mori_error_set(MORI_ERANK_TIMEOUT, "bootstrap: rank 0 at %s: its READY broke off (%s)", s->address,
+                          rc == MORI_ETIMEDOUT ? "timed out" : "connection closed; see rank 0's error");
   return 0;
 }

@@ -315,7 +315,22 @@ static int host_set_access(void *va, size_t size, int device) {
   return 0;
 }
 
+/* Whole pages of a large range of shared memory (a signal arena: 2 MiB on
+ * every rank at start-up) are zeroed by handing them back to the tmpfs file
+ * (MADV_REMOVE: they then read as zero in every process that maps them)
+ * rather than written: a memset faults in and clears every page, and every
+ * page touched is one more for each process to tear down at unmap. Partial
+ * pages at the ends, small ranges, and memory that is not a shared file
+ * mapping (madvise refuses) are written. */
+enum { ZERO_BY_REMOVE_MIN = 256 << 10 };
 int mori_platform_memset_zero(int device, void *ptr, size_t size) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)ptr, end = start + size;
+  uintptr_t lo = (start + page - 1) & ~(page - 1), hi = end & ~(page - 1);
+  if (size >= ZERO_BY_REMOVE_MIN && hi > lo && madvise((void *)lo, hi - lo, MADV_REMOVE) == 0) {
+    memset(ptr, 0, lo - start);
+    memset((void *)hi, 0, end - hi);
+    return 0;
+  }
   memset(ptr, 0, size);
   return 0;
 }

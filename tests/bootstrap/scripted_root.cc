@@ -56,7 +56,16 @@ bool ScriptedRootRefuses(int listen_fd, int size, const std::string &secret, Roo
   uint8_t nonce_rank[32], proof[32];
   bool ok = RecvStartup(fd, MORI_WIRE_HELLO, &hello, nonce_rank);
   size_t text_len = strlen(text) + 1;
-  if (ok && when == RootRefuses::kAtHello) {
+  if (ok && when == RootRefuses::kSpeaksProtocol3) {
+    // What a rank 0 of the previous protocol answers: a header whose version
+    // field (bytes 4-5, little-endian) says 3, and a body of 64 bytes.
+    uint8_t body[64] = {};
+    mori_wire_header_t challenge = {MORI_WIRE_CHALLENGE, 0, size, 0, sizeof(body)};
+    std::vector<uint8_t> frame = Frame(challenge, body, sizeof(body));
+    frame[4] = 3;
+    frame[5] = 0;
+    ok = SendAll(fd, frame);
+  } else if (ok && when == RootRefuses::kAtHello) {
     mori_wire_header_t reject = {MORI_WIRE_REJECT, 0, code, 0, text_len};
     ok = SendAll(fd, Frame(reject, text, text_len));
   } else if (ok) {
@@ -68,12 +77,17 @@ bool ScriptedRootRefuses(int listen_fd, int size, const std::string &secret, Roo
     ok = SendAll(fd, Frame(challenge, body, sizeof(body))) && RecvStartup(fd, MORI_WIRE_AUTH, &auth, proof);
     uint8_t to_root[MORI_HS_KEY_BYTES], from_root[MORI_HS_KEY_BYTES];
     mori_hs_session_keys(key, size, hello.rank, nonce_rank, body, to_root, from_root);
-    // The ABORT, MAC'd as rank 0's first frame on this connection.
+    // The ABORT, sealed as rank 0's first frame on this connection: header,
+    // header MAC, text, frame MAC.
     mori_wire_header_t abort = {MORI_WIRE_ABORT, 0, code, 0, text_len};
-    std::vector<uint8_t> frame = Frame(abort, text, text_len);
+    std::vector<uint8_t> frame(MORI_WIRE_SEALED_HEADER_BYTES);
+    mori_hs_seal_header(from_root, 0, &abort, frame.data());
+    const uint8_t *t = reinterpret_cast<const uint8_t *>(text);
+    frame.insert(frame.end(), t, t + text_len);
     mori_hmac_sha256_t mac;
     mori_hs_frame_mac_init(&mac, from_root, 0);
-    mori_hmac_sha256_update(&mac, frame.data(), frame.size());
+    mori_hmac_sha256_update(&mac, frame.data(), MORI_WIRE_HEADER_BYTES);
+    mori_hmac_sha256_update(&mac, t, text_len);
     uint8_t tag[MORI_WIRE_MAC_BYTES];
     mori_hmac_sha256_final(&mac, tag);
     frame.insert(frame.end(), tag, tag + sizeof(tag));

@@ -11,6 +11,7 @@ namespace mori_test {
 enum class RootRefuses {
   kAtHello,  // a REJECT in answer to the HELLO, before anyone proved anything
   kAtReady,  // the whole handshake with the job's secret, then an ABORT instead of READY
+  kSpeaksProtocol3,  // answers the HELLO with a CHALLENGE of bootstrap protocol 3 (code and text unused)
 };
 
 // Accepts one rank of a job of `size` on listen_fd and refuses it as `when`

@@ -5,7 +5,7 @@
 // RDMA device exists (CI), the transport must say so instead of failing the
 // comm. tools/rdma_vm_test.sh runs this suite against Soft-RoCE in a VM;
 // rdma_ce_test runs it with the copy-engine NIC (//transport/rdma/ce_nic,
-// built in with MORI_TEST_CE_NIC) as the rdma transport's provider.
+// linked in from ce_nic_provider.cc) as the rdma transport's provider.
 // The RDMA variables of the Shmem Guide against the real device: rail-only
 // (QP counts per rank), two QPs per peer, a device include list naming rxe0
 // and an exclude list leaving none, the GID index by the guide's name, and
@@ -26,9 +26,6 @@
 #include "mori/team.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
-#ifdef MORI_TEST_CE_NIC
-#include "transport/rdma/ce_nic/ce_nic.h"
-#endif
 
 using mori_test::TestRanks;
 using mori_test::World;
@@ -37,11 +34,9 @@ namespace {
 
 // rdma_ce_test: the copy-engine NIC is the provider of every comm the
 // suite makes (set before main, so every rank's process inherits it).
-#ifdef MORI_TEST_CE_NIC
-const bool kCeNic = mori_ce_nic_install() == 0;
-#else
-const bool kCeNic = false;
-#endif
+// rdma_ce_test links tests/rdma/ce_nic_provider.cc, which defines this.
+extern "C" bool mori_test_ce_nic_installed(void) __attribute__((weak));
+const bool kCeNic = mori_test_ce_nic_installed && mori_test_ce_nic_installed();
 
 // The device the suite runs on: Soft-RoCE's, or the copy-engine NIC's.
 std::string NicName() { return kCeNic ? "mori_ce0" : "rxe0"; }

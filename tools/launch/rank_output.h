@@ -10,7 +10,7 @@ typedef struct rank_output rank_output_t;
 /* Pipes for `size` ranks; NULL (errno set) when they cannot be made. */
 rank_output_t *rank_output_create(int size);
 /* In the child of `rank`, before it runs: its stdout and stderr become the
- * pipes' write ends; every other pipe end is closed. */
+ * pipes' write ends; every other pipe end is closed when it execs. */
 void rank_output_attach_child(rank_output_t *o, int rank);
 /* In the launcher, after forking `rank`: drops that rank's write ends. */
 void rank_output_forked(rank_output_t *o, int rank);

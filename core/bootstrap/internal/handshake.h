@@ -9,6 +9,7 @@
 #ifndef MORI_CORE_BOOTSTRAP_HANDSHAKE_H
 #define MORI_CORE_BOOTSTRAP_HANDSHAKE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,22 @@ void mori_hs_session_keys(const uint8_t key[MORI_HS_KEY_BYTES], int32_t size, in
  * frame's number on its connection (so no frame can be replayed, dropped or
  * reordered unnoticed), then its header and payload (fed by the caller). */
 void mori_hs_frame_mac_init(mori_hmac_sha256_t *ctx, const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter);
+
+/* An authenticated frame opens with its header sealed: the 32-byte header,
+ * then a MAC over {frame number, "header", header} under the session key.
+ * The receiver checks that MAC before it believes any field of the header,
+ * the size it is about to read included. */
+void mori_hs_seal_header(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter, const mori_wire_header_t *h,
+                         uint8_t out[MORI_WIRE_SEALED_HEADER_BYTES]);
+/* Whether the header in `in` is the one its MAC was made for. */
+bool mori_hs_header_authentic(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter,
+                              const uint8_t in[MORI_WIRE_SEALED_HEADER_BYTES]);
+/* 0 with *h decoded; MORI_EPROTO when the MAC does not match (why says the
+ * frame failed its MAC: nothing of the header is used) or, behind a good
+ * MAC, when the decoder refuses the header (why says how). */
+int mori_hs_open_header(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter,
+                        const uint8_t in[MORI_WIRE_SEALED_HEADER_BYTES], mori_wire_header_t *h, char *why,
+                        size_t why_len);
 
 /* Rank 0's reader of one start-up message from a connection nobody vouches
  * for yet (HELLO or AUTH: a header and a 32-byte body), fed as bytes arrive. */

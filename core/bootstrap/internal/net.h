@@ -18,10 +18,6 @@ int64_t mori_net_now_ms(void);
 /* 0 once fd is ready for events; MORI_ETIMEDOUT at the deadline. */
 int mori_net_wait(int fd, short events, int64_t deadline);
 
-/* 0, MORI_ETIMEDOUT, or MORI_ECONNRESET when the peer closed or failed. */
-int mori_net_send_all(int fd, const void *buf, size_t len, int64_t deadline);
-int mori_net_recv_all(int fd, void *buf, size_t len, int64_t deadline);
-
 /* Connects a non-blocking stream socket to sa, retrying while nobody
  * listens yet, until the deadline. 0 with *fd set; else MORI_ETIMEDOUT (or
  * another code) with the last reason in why. */

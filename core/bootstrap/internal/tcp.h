@@ -25,20 +25,35 @@ enum {
    * culprit, and its ABORT (naming it) arrives first. */
   MORI_TCP_ROUND_GRACE_MS = 1000,
   MORI_TCP_ERROR_MAX = 768,
-  /* The most of an unexpected frame read to check its MAC (a header whose
-   * length was altered may claim anything). */
-  MORI_TCP_CHECK_MAX = 1 << 20,
-  MORI_TCP_CHECK_WAIT_MS = 500,
+  /* What a connection reads beyond what was asked for: the rest of a frame
+   * (and the start of the next) comes in with the same system call. */
+  MORI_TCP_READ_AHEAD = 2048,
   MORI_TCP_ADDRESS_MAX = 320,
 };
 
-/* One authenticated connection. */
+/* One connection: before its handshake ends, plain frames; then sealed
+ * ones (wire.h). */
 struct tcp_peer {
   int fd;
+  bool keyed; /* authenticated: the session keys are set and every frame is sealed */
   uint8_t key_tx[MORI_HS_KEY_BYTES]; /* session key of the frames this side sends */
   uint8_t key_rx[MORI_HS_KEY_BYTES];
   uint64_t sent, received; /* frames so far: each MAC covers its number */
   mori_hmac_sha256_t rx;   /* MAC of the frame being received */
+  bool forged;             /* a frame failed its MAC: the connection is worth nothing more */
+  /* Bytes read from fd that no one has taken yet: ahead[ahead_at, ahead_end). */
+  uint32_t ahead_at, ahead_end;
+  uint8_t ahead[MORI_TCP_READ_AHEAD];
+};
+
+/* One frame on its way out, sealed as the connection requires: its parts go
+ * out together, in one sendmsg when the socket takes them at once. */
+struct tcp_outgoing {
+  int fd;
+  uint8_t head[MORI_WIRE_SEALED_HEADER_BYTES], mac[MORI_WIRE_MAC_BYTES];
+  size_t head_bytes, mac_bytes; /* MORI_WIRE_HEADER_BYTES and 0 on a plain connection */
+  const uint8_t *payload;
+  size_t bytes, done;
 };
 
 struct tcp_state {
@@ -57,23 +72,33 @@ struct tcp_state {
   char address[MORI_TCP_ADDRESS_MAX];
 };
 
-/* Frames on an authenticated connection (frame.c). Each returns 0,
- * MORI_ETIMEDOUT, MORI_ECONNRESET, or MORI_EPROTO (why says how). */
+/* Frames (frame.c). Each returns 0, MORI_ETIMEDOUT, MORI_ECONNRESET, or
+ * MORI_EPROTO (why says how; p->forged when a MAC failed). */
+void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, struct tcp_outgoing *o);
+bool mori_tcp_out_finished(const struct tcp_outgoing *o);
+/* Sends what the socket takes now (one sendmsg of every part left): 0, or
+ * MORI_ECONNRESET. */
+int mori_tcp_out_progress(struct tcp_outgoing *o);
 int mori_tcp_send_frame(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, int64_t deadline);
+
+/* Reading: what was read ahead first, then one recvmsg into dst and, behind
+ * it, the read-ahead buffer. read_some: bytes taken (> 0), 0 when nothing
+ * has arrived, MORI_ECONNRESET. read_all waits until the deadline. */
+long mori_tcp_read_some(struct tcp_peer *p, void *dst, size_t len);
+int mori_tcp_read_all(struct tcp_peer *p, void *dst, size_t len, int64_t deadline);
+/* Bytes already read and not yet taken (poll says nothing about these). */
+size_t mori_tcp_read_ahead(const struct tcp_peer *p);
+
+/* The header of the next frame: on an authenticated connection, checked
+ * against its MAC before anything of it is used (MORI_EPROTO with
+ * p->forged when it fails); then decoded, its size bounded. */
 int mori_tcp_recv_header(struct tcp_peer *p, mori_wire_header_t *h, int64_t deadline, char *why, size_t why_len);
 int mori_tcp_recv_payload(struct tcp_peer *p, void *dst, size_t bytes, int64_t deadline);
-/* Reads the frame's MAC and checks it: MORI_EPROTO when it does not match. */
+/* Reads the frame's MAC and checks it: MORI_EPROTO (p->forged) when it does
+ * not match. */
 int mori_tcp_recv_end(struct tcp_peer *p, int64_t deadline);
-/* A frame whose header the caller did not expect (another step, op, rank
- * or size): before the header is taken for what it says, the rest of the
- * frame is read (its payload, up to MORI_TCP_CHECK_MAX bytes, each part
- * within a short wait: a sender writes a frame whole) and its MAC checked.
- * MORI_EPROTO when the frame was altered on the way (its MAC fails, or what
- * follows does not fit the length its header claims); 0 when the MAC is
- * the sender's, so the disagreement is real. */
-int mori_tcp_recv_unexpected(struct tcp_peer *p, const mori_wire_header_t *h, int64_t deadline);
 /* Reads the rest of an ABORT or REJECT whose header was read: its text into
- * text (printable, NUL-terminated) and, for ABORT, its MAC. */
+ * text (printable, NUL-terminated) and, when sealed, its MAC. */
 int mori_tcp_recv_text(struct tcp_peer *p, const mori_wire_header_t *h, char *text, size_t len, int64_t deadline);
 
 /* Start-up (startup.c): rank 0 admits every rank; every other rank joins. */

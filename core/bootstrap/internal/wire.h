@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
-/* The TCP bootstrap's frames on the wire (protocol 3). Every frame opens
+/* The TCP bootstrap's frames on the wire (protocol 4). Every frame opens
  * with a 32-byte little-endian header:
  *   magic u32 "mori" | version u16 | op u16 | rank i32 | arg i32 | seq u64 | bytes u64
- * then a payload of mori_wire_payload_bytes() and, once a connection is
- * authenticated, a 32-byte HMAC-SHA256 over {frame counter, header, payload}
- * under that direction's session key (see handshake.h).
+ * Before a connection is authenticated a frame is that header and a
+ * payload of mori_wire_payload_bytes(). Once it is, every frame is sealed
+ * under that direction's session key (see handshake.h):
+ *   header | header MAC (32) | payload | frame MAC (32)
+ * the header MAC over {frame counter, "header", header}, checked before any
+ * field of the header is believed (its size included: nothing more is read
+ * on the word of a header that was altered), and the frame MAC over {frame
+ * counter, header, payload}. A byte altered anywhere fails one of the two.
  *
- * Start-up (no MAC trailer; the proofs are the authentication), both to
+ * Start-up (no MACs; the proofs are the authentication), both to
  * rank 0 and on a link (a connection between two ranks, see links.h):
  *   rank -> 0  HELLO      rank, arg = world size, payload = the rank's nonce
  *   0 -> rank  CHALLENGE  payload = rank 0's nonce | rank 0's proof
@@ -35,10 +40,12 @@ MORI_EXTERN_C_BEGIN
 
 enum {
   MORI_WIRE_MAGIC = 0x6d6f7269, /* "mori" */
-  MORI_WIRE_VERSION = 3,
+  MORI_WIRE_VERSION = 4,
   MORI_WIRE_HEADER_BYTES = 32,
   MORI_WIRE_NONCE_BYTES = 32,
   MORI_WIRE_MAC_BYTES = 32,
+  /* An authenticated frame's header and its MAC. */
+  MORI_WIRE_SEALED_HEADER_BYTES = MORI_WIRE_HEADER_BYTES + MORI_WIRE_MAC_BYTES,
   /* An ABORT's or REJECT's text, NUL included. */
   MORI_WIRE_TEXT_MAX = 768,
 };
@@ -81,7 +88,8 @@ int mori_wire_decode(const uint8_t in[MORI_WIRE_HEADER_BYTES], mori_wire_header_
  * arrivals (ALLGATHER, BCAST, BARRIER), which carry none. */
 uint64_t mori_wire_payload_bytes(const mori_wire_header_t *h);
 
-/* Whether frames of this op carry a MAC trailer. */
+/* Whether frames of this op are sealed (sent only on an authenticated
+ * connection; a receiver goes by the connection, not by the op). */
 int mori_wire_has_mac(uint32_t op);
 
 /* The code a rank returns for a REJECT or ABORT carrying peer_code: the

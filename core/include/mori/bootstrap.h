@@ -13,15 +13,26 @@ MORI_EXTERN_C_BEGIN
 
 enum { MORI_BOOTSTRAP_ABI_VERSION = 1 };
 
+/* The plug-ins' rules (mori/plugin.h): the struct opens with {size,
+ * abi_version, name}; mori_bootstrap_create accepts ABI versions 1 to
+ * MORI_BOOTSTRAP_ABI_VERSION and a struct smaller than this one (an
+ * implementation built against an older mori), and every op left out --
+ * NULL, or beyond the end of the given struct -- takes its default. The
+ * mandatory ops (allgather, barrier, bcast) have none: a struct without
+ * them is refused with an error naming the bootstrap and the op. New ops
+ * are only ever appended. */
 typedef struct mori_bootstrap_ops {
-  uint32_t size;        /* sizeof(mori_bootstrap_ops_t) the library was built with */
+  uint32_t size;        /* sizeof(mori_bootstrap_ops_t) the implementation was built with */
   uint32_t abi_version; /* MORI_BOOTSTRAP_ABI_VERSION */
-  const char *name;
-  /* recv holds size * bytes: rank r's contribution at r * bytes. */
+  const char *name;     /* required: errors name the bootstrap */
+  /* Mandatory. recv holds size * bytes: rank r's contribution at r * bytes. */
   int (*allgather)(void *state, const void *send, void *recv, size_t bytes);
+  /* Mandatory. */
   int (*barrier)(void *state);
+  /* Mandatory. */
   int (*bcast)(void *state, void *buf, size_t bytes, int root);
-  /* Releases state; called once, from mori_bootstrap_destroy. */
+  /* Releases state; called once, from mori_bootstrap_destroy. Default:
+   * nothing to release. */
   int (*fini)(void *state);
 } mori_bootstrap_ops_t;
 
