@@ -12,6 +12,7 @@ MORI_SDK_LIBS = [
     "//shmem",
     "//shmem:local_plugins",
     "//teams",
+    "//tools/info",
     "//transport/p2p",
     "//transport/rdma",
     "//transport/sdma",

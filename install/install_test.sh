@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 echo "== bazel run //install -- $prefix"
 bazel run "$@" //install -- "$prefix" || { echo "FAIL: bazel run //install"; exit 1; }
 for f in include/mori/version.h include/mori/window.h include/mori/device.h lib/libmori.so lib/pkgconfig/mori.pc \
-  lib/cmake/mori/moriConfig.cmake lib/cmake/mori/moriConfigVersion.cmake bin/mori_launch; do
+  lib/cmake/mori/moriConfig.cmake lib/cmake/mori/moriConfigVersion.cmake bin/mori_launch bin/mori_info; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
 done
 # Every public header of the sources is installed.
@@ -37,6 +37,12 @@ done
 version=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion mori)
 want=$(sed -n 's/^#define MORI_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/mori/version.h")
 [ -n "$version" ] && [ "$version" = "$want" ] || fail "pkg-config says version '$version', mori/version.h '$want'"
+
+# bin/mori_info runs from the tree, on the tree's libmori.so.
+info=$(env -u LD_LIBRARY_PATH "$prefix/bin/mori_info" 2>&1)
+echo "$info" | head -1 | grep -qx "mori $want, platform .*" || fail "bin/mori_info: $(echo "$info" | head -3)"
+ldd "$prefix/bin/mori_info" | grep -q "libmori.so => $prefix/bin/../lib/libmori.so" ||
+  fail "bin/mori_info does not load the tree's libmori.so: $(ldd "$prefix/bin/mori_info" | grep libmori)"
 
 check_run() { # $1 = label, $2 = program
   local out

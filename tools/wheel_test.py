@@ -15,6 +15,7 @@ runtime libraries are absent here: `import mori.allocator` must then fail
 with mori's clear ImportError.
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -138,7 +139,7 @@ class InstalledWheel(unittest.TestCase):
             names = {{str(f) for f in files("mori")}}
             for need in ("mori/lib/host/libmori.so", "mori/lib/{gpu}/libmori.so", "mori/lib/{gpu}/libmori_torch.so",
                          "mori/_build_info.py", "mori/_version.py", "mori/_lib.py", "mori/address_map.py",
-                         "mori/shmem/api.py", "mori/triton/__init__.py", "mori/triton/lib.py",
+                         "mori/info.py", "mori/shmem/api.py", "mori/triton/__init__.py", "mori/triton/lib.py",
                          "mori/triton/bitcode/mori_triton_nvptx.bc", "mori/triton/bitcode/mori_triton_amdgcn.bc",
                          "mori/triton_lib.py"):
                 assert need in names, need
@@ -212,6 +213,22 @@ class InstalledWheel(unittest.TestCase):
             self.assertEqual(p.returncode, 0, f"PE {r}:\n{out}")
             self.assertIn(f"PE {r} of 2 on host: ok", out)
             self.assertIn("mori INFO mori: platform host", out)
+
+    def test_mori_info_from_the_wheel(self):
+        """`python -m mori.info` from the installed wheel alone: the report
+        of the packaged host library (no GPU here), text and JSON."""
+        p = subprocess.run([sys.executable, "-m", "mori.info", "--json"], env=clean_env(()), cwd=tempfile.gettempdir(),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["platform"], "host")
+        self.assertEqual({t["name"] for t in doc["transports"]}, {"p2p", "sdma", "rdma"})
+        code, out = run("""
+            import mori.info
+            print(mori.info.report().splitlines()[0])
+        """)
+        self.assertEqual(code, 0, out)
+        self.assertRegex(out, r"mori \d+\.\d+\.\d+, platform host")
 
     def test_gpu_platform_when_asked_without_a_gpu(self):
         """MORI_PLATFORM=<the GPU one>: its library loads (the driver is

@@ -33,6 +33,8 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
 #define GPU_IPC_LAZY_PEER_ACCESS CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 
 #define GPU_OK CUDA_SUCCESS
+#define GPU_ATTR_CC_MAJOR CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+#define GPU_ATTR_CC_MINOR CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 #define GPU_ERR_NOT_FOUND CUDA_ERROR_NOT_FOUND
 #define GPU_ERR_OUT_OF_MEMORY CUDA_ERROR_OUT_OF_MEMORY
 #define GPU_ERR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE
@@ -81,6 +83,7 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
   X(getDeviceCount, cuDeviceGetCount)                          \
   X(deviceGetUuid, cuDeviceGetUuid)                            \
   X(deviceGetPCIBusId, cuDeviceGetPCIBusId)                    \
+  X(deviceGetName, cuDeviceGetName)                            \
   X(moduleGetGlobal, cuModuleGetGlobal)                        \
   X(ipcGetMemHandle, cuIpcGetMemHandle)                        \
   X(ipcOpenMemHandle, cuIpcOpenMemHandle)                      \
@@ -135,6 +138,8 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
 #define GPU_IPC_LAZY_PEER_ACCESS hipIpcMemLazyEnablePeerAccess
 
 #define GPU_OK hipSuccess
+#define GPU_ATTR_CC_MAJOR hipDeviceAttributeComputeCapabilityMajor
+#define GPU_ATTR_CC_MINOR hipDeviceAttributeComputeCapabilityMinor
 #define GPU_ERR_NOT_FOUND hipErrorNotFound
 #define GPU_ERR_OUT_OF_MEMORY hipErrorOutOfMemory
 #define GPU_ERR_INVALID_VALUE hipErrorInvalidValue
@@ -181,6 +186,7 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
   X(getDeviceCount, hipGetDeviceCount)                          \
   X(deviceGetUuid, hipDeviceGetUuid)                            \
   X(deviceGetPCIBusId, hipDeviceGetPCIBusId)                    \
+  X(deviceGetName, hipDeviceGetName)                            \
   X(moduleGetGlobal, hipModuleGetGlobal)                        \
   X(ipcGetMemHandle, hipIpcGetMemHandle)                        \
   X(ipcOpenMemHandle, hipIpcOpenMemHandle)                      \

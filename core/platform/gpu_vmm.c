@@ -57,6 +57,24 @@ int mori_platform_device_pci_bus_id(int device, char *out, size_t len) {
   return 0;
 }
 
+static int device_describe(int device, char *name, size_t name_len, char *arch, size_t arch_len) {
+  int major = 0, minor = 0;
+  GPU_TRY(gpu.deviceGetName(name, (int)name_len, device), "name of device %d", device);
+  GPU_TRY(gpu.deviceGetAttribute(&major, GPU_ATTR_CC_MAJOR, device), "compute capability of device %d", device);
+  GPU_TRY(gpu.deviceGetAttribute(&minor, GPU_ATTR_CC_MINOR, device), "compute capability of device %d", device);
+#if defined(MORI_PLATFORM_HIP)
+  snprintf(arch, arch_len, "gfx %d.%d", major, minor);
+#else
+  snprintf(arch, arch_len, "sm_%d%d", major, minor);
+#endif
+  return 0;
+}
+
+int mori_platform_device_describe(int device, char *name, size_t name_len, char *arch, size_t arch_len) {
+  int rc = gpu_ready();
+  return rc ? rc : GPU_ON_DEVICE(device, device_describe(device, name, name_len, arch, arch_len));
+}
+
 static int module_set_global(int device, void *module, const char *name, const void *src, size_t size) {
   gpu_va_t at;
   size_t bytes = 0;

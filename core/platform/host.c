@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,24 @@ int mori_platform_device_uuid(int device, uint8_t uuid[16]) {
 int mori_platform_device_pci_bus_id(int device, char *out, size_t len) {
   if (len) out[0] = '\0';
   return mori_error_set(MORI_ENOTSUP, "host: CPU ranks have no PCI device");
+}
+
+int mori_platform_device_describe(int device, char *name, size_t name_len, char *arch, size_t arch_len) {
+  snprintf(name, name_len, "CPU");
+  char line[256];
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  while (f && fgets(line, sizeof(line), f)) {
+    char *colon = strchr(line, ':');
+    if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+    colon += 1 + strspn(colon + 1, " \t");
+    colon[strcspn(colon, "\n")] = '\0';
+    snprintf(name, name_len, "%s", colon);
+    break;
+  }
+  if (f) fclose(f);
+  struct utsname u;
+  snprintf(arch, arch_len, "%s", uname(&u) == 0 ? u.machine : "unknown");
+  return 0;
 }
 
 int mori_platform_module_set_global(int device, void *module, const char *name, const void *src, size_t size) {

@@ -42,6 +42,10 @@ int mori_platform_granularity(int device, size_t *granularity);
 /* The PCI address of `device` in sysfs's spelling ("0000:3b:00.0"), for
  * topology lookups. MORI_ENOTSUP on the host platform. */
 int mori_platform_device_pci_bus_id(int device, char *out, size_t len);
+/* What `device` is, for `mori_info`: its name ("NVIDIA H200") and
+ * architecture ("sm_90" on cuda, "gfx 9.4" (the compute capability) on hip;
+ * on the host platform the CPU's model and the machine ("x86_64")). */
+int mori_platform_device_describe(int device, char *name, size_t name_len, char *arch, size_t arch_len);
 /* Copies `size` host bytes into the global variable `name` of a loaded GPU
  * module (a CUmodule / hipModule_t) on `device`, on mori's own stream.
  * MORI_ENOENT when the module has no such variable, MORI_EMISMATCH when its

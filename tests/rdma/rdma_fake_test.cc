@@ -326,6 +326,35 @@ void RailOnly(int per_node) {
   });
 }
 
+// What mori_info shows of rdma (mori_rdma_peer_status): the NIC and rail
+// for a peer with queue pairs, and why not for the others.
+TEST(RdmaEnv, PeerStatusNamesTheNicTheRailAndWhyNot) {
+  OnNodes(2, 2, {{"MORI_ENABLE_RAIL_ONLY", "1"}}, [](int rank, World &w) {
+    char nic[32], why[256];
+    int rail = -2;
+    int same_rail = (rank + 2) % 4, cross_rail = 3 - rank; // the other node, the other rail
+    EXPECT_EQ(mori_rdma_peer_status(w.comm, same_rail, nic, sizeof(nic), &rail, why, sizeof(why)), 1);
+    EXPECT_STREQ(nic, "fake0");
+    EXPECT_EQ(rail, rank % 2);
+    EXPECT_EQ(mori_rdma_peer_status(w.comm, cross_rail, nic, sizeof(nic), &rail, why, sizeof(why)), 0);
+    EXPECT_TRUE(Contains(why, "MORI_ENABLE_RAIL_ONLY")) << why;
+    EXPECT_EQ(mori_rdma_peer_status(w.comm, rank, nic, sizeof(nic), &rail, why, sizeof(why)), 0);
+    EXPECT_STREQ(why, "this rank");
+    EXPECT_EQ(mori_rdma_peer_status(w.comm, 4, nic, sizeof(nic), &rail, why, sizeof(why)), MORI_EINVAL);
+  });
+}
+
+TEST(RdmaEnv, PeerStatusWithoutADeviceSaysWhichRanksHaveNone) {
+  OnNodes(2, 1, {}, [](int rank, World &w) {
+    char nic[32], why[256];
+    int rail = -2;
+    EXPECT_EQ(mori_rdma_peer_status(w.comm, 1 - rank, nic, sizeof(nic), &rail, why, sizeof(why)), 0);
+    EXPECT_STREQ(nic, "");
+    EXPECT_EQ(rail, -1);
+    EXPECT_TRUE(Contains(why, "no usable device on rank(s) 0, 1")) << why;
+  }, {});
+}
+
 TEST(RdmaEnv, RailOnlyAtTwoNodesOfOneConnectsTheOtherNode) { RailOnly(1); }
 TEST(RdmaEnv, RailOnlyAtTwoNodesOfTwoConnectsSameRailAndSameHost) { RailOnly(2); }
 TEST(RdmaEnv, RailOnlyAtTwoNodesOfFourConnectsSameRailAndSameHost) { RailOnly(4); }

@@ -54,6 +54,16 @@ MORI_API int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, u
  * error naming the peer and the verbs status (MORI_EIO), reported once. */
 MORI_API int mori_rdma_quiet(mori_comm_t *comm);
 
+/* For `mori_info` (tools/info): how the transport stands towards `peer` in
+ * `comm`. 1: queue pairs reach it; 0: they do not, and `why` says why (no
+ * usable device on some rank, with this rank's reason: libibverbs absent,
+ * no device, a port down; rail-only leaves it out; the peer is this rank).
+ * `nic`: the device this rank opened ("" when none); `rail`: this rank's
+ * rail under MORI_ENABLE_RAIL_ONLY, else -1. MORI_EINVAL when the comm does
+ * not hold this transport. */
+MORI_API int mori_rdma_peer_status(const mori_comm_t *comm, int peer, char *nic, size_t nic_len, int *rail, char *why,
+                                   size_t why_len);
+
 MORI_EXTERN_C_END
 
 #endif
