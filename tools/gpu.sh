@@ -32,12 +32,13 @@ if [ "$mode" = build ]; then
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch \
-    //transport/rdma/ce_nic:libmori_ce_nic.so
+    //transport/rdma/ce_nic:libmori_ce_nic.so //tools/info:mori_info
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
   # --config=cuda builds into its own directory, bazel-cuda-bin (.bazelrc).
   cp -f bazel-cuda-bin/tests/gpu/gpu_window_test bazel-cuda-bin/tests/gpu/gpu_coll_test bazel-cuda-bin/tests/gpu/gpu_shmem_test \
     bazel-cuda-bin/tests/gpu/bench_p2p bazel-cuda-bin/tests/gpu/bench_coll bazel-cuda-bin/tests/gpu/bench_heap \
-    bazel-cuda-bin/tests/gpu/gpu_proxy_test bazel-cuda-bin/tests/gpu/bench_proxy bazel-cuda-bin/tools/launch/mori_launch gpu-bundle/bin/
+    bazel-cuda-bin/tests/gpu/gpu_proxy_test bazel-cuda-bin/tests/gpu/bench_proxy bazel-cuda-bin/tools/launch/mori_launch \
+    bazel-cuda-bin/tools/info/mori_info gpu-bundle/bin/
   # The copy-engine NIC as a library of its own: the torch suites across
   # declared nodes load it (MORI_TEST_CE_NIC_LIBRARY); the wheel has none.
   mkdir -p gpu-bundle/lib && cp -f bazel-cuda-bin/transport/rdma/ce_nic/libmori_ce_nic.so gpu-bundle/lib/

@@ -81,7 +81,11 @@ torch_lib=$(ls -t $(find -L bazel-out -path '*-cuda-ST-*/bin/torch_backend/libmo
 step "the torch backend was really built" test -n "$torch_lib"
 step "the torch backend exports only public names" tools/check_exports.sh "$torch_lib" mori_torch_finalize \
   mori_torch_build_info mori_torch_alloc mori_torch_free
-step "libmori.so (cuda) exports only public names" tools/check_exports.sh "$(dirname "$(dirname "$torch_lib")")/libmori.so"
+# mori_rdma_use_provider: the rdma transport's provider seam
+# (transport/rdma/provider.h), exported for providers built apart, such as
+# libmori_ce_nic.so.
+step "libmori.so (cuda) exports only public names" tools/check_exports.sh "$(dirname "$(dirname "$torch_lib")")/libmori.so" \
+  mori_rdma_use_provider
 # Device-generic: the backend library needs neither of torch's device libraries.
 needs_no_torch_device_library() { ! readelf -d "$1" | grep -E 'NEEDED.*(libc10_cuda|libtorch_cuda|libc10_hip|libtorch_hip)'; }
 step "the torch backend needs no torch device library" needs_no_torch_device_library "$torch_lib"

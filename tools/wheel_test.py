@@ -349,7 +349,7 @@ class InstalledWheel(unittest.TestCase):
         """)
         self.assertEqual(code, 0, out)
         self.assertIn("undefined symbol", out)
-        self.assertRegex(out, r"BUILD INFO platform=(cuda|hip) torch=\d+\.\d+")
+        self.assertRegex(out, r"BUILD INFO mori=\d+\.\d+\.\d+ platform=(cuda|hip) torch=\d+\.\d+")
 
 
 if __name__ == "__main__":

@@ -110,9 +110,7 @@ static const mori_env_var_t table[] = {
      .meaning = "The largest message one work request carries, in bytes."},
     {"MORI_RDMA_TIMEOUT_MS", T(1, DAY_MS, LIB), .reader = "transport/rdma", .default_text = "MORI_BOOTSTRAP_TIMEOUT_MS",
      .meaning = "How long a quiet, a blocked post and a window's deregistration wait for completions."},
-    {"MORI_RDMA_EXECUTOR", E("verbs|copy_engine", LIB), .reader = "transport/rdma", .default_text = "verbs",
-     .meaning = "What carries RDMA work: libibverbs, or mori's copy-engine NIC (for tests without a NIC)."},
-    {"MORI_RDMA_CE_FAULTS", S(TOOLS), .reader = "transport/rdma (tests)", .default_text = "unset",
+    {"MORI_RDMA_CE_FAULTS", S(TOOLS), .reader = "transport/rdma/ce_nic (tests)", .default_text = "unset",
      .meaning = "Faults the copy-engine NIC injects, for tests: fail@N or stall@N, comma-separated."},
 
     /* ---- fused collectives (tuning) ---- */
@@ -150,6 +148,9 @@ static const mori_env_var_t table[] = {
      .meaning = "shmem_init pins the init thread to the whole NUMA node, not this GPU's slice of it."},
 
     /* ---- the Python package ---- */
+    {"MORI_PLATFORM", E("host|cuda|hip", PY), .reader = "python (mori._lib)", .default_text = "the GPU's, else host",
+     .meaning = "The platform whose libmori.so the Python package loads; by default the GPU platform when its driver "
+                "finds a device, else the host platform."},
     {"MORI_LIB", S(PY), .reader = "python (mori.shmem)", .default_text = "the libmori.so in the package",
      .meaning = "The libmori.so the package loads."},
     {"MORI_TORCH_LIB", S(PY), .reader = "python (mori)", .default_text = "the libmori_torch.so in the package",
@@ -184,6 +185,20 @@ static const mori_env_var_t table[] = {
      .meaning = "The torch process group's timeout in the torch tests, in seconds."},
     {"MORI_OPS_ITERS", I(1, 1u << 30, TOOLS), .reader = "torch tests", .default_text = "by test",
      .meaning = "Iterations of the torch op tests."},
+    {"MORI_TEST_CE_NIC_LIBRARY", S(TOOLS), .reader = "torch tests", .default_text = "unset",
+     .meaning = "The libmori_ce_nic.so the torch suites across declared nodes load as the rdma provider."},
+    {"MORI_OPS_RESULT", S(TOOLS), .reader = "torch tests (test_symm_mem_ops)", .default_text = "unset",
+     .meaning = "Where the torch.ops.symm_mem check writes one JSON line per op (docs/torch.md's list)."},
+    {"MORI_STRESS_RUNS", I(1, 1u << 20, TOOLS), .reader = "torch tests (test_barrier_stress)", .default_text = "100",
+     .meaning = "Runs of the barrier stress test."},
+    {"MORI_STRESS_STACKS_AFTER_S", I(1, 86400, TOOLS), .reader = "torch tests (test_barrier_stress)",
+     .default_text = "120", .meaning = "After this many seconds the stress test prints every thread's Python stack."},
+    {"MORI_STRESS_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "tools/gpu.sh", .default_text = "400",
+     .meaning = "The time limit of the stress part of tools/gpu.sh."},
+    {"MORI_BENCH_PROVIDER", E("copy_engine|verbs", TOOLS), .reader = "bench_proxy", .default_text = "copy_engine",
+     .meaning = "The rdma provider bench_proxy measures."},
+    {"MORI_AUDITWHEEL_DIR", S(TOOLS), .reader = "tools/wheel_audit.sh", .default_text = ".deps/auditwheel",
+     .meaning = "Where tools/wheel_audit.sh installs auditwheel."},
     {"MORI_COLL_TEST_ITERS", I(1, 1u << 30, TOOLS), .reader = "tests, tools/gpu.sh", .default_text = "by test",
      .meaning = "Iterations of the GPU collectives test."},
     {"MORI_SHARED_SUITES", S(TOOLS), .reader = "tools/gpu.sh", .default_text = "the GPU suites",

@@ -75,18 +75,18 @@ class LocalReport(unittest.TestCase):
         self.assertEqual(doc["heap"]["mode"], "static")
         self.assertEqual(doc["heap"]["size_text"], "6 GiB")
         parsed = {e["name"]: e["parsed"] for e in doc["environment"]}
-        self.assertEqual(parsed["MORI_SHMEM_HEAP_SIZE"], "6 GiB")
+        self.assertEqual(parsed["MORI_SHMEM_HEAP_SIZE"], "6 GiB")  # env-check: ignore (a typo on purpose)
         self.assertIn("heap: static, 6 GiB", run([MORI_INFO], env=env).stdout)
 
     def test_an_unknown_variable_is_warned_with_the_likely_name(self):
-        env = clean_env(MORI_SHMEM_HEAP_SIZ="1G", MORI_LOG_LEVEL="error")
+        env = clean_env(MORI_SHMEM_HEAP_SIZ="1G", MORI_LOG_LEVEL="error")  # env-check: ignore (a typo on purpose)
         out = run([MORI_INFO], env=env).stdout
-        self.assertIn("warning: MORI_SHMEM_HEAP_SIZ=1G: not a variable mori knows (did you mean MORI_SHMEM_HEAP_SIZE?)", out)
+        self.assertIn("warning: MORI_SHMEM_HEAP_SIZ=1G: not a variable mori knows (did you mean MORI_SHMEM_HEAP_SIZE?)", out)  # env-check: ignore (a typo on purpose)
         doc = json.loads(run([MORI_INFO, "--json"], env=env).stdout)
         self.assertEqual(len(doc["warnings"]), 1)
-        self.assertIn("MORI_SHMEM_HEAP_SIZ", doc["warnings"][0])
+        self.assertIn("MORI_SHMEM_HEAP_SIZ", doc["warnings"][0])  # env-check: ignore (a typo on purpose)
         unknown = [e for e in doc["environment"] if not e["known"]]
-        self.assertEqual([e["name"] for e in unknown], ["MORI_SHMEM_HEAP_SIZ"])
+        self.assertEqual([e["name"] for e in unknown], ["MORI_SHMEM_HEAP_SIZ"])  # env-check: ignore (a typo on purpose)
 
     def test_a_malformed_value_is_an_error_line_and_the_comm_says_why(self):
         env = clean_env(MORI_SHMEM_HEAP_SIZE="lots", MORI_LOG_LEVEL="error")
