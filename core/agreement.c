@@ -65,7 +65,7 @@ int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const 
   MORI_TRACE_SCOPE("agree", MORI_TS("step", step), MORI_TA("bytes", bytes), MORI_TA("status", my_status));
   char own[1024] = "";
   if (my_status) snprintf(own, sizeof(own), "%s", mori_last_error());
-  int n = mori_comm_size(comm);
+  int n = comm->size;
   /* A status word (8 bytes, keeping the payload aligned), then the payload. */
   size_t entry = 8 + (bytes + 7) / 8 * 8;
   size_t slot = entry > sizeof(mori_agreement_note_t) ? entry : sizeof(mori_agreement_note_t);
@@ -73,7 +73,7 @@ int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const 
   if (!send || !table) {
     free(send);
     free(table);
-    return mori_error_set(MORI_ENOMEM, "%s: rank %d's agreement table (%d x %zu bytes)", step, mori_comm_rank(comm), n,
+    return mori_error_set(MORI_ENOMEM, "%s: rank %d's agreement table (%d x %zu bytes)", step, comm->rank, n,
                           slot);
   }
   int32_t status = my_status;
@@ -100,7 +100,7 @@ int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const 
     if (rc)
       rc = mori_error_context(rc, "%s: %d rank(s) failed, and their messages could not be gathered", step, failed);
     else
-      rc = mori_agreement_verdict(table, sizeof(note), n, mori_comm_rank(comm), own, step, "rank");
+      rc = mori_agreement_verdict(table, sizeof(note), n, comm->rank, own, step, "rank");
   }
   free(send);
   free(table);

@@ -52,23 +52,6 @@ static void host_identity(char *out, size_t len) {
   snprintf(out, len, "%.24s/%.36s", host, boot);
 }
 
-/* `what` names the call, so that ranks at different calls are never paired. */
-static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
-  MORI_TRACE_SCOPE("comm_allgather", MORI_TS("step", what), MORI_TA("bytes", bytes), MORI_TA("ranks", c->size));
-  uint64_t t = mori_profile_now();
-  int rc = c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD ? mori_node_channel_allgather(c->channel, what, send, recv, bytes)
-                                                             : mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
-  return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
-}
-
-int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t bytes) {
-  return comm_allgather(c, "mori_comm_allgather", send, recv, bytes);
-}
-
-int mori_comm_allgather_named(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
-  return comm_allgather(c, what, send, recv, bytes);
-}
-
 /* MORI_DISABLE_P2P (the Shmem Guide's variable): no peer is reached by
  * load/store, nor by copy engines (they need the peer mapped), so the LSA
  * team is this rank alone and RDMA carries everything it can. */
