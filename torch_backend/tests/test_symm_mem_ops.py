@@ -132,19 +132,20 @@ def _():
 @check("fused_all_gather_matmul (and _async_input_mm under it) matches all-gather then matmul")
 @works("fused_all_gather_matmul", "_async_input_mm")
 def _():
+    # bf16: torch's async-input matmul (sm_90) takes nothing else.
     m, k, n = 256, 512, 384
-    a_shard = rand(m * k, torch.float32, 50 + rank).reshape(m, k)
-    b = rand(k * n, torch.float32, 60).reshape(k, n)  # the same on every rank
+    a_shard = rand(m * k, torch.bfloat16, 50 + rank).reshape(m, k)
+    b = rand(k * n, torch.bfloat16, 60).reshape(k, n)  # the same on every rank
     ref_a = torch.cat(ref_all_gather(a_shard))
     a_full, outs = torch.ops.symm_mem.fused_all_gather_matmul(a_shard, [b], 0, gname)
     torch.testing.assert_close(a_full, ref_a)
-    torch.testing.assert_close(outs[0], ref_a @ b, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(outs[0], ref_a @ b, rtol=2e-2, atol=2e-1)
     # _async_input_mm directly: A's chunks become valid as their signals are set.
     chunks = world
     signals = torch.zeros(chunks, dtype=torch.uint32, device=dev)
     torch.ops.symm_mem.memset32_(signals, 0, 1, chunks)
     got = torch.ops.symm_mem._async_input_mm(ref_a, b, signals, 0)
-    torch.testing.assert_close(got, ref_a @ b, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(got, ref_a @ b, rtol=2e-2, atol=2e-1)
 
 
 @check("fused_matmul_reduce_scatter matches matmul then reduce-scatter")
