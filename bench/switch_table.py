@@ -115,9 +115,9 @@ def alloc_table(recs):
 
 
 def ops_list(rows):
-    lines = [f"**torch's own `torch.ops.symm_mem` operations on MORI memory** (torch {rows[0]['torch']}; each "
-             "entry from `torch_backend/tests/test_symm_mem_ops.py`, which runs every op that applies against a "
-             "reference and fails when torch has an op this list lacks)", "",
+    lines = [f"**torch's own `torch.ops.symm_mem` operations on MORI memory** (torch {rows[0]['torch']}, two ranks "
+             "sharing one H200; each entry from `torch_backend/tests/test_symm_mem_ops.py`, which runs every op "
+             "that applies against a reference and fails when torch has an op this list lacks)", "",
              "| op | on MORI memory | note |", "|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["status"] != "works", r["op"])):
         lines.append(f"| `{r['op']}` | {r['status']} | {r['note']} |")
