@@ -27,8 +27,10 @@
 #ifndef MORI_TRANSPORT_RDMA_PROVIDER_H
 #define MORI_TRANSPORT_RDMA_PROVIDER_H
 
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mori/api.h"
 
@@ -71,6 +73,16 @@ typedef struct mori_rdma_provider {
    * comm's device (verbs has no device argument; a provider that moves
    * data with the GPU's own queues needs it). */
   void (*use_device)(int device);
+  /* Optional (NULL: none). GPU-initiated posting (transport/rdma/gda): a
+   * provider whose queues a kernel can drive itself describes its QPs and
+   * CQs exactly as rdma-core's mlx5dv_init_obj does for a ConnectX
+   * (MLX5DV_OBJ_QP, MLX5DV_OBJ_CQ: the send queue's WQE ring, the doorbell
+   * records, the BlueFlame register, the CQE ring), with every buffer in
+   * memory the comm's device reaches. The software ConnectX
+   * (transport/rdma/swcx) fills it; for libibverbs the transport asks
+   * libmlx5's own mlx5dv_init_obj when the device is a ConnectX. Returns 0
+   * or an errno as mlx5dv_init_obj does. */
+  int (*mlx5dv_init_obj)(struct mlx5dv_obj *obj, uint64_t obj_type);
 } mori_rdma_provider_t;
 
 /* The provider the rdma transport of comms created from now on uses: `p`

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+/* MoE expert parallelism: dispatch and combine (the MORI-EP interface).
+ *
+ * Every rank holds num_experts_per_rank experts; expert e lives on rank
+ * e / num_experts_per_rank. Dispatch sends each input token once to every
+ * distinct rank among its top-k experts (not once per expert), with its
+ * top-k weights, indices and optional scales; combine brings each rank's
+ * processed copy back to the token's source rank and sums the copies in
+ * fp32, in the original token order.
+ *
+ * Receive order (deterministic): a rank's dispatch output holds the tokens
+ * it received ordered by (source rank, source token index); row i's
+ * origin is src_token_pos[i] = src_rank * max_num_inp_token_per_rank +
+ * src_token_id.
+ *
+ * All buffers a call writes are owned by the context and have a fixed
+ * capacity derived from the config (no host synchronisation, so calls are
+ * graph-capturable and may run back to back on one stream). Calls on one
+ * context are issued in the same order on every rank.
+ *
+ * Bad data found on the device (an expert index out of range) is not a
+ * crash: the call completes with that token dropped and the next
+ * mori_ep_check on every rank reports MORI_EINVAL naming the rank, the
+ * token and the index. */
+#ifndef MORI_EP_H
+#define MORI_EP_H
+
+#include <stdint.h>
+
+#include "mori/comm.h"
+#include "mori/device/coll/types.h"
+
+MORI_EXTERN_C_BEGIN
+
+/* The MORI-EP guide's kernel types. IntraNode and InterNode are built;
+ * the others run as InterNode (see docs/ep.md). */
+typedef enum mori_ep_kernel_type {
+  MORI_EP_INTRA_NODE = 0,
+  MORI_EP_INTER_NODE = 1,
+  MORI_EP_INTER_NODE_V1 = 2,
+  MORI_EP_INTER_NODE_V1_LL = 3,
+  MORI_EP_ASYNC_LL = 4,
+} mori_ep_kernel_type_t;
+
+/* Token element types (mori_dtype_t's float types and the fp8 formats). */
+typedef enum mori_ep_dtype {
+  MORI_EP_FLOAT32 = 0,
+  MORI_EP_BFLOAT16 = 1,
+  MORI_EP_FLOAT16 = 2,
+  MORI_EP_FP8_E4M3FN = 3,   /* NVIDIA's float8_e4m3fn */
+  MORI_EP_FP8_E4M3FNUZ = 4, /* AMD's float8_e4m3fnuz */
+} mori_ep_dtype_t;
+
+typedef struct mori_ep_config {
+  mori_ep_dtype_t data_type;          /* dispatch's token type */
+  int32_t rank, world_size;           /* must equal the comm's */
+  uint32_t hidden_dim;                /* elements per token */
+  uint32_t scale_dim;                 /* scales per token (0: none) */
+  uint32_t scale_type_size;           /* bytes per scale */
+  uint32_t max_token_type_size;       /* bytes of the widest token type used (combine may be wider) */
+  uint32_t max_num_inp_token_per_rank;
+  uint32_t num_experts_per_rank;
+  uint32_t num_experts_per_token;     /* top-k */
+  int32_t warp_num_per_block;         /* launch shape; <= 0: chosen */
+  int32_t block_num;
+  int32_t rdma_block_num;
+  int32_t use_external_inp_buf;       /* combine reads the caller's input (1) or the registered buffer (0) */
+  mori_ep_kernel_type_t kernel_type;
+  int32_t gpu_per_node;               /* <= 0: from the comm's locality */
+  int32_t num_qp_per_pe;              /* <= 0: the transport's */
+} mori_ep_config_t;
+
+typedef struct mori_ep mori_ep_t;
+
+/* Defaults: bf16, top-8, warp_num_per_block/block_num chosen, external
+ * input buffer used, IntraNode. */
+MORI_API void mori_ep_config_init(mori_ep_config_t *config);
+/* Collective over every rank of `comm`: checks the config (the same on
+ * every rank, its rank and world_size the comm's) and makes the context's
+ * symmetric buffers. */
+MORI_API int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t **out);
+/* Collective. Waits for the device. NULL is a no-op. */
+MORI_API int mori_ep_destroy(mori_ep_t *ep);
+
+/* The context's output buffers (device memory; host memory on the host
+ * platform), valid until mori_ep_destroy. Capacities in rows:
+ * max_recv_tokens = world_size * max_num_inp_token_per_rank. */
+typedef struct mori_ep_buffers {
+  uint64_t max_recv_tokens;
+  void *dispatch_tokens;        /* [max_recv_tokens, hidden_dim] of data_type */
+  float *dispatch_weights;      /* [max_recv_tokens, top-k] */
+  void *dispatch_scales;        /* [max_recv_tokens, scale_dim * scale_type_size bytes], or NULL */
+  int32_t *dispatch_indices;    /* [max_recv_tokens, top-k] */
+  int32_t *recv_num_token;      /* [1]: rows of this call's dispatch output */
+  int32_t *src_token_pos;       /* [max_recv_tokens]: row i's origin (see above) */
+  void *combine_input;          /* registered combine input: [max_recv_tokens, hidden_dim] of max_token_type_size */
+  void *combine_output;         /* [max_num_inp_token_per_rank, hidden_dim] of the combine dtype */
+  float *combine_weights;       /* [max_num_inp_token_per_rank, top-k] */
+} mori_ep_buffers_t;
+MORI_API int mori_ep_buffers(const mori_ep_t *ep, mori_ep_buffers_t *out);
+
+/* Launch shape of one call; <= 0 fields: the config's, else chosen. */
+typedef struct mori_ep_launch {
+  int32_t block_num, rdma_block_num, warp_per_block;
+} mori_ep_launch_t;
+
+/* Dispatch `num_tokens` tokens (<= max_num_inp_token_per_rank): input
+ * [num_tokens, hidden_dim] of data_type, weights [num_tokens, top-k] fp32
+ * (NULL: none), scales [num_tokens, scale_dim] (NULL: none), indices
+ * [num_tokens, top-k] int32 expert ids. Results in mori_ep_buffers.
+ * `stream`: CUstream / hipStream_t (ignored on the host platform). */
+MORI_API int mori_ep_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales,
+                              const int32_t *indices, uint32_t num_tokens, const mori_ep_launch_t *launch,
+                              void *stream);
+/* The two halves: send publishes this rank's tokens, recv waits for the
+ * peers' and fills the outputs. dispatch = send then recv. */
+MORI_API int mori_ep_dispatch_send(mori_ep_t *ep, const void *input, const float *weights, const void *scales,
+                                   const int32_t *indices, uint32_t num_tokens, const mori_ep_launch_t *launch,
+                                   void *stream);
+MORI_API int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream);
+
+/* Combine the last dispatch: `input` holds this rank's processed rows in
+ * its dispatch output's order (NULL: the registered combine_input) of
+ * `dtype` (bf16 or fp32; fp16 allowed); `weights` [rows, top-k] fp32 in
+ * the same order (NULL: none). Writes combine_output [num_tokens of the
+ * last dispatch, hidden_dim] of `dtype` and combine_weights. */
+MORI_API int mori_ep_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
+                             const mori_ep_launch_t *launch, void *stream);
+MORI_API int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
+                                  const mori_ep_launch_t *launch, void *stream);
+MORI_API int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream);
+
+/* Stream-ordered: clears recv_num_token and the per-call state (the
+ * MORI-EP guide's reset()). Not needed between calls. */
+MORI_API int mori_ep_reset(mori_ep_t *ep, void *stream);
+/* Reports (and clears) what a kernel of this context left: a wait that
+ * timed out, bad data (an index out of range), a refused remote op. */
+MORI_API int mori_ep_check(mori_ep_t *ep);
+/* The config the context was made with. */
+MORI_API const mori_ep_config_t *mori_ep_config(const mori_ep_t *ep);
+
+MORI_EXTERN_C_END
+
+#endif
