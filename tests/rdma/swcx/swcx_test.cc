@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The software ConnectX against WQEs built the way rdma-core's users build
-// them for a ConnectX: mlx5dv.h's own helpers (mlx5dv_set_ctrl_seg,
-// mlx5dv_set_data_seg) and segment structs (mlx5_wqe_raddr_seg,
-// mlx5_wqe_atomic_seg; inline data as its MLX5_INLINE_SEG count) written into the ring that
-// mlx5dv_init_obj describes, the doorbell record bumped, CQE64s polled by
-// their owner bit and read through struct mlx5_cqe64 / mlx5_err_cqe. The
+// them for a ConnectX (mlx5_queues.h: mlx5dv.h's own helpers and structs),
+// CQE64s polled by their owner bit and read through struct mlx5_cqe64 /
+// mlx5_err_cqe. The
 // inner provider is the in-process loopback (loopback_verbs.h): data
 // lands at once, fetch-and-add and compare-and-swap return the old value.
 #include <endian.h>
@@ -20,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/rdma/swcx/loopback_verbs.h"
+#include "tests/rdma/swcx/mlx5_queues.h"
 #include "transport/rdma/swcx/internal.h"
 
 namespace {
@@ -36,20 +35,11 @@ static_assert(offsetof(mlx5_err_cqe, vendor_err_synd) == 54, "vendor_err_synd");
 static_assert(offsetof(mlx5_err_cqe, syndrome) == 55, "syndrome");
 static_assert(offsetof(mlx5_err_cqe, s_wqe_opcode_qpn) == 56, "s_wqe_opcode_qpn");
 
-struct Cqe {
-  bool got = false;
-  mlx5_cqe64 cqe;
-  uint8_t opcode() { return mlx5dv_get_cqe_opcode(&cqe); }
-  uint16_t counter() { return be16toh(cqe.wqe_counter); }
-  uint32_t qpn() { return be32toh(cqe.sop_drop_qpn) & 0xffffff; }
-  uint8_t wqe_opcode() { return be32toh(cqe.sop_drop_qpn) >> 24; }
-  uint8_t syndrome() { return ((mlx5_err_cqe *)&cqe)->syndrome; }
-  uint8_t vendor() { return ((mlx5_err_cqe *)&cqe)->vendor_err_synd; }
-};
+using mlx5_queues::Cqe;
 
 // One opened device of the software ConnectX over the loopback, a CQ, two
 // QPs connected to each other (qp[0] posts, qp[1] is its peer), a local
-// and a remote region.
+// and a remote region; sq / cqs drive qp[0]'s emulated queues.
 struct Nic {
   const mori_rdma_provider_t *p = nullptr;
   const mori_verbs *v = nullptr;
@@ -59,10 +49,11 @@ struct Nic {
   ibv_qp *qp[2] = {};
   ibv_mr *local_mr = nullptr, *remote_mr = nullptr;
   std::vector<char> local = std::vector<char>(kBytes), remote = std::vector<char>(kBytes);
-  mlx5dv_qp dq;
-  mlx5dv_cq dcq;
-  uint16_t pi = 0;
-  uint32_t ci = 0;
+  mlx5_queues::SendQueue sq;
+  mlx5_queues::CompletionQueue cqs;
+  mlx5dv_qp &dq = sq.dq;
+  mlx5dv_cq &dcq = cqs.dcq;
+  uint16_t &pi = sq.pi;
 
   explicit Nic(int max_send_wr = 16, int cqe = 64, bool open = true) {
     p = mori_swcx_provider(loopback::Provider());
@@ -86,6 +77,7 @@ struct Nic {
       init.cap.max_inline_data = 64;
       init.qp_type = IBV_QPT_RC;
       qp[i] = (v->ibv_create_qp)(pd, &init);
+      if (!qp[i]) return;
     }
     for (int i = 0; i < 2; i++) Connect(qp[i], qp[1 - i]->qp_num);
     int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -94,10 +86,11 @@ struct Nic {
     mlx5dv_obj obj;
     memset(&obj, 0, sizeof(obj));
     obj.qp.in = qp[0];
-    obj.qp.out = &dq;
+    obj.qp.out = &sq.dq;
     obj.cq.in = cq;
-    obj.cq.out = &dcq;
+    obj.cq.out = &cqs.dcq;
     EXPECT_EQ(p->mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ), 0);
+    sq.qpn = qp[0]->qp_num;
   }
   ~Nic() {
     for (ibv_qp *q : qp)
@@ -123,98 +116,28 @@ struct Nic {
     EXPECT_EQ((v->ibv_modify_qp)(q, &a, IBV_QP_STATE), 0);
   }
 
-  // The 16 bytes at `off` into the WQE starting at basic block `at`: a
-  // segment never straddles a basic block, whatever the ring's end does.
-  void *Seg(uint16_t at, uint32_t off) {
-    uint32_t bb = (uint16_t)(at + off / 64) & (dq.sq.wqe_cnt - 1);
-    return (char *)dq.sq.buf + bb * dq.sq.stride + off % 64;
-  }
+  void *Seg(uint16_t at, uint32_t off) { return sq.Seg(at, off); }
   void Ctrl(uint16_t at, uint8_t opcode, uint8_t ds, uint8_t fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE, uint32_t qpn = 0) {
-    mlx5dv_set_ctrl_seg((mlx5_wqe_ctrl_seg *)Seg(at, 0), at, opcode, 0, qpn ? qpn : qp[0]->qp_num, fm_ce_se, ds, 0, 0);
+    sq.Ctrl(at, opcode, ds, fm_ce_se, qpn);
   }
-  void Raddr(uint16_t at, uint64_t raddr, uint32_t rkey) {
-    auto *r = (mlx5_wqe_raddr_seg *)Seg(at, 16);
-    r->raddr = htobe64(raddr);
-    r->rkey = htobe32(rkey);
-    r->reserved = 0;
-  }
-  void Data(uint16_t at, uint32_t off, uint32_t len, uint32_t lkey, const void *addr) {
-    mlx5dv_set_data_seg((mlx5_wqe_data_seg *)Seg(at, off), len, lkey, (uintptr_t)addr);
-  }
+  void Raddr(uint16_t at, uint64_t raddr, uint32_t rkey) { sq.Raddr(at, raddr, rkey); }
+  void Data(uint16_t at, uint32_t off, uint32_t len, uint32_t lkey, const void *addr) { sq.Data(at, off, len, lkey, addr); }
+  void Ring(uint16_t bbs, bool blueflame = false) { sq.Ring(bbs, blueflame); }
   uint64_t RemoteAddr(size_t off) { return (uint64_t)(uintptr_t)(remote.data() + off); }
 
-  // The doorbell: the record after the WQEs (and, as libmlx5 does, the
-  // first basic block into the BlueFlame register, which is allowed).
-  void Ring(uint16_t bbs, bool blueflame = false) {
-    uint16_t first = pi;
-    pi = (uint16_t)(pi + bbs);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&dq.dbrec[MLX5_SND_DBR], htobe32(pi), __ATOMIC_RELEASE);
-    if (blueflame) memcpy(dq.bf.reg, Seg(first, 0), 64);
-  }
-
-  // RDMA write of `len` bytes from local+loff to remote+roff; returns its index.
+  // RDMA write of `len` bytes from local+loff to remote+roff.
   uint16_t Write(size_t loff, size_t roff, uint32_t len, uint8_t fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE) {
-    uint16_t at = pi;
-    Ctrl(at, MLX5_OPCODE_RDMA_WRITE, 3, fm_ce_se);
-    Raddr(at, RemoteAddr(roff), remote_mr->rkey);
-    Data(at, 32, len, local_mr->lkey, local.data() + loff);
-    Ring(1);
-    return at;
+    return sq.Write(local.data() + loff, local_mr->lkey, len, RemoteAddr(roff), remote_mr->rkey, fm_ce_se);
   }
-  uint16_t Nop(uint8_t fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE) {
-    uint16_t at = pi;
-    Ctrl(at, MLX5_OPCODE_NOP, 1, fm_ce_se);
-    Ring(1);
-    return at;
-  }
-  // Inline write of `data` to remote+roff; returns its index.
+  uint16_t Nop(uint8_t fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE) { return sq.Nop(fm_ce_se); }
   uint16_t InlineWrite(const std::string &data, size_t roff, uint8_t fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE) {
-    uint16_t at = pi;
-    uint32_t seg = (4 + (uint32_t)data.size() + 15) & ~15u;
-    uint8_t ds = (uint8_t)((32 + seg) / 16);
-    Ctrl(at, MLX5_OPCODE_RDMA_WRITE, ds, fm_ce_se);
-    Raddr(at, RemoteAddr(roff), remote_mr->rkey);
-    // mlx5dv.h has no inline segment struct: its byte count, then the bytes.
-    *(__be32 *)Seg(at, 32) = htobe32((uint32_t)data.size() | MLX5_INLINE_SEG);
-    for (uint32_t i = 0; i < data.size(); i++) ((uint8_t *)Seg(at, (36 + i) & ~15u))[(36 + i) % 16] = (uint8_t)data[i];
-    Ring((uint16_t)((ds * 16 + 63) / 64));
-    return at;
+    return sq.InlineWrite(data, RemoteAddr(roff), remote_mr->rkey, fm_ce_se);
   }
   uint16_t Atomic(uint8_t opcode, size_t roff, uint64_t swap_add, uint64_t compare, size_t loff, uint32_t len = 8) {
-    uint16_t at = pi;
-    Ctrl(at, opcode, 4);
-    Raddr(at, RemoteAddr(roff), remote_mr->rkey);
-    auto *a = (mlx5_wqe_atomic_seg *)Seg(at, 32);
-    a->swap_add = htobe64(swap_add);
-    a->compare = htobe64(compare);
-    Data(at, 48, len, local_mr->lkey, local.data() + loff);
-    Ring(1);
-    return at;
+    return sq.Atomic(opcode, RemoteAddr(roff), remote_mr->rkey, swap_add, compare, local.data() + loff, local_mr->lkey, len);
   }
-
-  // The next CQE once the software ConnectX hands it over (owner bit and
-  // opcode as a ConnectX consumer tests them), consumed: the CQ doorbell
-  // record's consumer index moves on.
-  Cqe Next(int timeout_ms = 5000) {
-    Cqe out;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    auto *slot = (mlx5_cqe64 *)((char *)dcq.buf + (size_t)(ci & (dcq.cqe_cnt - 1)) * dcq.cqe_size);
-    for (;;) {
-      uint8_t op_own = __atomic_load_n(&slot->op_own, __ATOMIC_ACQUIRE);
-      bool sw = (op_own >> 4) != MLX5_CQE_INVALID && (op_own & MLX5_CQE_OWNER_MASK) == ((ci & dcq.cqe_cnt) ? 1 : 0);
-      if (sw) break;
-      if (std::chrono::steady_clock::now() > deadline) return out;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    memcpy(&out.cqe, slot, sizeof(out.cqe));
-    out.got = true;
-    ci++;
-    __atomic_store_n(&dcq.dbrec[0], htobe32(ci & 0xffffff), __ATOMIC_RELEASE);
-    return out;
-  }
-  // Nothing more within `ms`.
-  bool Quiet(int ms = 100) { return !Next(ms).got; }
+  Cqe Next(int timeout_ms = 5000) { return cqs.Next(timeout_ms); }
+  bool Quiet(int ms = 100) { return cqs.Quiet(ms); }
 };
 
 class Swcx : public ::testing::Test {
