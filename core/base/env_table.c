@@ -112,6 +112,8 @@ static const mori_env_var_t table[] = {
      .meaning = "How long a quiet, a blocked post and a window's deregistration wait for completions."},
     {"MORI_RDMA_CE_FAULTS", S(TOOLS), .reader = "transport/rdma/ce_nic (tests)", .default_text = "unset",
      .meaning = "Faults the copy-engine NIC injects, for tests: fail@N or stall@N, comma-separated."},
+    {"MORI_RDMA_SWCX_FAULTS", S(TOOLS), .reader = "transport/rdma/swcx (tests)", .default_text = "unset",
+     .meaning = "Faults the software ConnectX injects, for tests: error@N, late@N:MS or stall@N, comma-separated."},
 
     /* ---- fused collectives (tuning) ---- */
     {"MORI_COLL_SLICE_BYTES", Z(16, 1 * GIB, LIB), .reader = "collectives", .default_text = "chosen per call",
