@@ -205,7 +205,7 @@ int post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
     }
     uint64_t total = 0;
     for (int i = 0; i < wr->num_sge; i++) total += wr->sg_list[i].length;
-    posts.push_back({qp->qp_num, (int)wr->opcode, wr->send_flags, wr->num_sge, total});
+    posts.push_back({qp->qp_num, (int)wr->opcode, wr->send_flags, wr->num_sge, total, wr->imm_data});
     ibv_wc wc;
     memset(&wc, 0, sizeof(wc));
     wc.wr_id = wr->wr_id;

@@ -25,6 +25,7 @@ struct Posted {
   unsigned send_flags;
   int num_sge;
   uint64_t length;  // all SGEs together
+  uint32_t imm_data;
 };
 
 const mori_rdma_provider_t *Provider();

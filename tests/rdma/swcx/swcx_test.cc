@@ -222,6 +222,40 @@ TEST_F(Swcx, InlineWriteSpanningTwoBasicBlocksLands) {
   EXPECT_EQ(posts[0].length, data.size());
 }
 
+TEST_F(Swcx, AWriteGathersSeveralDataSegmentsAndWriteWithImmediateCarriesIt) {
+  Nic n;
+  ASSERT_TRUE(n.ok());
+  for (int i = 0; i < 96; i++) n.local[i] = (char)(i + 1);
+  uint16_t at = n.pi;
+  n.Ctrl(at, MLX5_OPCODE_RDMA_WRITE, 4);  // control, remote address, two data segments
+  n.Raddr(at, n.RemoteAddr(2000), n.remote_mr->rkey);
+  n.Data(at, 32, 16, n.local_mr->lkey, n.local.data() + 80);
+  n.Data(at, 48, 32, n.local_mr->lkey, n.local.data());
+  n.Ring(1);
+  Cqe c = n.Next();
+  ASSERT_TRUE(c.got);
+  EXPECT_EQ(c.opcode(), MLX5_CQE_REQ);
+  EXPECT_EQ(be32toh(c.cqe.byte_cnt), 48u);
+  EXPECT_EQ(memcmp(n.remote.data() + 2000, n.local.data() + 80, 16), 0);
+  EXPECT_EQ(memcmp(n.remote.data() + 2016, n.local.data(), 32), 0);
+  at = n.pi;
+  mlx5dv_set_ctrl_seg((mlx5_wqe_ctrl_seg *)n.Seg(at, 0), at, MLX5_OPCODE_RDMA_WRITE_IMM, 0, n.qp[0]->qp_num,
+                      MLX5_WQE_CTRL_CQ_UPDATE, 3, 0, htobe32(0x1234));
+  n.Raddr(at, n.RemoteAddr(3000), n.remote_mr->rkey);
+  n.Data(at, 32, 8, n.local_mr->lkey, n.local.data());
+  n.Ring(1);
+  c = n.Next();
+  ASSERT_TRUE(c.got);
+  EXPECT_EQ(c.opcode(), MLX5_CQE_REQ);
+  EXPECT_EQ(c.wqe_opcode(), MLX5_OPCODE_RDMA_WRITE_IMM);
+  EXPECT_EQ(memcmp(n.remote.data() + 3000, n.local.data(), 8), 0);
+  auto posts = loopback::Posts();
+  ASSERT_EQ(posts.size(), 2u);
+  EXPECT_EQ(posts[0].num_sge, 2);
+  EXPECT_EQ(posts[1].opcode, IBV_WR_RDMA_WRITE_WITH_IMM);
+  EXPECT_EQ(posts[1].imm_data, htobe32(0x1234));
+}
+
 TEST_F(Swcx, ReadLands) {
   Nic n;
   ASSERT_TRUE(n.ok());
