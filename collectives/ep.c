@@ -185,7 +185,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     v->max_tokens = config->max_num_inp_token_per_rank;
     v->token_bytes = config->hidden_dim * es;
     v->scale_bytes = config->scale_dim * config->scale_type_size;
-    v->timeout_ns = (uint64_t)mori_bootstrap_default_timeout_ms() * 1000000ull;
+    v->timeout_ns = (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm)) * 1000000ull;
   }
   if (!ep) {
     (void)mori_agree(comm, rc, "ep_create: buffers"); /* the peers are in that step */

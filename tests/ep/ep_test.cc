@@ -293,3 +293,31 @@ TEST(Ep, Refusals) {
 }
 
 }  // namespace
+
+namespace {
+
+// A rank that skips a call: the peers' waits end after the timeout (the
+// comm's bootstrap timeout when the context is made: 2 s here) with an
+// error naming what was waited for, instead of hanging.
+TEST(Ep, AMissingPeerTimesOutInsteadOfHanging) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w(20000);
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 2000));
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));  // destroy's step outwaits the timeout
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, Options()));
+    if (rank != size - 1) {  // the last rank skips the next dispatch
+      Inputs in = MakeInputs(s, rank, size, 1);
+      int rc = mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr);
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find(std::to_string(size - 1)), std::string::npos) << mori_last_error();
+    }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
