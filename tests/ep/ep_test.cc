@@ -15,8 +15,10 @@
 
 #include "mori/device/coll/impl/numeric__funcs.h"
 #include "mori/ep.h"
+#include "mori/transport_rdma.h"
 #include "tests/ep/ep_reference.h"
 #include "tests/support/world.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
 
 using mori_test::TestRanks;
 using mori_test::World;
@@ -317,6 +319,46 @@ TEST(Ep, AMissingPeerTimesOutInsteadOfHanging) {
       EXPECT_NE(std::string(mori_last_error()).find(std::to_string(size - 1)), std::string::npos) << mori_last_error();
     }
     MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// Two simulated nodes (MORI_HOST_ID) joined by the rdma transport over the
+// copy-engine NIC: the ranks of the other node are reached through the
+// window's proxy (InterNode). 2 x 1, 2 x 2 and 2 x 4 ranks.
+TEST(Ep, TwoSimulatedNodesThroughTheProxy) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+    ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    int base = 0, lsa = 0;
+    mori_comm_lsa(w.comm, &base, &lsa, nullptr);
+    ASSERT_EQ(lsa, size / 2);  // the other node's ranks are not load/store reachable
+    for (mori_ep_dtype_t dt : {MORI_EP_BFLOAT16, MORI_EP_FP8_E4M3FN}) {
+      Shape s;
+      s.dtype = dt;
+      if (dt == MORI_EP_FP8_E4M3FN) s.hidden = 40, s.scale_dim = 2, s.scale_size = 4;
+      mori_ep_config_t c = Config(s, rank, size);
+      c.kernel_type = MORI_EP_INTER_NODE;
+      mori_ep_t *ep = nullptr;
+      MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+      int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 200 : 500);
+      for (int call = 0; call < calls; call++) {
+        Options o;
+        o.split = call % 3 == 1;
+        o.registered = call % 4 == 2;
+        o.scales = dt == MORI_EP_FP8_E4M3FN;
+        o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+        o.weights = call % 5 != 4;
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << "dtype " << dt;
+      }
+      MORI_EXPECT_OK(mori_ep_check(ep));
+      MORI_EXPECT_OK(mori_ep_destroy(ep));
+    }
   });
 }
 
