@@ -192,6 +192,9 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     ep->comm = comm;
     ep->config = *config;
     ep->device = mori_comm_device(comm);
+    ep->auto_shape = mori_env_enum_or("MORI_EP_LAUNCH_CONFIG_MODE", 0) == 1;
+    int sms = 0, drc = ep->auto_shape ? mori_ep_device_info(ep->device, ep->arch, sizeof(ep->arch), &sms) : 0;
+    if (drc && !rc) rc = drc;
     uint32_t es = elem_bytes((int)config->data_type);
     ep->comb_elem_bytes = config->max_token_type_size ? config->max_token_type_size : (es > 2 ? es : 2);
     mori_ep_dev_t *v = &ep->view;
@@ -265,12 +268,9 @@ static mori_ep_shape_t choose_shape(const mori_ep_t *ep, const mori_ep_launch_t 
   else if (ep->config.block_num > 0) s.blocks = (uint32_t)ep->config.block_num;
   if (launch && launch->warp_per_block > 0) s.warps = (uint32_t)launch->warp_per_block;
   else if (ep->config.warp_num_per_block > 0) s.warps = (uint32_t)ep->config.warp_num_per_block;
-  if ((!s.blocks || !s.warps) && mori_env_enum_or("MORI_EP_LAUNCH_CONFIG_MODE", 0) == 1) {
-    char arch[32];
-    int sms = 0;
+  if ((!s.blocks || !s.warps) && ep->auto_shape) {
     mori_ep_shape_t t;
-    if (!mori_ep_device_info(ep->device, arch, sizeof(arch), &sms) &&
-        mori_ep_table_shape(arch, ep->config.world_size, (int)ep->config.data_type, tokens, ep->config.hidden_dim, &t)) {
+    if (mori_ep_table_shape(ep->arch, ep->config.world_size, (int)ep->config.data_type, tokens, ep->config.hidden_dim, &t)) {
       if (!s.blocks) s.blocks = t.blocks;
       if (!s.warps) s.warps = t.warps;
     }
