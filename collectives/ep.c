@@ -228,7 +228,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
 
 int mori_ep_destroy(mori_ep_t *ep) {
   if (!ep) return 0;
-  int rc = mori_stream_synchronize(ep->device, NULL);
+  int rc = mori_ep_device_wait(ep->device); /* the caller's streams may be non-blocking ones */
   /* No peer may still read this rank's buffers. */
   int arc = mori_agree(ep->comm, rc, "ep_destroy");
   if (!rc) rc = arc;

@@ -446,14 +446,27 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
                                                   ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs         \
                                                 : fetch + ((uint64_t)t * e.copies + (uint64_t)(c)) * fetch_row)
       if (vec) {
-        for (uint32_t g = (uint32_t)lane; g < H / 8; g += (uint32_t)lanes) {
-          float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        /* Four groups of 8 elements per lane at a time: four independent
+         * 16-byte loads in flight per copy. */
+        uint32_t G = H / 8, step = (uint32_t)lanes;
+        uint64_t esz = rs / H;
+        for (uint32_t g0 = (uint32_t)lane; g0 < G; g0 += 4 * step) {
+          float acc[4][8];
+          for (int u = 0; u < 4; u++)
+            for (int k = 0; k < 8; k++) acc[u][k] = 0;
           for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
-            mori_ep_impl_add8(acc, MORI_EP_COPY_ROW(d, c) + (uint64_t)g * 8 * (rs / H), dtype);
+            const char *row = MORI_EP_COPY_ROW(d, c);
+            for (int u = 0; u < 4; u++) {
+              uint32_t g = g0 + (uint32_t)u * step;
+              if (g < G) mori_ep_impl_add8(acc[u], row + (uint64_t)g * 8 * esz, dtype);
+            }
             c++;
           }
-          mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * (rs / H), acc, dtype);
+          for (int u = 0; u < 4; u++) {
+            uint32_t g = g0 + (uint32_t)u * step;
+            if (g < G) mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * esz, acc[u], dtype);
+          }
         }
       } else {
         for (uint32_t x = (uint32_t)lane; x < H; x += (uint32_t)lanes) {
