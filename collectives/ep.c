@@ -87,6 +87,7 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
   PLACE(off_hdr, 2 * v->hdr_bytes);
   PLACE(off_base, 2 * (n + 1) * 4);
   PLACE(off_ready, 2 * 8);
+  PLACE(off_cdone, n * 8);
   *control = at;
   PLACE(off_list, 2 * n * M * 4);
   PLACE(off_pos, 2 * M * n * 4);

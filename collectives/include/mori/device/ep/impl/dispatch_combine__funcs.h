@@ -390,6 +390,10 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
   int external = in && in != reg;
   float *reg_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_in);
   if (send) {
+    /* Two combines of one dispatch: every rank has finished reading this
+     * rank's rows of the previous combine before they are overwritten
+     * (with a dispatch in between this holds already). */
+    rc = mori_ep_impl_wait_all(&e, e.off_cdone, epoch - 1, 4);
     uint32_t rows = (uint32_t)*(volatile int32_t *)mori_ep_impl_local(&e, e.off_recv_num);
     const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
@@ -494,7 +498,15 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
         }
     }
   }
-  if (mori_ep_impl_last_block(&st->done[3], grid) && send) *(volatile uint64_t *)&st->combine_epoch = epoch;
+  if (mori_ep_impl_last_block(&st->done[3], grid)) {
+    if (recv) { /* this rank has read every copy of this combine */
+      mori_ep_impl_publish(&e, e.off_cdone, epoch);
+      /* Nobody waits for these before the next combine: let them complete
+       * now, so that no request is left in flight when the context goes. */
+      if (e.remote) (void)mori_quiet_window(e.win, e.timeout_ns);
+    }
+    if (send) *(volatile uint64_t *)&st->combine_epoch = epoch;
+  }
   return rc;
 }
 
