@@ -115,6 +115,19 @@ bool CheckCall(mori_ep_t *ep, const Shape &s, int me, int n, int call, const Opt
   return CheckCombine(ep, s, me, n, call, call, o, mine, row, b);
 }
 
+// ASan runs the long loops a quarter as long (CI runs every test under it too).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kSlowdown = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kSlowdown = 4;
+#else
+constexpr int kSlowdown = 1;
+#endif
+#else
+constexpr int kSlowdown = 1;
+#endif
+
 int EnvInt(const char *name, int fallback) {
   const char *v = getenv(name);
   return v && *v ? atoi(v) : fallback;
@@ -122,7 +135,8 @@ int EnvInt(const char *name, int fallback) {
 
 // Many calls back to back with a new routing each, every call checked:
 // 10 000, or 3 000 at 8 ranks (8 spinning processes on a CI machine's 2
-// cores take ~4.5 ms a call); MORI_EP_TEST_CALLS overrides the count.
+// cores take ~4.5 ms a call), a quarter of that under ASan;
+// MORI_EP_TEST_CALLS overrides the count.
 TEST(Ep, BackToBackNewRoutingEveryCall) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;
@@ -131,7 +145,7 @@ TEST(Ep, BackToBackNewRoutingEveryCall) {
     mori_ep_config_t c = Config(s, rank, size);
     mori_ep_t *ep = nullptr;
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
-    int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 3000 : 10000);
+    int calls = EnvInt("MORI_EP_TEST_CALLS", (size >= 8 ? 3000 : 10000) / kSlowdown);
     for (int call = 0; call < calls; call++) {
       Options o;
       o.split = call % 3 == 1;
