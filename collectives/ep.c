@@ -150,7 +150,8 @@ static int make_window(mori_ep_t *ep, int rc) {
                         "ep_create: rank %d reaches only ranks [%d, %d) of %d by load/store and no transport gives its window "
                         "a proxy for the others (the rdma transport does)",
                         ep->config.rank, base, base + size, ep->config.world_size);
-  rc = mori_agree(ep->comm, rc, "ep_create: reaching every rank");
+  if (!rc) rc = mori_ep_launch_prepare(ep);
+  rc = mori_agree(ep->comm, rc, "ep_create: every rank reached, the kernels loaded");
   if (rc) {
     mori_window_destroy(win);
     mori_mem_free(mem);

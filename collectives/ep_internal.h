@@ -39,6 +39,11 @@ typedef struct mori_ep_shape {
  * (returning the error a wait left). */
 int mori_ep_launch_dispatch(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream);
 int mori_ep_launch_combine(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream);
+/* At creation: loads the kernels into the device's context and measures
+ * what the launcher needs (GPU), so that no first launch loads a module
+ * while another kernel of the context spins (CUDA's lazy loading may wait
+ * for it) or while a stream is being captured. Host platform: nothing. */
+int mori_ep_launch_prepare(const mori_ep_t *ep);
 /* Waits for everything queued on the device (any stream). */
 int mori_ep_device_wait(int device);
 /* recv_num_token := 0, stream-ordered. */

@@ -121,6 +121,19 @@ extern "C" int mori_ep_launch_combine(const mori_ep_t *ep, const mori_ep_args_t 
   return launch(ep, ep_combine_kernel, a, shape, stream);
 }
 
+extern "C" int mori_ep_launch_prepare(const mori_ep_t *ep) {
+  DeviceScope scope(ep->device);
+  if (scope.status != GPU_SUCCESS) return fail(scope.status, "selecting the context's device");
+  gpu(FuncAttributes) attr;
+  status_t e = gpu(FuncGetAttributes)(&attr, reinterpret_cast<const void *>(ep_dispatch_kernel));
+  if (e == GPU_SUCCESS) e = gpu(FuncGetAttributes)(&attr, reinterpret_cast<const void *>(ep_combine_kernel));
+  if (e != GPU_SUCCESS) return fail(e, "loading the kernels");
+  int ws = 32, blocks = 0;
+  int rc = warp_size(ep->device, &ws);
+  int warps = 16 * ws > kMaxThreads ? kMaxThreads / ws : 16; /* the default shape */
+  return rc ? rc : resident_blocks(ep->device, warps * ws, ws, &blocks);
+}
+
 extern "C" int mori_ep_device_wait(int device) {
   DeviceScope scope(device);
   if (scope.status != GPU_SUCCESS) return fail(scope.status, "selecting the context's device");
