@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: MIT
+/* Bodies of mori/device/ep/dispatch_combine.h. Internal: mori_ep_impl_*
+ * may change between releases. */
+#ifndef MORI_DEVICE_EP_IMPL_DISPATCH_COMBINE_FUNCS_H
+#define MORI_DEVICE_EP_IMPL_DISPATCH_COMBINE_FUNCS_H
+
+#include "mori/device/coll/impl/numeric__funcs.h"
+#include "mori/device/ep/dispatch_combine.h"
+#include "mori/device/put.h"
+
+/* Fixed-count loops over registers are unrolled on GPUs (an array indexed
+ * in a loop that is not would live in local memory). */
+#if defined(MORI_DEVICE_COMPILER_HOST)
+#define MORI_EP_UNROLL
+#else
+#define MORI_EP_UNROLL _Pragma("unroll")
+#endif
+
+MORI_DEVICE_INLINE char *mori_ep_impl_local(const mori_ep_dev_t *e, uint64_t off) {
+  return (char *)mori_local_ptr(e->win, off);
+}
+MORI_DEVICE_INLINE char *mori_ep_impl_peer(const mori_ep_dev_t *e, int rank, uint64_t off) {
+  return (char *)mori_peer_ptr(e->win, rank, off);
+}
+MORI_DEVICE_INLINE mori_ep_state_t *mori_ep_impl_state(const mori_ep_dev_t *e) {
+  return (mori_ep_state_t *)mori_ep_impl_local(e, e->off_state);
+}
+
+/* This thread's warp among the grid's, and how many there are. */
+MORI_DEVICE_INLINE void mori_ep_impl_warps(uint32_t block, uint32_t grid, uint32_t *warp, uint32_t *warps) {
+  uint32_t per = (uint32_t)(MORI_THREAD_COUNT_BLOCK() / MORI_THREAD_COUNT_WARP());
+  *warp = block * per + (uint32_t)(MORI_THREAD_RANK_BLOCK() / MORI_THREAD_COUNT_WARP());
+  *warps = grid * per;
+}
+
+/* Whether token t is dropped (an expert index out of range; *slot: the
+ * first bad top-k slot). */
+MORI_DEVICE_INLINE int mori_ep_impl_bad(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t, uint32_t *slot) {
+  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank;
+  for (uint32_t j = 0; j < e->top_k; j++) {
+    int32_t x = idx[(uint64_t)t * e->top_k + j];
+    if (x < 0 || (uint32_t)x >= total) {
+      *slot = j;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Whether token t goes to rank d (not dropped, and one of its experts is there). */
+MORI_DEVICE_INLINE int mori_ep_impl_goes_to(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t, int d) {
+  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank;
+  int hit = 0;
+  for (uint32_t j = 0; j < e->top_k; j++) {
+    int32_t x = idx[(uint64_t)t * e->top_k + j];
+    if (x < 0 || (uint32_t)x >= total) return 0;
+    hit |= (uint32_t)x / e->experts_per_rank == (uint32_t)d;
+  }
+  return hit;
+}
+
+/* Whether a peer reads token t's row (one of its experts is elsewhere). */
+MORI_DEVICE_INLINE int mori_ep_impl_leaves(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t) {
+  for (uint32_t j = 0; j < e->top_k; j++) {
+    uint32_t x = (uint32_t)idx[(uint64_t)t * e->top_k + j];
+    if (x < (uint32_t)e->world_size * e->experts_per_rank && x / e->experts_per_rank != (uint32_t)e->rank) return 1;
+  }
+  return 0;
+}
+
+/* Exclusive prefix sum of v[0, nt) in place, block scope (every thread
+ * has written its v[tid]); returns the total. In groups of 32 entries, so
+ * that no thread walks more than 32 of them one after another; g: 33
+ * entries of scratch. */
+MORI_DEVICE_INLINE uint32_t mori_ep_impl_block_scan(uint32_t *v, uint32_t *g, uint32_t nt) {
+  uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), groups = (nt + 31) / 32;
+  MORI_SYNC_BLOCK();
+  if (tid < groups) {
+    uint32_t sum = 0, end = tid * 32 + 32 < nt ? tid * 32 + 32 : nt;
+    for (uint32_t i = tid * 32; i < end; i++) {
+      uint32_t x = v[i];
+      v[i] = sum;
+      sum += x;
+    }
+    g[tid] = sum;
+  }
+  MORI_SYNC_BLOCK();
+  if (tid == 0) {
+    uint32_t sum = 0;
+    for (uint32_t i = 0; i < groups; i++) {
+      uint32_t x = g[i];
+      g[i] = sum;
+      sum += x;
+    }
+    g[32] = sum;
+  }
+  MORI_SYNC_BLOCK();
+  uint32_t total = g[32];
+  if (tid < nt) v[tid] += g[tid / 32];
+  MORI_SYNC_BLOCK();
+  return total;
+}
+
+/* Block 0 of dispatch's send half: the header (bad record, counts) and the
+ * per-destination lists, in token order. Each thread takes a contiguous
+ * run of tokens; a block-wide prefix over the runs places them. The
+ * scratch is shared memory on GPUs. */
+MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p) {
+  int n = e->world_size;
+  uint32_t T = a->num_tokens, K = e->top_k, M = e->max_tokens;
+  uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
+  uint32_t chunk = (T + nt - 1) / nt, lo = tid * chunk < T ? tid * chunk : T, hi = lo + chunk < T ? lo + chunk : T;
+#if defined(MORI_DEVICE_COMPILER_HOST)
+  uint32_t *scan = (uint32_t *)mori_ep_impl_local(e, e->off_scan);
+#else
+  __shared__ uint32_t scan[MORI_EP_MAX_THREADS + 40];
+#endif
+  uint32_t *groups = scan + MORI_EP_MAX_THREADS;
+  int32_t *hdr = (int32_t *)mori_ep_impl_local(e, e->off_hdr + p * e->hdr_bytes);
+  int32_t *list = (int32_t *)mori_ep_impl_local(e, e->off_list) + p * (uint64_t)n * M;
+  int32_t *pos = (int32_t *)mori_ep_impl_local(e, e->off_pos) + p * (uint64_t)M * (uint64_t)n;
+  uint32_t first = 0xffffffffu, count = 0, slot = 0;
+  for (uint32_t t = lo; t < hi; t++)
+    if (mori_ep_impl_bad(e, a->indices, t, &slot)) {
+      if (first == 0xffffffffu) first = t;
+      count++;
+    }
+  scan[tid] = count;
+  uint32_t bad = mori_ep_impl_block_scan(scan, groups, nt);
+  if (tid == 0) {
+    hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)bad;
+    hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
+  }
+  /* The first bad token is in the first run that has one: the thread
+   * with bad tokens and none before it. */
+  if (count && scan[tid] == 0) {
+    mori_ep_impl_bad(e, a->indices, first, &slot);
+    hdr[MORI_EP_HDR_BAD_TOKEN] = (int32_t)first;
+    hdr[MORI_EP_HDR_BAD_SLOT] = (int32_t)slot;
+    hdr[MORI_EP_HDR_BAD_INDEX] = a->indices[(uint64_t)first * K + slot];
+  }
+  for (int d = 0; d < n; d++) {
+    uint32_t c = 0;
+    for (uint32_t t = lo; t < hi; t++) c += (uint32_t)mori_ep_impl_goes_to(e, a->indices, t, d);
+    scan[tid] = c;
+    uint32_t total = mori_ep_impl_block_scan(scan, groups, nt);
+    if (tid == 0) hdr[MORI_EP_HDR_COUNTS + d] = (int32_t)total;
+    uint32_t o = scan[tid];
+    for (uint32_t t = lo; t < hi; t++) {
+      if (mori_ep_impl_goes_to(e, a->indices, t, d)) {
+        list[(uint64_t)d * M + o] = (int32_t)t;
+        pos[(uint64_t)t * (uint64_t)n + (uint64_t)d] = (int32_t)o++;
+      } else {
+        pos[(uint64_t)t * (uint64_t)n + (uint64_t)d] = -1;
+      }
+    }
+  }
+}
+
+/* Every block arrives; returns 1 in thread 0 of the last block to arrive
+ * (after every block's stores are visible), 0 elsewhere. */
+MORI_DEVICE_INLINE int mori_ep_impl_last_block(uint32_t *done, uint32_t grid) {
+  MORI_SYNC_BLOCK();
+  int last = 0;
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    mori_fence_system();
+    last = mori_atomic_add_u32(done, 1) == grid - 1;
+    if (last) {
+      *(volatile uint32_t *)done = 0; /* every block has arrived: ready for the next kernel */
+      mori_fence_system();
+    }
+  }
+  return last;
+}
+
+/* The last block raises this rank's flag (at `flags`, indexed by source)
+ * on every rank: a release store, or through the proxy for a rank outside
+ * the load/store team (a failed submit leaves its record in the mailbox,
+ * and that rank's wait times out). */
+MORI_DEVICE_INLINE void mori_ep_impl_publish(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch) {
+  for (int r = 0; r < e->world_size; r++) (void)mori_signal_set(e->win, r, flags + (uint64_t)e->rank * 8, epoch);
+}
+
+/* Until every source's flag at `flags` holds >= epoch (thread 0 polls,
+ * then the block reads what they guard). A wait that times out or is
+ * aborted leaves its record (peer, channel) and returns the error. */
+MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch, uint32_t channel) {
+  int rc = MORI_DEVICE_OK;
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    for (int s = 0; s < e->world_size && !rc; s++) {
+      uint64_t *flag = (uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8), start = 0, seen;
+      for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(flag)) < epoch; spin++) {
+        rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen);
+        if (rc) break;
+        mori_pause();
+      }
+    }
+  }
+  return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_ETIMEDOUT : MORI_DEVICE_OK;
+}
+
+/* Block 0 fetches what the ranks outside the load/store team published for
+ * this call into this rank's window through the proxy (dispatch: their
+ * headers, then the lists of what they send this rank; combine: where this
+ * rank's rows start in their dispatch outputs), then raises ready[which],
+ * after a failure too (its record is in the mailbox); the other blocks wait
+ * for it. */
+MORI_DEVICE_INLINE int mori_ep_impl_fetch_remote(const mori_ep_dev_t *e, uint64_t p, uint64_t epoch, int which, uint32_t block,
+                                                 int rc) {
+  uint64_t *ready = (uint64_t *)mori_ep_impl_local(e, e->off_ready) + which;
+  int n = e->world_size, me = e->rank;
+  uint64_t M = e->max_tokens;
+  if (MORI_THREAD_RANK_BLOCK() == 0 && block == 0) {
+    for (int s = 0; s < n && !rc; s++) {
+      if (mori_ep_impl_peer(e, s, 0)) continue;
+      if (which == 0)
+        rc = mori_get_thread(e->win, s, mori_ep_impl_local(e, e->off_rhdr + (uint64_t)s * e->hdr_bytes),
+                             e->off_hdr + p * e->hdr_bytes, e->hdr_bytes);
+      else
+        rc = mori_get_thread(e->win, s, mori_ep_impl_local(e, e->off_rbase + (uint64_t)s * 4),
+                             e->off_base + (p * (uint64_t)(n + 1) + (uint64_t)me) * 4, 4);
+    }
+    if (!rc) rc = mori_quiet_window(e->win, e->timeout_ns);
+    for (int s = 0; s < n && !rc && which == 0; s++) {
+      if (mori_ep_impl_peer(e, s, 0)) continue;
+      int32_t count = ((const int32_t *)mori_ep_impl_local(e, e->off_rhdr + (uint64_t)s * e->hdr_bytes))[MORI_EP_HDR_COUNTS + me];
+      if (count > 0)
+        rc = mori_get_thread(e->win, s, mori_ep_impl_local(e, e->off_rlist + (uint64_t)s * M * 4),
+                             e->off_list + (p * (uint64_t)n + (uint64_t)me) * M * 4, (uint64_t)count * 4);
+    }
+    if (!rc && which == 0) rc = mori_quiet_window(e->win, e->timeout_ns);
+    mori_fence_system();
+    mori_atomic_store_release_u64(ready, epoch);
+  } else if (MORI_THREAD_RANK_BLOCK() == 0 && !rc) {
+    rc = mori_wait_word(e->win, ready, MORI_CMP_GE, epoch, e->timeout_ns, e->rank, 2 + (uint32_t)which, NULL);
+  }
+  return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_EUNREACHABLE : MORI_DEVICE_OK;
+}
+
+/* Source s's header and its list of what it sends this rank: in its
+ * window, or the copies fetched from it. */
+MORI_DEVICE_INLINE const int32_t *mori_ep_impl_hdr(const mori_ep_dev_t *e, int s, uint64_t p) {
+  const char *h = mori_ep_impl_peer(e, s, e->off_hdr + p * e->hdr_bytes);
+  return (const int32_t *)(h ? h : mori_ep_impl_local(e, e->off_rhdr + (uint64_t)s * e->hdr_bytes));
+}
+MORI_DEVICE_INLINE const int32_t *mori_ep_impl_list(const mori_ep_dev_t *e, int s, uint64_t p) {
+  uint64_t M = e->max_tokens;
+  const char *l = mori_ep_impl_peer(e, s, e->off_list + (p * (uint64_t)e->world_size + (uint64_t)e->rank) * M * 4);
+  return (const int32_t *)(l ? l : mori_ep_impl_local(e, e->off_rlist + (uint64_t)s * M * 4));
+}
+
+/* Every proxy request of the block is complete (remote contexts only). */
+MORI_DEVICE_INLINE int mori_ep_impl_quiet_block(const mori_ep_dev_t *e, int rc) {
+  if (!e->remote) return rc;
+  MORI_SYNC_BLOCK();
+  int r = MORI_DEVICE_OK;
+  if (MORI_THREAD_RANK_BLOCK() == 0) r = mori_quiet_window(e->win, e->timeout_ns);
+  return MORI_SYNC_BLOCK_OR(r != MORI_DEVICE_OK || rc != MORI_DEVICE_OK) ? (rc ? rc : MORI_DEVICE_EUNREACHABLE)
+                                                                         : MORI_DEVICE_OK;
+}
+
+/* Largest s with pre[s] <= i (the source of output row i). */
+MORI_DEVICE_INLINE int mori_ep_impl_source(const uint32_t *pre, int n, uint32_t i) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (pre[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  mori_ep_state_t *st = mori_ep_impl_state(&e);
+  int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
+  uint64_t epoch = mori_load_volatile_u64(&st->dispatch_epoch) + (uint64_t)send, p = epoch & 1;
+  int n = e.world_size, me = e.rank, rc = MORI_DEVICE_OK;
+  uint32_t K = e.top_k, M = e.max_tokens, tb = e.token_bytes, sb = e.scale_bytes;
+  int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
+  uint32_t warp, warps;
+  mori_ep_impl_warps(block, grid, &warp, &warps);
+  if (send) {
+    if (block == 0) mori_ep_impl_scan(&e, a, p);
+    char *tok = mori_ep_impl_local(&e, e.off_stage_tok) + p * (uint64_t)M * tb;
+    float *w = (float *)mori_ep_impl_local(&e, e.off_stage_w) + p * (uint64_t)M * K;
+    int32_t *idx = (int32_t *)mori_ep_impl_local(&e, e.off_stage_idx) + p * (uint64_t)M * K;
+    char *sc = mori_ep_impl_local(&e, e.off_stage_scale) + p * (uint64_t)M * sb;
+    for (uint32_t t = warp; t < a->num_tokens; t += warps) {
+      /* Rows only this rank reads are read from the input by the fused call. */
+      if (!fused || mori_ep_impl_leaves(&e, a->indices, t))
+        mori_copy_cooperative(tok + (uint64_t)t * tb, (const char *)a->input + (uint64_t)t * tb, tb, lane, lanes);
+      for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+        idx[(uint64_t)t * K + j] = a->indices[(uint64_t)t * K + j];
+        w[(uint64_t)t * K + j] = a->weights ? a->weights[(uint64_t)t * K + j] : 0.0f;
+      }
+      if (sb) {
+        if (a->scales)
+          mori_copy_cooperative(sc + (uint64_t)t * sb, (const char *)a->scales + (uint64_t)t * sb, sb, lane, lanes);
+        else
+          for (uint32_t j = (uint32_t)lane; j < sb; j += (uint32_t)lanes) sc[(uint64_t)t * sb + j] = 0;
+      }
+    }
+    if (mori_ep_impl_last_block(&st->done[0], grid)) mori_ep_impl_publish(&e, e.off_dflag, epoch);
+  }
+  if (recv) {
+    rc = mori_ep_impl_wait_all(&e, e.off_dflag, epoch, 0);
+    if (e.remote) rc = mori_ep_impl_fetch_remote(&e, p, epoch, 0, block, rc);
+    uint32_t *pre = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+    if (!rc && MORI_THREAD_RANK_BLOCK() == 0) {
+      int32_t *base = (int32_t *)mori_ep_impl_local(&e, e.off_base) + p * (uint64_t)(n + 1);
+      pre[0] = 0;
+      for (int s = 0; s < n; s++) {
+        const int32_t *h = mori_ep_impl_hdr(&e, s, p);
+        pre[s + 1] = pre[s] + (uint32_t)h[MORI_EP_HDR_COUNTS + me];
+        if (block == 0) {
+          base[s] = (int32_t)pre[s];
+          if (h[MORI_EP_HDR_BAD_COUNT] > 0 && !st->bad_seen) {
+            st->bad_rank = s;
+            st->bad_token = h[MORI_EP_HDR_BAD_TOKEN];
+            st->bad_slot = h[MORI_EP_HDR_BAD_SLOT];
+            st->bad_index = h[MORI_EP_HDR_BAD_INDEX];
+            st->bad_count = h[MORI_EP_HDR_BAD_COUNT];
+            st->bad_seen = 1;
+          }
+        }
+      }
+      if (block == 0) {
+        base[n] = (int32_t)pre[n];
+        *(int32_t *)mori_ep_impl_local(&e, e.off_recv_num) = (int32_t)pre[n];
+      }
+    }
+    MORI_SYNC_BLOCK();
+    uint32_t rows = rc ? 0 : pre[n];
+    char *out = mori_ep_impl_local(&e, e.off_out_tok), *out_sc = mori_ep_impl_local(&e, e.off_out_scale);
+    float *out_w = (float *)mori_ep_impl_local(&e, e.off_out_w);
+    int32_t *out_idx = (int32_t *)mori_ep_impl_local(&e, e.off_out_idx);
+    int32_t *src_pos = (int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
+    for (uint32_t i = warp; i < rows; i += warps) {
+      int s = mori_ep_impl_source(pre, n, i);
+      uint32_t t = (uint32_t)mori_ep_impl_list(&e, s, p)[i - pre[s]];
+      if (lane == 0) src_pos[i] = s * (int32_t)M + (int32_t)t;
+      if (!mori_ep_impl_peer(&e, s, 0)) { /* through the proxy, straight into the outputs */
+        uint64_t at = p * M + t;
+        int r = mori_get_warp(e.win, s, out + (uint64_t)i * tb, e.off_stage_tok + at * tb, tb);
+        if (!r) r = mori_get_warp(e.win, s, out_w + (uint64_t)i * K, e.off_stage_w + at * K * 4, (uint64_t)K * 4);
+        if (!r) r = mori_get_warp(e.win, s, out_idx + (uint64_t)i * K, e.off_stage_idx + at * K * 4, (uint64_t)K * 4);
+        if (!r && sb) r = mori_get_warp(e.win, s, out_sc + (uint64_t)i * sb, e.off_stage_scale + at * sb, sb);
+        if (r && !rc) rc = r;
+        continue;
+      }
+      const char *row = s == me && fused ? (const char *)a->input + (uint64_t)t * tb
+                                         : mori_ep_impl_peer(&e, s, e.off_stage_tok) + (p * M + t) * (uint64_t)tb;
+      mori_copy_cooperative(out + (uint64_t)i * tb, row, tb, lane, lanes);
+      const float *w = (const float *)mori_ep_impl_peer(&e, s, e.off_stage_w) + (p * M + t) * (uint64_t)K;
+      const int32_t *idx = (const int32_t *)mori_ep_impl_peer(&e, s, e.off_stage_idx) + (p * M + t) * (uint64_t)K;
+      for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+        out_w[(uint64_t)i * K + j] = w[j];
+        out_idx[(uint64_t)i * K + j] = idx[j];
+      }
+      if (sb)
+        mori_copy_cooperative(out_sc + (uint64_t)i * sb, mori_ep_impl_peer(&e, s, e.off_stage_scale) + (p * M + t) * (uint64_t)sb,
+                              sb, lane, lanes);
+    }
+    rc = mori_ep_impl_quiet_block(&e, rc);
+  }
+  if (mori_ep_impl_last_block(&st->done[1], grid) && send) *(volatile uint64_t *)&st->dispatch_epoch = epoch;
+  return rc;
+}
+
+/* 8 elements of `dtype` at `p` (16-byte aligned) as floats, added to acc. */
+MORI_DEVICE_INLINE void mori_ep_impl_add8(float acc[8], const char *p, uint32_t dtype) {
+  const mori_vec16_t *v = (const mori_vec16_t *)p;
+  if (dtype == MORI_FLOAT32) {
+    mori_vec16_t x = v[0], y = v[1];
+    uint64_t words[4] = {x.lo, x.hi, y.lo, y.hi};
+    MORI_EP_UNROLL
+    for (int k = 0; k < 8; k++) acc[k] += mori_coll_impl_bits_to_float((uint32_t)(words[k / 2] >> (32 * (k % 2))));
+  } else {
+    mori_vec16_t x = v[0];
+    MORI_EP_UNROLL
+    for (int k = 0; k < 8; k++) {
+      uint16_t h = (uint16_t)((k < 4 ? x.lo : x.hi) >> (16 * (k % 4)));
+      acc[k] += dtype == MORI_BFLOAT16 ? mori_coll_impl_bf16_to_float(h) : mori_coll_impl_fp16_to_float(h);
+    }
+  }
+}
+
+MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_t dtype) {
+  mori_vec16_t *v = (mori_vec16_t *)p;
+  if (dtype == MORI_FLOAT32) {
+    uint64_t words[4];
+    MORI_EP_UNROLL
+    for (int k = 0; k < 4; k++)
+      words[k] = (uint64_t)mori_coll_impl_float_to_bits(acc[2 * k]) |
+                 ((uint64_t)mori_coll_impl_float_to_bits(acc[2 * k + 1]) << 32);
+    mori_vec16_t x = {words[0], words[1]}, y = {words[2], words[3]};
+    v[0] = x;
+    v[1] = y;
+  } else {
+    uint64_t lo = 0, hi = 0;
+    MORI_EP_UNROLL
+    for (int k = 0; k < 8; k++) {
+      uint64_t h = dtype == MORI_BFLOAT16 ? mori_coll_impl_float_to_bf16(acc[k]) : mori_coll_impl_float_to_fp16(acc[k]);
+      if (k < 4) lo |= h << (16 * k);
+      else hi |= h << (16 * (k - 4));
+    }
+    mori_vec16_t x = {lo, hi};
+    v[0] = x;
+  }
+}
+
+MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  mori_ep_state_t *st = mori_ep_impl_state(&e);
+  int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
+  uint64_t epoch = mori_load_volatile_u64(&st->combine_epoch) + (uint64_t)send;
+  uint64_t dp = mori_load_volatile_u64(&st->dispatch_epoch) & 1; /* the parity of the dispatch being combined */
+  int n = e.world_size, me = e.rank, rc = MORI_DEVICE_OK;
+  uint32_t K = e.top_k, M = e.max_tokens, H = e.hidden_dim, dtype = a->dtype;
+  uint64_t rs = (uint64_t)H * mori_coll_impl_dtype_size(dtype);
+  int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
+  uint32_t warp, warps;
+  mori_ep_impl_warps(block, grid, &warp, &warps);
+  char *reg = mori_ep_impl_local(&e, e.off_comb_in);
+  const char *in = (const char *)a->input;
+  int external = in && in != reg;
+  float *reg_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_in);
+  if (send) {
+    /* Two combines of one dispatch: every rank has finished reading this
+     * rank's rows of the previous combine before they are overwritten
+     * (with a dispatch in between this holds already). */
+    rc = mori_ep_impl_wait_all(&e, e.off_cdone, epoch - 1, 4);
+    uint32_t rows = (uint32_t)*(volatile int32_t *)mori_ep_impl_local(&e, e.off_recv_num);
+    const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
+    for (uint32_t i = warp; i < rows; i += warps) {
+      /* Rows that came from this rank are read from the input by the fused call. */
+      if (external && (!fused || src_pos[i] / (int32_t)M != me))
+        mori_copy_cooperative(reg + (uint64_t)i * rs, in + (uint64_t)i * rs, rs, lane, lanes);
+      if (a->weights)
+        for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) reg_w[(uint64_t)i * K + j] = a->weights[(uint64_t)i * K + j];
+    }
+    if (mori_ep_impl_last_block(&st->done[2], grid)) mori_ep_impl_publish(&e, e.off_cflag, epoch);
+  }
+  if (recv) {
+    rc = mori_ep_impl_wait_all(&e, e.off_cflag, epoch, 1);
+    if (e.remote) rc = mori_ep_impl_fetch_remote(&e, dp, epoch, 1, block, rc);
+    uint32_t *bases = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+    if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
+      for (int d = 0; d < n; d++) {
+        const int32_t *b = (const int32_t *)mori_ep_impl_peer(&e, d, e.off_base + dp * (uint64_t)(n + 1) * 4);
+        bases[d] = (uint32_t)(b ? b[me] : ((const int32_t *)mori_ep_impl_local(&e, e.off_rbase))[d]);
+      }
+    MORI_SYNC_BLOCK();
+    uint32_t T = rc ? 0 : a->num_tokens;
+    const int32_t *pos = (const int32_t *)mori_ep_impl_local(&e, e.off_pos) + dp * (uint64_t)M * (uint64_t)n;
+    char *out = mori_ep_impl_local(&e, e.off_comb_out);
+    float *out_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_out);
+    /* Copies on ranks outside the load/store team first come through the
+     * proxy into fetch[t][c] (c: the copy's place among t's destinations). */
+    uint64_t fetch_row = (uint64_t)H * e.comb_elem_bytes;
+    char *fetch = mori_ep_impl_local(&e, e.off_fetch);
+    float *fetch_w = (float *)mori_ep_impl_local(&e, e.off_fetch_w);
+    if (e.remote) {
+      for (uint32_t t = warp; t < T; t += warps) {
+        const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
+        for (int d = 0, c = 0; d < n; d++) {
+          if (tp[d] < 0) continue;
+          uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d], slot = (uint64_t)t * e.copies + (uint64_t)c++;
+          if (mori_ep_impl_peer(&e, d, 0)) continue;
+          int r = mori_get_warp(e.win, d, fetch + slot * fetch_row, e.off_comb_in + row * rs, rs);
+          if (!r && a->has_weights) r = mori_get_warp(e.win, d, fetch_w + slot * K, e.off_comb_w_in + row * K * 4, (uint64_t)K * 4);
+          if (r && !rc) rc = r;
+        }
+      }
+      rc = mori_ep_impl_quiet_block(&e, rc);
+      if (rc) T = 0;
+    }
+    int vec = H % 8 == 0 && (((uintptr_t)in & 15) == 0 || !external);
+    for (uint32_t t = warp; t < T; t += warps) {
+      const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
+      /* Where copy d of token t is: the caller's input (this rank's own
+       * rows, fused call), the destination's registered input, or fetch. */
+#define MORI_EP_COPY_ROW(d, c)                                                                      \
+  (d == me && fused && external                 ? in + ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs \
+   : mori_ep_impl_peer(&e, d, e.off_comb_in) ? mori_ep_impl_peer(&e, d, e.off_comb_in) +              \
+                                                  ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs         \
+                                                : fetch + ((uint64_t)t * e.copies + (uint64_t)(c)) * fetch_row)
+      if (vec) {
+        /* Four groups of 8 elements per lane at a time: four independent
+         * 16-byte loads in flight per copy. */
+        uint32_t G = H / 8, step = (uint32_t)lanes;
+        uint64_t esz = rs / H;
+        for (uint32_t g0 = (uint32_t)lane; g0 < G; g0 += 4 * step) {
+          float acc[4][8];
+          MORI_EP_UNROLL
+          for (int u = 0; u < 4; u++) {
+            MORI_EP_UNROLL
+            for (int k = 0; k < 8; k++) acc[u][k] = 0;
+          }
+          for (int d = 0, c = 0; d < n; d++) {
+            if (tp[d] < 0) continue;
+            const char *row = MORI_EP_COPY_ROW(d, c);
+            MORI_EP_UNROLL
+            for (int u = 0; u < 4; u++) {
+              uint32_t g = g0 + (uint32_t)u * step;
+              if (g < G) mori_ep_impl_add8(acc[u], row + (uint64_t)g * 8 * esz, dtype);
+            }
+            c++;
+          }
+          MORI_EP_UNROLL
+          for (int u = 0; u < 4; u++) {
+            uint32_t g = g0 + (uint32_t)u * step;
+            if (g < G) mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * esz, acc[u], dtype);
+          }
+        }
+      } else {
+        for (uint32_t x = (uint32_t)lane; x < H; x += (uint32_t)lanes) {
+          float acc = 0;
+          for (int d = 0, c = 0; d < n; d++) {
+            if (tp[d] < 0) continue;
+            acc += mori_coll_impl_load_elem(MORI_EP_COPY_ROW(d, c), x, dtype);
+            c++;
+          }
+          mori_coll_impl_store_elem(out + (uint64_t)t * rs, x, dtype, acc);
+        }
+      }
+#undef MORI_EP_COPY_ROW
+      if (a->has_weights)
+        for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+          float acc = 0;
+          for (int d = 0, c = 0; d < n; d++) {
+            if (tp[d] < 0) continue;
+            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
+            const float *w = (const float *)mori_ep_impl_peer(&e, d, e.off_comb_w_in);
+            acc += w ? w[row * K + j] : fetch_w[((uint64_t)t * e.copies + (uint64_t)c) * K + j];
+            c++;
+          }
+          out_w[(uint64_t)t * K + j] = acc;
+        }
+    }
+  }
+  if (mori_ep_impl_last_block(&st->done[3], grid)) {
+    if (recv) { /* this rank has read every copy of this combine */
+      mori_ep_impl_publish(&e, e.off_cdone, epoch);
+      /* Nobody waits for these before the next combine: let them complete
+       * now, so that no request is left in flight when the context goes. */
+      if (e.remote) (void)mori_quiet_window(e.win, e.timeout_ns);
+    }
+    if (send) *(volatile uint64_t *)&st->combine_epoch = epoch;
+  }
+  return rc;
+}
+
+#endif

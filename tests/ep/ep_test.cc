@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: MIT
+// MoE dispatch/combine (mori/ep.h) in CPU ranks, across separate processes.
+// Every rank's inputs of a call are a function of (rank, call), so each rank
+// builds the whole reference itself: its dispatch output bit for bit (rows
+// ordered by source rank, then source token), and its combine output (each
+// rank's "expert" writes a value of (source rank, token, element, rank), and
+// the source sums one copy per distinct destination rank).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mori/device/coll/impl/numeric__funcs.h"
+#include "mori/ep.h"
+#include "mori/transport_rdma.h"
+#include "tests/ep/ep_reference.h"
+#include "tests/support/world.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+using namespace mori_ep_test;
+
+namespace {
+
+struct Options {
+  bool weights = true, scales = false, split = false, registered = false;
+  mori_ep_dtype_t combine = MORI_EP_BFLOAT16;
+};
+
+// Combine of the last dispatch (which delivered `row` rows and used
+// `mine` on this rank): each rank's expert writes ExpertValue(..., values).
+bool CheckCombine(mori_ep_t *ep, const Shape &s, int me, int n, int call, int values, const Options &o, const Inputs &mine,
+                  uint32_t row, const mori_ep_buffers_t &b) {
+  uint32_t K = s.top_k, M = s.max_tokens;
+  // Combine: this rank's expert writes ExpertValue for each row it got.
+  uint32_t cb = ElemBytes(o.combine), crb = s.hidden * cb;
+  std::vector<uint8_t> external((size_t)row * crb + 16);
+  uint8_t *cin = o.registered ? (uint8_t *)b.combine_input : external.data();
+  std::vector<float> cw((size_t)(row + 1) * K);  // never empty: NULL would mean no weights
+  for (uint32_t i = 0; i < row; i++) {
+    int src = b.src_token_pos[i] / (int)M;
+    uint32_t t = (uint32_t)(b.src_token_pos[i] % (int)M);
+    for (uint32_t h = 0; h < s.hidden; h++) StoreAs(cin + (size_t)i * crb, h, o.combine, ExpertValue(src, t, h, me, values));
+    for (uint32_t j = 0; j < K; j++) cw[(size_t)i * K + j] = b.dispatch_weights[(size_t)i * K + j] + (float)me;
+  }
+  const void *input = o.registered ? nullptr : cin;
+  const float *cweights = o.weights ? cw.data() : nullptr;
+  if (o.split) {
+    MORI_EXPECT_OK(mori_ep_combine_send(ep, input, o.combine, cweights, nullptr, nullptr));
+    MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+  } else {
+    MORI_EXPECT_OK(mori_ep_combine(ep, input, o.combine, cweights, nullptr, nullptr));
+  }
+  for (uint32_t t = 0; t < mine.tokens; t++) {
+    std::set<int> dests = Dests(s, mine, t);
+    for (uint32_t h = 0; h < s.hidden; h++) {
+      float want = 0;
+      for (int d : dests) want += ExpertValue(me, t, h, d, values);
+      float got = LoadAs((uint8_t *)b.combine_output + (size_t)t * crb, h, o.combine);
+      EXPECT_EQ(got, want) << "call " << call << " rank " << me << ": combine token " << t << " element " << h;
+      if (got != want) return false;
+    }
+    for (uint32_t j = 0; j < K && o.weights; j++) {
+      float want = 0;
+      for (int d : dests) want += mine.weights[(size_t)t * K + j] + (float)d;
+      EXPECT_EQ(b.combine_weights[(size_t)t * K + j], want) << "call " << call << " rank " << me << ": weight " << t << "," << j;
+      if (b.combine_weights[(size_t)t * K + j] != want) return false;
+    }
+  }
+  return true;
+}
+
+// One call's dispatch and combine on rank `me`, checked against the
+// reference; returns false (with a test failure) at the first mismatch.
+bool CheckCall(mori_ep_t *ep, const Shape &s, int me, int n, int call, const Options &o) {
+  std::vector<Inputs> all;
+  for (int r = 0; r < n; r++) all.push_back(MakeInputs(s, r, n, call));
+  const Inputs &mine = all[me];
+  uint32_t K = s.top_k, M = s.max_tokens, rb = s.hidden * ElemBytes(s.dtype), sb = s.scale_dim * s.scale_size;
+  const void *scales = o.scales && sb ? mine.scales.data() : nullptr;
+  const float *weights = o.weights ? mine.weights.data() : nullptr;
+  if (o.split) {
+    MORI_EXPECT_OK(mori_ep_dispatch_send(ep, mine.rows.data(), weights, scales, mine.indices.data(), mine.tokens, nullptr, nullptr));
+    MORI_EXPECT_OK(mori_ep_dispatch_recv(ep, nullptr, nullptr));
+  } else {
+    MORI_EXPECT_OK(mori_ep_dispatch(ep, mine.rows.data(), weights, scales, mine.indices.data(), mine.tokens, nullptr, nullptr));
+  }
+  mori_ep_buffers_t b;
+  MORI_EXPECT_OK(mori_ep_buffers(ep, &b));
+  // Dispatch: rows in (source, token) order, bit for bit.
+  uint32_t row = 0;
+  for (int src = 0; src < n; src++)
+    for (uint32_t t = 0; t < all[src].tokens; t++) {
+      if (!Dests(s, all[src], t).count(me)) continue;
+      const Inputs &in = all[src];
+      bool ok = !memcmp((uint8_t *)b.dispatch_tokens + (size_t)row * rb, in.rows.data() + (size_t)t * rb, rb) &&
+                !memcmp(b.dispatch_indices + (size_t)row * K, in.indices.data() + (size_t)t * K, K * 4) &&
+                b.src_token_pos[row] == src * (int)M + (int)t;
+      for (uint32_t j = 0; j < K && ok; j++)
+        ok = b.dispatch_weights[(size_t)row * K + j] == (o.weights ? in.weights[(size_t)t * K + j] : 0.0f);
+      if (ok && scales)
+        ok = !memcmp((uint8_t *)b.dispatch_scales + (size_t)row * sb, in.scales.data() + (size_t)t * sb, sb);
+      EXPECT_TRUE(ok) << "call " << call << " rank " << me << ": dispatch row " << row << " (source " << src << " token " << t
+                      << ") differs; src_token_pos " << b.src_token_pos[row];
+      if (!ok) return false;
+      row++;
+    }
+  EXPECT_EQ(*b.recv_num_token, (int32_t)row) << "call " << call << " rank " << me;
+  if (*b.recv_num_token != (int32_t)row) return false;
+  return CheckCombine(ep, s, me, n, call, call, o, mine, row, b);
+}
+
+// ASan runs the long loops a quarter as long (CI runs every test under it too).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kSlowdown = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kSlowdown = 4;
+#else
+constexpr int kSlowdown = 1;
+#endif
+#else
+constexpr int kSlowdown = 1;
+#endif
+
+int EnvInt(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+// Many calls back to back with a new routing each, every call checked:
+// 10 000, or 3 000 at 8 ranks (8 spinning processes on a CI machine's 2
+// cores take ~4.5 ms a call), a quarter of that under ASan;
+// MORI_EP_TEST_CALLS overrides the count.
+TEST(Ep, BackToBackNewRoutingEveryCall) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    int calls = EnvInt("MORI_EP_TEST_CALLS", (size >= 8 ? 3000 : 10000) / kSlowdown);
+    for (int call = 0; call < calls; call++) {
+      Options o;
+      o.split = call % 3 == 1;
+      o.registered = call % 4 == 2;
+      o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+      o.weights = call % 5 != 4;
+      ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o));
+    }
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// Every dispatch dtype (fp8 as bytes), with scales, combined in each type.
+TEST(Ep, EveryDtypeWithScales) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    for (mori_ep_dtype_t dt : {MORI_EP_FLOAT32, MORI_EP_BFLOAT16, MORI_EP_FLOAT16, MORI_EP_FP8_E4M3FN, MORI_EP_FP8_E4M3FNUZ}) {
+      // The launch table's lookup on one of them (the host platform runs
+      // every shape as one CPU rank).
+      setenv("MORI_EP_LAUNCH_CONFIG_MODE", dt == MORI_EP_FLOAT16 ? "auto" : "manual", 1);
+      Shape s;
+      s.dtype = dt;
+      s.hidden = 40;  // not a multiple of 8 elements: the unvectorised paths
+      s.top_k = 3;
+      s.experts_per_rank = 3;
+      s.scale_dim = 3;
+      s.scale_size = 4;
+      mori_ep_config_t c = Config(s, rank, size);
+      mori_ep_t *ep = nullptr;
+      MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+      for (int call = 0; call < 30; call++) {
+        Options o;
+        o.scales = call % 2 == 0;
+        o.split = call % 3 == 0;
+        o.combine = (mori_ep_dtype_t)(call % 3);
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << "dtype " << dt;
+      }
+      MORI_EXPECT_OK(mori_ep_check(ep));
+      MORI_EXPECT_OK(mori_ep_destroy(ep));
+    }
+  });
+}
+
+// Identity experts (AMD mori's definition): combining the dispatch output
+// gives the input times the number of distinct destination ranks, and the
+// weights summed the same way. reset() clears recv_num_token.
+TEST(Ep, IdentityExpertsAndReset) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    s.hidden = 128;
+    s.max_tokens = 32;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    for (int call = 0; call < 20; call++) {
+      Inputs in = MakeInputs(s, rank, size, call);
+      for (size_t i = 0; i < in.rows.size() / 2; i++)  // sane bf16 values: small multiples of 1/8
+        ((uint16_t *)in.rows.data())[i] = mori_coll_impl_float_to_bf16((float)((int)(i % 23) - 11) / 8.0f);
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+      MORI_ASSERT_OK(mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, b.dispatch_weights, nullptr, nullptr));
+      for (uint32_t t = 0; t < in.tokens; t++) {
+        float copies = (float)Dests(s, in, t).size();
+        for (uint32_t h = 0; h < s.hidden; h++) {
+          float x = mori_coll_impl_bf16_to_float(((uint16_t *)in.rows.data())[t * s.hidden + h]);
+          ASSERT_EQ(mori_coll_impl_bf16_to_float(((uint16_t *)b.combine_output)[t * s.hidden + h]), x * copies)
+              << "call " << call << " token " << t << " element " << h;
+        }
+        for (uint32_t j = 0; j < s.top_k; j++)
+          ASSERT_EQ(b.combine_weights[t * s.top_k + j], in.weights[t * s.top_k + j] * copies);
+      }
+    }
+    MORI_ASSERT_OK(mori_ep_reset(ep, nullptr));
+    EXPECT_EQ(*b.recv_num_token, 0);
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// An expert index out of range: that token is dropped, the call completes,
+// and mori_ep_check on every rank names the rank, the token and the index.
+// The next call is clean.
+TEST(Ep, BadIndexIsReportedOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    Inputs in = MakeInputs(s, rank, size, 0);
+    in.tokens = 4;
+    in.rows.resize(4 * s.hidden * 2);
+    in.weights.assign(4 * s.top_k, 1.0f);
+    in.indices.assign(4 * s.top_k, 0);
+    if (rank == size - 1) in.indices[2 * s.top_k + 1] = 999;
+    MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    EXPECT_EQ(*b.recv_num_token, rank == 0 ? 4 * size - 1 : 0);  // every token to rank 0 but the bad one
+    EXPECT_EQ(mori_ep_check(ep), MORI_EINVAL);
+    std::string msg = mori_last_error(), want = "rank " + std::to_string(size - 1) + "'s token 2 has expert index 999 in top-k slot 1";
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    MORI_EXPECT_OK(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
+    MORI_EXPECT_OK(mori_ep_check(ep));  // reported once
+    for (int call = 1; call < 6; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+void ExpectRefused(int rc, int code, const std::string &text) {
+  EXPECT_EQ(rc, code) << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << mori_last_error();
+}
+
+// Bad configs fail on every rank with the reason; bad calls locally.
+TEST(Ep, Refusals) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_t *ep = nullptr;
+    mori_ep_config_t c = Config(s, rank, size);
+    c.rank = (rank + 1) % size;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "the config says rank " + std::to_string((rank + 1) % size));
+    c = Config(s, rank, size);
+    c.world_size = size + 1;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "of world_size " + std::to_string(size + 1));
+    c = Config(s, rank, size);
+    c.hidden_dim = 0;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "hidden_dim is 0");
+    c = Config(s, rank, size);
+    c.data_type = (mori_ep_dtype_t)9;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "data_type 9");
+    c = Config(s, rank, size);
+    c.num_experts_per_token = s.experts_per_rank * size + 1;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "top-k (num_experts_per_token) " +
+                                                                    std::to_string(s.experts_per_rank * size + 1));
+    c = Config(s, rank, size);
+    if (rank == 1) c.hidden_dim = 65;  // one rank differs: every rank fails
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "config differs");
+    EXPECT_EQ(ep, nullptr);
+    c = Config(s, rank, size);
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    std::vector<uint8_t> rows((s.max_tokens + 1) * s.hidden * 2);
+    std::vector<int32_t> idx((s.max_tokens + 1) * s.top_k, 0);
+    ExpectRefused(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, idx.data(), s.max_tokens + 1, nullptr, nullptr), MORI_EINVAL,
+                  "rank " + std::to_string(rank) + " dispatches " + std::to_string(s.max_tokens + 1) +
+                      " tokens, more than max_num_inp_token_per_rank " + std::to_string(s.max_tokens));
+    ExpectRefused(mori_ep_dispatch(ep, nullptr, nullptr, nullptr, idx.data(), 1, nullptr, nullptr), MORI_EINVAL,
+                  "input and indices are required");
+    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FP8_E4M3FN, nullptr, nullptr, nullptr), MORI_EINVAL,
+                  "combine dtype float8_e4m3fn (3) is not float32, bfloat16 or float16");
+    // The context still works.
+    for (int call = 0; call < 3; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+    // A combine wider than the buffers hold.
+    c = Config(s, rank, size);
+    c.max_token_type_size = 2;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FLOAT32, nullptr, nullptr, nullptr), MORI_EINVAL,
+                  "takes 4 bytes, the buffers hold 2");
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// A rank that skips a call: the peers' waits end after the timeout (the
+// comm's bootstrap timeout when the context is made: 2 s here) with an
+// error naming what was waited for, instead of hanging.
+TEST(Ep, AMissingPeerTimesOutInsteadOfHanging) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w(20000);
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 2000));
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));  // destroy's step outwaits the timeout
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, Options()));
+    if (rank != size - 1) {  // the last rank skips the next dispatch
+      Inputs in = MakeInputs(s, rank, size, 1);
+      int rc = mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr);
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find(std::to_string(size - 1)), std::string::npos) << mori_last_error();
+    }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// Two simulated nodes (MORI_HOST_ID) joined by the rdma transport over the
+// copy-engine NIC: the ranks of the other node are reached through the
+// window's proxy (InterNode). 2 x 1, 2 x 2 and 2 x 4 ranks.
+TEST(Ep, TwoSimulatedNodesThroughTheProxy) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+    ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    int base = 0, lsa = 0;
+    mori_comm_lsa(w.comm, &base, &lsa, nullptr);
+    ASSERT_EQ(lsa, size / 2);  // the other node's ranks are not load/store reachable
+    for (mori_ep_dtype_t dt : {MORI_EP_BFLOAT16, MORI_EP_FP8_E4M3FN}) {
+      Shape s;
+      s.dtype = dt;
+      if (dt == MORI_EP_FP8_E4M3FN) s.hidden = 40, s.scale_dim = 2, s.scale_size = 4;
+      mori_ep_config_t c = Config(s, rank, size);
+      c.kernel_type = MORI_EP_INTER_NODE;
+      mori_ep_t *ep = nullptr;
+      MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+      int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 200 : 500);
+      for (int call = 0; call < calls; call++) {
+        Options o;
+        o.split = call % 3 == 1;
+        o.registered = call % 4 == 2;
+        o.scales = dt == MORI_EP_FP8_E4M3FN;
+        o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+        o.weights = call % 5 != 4;
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << "dtype " << dt;
+      }
+      MORI_EXPECT_OK(mori_ep_check(ep));
+      MORI_EXPECT_OK(mori_ep_destroy(ep));
+    }
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// Two combines of one dispatch, back to back: the second must not
+// overwrite rows a slower rank still reads for the first.
+TEST(Ep, TwoCombinesOfOneDispatch) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    for (int call = 0; call < 300; call++) {
+      Options o;
+      o.split = call % 3 == 1;
+      ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o));
+      Inputs mine = MakeInputs(s, rank, size, call);
+      ASSERT_TRUE(CheckCombine(ep, s, rank, size, call, call + 1000, o, mine, (uint32_t)*b.recv_num_token, b));
+    }
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
