@@ -81,6 +81,8 @@ _DTYPE_CODES = {
     torch.float8_e4m3fnuz: C.FP8_E4M3FNUZ,
 }
 _COMBINE_DTYPES = (torch.bfloat16, torch.float32, torch.float16)
+_SCALE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e4m3fnuz,
+                 torch.uint8, torch.int8, torch.int32)
 # A scale dtype by its size, for the scales output when no scales were passed.
 _SCALE_DTYPE_BY_SIZE = {1: torch.uint8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}
 
@@ -103,6 +105,17 @@ def _raw_view(addr, nbytes, device):
     if device.type == "cpu":
         return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(addr), dtype=torch.uint8)
     return torch.as_tensor(_DeviceArray(addr, nbytes), device=device)
+
+
+def _typed(raw, dtype, shape):
+    """`raw`'s memory as a tensor of `dtype` and `shape` that is no view
+    (it has no _base): torch.compile's functionalization handles mutated
+    inputs that are plain tensors, not dtype-changing views of others."""
+    stride, step = [], 1
+    for size in reversed(shape):
+        stride.insert(0, step)
+        step *= size
+    return torch.empty(0, dtype=dtype, device=raw.device).set_(raw.untyped_storage(), 0, tuple(shape), tuple(stride))
 
 
 def _launch(block_num, rdma_block_num, warp_per_block):
@@ -206,48 +219,46 @@ class EpDispatchCombineOp:
         self.max_recv_tokens = rows
         self._base = b
         esize = torch.empty((), dtype=c.data_type).element_size()
-        self._dispatch_tokens = _raw_view(b.dispatch_tokens, rows * hidden * esize, dev).view(c.data_type).view(
-            rows, hidden)
-        self._dispatch_weights = _raw_view(b.dispatch_weights, rows * topk * 4, dev).view(torch.float32).view(
-            rows, topk)
-        self._dispatch_indices = _raw_view(b.dispatch_indices, rows * topk * 4, dev).view(torch.int32).view(
-            rows, topk)
-        self._recv_num_token = _raw_view(b.recv_num_token, 4, dev).view(torch.int32)
-        self._src_token_pos = _raw_view(b.src_token_pos, rows * 4, dev).view(torch.int32)
+        self._dispatch_tokens = _typed(_raw_view(b.dispatch_tokens, rows * hidden * esize, dev), c.data_type,
+                                       (rows, hidden))
+        self._dispatch_weights = _typed(_raw_view(b.dispatch_weights, rows * topk * 4, dev), torch.float32,
+                                        (rows, topk))
+        self._dispatch_indices = _typed(_raw_view(b.dispatch_indices, rows * topk * 4, dev), torch.int32,
+                                        (rows, topk))
+        self._recv_num_token = _typed(_raw_view(b.recv_num_token, 4, dev), torch.int32, (1,))
+        self._src_token_pos = _typed(_raw_view(b.src_token_pos, rows * 4, dev), torch.int32, (rows,))
         scale_bytes = c.scale_dim * c.scale_type_size
-        self._scales_raw = (_raw_view(b.dispatch_scales, rows * scale_bytes, dev).view(rows, scale_bytes)
-                            if scale_bytes and b.dispatch_scales else torch.empty(rows, 0, dtype=torch.uint8, device=dev))
-        self._scales_views = {}
+        self._scales_raw = (_raw_view(b.dispatch_scales, rows * scale_bytes, dev)
+                            if scale_bytes and b.dispatch_scales else torch.empty(0, dtype=torch.uint8, device=dev))
         self._combine_input_raw = _raw_view(b.combine_input, rows * hidden * c.max_token_type_size, dev)
         self._combine_output_raw = _raw_view(b.combine_output,
                                              c.max_num_inp_token_per_rank * hidden * c.max_token_type_size, dev)
-        self._combine_weights = _raw_view(b.combine_weights, c.max_num_inp_token_per_rank * topk * 4, dev).view(
-            torch.float32).view(c.max_num_inp_token_per_rank, topk)
-        self._combine_outputs = {}  # dtype -> [max_num_inp_token_per_rank, hidden] view
-        self._combine_inputs = {}   # dtype -> [max_recv_tokens, hidden] view (the registered buffer)
+        self._combine_weights = _typed(_raw_view(b.combine_weights, c.max_num_inp_token_per_rank * topk * 4, dev),
+                                       torch.float32, (c.max_num_inp_token_per_rank, topk))
+        # Every typed view is made here, none while torch.compile traces.
+        fits = [d for d in _COMBINE_DTYPES if torch.empty((), dtype=d).element_size() <= c.max_token_type_size]
+        self._combine_outputs = {d: _typed(self._combine_output_raw, d, (c.max_num_inp_token_per_rank, hidden))
+                                 for d in fits}
+        self._combine_inputs = {d: _typed(self._combine_input_raw, d, (rows, hidden)) for d in fits}
         self._combine_results = {}  # (dtype, rows, weights?) -> the tuple combine returns
-        self._dispatch_results = {}  # scales dtype -> the tuple dispatch returns
+        self._scales_views = {}
+        for d in _SCALE_DTYPES:
+            if torch.empty((), dtype=d).element_size() == c.scale_type_size:
+                self._scales_views[d] = (_typed(self._scales_raw, d, (rows, c.scale_dim)) if self._scales_raw.numel()
+                                         else torch.empty(rows, 0, dtype=d, device=dev))
+        default = _SCALE_DTYPE_BY_SIZE.get(c.scale_type_size, torch.uint8)
+        if default not in self._scales_views:
+            self._scales_views[default] = torch.empty(rows, 0, dtype=default, device=dev)
+        self._dispatch_results = {d: (self._dispatch_tokens, self._dispatch_weights, v, self._dispatch_indices,
+                                      self._recv_num_token) for d, v in self._scales_views.items()}
+        self._dispatch_results[None] = self._dispatch_results[default]
         self._recv_num_token_c = (ctypes.c_int32.from_address(b.recv_num_token) if not self._on_gpu else None)
 
     def _scales_view(self, dtype):
-        view = self._scales_views.get(dtype)
-        if view is None:
-            c = self.config
-            if c.scale_dim == 0 or self._scales_raw.numel() == 0:
-                view = torch.empty(self.max_recv_tokens, 0, dtype=dtype, device=self.device)
-            else:
-                view = self._scales_raw.view(dtype).view(self.max_recv_tokens, c.scale_dim)
-            self._scales_views[dtype] = view
-        return view
+        return self._scales_views[dtype]
 
     def _combine_output_view(self, dtype):
-        view = self._combine_outputs.get(dtype)
-        if view is None:
-            c = self.config
-            n = c.max_num_inp_token_per_rank * c.hidden_dim
-            view = self._combine_output_raw.view(dtype)[:n].view(c.max_num_inp_token_per_rank, c.hidden_dim)
-            self._combine_outputs[dtype] = view
-        return view
+        return self._combine_outputs[dtype]
 
     def get_registered_combine_input_buffer(self, dtype, hidden_dim=-1):
         """The registered combine input as [max_recv_tokens, hidden_dim] of
@@ -261,9 +272,6 @@ class EpDispatchCombineOp:
         view = self._combine_inputs.get(dtype)
         if view is None:
             self._check_combine_dtype("get_registered_combine_input_buffer", dtype)
-            n = self.max_recv_tokens * c.hidden_dim
-            view = self._combine_input_raw.view(dtype)[:n].view(self.max_recv_tokens, c.hidden_dim)
-            self._combine_inputs[dtype] = view
         return view
 
     # ---- checks --------------------------------------------------------------------------------------
@@ -301,9 +309,10 @@ class EpDispatchCombineOp:
                 raise self._bad(call, f"scales has shape {tuple(scales.shape)} but the config's scale_dim is 0")
             scales = None
         if scales is not None:
-            if scales.element_size() != c.scale_type_size:
+            if scales.element_size() != c.scale_type_size or scales.dtype not in self._scales_views:
                 raise self._bad(call, f"scales are {scales.dtype} ({scales.element_size()} bytes); the config's "
-                                      f"scale_type_size is {c.scale_type_size}")
+                                      f"scale_type_size is {c.scale_type_size} (scale dtypes: "
+                                      f"{', '.join(str(d) for d in self._scales_views)})")
             self._check_tensor(call, "scales", scales, scales.dtype, (n, c.scale_dim))
         return n, scales
 
@@ -334,7 +343,8 @@ class EpDispatchCombineOp:
         if indices is not None and (indices.dim() != 2 or indices.shape[1] != c.num_experts_per_token):
             raise self._bad(call, f"indices has shape {tuple(indices.shape)}; expected [tokens, "
                                   f"{c.num_experts_per_token}]")
-        if self._recv_num_token_c is not None:  # the host platform: the count is known without a sync
+        if self._recv_num_token_c is not None and not torch.compiler.is_compiling():
+            # the host platform: the count is known without a sync
             got = self._recv_num_token_c.value
             if rows < got or (weights is not None and weights.shape[0] < got):
                 raise self._bad(call, f"the last dispatch delivered {got} rows but input has {rows}"
@@ -388,15 +398,7 @@ class EpDispatchCombineOp:
 
     # ---- the MORI-EP interface ------------------------------------------------------------------------
     def _dispatch_result(self, scales):
-        dtype = scales.dtype if scales is not None else None
-        result = self._dispatch_results.get(dtype)
-        if result is None:
-            sview = self._scales_view(dtype if dtype is not None else
-                                      _SCALE_DTYPE_BY_SIZE.get(self.config.scale_type_size, torch.uint8))
-            result = (self._dispatch_tokens, self._dispatch_weights, sview, self._dispatch_indices,
-                      self._recv_num_token)
-            self._dispatch_results[dtype] = result
-        return result
+        return self._dispatch_results[scales.dtype if scales is not None else None]
 
     def _dispatch(self, send_only, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block):
         call = "dispatch_send" if send_only else "dispatch"
@@ -437,7 +439,7 @@ class EpDispatchCombineOp:
         if torch.compiler.is_compiling():
             r = self._dispatch_result(None)
             torch.ops.mori.ep_dispatch_recv(self._handle, block_num, rdma_block_num, warp_per_block, r[0], r[1],
-                                            self._scales_raw, r[3], r[4], self._src_token_pos)
+                                            r[2], r[3], r[4], self._src_token_pos)
         else:
             self._raw_recv("dispatch", self._launch_of(block_num, rdma_block_num, warp_per_block))
 
@@ -454,18 +456,18 @@ class EpDispatchCombineOp:
                 registered[:input.shape[0]].copy_(input)
             input = registered
         n = self._last_num_tokens
-        key = (dtype, n, weights is not None)
-        result = self._combine_results.get(key)
-        if result is None:
-            out = self._combine_output_view(dtype)
-            result = (out[:n], self._combine_weights[:n] if weights is not None else None)
-            self._combine_results[key] = result
         self._last_combine_dtype = dtype
         if torch.compiler.is_compiling():
+            result = (self._combine_outputs[dtype][:n], self._combine_weights[:n] if weights is not None else None)
             torch.ops.mori.ep_combine(self._handle, input, weights, _DTYPE_CODES[dtype], block_num, rdma_block_num,
                                       warp_per_block, send_only, self._src_token_pos,
                                       self._combine_output_view(dtype), self._combine_weights)
         else:
+            key = (dtype, n, weights is not None)
+            result = self._combine_results.get(key)
+            if result is None:
+                result = (self._combine_outputs[dtype][:n], self._combine_weights[:n] if weights is not None else None)
+                self._combine_results[key] = result
             if self.check_every_call:
                 self.check()
             self._raw_combine(send_only, input, _DTYPE_CODES[dtype], weights,
