@@ -122,6 +122,10 @@ static const mori_env_var_t table[] = {
      .meaning = "The most blocks a collective kernel uses."},
     {"MORI_COLL_BLOCK_SHARE", B(LIB), .reader = "collectives", .default_text = "chosen per call",
      .meaning = "Blocks are shared between the phases of a collective."},
+    {"MORI_EP_LAUNCH_CONFIG_MODE", E("manual|auto", LIB), .reader = "collectives (ep)", .default_text = "manual",
+     .meaning = "How MoE dispatch/combine picks blocks and warps when neither the call nor the config gives them: "
+                "manual (every resident block, 16 warps each) or auto (the shipped table by architecture, world size, "
+                "dtype, tokens and hidden size)."},
     {"MORI_A2A_ALGO", E("slices|ll", LIB), .reader = "collectives", .default_text = "by size",
      .meaning = "Forces the staged all-to-all's algorithm."},
     {"MORI_A2A_LL_MAX_BYTES", Z(1, 1 * TIB, LIB), .reader = "collectives", .default_text = "256K",
@@ -179,6 +183,8 @@ static const mori_env_var_t table[] = {
      .meaning = "The ROCm installation bitcode is compiled against."},
     {"MORI_TEST_RANKS", I(1, 4096, TOOLS), .reader = "tests", .default_text = "set by the test rule",
      .meaning = "The ranks a multi-rank test runs at."},
+    {"MORI_EP_TEST_CALLS", I(1, 1 << 30, TOOLS), .reader = "tests (ep_test, gpu_ep_test)",
+     .default_text = "10000 (4000 at 8 ranks)", .meaning = "Back-to-back dispatch/combine calls the EP tests check."},
     {"MORI_TEST_ALL_K", B(TOOLS), .reader = "tests", .default_text = "off",
      .meaning = "The allocation-failure test goes on after the first failing step."},
     {"MORI_TEST_PG_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "torch tests", .default_text = "180",

@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: MIT
+/* MoE dispatch/combine contexts (mori/ep.h): the checks of a config and of
+ * each call, the window that holds every buffer, and the launch shape. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/ep_internal.h"
+#include "core/base/env.h"
+#include "core/base/error.h"
+#include "core/base/trace.h"
+#include "core/internal/agreement.h"
+#include "mori/bootstrap.h"
+#include "mori/mem.h"
+#include "mori/runtime.h"
+
+void mori_ep_config_init(mori_ep_config_t *config) {
+  memset(config, 0, sizeof(*config));
+  config->data_type = MORI_EP_BFLOAT16;
+  config->num_experts_per_token = 8;
+  config->warp_num_per_block = -1;
+  config->block_num = -1;
+  config->rdma_block_num = -1;
+  config->use_external_inp_buf = 1;
+  config->kernel_type = MORI_EP_INTRA_NODE;
+  config->gpu_per_node = -1;
+  config->num_qp_per_pe = -1;
+}
+
+static uint32_t elem_bytes(int dtype) {
+  switch (dtype) {
+    case MORI_EP_FLOAT32: return 4;
+    case MORI_EP_BFLOAT16:
+    case MORI_EP_FLOAT16: return 2;
+    case MORI_EP_FP8_E4M3FN:
+    case MORI_EP_FP8_E4M3FNUZ: return 1;
+    default: return 0;
+  }
+}
+
+static const char *dtype_name(int dtype) {
+  static const char *const names[] = {"float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e4m3fnuz"};
+  return dtype >= 0 && dtype <= MORI_EP_FP8_E4M3FNUZ ? names[dtype] : "unknown";
+}
+
+/* What this rank can check alone. */
+static int check_config(mori_comm_t *comm, const mori_ep_config_t *c) {
+  int me = mori_comm_rank(comm), n = mori_comm_size(comm);
+  if (c->rank != me || c->world_size != n)
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d of %d: the config says rank %d of world_size %d", me, n, c->rank,
+                          c->world_size);
+  if (!elem_bytes((int)c->data_type))
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: data_type %d is not one of mori_ep_dtype_t", me, (int)c->data_type);
+  if (c->hidden_dim == 0) return mori_error_set(MORI_EINVAL, "ep_create: rank %d: hidden_dim is 0", me);
+  if (c->max_num_inp_token_per_rank == 0)
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: max_num_inp_token_per_rank is 0", me);
+  if (c->num_experts_per_rank == 0) return mori_error_set(MORI_EINVAL, "ep_create: rank %d: num_experts_per_rank is 0", me);
+  uint64_t experts = (uint64_t)c->num_experts_per_rank * (uint64_t)n;
+  if (c->num_experts_per_token == 0 || c->num_experts_per_token > experts)
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: top-k (num_experts_per_token) %u is not in [1, %llu] (the experts of %d ranks x %u)",
+                          me, c->num_experts_per_token, (unsigned long long)experts, n, c->num_experts_per_rank);
+  if (experts > 0x7fffffffull) return mori_error_set(MORI_EINVAL, "ep_create: rank %d: %llu experts overflow int32 indices", me, (unsigned long long)experts);
+  if (c->scale_dim && !c->scale_type_size)
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: scale_dim %u with scale_type_size 0", me, c->scale_dim);
+  if (c->max_token_type_size && c->max_token_type_size < elem_bytes((int)c->data_type))
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: max_token_type_size %u is smaller than data_type %s's %u bytes", me,
+                          c->max_token_type_size, dtype_name((int)c->data_type), elem_bytes((int)c->data_type));
+  if ((int)c->kernel_type < MORI_EP_INTRA_NODE || (int)c->kernel_type > MORI_EP_ASYNC_LL)
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: kernel_type %d is not one of mori_ep_kernel_type_t", me,
+                          (int)c->kernel_type);
+  int base, size;
+  mori_comm_lsa(comm, &base, &size, NULL);
+  if (size != n)
+    return mori_error_set(MORI_EUNREACHABLE,
+                          "ep_create: rank %d: the comm's %d ranks are not all load/store reachable (its load/store team is "
+                          "ranks [%d, %d)); dispatch/combine across nodes is not built yet",
+                          me, n, base, base + size);
+  return 0;
+}
+
+static uint64_t round256(uint64_t x) { return (x + 255) / 256 * 256; }
+
+/* Offsets of every buffer in the window (see mori_ep_dev_t); returns the
+ * bytes per rank and, in *control, the bytes that start zeroed. */
+static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
+  const mori_ep_config_t *c = &ep->config;
+  mori_ep_dev_t *v = &ep->view;
+  uint64_t n = (uint64_t)c->world_size, M = c->max_num_inp_token_per_rank, K = c->num_experts_per_token;
+  uint64_t R = n * M, H = c->hidden_dim, at = 0;
+#define PLACE(field, bytes) (v->field = at, at += round256(bytes))
+  v->hdr_bytes = round256((MORI_EP_HDR_COUNTS + n) * 4);
+  PLACE(off_state, sizeof(mori_ep_state_t));
+  PLACE(off_dflag, n * 8);
+  PLACE(off_cflag, n * 8);
+  PLACE(off_hdr, 2 * v->hdr_bytes);
+  PLACE(off_base, 2 * (n + 1) * 4);
+  *control = at;
+  PLACE(off_list, 2 * n * M * 4);
+  PLACE(off_pos, 2 * M * n * 4);
+  PLACE(off_scan, 2 * MORI_EP_MAX_THREADS * 4);
+  PLACE(off_prefix, (uint64_t)MORI_EP_MAX_GRID * (n + 1) * 4);
+  PLACE(off_stage_tok, 2 * M * v->token_bytes);
+  PLACE(off_stage_w, 2 * M * K * 4);
+  PLACE(off_stage_idx, 2 * M * K * 4);
+  PLACE(off_stage_scale, 2 * M * v->scale_bytes);
+  PLACE(off_out_tok, R * v->token_bytes);
+  PLACE(off_out_w, R * K * 4);
+  PLACE(off_out_idx, R * K * 4);
+  PLACE(off_out_scale, R * v->scale_bytes);
+  PLACE(off_recv_num, 4);
+  PLACE(off_src_pos, R * 4);
+  PLACE(off_comb_in, R * H * ep->comb_elem_bytes);
+  PLACE(off_comb_w_in, R * K * 4);
+  PLACE(off_comb_out, M * H * ep->comb_elem_bytes);
+  PLACE(off_comb_w_out, M * K * 4);
+#undef PLACE
+  return at;
+}
+
+/* The window: one allocation per rank, its control part zeroed before any
+ * peer can write it (the window's rendezvous comes after). Collective: a
+ * rank whose allocation failed still takes part, and every rank fails. */
+static int make_window(mori_ep_t *ep, int rc) {
+  uint64_t control = 0, total = plan_layout(ep, &control);
+  mori_mem_attr_t attr;
+  mori_mem_attr_init(&attr);
+  attr.device = ep->device;
+  void *mem = NULL, *zeros = NULL;
+  if (!rc) rc = mori_mem_alloc(total, &attr, &mem);
+  if (!rc && !(zeros = calloc(1, control))) rc = mori_error_set(MORI_ENOMEM, "ep_create: %llu bytes", (unsigned long long)control);
+  if (!rc) rc = mori_device_upload(ep->device, mem, zeros, control);
+  free(zeros);
+  rc = mori_agree(ep->comm, rc, "ep_create: buffers");
+  mori_window_t *win = NULL;
+  if (!rc) rc = mori_window_create(ep->comm, mem, &win);
+  if (rc) {
+    mori_mem_free(mem);
+    return mori_error_context(rc, "ep_create: %llu bytes of buffers per rank", (unsigned long long)total);
+  }
+  ep->memory = mem;
+  ep->win = win;
+  ep->view.win = mori_window_device_view(win);
+  return 0;
+}
+
+int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t **out) {
+  if (!comm || !config || !out) return mori_error_set(MORI_EINVAL, "ep_create: comm, config and out are required");
+  MORI_TRACE_SCOPE("ep_create");
+  *out = NULL;
+  int rc = check_config(comm, config);
+  /* The same config on every rank (the rank field aside): each rank sends
+   * its own and compares. */
+  int n = mori_comm_size(comm), me = mori_comm_rank(comm);
+  mori_ep_config_t mine = *config, *all = calloc((size_t)n, sizeof(*all));
+  mine.rank = 0;
+  if (!all) return mori_error_set(MORI_ENOMEM, "ep_create");
+  int arc = mori_agree_gather(comm, rc, "ep_create: config", &mine, all, sizeof(mine));
+  if (arc) {
+    free(all);
+    return arc;
+  }
+  for (int r = 0; r < n && !rc; r++)
+    if (memcmp(&all[r], &mine, sizeof(mine)))
+      rc = mori_error_set(MORI_EINVAL,
+                          "ep_create: rank %d's config differs from rank %d's (hidden_dim %u vs %u, data_type %d vs %d, "
+                          "max_num_inp_token_per_rank %u vs %u, experts per rank %u vs %u, top-k %u vs %u, scale_dim %u vs %u)",
+                          r, me, all[r].hidden_dim, mine.hidden_dim, (int)all[r].data_type, (int)mine.data_type,
+                          all[r].max_num_inp_token_per_rank, mine.max_num_inp_token_per_rank, all[r].num_experts_per_rank,
+                          mine.num_experts_per_rank, all[r].num_experts_per_token, mine.num_experts_per_token,
+                          all[r].scale_dim, mine.scale_dim);
+  free(all);
+  mori_ep_t *ep = calloc(1, sizeof(*ep));
+  if (!ep && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create");
+  if (ep) {
+    ep->comm = comm;
+    ep->config = *config;
+    ep->device = mori_comm_device(comm);
+    uint32_t es = elem_bytes((int)config->data_type);
+    ep->comb_elem_bytes = config->max_token_type_size ? config->max_token_type_size : (es > 2 ? es : 2);
+    mori_ep_dev_t *v = &ep->view;
+    v->rank = me;
+    v->world_size = n;
+    v->hidden_dim = config->hidden_dim;
+    v->top_k = config->num_experts_per_token;
+    v->experts_per_rank = config->num_experts_per_rank;
+    v->max_tokens = config->max_num_inp_token_per_rank;
+    v->token_bytes = config->hidden_dim * es;
+    v->scale_bytes = config->scale_dim * config->scale_type_size;
+    v->timeout_ns = (uint64_t)mori_bootstrap_default_timeout_ms() * 1000000ull;
+  }
+  if (!ep) {
+    (void)mori_agree(comm, rc, "ep_create: buffers"); /* the peers are in that step */
+    return rc;
+  }
+  int wrc = make_window(ep, rc);
+  if (wrc) {
+    free(ep);
+    return wrc;
+  }
+  *out = ep;
+  return 0;
+}
+
+int mori_ep_destroy(mori_ep_t *ep) {
+  if (!ep) return 0;
+  int rc = mori_stream_synchronize(ep->device, NULL);
+  /* No peer may still read this rank's buffers. */
+  int arc = mori_agree(ep->comm, rc, "ep_destroy");
+  if (!rc) rc = arc;
+  int wrc = mori_window_destroy(ep->win);
+  if (!rc) rc = wrc;
+  mori_mem_free(ep->memory);
+  free(ep);
+  return rc;
+}
+
+int mori_ep_buffers(const mori_ep_t *ep, mori_ep_buffers_t *out) {
+  if (!ep || !out) return mori_error_set(MORI_EINVAL, "ep_buffers: NULL argument");
+  char *base = (char *)ep->memory;
+  const mori_ep_dev_t *v = &ep->view;
+  memset(out, 0, sizeof(*out));
+  out->max_recv_tokens = (uint64_t)ep->config.world_size * ep->config.max_num_inp_token_per_rank;
+  out->dispatch_tokens = base + v->off_out_tok;
+  out->dispatch_weights = (float *)(base + v->off_out_w);
+  out->dispatch_scales = v->scale_bytes ? base + v->off_out_scale : NULL;
+  out->dispatch_indices = (int32_t *)(base + v->off_out_idx);
+  out->recv_num_token = (int32_t *)(base + v->off_recv_num);
+  out->src_token_pos = (int32_t *)(base + v->off_src_pos);
+  out->combine_input = base + v->off_comb_in;
+  out->combine_output = base + v->off_comb_out;
+  out->combine_weights = (float *)(base + v->off_comb_w_out);
+  return 0;
+}
+
+const mori_ep_config_t *mori_ep_config(const mori_ep_t *ep) { return ep ? &ep->config : NULL; }
+
+/* The launch shape: the call's, else the config's, else (AUTO) the table's,
+ * else every resident block with 16 warps each (0 blocks: the launcher's
+ * resident count). */
+static mori_ep_shape_t choose_shape(const mori_ep_t *ep, const mori_ep_launch_t *launch, uint32_t tokens) {
+  mori_ep_shape_t s = {0, 0};
+  if (launch && launch->block_num > 0) s.blocks = (uint32_t)launch->block_num;
+  else if (ep->config.block_num > 0) s.blocks = (uint32_t)ep->config.block_num;
+  if (launch && launch->warp_per_block > 0) s.warps = (uint32_t)launch->warp_per_block;
+  else if (ep->config.warp_num_per_block > 0) s.warps = (uint32_t)ep->config.warp_num_per_block;
+  if ((!s.blocks || !s.warps) && mori_env_enum_or("MORI_EP_LAUNCH_CONFIG_MODE", 0) == 1) {
+    char arch[32];
+    int sms = 0;
+    mori_ep_shape_t t;
+    if (!mori_ep_device_info(ep->device, arch, sizeof(arch), &sms) &&
+        mori_ep_table_shape(arch, ep->config.world_size, (int)ep->config.data_type, tokens, ep->config.hidden_dim, &t)) {
+      if (!s.blocks) s.blocks = t.blocks;
+      if (!s.warps) s.warps = t.warps;
+    }
+  }
+  if (!s.warps) s.warps = 16;
+  return s;
+}
+
+static int check_call(mori_ep_t *ep, const char *what) {
+  if (!ep) return mori_error_set(MORI_EINVAL, "%s: NULL context", what);
+  return 0;
+}
+
+static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
+                         uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream, uint32_t phases,
+                         const char *what) {
+  int rc = check_call(ep, what);
+  if (rc) return rc;
+  MORI_TRACE_SCOPE(what, MORI_TA("tokens", num_tokens));
+  const mori_ep_config_t *c = &ep->config;
+  if (num_tokens > c->max_num_inp_token_per_rank)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d dispatches %u tokens, more than max_num_inp_token_per_rank %u", what,
+                          c->rank, num_tokens, c->max_num_inp_token_per_rank);
+  if (num_tokens && (!input || !indices))
+    return mori_error_set(MORI_EINVAL, "%s: rank %d: input and indices are required for %u tokens", what, c->rank, num_tokens);
+  mori_ep_args_t a;
+  memset(&a, 0, sizeof(a));
+  a.input = input;
+  a.weights = weights;
+  a.scales = scales;
+  a.indices = indices;
+  a.num_tokens = num_tokens;
+  a.phases = phases;
+  ep->last_num_tokens = num_tokens;
+  return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, num_tokens), stream);
+}
+
+int mori_ep_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
+                     uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream) {
+  return send_dispatch(ep, input, weights, scales, indices, num_tokens, launch, stream,
+                       MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV, "ep_dispatch");
+}
+
+int mori_ep_dispatch_send(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
+                          uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream) {
+  return send_dispatch(ep, input, weights, scales, indices, num_tokens, launch, stream, MORI_EP_PHASE_SEND,
+                       "ep_dispatch_send");
+}
+
+int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
+  int rc = check_call(ep, "ep_dispatch_recv");
+  if (rc) return rc;
+  MORI_TRACE_SCOPE("ep_dispatch_recv");
+  mori_ep_args_t a;
+  memset(&a, 0, sizeof(a));
+  a.num_tokens = ep->last_num_tokens;
+  a.phases = MORI_EP_PHASE_RECV;
+  return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+}
+
+static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
+                        const mori_ep_launch_t *launch, void *stream, uint32_t phases, const char *what) {
+  int rc = check_call(ep, what);
+  if (rc) return rc;
+  MORI_TRACE_SCOPE(what, MORI_TA("dtype", dtype));
+  if (dtype != MORI_EP_FLOAT32 && dtype != MORI_EP_BFLOAT16 && dtype != MORI_EP_FLOAT16)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s (%d) is not float32, bfloat16 or float16", what,
+                          ep->config.rank, dtype_name((int)dtype), (int)dtype);
+  if (elem_bytes((int)dtype) > ep->comb_elem_bytes)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s takes %u bytes, the buffers hold %u (max_token_type_size)",
+                          what, ep->config.rank, dtype_name((int)dtype), elem_bytes((int)dtype), ep->comb_elem_bytes);
+  mori_ep_args_t a;
+  memset(&a, 0, sizeof(a));
+  a.input = input;
+  a.weights = weights;
+  a.num_tokens = ep->last_num_tokens;
+  a.phases = phases;
+  a.dtype = (uint32_t)dtype;
+  a.has_weights = weights != NULL;
+  ep->comb_dtype = a.dtype;
+  ep->comb_has_weights = a.has_weights;
+  return mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+}
+
+int mori_ep_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
+                    const mori_ep_launch_t *launch, void *stream) {
+  return send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV, "ep_combine");
+}
+
+int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
+                         const mori_ep_launch_t *launch, void *stream) {
+  return send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND, "ep_combine_send");
+}
+
+int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
+  int rc = check_call(ep, "ep_combine_recv");
+  if (rc) return rc;
+  MORI_TRACE_SCOPE("ep_combine_recv");
+  mori_ep_args_t a;
+  memset(&a, 0, sizeof(a));
+  a.num_tokens = ep->last_num_tokens;
+  a.phases = MORI_EP_PHASE_RECV;
+  a.dtype = ep->comb_dtype;
+  a.has_weights = ep->comb_has_weights;
+  return mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+}
+
+int mori_ep_reset(mori_ep_t *ep, void *stream) {
+  int rc = check_call(ep, "ep_reset");
+  return rc ? rc : mori_ep_launch_reset(ep, stream);
+}
+
+int mori_ep_check(mori_ep_t *ep) {
+  int rc = check_call(ep, "ep_check");
+  if (rc) return rc;
+  mori_ep_state_t st;
+  char *state = (char *)ep->memory + ep->view.off_state;
+  rc = mori_device_copy(ep->device, &st, state, sizeof(st));
+  if (rc) return rc;
+  int wrc = mori_window_check(ep->win);
+  if (st.bad_seen) {
+    int32_t zero = 0;
+    rc = mori_device_upload(ep->device, state + offsetof(mori_ep_state_t, bad_seen), &zero, sizeof(zero));
+    if (rc) return rc;
+    return mori_error_set(MORI_EINVAL,
+                          "ep: rank %d's token %d has expert index %d in top-k slot %d, outside [0, %llu): %d token(s) of "
+                          "that rank were dropped (seen on rank %d)",
+                          st.bad_rank, st.bad_token, st.bad_index, st.bad_slot,
+                          (unsigned long long)ep->config.world_size * ep->config.num_experts_per_rank, st.bad_count,
+                          ep->config.rank);
+  }
+  return wrc;
+}

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+/* MoE dispatch/combine's host side, shared by ep.c (contexts, checks, launch
+ * shapes) and the launchers (ep_launch_gpu.cu on GPUs, ep_launch_host.c on
+ * the host platform). */
+#ifndef MORI_COLLECTIVES_EP_INTERNAL_H
+#define MORI_COLLECTIVES_EP_INTERNAL_H
+
+#include "mori/device/ep/types.h"
+#include "mori/ep.h"
+#include "mori/window.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mori_ep {
+  mori_comm_t *comm;
+  mori_ep_config_t config;
+  void *memory;
+  mori_window_t *win;
+  mori_ep_dev_t view;
+  uint32_t comb_elem_bytes;  /* the widest combine element the buffers hold */
+  uint32_t last_num_tokens;  /* of the last dispatch (what combine returns) */
+  uint32_t comb_dtype;       /* of the last combine_send */
+  uint32_t comb_has_weights;
+  int device;
+};
+
+/* A launch shape asked for: blocks and warps per block (> 0). The GPU
+ * launcher clamps blocks to what the device keeps resident at once (every
+ * block must run for the receive half's waits to be met). */
+typedef struct mori_ep_shape {
+  uint32_t blocks, warps;
+} mori_ep_shape_t;
+
+/* Runs one call: GPU: one kernel on `stream`; host: in the calling thread
+ * (returning the error a wait left). */
+int mori_ep_launch_dispatch(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream);
+int mori_ep_launch_combine(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream);
+/* recv_num_token := 0, stream-ordered. */
+int mori_ep_launch_reset(const mori_ep_t *ep, void *stream);
+/* The device's architecture ("sm_90", "gfx942"; "host") and its number of
+ * multiprocessors (1 on the host platform), for the launch table. */
+int mori_ep_device_info(int device, char *arch, size_t arch_size, int *sms);
+
+/* The shape AUTO mode picks for a call (ep_launch_table.c); 0 when the
+ * table has no row for it. */
+int mori_ep_table_shape(const char *arch, int world_size, int dtype, uint32_t tokens, uint32_t hidden,
+                        mori_ep_shape_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

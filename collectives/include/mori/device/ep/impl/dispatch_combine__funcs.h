@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/* Bodies of mori/device/ep/dispatch_combine.h. Internal: mori_ep_impl_*
+ * may change between releases. */
+#ifndef MORI_DEVICE_EP_IMPL_DISPATCH_COMBINE_FUNCS_H
+#define MORI_DEVICE_EP_IMPL_DISPATCH_COMBINE_FUNCS_H
+
+#include "mori/device/coll/impl/numeric__funcs.h"
+#include "mori/device/ep/dispatch_combine.h"
+#include "mori/device/put.h"
+
+MORI_DEVICE_INLINE char *mori_ep_impl_local(const mori_ep_dev_t *e, uint64_t off) {
+  return (char *)mori_local_ptr(e->win, off);
+}
+MORI_DEVICE_INLINE char *mori_ep_impl_peer(const mori_ep_dev_t *e, int rank, uint64_t off) {
+  return (char *)mori_peer_ptr(e->win, rank, off);
+}
+MORI_DEVICE_INLINE mori_ep_state_t *mori_ep_impl_state(const mori_ep_dev_t *e) {
+  return (mori_ep_state_t *)mori_ep_impl_local(e, e->off_state);
+}
+
+/* This thread's warp among the grid's, and how many there are. */
+MORI_DEVICE_INLINE void mori_ep_impl_warps(uint32_t block, uint32_t grid, uint32_t *warp, uint32_t *warps) {
+  uint32_t per = (uint32_t)(MORI_THREAD_COUNT_BLOCK() / MORI_THREAD_COUNT_WARP());
+  *warp = block * per + (uint32_t)(MORI_THREAD_RANK_BLOCK() / MORI_THREAD_COUNT_WARP());
+  *warps = grid * per;
+}
+
+/* Whether token t is dropped (an expert index out of range; *slot: the
+ * first bad top-k slot). */
+MORI_DEVICE_INLINE int mori_ep_impl_bad(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t, uint32_t *slot) {
+  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank;
+  for (uint32_t j = 0; j < e->top_k; j++) {
+    int32_t x = idx[(uint64_t)t * e->top_k + j];
+    if (x < 0 || (uint32_t)x >= total) {
+      *slot = j;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Whether token t goes to rank d (not dropped, and one of its experts is there). */
+MORI_DEVICE_INLINE int mori_ep_impl_goes_to(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t, int d) {
+  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank;
+  int hit = 0;
+  for (uint32_t j = 0; j < e->top_k; j++) {
+    int32_t x = idx[(uint64_t)t * e->top_k + j];
+    if (x < 0 || (uint32_t)x >= total) return 0;
+    hit |= (uint32_t)x / e->experts_per_rank == (uint32_t)d;
+  }
+  return hit;
+}
+
+/* Whether a peer reads token t's row (one of its experts is elsewhere). */
+MORI_DEVICE_INLINE int mori_ep_impl_leaves(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t) {
+  for (uint32_t j = 0; j < e->top_k; j++) {
+    uint32_t x = (uint32_t)idx[(uint64_t)t * e->top_k + j];
+    if (x < (uint32_t)e->world_size * e->experts_per_rank && x / e->experts_per_rank != (uint32_t)e->rank) return 1;
+  }
+  return 0;
+}
+
+/* Block 0 of dispatch's send half: the header (bad record, counts) and the
+ * per-destination lists, in token order. Each thread takes a contiguous
+ * run of tokens; a block-wide prefix over the runs places them. */
+MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p) {
+  int n = e->world_size;
+  uint32_t T = a->num_tokens, K = e->top_k, M = e->max_tokens;
+  uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
+  uint32_t chunk = (T + nt - 1) / nt, lo = tid * chunk < T ? tid * chunk : T, hi = lo + chunk < T ? lo + chunk : T;
+  uint32_t *scan = (uint32_t *)mori_ep_impl_local(e, e->off_scan);
+  int32_t *hdr = (int32_t *)mori_ep_impl_local(e, e->off_hdr + p * e->hdr_bytes);
+  int32_t *list = (int32_t *)mori_ep_impl_local(e, e->off_list) + p * (uint64_t)n * M;
+  int32_t *pos = (int32_t *)mori_ep_impl_local(e, e->off_pos) + p * (uint64_t)M * (uint64_t)n;
+  uint32_t first = 0xffffffffu, count = 0, slot = 0;
+  for (uint32_t t = lo; t < hi; t++)
+    if (mori_ep_impl_bad(e, a->indices, t, &slot)) {
+      if (first == 0xffffffffu) first = t;
+      count++;
+    }
+  scan[tid] = first;
+  scan[MORI_EP_MAX_THREADS + tid] = count;
+  MORI_SYNC_BLOCK();
+  if (tid == 0) {
+    first = 0xffffffffu;
+    count = 0;
+    for (uint32_t i = 0; i < nt; i++) {
+      if (scan[i] < first) first = scan[i];
+      count += scan[MORI_EP_MAX_THREADS + i];
+    }
+    hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)count;
+    hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
+    if (count) {
+      mori_ep_impl_bad(e, a->indices, first, &slot);
+      hdr[MORI_EP_HDR_BAD_TOKEN] = (int32_t)first;
+      hdr[MORI_EP_HDR_BAD_SLOT] = (int32_t)slot;
+      hdr[MORI_EP_HDR_BAD_INDEX] = a->indices[(uint64_t)first * K + slot];
+    }
+  }
+  MORI_SYNC_BLOCK();
+  for (int d = 0; d < n; d++) {
+    uint32_t c = 0;
+    for (uint32_t t = lo; t < hi; t++) c += (uint32_t)mori_ep_impl_goes_to(e, a->indices, t, d);
+    scan[tid] = c;
+    MORI_SYNC_BLOCK();
+    if (tid == 0) {
+      uint32_t sum = 0;
+      for (uint32_t i = 0; i < nt; i++) {
+        uint32_t v = scan[i];
+        scan[i] = sum;
+        sum += v;
+      }
+      hdr[MORI_EP_HDR_COUNTS + d] = (int32_t)sum;
+    }
+    MORI_SYNC_BLOCK();
+    uint32_t o = scan[tid];
+    for (uint32_t t = lo; t < hi; t++) {
+      if (mori_ep_impl_goes_to(e, a->indices, t, d)) {
+        list[(uint64_t)d * M + o] = (int32_t)t;
+        pos[(uint64_t)t * (uint64_t)n + (uint64_t)d] = (int32_t)o++;
+      } else {
+        pos[(uint64_t)t * (uint64_t)n + (uint64_t)d] = -1;
+      }
+    }
+    MORI_SYNC_BLOCK();
+  }
+}
+
+/* Every block arrives; returns 1 in thread 0 of the last block to arrive
+ * (after every block's stores are visible), 0 elsewhere. */
+MORI_DEVICE_INLINE int mori_ep_impl_last_block(uint32_t *done, uint32_t grid) {
+  MORI_SYNC_BLOCK();
+  int last = 0;
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    mori_fence_system();
+    last = mori_atomic_add_u32(done, 1) == grid - 1;
+    if (last) {
+      *(volatile uint32_t *)done = 0; /* every block has arrived: ready for the next kernel */
+      mori_fence_system();
+    }
+  }
+  return last;
+}
+
+/* The last block raises this rank's flag (at `flags`, indexed by source)
+ * on every rank. */
+MORI_DEVICE_INLINE void mori_ep_impl_publish(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch) {
+  for (int r = 0; r < e->world_size; r++)
+    mori_atomic_store_release_u64((uint64_t *)mori_ep_impl_peer(e, r, flags + (uint64_t)e->rank * 8), epoch);
+}
+
+/* Until every source's flag at `flags` holds >= epoch (thread 0 polls,
+ * then the block reads what they guard). A wait that times out or is
+ * aborted leaves its record (peer, channel) and returns the error. */
+MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch, uint32_t channel) {
+  int rc = MORI_DEVICE_OK;
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    for (int s = 0; s < e->world_size && !rc; s++) {
+      uint64_t *flag = (uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8), start = 0, seen;
+      for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(flag)) < epoch; spin++) {
+        rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen);
+        if (rc) break;
+        mori_pause();
+      }
+    }
+  }
+  return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_ETIMEDOUT : MORI_DEVICE_OK;
+}
+
+/* Largest s with pre[s] <= i (the source of output row i). */
+MORI_DEVICE_INLINE int mori_ep_impl_source(const uint32_t *pre, int n, uint32_t i) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (pre[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  mori_ep_state_t *st = mori_ep_impl_state(&e);
+  int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
+  uint64_t epoch = mori_load_volatile_u64(&st->dispatch_epoch) + (uint64_t)send, p = epoch & 1;
+  int n = e.world_size, me = e.rank, rc = MORI_DEVICE_OK;
+  uint32_t K = e.top_k, M = e.max_tokens, tb = e.token_bytes, sb = e.scale_bytes;
+  int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
+  uint32_t warp, warps;
+  mori_ep_impl_warps(block, grid, &warp, &warps);
+  if (send) {
+    if (block == 0) mori_ep_impl_scan(&e, a, p);
+    char *tok = mori_ep_impl_local(&e, e.off_stage_tok) + p * (uint64_t)M * tb;
+    float *w = (float *)mori_ep_impl_local(&e, e.off_stage_w) + p * (uint64_t)M * K;
+    int32_t *idx = (int32_t *)mori_ep_impl_local(&e, e.off_stage_idx) + p * (uint64_t)M * K;
+    char *sc = mori_ep_impl_local(&e, e.off_stage_scale) + p * (uint64_t)M * sb;
+    for (uint32_t t = warp; t < a->num_tokens; t += warps) {
+      /* Rows only this rank reads are read from the input by the fused call. */
+      if (!fused || mori_ep_impl_leaves(&e, a->indices, t))
+        mori_copy_cooperative(tok + (uint64_t)t * tb, (const char *)a->input + (uint64_t)t * tb, tb, lane, lanes);
+      for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+        idx[(uint64_t)t * K + j] = a->indices[(uint64_t)t * K + j];
+        w[(uint64_t)t * K + j] = a->weights ? a->weights[(uint64_t)t * K + j] : 0.0f;
+      }
+      if (sb) {
+        if (a->scales)
+          mori_copy_cooperative(sc + (uint64_t)t * sb, (const char *)a->scales + (uint64_t)t * sb, sb, lane, lanes);
+        else
+          for (uint32_t j = (uint32_t)lane; j < sb; j += (uint32_t)lanes) sc[(uint64_t)t * sb + j] = 0;
+      }
+    }
+    if (mori_ep_impl_last_block(&st->done[0], grid)) mori_ep_impl_publish(&e, e.off_dflag, epoch);
+  }
+  if (recv) {
+    rc = mori_ep_impl_wait_all(&e, e.off_dflag, epoch, 0);
+    uint32_t *pre = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+    if (!rc && MORI_THREAD_RANK_BLOCK() == 0) {
+      int32_t *base = (int32_t *)mori_ep_impl_local(&e, e.off_base) + p * (uint64_t)(n + 1);
+      pre[0] = 0;
+      for (int s = 0; s < n; s++) {
+        const int32_t *h = (const int32_t *)mori_ep_impl_peer(&e, s, e.off_hdr + p * e.hdr_bytes);
+        pre[s + 1] = pre[s] + (uint32_t)h[MORI_EP_HDR_COUNTS + me];
+        if (block == 0) {
+          base[s] = (int32_t)pre[s];
+          if (h[MORI_EP_HDR_BAD_COUNT] > 0 && !st->bad_seen) {
+            st->bad_rank = s;
+            st->bad_token = h[MORI_EP_HDR_BAD_TOKEN];
+            st->bad_slot = h[MORI_EP_HDR_BAD_SLOT];
+            st->bad_index = h[MORI_EP_HDR_BAD_INDEX];
+            st->bad_count = h[MORI_EP_HDR_BAD_COUNT];
+            st->bad_seen = 1;
+          }
+        }
+      }
+      if (block == 0) {
+        base[n] = (int32_t)pre[n];
+        *(int32_t *)mori_ep_impl_local(&e, e.off_recv_num) = (int32_t)pre[n];
+      }
+    }
+    MORI_SYNC_BLOCK();
+    uint32_t rows = rc ? 0 : pre[n];
+    char *out = mori_ep_impl_local(&e, e.off_out_tok), *out_sc = mori_ep_impl_local(&e, e.off_out_scale);
+    float *out_w = (float *)mori_ep_impl_local(&e, e.off_out_w);
+    int32_t *out_idx = (int32_t *)mori_ep_impl_local(&e, e.off_out_idx);
+    int32_t *src_pos = (int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
+    for (uint32_t i = warp; i < rows; i += warps) {
+      int s = mori_ep_impl_source(pre, n, i);
+      const int32_t *list = (const int32_t *)mori_ep_impl_peer(&e, s, e.off_list) + (p * (uint64_t)n + (uint64_t)me) * M;
+      uint32_t t = (uint32_t)list[i - pre[s]];
+      const char *row = s == me && fused ? (const char *)a->input + (uint64_t)t * tb
+                                         : mori_ep_impl_peer(&e, s, e.off_stage_tok) + (p * M + t) * (uint64_t)tb;
+      mori_copy_cooperative(out + (uint64_t)i * tb, row, tb, lane, lanes);
+      const float *w = (const float *)mori_ep_impl_peer(&e, s, e.off_stage_w) + (p * M + t) * (uint64_t)K;
+      const int32_t *idx = (const int32_t *)mori_ep_impl_peer(&e, s, e.off_stage_idx) + (p * M + t) * (uint64_t)K;
+      for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+        out_w[(uint64_t)i * K + j] = w[j];
+        out_idx[(uint64_t)i * K + j] = idx[j];
+      }
+      if (sb)
+        mori_copy_cooperative(out_sc + (uint64_t)i * sb, mori_ep_impl_peer(&e, s, e.off_stage_scale) + (p * M + t) * (uint64_t)sb,
+                              sb, lane, lanes);
+      if (lane == 0) src_pos[i] = s * (int32_t)M + (int32_t)t;
+    }
+  }
+  if (mori_ep_impl_last_block(&st->done[1], grid) && send) *(volatile uint64_t *)&st->dispatch_epoch = epoch;
+  return rc;
+}
+
+/* 8 elements of `dtype` at `p` (16-byte aligned) as floats, added to acc. */
+MORI_DEVICE_INLINE void mori_ep_impl_add8(float acc[8], const char *p, uint32_t dtype) {
+  const mori_vec16_t *v = (const mori_vec16_t *)p;
+  if (dtype == MORI_FLOAT32) {
+    mori_vec16_t x = v[0], y = v[1];
+    uint64_t words[4] = {x.lo, x.hi, y.lo, y.hi};
+    for (int k = 0; k < 8; k++) acc[k] += mori_coll_impl_bits_to_float((uint32_t)(words[k / 2] >> (32 * (k % 2))));
+  } else {
+    mori_vec16_t x = v[0];
+    for (int k = 0; k < 8; k++) {
+      uint16_t h = (uint16_t)((k < 4 ? x.lo : x.hi) >> (16 * (k % 4)));
+      acc[k] += dtype == MORI_BFLOAT16 ? mori_coll_impl_bf16_to_float(h) : mori_coll_impl_fp16_to_float(h);
+    }
+  }
+}
+
+MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_t dtype) {
+  mori_vec16_t *v = (mori_vec16_t *)p;
+  if (dtype == MORI_FLOAT32) {
+    uint64_t words[4];
+    for (int k = 0; k < 4; k++)
+      words[k] = (uint64_t)mori_coll_impl_float_to_bits(acc[2 * k]) |
+                 ((uint64_t)mori_coll_impl_float_to_bits(acc[2 * k + 1]) << 32);
+    mori_vec16_t x = {words[0], words[1]}, y = {words[2], words[3]};
+    v[0] = x;
+    v[1] = y;
+  } else {
+    uint64_t lo = 0, hi = 0;
+    for (int k = 0; k < 8; k++) {
+      uint64_t h = dtype == MORI_BFLOAT16 ? mori_coll_impl_float_to_bf16(acc[k]) : mori_coll_impl_float_to_fp16(acc[k]);
+      if (k < 4) lo |= h << (16 * k);
+      else hi |= h << (16 * (k - 4));
+    }
+    mori_vec16_t x = {lo, hi};
+    v[0] = x;
+  }
+}
+
+MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  mori_ep_state_t *st = mori_ep_impl_state(&e);
+  int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
+  uint64_t epoch = mori_load_volatile_u64(&st->combine_epoch) + (uint64_t)send;
+  uint64_t dp = mori_load_volatile_u64(&st->dispatch_epoch) & 1; /* the parity of the dispatch being combined */
+  int n = e.world_size, me = e.rank, rc = MORI_DEVICE_OK;
+  uint32_t K = e.top_k, M = e.max_tokens, H = e.hidden_dim, dtype = a->dtype;
+  uint64_t rs = (uint64_t)H * mori_coll_impl_dtype_size(dtype);
+  int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
+  uint32_t warp, warps;
+  mori_ep_impl_warps(block, grid, &warp, &warps);
+  char *reg = mori_ep_impl_local(&e, e.off_comb_in);
+  const char *in = (const char *)a->input;
+  int external = in && in != reg;
+  float *reg_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_in);
+  if (send) {
+    uint32_t rows = (uint32_t)*(volatile int32_t *)mori_ep_impl_local(&e, e.off_recv_num);
+    const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
+    for (uint32_t i = warp; i < rows; i += warps) {
+      /* Rows that came from this rank are read from the input by the fused call. */
+      if (external && (!fused || src_pos[i] / (int32_t)M != me))
+        mori_copy_cooperative(reg + (uint64_t)i * rs, in + (uint64_t)i * rs, rs, lane, lanes);
+      if (a->weights)
+        for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) reg_w[(uint64_t)i * K + j] = a->weights[(uint64_t)i * K + j];
+    }
+    if (mori_ep_impl_last_block(&st->done[2], grid)) mori_ep_impl_publish(&e, e.off_cflag, epoch);
+  }
+  if (recv) {
+    rc = mori_ep_impl_wait_all(&e, e.off_cflag, epoch, 1);
+    uint32_t *bases = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+    if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
+      for (int d = 0; d < n; d++)
+        bases[d] = (uint32_t)((const int32_t *)mori_ep_impl_peer(&e, d, e.off_base) + dp * (uint64_t)(n + 1))[me];
+    MORI_SYNC_BLOCK();
+    uint32_t T = rc ? 0 : a->num_tokens;
+    const int32_t *pos = (const int32_t *)mori_ep_impl_local(&e, e.off_pos) + dp * (uint64_t)M * (uint64_t)n;
+    char *out = mori_ep_impl_local(&e, e.off_comb_out);
+    float *out_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_out);
+    int vec = H % 8 == 0 && (((uintptr_t)in & 15) == 0 || !external);
+    for (uint32_t t = warp; t < T; t += warps) {
+      const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
+      if (vec) {
+        for (uint32_t g = (uint32_t)lane; g < H / 8; g += (uint32_t)lanes) {
+          float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          for (int d = 0; d < n; d++) {
+            if (tp[d] < 0) continue;
+            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
+            const char *src = d == me && fused && external ? in : mori_ep_impl_peer(&e, d, e.off_comb_in);
+            mori_ep_impl_add8(acc, src + row * rs + (uint64_t)g * 8 * (rs / H), dtype);
+          }
+          mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * (rs / H), acc, dtype);
+        }
+      } else {
+        for (uint32_t x = (uint32_t)lane; x < H; x += (uint32_t)lanes) {
+          float acc = 0;
+          for (int d = 0; d < n; d++) {
+            if (tp[d] < 0) continue;
+            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
+            const char *src = d == me && fused && external ? in : mori_ep_impl_peer(&e, d, e.off_comb_in);
+            acc += mori_coll_impl_load_elem(src + row * rs, x, dtype);
+          }
+          mori_coll_impl_store_elem(out + (uint64_t)t * rs, x, dtype, acc);
+        }
+      }
+      if (a->has_weights)
+        for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+          float acc = 0;
+          for (int d = 0; d < n; d++) {
+            if (tp[d] < 0) continue;
+            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
+            acc += ((const float *)mori_ep_impl_peer(&e, d, e.off_comb_w_in))[row * K + j];
+          }
+          out_w[(uint64_t)t * K + j] = acc;
+        }
+    }
+  }
+  if (mori_ep_impl_last_block(&st->done[3], grid) && send) *(volatile uint64_t *)&st->combine_epoch = epoch;
+  return rc;
+}
+
+#endif

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/* Layouts of MoE dispatch/combine's device side (mori/ep.h): the context a
+ * kernel takes by value and the arguments of one call. */
+#ifndef MORI_DEVICE_EP_TYPES_H
+#define MORI_DEVICE_EP_TYPES_H
+
+#include "mori/device/window.h"
+
+/* The most blocks and threads per block an EP kernel runs with. */
+#define MORI_EP_MAX_GRID 1024
+#define MORI_EP_MAX_THREADS 1024
+
+/* Header a rank publishes per call (int32 words, in its own memory, one per
+ * parity): bad-index record, token count, then its rows for each rank. */
+enum {
+  MORI_EP_HDR_BAD_COUNT = 0, /* tokens dropped for an expert index out of range */
+  MORI_EP_HDR_BAD_TOKEN = 1, /* the first of them */
+  MORI_EP_HDR_BAD_SLOT = 2,  /* its top-k slot */
+  MORI_EP_HDR_BAD_INDEX = 3, /* and the index found there */
+  MORI_EP_HDR_TOKENS = 4,
+  MORI_EP_HDR_COUNTS = 8, /* [world]: tokens sent to each rank */
+};
+
+/* Each rank's own bookkeeping (local, never read by peers). */
+typedef struct mori_ep_state {
+  uint64_t dispatch_epoch; /* dispatch calls whose send half finished */
+  uint64_t combine_epoch;
+  uint32_t done[4];        /* blocks past a point of the running kernel: dispatch mid/end, combine mid/end */
+  int32_t bad_seen;        /* a bad-index record arrived (cleared by mori_ep_check) */
+  int32_t bad_rank, bad_token, bad_slot, bad_index, bad_count;
+} mori_ep_state_t;
+
+/* A context on the device. Every buffer is at an offset of one window
+ * (the same on every rank); P: per parity (epoch & 1), so that a rank one
+ * call ahead never writes what a peer still reads.
+ *   state                          mori_ep_state_t (local)
+ *   dflag[world], cflag[world]     u64 epochs written by each source rank
+ *   hdr[2]                         the header above (hdr_bytes each)
+ *   base[2][world + 1]             where each source's rows start in this rank's dispatch output
+ *   list[2][world][max_tokens]     i32: tokens this rank sends each rank, ascending
+ *   pos[2][max_tokens][world]      i32: a token's place in list[d], or -1
+ *   scan[2 * MORI_EP_MAX_THREADS]  u32 scratch of block 0
+ *   prefix[MORI_EP_MAX_GRID][world + 1]  u32 scratch, one row per block
+ *   stage_{tok,w,idx,scale}[2]     this rank's input rows, staged for pulls
+ *   out_*, recv_num, src_pos       dispatch outputs
+ *   comb_in, comb_w_in             combine input rows and weights (registered)
+ *   comb_out, comb_w_out           combine outputs */
+typedef struct mori_ep_dev {
+  mori_window_dev_t win;
+  int32_t rank, world_size;
+  uint32_t hidden_dim, top_k;
+  uint32_t experts_per_rank, max_tokens;
+  uint32_t token_bytes; /* hidden_dim * the dispatch type's size */
+  uint32_t scale_bytes; /* scale_dim * scale_type_size */
+  uint64_t timeout_ns;
+  uint64_t hdr_bytes;
+  uint64_t off_state, off_dflag, off_cflag, off_hdr, off_base, off_list, off_pos, off_scan, off_prefix;
+  uint64_t off_stage_tok, off_stage_w, off_stage_idx, off_stage_scale;
+  uint64_t off_out_tok, off_out_w, off_out_idx, off_out_scale, off_recv_num, off_src_pos;
+  uint64_t off_comb_in, off_comb_w_in, off_comb_out, off_comb_w_out;
+} mori_ep_dev_t;
+
+enum { MORI_EP_PHASE_SEND = 1, MORI_EP_PHASE_RECV = 2 };
+
+/* One call. Dispatch: input/weights/scales/indices of num_tokens tokens.
+ * Combine: input rows in dispatch-output order (NULL or comb_in: the
+ * registered buffer), weights (NULL: none), dtype (0 fp32, 1 bf16, 2 fp16),
+ * num_tokens of the dispatch being combined. */
+typedef struct mori_ep_args {
+  const void *input;
+  const float *weights;
+  const void *scales;
+  const int32_t *indices;
+  uint32_t num_tokens;
+  uint32_t phases; /* MORI_EP_PHASE_* */
+  uint32_t dtype;
+  uint32_t has_weights; /* combine: the send half was given weights (the receive half sums them) */
+} mori_ep_args_t;
+
+#endif

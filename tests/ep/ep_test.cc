@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: MIT
+// MoE dispatch/combine (mori/ep.h) in CPU ranks, across separate processes.
+// Every rank's inputs of a call are a function of (rank, call), so each rank
+// builds the whole reference itself: its dispatch output bit for bit (rows
+// ordered by source rank, then source token), and its combine output (each
+// rank's "expert" writes a value of (source rank, token, element, rank), and
+// the source sums one copy per distinct destination rank).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mori/device/coll/impl/numeric__funcs.h"
+#include "mori/ep.h"
+#include "tests/support/world.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+namespace {
+
+struct Shape {
+  mori_ep_dtype_t dtype = MORI_EP_BFLOAT16;
+  uint32_t hidden = 64, max_tokens = 16, experts_per_rank = 2, top_k = 4, scale_dim = 0, scale_size = 0;
+};
+
+uint32_t ElemBytes(mori_ep_dtype_t t) { return t == MORI_EP_FLOAT32 ? 4 : t <= MORI_EP_FLOAT16 ? 2 : 1; }
+
+mori_ep_config_t Config(const Shape &s, int rank, int n) {
+  mori_ep_config_t c;
+  mori_ep_config_init(&c);
+  c.data_type = s.dtype;
+  c.rank = rank;
+  c.world_size = n;
+  c.hidden_dim = s.hidden;
+  c.scale_dim = s.scale_dim;
+  c.scale_type_size = s.scale_size;
+  c.max_token_type_size = 4;  // combine in fp32 too
+  c.max_num_inp_token_per_rank = s.max_tokens;
+  c.num_experts_per_rank = s.experts_per_rank;
+  c.num_experts_per_token = s.top_k;
+  return c;
+}
+
+// One rank's inputs of one call.
+struct Inputs {
+  uint32_t tokens = 0;
+  std::vector<uint8_t> rows, scales;
+  std::vector<float> weights;
+  std::vector<int32_t> indices;
+};
+
+// Routings by call: uniform; all on one expert; every top-k on one rank
+// (duplicate destinations); one rank gets nothing; no tokens on some ranks.
+Inputs MakeInputs(const Shape &s, int rank, int n, int call) {
+  std::mt19937 rng((uint32_t)(call * 7919 + rank * 104729 + 17));
+  Inputs in;
+  int mode = call % 5;
+  in.tokens = rng() % (s.max_tokens + 1);
+  if (mode == 4 && rank % 2 == 1) in.tokens = 0;
+  uint32_t E = (uint32_t)n * s.experts_per_rank, T = in.tokens, K = s.top_k;
+  uint32_t rb = s.hidden * ElemBytes(s.dtype), sb = s.scale_dim * s.scale_size;
+  in.rows.resize((size_t)T * rb);
+  for (auto &b : in.rows) b = (uint8_t)rng();
+  in.scales.resize((size_t)T * sb);
+  for (auto &b : in.scales) b = (uint8_t)rng();
+  in.weights.resize((size_t)T * K);
+  for (auto &w : in.weights) w = (float)(rng() % 1000) / 64.0f;
+  in.indices.resize((size_t)T * K);
+  int empty = call % n;
+  for (uint32_t t = 0; t < T; t++) {
+    std::vector<int32_t> pool;
+    for (uint32_t e = 0; e < E; e++) pool.push_back((int32_t)e);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (uint32_t j = 0; j < K; j++) {
+      int32_t e = pool[j % pool.size()];
+      if (mode == 1) e = (int32_t)(call % E);
+      if (mode == 2) e = (int32_t)((t % n) * s.experts_per_rank + rng() % s.experts_per_rank);
+      if (mode == 3 && (uint32_t)e / s.experts_per_rank == (uint32_t)empty)
+        e = (int32_t)(((uint32_t)e + s.experts_per_rank) % E);
+      in.indices[(size_t)t * K + j] = e;
+    }
+  }
+  return in;
+}
+
+// The distinct destination ranks of token t, ascending.
+std::set<int> Dests(const Shape &s, const Inputs &in, uint32_t t) {
+  std::set<int> d;
+  for (uint32_t j = 0; j < s.top_k; j++) d.insert(in.indices[(size_t)t * s.top_k + j] / (int)s.experts_per_rank);
+  return d;
+}
+
+// What rank d's expert writes for element h of (source s, token t).
+float ExpertValue(int s, uint32_t t, uint32_t h, int d, int call) {
+  return (float)((int)((s * 7 + t * 3 + h + d * 5 + call) % 17) - 8) * 0.25f;
+}
+
+void StoreAs(uint8_t *row, uint32_t h, mori_ep_dtype_t dt, float v) { mori_coll_impl_store_elem(row, h, (uint32_t)dt, v); }
+float LoadAs(const uint8_t *row, uint32_t h, mori_ep_dtype_t dt) { return mori_coll_impl_load_elem(row, h, (uint32_t)dt); }
+
+struct Options {
+  bool weights = true, scales = false, split = false, registered = false;
+  mori_ep_dtype_t combine = MORI_EP_BFLOAT16;
+};
+
+// One call's dispatch and combine on rank `me`, checked against the
+// reference; returns false (with a test failure) at the first mismatch.
+bool CheckCall(mori_ep_t *ep, const Shape &s, int me, int n, int call, const Options &o) {
+  std::vector<Inputs> all;
+  for (int r = 0; r < n; r++) all.push_back(MakeInputs(s, r, n, call));
+  const Inputs &mine = all[me];
+  uint32_t K = s.top_k, M = s.max_tokens, rb = s.hidden * ElemBytes(s.dtype), sb = s.scale_dim * s.scale_size;
+  const void *scales = o.scales && sb ? mine.scales.data() : nullptr;
+  const float *weights = o.weights ? mine.weights.data() : nullptr;
+  if (o.split) {
+    MORI_EXPECT_OK(mori_ep_dispatch_send(ep, mine.rows.data(), weights, scales, mine.indices.data(), mine.tokens, nullptr, nullptr));
+    MORI_EXPECT_OK(mori_ep_dispatch_recv(ep, nullptr, nullptr));
+  } else {
+    MORI_EXPECT_OK(mori_ep_dispatch(ep, mine.rows.data(), weights, scales, mine.indices.data(), mine.tokens, nullptr, nullptr));
+  }
+  mori_ep_buffers_t b;
+  MORI_EXPECT_OK(mori_ep_buffers(ep, &b));
+  // Dispatch: rows in (source, token) order, bit for bit.
+  uint32_t row = 0;
+  for (int src = 0; src < n; src++)
+    for (uint32_t t = 0; t < all[src].tokens; t++) {
+      if (!Dests(s, all[src], t).count(me)) continue;
+      const Inputs &in = all[src];
+      bool ok = !memcmp((uint8_t *)b.dispatch_tokens + (size_t)row * rb, in.rows.data() + (size_t)t * rb, rb) &&
+                !memcmp(b.dispatch_indices + (size_t)row * K, in.indices.data() + (size_t)t * K, K * 4) &&
+                b.src_token_pos[row] == src * (int)M + (int)t;
+      for (uint32_t j = 0; j < K && ok; j++)
+        ok = b.dispatch_weights[(size_t)row * K + j] == (o.weights ? in.weights[(size_t)t * K + j] : 0.0f);
+      if (ok && scales)
+        ok = !memcmp((uint8_t *)b.dispatch_scales + (size_t)row * sb, in.scales.data() + (size_t)t * sb, sb);
+      EXPECT_TRUE(ok) << "call " << call << " rank " << me << ": dispatch row " << row << " (source " << src << " token " << t
+                      << ") differs; src_token_pos " << b.src_token_pos[row];
+      if (!ok) return false;
+      row++;
+    }
+  EXPECT_EQ(*b.recv_num_token, (int32_t)row) << "call " << call << " rank " << me;
+  if (*b.recv_num_token != (int32_t)row) return false;
+  // Combine: this rank's expert writes ExpertValue for each row it got.
+  uint32_t cb = ElemBytes(o.combine), crb = s.hidden * cb;
+  std::vector<uint8_t> external((size_t)row * crb + 16);
+  uint8_t *cin = o.registered ? (uint8_t *)b.combine_input : external.data();
+  std::vector<float> cw((size_t)(row + 1) * K);  // never empty: NULL would mean no weights
+  for (uint32_t i = 0; i < row; i++) {
+    int src = b.src_token_pos[i] / (int)M;
+    uint32_t t = (uint32_t)(b.src_token_pos[i] % (int)M);
+    for (uint32_t h = 0; h < s.hidden; h++) StoreAs(cin + (size_t)i * crb, h, o.combine, ExpertValue(src, t, h, me, call));
+    for (uint32_t j = 0; j < K; j++) cw[(size_t)i * K + j] = b.dispatch_weights[(size_t)i * K + j] + (float)me;
+  }
+  const void *input = o.registered ? nullptr : cin;
+  const float *cweights = o.weights ? cw.data() : nullptr;
+  if (o.split) {
+    MORI_EXPECT_OK(mori_ep_combine_send(ep, input, o.combine, cweights, nullptr, nullptr));
+    MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+  } else {
+    MORI_EXPECT_OK(mori_ep_combine(ep, input, o.combine, cweights, nullptr, nullptr));
+  }
+  for (uint32_t t = 0; t < mine.tokens; t++) {
+    std::set<int> dests = Dests(s, mine, t);
+    for (uint32_t h = 0; h < s.hidden; h++) {
+      float want = 0;
+      for (int d : dests) want += ExpertValue(me, t, h, d, call);
+      float got = LoadAs((uint8_t *)b.combine_output + (size_t)t * crb, h, o.combine);
+      EXPECT_EQ(got, want) << "call " << call << " rank " << me << ": combine token " << t << " element " << h;
+      if (got != want) return false;
+    }
+    for (uint32_t j = 0; j < K && o.weights; j++) {
+      float want = 0;
+      for (int d : dests) want += mine.weights[(size_t)t * K + j] + (float)d;
+      EXPECT_EQ(b.combine_weights[(size_t)t * K + j], want) << "call " << call << " rank " << me << ": weight " << t << "," << j;
+      if (b.combine_weights[(size_t)t * K + j] != want) return false;
+    }
+  }
+  return true;
+}
+
+int EnvInt(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+// Many calls back to back with a new routing each, every call checked:
+// 10 000, or 4 000 at 8 ranks (8 spinning processes on a CI machine's 2
+// cores take ~4.5 ms a call); MORI_EP_TEST_CALLS overrides the count.
+TEST(Ep, BackToBackNewRoutingEveryCall) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 4000 : 10000);
+    for (int call = 0; call < calls; call++) {
+      Options o;
+      o.split = call % 3 == 1;
+      o.registered = call % 4 == 2;
+      o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+      o.weights = call % 5 != 4;
+      ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o));
+    }
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// Every dispatch dtype (fp8 as bytes), with scales, combined in each type.
+TEST(Ep, EveryDtypeWithScales) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    for (mori_ep_dtype_t dt : {MORI_EP_FLOAT32, MORI_EP_BFLOAT16, MORI_EP_FLOAT16, MORI_EP_FP8_E4M3FN, MORI_EP_FP8_E4M3FNUZ}) {
+      Shape s;
+      s.dtype = dt;
+      s.hidden = 40;  // not a multiple of 8 elements: the unvectorised paths
+      s.top_k = 3;
+      s.experts_per_rank = 3;
+      s.scale_dim = 3;
+      s.scale_size = 4;
+      mori_ep_config_t c = Config(s, rank, size);
+      mori_ep_t *ep = nullptr;
+      MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+      for (int call = 0; call < 30; call++) {
+        Options o;
+        o.scales = call % 2 == 0;
+        o.split = call % 3 == 0;
+        o.combine = (mori_ep_dtype_t)(call % 3);
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << "dtype " << dt;
+      }
+      MORI_EXPECT_OK(mori_ep_check(ep));
+      MORI_EXPECT_OK(mori_ep_destroy(ep));
+    }
+  });
+}
+
+// Identity experts (AMD mori's definition): combining the dispatch output
+// gives the input times the number of distinct destination ranks, and the
+// weights summed the same way. reset() clears recv_num_token.
+TEST(Ep, IdentityExpertsAndReset) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    s.hidden = 128;
+    s.max_tokens = 32;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    for (int call = 0; call < 20; call++) {
+      Inputs in = MakeInputs(s, rank, size, call);
+      for (size_t i = 0; i < in.rows.size() / 2; i++)  // sane bf16 values: small multiples of 1/8
+        ((uint16_t *)in.rows.data())[i] = mori_coll_impl_float_to_bf16((float)((int)(i % 23) - 11) / 8.0f);
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+      MORI_ASSERT_OK(mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, b.dispatch_weights, nullptr, nullptr));
+      for (uint32_t t = 0; t < in.tokens; t++) {
+        float copies = (float)Dests(s, in, t).size();
+        for (uint32_t h = 0; h < s.hidden; h++) {
+          float x = mori_coll_impl_bf16_to_float(((uint16_t *)in.rows.data())[t * s.hidden + h]);
+          ASSERT_EQ(mori_coll_impl_bf16_to_float(((uint16_t *)b.combine_output)[t * s.hidden + h]), x * copies)
+              << "call " << call << " token " << t << " element " << h;
+        }
+        for (uint32_t j = 0; j < s.top_k; j++)
+          ASSERT_EQ(b.combine_weights[t * s.top_k + j], in.weights[t * s.top_k + j] * copies);
+      }
+    }
+    MORI_ASSERT_OK(mori_ep_reset(ep, nullptr));
+    EXPECT_EQ(*b.recv_num_token, 0);
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// An expert index out of range: that token is dropped, the call completes,
+// and mori_ep_check on every rank names the rank, the token and the index.
+// The next call is clean.
+TEST(Ep, BadIndexIsReportedOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    Inputs in = MakeInputs(s, rank, size, 0);
+    in.tokens = 4;
+    in.rows.resize(4 * s.hidden * 2);
+    in.weights.assign(4 * s.top_k, 1.0f);
+    in.indices.assign(4 * s.top_k, 0);
+    if (rank == size - 1) in.indices[2 * s.top_k + 1] = 999;
+    MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    EXPECT_EQ(*b.recv_num_token, rank == 0 ? 4 * size - 1 : 0);  // every token to rank 0 but the bad one
+    EXPECT_EQ(mori_ep_check(ep), MORI_EINVAL);
+    std::string msg = mori_last_error(), want = "rank " + std::to_string(size - 1) + "'s token 2 has expert index 999 in top-k slot 1";
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    MORI_EXPECT_OK(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
+    MORI_EXPECT_OK(mori_ep_check(ep));  // reported once
+    for (int call = 1; call < 6; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+void ExpectRefused(int rc, int code, const std::string &text) {
+  EXPECT_EQ(rc, code) << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << mori_last_error();
+}
+
+// Bad configs fail on every rank with the reason; bad calls locally.
+TEST(Ep, Refusals) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_t *ep = nullptr;
+    mori_ep_config_t c = Config(s, rank, size);
+    c.rank = (rank + 1) % size;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "the config says rank " + std::to_string((rank + 1) % size));
+    c = Config(s, rank, size);
+    c.world_size = size + 1;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "of world_size " + std::to_string(size + 1));
+    c = Config(s, rank, size);
+    c.hidden_dim = 0;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "hidden_dim is 0");
+    c = Config(s, rank, size);
+    c.data_type = (mori_ep_dtype_t)9;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "data_type 9");
+    c = Config(s, rank, size);
+    c.num_experts_per_token = s.experts_per_rank * size + 1;
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "top-k (num_experts_per_token) " +
+                                                                    std::to_string(s.experts_per_rank * size + 1));
+    c = Config(s, rank, size);
+    if (rank == 1) c.hidden_dim = 65;  // one rank differs: every rank fails
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "config differs");
+    EXPECT_EQ(ep, nullptr);
+    c = Config(s, rank, size);
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    std::vector<uint8_t> rows((s.max_tokens + 1) * s.hidden * 2);
+    std::vector<int32_t> idx((s.max_tokens + 1) * s.top_k, 0);
+    ExpectRefused(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, idx.data(), s.max_tokens + 1, nullptr, nullptr), MORI_EINVAL,
+                  "rank " + std::to_string(rank) + " dispatches " + std::to_string(s.max_tokens + 1) +
+                      " tokens, more than max_num_inp_token_per_rank " + std::to_string(s.max_tokens));
+    ExpectRefused(mori_ep_dispatch(ep, nullptr, nullptr, nullptr, idx.data(), 1, nullptr, nullptr), MORI_EINVAL,
+                  "input and indices are required");
+    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FP8_E4M3FN, nullptr, nullptr, nullptr), MORI_EINVAL,
+                  "combine dtype float8_e4m3fn (3) is not float32, bfloat16 or float16");
+    // The context still works.
+    for (int call = 0; call < 3; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+    // A combine wider than the buffers hold.
+    c = Config(s, rank, size);
+    c.max_token_type_size = 2;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FLOAT32, nullptr, nullptr, nullptr), MORI_EINVAL,
+                  "takes 4 bytes, the buffers hold 2");
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
