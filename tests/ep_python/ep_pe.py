@@ -19,7 +19,7 @@ import mori  # noqa: E402
 import mori.ops  # noqa: E402
 from mori import shmem  # noqa: E402
 
-HIDDEN, MAX_TOKENS, EXPERTS_PER_RANK, TOPK = 40, 10, 3, 4
+HIDDEN, MAX_TOKENS, EXPERTS_PER_RANK, TOPK = 40, 10, 4, 4
 DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn)
 SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
 
@@ -112,7 +112,8 @@ class Pe:
         rtol, atol = ref.TOLERANCE[combine_dtype]
         torch.testing.assert_close(co, ey, rtol=rtol, atol=atol, msg=lambda m: f"{where}: combine: {m}")
         if cw is not None:
-            torch.testing.assert_close(cw, eww, rtol=1e-6, atol=1e-6, msg=lambda m: f"{where}: combine weights: {m}")
+            torch.testing.assert_close(cw, eww, rtol=1e-6, atol=1e-6,
+                                       msg=lambda m: f"{where}: combine weights: {m}\n{cw}\n!=\n{eww}")
 
     def correctness(self):
         seed = 1

@@ -5,7 +5,7 @@ separate processes at 2, 4 and 8 PEs (ep_pe.py) checking every call
 against a reference made of torch operations (ep_reference.py).
 
 MORI_EP_TEST_CALLS=N sets the back-to-back calls of each PE count (default
-below); MORI_EP_TEST_WORLDS="2 4 8" the PE counts."""
+below); EP_TEST_WORLDS="2 4 8" the PE counts."""
 import dataclasses
 import inspect
 import os
@@ -103,7 +103,7 @@ class MultiPeTest(unittest.TestCase):
                    MORI_BOOTSTRAP_TIMEOUT_MS="60000", PYTHONPATH=os.pathsep.join(
                        [os.path.join(ROOT, "python"), os.path.join(ROOT, "tests", "shmem"),
                         os.environ.get("PYTHONPATH", "")]))
-        worlds = [int(w) for w in os.environ.get("MORI_EP_TEST_WORLDS", "2 4 8").split()]
+        worlds = [int(w) for w in os.environ.get("EP_TEST_WORLDS", "2 4 8").split()]
         for n in worlds:
             calls = int(os.environ.get("MORI_EP_TEST_CALLS", DEFAULT_CALLS.get(n, 100)))
             with self.subTest(pes=n), tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
@@ -117,9 +117,10 @@ class MultiPeTest(unittest.TestCase):
                     for p in procs:
                         if p.poll() is None:
                             p.kill()
-                for r, (p, out) in enumerate(zip(procs, outs)):
-                    self.assertEqual(p.returncode, 0, f"PE {r} of {n}:\n{out}")
-                    self.assertIn(f"PE {r} of {n}: ok", out)
+                bad = [f"PE {r} of {n} (exit {p.returncode}):\n{out}" for r, (p, out) in enumerate(zip(procs, outs))
+                       if p.returncode != 0 or f"PE {r} of {n}: ok" not in out]
+                self.assertFalse(bad, "\n".join(bad))
+                for out in outs:
                     print(out.strip().splitlines()[-1], flush=True)
 
 

@@ -6,10 +6,10 @@
 # from @torch//:defs.bzl), imported on the CPU: a CUDA build of torch loads
 # without a GPU once its libraries are found, from the CUDA toolkit and from
 # the runtime directory `tools/install_deps.sh torch` fills next to it
-# (.deps/torch_runtime; MORI_TORCH_RUNTIME overrides it).
+# (.deps/torch_runtime; EP_TORCH_RUNTIME overrides it).
 set -eu
 torch_dir=${MORI_TORCH_DIR:?MORI_TORCH_DIR (the torch package directory) is not set}
-runtime=${MORI_TORCH_RUNTIME:-$(dirname "$(dirname "$torch_dir")")/torch_runtime}
+runtime=${EP_TORCH_RUNTIME:-$(dirname "$(dirname "$torch_dir")")/torch_runtime}
 libs=
 for d in "$runtime"/nvidia/*/lib; do
   [ -d "$d" ] && libs=$libs${libs:+:}$d

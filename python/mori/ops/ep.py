@@ -165,8 +165,10 @@ class EpDispatchCombineOp:
         self._last_num_tokens = 0
         self._last_combine_dtype = config.data_type if config.data_type in _COMBINE_DTYPES else torch.bfloat16
         # Report device-found bad data (an expert index out of range) as an
-        # exception from the next eager call; check() does it on demand.
-        self.check_every_call = True
+        # exception from the next eager call where that is free: on the host
+        # platform. On a GPU reading the report waits for the device (and
+        # cannot be graph-captured), so there check() does it when asked.
+        self.check_every_call = not self._on_gpu
 
     # ---- construction -------------------------------------------------------------------------------
     def _validate_config(self, c, me, npes):
@@ -382,8 +384,10 @@ class EpDispatchCombineOp:
         ptr = input.data_ptr()
         if ptr == self._combine_input_raw.data_ptr():
             ptr = None  # the registered buffer: read in place
-        rc = fn(self._ep, ptr, dtype_code, weights.data_ptr() if weights is not None else None, launch,
-                self._stream())
+        # An empty weights tensor has no address (torch answers 0), but its
+        # rank still gets summed weights back: pass one that is not NULL.
+        wptr = (weights.data_ptr() or self._dispatch_weights.data_ptr()) if weights is not None else None
+        rc = fn(self._ep, ptr, dtype_code, wptr, launch, self._stream())
         if rc < 0:
             raise EpError(call, rc)
 
