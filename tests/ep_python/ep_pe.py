@@ -306,7 +306,10 @@ def main(rank, world, uid_path, calls):
     uid = share_unique_id(shmem, rank, uid_path)
     shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, world, uid)
     timings = {}
-    for part in ("correctness", "refusals", "standard_moe", "compiled"):
+    # torch.compile at 2 PEs: tracing is CPU-bound, and at more PEs on few
+    # cores the peers' waits starve it (the graph is the same at any count).
+    parts = ("correctness", "refusals", "standard_moe") + (("compiled",) if world == 2 else ())
+    for part in parts:
         start = time.time()
         getattr(pe, part)()
         timings[part] = time.time() - start

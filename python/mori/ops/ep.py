@@ -38,6 +38,10 @@ from ._ep_c import EpError
 __all__ = ["EpDispatchCombineConfig", "EpDispatchCombineKernelType", "EpDispatchCombineOp", "EpError"]
 
 
+_Tensor, _int32, _float32 = torch.Tensor, torch.int32, torch.float32
+_is_compiling = torch.compiler.is_compiling
+
+
 class EpDispatchCombineKernelType(enum.IntEnum):
     """The MORI-EP guide's kernel types. IntraNode and InterNode are built;
     InterNodeV1, InterNodeV1LL and AsyncLL run as InterNode (docs/ep.md)."""
@@ -169,6 +173,17 @@ class EpDispatchCombineOp:
         # platform. On a GPU reading the report waits for the device (and
         # cannot be graph-captured), so there check() does it when asked.
         self.check_every_call = not self._on_gpu
+        # What the fast paths compare against, as plain attributes.
+        self._dtype = config.data_type
+        self._hidden = config.hidden_dim
+        self._topk = config.num_experts_per_token
+        self._max_tokens = config.max_num_inp_token_per_rank
+        self._scale_dim = config.scale_dim if self._scales_raw.numel() else 0
+        self._scale_dtypes = frozenset(d for d, v in self._scales_views.items() if v.numel() or not self._scale_dim)
+        self._external = bool(config.use_external_inp_buf)
+        self._combine_input_ptr = self._combine_input_raw.data_ptr()
+        self._weights_fallback = self._dispatch_weights.data_ptr()
+        self._dtype_codes = _DTYPE_CODES
 
     # ---- construction -------------------------------------------------------------------------------
     def _validate_config(self, c, me, npes):
@@ -430,6 +445,34 @@ class EpDispatchCombineOp:
         indices, recv_num_token): views of this rank's received rows
         [max_recv_tokens, ...], ordered by (source rank, source token); the
         first recv_num_token[0] rows are this call's."""
+        # The fast path: plain tensors that fit, eagerly; anything else (and
+        # every error message) goes through _dispatch.
+        n = -1
+        if (not _is_compiling() and type(input) is _Tensor and type(indices) is _Tensor and input.dtype is self._dtype
+                and indices.dtype is _int32 and input.is_cuda is self._on_gpu and indices.is_cuda is self._on_gpu
+                and len(shape := input.shape) == 2 and shape[1] == self._hidden
+                and (n := shape[0]) <= self._max_tokens and indices.shape == (n, self._topk)
+                and input.is_contiguous() and indices.is_contiguous()
+                and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
+                                         and weights.is_cuda is self._on_gpu and weights.shape == (n, self._topk)
+                                         and weights.is_contiguous()))
+                and (scales is None or (self._scale_dim and type(scales) is _Tensor and scales.dtype in self._scale_dtypes
+                                        and scales.is_cuda is self._on_gpu and scales.shape == (n, self._scale_dim)
+                                        and scales.is_contiguous()))
+                and self._ep is not None):
+            if self.check_every_call:
+                rc = lib.mori_ep_check(self._ep)
+                if rc < 0:
+                    raise EpError("mori_ep_check", rc)
+            launch = (self._default_launch if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1
+                      else self._launch_of(block_num, rdma_block_num, warp_per_block))
+            rc = lib.mori_ep_dispatch(self._ep, input.data_ptr(), None if weights is None else weights.data_ptr(),
+                                      None if scales is None else scales.data_ptr(), indices.data_ptr(), n, launch,
+                                      self._stream())
+            if rc < 0:
+                raise EpError("mori_ep_dispatch", rc)
+            self._last_num_tokens = n
+            return self._dispatch_results[None if scales is None else scales.dtype]
         return self._dispatch(False, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block)
 
     def dispatch_send(self, input, weights, scales, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
@@ -490,8 +533,44 @@ class EpDispatchCombineOp:
         top-k] or None), tokens being the last dispatch's. The weighting
         by expert belongs to the caller: with identity experts the output
         is the input times the number of distinct ranks it went to."""
-        result = self._combine(False, input, weights, indices, block_num, rdma_block_num, warp_per_block,
-                               use_external_inp_buf)
+        # The fast path, as in dispatch.
+        if (not _is_compiling() and type(input) is _Tensor and (out := self._combine_outputs.get(input.dtype)) is not None
+                and input.is_cuda is self._on_gpu and len(shape := input.shape) == 2 and shape[1] == self._hidden
+                and (rows := shape[0]) <= self.max_recv_tokens and input.is_contiguous()
+                and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
+                                         and weights.is_cuda is self._on_gpu and len(wshape := weights.shape) == 2
+                                         and wshape[1] == self._topk and wshape[0] <= self.max_recv_tokens
+                                         and weights.is_contiguous()))
+                and (indices is None or (type(indices) is _Tensor and len(ishape := indices.shape) == 2
+                                         and ishape[1] == self._topk))
+                and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))
+                and (self._recv_num_token_c is None
+                     or ((got := self._recv_num_token_c.value) <= rows and (weights is None or got <= wshape[0])))
+                and self._ep is not None):
+            n = self._last_num_tokens
+            key = (input.dtype, n, weights is not None)
+            result = self._combine_results.get(key)
+            if result is None:
+                result = self._combine_results[key] = (out[:n], self._combine_weights[:n] if weights is not None
+                                                       else None)
+            if self.check_every_call:
+                rc = lib.mori_ep_check(self._ep)
+                if rc < 0:
+                    raise EpError("mori_ep_check", rc)
+            launch = (self._default_launch if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1
+                      else self._launch_of(block_num, rdma_block_num, warp_per_block))
+            ptr = input.data_ptr()
+            if ptr == self._combine_input_ptr:
+                ptr = None
+            rc = lib.mori_ep_combine(self._ep, ptr, self._dtype_codes[input.dtype],
+                                     None if weights is None else (weights.data_ptr() or self._weights_fallback),
+                                     launch, self._stream())
+            if rc < 0:
+                raise EpError("mori_ep_combine", rc)
+            self._last_combine_dtype = input.dtype
+        else:
+            result = self._combine(False, input, weights, indices, block_num, rdma_block_num, warp_per_block,
+                                   use_external_inp_buf)
         if call_reset:
             self.reset()
         return result
