@@ -67,13 +67,6 @@ static int check_config(mori_comm_t *comm, const mori_ep_config_t *c) {
   if ((int)c->kernel_type < MORI_EP_INTRA_NODE || (int)c->kernel_type > MORI_EP_ASYNC_LL)
     return mori_error_set(MORI_EINVAL, "ep_create: rank %d: kernel_type %d is not one of mori_ep_kernel_type_t", me,
                           (int)c->kernel_type);
-  int base, size;
-  mori_comm_lsa(comm, &base, &size, NULL);
-  if (size != n)
-    return mori_error_set(MORI_EUNREACHABLE,
-                          "ep_create: rank %d: the comm's %d ranks are not all load/store reachable (its load/store team is "
-                          "ranks [%d, %d)); dispatch/combine across nodes is not built yet",
-                          me, n, base, base + size);
   return 0;
 }
 
@@ -93,6 +86,7 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
   PLACE(off_cflag, n * 8);
   PLACE(off_hdr, 2 * v->hdr_bytes);
   PLACE(off_base, 2 * (n + 1) * 4);
+  PLACE(off_ready, 2 * 8);
   *control = at;
   PLACE(off_list, 2 * n * M * 4);
   PLACE(off_pos, 2 * M * n * 4);
@@ -112,6 +106,13 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
   PLACE(off_comb_w_in, R * K * 4);
   PLACE(off_comb_out, M * H * ep->comb_elem_bytes);
   PLACE(off_comb_w_out, M * K * 4);
+  /* Copies of what ranks outside the load/store team publish (remote only). */
+  uint64_t remote = v->remote ? 1 : 0, C = v->copies;
+  PLACE(off_rhdr, remote * n * v->hdr_bytes);
+  PLACE(off_rlist, remote * n * M * 4);
+  PLACE(off_rbase, remote * n * 4);
+  PLACE(off_fetch, remote * M * C * H * ep->comb_elem_bytes);
+  PLACE(off_fetch_w, remote * M * C * K * 4);
 #undef PLACE
   return at;
 }
@@ -139,6 +140,23 @@ static int make_window(mori_ep_t *ep, int rc) {
   ep->memory = mem;
   ep->win = win;
   ep->view.win = mori_window_device_view(win);
+  /* Ranks outside the load/store team are read through the window's proxy
+   * (the rdma transport). */
+  int base, size;
+  mori_comm_lsa(ep->comm, &base, &size, NULL);
+  if (ep->view.remote && !ep->view.win.proxy)
+    rc = mori_error_set(MORI_EUNREACHABLE,
+                        "ep_create: rank %d reaches only ranks [%d, %d) of %d by load/store and no transport gives its window "
+                        "a proxy for the others (the rdma transport does)",
+                        ep->config.rank, base, base + size, ep->config.world_size);
+  rc = mori_agree(ep->comm, rc, "ep_create: reaching every rank");
+  if (rc) {
+    mori_window_destroy(win);
+    mori_mem_free(mem);
+    ep->memory = NULL;
+    ep->win = NULL;
+    return rc;
+  }
   return 0;
 }
 
@@ -174,6 +192,9 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     ep->comm = comm;
     ep->config = *config;
     ep->device = mori_comm_device(comm);
+    ep->auto_shape = mori_env_enum_or("MORI_EP_LAUNCH_CONFIG_MODE", 0) == 1;
+    int sms = 0, drc = ep->auto_shape ? mori_ep_device_info(ep->device, ep->arch, sizeof(ep->arch), &sms) : 0;
+    if (drc && !rc) rc = drc;
     uint32_t es = elem_bytes((int)config->data_type);
     ep->comb_elem_bytes = config->max_token_type_size ? config->max_token_type_size : (es > 2 ? es : 2);
     mori_ep_dev_t *v = &ep->view;
@@ -185,7 +206,12 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     v->max_tokens = config->max_num_inp_token_per_rank;
     v->token_bytes = config->hidden_dim * es;
     v->scale_bytes = config->scale_dim * config->scale_type_size;
-    v->timeout_ns = (uint64_t)mori_bootstrap_default_timeout_ms() * 1000000ull;
+    int base, size;
+    mori_comm_lsa(comm, &base, &size, NULL);
+    v->remote = size != n;
+    v->copies = config->num_experts_per_token < (uint32_t)n ? config->num_experts_per_token : (uint32_t)n;
+    v->comb_elem_bytes = ep->comb_elem_bytes;
+    v->timeout_ns = (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm)) * 1000000ull;
   }
   if (!ep) {
     (void)mori_agree(comm, rc, "ep_create: buffers"); /* the peers are in that step */
@@ -242,12 +268,9 @@ static mori_ep_shape_t choose_shape(const mori_ep_t *ep, const mori_ep_launch_t 
   else if (ep->config.block_num > 0) s.blocks = (uint32_t)ep->config.block_num;
   if (launch && launch->warp_per_block > 0) s.warps = (uint32_t)launch->warp_per_block;
   else if (ep->config.warp_num_per_block > 0) s.warps = (uint32_t)ep->config.warp_num_per_block;
-  if ((!s.blocks || !s.warps) && mori_env_enum_or("MORI_EP_LAUNCH_CONFIG_MODE", 0) == 1) {
-    char arch[32];
-    int sms = 0;
+  if ((!s.blocks || !s.warps) && ep->auto_shape) {
     mori_ep_shape_t t;
-    if (!mori_ep_device_info(ep->device, arch, sizeof(arch), &sms) &&
-        mori_ep_table_shape(arch, ep->config.world_size, (int)ep->config.data_type, tokens, ep->config.hidden_dim, &t)) {
+    if (mori_ep_table_shape(ep->arch, ep->config.world_size, (int)ep->config.data_type, tokens, ep->config.hidden_dim, &t)) {
       if (!s.blocks) s.blocks = t.blocks;
       if (!s.warps) s.warps = t.warps;
     }

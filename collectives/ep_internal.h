@@ -24,6 +24,8 @@ struct mori_ep {
   uint32_t comb_dtype;       /* of the last combine_send */
   uint32_t comb_has_weights;
   int device;
+  int auto_shape;  /* MORI_EP_LAUNCH_CONFIG_MODE=auto, read when the context was made */
+  char arch[32];   /* the device's, for the launch table */
 };
 
 /* A launch shape asked for: blocks and warps per block (> 0). The GPU

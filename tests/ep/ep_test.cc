@@ -15,92 +15,17 @@
 
 #include "mori/device/coll/impl/numeric__funcs.h"
 #include "mori/ep.h"
+#include "mori/transport_rdma.h"
+#include "tests/ep/ep_reference.h"
 #include "tests/support/world.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
 
 using mori_test::TestRanks;
 using mori_test::World;
 
+using namespace mori_ep_test;
+
 namespace {
-
-struct Shape {
-  mori_ep_dtype_t dtype = MORI_EP_BFLOAT16;
-  uint32_t hidden = 64, max_tokens = 16, experts_per_rank = 2, top_k = 4, scale_dim = 0, scale_size = 0;
-};
-
-uint32_t ElemBytes(mori_ep_dtype_t t) { return t == MORI_EP_FLOAT32 ? 4 : t <= MORI_EP_FLOAT16 ? 2 : 1; }
-
-mori_ep_config_t Config(const Shape &s, int rank, int n) {
-  mori_ep_config_t c;
-  mori_ep_config_init(&c);
-  c.data_type = s.dtype;
-  c.rank = rank;
-  c.world_size = n;
-  c.hidden_dim = s.hidden;
-  c.scale_dim = s.scale_dim;
-  c.scale_type_size = s.scale_size;
-  c.max_token_type_size = 4;  // combine in fp32 too
-  c.max_num_inp_token_per_rank = s.max_tokens;
-  c.num_experts_per_rank = s.experts_per_rank;
-  c.num_experts_per_token = s.top_k;
-  return c;
-}
-
-// One rank's inputs of one call.
-struct Inputs {
-  uint32_t tokens = 0;
-  std::vector<uint8_t> rows, scales;
-  std::vector<float> weights;
-  std::vector<int32_t> indices;
-};
-
-// Routings by call: uniform; all on one expert; every top-k on one rank
-// (duplicate destinations); one rank gets nothing; no tokens on some ranks.
-Inputs MakeInputs(const Shape &s, int rank, int n, int call) {
-  std::mt19937 rng((uint32_t)(call * 7919 + rank * 104729 + 17));
-  Inputs in;
-  int mode = call % 5;
-  in.tokens = rng() % (s.max_tokens + 1);
-  if (mode == 4 && rank % 2 == 1) in.tokens = 0;
-  uint32_t E = (uint32_t)n * s.experts_per_rank, T = in.tokens, K = s.top_k;
-  uint32_t rb = s.hidden * ElemBytes(s.dtype), sb = s.scale_dim * s.scale_size;
-  in.rows.resize((size_t)T * rb);
-  for (auto &b : in.rows) b = (uint8_t)rng();
-  in.scales.resize((size_t)T * sb);
-  for (auto &b : in.scales) b = (uint8_t)rng();
-  in.weights.resize((size_t)T * K);
-  for (auto &w : in.weights) w = (float)(rng() % 1000) / 64.0f;
-  in.indices.resize((size_t)T * K);
-  int empty = call % n;
-  for (uint32_t t = 0; t < T; t++) {
-    std::vector<int32_t> pool;
-    for (uint32_t e = 0; e < E; e++) pool.push_back((int32_t)e);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    for (uint32_t j = 0; j < K; j++) {
-      int32_t e = pool[j % pool.size()];
-      if (mode == 1) e = (int32_t)(call % E);
-      if (mode == 2) e = (int32_t)((t % n) * s.experts_per_rank + rng() % s.experts_per_rank);
-      if (mode == 3 && (uint32_t)e / s.experts_per_rank == (uint32_t)empty)
-        e = (int32_t)(((uint32_t)e + s.experts_per_rank) % E);
-      in.indices[(size_t)t * K + j] = e;
-    }
-  }
-  return in;
-}
-
-// The distinct destination ranks of token t, ascending.
-std::set<int> Dests(const Shape &s, const Inputs &in, uint32_t t) {
-  std::set<int> d;
-  for (uint32_t j = 0; j < s.top_k; j++) d.insert(in.indices[(size_t)t * s.top_k + j] / (int)s.experts_per_rank);
-  return d;
-}
-
-// What rank d's expert writes for element h of (source s, token t).
-float ExpertValue(int s, uint32_t t, uint32_t h, int d, int call) {
-  return (float)((int)((s * 7 + t * 3 + h + d * 5 + call) % 17) - 8) * 0.25f;
-}
-
-void StoreAs(uint8_t *row, uint32_t h, mori_ep_dtype_t dt, float v) { mori_coll_impl_store_elem(row, h, (uint32_t)dt, v); }
-float LoadAs(const uint8_t *row, uint32_t h, mori_ep_dtype_t dt) { return mori_coll_impl_load_elem(row, h, (uint32_t)dt); }
 
 struct Options {
   bool weights = true, scales = false, split = false, registered = false;
@@ -218,6 +143,9 @@ TEST(Ep, EveryDtypeWithScales) {
     World w;
     ASSERT_TRUE(w.ok());
     for (mori_ep_dtype_t dt : {MORI_EP_FLOAT32, MORI_EP_BFLOAT16, MORI_EP_FLOAT16, MORI_EP_FP8_E4M3FN, MORI_EP_FP8_E4M3FNUZ}) {
+      // The launch table's lookup on one of them (the host platform runs
+      // every shape as one CPU rank).
+      setenv("MORI_EP_LAUNCH_CONFIG_MODE", dt == MORI_EP_FLOAT16 ? "auto" : "manual", 1);
       Shape s;
       s.dtype = dt;
       s.hidden = 40;  // not a multiple of 8 elements: the unvectorised paths
@@ -366,6 +294,74 @@ TEST(Ep, Refusals) {
     ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FLOAT32, nullptr, nullptr, nullptr), MORI_EINVAL,
                   "takes 4 bytes, the buffers hold 2");
     MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// A rank that skips a call: the peers' waits end after the timeout (the
+// comm's bootstrap timeout when the context is made: 2 s here) with an
+// error naming what was waited for, instead of hanging.
+TEST(Ep, AMissingPeerTimesOutInsteadOfHanging) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w(20000);
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 2000));
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));  // destroy's step outwaits the timeout
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, Options()));
+    if (rank != size - 1) {  // the last rank skips the next dispatch
+      Inputs in = MakeInputs(s, rank, size, 1);
+      int rc = mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr);
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find(std::to_string(size - 1)), std::string::npos) << mori_last_error();
+    }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// Two simulated nodes (MORI_HOST_ID) joined by the rdma transport over the
+// copy-engine NIC: the ranks of the other node are reached through the
+// window's proxy (InterNode). 2 x 1, 2 x 2 and 2 x 4 ranks.
+TEST(Ep, TwoSimulatedNodesThroughTheProxy) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+    ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    int base = 0, lsa = 0;
+    mori_comm_lsa(w.comm, &base, &lsa, nullptr);
+    ASSERT_EQ(lsa, size / 2);  // the other node's ranks are not load/store reachable
+    for (mori_ep_dtype_t dt : {MORI_EP_BFLOAT16, MORI_EP_FP8_E4M3FN}) {
+      Shape s;
+      s.dtype = dt;
+      if (dt == MORI_EP_FP8_E4M3FN) s.hidden = 40, s.scale_dim = 2, s.scale_size = 4;
+      mori_ep_config_t c = Config(s, rank, size);
+      c.kernel_type = MORI_EP_INTER_NODE;
+      mori_ep_t *ep = nullptr;
+      MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+      int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 200 : 500);
+      for (int call = 0; call < calls; call++) {
+        Options o;
+        o.split = call % 3 == 1;
+        o.registered = call % 4 == 2;
+        o.scales = dt == MORI_EP_FP8_E4M3FN;
+        o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+        o.weights = call % 5 != 4;
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << "dtype " << dt;
+      }
+      MORI_EXPECT_OK(mori_ep_check(ep));
+      MORI_EXPECT_OK(mori_ep_destroy(ep));
+    }
   });
 }
 

@@ -44,7 +44,12 @@ typedef struct mori_ep_state {
  *   stage_{tok,w,idx,scale}[2]     this rank's input rows, staged for pulls
  *   out_*, recv_num, src_pos       dispatch outputs
  *   comb_in, comb_w_in             combine input rows and weights (registered)
- *   comb_out, comb_w_out           combine outputs */
+ *   comb_out, comb_w_out           combine outputs
+ * When some rank is outside this rank's load/store team (`remote`), what
+ * is read from it arrives through the window's proxy (rdma gets) first:
+ *   ready[2]                       u64: block 0 has fetched the remote headers (dispatch, combine)
+ *   rhdr[world], rlist[world][max_tokens], rbase[world]  copies of remote headers, lists, bases
+ *   fetch[max_tokens][copies], fetch_w  remote copies of combine rows and weights (copies = min(top-k, world)) */
 typedef struct mori_ep_dev {
   mori_window_dev_t win;
   int32_t rank, world_size;
@@ -58,6 +63,11 @@ typedef struct mori_ep_dev {
   uint64_t off_stage_tok, off_stage_w, off_stage_idx, off_stage_scale;
   uint64_t off_out_tok, off_out_w, off_out_idx, off_out_scale, off_recv_num, off_src_pos;
   uint64_t off_comb_in, off_comb_w_in, off_comb_out, off_comb_w_out;
+  uint32_t remote;          /* some rank is reached through the proxy only */
+  uint32_t copies;          /* min(top-k, world): most distinct destinations of a token */
+  uint32_t comb_elem_bytes; /* the widest combine element */
+  uint32_t reserved;
+  uint64_t off_ready, off_rhdr, off_rlist, off_rbase, off_fetch, off_fetch_w;
 } mori_ep_dev_t;
 
 enum { MORI_EP_PHASE_SEND = 1, MORI_EP_PHASE_RECV = 2 };

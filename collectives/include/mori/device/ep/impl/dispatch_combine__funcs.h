@@ -143,10 +143,11 @@ MORI_DEVICE_INLINE int mori_ep_impl_last_block(uint32_t *done, uint32_t grid) {
 }
 
 /* The last block raises this rank's flag (at `flags`, indexed by source)
- * on every rank. */
+ * on every rank: a release store, or through the proxy for a rank outside
+ * the load/store team (a failed submit leaves its record in the mailbox,
+ * and that rank's wait times out). */
 MORI_DEVICE_INLINE void mori_ep_impl_publish(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch) {
-  for (int r = 0; r < e->world_size; r++)
-    mori_atomic_store_release_u64((uint64_t *)mori_ep_impl_peer(e, r, flags + (uint64_t)e->rank * 8), epoch);
+  for (int r = 0; r < e->world_size; r++) (void)mori_signal_set(e->win, r, flags + (uint64_t)e->rank * 8, epoch);
 }
 
 /* Until every source's flag at `flags` holds >= epoch (thread 0 polls,
@@ -165,6 +166,66 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t fl
     }
   }
   return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_ETIMEDOUT : MORI_DEVICE_OK;
+}
+
+/* Block 0 fetches what the ranks outside the load/store team published for
+ * this call into this rank's window through the proxy (dispatch: their
+ * headers, then the lists of what they send this rank; combine: where this
+ * rank's rows start in their dispatch outputs), then raises ready[which],
+ * after a failure too (its record is in the mailbox); the other blocks wait
+ * for it. */
+MORI_DEVICE_INLINE int mori_ep_impl_fetch_remote(const mori_ep_dev_t *e, uint64_t p, uint64_t epoch, int which, uint32_t block,
+                                                 int rc) {
+  uint64_t *ready = (uint64_t *)mori_ep_impl_local(e, e->off_ready) + which;
+  int n = e->world_size, me = e->rank;
+  uint64_t M = e->max_tokens;
+  if (MORI_THREAD_RANK_BLOCK() == 0 && block == 0) {
+    for (int s = 0; s < n && !rc; s++) {
+      if (mori_ep_impl_peer(e, s, 0)) continue;
+      if (which == 0)
+        rc = mori_get_thread(e->win, s, mori_ep_impl_local(e, e->off_rhdr + (uint64_t)s * e->hdr_bytes),
+                             e->off_hdr + p * e->hdr_bytes, e->hdr_bytes);
+      else
+        rc = mori_get_thread(e->win, s, mori_ep_impl_local(e, e->off_rbase + (uint64_t)s * 4),
+                             e->off_base + (p * (uint64_t)(n + 1) + (uint64_t)me) * 4, 4);
+    }
+    if (!rc) rc = mori_quiet_window(e->win, e->timeout_ns);
+    for (int s = 0; s < n && !rc && which == 0; s++) {
+      if (mori_ep_impl_peer(e, s, 0)) continue;
+      int32_t count = ((const int32_t *)mori_ep_impl_local(e, e->off_rhdr + (uint64_t)s * e->hdr_bytes))[MORI_EP_HDR_COUNTS + me];
+      if (count > 0)
+        rc = mori_get_thread(e->win, s, mori_ep_impl_local(e, e->off_rlist + (uint64_t)s * M * 4),
+                             e->off_list + (p * (uint64_t)n + (uint64_t)me) * M * 4, (uint64_t)count * 4);
+    }
+    if (!rc && which == 0) rc = mori_quiet_window(e->win, e->timeout_ns);
+    mori_fence_system();
+    mori_atomic_store_release_u64(ready, epoch);
+  } else if (MORI_THREAD_RANK_BLOCK() == 0 && !rc) {
+    rc = mori_wait_word(e->win, ready, MORI_CMP_GE, epoch, e->timeout_ns, e->rank, 2 + (uint32_t)which, NULL);
+  }
+  return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_EUNREACHABLE : MORI_DEVICE_OK;
+}
+
+/* Source s's header and its list of what it sends this rank: in its
+ * window, or the copies fetched from it. */
+MORI_DEVICE_INLINE const int32_t *mori_ep_impl_hdr(const mori_ep_dev_t *e, int s, uint64_t p) {
+  const char *h = mori_ep_impl_peer(e, s, e->off_hdr + p * e->hdr_bytes);
+  return (const int32_t *)(h ? h : mori_ep_impl_local(e, e->off_rhdr + (uint64_t)s * e->hdr_bytes));
+}
+MORI_DEVICE_INLINE const int32_t *mori_ep_impl_list(const mori_ep_dev_t *e, int s, uint64_t p) {
+  uint64_t M = e->max_tokens;
+  const char *l = mori_ep_impl_peer(e, s, e->off_list + (p * (uint64_t)e->world_size + (uint64_t)e->rank) * M * 4);
+  return (const int32_t *)(l ? l : mori_ep_impl_local(e, e->off_rlist + (uint64_t)s * M * 4));
+}
+
+/* Every proxy request of the block is complete (remote contexts only). */
+MORI_DEVICE_INLINE int mori_ep_impl_quiet_block(const mori_ep_dev_t *e, int rc) {
+  if (!e->remote) return rc;
+  MORI_SYNC_BLOCK();
+  int r = MORI_DEVICE_OK;
+  if (MORI_THREAD_RANK_BLOCK() == 0) r = mori_quiet_window(e->win, e->timeout_ns);
+  return MORI_SYNC_BLOCK_OR(r != MORI_DEVICE_OK || rc != MORI_DEVICE_OK) ? (rc ? rc : MORI_DEVICE_EUNREACHABLE)
+                                                                         : MORI_DEVICE_OK;
 }
 
 /* Largest s with pre[s] <= i (the source of output row i). */
@@ -212,12 +273,13 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args
   }
   if (recv) {
     rc = mori_ep_impl_wait_all(&e, e.off_dflag, epoch, 0);
+    if (e.remote) rc = mori_ep_impl_fetch_remote(&e, p, epoch, 0, block, rc);
     uint32_t *pre = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
     if (!rc && MORI_THREAD_RANK_BLOCK() == 0) {
       int32_t *base = (int32_t *)mori_ep_impl_local(&e, e.off_base) + p * (uint64_t)(n + 1);
       pre[0] = 0;
       for (int s = 0; s < n; s++) {
-        const int32_t *h = (const int32_t *)mori_ep_impl_peer(&e, s, e.off_hdr + p * e.hdr_bytes);
+        const int32_t *h = mori_ep_impl_hdr(&e, s, p);
         pre[s + 1] = pre[s] + (uint32_t)h[MORI_EP_HDR_COUNTS + me];
         if (block == 0) {
           base[s] = (int32_t)pre[s];
@@ -244,8 +306,17 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args
     int32_t *src_pos = (int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
       int s = mori_ep_impl_source(pre, n, i);
-      const int32_t *list = (const int32_t *)mori_ep_impl_peer(&e, s, e.off_list) + (p * (uint64_t)n + (uint64_t)me) * M;
-      uint32_t t = (uint32_t)list[i - pre[s]];
+      uint32_t t = (uint32_t)mori_ep_impl_list(&e, s, p)[i - pre[s]];
+      if (lane == 0) src_pos[i] = s * (int32_t)M + (int32_t)t;
+      if (!mori_ep_impl_peer(&e, s, 0)) { /* through the proxy, straight into the outputs */
+        uint64_t at = p * M + t;
+        int r = mori_get_warp(e.win, s, out + (uint64_t)i * tb, e.off_stage_tok + at * tb, tb);
+        if (!r) r = mori_get_warp(e.win, s, out_w + (uint64_t)i * K, e.off_stage_w + at * K * 4, (uint64_t)K * 4);
+        if (!r) r = mori_get_warp(e.win, s, out_idx + (uint64_t)i * K, e.off_stage_idx + at * K * 4, (uint64_t)K * 4);
+        if (!r && sb) r = mori_get_warp(e.win, s, out_sc + (uint64_t)i * sb, e.off_stage_scale + at * sb, sb);
+        if (r && !rc) rc = r;
+        continue;
+      }
       const char *row = s == me && fused ? (const char *)a->input + (uint64_t)t * tb
                                          : mori_ep_impl_peer(&e, s, e.off_stage_tok) + (p * M + t) * (uint64_t)tb;
       mori_copy_cooperative(out + (uint64_t)i * tb, row, tb, lane, lanes);
@@ -258,8 +329,8 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args
       if (sb)
         mori_copy_cooperative(out_sc + (uint64_t)i * sb, mori_ep_impl_peer(&e, s, e.off_stage_scale) + (p * M + t) * (uint64_t)sb,
                               sb, lane, lanes);
-      if (lane == 0) src_pos[i] = s * (int32_t)M + (int32_t)t;
     }
+    rc = mori_ep_impl_quiet_block(&e, rc);
   }
   if (mori_ep_impl_last_block(&st->done[1], grid) && send) *(volatile uint64_t *)&st->dispatch_epoch = epoch;
   return rc;
@@ -332,48 +403,79 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
   }
   if (recv) {
     rc = mori_ep_impl_wait_all(&e, e.off_cflag, epoch, 1);
+    if (e.remote) rc = mori_ep_impl_fetch_remote(&e, dp, epoch, 1, block, rc);
     uint32_t *bases = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
     if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
-      for (int d = 0; d < n; d++)
-        bases[d] = (uint32_t)((const int32_t *)mori_ep_impl_peer(&e, d, e.off_base) + dp * (uint64_t)(n + 1))[me];
+      for (int d = 0; d < n; d++) {
+        const int32_t *b = (const int32_t *)mori_ep_impl_peer(&e, d, e.off_base + dp * (uint64_t)(n + 1) * 4);
+        bases[d] = (uint32_t)(b ? b[me] : ((const int32_t *)mori_ep_impl_local(&e, e.off_rbase))[d]);
+      }
     MORI_SYNC_BLOCK();
     uint32_t T = rc ? 0 : a->num_tokens;
     const int32_t *pos = (const int32_t *)mori_ep_impl_local(&e, e.off_pos) + dp * (uint64_t)M * (uint64_t)n;
     char *out = mori_ep_impl_local(&e, e.off_comb_out);
     float *out_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_out);
+    /* Copies on ranks outside the load/store team first come through the
+     * proxy into fetch[t][c] (c: the copy's place among t's destinations). */
+    uint64_t fetch_row = (uint64_t)H * e.comb_elem_bytes;
+    char *fetch = mori_ep_impl_local(&e, e.off_fetch);
+    float *fetch_w = (float *)mori_ep_impl_local(&e, e.off_fetch_w);
+    if (e.remote) {
+      for (uint32_t t = warp; t < T; t += warps) {
+        const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
+        for (int d = 0, c = 0; d < n; d++) {
+          if (tp[d] < 0) continue;
+          uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d], slot = (uint64_t)t * e.copies + (uint64_t)c++;
+          if (mori_ep_impl_peer(&e, d, 0)) continue;
+          int r = mori_get_warp(e.win, d, fetch + slot * fetch_row, e.off_comb_in + row * rs, rs);
+          if (!r && a->has_weights) r = mori_get_warp(e.win, d, fetch_w + slot * K, e.off_comb_w_in + row * K * 4, (uint64_t)K * 4);
+          if (r && !rc) rc = r;
+        }
+      }
+      rc = mori_ep_impl_quiet_block(&e, rc);
+      if (rc) T = 0;
+    }
     int vec = H % 8 == 0 && (((uintptr_t)in & 15) == 0 || !external);
     for (uint32_t t = warp; t < T; t += warps) {
       const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
+      /* Where copy d of token t is: the caller's input (this rank's own
+       * rows, fused call), the destination's registered input, or fetch. */
+#define MORI_EP_COPY_ROW(d, c)                                                                      \
+  (d == me && fused && external                 ? in + ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs \
+   : mori_ep_impl_peer(&e, d, e.off_comb_in) ? mori_ep_impl_peer(&e, d, e.off_comb_in) +              \
+                                                  ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs         \
+                                                : fetch + ((uint64_t)t * e.copies + (uint64_t)(c)) * fetch_row)
       if (vec) {
         for (uint32_t g = (uint32_t)lane; g < H / 8; g += (uint32_t)lanes) {
           float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          for (int d = 0; d < n; d++) {
+          for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
-            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
-            const char *src = d == me && fused && external ? in : mori_ep_impl_peer(&e, d, e.off_comb_in);
-            mori_ep_impl_add8(acc, src + row * rs + (uint64_t)g * 8 * (rs / H), dtype);
+            mori_ep_impl_add8(acc, MORI_EP_COPY_ROW(d, c) + (uint64_t)g * 8 * (rs / H), dtype);
+            c++;
           }
           mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * (rs / H), acc, dtype);
         }
       } else {
         for (uint32_t x = (uint32_t)lane; x < H; x += (uint32_t)lanes) {
           float acc = 0;
-          for (int d = 0; d < n; d++) {
+          for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
-            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
-            const char *src = d == me && fused && external ? in : mori_ep_impl_peer(&e, d, e.off_comb_in);
-            acc += mori_coll_impl_load_elem(src + row * rs, x, dtype);
+            acc += mori_coll_impl_load_elem(MORI_EP_COPY_ROW(d, c), x, dtype);
+            c++;
           }
           mori_coll_impl_store_elem(out + (uint64_t)t * rs, x, dtype, acc);
         }
       }
+#undef MORI_EP_COPY_ROW
       if (a->has_weights)
         for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
           float acc = 0;
-          for (int d = 0; d < n; d++) {
+          for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
             uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
-            acc += ((const float *)mori_ep_impl_peer(&e, d, e.off_comb_w_in))[row * K + j];
+            const float *w = (const float *)mori_ep_impl_peer(&e, d, e.off_comb_w_in);
+            acc += w ? w[row * K + j] : fetch_w[((uint64_t)t * e.copies + (uint64_t)c) * K + j];
+            c++;
           }
           out_w[(uint64_t)t * K + j] = acc;
         }
