@@ -96,6 +96,36 @@ class InterfaceTest(unittest.TestCase):
             self.assertTrue(hasattr(torch.ops.mori, name), name)
 
 
+def doc_example(path):
+    """The code block after the `<!-- ep-example -->` line of docs/ep.md."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    start = lines.index("<!-- ep-example -->") + 2  # past the marker and the fence
+    end = lines.index("```", start)
+    return "\n".join(lines[start:end]) + "\n"
+
+
+class DocExampleTest(unittest.TestCase):
+    def test_docs_ep_example_at_2_ranks(self):
+        """docs/ep.md's complete example, as written, under torchrun."""
+        import mori.ops.ep as ep
+
+        if ep.C.MISSING:
+            self.skipTest(f"libmori.so lacks {', '.join(ep.C.MISSING)}")
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            script = os.path.join(tmp, "ep_example.py")
+            with open(script, "w") as f:
+                f.write(doc_example(os.path.join(ROOT, "docs", "ep.md")))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"),
+                                                               os.environ.get("PYTHONPATH", "")]))
+            p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                                script], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            for r in range(2):
+                self.assertRegex(p.stdout, rf"rank {r}: received \d+ tokens, combine matches")
+
+
 class MultiPeTest(unittest.TestCase):
     def test_dispatch_combine_at_2_4_and_8_pes(self):
         import mori.ops.ep as ep
