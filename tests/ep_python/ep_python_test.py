@@ -22,7 +22,7 @@ os.environ.setdefault("MORI_LIB", os.path.join(ROOT, "libmori.so"))
 # Back-to-back calls per PE count: about a minute at 8 PEs on two cores
 # (each call checked against the reference on every PE); a quarter of that
 # under AddressSanitizer.
-DEFAULT_CALLS = {2: 5000, 4: 3000, 8: 1500}
+DEFAULT_CALLS = {2: 5000, 4: 2000, 8: 1000}
 ASAN_SHARE = 4
 
 
