@@ -87,6 +87,7 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
   PLACE(off_hdr, 2 * v->hdr_bytes);
   PLACE(off_base, 2 * (n + 1) * 4);
   PLACE(off_ready, 2 * 8);
+  PLACE(off_cdone, n * 8);
   *control = at;
   PLACE(off_list, 2 * n * M * 4);
   PLACE(off_pos, 2 * M * n * 4);
@@ -228,7 +229,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
 
 int mori_ep_destroy(mori_ep_t *ep) {
   if (!ep) return 0;
-  int rc = mori_stream_synchronize(ep->device, NULL);
+  int rc = mori_ep_device_wait(ep->device); /* the caller's streams may be non-blocking ones */
   /* No peer may still read this rank's buffers. */
   int arc = mori_agree(ep->comm, rc, "ep_destroy");
   if (!rc) rc = arc;

@@ -39,6 +39,8 @@ typedef struct mori_ep_shape {
  * (returning the error a wait left). */
 int mori_ep_launch_dispatch(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream);
 int mori_ep_launch_combine(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream);
+/* Waits for everything queued on the device (any stream). */
+int mori_ep_device_wait(int device);
 /* recv_num_token := 0, stream-ordered. */
 int mori_ep_launch_reset(const mori_ep_t *ep, void *stream);
 /* The device's architecture ("sm_90", "gfx942"; "host") and its number of

@@ -31,11 +31,19 @@ typedef cudaDeviceProp props_t;
 
 namespace {
 
-__global__ void __launch_bounds__(MORI_EP_MAX_THREADS) ep_dispatch_kernel(mori_ep_dev_t e, mori_ep_args_t a) {
+// Threads per block at most: 512 on CUDA (16 warps; leaves 128 registers a
+// thread for the combine's unrolled sums), 1024 on HIP (16 wavefronts).
+#if defined(MORI_DEVICE_COMPILER_HIP)
+constexpr int kMaxThreads = MORI_EP_MAX_THREADS;
+#else
+constexpr int kMaxThreads = 512;
+#endif
+
+__global__ void __launch_bounds__(kMaxThreads) ep_dispatch_kernel(mori_ep_dev_t e, mori_ep_args_t a) {
   mori_ep_dispatch_grid(e, &a, blockIdx.x, gridDim.x);
 }
 
-__global__ void __launch_bounds__(MORI_EP_MAX_THREADS) ep_combine_kernel(mori_ep_dev_t e, mori_ep_args_t a) {
+__global__ void __launch_bounds__(kMaxThreads) ep_combine_kernel(mori_ep_dev_t e, mori_ep_args_t a) {
   mori_ep_combine_grid(e, &a, blockIdx.x, gridDim.x);
 }
 
@@ -94,7 +102,7 @@ int launch(const mori_ep_t *ep, Kernel kernel, const mori_ep_args_t *a, mori_ep_
   int rc = warp_size(ep->device, &ws);
   if (rc) return rc;
   int warps = shape.warps > 0 ? (int)shape.warps : 16;
-  if (warps * ws > MORI_EP_MAX_THREADS) warps = MORI_EP_MAX_THREADS / ws;
+  if (warps * ws > kMaxThreads) warps = kMaxThreads / ws;
   int threads = warps * ws;
   if ((rc = resident_blocks(ep->device, threads, ws, &resident)) != 0) return rc;
   int blocks = shape.blocks > 0 && (int)shape.blocks < resident ? (int)shape.blocks : resident;
@@ -111,6 +119,13 @@ extern "C" int mori_ep_launch_dispatch(const mori_ep_t *ep, const mori_ep_args_t
 
 extern "C" int mori_ep_launch_combine(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream) {
   return launch(ep, ep_combine_kernel, a, shape, stream);
+}
+
+extern "C" int mori_ep_device_wait(int device) {
+  DeviceScope scope(device);
+  if (scope.status != GPU_SUCCESS) return fail(scope.status, "selecting the context's device");
+  status_t e = gpu(DeviceSynchronize)();
+  return e == GPU_SUCCESS ? 0 : fail(e, "waiting for the device");
 }
 
 extern "C" int mori_ep_launch_reset(const mori_ep_t *ep, void *stream) {

@@ -66,7 +66,7 @@ no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
   echo "$out"
   [ "$rc" -eq 1 ] && echo "$out" | grep -q "$2" && echo "$out" | grep -q MORI_ENO_GPU
 }
-gpu_tests="//tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p //tests/gpu:bench_coll"
+gpu_tests="//tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p //tests/gpu:bench_coll //tests/gpu:gpu_ep_test //tests/gpu:bench_ep"
 for config in cuda rocm; do
   step "bazel build --config=$config //... and the GPU tests" bazel build --config=$config //... $gpu_tests
   if command -v nvidia-smi >/dev/null 2>&1 || [ -e /dev/kfd ]; then continue; fi

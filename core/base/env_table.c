@@ -184,7 +184,7 @@ static const mori_env_var_t table[] = {
     {"MORI_TEST_RANKS", I(1, 4096, TOOLS), .reader = "tests", .default_text = "set by the test rule",
      .meaning = "The ranks a multi-rank test runs at."},
     {"MORI_EP_TEST_CALLS", I(1, 1 << 30, TOOLS), .reader = "tests (ep_test, gpu_ep_test)",
-     .default_text = "10000 (4000 at 8 ranks)", .meaning = "Back-to-back dispatch/combine calls the EP tests check."},
+     .default_text = "10000 (3000 at 8 ranks)", .meaning = "Back-to-back dispatch/combine calls the EP tests check."},
     {"MORI_BENCH_EP_TOKENS", I(1, 1 << 24, TOOLS), .reader = "tests/gpu (bench_ep)", .default_text = "4096",
      .meaning = "Tokens per rank of the EP benchmark."},
     {"MORI_BENCH_EP_HIDDEN", I(1, 1 << 20, TOOLS), .reader = "tests/gpu (bench_ep)", .default_text = "7168",

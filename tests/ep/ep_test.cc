@@ -32,6 +32,49 @@ struct Options {
   mori_ep_dtype_t combine = MORI_EP_BFLOAT16;
 };
 
+// Combine of the last dispatch (which delivered `row` rows and used
+// `mine` on this rank): each rank's expert writes ExpertValue(..., values).
+bool CheckCombine(mori_ep_t *ep, const Shape &s, int me, int n, int call, int values, const Options &o, const Inputs &mine,
+                  uint32_t row, const mori_ep_buffers_t &b) {
+  uint32_t K = s.top_k, M = s.max_tokens;
+  // Combine: this rank's expert writes ExpertValue for each row it got.
+  uint32_t cb = ElemBytes(o.combine), crb = s.hidden * cb;
+  std::vector<uint8_t> external((size_t)row * crb + 16);
+  uint8_t *cin = o.registered ? (uint8_t *)b.combine_input : external.data();
+  std::vector<float> cw((size_t)(row + 1) * K);  // never empty: NULL would mean no weights
+  for (uint32_t i = 0; i < row; i++) {
+    int src = b.src_token_pos[i] / (int)M;
+    uint32_t t = (uint32_t)(b.src_token_pos[i] % (int)M);
+    for (uint32_t h = 0; h < s.hidden; h++) StoreAs(cin + (size_t)i * crb, h, o.combine, ExpertValue(src, t, h, me, values));
+    for (uint32_t j = 0; j < K; j++) cw[(size_t)i * K + j] = b.dispatch_weights[(size_t)i * K + j] + (float)me;
+  }
+  const void *input = o.registered ? nullptr : cin;
+  const float *cweights = o.weights ? cw.data() : nullptr;
+  if (o.split) {
+    MORI_EXPECT_OK(mori_ep_combine_send(ep, input, o.combine, cweights, nullptr, nullptr));
+    MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+  } else {
+    MORI_EXPECT_OK(mori_ep_combine(ep, input, o.combine, cweights, nullptr, nullptr));
+  }
+  for (uint32_t t = 0; t < mine.tokens; t++) {
+    std::set<int> dests = Dests(s, mine, t);
+    for (uint32_t h = 0; h < s.hidden; h++) {
+      float want = 0;
+      for (int d : dests) want += ExpertValue(me, t, h, d, values);
+      float got = LoadAs((uint8_t *)b.combine_output + (size_t)t * crb, h, o.combine);
+      EXPECT_EQ(got, want) << "call " << call << " rank " << me << ": combine token " << t << " element " << h;
+      if (got != want) return false;
+    }
+    for (uint32_t j = 0; j < K && o.weights; j++) {
+      float want = 0;
+      for (int d : dests) want += mine.weights[(size_t)t * K + j] + (float)d;
+      EXPECT_EQ(b.combine_weights[(size_t)t * K + j], want) << "call " << call << " rank " << me << ": weight " << t << "," << j;
+      if (b.combine_weights[(size_t)t * K + j] != want) return false;
+    }
+  }
+  return true;
+}
+
 // One call's dispatch and combine on rank `me`, checked against the
 // reference; returns false (with a test failure) at the first mismatch.
 bool CheckCall(mori_ep_t *ep, const Shape &s, int me, int n, int call, const Options &o) {
@@ -69,43 +112,21 @@ bool CheckCall(mori_ep_t *ep, const Shape &s, int me, int n, int call, const Opt
     }
   EXPECT_EQ(*b.recv_num_token, (int32_t)row) << "call " << call << " rank " << me;
   if (*b.recv_num_token != (int32_t)row) return false;
-  // Combine: this rank's expert writes ExpertValue for each row it got.
-  uint32_t cb = ElemBytes(o.combine), crb = s.hidden * cb;
-  std::vector<uint8_t> external((size_t)row * crb + 16);
-  uint8_t *cin = o.registered ? (uint8_t *)b.combine_input : external.data();
-  std::vector<float> cw((size_t)(row + 1) * K);  // never empty: NULL would mean no weights
-  for (uint32_t i = 0; i < row; i++) {
-    int src = b.src_token_pos[i] / (int)M;
-    uint32_t t = (uint32_t)(b.src_token_pos[i] % (int)M);
-    for (uint32_t h = 0; h < s.hidden; h++) StoreAs(cin + (size_t)i * crb, h, o.combine, ExpertValue(src, t, h, me, call));
-    for (uint32_t j = 0; j < K; j++) cw[(size_t)i * K + j] = b.dispatch_weights[(size_t)i * K + j] + (float)me;
-  }
-  const void *input = o.registered ? nullptr : cin;
-  const float *cweights = o.weights ? cw.data() : nullptr;
-  if (o.split) {
-    MORI_EXPECT_OK(mori_ep_combine_send(ep, input, o.combine, cweights, nullptr, nullptr));
-    MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
-  } else {
-    MORI_EXPECT_OK(mori_ep_combine(ep, input, o.combine, cweights, nullptr, nullptr));
-  }
-  for (uint32_t t = 0; t < mine.tokens; t++) {
-    std::set<int> dests = Dests(s, mine, t);
-    for (uint32_t h = 0; h < s.hidden; h++) {
-      float want = 0;
-      for (int d : dests) want += ExpertValue(me, t, h, d, call);
-      float got = LoadAs((uint8_t *)b.combine_output + (size_t)t * crb, h, o.combine);
-      EXPECT_EQ(got, want) << "call " << call << " rank " << me << ": combine token " << t << " element " << h;
-      if (got != want) return false;
-    }
-    for (uint32_t j = 0; j < K && o.weights; j++) {
-      float want = 0;
-      for (int d : dests) want += mine.weights[(size_t)t * K + j] + (float)d;
-      EXPECT_EQ(b.combine_weights[(size_t)t * K + j], want) << "call " << call << " rank " << me << ": weight " << t << "," << j;
-      if (b.combine_weights[(size_t)t * K + j] != want) return false;
-    }
-  }
-  return true;
+  return CheckCombine(ep, s, me, n, call, call, o, mine, row, b);
 }
+
+// ASan runs the long loops a quarter as long (CI runs every test under it too).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kSlowdown = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kSlowdown = 4;
+#else
+constexpr int kSlowdown = 1;
+#endif
+#else
+constexpr int kSlowdown = 1;
+#endif
 
 int EnvInt(const char *name, int fallback) {
   const char *v = getenv(name);
@@ -113,8 +134,9 @@ int EnvInt(const char *name, int fallback) {
 }
 
 // Many calls back to back with a new routing each, every call checked:
-// 10 000, or 4 000 at 8 ranks (8 spinning processes on a CI machine's 2
-// cores take ~4.5 ms a call); MORI_EP_TEST_CALLS overrides the count.
+// 10 000, or 3 000 at 8 ranks (8 spinning processes on a CI machine's 2
+// cores take ~4.5 ms a call), a quarter of that under ASan;
+// MORI_EP_TEST_CALLS overrides the count.
 TEST(Ep, BackToBackNewRoutingEveryCall) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;
@@ -123,7 +145,7 @@ TEST(Ep, BackToBackNewRoutingEveryCall) {
     mori_ep_config_t c = Config(s, rank, size);
     mori_ep_t *ep = nullptr;
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
-    int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 4000 : 10000);
+    int calls = EnvInt("MORI_EP_TEST_CALLS", (size >= 8 ? 3000 : 10000) / kSlowdown);
     for (int call = 0; call < calls; call++) {
       Options o;
       o.split = call % 3 == 1;
@@ -362,6 +384,34 @@ TEST(Ep, TwoSimulatedNodesThroughTheProxy) {
       MORI_EXPECT_OK(mori_ep_check(ep));
       MORI_EXPECT_OK(mori_ep_destroy(ep));
     }
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// Two combines of one dispatch, back to back: the second must not
+// overwrite rows a slower rank still reads for the first.
+TEST(Ep, TwoCombinesOfOneDispatch) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    for (int call = 0; call < 300; call++) {
+      Options o;
+      o.split = call % 3 == 1;
+      ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o));
+      Inputs mine = MakeInputs(s, rank, size, call);
+      ASSERT_TRUE(CheckCombine(ep, s, rank, size, call, call + 1000, o, mine, (uint32_t)*b.recv_num_token, b));
+    }
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
 }
 

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "tests/gpu/ep_bench_kernels.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define gpu(name) hip##name
@@ -37,3 +40,20 @@ double ep_bench_event_ms(void *a, void *b) {
 }
 
 void ep_bench_event_free(void *event) { (void)gpu(EventDestroy)((event_t)event); }
+
+int ep_bench_arch(char *arch, int size) {
+  int device = 0;
+  if (gpu(GetDevice)(&device) != GPU_SUCCESS) return -1;
+#if defined(__HIPCC__)
+  hipDeviceProp_t p;
+  if (hipGetDeviceProperties(&p, device) != hipSuccess) return -1;
+  snprintf(arch, (size_t)size, "%s", p.gcnArchName);
+  char *colon = strchr(arch, ':');
+  if (colon) *colon = 0;
+#else
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return -1;
+  snprintf(arch, (size_t)size, "sm_%d%d", p.major, p.minor);
+#endif
+  return 0;
+}

@@ -17,6 +17,9 @@ int ep_bench_event_record(void *event, void *stream);
 // Milliseconds from a to b, once b has happened.
 double ep_bench_event_ms(void *a, void *b);
 void ep_bench_event_free(void *event);
+// The current device's architecture as the launch table names it
+// ("sm_90", "gfx942").
+int ep_bench_arch(char *arch, int size);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ typedef struct mori_ep_state {
  * call ahead never writes what a peer still reads.
  *   state                          mori_ep_state_t (local)
  *   dflag[world], cflag[world]     u64 epochs written by each source rank
+ *   cdone[world]                   u64: the last combine each rank finished reading this rank's rows for
  *   hdr[2]                         the header above (hdr_bytes each)
  *   base[2][world + 1]             where each source's rows start in this rank's dispatch output
  *   list[2][world][max_tokens]     i32: tokens this rank sends each rank, ascending
@@ -68,6 +69,7 @@ typedef struct mori_ep_dev {
   uint32_t comb_elem_bytes; /* the widest combine element */
   uint32_t reserved;
   uint64_t off_ready, off_rhdr, off_rlist, off_rbase, off_fetch, off_fetch_w;
+  uint64_t off_cdone;
 } mori_ep_dev_t;
 
 enum { MORI_EP_PHASE_SEND = 1, MORI_EP_PHASE_RECV = 2 };

@@ -390,6 +390,10 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
   int external = in && in != reg;
   float *reg_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_in);
   if (send) {
+    /* Two combines of one dispatch: every rank has finished reading this
+     * rank's rows of the previous combine before they are overwritten
+     * (with a dispatch in between this holds already). */
+    rc = mori_ep_impl_wait_all(&e, e.off_cdone, epoch - 1, 4);
     uint32_t rows = (uint32_t)*(volatile int32_t *)mori_ep_impl_local(&e, e.off_recv_num);
     const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
@@ -446,14 +450,27 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
                                                   ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs         \
                                                 : fetch + ((uint64_t)t * e.copies + (uint64_t)(c)) * fetch_row)
       if (vec) {
-        for (uint32_t g = (uint32_t)lane; g < H / 8; g += (uint32_t)lanes) {
-          float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        /* Four groups of 8 elements per lane at a time: four independent
+         * 16-byte loads in flight per copy. */
+        uint32_t G = H / 8, step = (uint32_t)lanes;
+        uint64_t esz = rs / H;
+        for (uint32_t g0 = (uint32_t)lane; g0 < G; g0 += 4 * step) {
+          float acc[4][8];
+          for (int u = 0; u < 4; u++)
+            for (int k = 0; k < 8; k++) acc[u][k] = 0;
           for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
-            mori_ep_impl_add8(acc, MORI_EP_COPY_ROW(d, c) + (uint64_t)g * 8 * (rs / H), dtype);
+            const char *row = MORI_EP_COPY_ROW(d, c);
+            for (int u = 0; u < 4; u++) {
+              uint32_t g = g0 + (uint32_t)u * step;
+              if (g < G) mori_ep_impl_add8(acc[u], row + (uint64_t)g * 8 * esz, dtype);
+            }
             c++;
           }
-          mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * (rs / H), acc, dtype);
+          for (int u = 0; u < 4; u++) {
+            uint32_t g = g0 + (uint32_t)u * step;
+            if (g < G) mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * esz, acc[u], dtype);
+          }
         }
       } else {
         for (uint32_t x = (uint32_t)lane; x < H; x += (uint32_t)lanes) {
@@ -481,7 +498,15 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
         }
     }
   }
-  if (mori_ep_impl_last_block(&st->done[3], grid) && send) *(volatile uint64_t *)&st->combine_epoch = epoch;
+  if (mori_ep_impl_last_block(&st->done[3], grid)) {
+    if (recv) { /* this rank has read every copy of this combine */
+      mori_ep_impl_publish(&e, e.off_cdone, epoch);
+      /* Nobody waits for these before the next combine: let them complete
+       * now, so that no request is left in flight when the context goes. */
+      if (e.remote) (void)mori_quiet_window(e.win, e.timeout_ns);
+    }
+    if (send) *(volatile uint64_t *)&st->combine_epoch = epoch;
+  }
   return rc;
 }
 
