@@ -226,6 +226,31 @@ class Pe:
         op8.destroy()
         op.destroy()
 
+    def launch_modes(self):
+        """The config's launch shape reaches the library; with
+        MORI_EP_LAUNCH_CONFIG_MODE=auto none does (the table picks), and the
+        calls' shapes are ignored, as in AMD's mori."""
+        from mori.ops import _ep_c as C
+        from mori._lib import lib
+
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, block_num=40, warp_num_per_block=4))
+        got = lib.mori_ep_config(op._ep).contents
+        assert (got.block_num, got.warp_num_per_block, got.rdma_block_num) == (40, 4, 0), (got.block_num,)
+        assert op._launch_of(7, -1, 2).block_num == 7
+        self.one_call(op, 400, "uniform", torch.bfloat16)
+        op.destroy()
+        os.environ["MORI_EP_LAUNCH_CONFIG_MODE"] = "AUTO"
+        try:
+            op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, block_num=40, warp_num_per_block=4))
+        finally:
+            del os.environ["MORI_EP_LAUNCH_CONFIG_MODE"]
+        got = lib.mori_ep_config(op._ep).contents
+        assert (got.block_num, got.warp_num_per_block) == (-1, -1), (got.block_num, got.warp_num_per_block)
+        launch = op._launch_of(7, 3, 2)
+        assert isinstance(launch, C.Launch) and (launch.block_num, launch.warp_per_block) == (-1, -1)
+        self.one_call(op, 401, "skewed", torch.bfloat16)
+        op.destroy()
+
     def compiled(self):
         """dispatch and combine inside torch.compile(fullgraph=True): the
         custom ops are in the graph, and the results match eager."""
@@ -308,7 +333,7 @@ def main(rank, world, uid_path, calls):
     timings = {}
     # torch.compile at 2 PEs: tracing is CPU-bound, and at more PEs on few
     # cores the peers' waits starve it (the graph is the same at any count).
-    parts = ("correctness", "refusals", "standard_moe") + (("compiled",) if world == 2 else ())
+    parts = ("correctness", "refusals", "standard_moe", "launch_modes") + (("compiled",) if world == 2 else ())
     for part in parts:
         start = time.time()
         getattr(pe, part)()

@@ -24,6 +24,7 @@ CUDA graph capture records. docs/ep.md has the whole interface."""
 import ctypes
 import dataclasses
 import enum
+import os
 import weakref
 from typing import Optional
 
@@ -152,6 +153,12 @@ class EpDispatchCombineOp:
                       "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
                       "warp_num_per_block", "block_num", "rdma_block_num", "gpu_per_node", "num_qp_per_pe"):
             setattr(cfg, field, int(getattr(config, field)))
+        # MORI_EP_LAUNCH_CONFIG_MODE=auto: as in AMD's mori, the table picks
+        # the launch shape and the config's and the calls' shapes are not
+        # used (the library lets any given shape win, so none is given).
+        self._auto_launch = os.environ.get("MORI_EP_LAUNCH_CONFIG_MODE", "").strip().lower() == "auto"
+        if self._auto_launch:
+            cfg.block_num = cfg.warp_num_per_block = cfg.rdma_block_num = -1
         cfg.use_external_inp_buf = 1 if config.use_external_inp_buf else 0
         cfg.kernel_type = int(config.kernel_type)
         comm = ctypes.c_void_p()
@@ -378,6 +385,8 @@ class EpDispatchCombineOp:
 
     # ---- the raw calls (eager, and the custom ops' implementations) --------------------------------------
     def _launch_of(self, block_num, rdma_block_num, warp_per_block):
+        if self._auto_launch:
+            return self._default_launch
         key = (block_num, rdma_block_num, warp_per_block)
         launch = self._launches.get(key)
         if launch is None:
