@@ -8,6 +8,14 @@
 #include "mori/device/ep/dispatch_combine.h"
 #include "mori/device/put.h"
 
+/* Fixed-count loops over registers are unrolled on GPUs (an array indexed
+ * in a loop that is not would live in local memory). */
+#if defined(MORI_DEVICE_COMPILER_HOST)
+#define MORI_EP_UNROLL
+#else
+#define MORI_EP_UNROLL _Pragma("unroll")
+#endif
+
 MORI_DEVICE_INLINE char *mori_ep_impl_local(const mori_ep_dev_t *e, uint64_t off) {
   return (char *)mori_local_ptr(e->win, off);
 }
@@ -60,15 +68,54 @@ MORI_DEVICE_INLINE int mori_ep_impl_leaves(const mori_ep_dev_t *e, const int32_t
   return 0;
 }
 
+/* Exclusive prefix sum of v[0, nt) in place, block scope (every thread
+ * has written its v[tid]); returns the total. In groups of 32 entries, so
+ * that no thread walks more than 32 of them one after another; g: 33
+ * entries of scratch. */
+MORI_DEVICE_INLINE uint32_t mori_ep_impl_block_scan(uint32_t *v, uint32_t *g, uint32_t nt) {
+  uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), groups = (nt + 31) / 32;
+  MORI_SYNC_BLOCK();
+  if (tid < groups) {
+    uint32_t sum = 0, end = tid * 32 + 32 < nt ? tid * 32 + 32 : nt;
+    for (uint32_t i = tid * 32; i < end; i++) {
+      uint32_t x = v[i];
+      v[i] = sum;
+      sum += x;
+    }
+    g[tid] = sum;
+  }
+  MORI_SYNC_BLOCK();
+  if (tid == 0) {
+    uint32_t sum = 0;
+    for (uint32_t i = 0; i < groups; i++) {
+      uint32_t x = g[i];
+      g[i] = sum;
+      sum += x;
+    }
+    g[32] = sum;
+  }
+  MORI_SYNC_BLOCK();
+  uint32_t total = g[32];
+  if (tid < nt) v[tid] += g[tid / 32];
+  MORI_SYNC_BLOCK();
+  return total;
+}
+
 /* Block 0 of dispatch's send half: the header (bad record, counts) and the
  * per-destination lists, in token order. Each thread takes a contiguous
- * run of tokens; a block-wide prefix over the runs places them. */
+ * run of tokens; a block-wide prefix over the runs places them. The
+ * scratch is shared memory on GPUs. */
 MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p) {
   int n = e->world_size;
   uint32_t T = a->num_tokens, K = e->top_k, M = e->max_tokens;
   uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
   uint32_t chunk = (T + nt - 1) / nt, lo = tid * chunk < T ? tid * chunk : T, hi = lo + chunk < T ? lo + chunk : T;
+#if defined(MORI_DEVICE_COMPILER_HOST)
   uint32_t *scan = (uint32_t *)mori_ep_impl_local(e, e->off_scan);
+#else
+  __shared__ uint32_t scan[MORI_EP_MAX_THREADS + 40];
+#endif
+  uint32_t *groups = scan + MORI_EP_MAX_THREADS;
   int32_t *hdr = (int32_t *)mori_ep_impl_local(e, e->off_hdr + p * e->hdr_bytes);
   int32_t *list = (int32_t *)mori_ep_impl_local(e, e->off_list) + p * (uint64_t)n * M;
   int32_t *pos = (int32_t *)mori_ep_impl_local(e, e->off_pos) + p * (uint64_t)M * (uint64_t)n;
@@ -78,41 +125,26 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
       if (first == 0xffffffffu) first = t;
       count++;
     }
-  scan[tid] = first;
-  scan[MORI_EP_MAX_THREADS + tid] = count;
-  MORI_SYNC_BLOCK();
+  scan[tid] = count;
+  uint32_t bad = mori_ep_impl_block_scan(scan, groups, nt);
   if (tid == 0) {
-    first = 0xffffffffu;
-    count = 0;
-    for (uint32_t i = 0; i < nt; i++) {
-      if (scan[i] < first) first = scan[i];
-      count += scan[MORI_EP_MAX_THREADS + i];
-    }
-    hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)count;
+    hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)bad;
     hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
-    if (count) {
-      mori_ep_impl_bad(e, a->indices, first, &slot);
-      hdr[MORI_EP_HDR_BAD_TOKEN] = (int32_t)first;
-      hdr[MORI_EP_HDR_BAD_SLOT] = (int32_t)slot;
-      hdr[MORI_EP_HDR_BAD_INDEX] = a->indices[(uint64_t)first * K + slot];
-    }
   }
-  MORI_SYNC_BLOCK();
+  /* The first bad token is in the first run that has one: the thread
+   * with bad tokens and none before it. */
+  if (count && scan[tid] == 0) {
+    mori_ep_impl_bad(e, a->indices, first, &slot);
+    hdr[MORI_EP_HDR_BAD_TOKEN] = (int32_t)first;
+    hdr[MORI_EP_HDR_BAD_SLOT] = (int32_t)slot;
+    hdr[MORI_EP_HDR_BAD_INDEX] = a->indices[(uint64_t)first * K + slot];
+  }
   for (int d = 0; d < n; d++) {
     uint32_t c = 0;
     for (uint32_t t = lo; t < hi; t++) c += (uint32_t)mori_ep_impl_goes_to(e, a->indices, t, d);
     scan[tid] = c;
-    MORI_SYNC_BLOCK();
-    if (tid == 0) {
-      uint32_t sum = 0;
-      for (uint32_t i = 0; i < nt; i++) {
-        uint32_t v = scan[i];
-        scan[i] = sum;
-        sum += v;
-      }
-      hdr[MORI_EP_HDR_COUNTS + d] = (int32_t)sum;
-    }
-    MORI_SYNC_BLOCK();
+    uint32_t total = mori_ep_impl_block_scan(scan, groups, nt);
+    if (tid == 0) hdr[MORI_EP_HDR_COUNTS + d] = (int32_t)total;
     uint32_t o = scan[tid];
     for (uint32_t t = lo; t < hi; t++) {
       if (mori_ep_impl_goes_to(e, a->indices, t, d)) {
@@ -122,7 +154,6 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
         pos[(uint64_t)t * (uint64_t)n + (uint64_t)d] = -1;
       }
     }
-    MORI_SYNC_BLOCK();
   }
 }
 
@@ -342,9 +373,11 @@ MORI_DEVICE_INLINE void mori_ep_impl_add8(float acc[8], const char *p, uint32_t 
   if (dtype == MORI_FLOAT32) {
     mori_vec16_t x = v[0], y = v[1];
     uint64_t words[4] = {x.lo, x.hi, y.lo, y.hi};
+    MORI_EP_UNROLL
     for (int k = 0; k < 8; k++) acc[k] += mori_coll_impl_bits_to_float((uint32_t)(words[k / 2] >> (32 * (k % 2))));
   } else {
     mori_vec16_t x = v[0];
+    MORI_EP_UNROLL
     for (int k = 0; k < 8; k++) {
       uint16_t h = (uint16_t)((k < 4 ? x.lo : x.hi) >> (16 * (k % 4)));
       acc[k] += dtype == MORI_BFLOAT16 ? mori_coll_impl_bf16_to_float(h) : mori_coll_impl_fp16_to_float(h);
@@ -356,6 +389,7 @@ MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_
   mori_vec16_t *v = (mori_vec16_t *)p;
   if (dtype == MORI_FLOAT32) {
     uint64_t words[4];
+    MORI_EP_UNROLL
     for (int k = 0; k < 4; k++)
       words[k] = (uint64_t)mori_coll_impl_float_to_bits(acc[2 * k]) |
                  ((uint64_t)mori_coll_impl_float_to_bits(acc[2 * k + 1]) << 32);
@@ -364,6 +398,7 @@ MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_
     v[1] = y;
   } else {
     uint64_t lo = 0, hi = 0;
+    MORI_EP_UNROLL
     for (int k = 0; k < 8; k++) {
       uint64_t h = dtype == MORI_BFLOAT16 ? mori_coll_impl_float_to_bf16(acc[k]) : mori_coll_impl_float_to_fp16(acc[k]);
       if (k < 4) lo |= h << (16 * k);
@@ -456,17 +491,22 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
         uint64_t esz = rs / H;
         for (uint32_t g0 = (uint32_t)lane; g0 < G; g0 += 4 * step) {
           float acc[4][8];
-          for (int u = 0; u < 4; u++)
+          MORI_EP_UNROLL
+          for (int u = 0; u < 4; u++) {
+            MORI_EP_UNROLL
             for (int k = 0; k < 8; k++) acc[u][k] = 0;
+          }
           for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
             const char *row = MORI_EP_COPY_ROW(d, c);
+            MORI_EP_UNROLL
             for (int u = 0; u < 4; u++) {
               uint32_t g = g0 + (uint32_t)u * step;
               if (g < G) mori_ep_impl_add8(acc[u], row + (uint64_t)g * 8 * esz, dtype);
             }
             c++;
           }
+          MORI_EP_UNROLL
           for (int u = 0; u < 4; u++) {
             uint32_t g = g0 + (uint32_t)u * step;
             if (g < G) mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * esz, acc[u], dtype);
