@@ -2,7 +2,8 @@
 """mori: symmetric memory for GPUs. `import mori.allocator` registers the
 "MORI" backend of torch's symmetric memory; then
 `torch.distributed._symmetric_memory.set_backend("MORI")`. `import mori.ops`
-adds the fused collectives, `import mori.shmem` is MORI Shmem (no torch
+adds the fused collectives (with the torch backend) and MoE dispatch/combine
+(mori.ops.EpDispatchCombineOp, any platform), `import mori.shmem` is MORI Shmem (no torch
 needed, and it runs on the host platform where there is no GPU),
 `mori.address_map` the address maps of both, and `mori.triton` their
 functions for Triton kernels (`mori.triton.lib`: mori's device library).

@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: MIT
+"""torch.ops.mori.ep_*: MoE dispatch and combine as torch custom ops, what
+EpDispatchCombineOp calls while torch.compile traces it (eagerly it calls
+the library directly). Each op writes the context's buffers, passed in as
+the mutated arguments, and returns nothing: the compiler sees which
+tensors change and keeps the order of the calls. The context is its handle
+(an int); the fake implementations do nothing, since the outputs exist
+already with their shapes.
+
+The library writes the context's own buffers, wherever the tensors passed
+live. When the compiler passes those buffers (inductor writes mutated
+inputs in place) nothing more happens; when it passes copies of them
+(functionalization without re-inplacing, e.g. the aot_eager backend), the
+implementation copies the buffers into them, so the results are right
+either way."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+_DISPATCH_OUTS = ("out_tokens", "out_weights", "out_scales", "out_indices", "recv_num_token", "src_token_pos")
+
+
+def _fill(pairs):
+    """Copies each buffer into the tensor that stands for it, unless it is
+    that buffer."""
+    for passed, buffer in pairs:
+        if passed.data_ptr() != buffer.data_ptr() and passed.numel():
+            passed.copy_(buffer)
+
+
+def _dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos):
+    return ((out_tokens, op._dispatch_tokens), (out_weights, op._dispatch_weights),
+            (out_scales, op._scales_view(out_scales.dtype)), (out_indices, op._dispatch_indices),
+            (recv_num_token, op._recv_num_token), (src_token_pos, op._src_token_pos))
+
+
+def _op(handle):
+    from .ep import _OPS
+
+    op = _OPS.get(handle)
+    if op is None or op._ep is None:
+        raise RuntimeError(f"torch.ops.mori.ep_*: no live EpDispatchCombineOp with handle {handle:#x}")
+    return op
+
+
+@torch.library.custom_op("mori::ep_dispatch", mutates_args=_DISPATCH_OUTS)
+def ep_dispatch(handle: int, input: Tensor, weights: Optional[Tensor], scales: Optional[Tensor], indices: Tensor,
+                block_num: int, rdma_block_num: int, warp_per_block: int, send_only: bool, out_tokens: Tensor,
+                out_weights: Tensor, out_scales: Tensor, out_indices: Tensor, recv_num_token: Tensor,
+                src_token_pos: Tensor) -> None:
+    op = _op(handle)
+    if op.check_every_call:
+        op.check()
+    op._raw_dispatch(send_only, input, weights, scales, indices,
+                     op._launch_of(block_num, rdma_block_num, warp_per_block))
+    _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
+
+
+@ep_dispatch.register_fake
+def _(handle, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block, send_only, out_tokens,
+      out_weights, out_scales, out_indices, recv_num_token, src_token_pos):
+    return None
+
+
+@torch.library.custom_op("mori::ep_dispatch_recv", mutates_args=_DISPATCH_OUTS)
+def ep_dispatch_recv(handle: int, block_num: int, rdma_block_num: int, warp_per_block: int, out_tokens: Tensor,
+                     out_weights: Tensor, out_scales: Tensor, out_indices: Tensor, recv_num_token: Tensor,
+                     src_token_pos: Tensor) -> None:
+    op = _op(handle)
+    op._raw_recv("dispatch", op._launch_of(block_num, rdma_block_num, warp_per_block))
+    _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
+
+
+@ep_dispatch_recv.register_fake
+def _(handle, block_num, rdma_block_num, warp_per_block, out_tokens, out_weights, out_scales, out_indices,
+      recv_num_token, src_token_pos):
+    return None
+
+
+# dispatch_state (the src_token_pos buffer) is read: combine follows the
+# dispatch whose routing it reverses.
+@torch.library.custom_op("mori::ep_combine", mutates_args=("out", "out_weights"))
+def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code: int, block_num: int,
+               rdma_block_num: int, warp_per_block: int, send_only: bool, dispatch_state: Tensor, out: Tensor,
+               out_weights: Tensor) -> None:
+    op = _op(handle)
+    if op.check_every_call:
+        op.check()
+    op._raw_combine(send_only, input, dtype_code, weights, op._launch_of(block_num, rdma_block_num, warp_per_block))
+    _fill(((out, op._combine_output_view(out.dtype)), (out_weights, op._combine_weights)))
+
+
+@ep_combine.register_fake
+def _(handle, input, weights, dtype_code, block_num, rdma_block_num, warp_per_block, send_only, dispatch_state, out,
+      out_weights):
+    return None
+
+
+@torch.library.custom_op("mori::ep_combine_recv", mutates_args=("out", "out_weights"))
+def ep_combine_recv(handle: int, block_num: int, rdma_block_num: int, warp_per_block: int, out: Tensor,
+                    out_weights: Tensor) -> None:
+    op = _op(handle)
+    op._raw_recv("combine", op._launch_of(block_num, rdma_block_num, warp_per_block))
+    _fill(((out, op._combine_output_view(out.dtype)), (out_weights, op._combine_weights)))
+
+
+@ep_combine_recv.register_fake
+def _(handle, block_num, rdma_block_num, warp_per_block, out, out_weights):
+    return None
+
+
+@torch.library.custom_op("mori::ep_reset", mutates_args=("recv_num_token",))
+def ep_reset(handle: int, recv_num_token: Tensor) -> None:
+    op = _op(handle)
+    op._raw_reset()
+    _fill(((recv_num_token, op._recv_num_token),))
+
+
+@ep_reset.register_fake
+def _(handle, recv_num_token):
+    return None

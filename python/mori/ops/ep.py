@@ -1,0 +1,675 @@
+# SPDX-License-Identifier: MIT
+"""MoE expert parallelism in Python: the MORI-EP interface over mori/ep.h.
+
+    import mori.shmem, mori.ops
+    mori.shmem.shmem_init_attr(...)            # first: EP runs on MORI Shmem
+    config = mori.ops.EpDispatchCombineConfig(data_type=torch.bfloat16, rank=rank, world_size=n,
+                                              hidden_dim=7168, scale_dim=0, scale_type_size=1,
+                                              max_token_type_size=4, max_num_inp_token_per_rank=4096,
+                                              num_experts_per_rank=32, num_experts_per_token=8)
+    op = mori.ops.EpDispatchCombineOp(config)  # collective
+    out, w, s, idx, recv_num_token = op.dispatch(x, weights, scales, indices)
+    y, yw = op.combine(expert(out), w, indices)
+
+Every tensor a call returns is a view of the context's buffers (fixed
+capacity, no host synchronisation): it is overwritten by the next call of
+the same kind, so copy what must outlive it. Dispatch's outputs have
+max_recv_tokens = world_size * max_num_inp_token_per_rank rows; the first
+recv_num_token[0] of them are this call's. On the host platform the
+tensors are CPU tensors; on cuda/hip they are on the current device.
+
+The calls are torch custom ops (torch.ops.mori.ep_*) when traced
+(torch.compile); eagerly they call the library directly, which is what
+CUDA graph capture records. docs/ep.md has the whole interface."""
+import ctypes
+import dataclasses
+import enum
+import os
+import weakref
+from typing import Optional
+
+import torch
+
+from mori import _lib
+from mori._lib import lib
+
+from . import _ep_c as C
+from ._ep_c import EpError
+
+__all__ = ["EpDispatchCombineConfig", "EpDispatchCombineKernelType", "EpDispatchCombineOp", "EpError"]
+
+
+_Tensor, _int32, _float32 = torch.Tensor, torch.int32, torch.float32
+_is_compiling = torch.compiler.is_compiling
+
+
+class EpDispatchCombineKernelType(enum.IntEnum):
+    """The MORI-EP guide's kernel types. IntraNode and InterNode are built;
+    InterNodeV1, InterNodeV1LL and AsyncLL run as InterNode (docs/ep.md)."""
+    IntraNode = 0
+    InterNode = 1
+    InterNodeV1 = 2
+    InterNodeV1LL = 3
+    AsyncLL = 4
+
+
+@dataclasses.dataclass
+class EpDispatchCombineConfig:
+    """What an EpDispatchCombineOp is made for; the same on every rank but
+    `rank`. Defaults are the MORI-EP guide's. Launch fields (warp_num_per_block,
+    block_num, rdma_block_num) <= 0 let the library choose;
+    MORI_EP_LAUNCH_CONFIG_MODE=AUTO makes it choose always."""
+    data_type: torch.dtype            # dispatch's token dtype: bf16, fp16, fp32, float8_e4m3fn(uz)
+    rank: int
+    world_size: int
+    hidden_dim: int                   # elements per token
+    scale_dim: int                    # scales per token (0: none)
+    scale_type_size: int              # bytes per scale
+    max_token_type_size: int          # bytes of the widest token dtype used (combine may be wider)
+    max_num_inp_token_per_rank: int   # the most tokens one rank dispatches in a call
+    num_experts_per_rank: int
+    num_experts_per_token: int        # top-k
+    warp_num_per_block: int = 8
+    block_num: int = 80
+    use_external_inp_buf: bool = True  # combine reads its input (True) or the registered buffer (False)
+    kernel_type: EpDispatchCombineKernelType = EpDispatchCombineKernelType.IntraNode
+    gpu_per_node: int = 8
+    rdma_block_num: int = 0
+    num_qp_per_pe: int = 1
+
+
+_DTYPE_CODES = {
+    torch.float32: C.FLOAT32,
+    torch.bfloat16: C.BFLOAT16,
+    torch.float16: C.FLOAT16,
+    torch.float8_e4m3fn: C.FP8_E4M3FN,
+    torch.float8_e4m3fnuz: C.FP8_E4M3FNUZ,
+}
+_COMBINE_DTYPES = (torch.bfloat16, torch.float32, torch.float16)
+_SCALE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e4m3fnuz,
+                 torch.uint8, torch.int8, torch.int32)
+# A scale dtype by its size, for the scales output when no scales were passed.
+_SCALE_DTYPE_BY_SIZE = {1: torch.uint8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}
+
+# Live contexts by handle, for the custom ops (which take the handle as an int).
+_OPS = weakref.WeakValueDictionary()
+
+
+class _DeviceArray:
+    """A device allocation as __cuda_array_interface__ (bytes), so that
+    torch.as_tensor makes a tensor over it without copying."""
+
+    def __init__(self, addr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (addr, False),
+                                         "version": 3, "strides": None}
+
+
+def _raw_view(addr, nbytes, device):
+    """A uint8 tensor over `nbytes` at `addr` (host memory on the host
+    platform, device memory otherwise)."""
+    if device.type == "cpu":
+        return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(addr), dtype=torch.uint8)
+    return torch.as_tensor(_DeviceArray(addr, nbytes), device=device)
+
+
+def _typed(raw, dtype, shape):
+    """`raw`'s memory as a tensor of `dtype` and `shape` that is no view
+    (it has no _base): torch.compile's functionalization handles mutated
+    inputs that are plain tensors, not dtype-changing views of others."""
+    stride, step = [], 1
+    for size in reversed(shape):
+        stride.insert(0, step)
+        step *= size
+    return torch.empty(0, dtype=dtype, device=raw.device).set_(raw.untyped_storage(), 0, tuple(shape), tuple(stride))
+
+
+def _launch(block_num, rdma_block_num, warp_per_block):
+    return C.Launch(int(block_num), int(rdma_block_num), int(warp_per_block))
+
+
+class EpDispatchCombineOp:
+    """Dispatch and combine for one config. Collective to make (every rank
+    of MORI Shmem's world, after mori.shmem is initialised); calls are
+    issued in the same order on every rank. destroy() (collective) frees
+    the context; its views must not be used after it."""
+
+    def __init__(self, config: EpDispatchCombineConfig):
+        self.config = config
+        self._ep = None
+        C.require()
+        rc = lib.shmem_npes()
+        if rc < 0:
+            raise RuntimeError(
+                "EpDispatchCombineOp needs MORI Shmem initialised first (mori.shmem.shmem_init_attr or "
+                f"mori.shmem.shmem_torch_process_group_init), as the MORI-EP guide says: shmem_npes answered "
+                f"{lib.mori_err_name(rc).decode()}")
+        me, npes = lib.shmem_mype(), rc
+        self.rank = config.rank
+        self._validate_config(config, me, npes)
+        cfg = C.Config()
+        lib.mori_ep_config_init(ctypes.byref(cfg))
+        cfg.data_type = _DTYPE_CODES[config.data_type]
+        for field in ("rank", "world_size", "hidden_dim", "scale_dim", "scale_type_size", "max_token_type_size",
+                      "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
+                      "warp_num_per_block", "block_num", "rdma_block_num", "gpu_per_node", "num_qp_per_pe"):
+            setattr(cfg, field, int(getattr(config, field)))
+        # MORI_EP_LAUNCH_CONFIG_MODE=auto: as in AMD's mori, the table picks
+        # the launch shape and the config's and the calls' shapes are not
+        # used (the library lets any given shape win, so none is given).
+        self._auto_launch = os.environ.get("MORI_EP_LAUNCH_CONFIG_MODE", "").strip().lower() == "auto"
+        if self._auto_launch:
+            cfg.block_num = cfg.warp_num_per_block = cfg.rdma_block_num = -1
+        cfg.use_external_inp_buf = 1 if config.use_external_inp_buf else 0
+        cfg.kernel_type = int(config.kernel_type)
+        comm = ctypes.c_void_p()
+        C.check("mori_shmem_comm", lib.mori_shmem_comm(ctypes.byref(comm)))
+        ep = ctypes.c_void_p()
+        C.check("mori_ep_create", lib.mori_ep_create(comm, ctypes.byref(cfg), ctypes.byref(ep)))
+        self._ep = ep.value
+        self._handle = self._ep
+        _OPS[self._handle] = self
+        bufs = C.Buffers()
+        C.check("mori_ep_buffers", lib.mori_ep_buffers(self._ep, ctypes.byref(bufs)))
+        self._make_views(bufs)
+        self._default_launch = _launch(-1, -1, -1)
+        self._launches = {(-1, -1, -1): self._default_launch}
+        self._last_num_tokens = 0
+        self._last_combine_dtype = config.data_type if config.data_type in _COMBINE_DTYPES else torch.bfloat16
+        # Report device-found bad data (an expert index out of range) as an
+        # exception from the next eager call where that is free: on the host
+        # platform. On a GPU reading the report waits for the device (and
+        # cannot be graph-captured), so there check() does it when asked.
+        self.check_every_call = not self._on_gpu
+        # What the fast paths compare against, as plain attributes.
+        self._dtype = config.data_type
+        self._hidden = config.hidden_dim
+        self._topk = config.num_experts_per_token
+        self._max_tokens = config.max_num_inp_token_per_rank
+        self._scale_dim = config.scale_dim if self._scales_raw.numel() else 0
+        self._scale_dtypes = frozenset(d for d, v in self._scales_views.items() if v.numel() or not self._scale_dim)
+        self._external = bool(config.use_external_inp_buf)
+        self._combine_input_ptr = self._combine_input_raw.data_ptr()
+        self._weights_fallback = self._dispatch_weights.data_ptr()
+        self._dtype_codes = _DTYPE_CODES
+
+    # ---- construction -------------------------------------------------------------------------------
+    def _validate_config(self, c, me, npes):
+        where = f"EpDispatchCombineConfig on rank {me}"
+        if c.data_type not in _DTYPE_CODES:
+            raise ValueError(f"{where}: data_type {c.data_type} is not one of "
+                             f"{', '.join(str(d) for d in _DTYPE_CODES)}")
+        if (c.rank, c.world_size) != (me, npes):
+            raise ValueError(f"{where}: rank={c.rank}, world_size={c.world_size}, but MORI Shmem's world is "
+                             f"PE {me} of {npes}")
+        for name in ("hidden_dim", "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
+                     "max_token_type_size"):
+            value = getattr(c, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{where}: {name}={value!r}; expected a positive int")
+        for name in ("scale_dim", "scale_type_size"):
+            value = getattr(c, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where}: {name}={value!r}; expected an int >= 0")
+        if c.scale_dim > 0 and c.scale_type_size <= 0:
+            raise ValueError(f"{where}: scale_dim={c.scale_dim} needs scale_type_size > 0")
+        size = torch.empty((), dtype=c.data_type).element_size()
+        if c.max_token_type_size < size:
+            raise ValueError(f"{where}: max_token_type_size={c.max_token_type_size} is smaller than data_type "
+                             f"{c.data_type}'s {size} bytes")
+        if c.num_experts_per_token > c.num_experts_per_rank * c.world_size:
+            raise ValueError(f"{where}: num_experts_per_token={c.num_experts_per_token} exceeds the "
+                             f"{c.num_experts_per_rank * c.world_size} experts")
+        try:
+            EpDispatchCombineKernelType(c.kernel_type)
+        except ValueError:
+            raise ValueError(f"{where}: kernel_type={c.kernel_type!r} is not an EpDispatchCombineKernelType") from None
+
+    def _make_views(self, b):
+        c = self.config
+        if _lib.PLATFORM == "host":
+            self.device = torch.device("cpu")
+            self._stream = lambda: None
+        else:
+            index = torch.cuda.current_device()
+            self.device = torch.device("cuda", index)
+            raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw_stream is not None:
+                self._stream = lambda: raw_stream(index)
+            else:
+                self._stream = lambda: torch.cuda.current_stream(index).cuda_stream
+        self._on_gpu = self.device.type != "cpu"
+        dev = self.device
+        rows, hidden, topk = int(b.max_recv_tokens), c.hidden_dim, c.num_experts_per_token
+        self.max_recv_tokens = rows
+        self._base = b
+        esize = torch.empty((), dtype=c.data_type).element_size()
+        self._dispatch_tokens = _typed(_raw_view(b.dispatch_tokens, rows * hidden * esize, dev), c.data_type,
+                                       (rows, hidden))
+        self._dispatch_weights = _typed(_raw_view(b.dispatch_weights, rows * topk * 4, dev), torch.float32,
+                                        (rows, topk))
+        self._dispatch_indices = _typed(_raw_view(b.dispatch_indices, rows * topk * 4, dev), torch.int32,
+                                        (rows, topk))
+        self._recv_num_token = _typed(_raw_view(b.recv_num_token, 4, dev), torch.int32, (1,))
+        self._src_token_pos = _typed(_raw_view(b.src_token_pos, rows * 4, dev), torch.int32, (rows,))
+        scale_bytes = c.scale_dim * c.scale_type_size
+        self._scales_raw = (_raw_view(b.dispatch_scales, rows * scale_bytes, dev)
+                            if scale_bytes and b.dispatch_scales else torch.empty(0, dtype=torch.uint8, device=dev))
+        self._combine_input_raw = _raw_view(b.combine_input, rows * hidden * c.max_token_type_size, dev)
+        self._combine_output_raw = _raw_view(b.combine_output,
+                                             c.max_num_inp_token_per_rank * hidden * c.max_token_type_size, dev)
+        self._combine_weights = _typed(_raw_view(b.combine_weights, c.max_num_inp_token_per_rank * topk * 4, dev),
+                                       torch.float32, (c.max_num_inp_token_per_rank, topk))
+        # Every typed view is made here, none while torch.compile traces.
+        fits = [d for d in _COMBINE_DTYPES if torch.empty((), dtype=d).element_size() <= c.max_token_type_size]
+        self._combine_outputs = {d: _typed(self._combine_output_raw, d, (c.max_num_inp_token_per_rank, hidden))
+                                 for d in fits}
+        self._combine_inputs = {d: _typed(self._combine_input_raw, d, (rows, hidden)) for d in fits}
+        self._combine_results = {}  # (dtype, rows, weights?) -> the tuple combine returns
+        self._scales_views = {}
+        for d in _SCALE_DTYPES:
+            if torch.empty((), dtype=d).element_size() == c.scale_type_size:
+                self._scales_views[d] = (_typed(self._scales_raw, d, (rows, c.scale_dim)) if self._scales_raw.numel()
+                                         else torch.empty(rows, 0, dtype=d, device=dev))
+        default = _SCALE_DTYPE_BY_SIZE.get(c.scale_type_size, torch.uint8)
+        if default not in self._scales_views:
+            self._scales_views[default] = torch.empty(rows, 0, dtype=default, device=dev)
+        self._dispatch_results = {d: (self._dispatch_tokens, self._dispatch_weights, v, self._dispatch_indices,
+                                      self._recv_num_token) for d, v in self._scales_views.items()}
+        self._dispatch_results[None] = self._dispatch_results[default]
+        self._recv_num_token_c = (ctypes.c_int32.from_address(b.recv_num_token) if not self._on_gpu else None)
+
+    def _scales_view(self, dtype):
+        return self._scales_views[dtype]
+
+    def _combine_output_view(self, dtype):
+        return self._combine_outputs[dtype]
+
+    def get_registered_combine_input_buffer(self, dtype, hidden_dim=-1):
+        """The registered combine input as [max_recv_tokens, hidden_dim] of
+        `dtype` (bf16, fp16 or fp32, at most max_token_type_size bytes):
+        write the expert outputs here (rows in dispatch order) and combine
+        reads them without a copy (use_external_inp_buf False)."""
+        c = self.config
+        if hidden_dim not in (-1, c.hidden_dim):
+            raise ValueError(f"get_registered_combine_input_buffer on rank {self.rank}: hidden_dim={hidden_dim}, "
+                             f"the config's is {c.hidden_dim}")
+        view = self._combine_inputs.get(dtype)
+        if view is None:
+            self._check_combine_dtype("get_registered_combine_input_buffer", dtype)
+        return view
+
+    # ---- checks --------------------------------------------------------------------------------------
+    def _bad(self, call, what):
+        return ValueError(f"EpDispatchCombineOp.{call} on rank {self.rank}: {what}")
+
+    def _check_tensor(self, call, name, t, dtype, shape):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: {name} must be a torch.Tensor, "
+                            f"not {type(t).__name__}")
+        if t.dtype != dtype:
+            raise self._bad(call, f"{name} is {t.dtype}; the config says {dtype}")
+        if t.shape != shape:
+            raise self._bad(call, f"{name} has shape {tuple(t.shape)}; expected {tuple(shape)}")
+        if t.is_cuda != self._on_gpu and t.numel():
+            raise self._bad(call, f"{name} is on {t.device}; this context's buffers are on {self.device}")
+        if not t.is_contiguous():
+            raise self._bad(call, f"{name} is not contiguous")
+
+    def _check_dispatch(self, call, input, weights, scales, indices):
+        c = self.config
+        if not isinstance(input, torch.Tensor) or input.dim() != 2:
+            raise self._bad(call, f"input must be a 2-D tensor [tokens, hidden_dim={c.hidden_dim}], got "
+                                  f"{tuple(input.shape) if isinstance(input, torch.Tensor) else type(input).__name__}")
+        n = input.shape[0]
+        if n > c.max_num_inp_token_per_rank:
+            raise self._bad(call, f"{n} tokens; max_num_inp_token_per_rank is {c.max_num_inp_token_per_rank}")
+        self._check_tensor(call, "input", input, c.data_type, (n, c.hidden_dim))
+        topk = c.num_experts_per_token
+        self._check_tensor(call, "indices", indices, torch.int32, (n, topk))
+        if weights is not None:
+            self._check_tensor(call, "weights", weights, torch.float32, (n, topk))
+        if scales is not None and c.scale_dim == 0:
+            if scales.numel():
+                raise self._bad(call, f"scales has shape {tuple(scales.shape)} but the config's scale_dim is 0")
+            scales = None
+        if scales is not None:
+            if scales.element_size() != c.scale_type_size or scales.dtype not in self._scales_views:
+                raise self._bad(call, f"scales are {scales.dtype} ({scales.element_size()} bytes); the config's "
+                                      f"scale_type_size is {c.scale_type_size} (scale dtypes: "
+                                      f"{', '.join(str(d) for d in self._scales_views)})")
+            self._check_tensor(call, "scales", scales, scales.dtype, (n, c.scale_dim))
+        return n, scales
+
+    def _check_combine_dtype(self, call, dtype):
+        c = self.config
+        if dtype not in _COMBINE_DTYPES:
+            raise self._bad(call, f"dtype {dtype}: combine runs in bf16, fp16 or fp32")
+        size = torch.empty((), dtype=dtype).element_size()
+        if size > c.max_token_type_size:
+            raise self._bad(call, f"dtype {dtype} is {size} bytes; the config's max_token_type_size is "
+                                  f"{c.max_token_type_size}")
+
+    def _check_combine(self, call, input, weights, indices, use_external_inp_buf):
+        c = self.config
+        if not isinstance(input, torch.Tensor) or input.dim() != 2:
+            raise self._bad(call, f"input must be a 2-D tensor [rows, hidden_dim={c.hidden_dim}]")
+        rows = input.shape[0]
+        if rows > self.max_recv_tokens:
+            raise self._bad(call, f"input has {rows} rows; a dispatch delivers at most {self.max_recv_tokens}")
+        dtype = input.dtype
+        if dtype not in self._combine_outputs:
+            self._check_combine_dtype(call, dtype)
+        self._check_tensor(call, "input", input, dtype, (rows, c.hidden_dim))
+        if weights is not None:
+            self._check_tensor(call, "weights", weights, torch.float32, (weights.shape[0], c.num_experts_per_token))
+            if weights.shape[0] > self.max_recv_tokens:
+                raise self._bad(call, f"weights has {weights.shape[0]} rows; at most {self.max_recv_tokens}")
+        if indices is not None and (indices.dim() != 2 or indices.shape[1] != c.num_experts_per_token):
+            raise self._bad(call, f"indices has shape {tuple(indices.shape)}; expected [tokens, "
+                                  f"{c.num_experts_per_token}]")
+        if self._recv_num_token_c is not None and not torch.compiler.is_compiling():
+            # the host platform: the count is known without a sync
+            got = self._recv_num_token_c.value
+            if rows < got or (weights is not None and weights.shape[0] < got):
+                raise self._bad(call, f"the last dispatch delivered {got} rows but input has {rows}"
+                                      + (f" and weights {weights.shape[0]}" if weights is not None else ""))
+        if use_external_inp_buf == -1:
+            use_external_inp_buf = c.use_external_inp_buf
+        return bool(use_external_inp_buf)
+
+    def check(self):
+        """Raises EpError for what a kernel of this context reported since
+        the last check (an expert index out of range: the token was dropped;
+        a wait that timed out), on every rank, and clears it."""
+        C.check("mori_ep_check", lib.mori_ep_check(self._ep))
+
+    # ---- the raw calls (eager, and the custom ops' implementations) --------------------------------------
+    def _launch_of(self, block_num, rdma_block_num, warp_per_block):
+        if self._auto_launch:
+            return self._default_launch
+        key = (block_num, rdma_block_num, warp_per_block)
+        launch = self._launches.get(key)
+        if launch is None:
+            launch = self._launches[key] = _launch(*key)
+        return launch
+
+    def _raw_dispatch(self, send_only, input, weights, scales, indices, launch):
+        fn, call = ((lib.mori_ep_dispatch_send, "mori_ep_dispatch_send") if send_only
+                    else (lib.mori_ep_dispatch, "mori_ep_dispatch"))
+        rc = fn(self._ep, input.data_ptr(), weights.data_ptr() if weights is not None else None,
+                scales.data_ptr() if scales is not None else None, indices.data_ptr(), input.shape[0], launch,
+                self._stream())
+        if rc < 0:
+            raise EpError(call, rc)
+
+    def _raw_combine(self, send_only, input, dtype_code, weights, launch):
+        fn, call = ((lib.mori_ep_combine_send, "mori_ep_combine_send") if send_only
+                    else (lib.mori_ep_combine, "mori_ep_combine"))
+        ptr = input.data_ptr()
+        if ptr == self._combine_input_raw.data_ptr():
+            ptr = None  # the registered buffer: read in place
+        # An empty weights tensor has no address (torch answers 0), but its
+        # rank still gets summed weights back: pass one that is not NULL.
+        wptr = (weights.data_ptr() or self._dispatch_weights.data_ptr()) if weights is not None else None
+        rc = fn(self._ep, ptr, dtype_code, wptr, launch, self._stream())
+        if rc < 0:
+            raise EpError(call, rc)
+
+    def _raw_recv(self, which, launch):
+        fn = lib.mori_ep_dispatch_recv if which == "dispatch" else lib.mori_ep_combine_recv
+        rc = fn(self._ep, launch, self._stream())
+        if rc < 0:
+            raise EpError(f"mori_ep_{which}_recv", rc)
+
+    def _raw_reset(self):
+        C.check("mori_ep_reset", lib.mori_ep_reset(self._ep, self._stream()))
+
+    # ---- the MORI-EP interface ------------------------------------------------------------------------
+    def _dispatch_result(self, scales):
+        return self._dispatch_results[scales.dtype if scales is not None else None]
+
+    def _dispatch(self, send_only, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block):
+        call = "dispatch_send" if send_only else "dispatch"
+        if self._ep is None:
+            raise RuntimeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: the op was destroyed")
+        n, scales = self._check_dispatch(call, input, weights, scales, indices)
+        result = self._dispatch_result(scales)
+        if torch.compiler.is_compiling():
+            torch.ops.mori.ep_dispatch(self._handle, input, weights, scales, indices, block_num, rdma_block_num,
+                                       warp_per_block, send_only, result[0], result[1], result[2], result[3],
+                                       result[4], self._src_token_pos)
+        else:
+            if self.check_every_call:
+                self.check()
+            self._raw_dispatch(send_only, input, weights, scales, indices,
+                               self._launch_of(block_num, rdma_block_num, warp_per_block))
+        self._last_num_tokens = n
+        return result
+
+    def dispatch(self, input, weights, scales, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
+        """Sends each token of `input` [tokens, hidden_dim] (data_type) once to
+        every distinct rank among its top-k experts `indices` [tokens, top-k]
+        (int32), with `weights` [tokens, top-k] (fp32, or None) and `scales`
+        [tokens, scale_dim] (or None / empty). Returns (tokens, weights, scales,
+        indices, recv_num_token): views of this rank's received rows
+        [max_recv_tokens, ...], ordered by (source rank, source token); the
+        first recv_num_token[0] rows are this call's."""
+        # The fast path: plain tensors that fit, eagerly; anything else (and
+        # every error message) goes through _dispatch.
+        n = -1
+        if (not _is_compiling() and type(input) is _Tensor and type(indices) is _Tensor and input.dtype is self._dtype
+                and indices.dtype is _int32 and input.is_cuda is self._on_gpu and indices.is_cuda is self._on_gpu
+                and len(shape := input.shape) == 2 and shape[1] == self._hidden
+                and (n := shape[0]) <= self._max_tokens and indices.shape == (n, self._topk)
+                and input.is_contiguous() and indices.is_contiguous()
+                and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
+                                         and weights.is_cuda is self._on_gpu and weights.shape == (n, self._topk)
+                                         and weights.is_contiguous()))
+                and (scales is None or (self._scale_dim and type(scales) is _Tensor and scales.dtype in self._scale_dtypes
+                                        and scales.is_cuda is self._on_gpu and scales.shape == (n, self._scale_dim)
+                                        and scales.is_contiguous()))
+                and self._ep is not None):
+            if self.check_every_call:
+                rc = lib.mori_ep_check(self._ep)
+                if rc < 0:
+                    raise EpError("mori_ep_check", rc)
+            launch = (self._default_launch if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1
+                      else self._launch_of(block_num, rdma_block_num, warp_per_block))
+            rc = lib.mori_ep_dispatch(self._ep, input.data_ptr(), None if weights is None else weights.data_ptr(),
+                                      None if scales is None else scales.data_ptr(), indices.data_ptr(), n, launch,
+                                      self._stream())
+            if rc < 0:
+                raise EpError("mori_ep_dispatch", rc)
+            self._last_num_tokens = n
+            return self._dispatch_results[None if scales is None else scales.dtype]
+        return self._dispatch(False, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block)
+
+    def dispatch_send(self, input, weights, scales, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
+        """The sending half of dispatch; returns the views dispatch returns,
+        filled once dispatch_recv has run. Work may run in between."""
+        return self._dispatch(True, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block)
+
+    def dispatch_recv(self, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
+        """The receiving half: waits for the peers' tokens and fills the
+        views dispatch_send returned. Returns None."""
+        if torch.compiler.is_compiling():
+            r = self._dispatch_result(None)
+            torch.ops.mori.ep_dispatch_recv(self._handle, block_num, rdma_block_num, warp_per_block, r[0], r[1],
+                                            r[2], r[3], r[4], self._src_token_pos)
+        else:
+            self._raw_recv("dispatch", self._launch_of(block_num, rdma_block_num, warp_per_block))
+
+    def _combine(self, send_only, input, weights, indices, block_num, rdma_block_num, warp_per_block,
+                 use_external_inp_buf):
+        call = "combine_send" if send_only else "combine"
+        if self._ep is None:
+            raise RuntimeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: the op was destroyed")
+        external = self._check_combine(call, input, weights, indices, use_external_inp_buf)
+        dtype = input.dtype
+        if not external:  # the kernel reads the registered buffer: put the input there unless it is there
+            registered = self.get_registered_combine_input_buffer(dtype)
+            if input.data_ptr() != registered.data_ptr():
+                registered[:input.shape[0]].copy_(input)
+            input = registered
+        n = self._last_num_tokens
+        self._last_combine_dtype = dtype
+        if torch.compiler.is_compiling():
+            result = (self._combine_outputs[dtype][:n], self._combine_weights[:n] if weights is not None else None)
+            torch.ops.mori.ep_combine(self._handle, input, weights, _DTYPE_CODES[dtype], block_num, rdma_block_num,
+                                      warp_per_block, send_only, self._src_token_pos,
+                                      self._combine_output_view(dtype), self._combine_weights)
+        else:
+            key = (dtype, n, weights is not None)
+            result = self._combine_results.get(key)
+            if result is None:
+                result = (self._combine_outputs[dtype][:n], self._combine_weights[:n] if weights is not None else None)
+                self._combine_results[key] = result
+            if self.check_every_call:
+                self.check()
+            self._raw_combine(send_only, input, _DTYPE_CODES[dtype], weights,
+                              self._launch_of(block_num, rdma_block_num, warp_per_block))
+        return result
+
+    def combine(self, input, weights, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1,
+                use_external_inp_buf=-1, call_reset=False):
+        """Sends each processed row of `input` [rows, hidden_dim] (bf16, fp16
+        or fp32; rows in the last dispatch's output order, at least its
+        recv_num_token) back to its source rank, which sums the copies of
+        each token in fp32, in its original order. `weights` [rows, top-k]
+        fp32 (or None) are summed the same way; `indices` is accepted for
+        the guide's signature (the routing is the last dispatch's). Returns
+        (output [tokens, hidden_dim] of input's dtype, weights [tokens,
+        top-k] or None), tokens being the last dispatch's. The weighting
+        by expert belongs to the caller: with identity experts the output
+        is the input times the number of distinct ranks it went to."""
+        # The fast path, as in dispatch.
+        if (not _is_compiling() and type(input) is _Tensor and (out := self._combine_outputs.get(input.dtype)) is not None
+                and input.is_cuda is self._on_gpu and len(shape := input.shape) == 2 and shape[1] == self._hidden
+                and (rows := shape[0]) <= self.max_recv_tokens and input.is_contiguous()
+                and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
+                                         and weights.is_cuda is self._on_gpu and len(wshape := weights.shape) == 2
+                                         and wshape[1] == self._topk and wshape[0] <= self.max_recv_tokens
+                                         and weights.is_contiguous()))
+                and (indices is None or (type(indices) is _Tensor and len(ishape := indices.shape) == 2
+                                         and ishape[1] == self._topk))
+                and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))
+                and (self._recv_num_token_c is None
+                     or ((got := self._recv_num_token_c.value) <= rows and (weights is None or got <= wshape[0])))
+                and self._ep is not None):
+            n = self._last_num_tokens
+            key = (input.dtype, n, weights is not None)
+            result = self._combine_results.get(key)
+            if result is None:
+                result = self._combine_results[key] = (out[:n], self._combine_weights[:n] if weights is not None
+                                                       else None)
+            if self.check_every_call:
+                rc = lib.mori_ep_check(self._ep)
+                if rc < 0:
+                    raise EpError("mori_ep_check", rc)
+            launch = (self._default_launch if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1
+                      else self._launch_of(block_num, rdma_block_num, warp_per_block))
+            ptr = input.data_ptr()
+            if ptr == self._combine_input_ptr:
+                ptr = None
+            rc = lib.mori_ep_combine(self._ep, ptr, self._dtype_codes[input.dtype],
+                                     None if weights is None else (weights.data_ptr() or self._weights_fallback),
+                                     launch, self._stream())
+            if rc < 0:
+                raise EpError("mori_ep_combine", rc)
+            self._last_combine_dtype = input.dtype
+        else:
+            result = self._combine(False, input, weights, indices, block_num, rdma_block_num, warp_per_block,
+                                   use_external_inp_buf)
+        if call_reset:
+            self.reset()
+        return result
+
+    def combine_send(self, input, weights, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1,
+                     use_external_inp_buf=-1):
+        """The sending half of combine; returns the views combine returns,
+        filled once combine_recv has run."""
+        return self._combine(True, input, weights, indices, block_num, rdma_block_num, warp_per_block,
+                             use_external_inp_buf)
+
+    def combine_recv(self, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
+        """The receiving half of combine. Returns None."""
+        if torch.compiler.is_compiling():
+            torch.ops.mori.ep_combine_recv(self._handle, block_num, rdma_block_num, warp_per_block,
+                                           self._combine_output_view(self._last_combine_dtype), self._combine_weights)
+        else:
+            self._raw_recv("combine", self._launch_of(block_num, rdma_block_num, warp_per_block))
+
+    def reset(self):
+        """Stream-ordered: clears recv_num_token and the per-call state. Not
+        needed between calls (kept for the guide's interface)."""
+        if torch.compiler.is_compiling():
+            torch.ops.mori.ep_reset(self._handle, self._recv_num_token)
+        else:
+            self._raw_reset()
+
+    def get_dispatch_src_token_pos(self):
+        """The origin of each of the last dispatch's rows:
+        src_rank * max_num_inp_token_per_rank + src_token_id (int32,
+        recv_num_token[0] of them; reads the count, so on a GPU it waits for
+        the stream)."""
+        n = int(self._recv_num_token[0].item())
+        return self._src_token_pos[:n]
+
+    def decode_send_flat_idx(self, pos):
+        """(src_rank, src_token_id) of a get_dispatch_src_token_pos value (an
+        int or a tensor of them)."""
+        m = self.config.max_num_inp_token_per_rank
+        if isinstance(pos, torch.Tensor):
+            return torch.div(pos, m, rounding_mode="floor"), torch.remainder(pos, m)
+        return divmod(int(pos), m)
+
+    # ---- DeepEP-style layouts (mori.ops.ep_layout) ----------------------------------------------------
+    def convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx):
+        """The last dispatch's rows in the expert-major layout of DeepEP's
+        low-latency mode: (packed_recv_x [num_experts_per_rank,
+        max_recv_tokens, hidden_dim], packed_recv_count [num_experts_per_rank]
+        int32, packed_recv_src_info [num_experts_per_rank, max_recv_tokens]
+        int32 (the source token id), packed_recv_layout_range
+        [num_experts_per_rank, world_size] int64 ((begin << 32) | count of
+        each source rank's rows)). See docs/ep.md."""
+        from . import ep_layout
+
+        return ep_layout.convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx)
+
+    def convert_combine_input(self, packed_recv_x, packed_recv_src_info, packed_recv_layout_range):
+        """Back from the expert-major layout to combine's input: row i of the
+        last dispatch gets the fp32 sum of its rows' outputs over this rank's
+        experts (in the dtype of packed_recv_x; [max_recv_tokens,
+        hidden_dim])."""
+        from . import ep_layout
+
+        return ep_layout.convert_combine_input(self, packed_recv_x, packed_recv_src_info, packed_recv_layout_range)
+
+    def dispatch_standard_moe(self, input, weights, scales, indices, block_num=-1, rdma_block_num=-1,
+                              warp_per_block=-1):
+        """dispatch, then convert_dispatch_output: (packed_recv_x,
+        packed_recv_count, packed_recv_src_info, packed_recv_layout_range)."""
+        out, _, _, idx, _ = self.dispatch(input, weights, scales, indices, block_num, rdma_block_num,
+                                          warp_per_block)
+        return self.convert_dispatch_output(out, idx)
+
+    def combine_standard_moe(self, input, weights, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1,
+                             call_reset=False, packed_recv_src_info=None, packed_recv_layout_range=None):
+        """convert_combine_input of the expert-major `input`, then combine
+        (weights: the dispatch weights or None). Returns combine's output."""
+        rows = self.convert_combine_input(input, packed_recv_src_info, packed_recv_layout_range)
+        out, _ = self.combine(rows, weights, indices, block_num, rdma_block_num, warp_per_block,
+                              call_reset=call_reset)
+        return out
+
+    # ---- lifetime ---------------------------------------------------------------------------------------
+    def destroy(self):
+        """Collective: waits for the device and frees the context. Its views
+        must not be used afterwards. Idempotent."""
+        if self._ep is not None:
+            ep, self._ep = self._ep, None
+            _OPS.pop(self._handle, None)
+            C.check("mori_ep_destroy", lib.mori_ep_destroy(ep))
+
+
+from . import _ep_torch_ops  # noqa: E402,F401  (registers torch.ops.mori.ep_*)

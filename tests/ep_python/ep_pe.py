@@ -1,0 +1,348 @@
+# SPDX-License-Identifier: MIT
+"""One PE of the Python EP suite (host platform, CPU tensors): MORI Shmem
+through a unique-ID file, then EpDispatchCombineOp checked against
+ep_reference in every dtype and routing, back to back, refusing bad input,
+and under torch.compile.
+    ep_pe.py <rank> <world> <uid file> <back-to-back calls>"""
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ep_reference as ref  # noqa: E402
+from uid_file import share_unique_id  # noqa: E402
+
+import mori  # noqa: E402
+import mori.ops  # noqa: E402
+from mori import shmem  # noqa: E402
+
+HIDDEN, MAX_TOKENS, EXPERTS_PER_RANK, TOPK = 40, 10, 4, 4
+DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn)
+SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+
+
+def bits(t):
+    return t.contiguous().view(SAME_SIZE_INT[t.element_size()])
+
+
+def expect_raises(kind, fn, says):
+    try:
+        fn()
+    except kind as e:
+        for s in says:
+            assert s in str(e), f"{kind.__name__} without {s!r}: {e}"
+        return e
+    raise AssertionError(f"no {kind.__name__} (expected one saying {says})")
+
+
+class Pe:
+    def __init__(self, rank, world):
+        self.rank, self.world = rank, world
+
+    def config(self, dtype, **kw):
+        scaled = dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+        args = dict(data_type=dtype, rank=self.rank, world_size=self.world, hidden_dim=HIDDEN,
+                    scale_dim=2 if scaled else 0, scale_type_size=4, max_token_type_size=4,
+                    max_num_inp_token_per_rank=MAX_TOKENS, num_experts_per_rank=EXPERTS_PER_RANK,
+                    num_experts_per_token=TOPK, gpu_per_node=self.world)
+        args.update(kw)
+        return mori.ops.EpDispatchCombineConfig(**args)
+
+    def inputs(self, op, seed, kind, n=None):
+        c = op.config
+        return [ref.make_inputs(seed, r, self.world, c.data_type, HIDDEN, MAX_TOKENS, EXPERTS_PER_RANK, TOPK,
+                                c.scale_dim, kind, n) for r in range(self.world)]
+
+    def one_call(self, op, seed, kind, combine_dtype, variant="plain", n=None):
+        """A dispatch and a combine checked against the reference. variant:
+        plain (dispatch; combine of recv rows), full (combine of the whole
+        capacity), registered (combine from the registered buffer), split
+        (send/recv halves), no_weights."""
+        me, c = self.rank, op.config
+        everyone = self.inputs(op, seed, kind, n)
+        x, w, s, idx = everyone[me]
+        where = f"rank {me} of {self.world}, {c.data_type}, seed {seed}, {kind}, {variant}"
+        send_w = None if variant == "no_weights" else w
+        if variant == "split":
+            got = op.dispatch_send(x, send_w, s, idx)
+            assert op.dispatch_recv() is None
+        else:
+            got = op.dispatch(x, send_w, s, idx)
+        out, ow, os_, oi, cnt = got
+        ex, ew, es, ei, epos = ref.expected_dispatch(everyone, me, self.world, EXPERTS_PER_RANK, MAX_TOKENS)
+        n_recv = int(cnt[0])
+        assert n_recv == ex.shape[0], f"{where}: received {n_recv} rows, expected {ex.shape[0]}"
+        assert out.shape == (op.max_recv_tokens, HIDDEN) and out.dtype == c.data_type, (where, out.shape, out.dtype)
+        assert torch.equal(bits(out[:n_recv]), bits(ex)), f"{where}: dispatched tokens differ"
+        assert torch.equal(oi[:n_recv], ei), f"{where}: dispatched indices differ"
+        if send_w is not None:
+            assert torch.equal(bits(ow[:n_recv]), bits(ew)), f"{where}: dispatched weights differ"
+        if es is not None:
+            assert torch.equal(bits(os_[:n_recv]), bits(es)), f"{where}: dispatched scales differ"
+        pos = op.get_dispatch_src_token_pos()
+        assert torch.equal(pos, epos), f"{where}: src_token_pos {pos.tolist()} != {epos.tolist()}"
+        if n_recv:
+            src_rank, src_tok = op.decode_send_flat_idx(pos)
+            assert torch.equal(src_rank * MAX_TOKENS + src_tok, pos)
+            assert op.decode_send_flat_idx(int(pos[-1])) == (int(src_rank[-1]), int(src_tok[-1]))
+
+        y = ref.expert(out[:n_recv], me, combine_dtype)
+        cw_in = ow[:n_recv]
+        if variant == "full":
+            full = torch.zeros(op.max_recv_tokens, HIDDEN, dtype=combine_dtype)
+            full[:n_recv] = y
+            co, cw = op.combine(full, ow, idx)
+        elif variant == "registered":
+            buf = op.get_registered_combine_input_buffer(combine_dtype)
+            buf[:n_recv] = y
+            co, cw = op.combine(buf, ow, idx, use_external_inp_buf=0)
+        elif variant == "split":
+            co, cw = op.combine_send(y, cw_in, idx)
+            assert op.combine_recv() is None
+        elif variant == "no_weights":
+            co, cw = op.combine(y, None, idx, call_reset=True)
+            assert cw is None
+        else:
+            co, cw = op.combine(y, cw_in, idx)
+        ey, eww = ref.expected_combine(x, w, idx, EXPERTS_PER_RANK, self.world, combine_dtype)
+        assert co.shape == (x.shape[0], HIDDEN) and co.dtype == combine_dtype, (where, co.shape, co.dtype)
+        rtol, atol = ref.TOLERANCE[combine_dtype]
+        torch.testing.assert_close(co, ey, rtol=rtol, atol=atol, msg=lambda m: f"{where}: combine: {m}")
+        if cw is not None:
+            torch.testing.assert_close(cw, eww, rtol=1e-6, atol=1e-6,
+                                       msg=lambda m: f"{where}: combine weights: {m}\n{cw}\n!=\n{eww}")
+
+    def correctness(self):
+        seed = 1
+        for dtype in DTYPES:
+            op = mori.ops.EpDispatchCombineOp(self.config(dtype))
+            combine_dtypes = (torch.bfloat16, torch.float32) if dtype.itemsize == 1 else (dtype,)
+            for kind in ref.ROUTINGS:
+                for cdt in combine_dtypes:
+                    seed += 1
+                    self.one_call(op, seed, kind, cdt)
+            for variant in ("full", "registered", "split", "no_weights"):
+                seed += 1
+                self.one_call(op, seed, "uniform", combine_dtypes[0], variant)
+            seed += 1
+            self.one_call(op, seed, "uniform", combine_dtypes[0], n=MAX_TOKENS)  # every rank full
+            op.destroy()
+            op.destroy()  # idempotent
+        # use_external_inp_buf=False in the config: combine reads the registered buffer
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, use_external_inp_buf=False))
+        self.one_call(op, 99, "uniform", torch.bfloat16, "registered")
+        self.one_call(op, 100, "skewed", torch.bfloat16)  # input copied to the registered buffer
+        op.destroy()
+
+    def back_to_back(self, calls):
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        start = time.time()
+        for i in range(calls):
+            kind = ref.ROUTINGS[i % len(ref.ROUTINGS)]
+            self.one_call(op, 10_000 + i, kind, torch.bfloat16)
+        op.destroy()
+        return time.time() - start
+
+    def refusals(self):
+        me, world = self.rank, self.world
+        c = self.config(torch.bfloat16)
+        op = mori.ops.EpDispatchCombineOp(c)
+        x, w, s, idx = self.inputs(op, 7, "uniform", n=4)[me]
+        on = f"on rank {me}"
+        bad_dispatch = [
+            (ValueError, lambda: op.dispatch(x.to(torch.float16), w, None, idx), ("input is torch.float16",
+                                                                                  "torch.bfloat16", on)),
+            (ValueError, lambda: op.dispatch(torch.zeros(MAX_TOKENS + 1, HIDDEN, dtype=torch.bfloat16), None, None,
+                                             torch.zeros(MAX_TOKENS + 1, TOPK, dtype=torch.int32)),
+             (f"{MAX_TOKENS + 1} tokens", f"max_num_inp_token_per_rank is {MAX_TOKENS}", on)),
+            (ValueError, lambda: op.dispatch(x[:, :HIDDEN - 1].contiguous(), w, None, idx),
+             ("shape (4, 39)", f"(4, {HIDDEN})")),
+            (ValueError, lambda: op.dispatch(x, w, None, idx.to(torch.int64)), ("indices is torch.int64",)),
+            (ValueError, lambda: op.dispatch(x, w, None, idx[:, :2].contiguous()), ("indices has shape (4, 2)",)),
+            (ValueError, lambda: op.dispatch(x, w.double(), None, idx), ("weights is torch.float64",)),
+            (ValueError, lambda: op.dispatch(x, w, torch.ones(4, 1), idx), ("scale_dim is 0",)),
+            (ValueError, lambda: op.dispatch(x.t().contiguous().t(), w, None, idx), ("not contiguous",)),
+            (ValueError, lambda: op.dispatch(x[0], w, None, idx), ("2-D tensor",)),
+            (TypeError, lambda: op.dispatch(x, w, None, idx.tolist()), ("must be a torch.Tensor",)),
+        ]
+        for kind, fn, says in bad_dispatch:
+            expect_raises(kind, fn, says)
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)  # still works
+        n = int(cnt[0])
+        y = out[:n].clone()
+        bad_combine = [
+            (ValueError, lambda: op.combine(y.to(torch.int32), ow, idx), ("combine runs in bf16, fp16 or fp32",)),
+            (ValueError, lambda: op.combine(torch.zeros(op.max_recv_tokens + 1, HIDDEN, dtype=torch.bfloat16), ow,
+                                            idx), (f"at most {op.max_recv_tokens}",)),
+            (ValueError, lambda: op.combine(y[:, :3].contiguous(), ow, idx), (f"(n, {HIDDEN})".replace("n", str(n)),)),
+            (ValueError, lambda: op.combine(y, ow[:, :2].contiguous(), idx), ("weights has shape",)),
+            (ValueError, lambda: op.combine(y, ow, idx[:, :1]), ("indices has shape",)),
+        ]
+        if n:  # fewer rows than the dispatch delivered
+            bad_combine.append((ValueError, lambda: op.combine(y[:n - 1], ow, idx),
+                                (f"delivered {n} rows but input has {n - 1}",)))
+        for kind, fn, says in bad_combine:
+            expect_raises(kind, fn, says)
+        op.combine(y, ow, idx)
+        # An expert index out of range: found on the device, the token
+        # dropped, reported by the next check on every rank.
+        bad_idx = idx.clone()
+        bad_idx[1, 2] = world * EXPERTS_PER_RANK + 5
+        op.dispatch(x, w, None, bad_idx)
+        err = expect_raises(mori.ops.EpError, op.check, ("MORI_EINVAL",))
+        assert err.code < 0, err
+        op.check()  # cleared
+        self.one_call(op, 8, "uniform", torch.bfloat16)  # and the context goes on
+        # ... and as an exception from the next call when check_every_call (the default)
+        op.dispatch(x, w, None, bad_idx)
+        expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, idx), ("MORI_EINVAL",))
+        op.check()
+        self.one_call(op, 9, "uniform", torch.bfloat16)
+        op.destroy()
+        expect_raises(RuntimeError, lambda: op.dispatch(x, w, None, idx), ("destroyed",))
+        # Configs refused on every rank, before anything collective.
+        bad_configs = [
+            (dict(data_type=torch.float64), ("data_type torch.float64",)),
+            (dict(rank=me + world), (f"PE {me} of {world}",)),
+            (dict(world_size=world + 1), (f"world_size={world + 1}",)),
+            (dict(num_experts_per_token=world * EXPERTS_PER_RANK + 1), ("exceeds",)),
+            (dict(hidden_dim=0), ("hidden_dim=0",)),
+            (dict(max_token_type_size=1), ("max_token_type_size=1",)),
+            (dict(scale_dim=-1), ("scale_dim=-1",)),
+            (dict(kernel_type=9), ("kernel_type=9",)),
+        ]
+        for kw, says in bad_configs:
+            expect_raises(ValueError, lambda: mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, **kw)),
+                          says + (f"rank {me}",))
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        expect_raises(ValueError, lambda: op.get_registered_combine_input_buffer(torch.float64),
+                      ("combine runs in bf16, fp16 or fp32",))
+        op8 = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, max_token_type_size=2))
+        expect_raises(ValueError, lambda: op8.combine(torch.zeros(1, HIDDEN), None, None),
+                      ("max_token_type_size is 2",))
+        op8.destroy()
+        op.destroy()
+
+    def launch_modes(self):
+        """The config's launch shape reaches the library; with
+        MORI_EP_LAUNCH_CONFIG_MODE=auto none does (the table picks), and the
+        calls' shapes are ignored, as in AMD's mori."""
+        from mori.ops import _ep_c as C
+        from mori._lib import lib
+
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, block_num=40, warp_num_per_block=4))
+        got = lib.mori_ep_config(op._ep).contents
+        assert (got.block_num, got.warp_num_per_block, got.rdma_block_num) == (40, 4, 0), (got.block_num,)
+        assert op._launch_of(7, -1, 2).block_num == 7
+        self.one_call(op, 400, "uniform", torch.bfloat16)
+        op.destroy()
+        os.environ["MORI_EP_LAUNCH_CONFIG_MODE"] = "AUTO"
+        try:
+            op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, block_num=40, warp_num_per_block=4))
+        finally:
+            del os.environ["MORI_EP_LAUNCH_CONFIG_MODE"]
+        got = lib.mori_ep_config(op._ep).contents
+        assert (got.block_num, got.warp_num_per_block) == (-1, -1), (got.block_num, got.warp_num_per_block)
+        launch = op._launch_of(7, 3, 2)
+        assert isinstance(launch, C.Launch) and (launch.block_num, launch.warp_per_block) == (-1, -1)
+        self.one_call(op, 401, "skewed", torch.bfloat16)
+        op.destroy()
+
+    def compiled(self):
+        """dispatch and combine inside torch.compile(fullgraph=True): the
+        custom ops are in the graph, and the results match eager."""
+        me = self.rank
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        graphs = []
+
+        def backend(gm, example_inputs):
+            graphs.append(str(gm.graph))
+            return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+        def step(x, w, idx):
+            out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+            y = (out.to(torch.float32) * (me + 1)).to(torch.bfloat16)
+            co, cw = op.combine(y, ow, idx)
+            return co * 1, cw * 1, cnt * 1
+
+        fn = torch.compile(step, backend=backend, fullgraph=True)
+        kinds = [k for k in ref.ROUTINGS if k != "empty_source"]  # one shape: one graph
+        for seed in range(200, 208):
+            everyone = self.inputs(op, seed, kinds[seed % len(kinds)], n=MAX_TOKENS)
+            x, w, s, idx = everyone[me]
+            co, cw, cnt = fn(x, w, idx)
+            ex = ref.expected_dispatch(everyone, me, self.world, EXPERTS_PER_RANK, MAX_TOKENS)[0]
+            assert int(cnt[0]) == ex.shape[0], (int(cnt[0]), ex.shape[0])
+            ey, eww = ref.expected_combine(x, w, idx, EXPERTS_PER_RANK, self.world, torch.bfloat16)
+            rtol, atol = ref.TOLERANCE[torch.bfloat16]
+            torch.testing.assert_close(co, ey, rtol=rtol, atol=atol)
+            torch.testing.assert_close(cw, eww, rtol=1e-6, atol=1e-6)
+        assert len(graphs) == 1, f"{len(graphs)} graphs (recompiled or broke)"
+        assert "mori.ep_dispatch" in graphs[0] and "mori.ep_combine" in graphs[0], graphs[0]
+        op.destroy()
+
+    def standard_moe(self):
+        """convert_dispatch_output / convert_combine_input against their
+        definition (mori.ops.ep_layout)."""
+        me, world = self.rank, self.world
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        for seed, kind in ((300, "uniform"), (301, "duplicate_ranks"), (302, "skewed")):
+            everyone = self.inputs(op, seed, kind)
+            x, w, s, idx = everyone[me]
+            px, count, src_info, layout = op.dispatch_standard_moe(x, w, None, idx)
+            rx, rw, _, ri, rpos = ref.expected_dispatch(everyone, me, world, EXPERTS_PER_RANK, MAX_TOKENS)
+            for e in range(EXPERTS_PER_RANK):
+                ge = me * EXPERTS_PER_RANK + e
+                rows = torch.nonzero((ri.to(torch.int64) == ge).any(1)).flatten()
+                k = rows.numel()
+                assert int(count[e]) == k, (e, int(count[e]), k)
+                assert torch.equal(bits(px[e, :k]), bits(rx[rows])), f"expert {e}: packed rows differ"
+                assert torch.all(bits(px[e, k:]) == 0), f"expert {e}: padding not zero"
+                assert torch.equal(src_info[e, :k], rpos[rows] % MAX_TOKENS)
+                src_rank = rpos[rows] // MAX_TOKENS
+                for r in range(world):
+                    begin, cnt = int(layout[e, r]) >> 32, int(layout[e, r]) & 0xFFFFFFFF
+                    assert cnt == int((src_rank == r).sum()), (e, r, cnt)
+                    assert torch.all(src_rank[begin:begin + cnt] == r)
+            # The way back: each packed row scaled by its expert's number + 1, summed per dispatched row.
+            scale = torch.arange(1, EXPERTS_PER_RANK + 1, dtype=torch.float32)[:, None, None]
+            processed = (px.to(torch.float32) * scale).to(torch.bfloat16)
+            combined_rows = op.convert_combine_input(processed, src_info, layout)
+            n = rx.shape[0]
+            expect = torch.zeros(n, HIDDEN)
+            for e in range(EXPERTS_PER_RANK):
+                hit = (ri.to(torch.int64) == me * EXPERTS_PER_RANK + e).any(1)
+                expect += (rx.to(torch.float32) * (e + 1)).to(torch.bfloat16).to(torch.float32) * hit[:, None]
+            torch.testing.assert_close(combined_rows[:n], expect.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
+            out = op.combine_standard_moe(processed, None, idx, packed_recv_src_info=src_info,
+                                          packed_recv_layout_range=layout)
+            assert out.shape == (x.shape[0], HIDDEN)
+        op.destroy()
+
+
+def main(rank, world, uid_path, calls):
+    rank, world, calls = int(rank), int(world), int(calls)
+    pe = Pe(rank, world)
+    expect_raises(RuntimeError, lambda: mori.ops.EpDispatchCombineOp(pe.config(torch.bfloat16)),
+                  ("needs MORI Shmem initialised first", "MORI_ENOT_INITIALIZED"))
+    uid = share_unique_id(shmem, rank, uid_path)
+    shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, world, uid)
+    timings = {}
+    # torch.compile at 2 PEs: tracing is CPU-bound, and at more PEs on few
+    # cores the peers' waits starve it (the graph is the same at any count).
+    parts = ("correctness", "refusals", "standard_moe", "launch_modes") + (("compiled",) if world == 2 else ())
+    for part in parts:
+        start = time.time()
+        getattr(pe, part)()
+        timings[part] = time.time() - start
+    timings["back_to_back"] = pe.back_to_back(calls)
+    mori.finalize()
+    print(f"PE {rank} of {world}: ok; {calls} back-to-back calls checked; "
+          + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
