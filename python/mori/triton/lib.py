@@ -67,7 +67,7 @@ from triton.language import core
 
 LIB_NAME = "mori"  # Triton's AMD backend links a library whose name every called function contains
 STATE_SYMBOL = "globalGpuStates"
-STATE_BYTES = 168  # sizeof(mori_shmem_device_state_t)
+STATE_BYTES = 176  # sizeof(mori_shmem_device_state_t)
 
 _HERE = os.path.dirname(os.path.abspath(__file__))  # mori/triton/
 BITCODE_DIR = os.environ.get("MORI_BITCODE_DIR") or os.path.join(_HERE, "bitcode")
