@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Layouts of GPU-initiated RDMA (mori/device/gda.h): what a kernel needs to
- * drive a NIC's queues itself. The host side (transport/rdma/gda/*.c) fills
+ * drive a NIC's queues itself. The host side (the .c files of transport/rdma/gda) fills
  * them from the provider's description of each queue pair (for a ConnectX,
  * mlx5dv_init_obj) and places them in device memory; kernels read the
  * descriptors and move the counters with device-memory atomics.
