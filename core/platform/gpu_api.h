@@ -50,6 +50,8 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
 #define GPU_ACCESS_READ_WRITE CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 #define GPU_GRANULARITY_MINIMUM CU_MEM_ALLOC_GRANULARITY_MINIMUM
 #define GPU_HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
+#define GPU_HOST_REGISTER_FLAGS(io) \
+  (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | ((io) ? CU_MEMHOSTREGISTER_IOMEMORY : 0))
 #define GPU_PROP_HANDLE_TYPES(prop) ((prop).requestedHandleTypes)
 /* The fd travels in the pointer argument itself. */
 #define GPU_IMPORT_FD_ARG(fd_ptr) ((void *)(uintptr_t)(*(fd_ptr)))
@@ -80,6 +82,8 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
   X(hostAlloc, cuMemHostAlloc)                                 \
   X(hostGetDevicePointer, cuMemHostGetDevicePointer)           \
   X(hostFree, cuMemFreeHost)                                   \
+  X(hostRegister, cuMemHostRegister)                           \
+  X(hostUnregister, cuMemHostUnregister)                       \
   X(getDeviceCount, cuDeviceGetCount)                          \
   X(deviceGetUuid, cuDeviceGetUuid)                            \
   X(deviceGetPCIBusId, cuDeviceGetPCIBusId)                    \
@@ -154,6 +158,7 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
 #define GPU_ACCESS_READ_WRITE hipMemAccessFlagsProtReadWrite
 #define GPU_GRANULARITY_MINIMUM hipMemAllocationGranularityMinimum
 #define GPU_HOST_ALLOC_FLAGS (hipHostMallocMapped | hipHostMallocPortable)
+#define GPU_HOST_REGISTER_FLAGS(io) (hipHostRegisterPortable | hipHostRegisterMapped | ((io) ? hipHostRegisterIoMemory : 0))
 #define GPU_PROP_HANDLE_TYPES(prop) MORI_HIP_PROP_HANDLE_TYPES(prop)
 #define GPU_IMPORT_FD_ARG(fd_ptr) MORI_HIP_IMPORT_FD_ARG(fd_ptr)
 #define GPU_MEMCPY(dst, src, n) gpu.copy((dst), (src), (n), hipMemcpyDefault)
@@ -183,6 +188,8 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
   X(hostAlloc, hipHostMalloc)                                   \
   X(hostGetDevicePointer, hipHostGetDevicePointer)              \
   X(hostFree, hipHostFree)                                      \
+  X(hostRegister, hipHostRegister)                              \
+  X(hostUnregister, hipHostUnregister)                          \
   X(getDeviceCount, hipGetDeviceCount)                          \
   X(deviceGetUuid, hipDeviceGetUuid)                            \
   X(deviceGetPCIBusId, hipDeviceGetPCIBusId)                    \

@@ -422,6 +422,30 @@ int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void *
   return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, GPU_ON_DEVICE(device, host_alloc_mapped(size, host, dev)));
 }
 
+static int host_register(void *ptr, size_t size, bool io, void **dev) {
+  GPU_TRY(gpu.hostRegister(ptr, size, GPU_HOST_REGISTER_FLAGS(io)), "registering %zu bytes of host %s at %p for the device",
+          size, io ? "I/O memory" : "memory", ptr);
+  gpu_va_t d;
+  gpu_status_t s = gpu.hostGetDevicePointer(&d, ptr, 0);
+  if (s != GPU_OK) {
+    gpu.hostUnregister(ptr);
+    return gpu_fail(s, "device address of registered host memory");
+  }
+  *dev = PTR(d);
+  return 0;
+}
+
+int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev) {
+  return GPU_ON_DEVICE(device, host_register(ptr, size, io, dev));
+}
+
+static int host_unregister(void *ptr) {
+  GPU_TRY(gpu.hostUnregister(ptr), "unregistering host memory at %p", ptr);
+  return 0;
+}
+
+int mori_platform_host_unregister(int device, void *ptr) { return GPU_ON_DEVICE(device, host_unregister(ptr)); }
+
 int mori_platform_host_free_mapped(void *host) {
   if (!host) return 0;
   int rc = gpu_ready();
