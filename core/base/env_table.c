@@ -110,6 +110,10 @@ static const mori_env_var_t table[] = {
      .meaning = "The largest message one work request carries, in bytes."},
     {"MORI_RDMA_TIMEOUT_MS", T(1, DAY_MS, LIB), .reader = "transport/rdma", .default_text = "MORI_BOOTSTRAP_TIMEOUT_MS",
      .meaning = "How long a quiet, a blocked post and a window's deregistration wait for completions."},
+    {"MORI_RDMA_GDA", E("auto|on|off", LIB), .reader = "transport/rdma/gda", .default_text = "auto",
+     .meaning = "GPU-initiated posting: auto (when every step works, else the proxy), on (comm creation fails naming the missing step), off (the proxy)."},
+    {"MORI_RDMA_GDA_DEPTH", I(16, 32768, LIB), .reader = "transport/rdma/gda", .default_text = "512",
+     .meaning = "Work requests each GPU-posting queue pair holds (rounded up to a power of two)."},
     {"MORI_RDMA_CE_FAULTS", S(TOOLS), .reader = "transport/rdma/ce_nic (tests)", .default_text = "unset",
      .meaning = "Faults the copy-engine NIC injects, for tests: fail@N or stall@N, comma-separated."},
 
