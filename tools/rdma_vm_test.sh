@@ -4,6 +4,9 @@
 # (rdma_rxe) in a QEMU guest booted from Debian's kernel, because the build
 # machines' kernels have no InfiniBand support. Nothing is installed on the
 # host beyond Debian packages; the kernel .deb is unpacked, not installed.
+# Then the same suite, and the software ConnectX's own (GPU posting's WQEs,
+# doorbells and CQE64s), with the software ConnectX wrapping libibverbs
+# (//tests/rdma/swcx:rdma_swcx_verbs_test, :swcx_multirank_verbs_test).
 #   tools/rdma_vm_test.sh [ranks...]      (default: 2 4)
 # Prints the suite's output and ends with "rdma vm: N passed, N failed".
 set -euo pipefail
@@ -29,8 +32,10 @@ fi
 kver=$(ls "$work/kernel/lib/modules" | head -1)
 moddir="$work/kernel/lib/modules/$kver"
 
-bazel build //tests/rdma:rdma_test_2ranks >/dev/null
+bazel build //tests/rdma:rdma_test_2ranks //tests/rdma/swcx:rdma_swcx_verbs_test_2ranks \
+  //tests/rdma/swcx:swcx_multirank_verbs_test_2ranks >/dev/null
 test_bin=bazel-bin/tests/rdma/rdma_test_2ranks
+suites="rdma_test rdma_swcx_verbs_test swcx_multirank_verbs_test"
 
 # The initramfs: busybox, the modules in load order, the test and its
 # libraries, libibverbs with the rxe provider, and the rdma tool.
@@ -51,7 +56,9 @@ copy_with_libs() {
   done
 }
 cp "$test_bin" "$root/bin/rdma_test"
-copy_with_libs "$root/bin/rdma_test" /usr/bin/rdma /usr/lib/x86_64-linux-gnu/libibverbs.so.1 \
+cp bazel-bin/tests/rdma/swcx/rdma_swcx_verbs_test_2ranks "$root/bin/rdma_swcx_verbs_test"
+cp bazel-bin/tests/rdma/swcx/swcx_multirank_verbs_test_2ranks "$root/bin/swcx_multirank_verbs_test"
+copy_with_libs "$root/bin/rdma_test" "$root/bin/rdma_swcx_verbs_test" "$root/bin/swcx_multirank_verbs_test" /usr/bin/rdma /usr/lib/x86_64-linux-gnu/libibverbs.so.1 \
   /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 cp /usr/bin/rdma "$root/bin/rdma"
 cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
@@ -66,10 +73,12 @@ ip link set lo up
 rdma link add rxe0 type rxe netdev lo
 sleep 5
 passed=0; failed=0
-for n in ${ranks[*]}; do
-  echo "== rdma_test at \$n ranks"
-  # Heap chunks are registered whole with RDMA (pinned): small ones in a 2 GiB guest.
-  if MORI_TEST_RANKS=\$n MORI_RDMA_GID_INDEX=1 MORI_SHMEM_VMM_CHUNK_SIZE=16M /bin/rdma_test; then passed=\$((passed+1)); else failed=\$((failed+1)); fi
+for suite in $suites; do
+  for n in ${ranks[*]}; do
+    echo "== \$suite at \$n ranks"
+    # Heap chunks are registered whole with RDMA (pinned): small ones in a 2 GiB guest.
+    if MORI_TEST_RANKS=\$n MORI_RDMA_GID_INDEX=1 MORI_SHMEM_VMM_CHUNK_SIZE=16M /bin/\$suite; then passed=\$((passed+1)); else failed=\$((failed+1)); fi
+  done
 done
 echo "MORI_VM_RESULT \$passed \$failed"
 poweroff -f
