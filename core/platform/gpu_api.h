@@ -38,6 +38,7 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
 #define GPU_ERR_NOT_FOUND CUDA_ERROR_NOT_FOUND
 #define GPU_ERR_OUT_OF_MEMORY CUDA_ERROR_OUT_OF_MEMORY
 #define GPU_ERR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE
+#define GPU_ERR_ALREADY_REGISTERED CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
 #define GPU_ERR_NOT_PERMITTED CUDA_ERROR_NOT_PERMITTED
 #define GPU_ERR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED
 #define GPU_ERR_NO_DEVICE CUDA_ERROR_NO_DEVICE
@@ -147,6 +148,7 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
 #define GPU_ERR_NOT_FOUND hipErrorNotFound
 #define GPU_ERR_OUT_OF_MEMORY hipErrorOutOfMemory
 #define GPU_ERR_INVALID_VALUE hipErrorInvalidValue
+#define GPU_ERR_ALREADY_REGISTERED hipErrorHostMemoryAlreadyRegistered
 #define GPU_ERR_NOT_PERMITTED hipErrorNotSupported
 #define GPU_ERR_NOT_SUPPORTED hipErrorNotSupported
 #define GPU_ERR_NO_DEVICE hipErrorNoDevice

@@ -422,21 +422,26 @@ int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void *
   return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, GPU_ON_DEVICE(device, host_alloc_mapped(size, host, dev)));
 }
 
-static int host_register(void *ptr, size_t size, bool io, void **dev) {
-  GPU_TRY(gpu.hostRegister(ptr, size, GPU_HOST_REGISTER_FLAGS(io)), "registering %zu bytes of host %s at %p for the device",
-          size, io ? "I/O memory" : "memory", ptr);
+static int host_register(void *ptr, size_t size, bool io, void **dev, bool *registered) {
+  gpu_status_t s = gpu.hostRegister(ptr, size, GPU_HOST_REGISTER_FLAGS(io));
+  if (s != GPU_OK && s != GPU_ERR_ALREADY_REGISTERED)
+    return mori_error_context(gpu_fail(s, io ? "registering host I/O memory for the device" : "registering host memory for the device"),
+                              "%zu bytes at %p", size, ptr);
+  *registered = s == GPU_OK; /* else its owner pinned and mapped it */
   gpu_va_t d;
-  gpu_status_t s = gpu.hostGetDevicePointer(&d, ptr, 0);
+  s = gpu.hostGetDevicePointer(&d, ptr, 0);
   if (s != GPU_OK) {
-    gpu.hostUnregister(ptr);
+    if (*registered) gpu.hostUnregister(ptr);
+    *registered = false;
     return gpu_fail(s, "device address of registered host memory");
   }
   *dev = PTR(d);
   return 0;
 }
 
-int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev) {
-  return GPU_ON_DEVICE(device, host_register(ptr, size, io, dev));
+int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev, bool *registered) {
+  *registered = false;
+  return GPU_ON_DEVICE(device, host_register(ptr, size, io, dev, registered));
 }
 
 static int host_unregister(void *ptr) {

@@ -390,8 +390,9 @@ int mori_platform_host_free_mapped(void *host) {
   return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, 0);
 }
 
-int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev) {
+int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev, bool *registered) {
   *dev = ptr; /* CPU ranks reach it as it is */
+  *registered = false;
   return 0;
 }
 

@@ -33,6 +33,7 @@ struct rdma_gda_map {
   struct rdma_gda_range {
     uintptr_t base, end; /* page-aligned */
     bool io;
+    bool registered;     /* mapped by us (else its owner had pinned and mapped it) */
     char *dev;           /* the device's address of base, once mapped */
   } *r;
 };

@@ -24,7 +24,7 @@ int rdma_gda_map_add(struct rdma_gda_map *m, const void *p, size_t size, bool io
     m->cap = cap;
   }
   uintptr_t a = (uintptr_t)p;
-  m->r[m->n++] = (struct rdma_gda_range){a & ~(page - 1), (a + size + page - 1) & ~(page - 1), io, NULL};
+  m->r[m->n++] = (struct rdma_gda_range){a & ~(page - 1), (a + size + page - 1) & ~(page - 1), io, false, NULL};
   return 0;
 }
 
@@ -48,7 +48,8 @@ int rdma_gda_map_commit(struct rdma_gda_map *m) {
   m->n = out;
   for (size_t i = 0; i < m->n; i++) {
     void *dev = NULL;
-    int rc = mori_platform_host_register(m->device, (void *)m->r[i].base, m->r[i].end - m->r[i].base, m->r[i].io, &dev);
+    int rc = mori_platform_host_register(m->device, (void *)m->r[i].base, m->r[i].end - m->r[i].base, m->r[i].io, &dev,
+                                         &m->r[i].registered);
     if (rc)
       return mori_error_context(rc, "rdma gda: mapping the NIC's %s (%zu bytes at %p) for the GPU",
                                 m->r[i].io ? "doorbell page" : "queues", (size_t)(m->r[i].end - m->r[i].base), (void *)m->r[i].base);
@@ -66,7 +67,7 @@ void *rdma_gda_map_dev(const struct rdma_gda_map *m, const void *p) {
 
 void rdma_gda_map_release(struct rdma_gda_map *m) {
   for (size_t i = 0; i < m->n; i++)
-    if (m->r[i].dev) mori_platform_host_unregister(m->device, (void *)m->r[i].base);
+    if (m->r[i].registered) mori_platform_host_unregister(m->device, (void *)m->r[i].base);
   free(m->r);
   m->r = NULL;
   m->n = m->cap = 0;
