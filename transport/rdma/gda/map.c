@@ -38,8 +38,9 @@ int rdma_gda_map_commit(struct rdma_gda_map *m) {
   size_t out = 0;
   for (size_t i = 0; i < m->n; i++) {
     if (out && m->r[i].base <= m->r[out - 1].end) {
-      if (m->r[i].io != m->r[out - 1].io)
-        return mori_error_set(MORI_EINVAL, "rdma gda: the provider's doorbell page shares a page with its queues");
+      /* A doorbell register in a page with queues is ordinary memory (a
+       * software NIC's), not a NIC's I/O page: mapped as memory. */
+      m->r[out - 1].io = m->r[out - 1].io && m->r[i].io;
       if (m->r[i].end > m->r[out - 1].end) m->r[out - 1].end = m->r[i].end;
       continue;
     }

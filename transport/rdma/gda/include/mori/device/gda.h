@@ -27,9 +27,6 @@
 #include "mori/device/impl/proxy__types.h"
 #include "mori/device/impl/report__funcs.h"
 
-/* Channels of the mailbox records of waits here (plus the QP's index). */
-#define MORI_GDA_FULL_CHANNEL 0x72000000u  /* waiting for room in a send queue, or for an earlier doorbell */
-#define MORI_GDA_QUIET_CHANNEL 0x73000000u /* waiting for completions */
 /* The longest single RDMA transfer; longer puts and gets go in pieces. */
 #define MORI_GDA_MAX_PIECE (1ull << 30)
 /* How long the device API's posts wait for room in a send queue. */

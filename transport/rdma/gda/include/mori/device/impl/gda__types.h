@@ -89,12 +89,7 @@ typedef struct mori_gda_cqe {
   uint16_t wqe_counter; /* the completed WQE's index, low 16 bits */
 } mori_gda_cqe_t;
 
-/* The error code of an error completion (= MORI_EIO). */
-#define MORI_DEVICE_EIO (-5)
-/* The mailbox record of an error completion: code MORI_DEVICE_EIO, peer
- * the QP's peer, channel MORI_GDA_CQE_ERROR_CHANNEL + the QP's index among
- * the peer's, expected = the syndrome, seen = the vendor syndrome,
- * waited_ns = the WQE counter of the failed request. */
-#define MORI_GDA_CQE_ERROR_CHANNEL 0x71000000u
+/* The error code and mailbox channels of GPU posting (MORI_DEVICE_EIO,
+ * MORI_GDA_*_CHANNEL) are the mailbox's: mori/device/impl/report__funcs.h. */
 
 #endif
