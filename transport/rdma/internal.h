@@ -228,6 +228,20 @@ void rdma_hold_proxy(struct rdma_state *s, bool hold);
 
 int rdma_verbs_error(int err, const char *what);
 
+/* gda/ (GPU-initiated posting, gda/gda_host.h). rdma_gda_init: collective,
+ * at comm creation once the transport's QPs are connected (`connected`:
+ * they are; me/all/entry: the endpoint exchange): chooses GPU posting or
+ * the proxy, sets s->gda, logs one INFO line; an error only for
+ * MORI_RDMA_GDA=on when GPU posting is not possible (naming the step and
+ * rank), or for running out of memory. rdma_gda_fini: its QPs to error,
+ * then released. rdma_gda_window: the segment's table in device memory
+ * (NULL when the comm does not post from the GPU). */
+int rdma_gda_init(struct rdma_state *s, mori_comm_t *comm, bool connected, const struct rdma_endpoint *me, const char *all,
+                  size_t entry);
+void rdma_gda_fini(struct rdma_state *s);
+int rdma_gda_window(struct rdma_state *s, struct rdma_segment *w, struct mori_gda_window **table_dev);
+void rdma_gda_window_free(int device, struct mori_gda_window *table_dev);
+
 #ifdef __cplusplus
 }
 #endif

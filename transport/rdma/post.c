@@ -16,7 +16,6 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
-#include "transport/rdma/gda/gda_host.h"
 #include "transport/rdma/internal.h"
 
 int64_t rdma_now_ms(void) {

@@ -15,7 +15,6 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
-#include "transport/rdma/gda/gda_host.h"
 #include "transport/rdma/internal.h"
 
 static int rdma_fini(void *state) {

@@ -62,16 +62,8 @@ struct rdma_gda {
   struct rdma_gda_map map;
 };
 
-/* probe.c. Collective (one allgather): every rank calls it at comm creation
- * once its transport QPs are connected (connected: they are; `me` and
- * `all`/`entry`: the endpoint exchange). Chooses GPU posting or the proxy,
- * sets s->gda (also when the proxy is chosen: the reason), logs one INFO
- * line; an error only for MORI_RDMA_GDA=on when GPU posting is not
- * possible (naming the step and the rank), or for running out of memory. */
-int rdma_gda_init(struct rdma_state *s, mori_comm_t *comm, bool connected, const struct rdma_endpoint *me, const char *all,
-                  size_t entry);
-/* QPs to error, their completions drained, then everything released. */
-void rdma_gda_fini(struct rdma_state *s);
+/* probe.c: rdma_gda_init, rdma_gda_fini (declared in ../internal.h, the
+ * transport's own header, so the transport includes nothing of gda's). */
 
 /* queues.c */
 int rdma_gda_create_queues(struct rdma_state *s, struct rdma_gda *g, char *why, size_t why_len);
@@ -79,10 +71,7 @@ int rdma_gda_connect_queues(struct rdma_state *s, struct rdma_gda *g, const stru
                             size_t entry, const uint32_t *their_qpns, size_t their_stride);
 void rdma_gda_destroy_queues(struct rdma_state *s, struct rdma_gda *g);
 
-/* window.c: the segment's table in device memory (NULL when the comm does
- * not post from the GPU), freed with rdma_gda_window_free. */
-int rdma_gda_window(struct rdma_state *s, struct rdma_segment *w, mori_gda_window_t **table_dev);
-void rdma_gda_window_free(int device, mori_gda_window_t *table_dev);
+/* window.c: rdma_gda_window, rdma_gda_window_free (../internal.h). */
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
 #include "core/platform/platform.h"
 #include "transport/rdma/gda/gda_host.h"
 
-int rdma_gda_window(struct rdma_state *s, struct rdma_segment *w, mori_gda_window_t **table_dev) {
+int rdma_gda_window(struct rdma_state *s, struct rdma_segment *w, struct mori_gda_window **table_dev) {
   *table_dev = NULL;
   struct rdma_gda *g = s->gda;
   if (!g || !g->enabled || !w->mr) return 0;
@@ -44,6 +44,6 @@ int rdma_gda_window(struct rdma_state *s, struct rdma_segment *w, mori_gda_windo
   return 0;
 }
 
-void rdma_gda_window_free(int device, mori_gda_window_t *table_dev) {
+void rdma_gda_window_free(int device, struct mori_gda_window *table_dev) {
   if (table_dev) mori_platform_device_free(device, table_dev);
 }
