@@ -73,7 +73,7 @@ for config in cuda rocm; do
   step "--config=$config without a GPU: a clear error" no_gpu_fails_cleanly $config "$([ $config = cuda ] && echo 'cannot load the driver' || echo 'no GPU present')"
 done
 # The rdma transport against a real verbs device: Soft-RoCE in a QEMU guest.
-step "rdma suite on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
+step "rdma suite, plain and under the software ConnectX, and the software ConnectX's own, on Soft-RoCE (QEMU guest), 2/4/8 ranks" tools/rdma_vm_test.sh 2 4 8
 step "bazel build //torch_backend:mori (torch 2.11.0)" bazel build //torch_backend:mori
 # Built, not skipped: the library exists (a skipped build makes only a note).
 # (A transition builds it for cuda: bazel-out/<cpu>-<mode>-cuda-ST-<hash>/bin.)

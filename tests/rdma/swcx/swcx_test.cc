@@ -140,6 +140,15 @@ struct Nic {
   bool Quiet(int ms = 100) { return cqs.Quiet(ms); }
 };
 
+// Until the inner provider has been given `n` work requests (5 s at most).
+bool WaitForPosts(size_t n) {
+  for (int i = 0; i < 5000; i++) {
+    if (loopback::Posts().size() >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 class Swcx : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -372,7 +381,7 @@ TEST_F(Swcx, CqesComeInWqeOrderWhateverOrderTheInnerCompletes) {
   loopback::HoldCompletions(true);
   std::vector<uint16_t> at;
   for (int i = 0; i < 12; i++) at.push_back(n.Write(0, i * 8, 8));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(WaitForPosts(12));  // every completion waits in the inner CQ: one reversed batch
   loopback::ReverseCompletions(true);
   loopback::HoldCompletions(false);
   for (int i = 0; i < 12; i++) {
@@ -387,7 +396,11 @@ TEST_F(Swcx, AFullCqWaitsForTheConsumerAndOverwritesNothing) {
   ASSERT_TRUE(n.ok());
   ASSERT_EQ(n.dcq.cqe_cnt, 8u);
   for (int i = 0; i < 12; i++) n.Write(0, i * 8, 8);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(WaitForPosts(12));
+  auto *last = (mlx5_cqe64 *)((char *)n.dcq.buf + 7 * 64);
+  for (int i = 0; i < 5000 && mlx5dv_get_cqe_opcode(last) == MLX5_CQE_INVALID; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room for a wrong ninth CQE to land
   // Eight CQEs written, the first pass's owner bit; nothing over slot 0.
   for (uint32_t i = 0; i < 8; i++) {
     auto *cqe = (mlx5_cqe64 *)((char *)n.dcq.buf + i * 64);
