@@ -15,6 +15,8 @@
 #define gpuDeviceSynchronize hipDeviceSynchronize
 #define gpuGetLastError hipGetLastError
 #define gpuSuccess hipSuccess
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
 #else
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
@@ -23,6 +25,8 @@
 #define gpuDeviceSynchronize cudaDeviceSynchronize
 #define gpuGetLastError cudaGetLastError
 #define gpuSuccess cudaSuccess
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
 #endif
 
 static const uint64_t kTimeoutNs = 10ull * 1000 * 1000 * 1000;
@@ -68,6 +72,15 @@ static int run(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int 
   if (!rc && gpuMemcpy(out, d, sizeof(*out), gpuMemcpyDeviceToHost) != gpuSuccess) rc = -1;
   (void)gpuFree(d);
   return rc;
+}
+
+extern "C" int gda_select_device(int local_rank) {
+  int n = 0;
+  if (gpuGetDeviceCount(&n) != gpuSuccess || n <= 0 || gpuSetDevice(local_rank % n) != gpuSuccess) {
+    fprintf(stderr, "gda_select_device: no GPU for local rank %d\n", local_rank);
+    return -1;
+  }
+  return local_rank % n;
 }
 
 extern "C" int gda_bench_put(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out) {

@@ -19,6 +19,10 @@ typedef struct gda_bench_result {
   int device_rc;   // the first non-zero code a call returned, else 0
 } gda_bench_result_t;
 
+// Selects GPU local_rank % device count (ranks share GPUs when there are
+// fewer); -1 with a message on stderr when there is none.
+int gda_select_device(int local_rank);
+
 // One thread posts `iters` puts of `bytes` from the local window's start to
 // `peer`, each with its own doorbell, then quiets.
 int gda_bench_put(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
