@@ -24,6 +24,7 @@
 #include "mori/transport_rdma.h"
 #include "tests/support/world.h"
 #include "transport/rdma/ce_nic/ce_nic.h"
+#include "transport/rdma/internal.h"
 #include "transport/rdma/swcx/swcx.h"
 
 using mori_test::TestRanks;
@@ -64,12 +65,17 @@ struct Win {
   uint64_t word(uint64_t off) { return __atomic_load_n(reinterpret_cast<uint64_t *>(at(off)), __ATOMIC_ACQUIRE); }
 };
 
+// GPU posting was chosen; and the proxy is held (takes nothing from any
+// ring), so an operation that went to the proxy instead would time out.
 void ExpectGpuPosting(const World &w) {
   int enabled = 0;
   char why[256];
   ASSERT_EQ(mori_rdma_gda_status(w.comm, &enabled, why, sizeof(why)), 0) << mori_last_error();
   ASSERT_EQ(enabled, 1) << why;
   EXPECT_NE(std::string(why).find("the provider's mlx5dv_init_obj"), std::string::npos) << why;
+  auto *s = static_cast<struct rdma_state *>(mori_comm_transport_state(w.comm, &mori_transport_rdma_ops));
+  ASSERT_NE(s, nullptr);
+  rdma_hold_proxy(s, true);
 }
 
 TEST(GdaSwcx, DeviceApiPutsGetsAtomicsAndSignals) {
@@ -131,6 +137,36 @@ TEST(GdaSwcx, DeviceApiPutsGetsAtomicsAndSignals) {
     EXPECT_EQ(mori_put_thread(win.view, other, (1 << 20) - 8, win.at(0), 64), MORI_DEVICE_ERANGE);
     EXPECT_EQ(mori_window_check(win.win), MORI_ERANGE);
     EXPECT_NE(std::string(mori_last_error()).find("refused a put"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(mori_window_check(win.win), 0) << mori_last_error();
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+  });
+}
+
+// The world barrier and remote_sync's signals across nodes go through GPU
+// posting too (the synchronisation area's view has its own table): data
+// put before the barrier is there after it, and signals count.
+TEST(GdaSwcx, WorldBarrierAndRemoteSignalsAcrossNodes) {
+  int size = TestRanks();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
+    Win win(w.comm, 1 << 16);
+    mori_window_dev_t sync = mori_window_sync_view(win.win);
+    ASSERT_NE(sync.gda, nullptr) << "the synchronisation area posts from the GPU too";
+    int other = Partner(rank, size);
+    for (int round = 1; round <= 20; round++) {
+      for (int i = 0; i < 256; i++) *win.at(i) = (uint8_t)(rank * 7 + round + i);
+      ASSERT_EQ(mori_put_thread(win.view, other, 4096, win.at(0), 256), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_world_barrier_block(win.view, sync, 1, 10 * kSecond), MORI_DEVICE_OK) << "round " << round;
+      for (int i = 0; i < 256; i++)
+        ASSERT_EQ(*win.at(4096 + i), (uint8_t)(other * 7 + round + i)) << "round " << round << " byte " << i;
+      // Nobody writes the source or the landing area before everyone checked.
+      ASSERT_EQ(mori_world_barrier_block(win.view, sync, 1, 10 * kSecond), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_remote_signal_put(win.view, sync, other, 2, 10 * kSecond), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_remote_signal_wait(win.view, sync, other, 2, 10 * kSecond), MORI_DEVICE_OK);
+    }
     EXPECT_EQ(mori_window_check(win.win), 0) << mori_last_error();
     ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
   });
