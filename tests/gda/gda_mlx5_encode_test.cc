@@ -55,10 +55,12 @@ TEST(GdaMlx5, ControlSegmentMatchesMlx5dvSetCtrlSeg) {
             // mlx5dv_set_ctrl_seg leaves the DCI stream id (reserved for RC)
             // as it was: a zeroed WQE, as a fresh send queue holds.
             memset(&theirs, 0, sizeof(theirs));
-            mori_mlx5_ctrl_seg(mine.b, pi, op, 0, qpn, f, ds, 0x12345678u);
+            uint64_t db = mori_mlx5_ctrl_seg(mine.b, pi, op, 0, qpn, f, ds, 0x12345678u);
             mlx5dv_set_ctrl_seg(reinterpret_cast<struct mlx5_wqe_ctrl_seg *>(theirs.b), pi, op, 0, qpn, f, ds, 0,
                                 0x12345678u);
             ASSERT_NO_FATAL_FAILURE(ExpectSame(mine.b, theirs.b, sizeof(struct mlx5_wqe_ctrl_seg), "ctrl"));
+            // The doorbell value: the segment's first 8 bytes (libmlx5's BlueFlame write).
+            ASSERT_NO_FATAL_FAILURE(ExpectSame(&db, theirs.b, 8, "doorbell value"));
             // Nothing written past the segment.
             ASSERT_EQ(mine.b[16], 0xa5);
           }
@@ -262,12 +264,13 @@ TEST(GdaMlx5, DoorbellAndWrapAround) {
   qp.qpn = 0x31;
   qp.family = MORI_GDA_FAMILY_MLX5;
   for (uint64_t index : {0ull, 3ull, 4ull, 65535ull, 65536ull, 65539ull, (1ull << 40) + 2}) {
-    mori_gda_write_rdma(&qp, index, 0, MORI_GDA_SIGNALED, 0x10, 1, 0x20, 2, 8);
+    uint64_t db = mori_gda_write_rdma(&qp, index, 0, MORI_GDA_SIGNALED, 0x10, 1, 0x20, 2, 8);
     uint8_t *w = ring + (index % cnt) * 64;
+    EXPECT_EQ(memcmp(&db, w, 8), 0) << "the writer returns the control segment's first 8 bytes";
     Block theirs;
     TheirsRdma(theirs.b, (uint16_t)index, 0x31, MLX5_OPCODE_RDMA_WRITE, MLX5_WQE_CTRL_CQ_UPDATE, 0x10, 1, 0x20, 2, 8);
     ExpectSame(w, theirs.b, 48, "wrapped WQE");
-    mori_mlx5_ring(&qp, index + 1);
+    mori_mlx5_ring(&qp, index + 1, db);
     EXPECT_EQ(be32toh(dbrec[MLX5_SND_DBR]), (uint32_t)((index + 1) & 0xffff)) << "index " << index;
     EXPECT_EQ(memcmp(&bf, w, 8), 0) << "the BlueFlame write is the control segment's first 8 bytes";
     EXPECT_EQ(dbrec[MLX5_RCV_DBR], 0u) << "the receive record is left alone";

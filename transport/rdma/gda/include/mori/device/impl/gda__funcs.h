@@ -34,44 +34,43 @@ MORI_DEVICE_INLINE uint8_t *mori_gda_wqe_at(const mori_gda_qp_t *qp, uint64_t in
   return qp->sq_buf + (size_t)(index & (qp->wqe_cnt - 1)) * MORI_GDA_WQE_BYTES;
 }
 
-/* get = 0: write local -> remote; get = 1: read remote -> local. */
-MORI_DEVICE_INLINE void mori_gda_write_rdma(const mori_gda_qp_t *qp, uint64_t index, int get, uint32_t flags, uint64_t raddr,
+/* The writers return the WQE's doorbell value (the family's; for mlx5 the
+ * control segment's first 8 bytes), which mori_gda_ring hands the NIC.
+ * get = 0: write local -> remote; get = 1: read remote -> local. */
+MORI_DEVICE_INLINE uint64_t mori_gda_write_rdma(const mori_gda_qp_t *qp, uint64_t index, int get, uint32_t flags, uint64_t raddr,
                                             uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
   switch (qp->family) {
     case MORI_GDA_FAMILY_MLX5:
-      mori_mlx5_wqe_rdma(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn,
+      return mori_mlx5_wqe_rdma(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn,
                          (uint8_t)(get ? MORI_MLX5_OPCODE_RDMA_READ : MORI_MLX5_OPCODE_RDMA_WRITE), mori_gda_mlx5_flags(flags),
                          raddr, rkey, laddr, lkey, len);
-      break;
-    default: break;
+    default: return 0;
   }
 }
 
-MORI_DEVICE_INLINE void mori_gda_write_inline(const mori_gda_qp_t *qp, uint64_t index, uint32_t flags, uint64_t raddr,
+MORI_DEVICE_INLINE uint64_t mori_gda_write_inline(const mori_gda_qp_t *qp, uint64_t index, uint32_t flags, uint64_t raddr,
                                               uint32_t rkey, const void *data, uint32_t len) {
   switch (qp->family) {
     case MORI_GDA_FAMILY_MLX5:
-      mori_mlx5_wqe_write_inline(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn, mori_gda_mlx5_flags(flags), raddr, rkey,
+      return mori_mlx5_wqe_write_inline(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn, mori_gda_mlx5_flags(flags), raddr, rkey,
                                  data, len);
-      break;
-    default: break;
+    default: return 0;
   }
 }
 
-MORI_DEVICE_INLINE void mori_gda_write_fetch_add(const mori_gda_qp_t *qp, uint64_t index, uint32_t flags, uint64_t raddr,
+MORI_DEVICE_INLINE uint64_t mori_gda_write_fetch_add(const mori_gda_qp_t *qp, uint64_t index, uint32_t flags, uint64_t raddr,
                                                  uint32_t rkey, uint64_t add, uint64_t laddr, uint32_t lkey) {
   switch (qp->family) {
     case MORI_GDA_FAMILY_MLX5:
-      mori_mlx5_wqe_fetch_add(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn, mori_gda_mlx5_flags(flags), raddr, rkey,
+      return mori_mlx5_wqe_fetch_add(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn, mori_gda_mlx5_flags(flags), raddr, rkey,
                               add, laddr, lkey);
-      break;
-    default: break;
+    default: return 0;
   }
 }
 
-MORI_DEVICE_INLINE void mori_gda_family_ring(const mori_gda_qp_t *qp, uint64_t next) {
+MORI_DEVICE_INLINE void mori_gda_family_ring(const mori_gda_qp_t *qp, uint64_t next, uint64_t last_doorbell) {
   switch (qp->family) {
-    case MORI_GDA_FAMILY_MLX5: mori_mlx5_ring(qp, next); break;
+    case MORI_GDA_FAMILY_MLX5: mori_mlx5_ring(qp, next, last_doorbell); break;
     default: break;
   }
 }
@@ -182,15 +181,16 @@ MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t
 }
 
 /* Rings the doorbell for the claim [first, first + n) once every earlier
- * claim has rung (doorbell records only grow). */
+ * claim has rung (doorbell records only grow); last_doorbell: what the
+ * writer of WQE first + n - 1 returned. */
 MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint64_t first, uint32_t n,
-                                     uint64_t timeout_ns) {
+                                     uint64_t last_doorbell, uint64_t timeout_ns) {
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->rung)) != first; spin++) {
     int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
-  mori_gda_family_ring(qp, first + n);
+  mori_gda_family_ring(qp, first + n, last_doorbell);
   mori_atomic_store_release_u64(&qp->rung, first + n);
   return MORI_DEVICE_OK;
 }
@@ -245,9 +245,9 @@ MORI_DEVICE_INLINE int mori_gda_post_rdma(mori_window_dev_t win, int peer, int q
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
   if (at < 0) return (int)at;
-  mori_gda_write_rdma(qp, (uint64_t)at, get, MORI_GDA_SIGNALED, mori_gda_remote_addr(win, peer, remote_offset), g->rkey[peer],
-                      laddr, g->lkey, len);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, timeout_ns);
+  uint64_t db = mori_gda_write_rdma(qp, (uint64_t)at, get, MORI_GDA_SIGNALED, mori_gda_remote_addr(win, peer, remote_offset),
+                                    g->rkey[peer], laddr, g->lkey, len);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns);
 }
 
 MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int get, uint64_t remote_offset, void *local,
@@ -309,9 +309,9 @@ MORI_DEVICE_INLINE int mori_gda_signal_set(mori_window_dev_t win, int peer, uint
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
   if (at < 0) return (int)at;
-  mori_gda_write_inline(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, mori_gda_remote_addr(win, peer, offset),
-                        g->rkey[peer], &value, 8);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, timeout_ns);
+  uint64_t db = mori_gda_write_inline(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
+                                      mori_gda_remote_addr(win, peer, offset), g->rkey[peer], &value, 8);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns);
 }
 
 /* result: NULL (the old value is not wanted) or where it goes, in this
@@ -336,9 +336,9 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
   }
   int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
   if (at < 0) return (int)at;
-  mori_gda_write_fetch_add(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, mori_gda_remote_addr(win, peer, offset),
-                           g->rkey[peer], value, laddr, lkey);
-  if ((rc = mori_gda_ring(win, qp, q, (uint64_t)at, 1, timeout_ns)) != 0) return rc;
+  uint64_t db = mori_gda_write_fetch_add(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
+                                         mori_gda_remote_addr(win, peer, offset), g->rkey[peer], value, laddr, lkey);
+  if ((rc = mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns)) != 0) return rc;
   if (!result) return MORI_DEVICE_OK;
   if ((rc = mori_gda_wait_completed(win, qp, q, (uint64_t)at + 1, timeout_ns)) != 0) return rc;
   if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
@@ -364,9 +364,9 @@ MORI_DEVICE_INLINE int mori_gda_put_signal(mori_window_dev_t win, int peer, uint
   if (at < 0) return (int)at;
   mori_gda_write_rdma(qp, (uint64_t)at, 0, 0, mori_gda_remote_addr(win, peer, dst_offset), g->rkey[peer], laddr, g->lkey,
                       (uint32_t)bytes);
-  mori_gda_write_inline(qp, (uint64_t)at + 1, MORI_GDA_SIGNALED | MORI_GDA_FENCED, mori_gda_remote_addr(win, peer, signal_offset),
-                        g->rkey[peer], &signal_value, 8);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, 2, timeout_ns);
+  uint64_t db = mori_gda_write_inline(qp, (uint64_t)at + 1, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
+                                      mori_gda_remote_addr(win, peer, signal_offset), g->rkey[peer], &signal_value, 8);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, 2, db, timeout_ns);
 }
 
 /* n puts to one peer, one claim, one doorbell, one completion (the last):
@@ -385,20 +385,23 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   int64_t at = mori_gda_reserve(win, qp, q, n, timeout_ns);
   if (at < 0) return (int)at;
+  uint64_t db = 0;
   for (uint32_t i = 0; i < n; i++)
-    mori_gda_write_rdma(qp, (uint64_t)at + i, 0, i + 1 == n ? MORI_GDA_SIGNALED : 0, mori_gda_remote_addr(win, peer, dst_offset[i]),
-                        g->rkey[peer], (uint64_t)(uintptr_t)src[i], g->lkey, (uint32_t)bytes[i]);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, n, timeout_ns);
+    db = mori_gda_write_rdma(qp, (uint64_t)at + i, 0, i + 1 == n ? MORI_GDA_SIGNALED : 0,
+                             mori_gda_remote_addr(win, peer, dst_offset[i]), g->rkey[peer], (uint64_t)(uintptr_t)src[i], g->lkey,
+                             (uint32_t)bytes[i]);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, n, db, timeout_ns);
 }
 
-/* One value from lane 0 to every lane of the warp (all lanes present). */
+/* One value from lane `lane` to every lane of the warp (all lanes present). */
 #if defined(MORI_DEVICE_COMPILER_CUDA)
-#define MORI_GDA_BROADCAST_WARP(v) __shfl_sync(0xffffffffu, (v), 0)
+#define MORI_GDA_SHUFFLE_WARP(v, lane) __shfl_sync(0xffffffffu, (v), (lane))
 #elif defined(MORI_DEVICE_COMPILER_HIP)
-#define MORI_GDA_BROADCAST_WARP(v) __shfl((v), 0)
+#define MORI_GDA_SHUFFLE_WARP(v, lane) __shfl((v), (lane))
 #else
-#define MORI_GDA_BROADCAST_WARP(v) (v)
+#define MORI_GDA_SHUFFLE_WARP(v, lane) (v)
 #endif
+#define MORI_GDA_BROADCAST_WARP(v) MORI_GDA_SHUFFLE_WARP(v, 0)
 
 /* Every lane of a warp puts its own (dst_offset, src, bytes) to `peer`:
  * lane 0 claims warp-size WQEs and rings once; each lane writes its WQE.
@@ -419,13 +422,15 @@ MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64
   if (lane == 0) at = mori_gda_reserve(win, qp, (int)q, (uint32_t)count, timeout_ns);
   at = MORI_GDA_BROADCAST_WARP(at);
   if (at < 0) return (int)at;
-  mori_gda_write_rdma(qp, (uint64_t)at + (uint64_t)lane, 0, lane + 1 == count ? MORI_GDA_SIGNALED : 0,
-                      mori_gda_remote_addr(win, peer, bad ? 0 : dst_offset), g->rkey[peer], bad ? g->local_base : (uint64_t)(uintptr_t)src,
-                      g->lkey, bad ? 0u : (uint32_t)bytes);
+  long long db = (long long)mori_gda_write_rdma(
+      qp, (uint64_t)at + (uint64_t)lane, 0, lane + 1 == count ? MORI_GDA_SIGNALED : 0,
+      mori_gda_remote_addr(win, peer, bad ? 0 : dst_offset), g->rkey[peer], bad ? g->local_base : (uint64_t)(uintptr_t)src, g->lkey,
+      bad ? 0u : (uint32_t)bytes);
+  db = MORI_GDA_SHUFFLE_WARP(db, count - 1); /* the last WQE's doorbell value */
   mori_fence_system();
   MORI_SYNC_WARP();
   int rc = MORI_DEVICE_OK;
-  if (lane == 0) rc = mori_gda_ring(win, qp, (int)q, (uint64_t)at, (uint32_t)count, timeout_ns);
+  if (lane == 0) rc = mori_gda_ring(win, qp, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, timeout_ns);
   rc = (int)MORI_GDA_BROADCAST_WARP(rc);
   return rc ? rc : bad ? MORI_DEVICE_EINVAL : MORI_DEVICE_OK;
 }

@@ -46,14 +46,19 @@ MORI_HOST_DEVICE uint64_t mori_mlx5_be64(uint64_t x) {
 
 /* Control segment (16 bytes): opmod | WQE index (16 bits) | opcode; QPN |
  * size in 16-byte units (ds); signature 0; fm_ce_se (fence, completion,
- * solicited); immediate. As mlx5dv_set_ctrl_seg with signature 0. */
-MORI_HOST_DEVICE void mori_mlx5_ctrl_seg(void *seg, uint16_t pi, uint8_t opcode, uint8_t opmod, uint32_t qpn, uint8_t fm_ce_se,
-                                         uint8_t ds, uint32_t imm) {
+ * solicited); immediate. As mlx5dv_set_ctrl_seg with signature 0. Returns
+ * its first 8 bytes as they lie in memory: what the doorbell register gets
+ * (mori_mlx5_ring), so the doorbell never reads the WQE back. */
+MORI_HOST_DEVICE uint64_t mori_mlx5_ctrl_seg(void *seg, uint16_t pi, uint8_t opcode, uint8_t opmod, uint32_t qpn,
+                                             uint8_t fm_ce_se, uint8_t ds, uint32_t imm) {
   uint32_t *w = (uint32_t *)seg;
-  w[0] = mori_mlx5_be32(((uint32_t)opmod << 24) | ((uint32_t)pi << 8) | opcode);
-  w[1] = mori_mlx5_be32((qpn << 8) | ds);
+  uint32_t w0 = mori_mlx5_be32(((uint32_t)opmod << 24) | ((uint32_t)pi << 8) | opcode);
+  uint32_t w1 = mori_mlx5_be32((qpn << 8) | ds);
+  w[0] = w0;
+  w[1] = w1;
   w[2] = (uint32_t)fm_ce_se << 24; /* bytes: signature, dci stream (2), fm_ce_se */
   w[3] = imm;                      /* as given (the caller's byte order, as mlx5dv's) */
+  return ((uint64_t)w1 << 32) | w0; /* little-endian: w0's bytes first */
 }
 
 /* Remote address segment (16 bytes): address, key, reserved. */
@@ -90,48 +95,49 @@ MORI_HOST_DEVICE uint32_t mori_mlx5_inline_seg(void *seg, const void *data, uint
 }
 
 /* Whole WQEs (one 64-byte basic block each). `pi`: the WQE's index (its
- * low 16 bits go into the control segment); fm_ce_se: MORI_MLX5_CTRL_*. */
+ * low 16 bits go into the control segment); fm_ce_se: MORI_MLX5_CTRL_*.
+ * Each returns the doorbell value of the WQE (mori_mlx5_ctrl_seg's). */
 
 /* RDMA write or read of `len` bytes: control, remote address, data (3 x 16). */
-MORI_HOST_DEVICE void mori_mlx5_wqe_rdma(void *wqe, uint16_t pi, uint32_t qpn, uint8_t opcode, uint8_t fm_ce_se, uint64_t raddr,
-                                         uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
+MORI_HOST_DEVICE uint64_t mori_mlx5_wqe_rdma(void *wqe, uint16_t pi, uint32_t qpn, uint8_t opcode, uint8_t fm_ce_se,
+                                             uint64_t raddr, uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
   uint8_t *b = (uint8_t *)wqe;
-  mori_mlx5_ctrl_seg(b, pi, opcode, 0, qpn, fm_ce_se, 3, 0);
   mori_mlx5_raddr_seg(b + 16, raddr, rkey);
   mori_mlx5_data_seg(b + 32, len, lkey, laddr);
+  return mori_mlx5_ctrl_seg(b, pi, opcode, 0, qpn, fm_ce_se, 3, 0);
 }
 
 /* RDMA write of up to MORI_GDA_MAX_INLINE bytes carried in the WQE. */
-MORI_HOST_DEVICE void mori_mlx5_wqe_write_inline(void *wqe, uint16_t pi, uint32_t qpn, uint8_t fm_ce_se, uint64_t raddr,
-                                                 uint32_t rkey, const void *data, uint32_t len) {
+MORI_HOST_DEVICE uint64_t mori_mlx5_wqe_write_inline(void *wqe, uint16_t pi, uint32_t qpn, uint8_t fm_ce_se, uint64_t raddr,
+                                                     uint32_t rkey, const void *data, uint32_t len) {
   uint8_t *b = (uint8_t *)wqe;
   mori_mlx5_raddr_seg(b + 16, raddr, rkey);
   uint32_t ds = 2 + mori_mlx5_inline_seg(b + 32, data, len);
-  mori_mlx5_ctrl_seg(b, pi, MORI_MLX5_OPCODE_RDMA_WRITE, 0, qpn, fm_ce_se, (uint8_t)ds, 0);
+  return mori_mlx5_ctrl_seg(b, pi, MORI_MLX5_OPCODE_RDMA_WRITE, 0, qpn, fm_ce_se, (uint8_t)ds, 0);
 }
 
 /* 64-bit fetch-and-add: control, remote address, atomic, data (the 8 bytes
  * the old value lands in) (4 x 16). */
-MORI_HOST_DEVICE void mori_mlx5_wqe_fetch_add(void *wqe, uint16_t pi, uint32_t qpn, uint8_t fm_ce_se, uint64_t raddr,
-                                              uint32_t rkey, uint64_t add, uint64_t laddr, uint32_t lkey) {
+MORI_HOST_DEVICE uint64_t mori_mlx5_wqe_fetch_add(void *wqe, uint16_t pi, uint32_t qpn, uint8_t fm_ce_se, uint64_t raddr,
+                                                  uint32_t rkey, uint64_t add, uint64_t laddr, uint32_t lkey) {
   uint8_t *b = (uint8_t *)wqe;
-  mori_mlx5_ctrl_seg(b, pi, MORI_MLX5_OPCODE_ATOMIC_FA, 0, qpn, fm_ce_se, 4, 0);
   mori_mlx5_raddr_seg(b + 16, raddr, rkey);
   mori_mlx5_atomic_seg(b + 32, add, 0);
   mori_mlx5_data_seg(b + 48, 8, lkey, laddr);
+  return mori_mlx5_ctrl_seg(b, pi, MORI_MLX5_OPCODE_ATOMIC_FA, 0, qpn, fm_ce_se, 4, 0);
 }
 
 /* The doorbell for WQEs up to (not including) `next`: the WQEs reach memory
  * before the doorbell record says `next`, and the record before the
- * BlueFlame register gets the last WQE's first 8 bytes (how the NIC learns
- * there is work; it fetches the WQEs from the ring). No lock, no system
- * call: stores and system fences. */
-MORI_DEVICE_INLINE void mori_mlx5_ring(const mori_gda_qp_t *qp, uint64_t next) {
-  const uint8_t *last = qp->sq_buf + (size_t)((next - 1) & (qp->wqe_cnt - 1)) * MORI_GDA_WQE_BYTES;
+ * BlueFlame register gets the last WQE's first 8 bytes, `last_ctrl` (how
+ * the NIC learns there is work; it fetches the WQEs from the ring). No
+ * lock, no system call: stores and system fences; nothing read back from
+ * the ring (host memory, a PCIe round trip away from a GPU). */
+MORI_DEVICE_INLINE void mori_mlx5_ring(const mori_gda_qp_t *qp, uint64_t next, uint64_t last_ctrl) {
   mori_fence_system();
   *(volatile uint32_t *)qp->sq_dbrec = mori_mlx5_be32((uint32_t)(next & 0xffffu));
   mori_fence_system();
-  *(volatile uint64_t *)qp->bf_reg = *(const volatile uint64_t *)last;
+  *(volatile uint64_t *)qp->bf_reg = last_ctrl;
   mori_fence_system();
 }
 
