@@ -139,16 +139,19 @@ TEST(GdaSwcx, DeviceApiPutsGetsAtomicsAndSignals) {
     EXPECT_NE(std::string(mori_last_error()).find("refused a put"), std::string::npos) << mori_last_error();
     EXPECT_EQ(mori_window_check(win.win), 0) << mori_last_error();
     ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    unsetenv("MORI_NUM_QP_PER_PE");
   });
 }
 
 // The world barrier and remote_sync's signals across nodes go through GPU
 // posting too (the synchronisation area's view has its own table): data
-// put before the barrier is there after it, and signals count.
+// put before the barrier is there after it, and signals count. Three QPs
+// per peer: puts spread over them, each signal waits for the others.
 TEST(GdaSwcx, WorldBarrierAndRemoteSignalsAcrossNodes) {
   int size = TestRanks();
   EXPECT_RANKS_PASS(size, [](int rank, int size) {
     JoinAsTwoNodesOverSwcx(rank, size);
+    setenv("MORI_NUM_QP_PER_PE", "3", 1);
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
     ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
