@@ -9,6 +9,7 @@
 #include "core/base/log.h"
 #include "core/internal/window.h"
 #include "core/platform/platform.h"
+#include "mori/device/impl/report__funcs.h"
 
 mori_comm_t *mori_window_comm(const mori_window_t *w) { return w->comm; }
 void *mori_window_local_ptr(const mori_window_t *w) { return w->alloc->local.base; }
@@ -172,6 +173,17 @@ int mori_window_check(mori_window_t *w) {
                           "a kernel on rank %d used signal channel %u (peer %d), which needs %llu bytes of signal pad; "
                           "the window has %llu bytes",
                           e.waiter_rank, e.channel, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);
+  if (code == MORI_EIO && e.channel - MORI_GDA_CQE_ERROR_CHANNEL < MORI_GDA_CHANNEL_QPS)
+    return mori_error_set(code,
+                          "the NIC completed work a kernel on rank %d posted to rank %d (queue pair %u, WQE %llu) with an "
+                          "error: syndrome 0x%llx, vendor syndrome 0x%llx; that rank is unreachable by GPU posting from now on",
+                          e.waiter_rank, e.peer, e.channel - MORI_GDA_CQE_ERROR_CHANNEL, (unsigned long long)e.waited_ns,
+                          (unsigned long long)e.expected, (unsigned long long)e.seen);
+  if (e.peer >= 0 && e.channel - MORI_GDA_FULL_CHANNEL < 2 * MORI_GDA_CHANNEL_QPS)
+    return mori_error_set(code, "a kernel on rank %d posting to rank %d (queue pair %u) %s after %.3f ms (%s)", e.waiter_rank,
+                          e.peer, (e.channel - MORI_GDA_FULL_CHANNEL) % MORI_GDA_CHANNEL_QPS,
+                          e.channel < MORI_GDA_QUIET_CHANNEL ? "waited for room in the send queue" : "waited for completions",
+                          (double)e.waited_ns / 1e6, mori_strerror(code));
   if (e.peer >= 0)
     return mori_error_set(code, "kernel wait on rank %d for rank %d timed out after %.3f ms on channel %u (expected %llu, saw %llu)",
                           e.waiter_rank, e.peer, (double)e.waited_ns / 1e6, e.channel, (unsigned long long)e.expected,

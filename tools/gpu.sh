@@ -11,7 +11,9 @@
 # PARTS: a comma list of tests (GPU suites and torch suites), shared (the
 # collectives and the torch suites at two ranks sharing one GPU), proxy (the
 # proxy ring: its suite and benchmark, two ranks declared on different nodes
-# with the copy-engine NIC standing in for the NIC), heap (the heap
+# with the copy-engine NIC standing in for the NIC), gda (GPU-initiated
+# posting: the proxy suite's data cases and bench_gda, the software
+# ConnectX over the copy-engine NIC), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
 # backend), host (host cost per call at one rank: MORI against torch's
@@ -32,12 +34,14 @@ if [ "$mode" = build ]; then
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch \
+    //tests/gpu:gpu_gda_test //tests/gpu:bench_gda \
     //transport/rdma/ce_nic:libmori_ce_nic.so //tools/info:mori_info
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
   # --config=cuda builds into its own directory, bazel-cuda-bin (.bazelrc).
   cp -f bazel-cuda-bin/tests/gpu/gpu_window_test bazel-cuda-bin/tests/gpu/gpu_coll_test bazel-cuda-bin/tests/gpu/gpu_shmem_test \
     bazel-cuda-bin/tests/gpu/bench_p2p bazel-cuda-bin/tests/gpu/bench_coll bazel-cuda-bin/tests/gpu/bench_heap \
     bazel-cuda-bin/tests/gpu/gpu_proxy_test bazel-cuda-bin/tests/gpu/bench_proxy bazel-cuda-bin/tools/launch/mori_launch \
+    bazel-cuda-bin/tests/gpu/gpu_gda_test bazel-cuda-bin/tests/gpu/bench_gda \
     bazel-cuda-bin/tools/info/mori_info gpu-bundle/bin/
   # The copy-engine NIC as a library of its own: the torch suites across
   # declared nodes load it (MORI_TEST_CE_NIC_LIBRARY); the wheel has none.
@@ -51,11 +55,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,heap,coll,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,gda,heap,coll,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,shared,proxy,heap,coll,p2p,bench,host,stress,sanitize
+[ "$what" = all ] && what=tests,shared,proxy,gda,heap,coll,p2p,bench,host,stress,sanitize
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -148,6 +152,21 @@ if has proxy; then
   torch_suite test_cross_node 2 200 'rdma: rank'
   echo "== torch: test_cross_node_first_ops (the first window ops of a process, 2 ranks)"
   torch_suite test_cross_node_first_ops 2 150 'Timeout'
+fi
+
+if has gda; then
+  # GPU-initiated posting: the kernels write the WQEs the software ConnectX
+  # reads (over the copy-engine NIC), MORI_RDMA_GDA=on. The proxy suite's
+  # data cases (its fault cases inject the copy-engine NIC's faults and
+  # expect the proxy's codes).
+  echo "== gpu_gda_test (2 ranks on $ngpu GPU(s), software ConnectX over the copy-engine NIC)"
+  GTEST_FILTER='GpuProxy.HostApiPutsAddsAndGetsGpuMemory:GpuProxy.PutsSignalsAtomicsAndGetsReachThePeerThroughTheRing' \
+    gtest_suite gpu_gda_test 2 gpu_gda_test gpu_gda_test
+  echo "== GPU posting benchmark (bench_gda)"
+  timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 190 gpu-bundle/bin/bench_gda 2>&1 |
+    tee "$OUT/bench_gda.log" | grep RESULT
+  grep '^RESULT' "$OUT/bench_gda.log" | sed 's/^RESULT //' > "$OUT/bench_gda.jsonl"
+  record "bench_gda: $(wc -l < "$OUT/bench_gda.jsonl") results"
 fi
 
 if has heap; then

@@ -32,6 +32,12 @@
 static __device__ __forceinline__ void __syncwarp(void) { __nvvm_bar_warp_sync(0xffffffffu); }
 static __device__ __forceinline__ void __threadfence_system(void) { __nvvm_membar_sys(); }
 static __device__ __forceinline__ void __trap(void) { __builtin_trap(); }
+/* Lane `lane`'s 64-bit value to every lane (GPU posting's warp batch). */
+static __device__ __forceinline__ long long __shfl_sync(unsigned int mask, long long v, int lane) {
+  unsigned int lo = (unsigned int)__nvvm_shfl_sync_idx_i32(mask, (int)v, lane, 0x1f);
+  unsigned int hi = (unsigned int)__nvvm_shfl_sync_idx_i32(mask, (int)(v >> 32), lane, 0x1f);
+  return (long long)(((unsigned long long)hi << 32) | lo);
+}
 static __device__ __forceinline__ unsigned int atomicAdd(unsigned int *p, unsigned int v) {
   return __nvvm_atom_add_gen_i((int *)p, (int)v);
 }

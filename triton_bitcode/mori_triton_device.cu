@@ -100,7 +100,7 @@ __device__ __forceinline__ int signal_one(const mori_shmem_device_state_t &st, u
   uint64_t off;
   if (!st.world.proxy) return MORI_DEVICE_EUNREACHABLE;
   if (!proxy_offset(st, sig, &off)) return MORI_DEVICE_EINVAL;
-  return mori_proxy_request(st.world, op == SIGNAL_SET ? MORI_PROXY_SIGNAL_SET : MORI_PROXY_ATOMIC_ADD, pe, off, 0, value);
+  return mori_remote_request(st.world, op == SIGNAL_SET ? MORI_PROXY_SIGNAL_SET : MORI_PROXY_ATOMIC_ADD, pe, off, 0, value);
 }
 
 /* The block copies bytes from local src to dest (a heap address) on pe. */
@@ -117,7 +117,7 @@ __device__ __forceinline__ int put_block(const mori_shmem_device_state_t &st, ui
   if (!proxy_offset(st, dest, &d) || !proxy_offset(st, dest + last, &unused) || !proxy_offset(st, src, &s) ||
       !proxy_offset(st, src + last, &unused))
     return MORI_DEVICE_EINVAL;
-  return leader() ? mori_proxy_request(st.world, MORI_PROXY_PUT, pe, d, s, bytes) : MORI_DEVICE_OK;
+  return leader() ? mori_remote_request(st.world, MORI_PROXY_PUT, pe, d, s, bytes) : MORI_DEVICE_OK;
 }
 
 }  // namespace
@@ -180,7 +180,7 @@ MORI_TL int32_t mori_tl_getmem_block(int64_t dest, int64_t source, int64_t bytes
     if (!proxy_offset(st, (uint64_t)dest, &d) || !proxy_offset(st, end, &last) || !proxy_offset(st, (uint64_t)source, &s))
       rc = MORI_DEVICE_EINVAL;
     else if (leader())
-      rc = mori_proxy_request(st.world, MORI_PROXY_GET, pe, d, s, (uint64_t)bytes);
+      rc = mori_remote_request(st.world, MORI_PROXY_GET, pe, d, s, (uint64_t)bytes);
   }
   return block_first_error(rc);
 }
@@ -250,7 +250,7 @@ MORI_TL int32_t mori_tl_quiet_block(int64_t timeout_ns) {
   shmem_dev_quiet();
   __syncthreads();
   int rc = MORI_DEVICE_OK;
-  if (leader()) rc = timeout_ns < 0 ? MORI_DEVICE_EINVAL : mori_proxy_quiet(globalGpuStates.world, (uint64_t)timeout_ns);
+  if (leader()) rc = timeout_ns < 0 ? MORI_DEVICE_EINVAL : mori_remote_quiet(globalGpuStates.world, (uint64_t)timeout_ns);
   return (int32_t)block_from_leader(rc);
 }
 

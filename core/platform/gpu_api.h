@@ -38,6 +38,7 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
 #define GPU_ERR_NOT_FOUND CUDA_ERROR_NOT_FOUND
 #define GPU_ERR_OUT_OF_MEMORY CUDA_ERROR_OUT_OF_MEMORY
 #define GPU_ERR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE
+#define GPU_ERR_ALREADY_REGISTERED CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
 #define GPU_ERR_NOT_PERMITTED CUDA_ERROR_NOT_PERMITTED
 #define GPU_ERR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED
 #define GPU_ERR_NO_DEVICE CUDA_ERROR_NO_DEVICE
@@ -50,6 +51,8 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
 #define GPU_ACCESS_READ_WRITE CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 #define GPU_GRANULARITY_MINIMUM CU_MEM_ALLOC_GRANULARITY_MINIMUM
 #define GPU_HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
+#define GPU_HOST_REGISTER_FLAGS(io) \
+  (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | ((io) ? CU_MEMHOSTREGISTER_IOMEMORY : 0))
 #define GPU_PROP_HANDLE_TYPES(prop) ((prop).requestedHandleTypes)
 /* The fd travels in the pointer argument itself. */
 #define GPU_IMPORT_FD_ARG(fd_ptr) ((void *)(uintptr_t)(*(fd_ptr)))
@@ -80,6 +83,8 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
   X(hostAlloc, cuMemHostAlloc)                                 \
   X(hostGetDevicePointer, cuMemHostGetDevicePointer)           \
   X(hostFree, cuMemFreeHost)                                   \
+  X(hostRegister, cuMemHostRegister)                           \
+  X(hostUnregister, cuMemHostUnregister)                       \
   X(getDeviceCount, cuDeviceGetCount)                          \
   X(deviceGetUuid, cuDeviceGetUuid)                            \
   X(deviceGetPCIBusId, cuDeviceGetPCIBusId)                    \
@@ -143,6 +148,7 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
 #define GPU_ERR_NOT_FOUND hipErrorNotFound
 #define GPU_ERR_OUT_OF_MEMORY hipErrorOutOfMemory
 #define GPU_ERR_INVALID_VALUE hipErrorInvalidValue
+#define GPU_ERR_ALREADY_REGISTERED hipErrorHostMemoryAlreadyRegistered
 #define GPU_ERR_NOT_PERMITTED hipErrorNotSupported
 #define GPU_ERR_NOT_SUPPORTED hipErrorNotSupported
 #define GPU_ERR_NO_DEVICE hipErrorNoDevice
@@ -154,6 +160,7 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
 #define GPU_ACCESS_READ_WRITE hipMemAccessFlagsProtReadWrite
 #define GPU_GRANULARITY_MINIMUM hipMemAllocationGranularityMinimum
 #define GPU_HOST_ALLOC_FLAGS (hipHostMallocMapped | hipHostMallocPortable)
+#define GPU_HOST_REGISTER_FLAGS(io) (hipHostRegisterPortable | hipHostRegisterMapped | ((io) ? hipHostRegisterIoMemory : 0))
 #define GPU_PROP_HANDLE_TYPES(prop) MORI_HIP_PROP_HANDLE_TYPES(prop)
 #define GPU_IMPORT_FD_ARG(fd_ptr) MORI_HIP_IMPORT_FD_ARG(fd_ptr)
 #define GPU_MEMCPY(dst, src, n) gpu.copy((dst), (src), (n), hipMemcpyDefault)
@@ -183,6 +190,8 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
   X(hostAlloc, hipHostMalloc)                                   \
   X(hostGetDevicePointer, hipHostGetDevicePointer)              \
   X(hostFree, hipHostFree)                                      \
+  X(hostRegister, hipHostRegister)                              \
+  X(hostUnregister, hipHostUnregister)                          \
   X(getDeviceCount, hipGetDeviceCount)                          \
   X(deviceGetUuid, hipDeviceGetUuid)                            \
   X(deviceGetPCIBusId, hipDeviceGetPCIBusId)                    \

@@ -422,6 +422,35 @@ int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void *
   return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, GPU_ON_DEVICE(device, host_alloc_mapped(size, host, dev)));
 }
 
+static int host_register(void *ptr, size_t size, bool io, void **dev, bool *registered) {
+  gpu_status_t s = gpu.hostRegister(ptr, size, GPU_HOST_REGISTER_FLAGS(io));
+  if (s != GPU_OK && s != GPU_ERR_ALREADY_REGISTERED)
+    return mori_error_context(gpu_fail(s, io ? "registering host I/O memory for the device" : "registering host memory for the device"),
+                              "%zu bytes at %p", size, ptr);
+  *registered = s == GPU_OK; /* else its owner pinned and mapped it */
+  gpu_va_t d;
+  s = gpu.hostGetDevicePointer(&d, ptr, 0);
+  if (s != GPU_OK) {
+    if (*registered) gpu.hostUnregister(ptr);
+    *registered = false;
+    return gpu_fail(s, "device address of registered host memory");
+  }
+  *dev = PTR(d);
+  return 0;
+}
+
+int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev, bool *registered) {
+  *registered = false;
+  return GPU_ON_DEVICE(device, host_register(ptr, size, io, dev, registered));
+}
+
+static int host_unregister(void *ptr) {
+  GPU_TRY(gpu.hostUnregister(ptr), "unregistering host memory at %p", ptr);
+  return 0;
+}
+
+int mori_platform_host_unregister(int device, void *ptr) { return GPU_ON_DEVICE(device, host_unregister(ptr)); }
+
 int mori_platform_host_free_mapped(void *host) {
   if (!host) return 0;
   int rc = gpu_ready();

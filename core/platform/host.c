@@ -390,6 +390,14 @@ int mori_platform_host_free_mapped(void *host) {
   return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, 0);
 }
 
+int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev, bool *registered) {
+  *dev = ptr; /* CPU ranks reach it as it is */
+  *registered = false;
+  return 0;
+}
+
+int mori_platform_host_unregister(int device, void *ptr) { return 0; }
+
 /* The host copy engine: one worker thread per queue, operations in FIFO
  * order (copies, and the word stores and adds of mori_platform_queue_word). */
 enum { HOST_QUEUE_DEPTH = 256 };

@@ -118,6 +118,14 @@ int mori_platform_device_free(int device, void *ptr);
  * CPU, *dev for kernels (the same pointer on the host platform). */
 int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void **dev);
 int mori_platform_host_free_mapped(void *host);
+/* Makes host memory someone else allocated (a NIC's queues; with io set, a
+ * NIC's doorbell page, mapped I/O memory) reachable by `device`'s kernels
+ * at *dev (cuMemHostRegister / hipHostRegister; the host platform: itself).
+ * ptr and size: whole pages. Memory already pinned and mapped by its owner
+ * is only looked up: *registered says whether this call registered it (and
+ * mori_platform_host_unregister must undo it). */
+int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev, bool *registered);
+int mori_platform_host_unregister(int device, void *ptr);
 
 /* Stream-ordered signalling without a kernel: on `stream` (a CUstream /
  * hipStream_t; ignored on the host platform), write `value` to each of

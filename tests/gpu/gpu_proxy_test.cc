@@ -25,6 +25,11 @@
 
 using mori_test::World;
 
+// gpu_gda_test links tests/gpu/gda_swcx_provider.cc, which defines this:
+// the software ConnectX over the copy-engine NIC, with MORI_RDMA_GDA=on, so
+// the same kernels post to the NIC themselves instead of to the ring.
+extern "C" int mori_test_gpu_rdma_install(void) __attribute__((weak));
+
 namespace {
 
 int Ranks() {
@@ -36,7 +41,7 @@ int Ranks() {
 void JoinOwnNode(int rank, const char *faults) {
   ASSERT_GE(gpu_select_device(rank), 0) << gpu_last_error();
   setenv("MORI_HOST_ID", ("node-" + std::to_string(rank)).c_str(), 1);
-  ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
+  ASSERT_EQ(mori_test_gpu_rdma_install ? mori_test_gpu_rdma_install() : mori_ce_nic_install(), 0) << mori_last_error();
   setenv("MORI_RDMA_TIMEOUT_MS", "2000", 1);
   if (faults) setenv("MORI_RDMA_CE_FAULTS", faults, 1);
   else unsetenv("MORI_RDMA_CE_FAULTS");

@@ -137,7 +137,12 @@ static void describe_transports(info_report_t *r, mori_comm_t *comm) {
     rdma->available = false;
     snprintf(rdma->detail, sizeof(rdma->detail), "%s", rc < 0 ? mori_last_error() : why);
   } else {
-    snprintf(rdma->detail, sizeof(rdma->detail), "NIC %s", nic);
+    /* How kernels reach it: GPU-initiated posting or the proxy, and why. */
+    int gda = 0;
+    char gda_why[INFO_TEXT - 96] = "";
+    (void)mori_rdma_gda_status(comm, &gda, gda_why, sizeof(gda_why));
+    snprintf(rdma->detail, sizeof(rdma->detail), "NIC %s; kernels %s (%s)", nic,
+             gda ? "post to it themselves" : "go through the proxy", gda_why);
   }
   int lsa_size;
   mori_comm_lsa(comm, NULL, &lsa_size, NULL);

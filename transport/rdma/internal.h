@@ -71,6 +71,7 @@ struct rdma_endpoint {
 };
 
 struct rdma_segment;
+struct rdma_gda; /* GPU-initiated posting (gda/gda_host.h) */
 
 struct rdma_state {
   const mori_rdma_provider_t *provider; /* taken at init: a later mori_rdma_use_provider does not change it */
@@ -110,6 +111,7 @@ struct rdma_state {
   /* Warnings that come in floods (a dead peer's flushed requests, a
    * kernel's bad requests), rate-limited per comm. */
   rdma_warn_limit_t failed_warns, refused_warns, proxy_warns;
+  struct rdma_gda *gda; /* GPU posting: chosen or not, and why (NULL: not probed) */
   uint64_t *scratch; /* fetch-and-add results land here */
   struct ibv_mr *scratch_mr;
   char device[64];
@@ -133,6 +135,7 @@ struct rdma_segment {
   uint64_t in_flight;
   uint32_t *in_flight_to;
   int device;
+  struct mori_gda_window *gda_table; /* device memory: the window's GPU-posting table, or NULL */
   struct rdma_segment *next_proxied, *next_retired;
 };
 
@@ -162,6 +165,10 @@ void rdma_report_peers(const struct rdma_state *s, mori_comm_t *comm);
 int rdma_open_local(struct rdma_state *s, int local_rank, int gpu, struct rdma_endpoint *me, uint32_t *qpn);
 /* INIT -> RTR -> RTS for every QP to `peer`; theirs_qpn: the peer's QPNs
  * for this rank (num_qp of them). */
+/* INIT -> RTR -> RTS of one QP whose remote end is `qpn` (GPU posting's
+ * QPs are connected with it too). */
+int rdma_connect_qp(struct rdma_state *s, struct ibv_qp *qp, const struct rdma_endpoint *mine, const struct rdma_endpoint *theirs,
+                    uint32_t qpn);
 int rdma_connect_peer(struct rdma_state *s, int peer, const struct rdma_endpoint *mine, const struct rdma_endpoint *theirs,
                       const uint32_t *theirs_qpn);
 /* Moves every QP to `peer` to the error state: everything posted on them
@@ -220,6 +227,20 @@ void rdma_stop_proxy(struct rdma_state *s);
 void rdma_hold_proxy(struct rdma_state *s, bool hold);
 
 int rdma_verbs_error(int err, const char *what);
+
+/* gda/ (GPU-initiated posting, gda/gda_host.h). rdma_gda_init: collective,
+ * at comm creation once the transport's QPs are connected (`connected`:
+ * they are; me/all/entry: the endpoint exchange): chooses GPU posting or
+ * the proxy, sets s->gda, logs one INFO line; an error only for
+ * MORI_RDMA_GDA=on when GPU posting is not possible (naming the step and
+ * rank), or for running out of memory. rdma_gda_fini: its QPs to error,
+ * then released. rdma_gda_window: the segment's table in device memory
+ * (NULL when the comm does not post from the GPU). */
+int rdma_gda_init(struct rdma_state *s, mori_comm_t *comm, bool connected, const struct rdma_endpoint *me, const char *all,
+                  size_t entry);
+void rdma_gda_fini(struct rdma_state *s);
+int rdma_gda_window(struct rdma_state *s, struct rdma_segment *w, struct mori_gda_window **table_dev);
+void rdma_gda_window_free(int device, struct mori_gda_window *table_dev);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ static long slot_of_qp(const struct rdma_state *s, uint32_t qp_num) {
 }
 
 void rdma_segment_free(struct rdma_state *s, struct rdma_segment *w) {
+  rdma_gda_window_free(w->device, w->gda_table);
   if (w->mr) (s->v->ibv_dereg_mr)(w->mr);
   if (w->ring) mori_platform_host_free_mapped(w->ring);
   mori_platform_device_free(w->device, w->tickets);

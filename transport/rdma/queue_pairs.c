@@ -113,7 +113,7 @@ int rdma_open_local(struct rdma_state *s, int local_rank, int gpu, struct rdma_e
 }
 
 /* INIT -> RTR -> RTS of one QP, whose remote end is `qpn`. */
-static int connect_qp(struct rdma_state *s, struct ibv_qp *qp, const struct rdma_endpoint *mine,
+int rdma_connect_qp(struct rdma_state *s, struct ibv_qp *qp, const struct rdma_endpoint *mine,
                       const struct rdma_endpoint *theirs, uint32_t qpn) {
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
@@ -154,7 +154,7 @@ static int connect_qp(struct rdma_state *s, struct ibv_qp *qp, const struct rdma
 int rdma_connect_peer(struct rdma_state *s, int peer, const struct rdma_endpoint *mine, const struct rdma_endpoint *theirs,
                       const uint32_t *theirs_qpn) {
   for (int i = 0; i < s->num_qp; i++) {
-    int rc = connect_qp(s, s->qp[(size_t)peer * (size_t)s->num_qp + (size_t)i], mine, theirs, theirs_qpn[i]);
+    int rc = rdma_connect_qp(s, s->qp[(size_t)peer * (size_t)s->num_qp + (size_t)i], mine, theirs, theirs_qpn[i]);
     if (rc) return mori_error_context(rc, "rdma: queue pair %d of %d to rank %d", i, s->num_qp, peer);
   }
   return 0;

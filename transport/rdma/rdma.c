@@ -21,6 +21,7 @@ static int rdma_fini(void *state) {
   struct rdma_state *s = state;
   if (!s) return 0;
   rdma_stop_proxy(s); /* teardown order: proxy threads first */
+  rdma_gda_fini(s);   /* GPU posting's QPs before the PD they live in */
   rdma_close_local(s);
   rdma_warn_limit_flush(&s->failed_warns);
   rdma_warn_limit_flush(&s->refused_warns);
@@ -147,6 +148,9 @@ static int rdma_init(mori_comm_t *comm, void **state) {
       const uint32_t *qpn_for_me = (const uint32_t *)(theirs + sizeof(struct rdma_endpoint)) + (size_t)s->rank * (size_t)s->num_qp;
       rc = rdma_connect_peer(s, p, me, (const struct rdma_endpoint *)theirs, qpn_for_me);
     }
+    /* GPU posting or the proxy (collective: every rank calls it). */
+    int grc = rdma_gda_init(s, comm, rc == 0, me, all, entry);
+    if (!rc) rc = grc;
     /* Every responder is ready before anyone posts. */
     int brc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
     if (!rc) rc = brc;
@@ -229,6 +233,8 @@ static int rdma_segment_register(void *state, mori_segment_t *seg, void **seg_st
     }
   }
   free(all);
+  /* GPU posting's table for the window, when the comm posts from the GPU. */
+  if (!rc) rc = rdma_gda_window(s, w, &w->gda_table);
   /* The ring kernels hand their requests for RDMA peers to. */
   if (!rc) rc = mori_platform_host_alloc_mapped(w->device, sizeof(mori_proxy_ring_t), (void **)&w->ring, (void **)&w->ring_dev);
   if (!rc) rc = mori_platform_device_alloc(mori_comm_device(comm), sizeof(uint64_t), (void **)&w->tickets);
@@ -250,6 +256,7 @@ static int rdma_device_info(void *state, mori_segment_t *seg, void *seg_state, m
   if (!w) return 0;
   dev->proxy = w->ring_dev;
   dev->proxy_tickets = w->tickets;
+  dev->gda = w->gda_table; /* NULL: the proxy serves every RDMA peer */
   return 0;
 }
 

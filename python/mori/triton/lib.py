@@ -67,7 +67,7 @@ from triton.language import core
 
 LIB_NAME = "mori"  # Triton's AMD backend links a library whose name every called function contains
 STATE_SYMBOL = "globalGpuStates"
-STATE_BYTES = 168  # sizeof(mori_shmem_device_state_t)
+STATE_BYTES = 176  # sizeof(mori_shmem_device_state_t)
 
 _HERE = os.path.dirname(os.path.abspath(__file__))  # mori/triton/
 BITCODE_DIR = os.environ.get("MORI_BITCODE_DIR") or os.path.join(_HERE, "bitcode")
@@ -166,7 +166,7 @@ def _jit_compile(kind):
             tmp_out = os.path.join(work, os.path.basename(out))
             env = dict(os.environ, MORI_BITCODE_LLVM_DIR=llvm)
             cmd = ["bash", "triton_bitcode/compile_bitcode.sh", kind, tmp_out, "triton_bitcode/mori_triton_device.cu",
-                   "-Icore/device/include", "-Idevice/include", "-Ishmem/include"]
+                   "-Icore/device/include", "-Idevice/include", "-Itransport/rdma/gda/include", "-Ishmem/include"]
             run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
             if run.returncode != 0:
                 raise RuntimeError(f"mori.triton.lib: compiling the {kind} bitcode failed (exit {run.returncode}): "

@@ -15,6 +15,7 @@
 #define MORI_DEVICE_SIGNAL_H
 
 #include "mori/device/impl/report__funcs.h"
+#include "mori/device/gda.h"
 #include "mori/device/proxy.h"
 #include "mori/device/window.h"
 
@@ -32,12 +33,13 @@ MORI_DEVICE_INLINE void mori_fence(void);
  * complete (a system fence). Proxied requests: mori_quiet_window. */
 MORI_DEVICE_INLINE void mori_quiet(void);
 
-/* mori_quiet, plus completion of every proxy request of this window;
- * MORI_DEVICE_EUNREACHABLE when one failed (the host names it). */
+/* mori_quiet, plus completion of every request of this window to peers
+ * outside the LSA team (mori_remote_quiet); MORI_DEVICE_EUNREACHABLE (the
+ * proxy) or MORI_DEVICE_EIO (GPU posting) when one failed. */
 MORI_DEVICE_INLINE int mori_quiet_window(mori_window_dev_t win, uint64_t timeout_ns);
 
 /* Peer's signal := value (release, system scope); ordered after this
- * thread's earlier puts to that peer, also through the proxy. */
+ * thread's earlier puts to that peer, also over rdma. */
 MORI_DEVICE_INLINE int mori_signal_set(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value);
 
 /* Peer's signal += value (release, system scope). */
@@ -65,6 +67,18 @@ MORI_DEVICE_INLINE int mori_signal_wait_until(mori_window_dev_t win, uint64_t of
 #define MORI_PROXY_SUBMIT_TIMEOUT_NS (10ull * 1000 * 1000 * 1000)
 MORI_DEVICE_INLINE int mori_proxy_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
                                           uint64_t src_offset, uint64_t bytes_or_value);
+
+/* The same operation by whichever way the rdma transport chose for the
+ * comm: posted by this thread to the NIC itself when the window has a
+ * GPU-posting table that reaches the peer (win.gda; mori/device/gda.h),
+ * else handed to the proxy (mori_proxy_request). Every remote operation of
+ * the device API, the shmem device API and the Triton library comes here. */
+MORI_DEVICE_INLINE int mori_remote_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
+                                           uint64_t src_offset, uint64_t bytes_or_value);
+
+/* Completion of every request of this window to peers outside the LSA
+ * team, by either way (GPU posting's, then the proxy's). */
+MORI_DEVICE_INLINE int mori_remote_quiet(mori_window_dev_t win, uint64_t timeout_ns);
 
 #include "mori/device/impl/signal__funcs.h"
 

@@ -64,6 +64,12 @@ MORI_API int mori_rdma_quiet(mori_comm_t *comm);
 MORI_API int mori_rdma_peer_status(const mori_comm_t *comm, int peer, char *nic, size_t nic_len, int *rail, char *why,
                                    size_t why_len);
 
+/* Whether kernels post this comm's RDMA work themselves (GPU-initiated
+ * posting, *enabled = 1) or hand it to the proxy (0), and why: the step that
+ * failed, on which rank, or MORI_RDMA_GDA=off (docs/multinode.md). The same
+ * on every rank. MORI_EINVAL when the comm has no rdma transport. */
+MORI_API int mori_rdma_gda_status(const mori_comm_t *comm, int *enabled, char *why, size_t why_len);
+
 MORI_EXTERN_C_END
 
 #endif

@@ -146,7 +146,7 @@ MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_wind
         rc = mori_wait_word(sync, mori_remote_word(sync, MORI_REMOTE_ARRIVED(lsa, world, channel, p)), MORI_CMP_GE, epoch,
                             timeout_ns, p, channel, 0);
     /* An arrival the proxy could not deliver is this rank's error too. */
-    if (!rc) rc = mori_proxy_quiet(sync, timeout_ns);
+    if (!rc) rc = mori_remote_quiet(sync, timeout_ns);
   }
   MORI_SYNC_BLOCK();
   return rc; /* thread 0's for the other nodes; every failure is also in the mailbox */

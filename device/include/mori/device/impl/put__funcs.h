@@ -46,8 +46,9 @@ MORI_DEVICE_INLINE void mori_copy_cooperative(void *dst, const void *src, uint64
   for (uint64_t i = vec * 16 + (uint64_t)rank; i < bytes; i += (uint64_t)count) d[i] = s[i];
 }
 
-/* A peer outside the LSA team: one thread of the scope hands the operation
- * to the window's proxy (rdma). The local side must lie in this rank's
+/* A peer outside the LSA team: one thread of the scope posts the operation
+ * to the NIC itself (GPU posting) or hands it to the window's proxy, as the
+ * rdma transport chose (mori_remote_request). The local side must lie in this rank's
  * window (that is the memory the transport registered). */
 MORI_DEVICE_INLINE int mori_put_via_proxy(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src,
                                           uint64_t bytes, int scope_rank) {
@@ -57,7 +58,7 @@ MORI_DEVICE_INLINE int mori_put_via_proxy(mori_window_dev_t win, int peer, uint6
   if ((const char *)src < base || (uint64_t)((const char *)src - base) > win.size ||
       bytes > win.size - (uint64_t)((const char *)src - base))
     return MORI_DEVICE_EINVAL;
-  return mori_proxy_request(win, MORI_PROXY_PUT, peer, dst_offset, (uint64_t)((const char *)src - base), bytes);
+  return mori_remote_request(win, MORI_PROXY_PUT, peer, dst_offset, (uint64_t)((const char *)src - base), bytes);
 }
 
 MORI_DEVICE_INLINE int mori_get_via_proxy(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes,
@@ -67,7 +68,7 @@ MORI_DEVICE_INLINE int mori_get_via_proxy(mori_window_dev_t win, int peer, void 
   char *base = (char *)mori_local_ptr(win, 0);
   if ((char *)dst < base || (uint64_t)((char *)dst - base) > win.size || bytes > win.size - (uint64_t)((char *)dst - base))
     return MORI_DEVICE_EINVAL;
-  return mori_proxy_request(win, MORI_PROXY_GET, peer, (uint64_t)((char *)dst - base), src_offset, bytes);
+  return mori_remote_request(win, MORI_PROXY_GET, peer, (uint64_t)((char *)dst - base), src_offset, bytes);
 }
 
 /* ---- put: local src -> peer's window at dst_offset ---- */

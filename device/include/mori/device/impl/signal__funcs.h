@@ -20,14 +20,14 @@ MORI_HOST_DEVICE int mori_cmp_holds(uint64_t seen, mori_cmp_t cmp, uint64_t valu
 
 MORI_DEVICE_INLINE int mori_signal_set(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
   uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
-  if (!sig) return mori_proxy_request(win, MORI_PROXY_SIGNAL_SET, peer, offset, 0, value);
+  if (!sig) return mori_remote_request(win, MORI_PROXY_SIGNAL_SET, peer, offset, 0, value);
   mori_atomic_store_release_u64(sig, value);
   return MORI_DEVICE_OK;
 }
 
 MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value) {
   uint64_t *sig = (uint64_t *)mori_peer_ptr(win, peer, offset);
-  if (!sig) return mori_proxy_request(win, MORI_PROXY_ATOMIC_ADD, peer, offset, 0, value);
+  if (!sig) return mori_remote_request(win, MORI_PROXY_ATOMIC_ADD, peer, offset, 0, value);
   mori_atomic_add_release_u64(sig, value);
   return MORI_DEVICE_OK;
 }
@@ -62,9 +62,30 @@ MORI_DEVICE_INLINE int mori_proxy_request(mori_window_dev_t win, uint32_t op, in
   return t < 0 ? (int)t : MORI_DEVICE_OK;
 }
 
+MORI_DEVICE_INLINE int mori_remote_request(mori_window_dev_t win, uint32_t op, int peer, uint64_t dst_offset,
+                                           uint64_t src_offset, uint64_t bytes_or_value) {
+  if (!win.gda || !mori_gda_reaches(win, peer)) return mori_proxy_request(win, op, peer, dst_offset, src_offset, bytes_or_value);
+  switch (op) {
+    case MORI_PROXY_PUT:
+      return mori_gda_put(win, peer, dst_offset, mori_local_ptr(win, src_offset), bytes_or_value, MORI_GDA_POST_TIMEOUT_NS);
+    case MORI_PROXY_GET:
+      return mori_gda_get(win, peer, mori_local_ptr(win, dst_offset), src_offset, bytes_or_value, MORI_GDA_POST_TIMEOUT_NS);
+    case MORI_PROXY_ATOMIC_ADD:
+      return mori_gda_atomic_add(win, peer, dst_offset, bytes_or_value, (uint64_t *)0, MORI_GDA_POST_TIMEOUT_NS);
+    case MORI_PROXY_SIGNAL_SET: return mori_gda_signal_set(win, peer, dst_offset, bytes_or_value, MORI_GDA_POST_TIMEOUT_NS);
+    default: return MORI_DEVICE_EINVAL;
+  }
+}
+
+MORI_DEVICE_INLINE int mori_remote_quiet(mori_window_dev_t win, uint64_t timeout_ns) {
+  int rc = win.gda ? mori_gda_quiet(win, timeout_ns) : MORI_DEVICE_OK;
+  int prc = mori_proxy_quiet(win, timeout_ns);
+  return rc ? rc : prc;
+}
+
 MORI_DEVICE_INLINE int mori_quiet_window(mori_window_dev_t win, uint64_t timeout_ns) {
   mori_fence_system();
-  return mori_proxy_quiet(win, timeout_ns);
+  return mori_remote_quiet(win, timeout_ns);
 }
 
 #endif

@@ -29,6 +29,6 @@ typedef struct mori_shmem_device_state {
   mori_window_dev_t world;
 } mori_shmem_device_state_t;
 
-MORI_STATIC_ASSERT(sizeof(mori_shmem_device_state_t) == 168, "mori_shmem_device_state_t layout is part of the ABI");
+MORI_STATIC_ASSERT(sizeof(mori_shmem_device_state_t) == 176, "mori_shmem_device_state_t layout is part of the ABI");
 
 #endif

@@ -13,6 +13,18 @@
 #define MORI_DEVICE_EABORTED (-1007)     /* = MORI_EABORTED */
 #define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
 #define MORI_DEVICE_ECHANNEL (-1010)     /* = MORI_ECHANNEL: a pad channel past the window's signal pad */
+#define MORI_DEVICE_EIO (-5)             /* = MORI_EIO: the NIC completed GPU-posted work with an error */
+
+/* Channels of the records GPU-initiated posting leaves (mori/device/gda.h;
+ * + the QP's index among the peer's). An error completion (code
+ * MORI_DEVICE_EIO): expected = the NIC's syndrome, seen = its vendor
+ * syndrome, waited_ns = the failed WQE's counter. A wait for room in a send
+ * queue or for an earlier doorbell, and a wait for completions, that timed
+ * out or was aborted: the usual wait record. */
+#define MORI_GDA_CQE_ERROR_CHANNEL 0x71000000u
+#define MORI_GDA_FULL_CHANNEL 0x72000000u
+#define MORI_GDA_QUIET_CHANNEL 0x73000000u
+#define MORI_GDA_CHANNEL_QPS 0x01000000u /* QP indices a channel range holds */
 
 /* Stops the kernel and the context with it (what torch's own backend does
  * on a timed-out wait); on the host platform, where a rank's "kernel" is the

@@ -6,6 +6,8 @@
 #include "mori/device/impl/proxy__types.h"
 #include "mori/device/portability.h"
 
+struct mori_gda_window; /* mori/device/impl/gda__types.h (transport/rdma/gda) */
+
 /* A wait that timed out inside a kernel leaves one of these in the window's
  * host-visible mailbox instead of trapping (which would kill the context);
  * the next host call on the window reports it. A writer fills the fields
@@ -58,9 +60,12 @@ typedef struct mori_window_dev {
   int32_t lsa_base;          /* world rank of LSA index 0 (the team is contiguous) */
   int32_t reserved;
   uint64_t segment_offset;   /* of this memory inside what the transports registered (a heap chunk); 0 otherwise */
+  /* GPU posting to peers outside the LSA team (the rdma transport's table,
+   * mori/device/gda.h), or NULL: those peers go through `proxy`. */
+  struct mori_gda_window *gda;
 } mori_window_dev_t;
 
-MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 120, "mori_window_dev_t layout is part of the ABI");
+MORI_STATIC_ASSERT(sizeof(mori_window_dev_t) == 128, "mori_window_dev_t layout is part of the ABI");
 
 /* Barrier channels of the device API (mori/device/barrier.h). Each rank's
  * barrier area holds MORI_BARRIER_CHANNELS * lsa_size received epochs,

@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: MIT
+// The posting layer (mori/device/gda.h) in one process, CPU threads
+// standing in for kernels, against a NIC of the test's own: a thread that
+// reads the send queues the way a ConnectX does (the doorbell record, then
+// each WQE through mlx5dv.h's structs, never mori's), executes them on
+// plain memory standing in for the peers' windows, and writes CQE64s with
+// the owner bit of the pass. It checks what a NIC would: every WQE carries
+// the index of its slot (a slot claimed twice or lost shows), keys, the CQ
+// never overflows. Faults: an error completion at a chosen WQE (the QP
+// then flushes the rest), a stalled NIC.
+#include <endian.h>
+#include <gtest/gtest.h>
+#include <infiniband/mlx5dv.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mori/device/gda.h"
+
+namespace {
+
+constexpr uint32_t kRkey = 0x77, kLkey = 0x55, kSinkLkey = 0x56;
+constexpr uint64_t kWindow = 1 << 20;
+constexpr uint64_t kSecond = 1000ull * 1000 * 1000;
+
+struct QueuePair {
+  std::vector<uint8_t> sq, cq;
+  uint32_t dbrec[2] = {0, 0};
+  uint32_t cq_dbrec = 0;
+  uint64_t bf = 0;
+  uint64_t sink = 0;
+  // The NIC's side.
+  uint64_t sq_ci = 0, cq_pi = 0;
+  bool in_error = false;
+};
+
+class TestNic;
+
+// A world of `ranks` ranks seen from rank 0: peers 1.. have QPs.
+struct World {
+  int ranks, num_qp;
+  uint32_t wqe_cnt, cqe_cnt;
+  std::vector<uint8_t *> windows;  // [0]: this rank's, else the peers'
+  std::vector<QueuePair> qps;      // [peer * num_qp + i]
+  std::vector<mori_gda_qp_t> dev_qps;
+  std::vector<uint64_t> remote_base;
+  std::vector<uint32_t> rkey, next_qp;
+  std::vector<uint64_t> barrier;
+  mori_device_control_t control;
+  mori_gda_window_t table;
+  mori_window_dev_t win;
+
+  World(int ranks_, int num_qp_, uint32_t wqe_cnt_, uint32_t cqe_cnt_)
+      : ranks(ranks_), num_qp(num_qp_), wqe_cnt(wqe_cnt_), cqe_cnt(cqe_cnt_), qps((size_t)ranks_ * num_qp_),
+        dev_qps((size_t)ranks_ * num_qp_), remote_base(ranks_), rkey(ranks_), next_qp(ranks_),
+        barrier(MORI_BARRIER_AREA_BYTES(1) / 8) {
+    for (int r = 0; r < ranks; r++) {
+      windows.push_back(static_cast<uint8_t *>(aligned_alloc(4096, kWindow)));
+      memset(windows[r], 0, kWindow);
+      remote_base[r] = (uint64_t)(uintptr_t)windows[r];
+      rkey[r] = kRkey;
+    }
+    memset(&control, 0, sizeof(control));
+    memset(dev_qps.data(), 0, sizeof(mori_gda_qp_t) * dev_qps.size());
+    for (int p = 1; p < ranks; p++)
+      for (int i = 0; i < num_qp; i++) {
+        size_t at = (size_t)p * num_qp + i;
+        QueuePair &q = qps[at];
+        q.sq.assign((size_t)wqe_cnt * 64, 0);
+        q.cq.assign((size_t)cqe_cnt * 64, 0);
+        for (uint32_t c = 0; c < cqe_cnt; c++) q.cq[(size_t)c * 64 + 63] = (uint8_t)(MLX5_CQE_INVALID << 4);
+        mori_gda_qp_t &d = dev_qps[at];
+        d.sq_buf = q.sq.data();
+        d.sq_dbrec = &q.dbrec[MLX5_SND_DBR];
+        d.bf_reg = &q.bf;
+        d.wqe_cnt = wqe_cnt;
+        d.qpn = 0x100u * (uint32_t)p + (uint32_t)i;
+        d.cq_buf = q.cq.data();
+        d.cq_dbrec = &q.cq_dbrec;
+        d.cqe_cnt = cqe_cnt;
+        d.family = MORI_GDA_FAMILY_MLX5;
+        d.sink_addr = (uint64_t)(uintptr_t)&q.sink;
+        d.sink_lkey = kSinkLkey;
+        d.peer = p;
+      }
+    memset(&table, 0, sizeof(table));
+    table.qp = dev_qps.data();
+    table.remote_base = remote_base.data();
+    table.rkey = rkey.data();
+    table.next_qp = next_qp.data();
+    table.local_base = (uint64_t)(uintptr_t)windows[0];
+    table.local_size = kWindow;
+    table.lkey = kLkey;
+    table.num_qp = num_qp;
+    table.world_size = ranks;
+    memset(&win, 0, sizeof(win));
+    win.size = kWindow;
+    win.control = &control;
+    win.barrier_base = (uint64_t)(uintptr_t)barrier.data();
+    win.barrier_stride = MORI_BARRIER_AREA_BYTES(1);
+    win.world_rank = 0;
+    win.world_size = ranks;
+    win.lsa_rank = 0;
+    win.lsa_size = 1;
+    win.lsa_base = 0;
+    win.gda = &table;
+  }
+  ~World() {
+    for (uint8_t *w : windows) free(w);
+  }
+  uint8_t *local() { return windows[0]; }
+  // The host reads and clears the mailbox (as mori_window_check does).
+  mori_device_error_t TakeRecord() {
+    mori_device_error_t e = control.error;
+    memset(&control.error, 0, sizeof(control.error));
+    control.records_read++;
+    return e;
+  }
+};
+
+class TestNic {
+ public:
+  explicit TestNic(World &w) : w_(w), thread_([this] { Run(); }) {}
+  ~TestNic() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::atomic<bool> stalled{false};
+  // Fail (peer, WQE index) with `syndrome`: the QP goes to error.
+  std::atomic<int> fail_peer{-1};
+  std::atomic<uint64_t> fail_at{0};
+  std::atomic<uint32_t> syndrome{0x13};
+  std::atomic<uint64_t> executed{0}, completions{0};
+  std::string problem;  // the first thing a ConnectX would have refused
+
+ private:
+  void Problem(const std::string &what) {
+    if (problem.empty()) problem = what;
+  }
+  void Complete(QueuePair &q, const mori_gda_qp_t &d, uint16_t index, bool error, uint8_t synd) {
+    uint32_t consumed = be32toh(__atomic_load_n(&q.cq_dbrec, __ATOMIC_ACQUIRE)) & 0xffffff;
+    if (((uint32_t)q.cq_pi - consumed) & 0x800000u || ((uint32_t)q.cq_pi - consumed) >= w_.cqe_cnt) {
+      Problem("CQ overflow on qpn " + std::to_string(d.qpn));
+      return;
+    }
+    uint8_t *slot = q.cq.data() + (size_t)(q.cq_pi % w_.cqe_cnt) * 64;
+    uint8_t owner = (uint8_t)((q.cq_pi / w_.cqe_cnt) & 1);
+    uint8_t tmp[64];
+    memset(tmp, 0, sizeof(tmp));
+    if (error) {
+      auto *e = reinterpret_cast<struct mlx5_err_cqe *>(tmp);
+      e->syndrome = synd;
+      e->vendor_err_synd = 0x42;
+      e->s_wqe_opcode_qpn = htobe32(d.qpn);
+      e->wqe_counter = htobe16(index);
+    } else {
+      auto *c = reinterpret_cast<struct mlx5_cqe64 *>(tmp);
+      c->sop_drop_qpn = htobe32(d.qpn);
+      c->wqe_counter = htobe16(index);
+    }
+    memcpy(slot, tmp, 63);
+    __atomic_store_n(slot + 63, (uint8_t)(((error ? MLX5_CQE_REQ_ERR : MLX5_CQE_REQ) << 4) | owner), __ATOMIC_RELEASE);
+    q.cq_pi++;
+    completions++;
+  }
+  void Execute(QueuePair &q, const mori_gda_qp_t &d, int peer) {
+    uint8_t *wqe = q.sq.data() + (size_t)(q.sq_ci % w_.wqe_cnt) * 64;
+    auto *ctrl = reinterpret_cast<struct mlx5_wqe_ctrl_seg *>(wqe);
+    uint32_t op_idx = be32toh(ctrl->opmod_idx_opcode), qpn_ds = be32toh(ctrl->qpn_ds);
+    uint16_t index = (uint16_t)(op_idx >> 8);
+    uint8_t opcode = (uint8_t)op_idx, ds = (uint8_t)(qpn_ds & 0x3f);
+    if (index != (uint16_t)q.sq_ci) Problem("WQE in slot " + std::to_string(q.sq_ci) + " says index " + std::to_string(index));
+    if ((qpn_ds >> 8) != d.qpn) Problem("WQE names qpn " + std::to_string(qpn_ds >> 8));
+    bool signaled = (ctrl->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0;
+    if (!q.in_error && peer == fail_peer.load() && q.sq_ci == fail_at.load()) {
+      q.in_error = true;
+      Complete(q, d, index, true, (uint8_t)syndrome.load());
+      q.sq_ci++;
+      return;
+    }
+    if (q.in_error) {  // flushed, each with its error completion
+      Complete(q, d, index, true, 0x05);
+      q.sq_ci++;
+      return;
+    }
+    auto *r = reinterpret_cast<struct mlx5_wqe_raddr_seg *>(wqe + sizeof(*ctrl));
+    uint8_t *raddr = reinterpret_cast<uint8_t *>((uintptr_t)be64toh(r->raddr));
+    if (be32toh(r->rkey) != kRkey) Problem("rkey " + std::to_string(be32toh(r->rkey)));
+    uint8_t *seg = wqe + 32;
+    if (opcode == MLX5_OPCODE_RDMA_WRITE) {
+      uint32_t bc = be32toh(*reinterpret_cast<uint32_t *>(seg));
+      if (bc & MLX5_INLINE_SEG) {
+        uint32_t len = bc & ~MLX5_INLINE_SEG;
+        if (ds != 2 + (4 + len + 15) / 16) Problem("inline ds " + std::to_string(ds));
+        memcpy(raddr, seg + 4, len);
+      } else {
+        auto *dseg = reinterpret_cast<struct mlx5_wqe_data_seg *>(seg);
+        if (ds != 3) Problem("write ds " + std::to_string(ds));
+        if (be32toh(dseg->lkey) != kLkey) Problem("lkey");
+        memcpy(raddr, (void *)(uintptr_t)be64toh(dseg->addr), be32toh(dseg->byte_count));
+      }
+    } else if (opcode == MLX5_OPCODE_RDMA_READ) {
+      auto *dseg = reinterpret_cast<struct mlx5_wqe_data_seg *>(seg);
+      if (ds != 3) Problem("read ds");
+      memcpy((void *)(uintptr_t)be64toh(dseg->addr), raddr, be32toh(dseg->byte_count));
+    } else if (opcode == MLX5_OPCODE_ATOMIC_FA) {
+      auto *a = reinterpret_cast<struct mlx5_wqe_atomic_seg *>(seg);
+      auto *dseg = reinterpret_cast<struct mlx5_wqe_data_seg *>(seg + 16);
+      if (ds != 4) Problem("atomic ds");
+      if (!(ctrl->fm_ce_se & MLX5_WQE_CTRL_FENCE)) Problem("an atomic not fenced");
+      if (be32toh(dseg->lkey) != kLkey && be32toh(dseg->lkey) != kSinkLkey) Problem("atomic lkey");
+      uint64_t old;
+      memcpy(&old, raddr, 8);
+      uint64_t sum = old + be64toh(a->swap_add);
+      memcpy(raddr, &sum, 8);
+      memcpy((void *)(uintptr_t)be64toh(dseg->addr), &old, 8);
+    } else {
+      Problem("opcode " + std::to_string(opcode));
+    }
+    executed++;
+    if (signaled) Complete(q, d, index, false, 0);
+    q.sq_ci++;
+  }
+  void Run() {
+    while (!stop_) {
+      bool worked = false;
+      if (!stalled) {
+        for (int p = 1; p < w_.ranks; p++)
+          for (int i = 0; i < w_.num_qp; i++) {
+            size_t at = (size_t)p * w_.num_qp + i;
+            QueuePair &q = w_.qps[at];
+            uint16_t produced = (uint16_t)be32toh(__atomic_load_n(&q.dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE));
+            while ((uint16_t)q.sq_ci != produced && !stalled) {
+              Execute(q, w_.dev_qps[at], p);
+              worked = true;
+            }
+          }
+      }
+      if (!worked) std::this_thread::yield();
+    }
+  }
+  World &w_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(GdaPost, PutGetAtomicsAndSignal) {
+  World w(2, 1, 16, 16);
+  TestNic nic(w);
+  uint8_t *src = w.local();
+  for (int i = 0; i < 1000; i++) src[i] = (uint8_t)(i * 7 + 1);
+  ASSERT_EQ(mori_gda_put(w.win, 1, 4096, src, 1000, kSecond), MORI_DEVICE_OK);
+  ASSERT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(memcmp(w.windows[1] + 4096, src, 1000), 0);
+  // get: the peer's bytes into ours.
+  for (int i = 0; i < 300; i++) w.windows[1][8192 + i] = (uint8_t)(255 - i);
+  ASSERT_EQ(mori_gda_get(w.win, 1, w.local() + 20000, 8192, 300, kSecond), MORI_DEVICE_OK);
+  ASSERT_EQ(mori_gda_quiet_peer(w.win, 1, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(memcmp(w.local() + 20000, w.windows[1] + 8192, 300), 0);
+  // Atomics: non-fetching, then fetching (the old value returned).
+  uint64_t *word = reinterpret_cast<uint64_t *>(w.windows[1] + 64);
+  *word = 40;
+  ASSERT_EQ(mori_gda_atomic_add(w.win, 1, 64, 2, nullptr, kSecond), MORI_DEVICE_OK);
+  uint64_t *result = reinterpret_cast<uint64_t *>(w.local() + 512);
+  ASSERT_EQ(mori_gda_atomic_add(w.win, 1, 64, 100, result, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(*result, 42u);
+  ASSERT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(*word, 142u);
+  // signal set and put-with-signal (inline, fenced behind the data).
+  ASSERT_EQ(mori_gda_signal_set(w.win, 1, 128, 0xfeedull, kSecond), MORI_DEVICE_OK);
+  ASSERT_EQ(mori_gda_put_signal(w.win, 1, 30000, src, 1000, 136, 7, kSecond), MORI_DEVICE_OK);
+  ASSERT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(*reinterpret_cast<uint64_t *>(w.windows[1] + 128), 0xfeedull);
+  EXPECT_EQ(*reinterpret_cast<uint64_t *>(w.windows[1] + 136), 7u);
+  EXPECT_EQ(memcmp(w.windows[1] + 30000, src, 1000), 0);
+  EXPECT_EQ(nic.problem, "");
+  EXPECT_EQ(w.control.error.code, 0u) << "no record for work that went well";
+}
+
+TEST(GdaPost, RefusedRequestsSayWhy) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  // Past the window: refused with the proxy's record.
+  EXPECT_EQ(mori_gda_put(w.win, 1, kWindow - 8, w.local(), 16, kSecond), MORI_DEVICE_ERANGE);
+  mori_device_error_t e = w.TakeRecord();
+  EXPECT_EQ((int)e.code, MORI_DEVICE_ERANGE);
+  EXPECT_EQ(e.peer, 1);
+  EXPECT_EQ(e.channel, MORI_PROXY_REFUSED_CHANNEL + MORI_PROXY_PUT);
+  EXPECT_EQ(e.expected, kWindow - 8);
+  EXPECT_EQ(e.seen, 16u);
+  // A source outside the registered memory, an unaligned word, no QPs.
+  uint8_t outside[16];
+  EXPECT_EQ(mori_gda_put(w.win, 1, 0, outside, 16, kSecond), MORI_DEVICE_EINVAL);
+  EXPECT_EQ(mori_gda_signal_set(w.win, 1, 4, 1, kSecond), MORI_DEVICE_EINVAL);
+  EXPECT_EQ(mori_gda_put(w.win, 0, 0, w.local(), 16, kSecond), MORI_DEVICE_EUNREACHABLE);
+  EXPECT_EQ(mori_gda_put(w.win, 5, 0, w.local(), 16, kSecond), MORI_DEVICE_EUNREACHABLE);
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(nic.executed.load(), 0u);
+}
+
+// Many claimants at once on shallow queues: every claim wraps the ring many
+// times; each thread's bytes must arrive exactly once, and the NIC must see
+// every slot's index in order (a slot doubled or lost shows there).
+TEST(GdaPost, ConcurrentClaimsAcrossWrapAround) {
+  for (int num_qp : {1, 3}) {
+    World w(3, num_qp, 8, 8);
+    TestNic nic(w);
+    const int threads = 6, per_thread = 1500;
+    uint8_t *src = w.local();
+    for (int i = 0; i < 4096; i++) src[i] = (uint8_t)(i ^ 0x5a);
+    std::vector<std::thread> ts;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < threads; t++)
+      ts.emplace_back([&, t] {
+        for (int k = 0; k < per_thread; k++) {
+          int peer = 1 + (k + t) % 2;
+          uint64_t slot = (uint64_t)t * per_thread + (uint64_t)k;
+          int rc;
+          if (k % 10 == 9) {  // a batch of 4 with one doorbell
+            uint64_t dst[4];
+            const void *s[4];
+            uint64_t bytes[4];
+            for (int j = 0; j < 4; j++) {
+              dst[j] = 65536 + (slot * 4 + (uint64_t)j) * 16;
+              s[j] = src + (slot * 4 + (uint64_t)j) % 4000;
+              bytes[j] = 16;
+            }
+            rc = mori_gda_put_batch(w.win, peer, 4, dst, s, bytes, 10 * kSecond);
+          } else {
+            rc = mori_gda_put(w.win, peer, 65536 + slot * 64, src + slot % 4000, 8, 10 * kSecond);
+          }
+          if (rc) failures++;
+        }
+      });
+    for (auto &t : ts) t.join();
+    ASSERT_EQ(failures.load(), 0);
+    ASSERT_EQ(mori_gda_quiet(w.win, 10 * kSecond), MORI_DEVICE_OK);
+    EXPECT_EQ(nic.problem, "") << num_qp << " QP(s) per peer";
+    for (int t = 0; t < threads; t++)
+      for (int k = 0; k < per_thread; k++) {
+        int peer = 1 + (k + t) % 2;
+        uint64_t slot = (uint64_t)t * per_thread + (uint64_t)k;
+        if (k % 10 == 9) {
+          for (int j = 0; j < 4; j++)
+            ASSERT_EQ(memcmp(w.windows[peer] + 65536 + (slot * 4 + (uint64_t)j) * 16, src + (slot * 4 + (uint64_t)j) % 4000, 16), 0);
+        } else {
+          ASSERT_EQ(memcmp(w.windows[peer] + 65536 + slot * 64, src + slot % 4000, 8), 0)
+              << "thread " << t << " put " << k << " to rank " << peer;
+        }
+      }
+    uint64_t wqes = 0;
+    for (int p = 1; p < 3; p++)
+      for (int i = 0; i < num_qp; i++) {
+        const mori_gda_qp_t &d = w.dev_qps[(size_t)p * num_qp + i];
+        EXPECT_EQ(d.reserved, d.rung);
+        EXPECT_EQ(d.reserved, d.completed);
+        EXPECT_EQ(d.cq_claimed, d.cq_consumed);
+        wqes += d.reserved;
+      }
+    const uint64_t batches = (uint64_t)threads * (per_thread / 10);
+    EXPECT_EQ(wqes, (uint64_t)threads * per_thread - batches + 4 * batches);
+    EXPECT_EQ(nic.executed.load(), wqes);
+    // Selective signalling: a batch of 4 asked for one completion.
+    EXPECT_EQ(nic.completions.load(), (uint64_t)threads * per_thread);
+  }
+}
+
+// Put-then-signal from several threads: when the receiver sees a signal,
+// the data it orders must already be there (checked as the NIC executes).
+TEST(GdaPost, PutSignalOrdering) {
+  World w(2, 2, 16, 16);
+  TestNic nic(w);
+  uint8_t *src = w.local();
+  for (int i = 0; i < 4096; i++) src[i] = (uint8_t)(i * 13);
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread receiver([&] {
+    while (!done)
+      for (int t = 0; t < 4; t++) {
+        uint64_t seen = __atomic_load_n(reinterpret_cast<uint64_t *>(w.windows[1] + 8 * t), __ATOMIC_ACQUIRE);
+        if (seen && memcmp(w.windows[1] + 4096 + ((uint64_t)t * 2000 + seen) * 64, src + seen % 3000, 64) != 0) bad++;
+      }
+  });
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++)
+    ts.emplace_back([&, t] {
+      for (uint64_t k = 1; k <= 2000; k++)
+        ASSERT_EQ(mori_gda_put_signal(w.win, 1, 4096 + ((uint64_t)t * 2000 + k) * 64, src + k % 3000, 64, 8 * (uint64_t)t, k,
+                                      10 * kSecond),
+                  MORI_DEVICE_OK);
+    });
+  for (auto &t : ts) t.join();
+  ASSERT_EQ(mori_gda_quiet(w.win, 10 * kSecond), MORI_DEVICE_OK);
+  done = true;
+  receiver.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(nic.problem, "");
+}
+
+// An error completion mid-stream: a record naming the peer and the
+// syndrome, the peer's later calls fail at once, other peers still served.
+TEST(GdaPost, ErrorCompletionNamesPeerAndSyndrome) {
+  World w(3, 1, 8, 8);
+  TestNic nic(w);
+  nic.fail_peer = 1;
+  nic.fail_at = 5;
+  nic.syndrome = 0x13;  // remote access error
+  int first_error = -1;
+  for (int k = 0; k < 20; k++) {
+    int rc = mori_gda_put(w.win, 1, (uint64_t)k * 8, w.local(), 8, kSecond);
+    if (rc) {
+      EXPECT_EQ(rc, MORI_DEVICE_EIO);
+      if (first_error < 0) first_error = k;
+    }
+  }
+  EXPECT_EQ(mori_gda_quiet_peer(w.win, 1, kSecond), MORI_DEVICE_EIO);
+  EXPECT_GE(first_error, 5) << "puts fail only after the error completion";
+  mori_device_error_t e = w.TakeRecord();
+  EXPECT_EQ((int)e.code, MORI_DEVICE_EIO);
+  EXPECT_EQ(e.peer, 1);
+  EXPECT_EQ(e.channel, MORI_GDA_CQE_ERROR_CHANNEL + 0);
+  EXPECT_EQ(e.expected, 0x13u) << "the syndrome";
+  EXPECT_EQ(e.seen, 0x42u) << "the vendor syndrome";
+  EXPECT_EQ(e.waited_ns, 5u) << "the failed WQE";
+  EXPECT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_EIO);
+  // Rank 2 is still served.
+  for (int i = 0; i < 64; i++) w.local()[i] = (uint8_t)(i + 9);
+  for (int k = 0; k < 40; k++) ASSERT_EQ(mori_gda_put(w.win, 2, (uint64_t)k * 64, w.local(), 64, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_quiet_peer(w.win, 2, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(memcmp(w.windows[2] + 39 * 64, w.local(), 64), 0);
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_EIO) << "quiet over all peers reports the failed one";
+  EXPECT_EQ(w.control.error.code, 0u) << "the flushed requests leave no further record";
+}
+
+// A stalled NIC: a full queue waits, then times out with a record; quiet
+// times out too; an abort ends a wait at once.
+TEST(GdaPost, StalledNicFullQueueTimesOut) {
+  World w(2, 1, 4, 4);
+  TestNic nic(w);
+  nic.stalled = true;
+  const uint64_t timeout = 50ull * 1000 * 1000;
+  for (int k = 0; k < 4; k++) ASSERT_EQ(mori_gda_put(w.win, 1, (uint64_t)k * 8, w.local(), 8, timeout), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_put(w.win, 1, 64, w.local(), 8, timeout), MORI_DEVICE_ETIMEDOUT);
+  mori_device_error_t e = w.TakeRecord();
+  EXPECT_EQ((int)e.code, MORI_DEVICE_ETIMEDOUT);
+  EXPECT_EQ(e.peer, 1);
+  EXPECT_EQ(e.channel, MORI_GDA_FULL_CHANNEL + 0);
+  EXPECT_GE(e.waited_ns, timeout);
+  EXPECT_EQ(mori_gda_quiet(w.win, timeout), MORI_DEVICE_ETIMEDOUT);
+  e = w.TakeRecord();
+  EXPECT_EQ(e.channel, MORI_GDA_QUIET_CHANNEL + 0);
+  EXPECT_EQ(e.expected, 4u) << "waited for 4 WQEs";
+  w.control.abort_flag = 1;
+  EXPECT_EQ(mori_gda_put(w.win, 1, 64, w.local(), 8, 0), MORI_DEVICE_EABORTED);
+  w.TakeRecord();
+  w.control.abort_flag = 0;
+  // The NIC comes back: everything completes, and the queue takes more.
+  nic.stalled = false;
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_put(w.win, 1, 64, w.local(), 8, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(nic.problem, "");
+}
+
+// A warp of one lane on the host: the warp call is a batch of one.
+TEST(GdaPost, WarpCallOnTheHost) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  memset(w.local(), 0xab, 32);
+  EXPECT_EQ(mori_gda_put_warp(w.win, 1, 256, w.local(), 32, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(memcmp(w.windows[1] + 256, w.local(), 32), 0);
+  EXPECT_EQ(mori_gda_put_warp(w.win, 1, kWindow, w.local(), 32, kSecond), MORI_DEVICE_EINVAL);
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+}
+
+}  // namespace

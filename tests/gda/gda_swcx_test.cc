@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: MIT
+// GPU-initiated posting end to end on the host platform: CPU ranks on two
+// declared nodes (MORI_HOST_ID), the software ConnectX (which reads the
+// WQEs these ranks write, byte by byte as the PRM lays them out) over the
+// copy-engine NIC. MORI_RDMA_GDA=on, so every remote operation of the
+// device API below is posted by the rank itself, never by the proxy.
+// Checked at the receiver: puts, gets, atomics, signals, put-with-signal,
+// a random-size, random-offset stress with put-then-signal order checked
+// as it runs; faults injected by the software ConnectX: an error
+// completion mid-stream (a record naming peer and syndrome, the other
+// peers still served), a stalled NIC (a full queue times out).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mori/device.h"
+#include "mori/device/gda.h"
+#include "mori/transport_rdma.h"
+#include "tests/support/world.h"
+#include "transport/rdma/ce_nic/ce_nic.h"
+#include "transport/rdma/internal.h"
+#include "transport/rdma/swcx/swcx.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+namespace {
+
+constexpr uint64_t kSecond = 1000ull * 1000 * 1000;
+
+// Ranks [0, size/2) on node-a, the rest on node-b: rank r's partner
+// (same local index, other node) is reached only over rdma.
+int Partner(int rank, int size) { return (rank + size / 2) % size; }
+
+void JoinAsTwoNodesOverSwcx(int rank, int size) {
+  setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+  setenv("MORI_RDMA_GDA", "on", 1);
+  setenv("MORI_SHMEM_MODE", "isolation", 1);  // each window's memory registered alone
+  ASSERT_EQ(mori_swcx_install(mori_ce_nic_provider()), 0) << mori_last_error();
+}
+
+struct Win {
+  void *mem = nullptr;
+  mori_window_t *win = nullptr;
+  mori_window_dev_t view;
+  Win(mori_comm_t *comm, size_t bytes) {
+    EXPECT_EQ(mori_mem_alloc(bytes, nullptr, &mem), 0) << mori_last_error();
+    memset(mem, 0, bytes);
+    EXPECT_EQ(mori_window_create(comm, mem, &win), 0) << mori_last_error();
+    view = mori_window_device_view(win);
+  }
+  ~Win() {
+    if (win) {
+      EXPECT_EQ(mori_window_destroy(win), 0) << mori_last_error();
+    }
+    if (mem) mori_mem_free(mem);
+  }
+  uint8_t *at(uint64_t off) { return static_cast<uint8_t *>(mem) + off; }
+  uint64_t word(uint64_t off) { return __atomic_load_n(reinterpret_cast<uint64_t *>(at(off)), __ATOMIC_ACQUIRE); }
+};
+
+// GPU posting was chosen; and the proxy is held (takes nothing from any
+// ring), so an operation that went to the proxy instead would time out.
+void ExpectGpuPosting(const World &w) {
+  int enabled = 0;
+  char why[256];
+  ASSERT_EQ(mori_rdma_gda_status(w.comm, &enabled, why, sizeof(why)), 0) << mori_last_error();
+  ASSERT_EQ(enabled, 1) << why;
+  EXPECT_NE(std::string(why).find("the provider's mlx5dv_init_obj"), std::string::npos) << why;
+  auto *s = static_cast<struct rdma_state *>(mori_comm_transport_state(w.comm, &mori_transport_rdma_ops));
+  ASSERT_NE(s, nullptr);
+  rdma_hold_proxy(s, true);
+}
+
+TEST(GdaSwcx, DeviceApiPutsGetsAtomicsAndSignals) {
+  int size = TestRanks();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
+    Win win(w.comm, 1 << 20);
+    ASSERT_NE(win.view.gda, nullptr) << "the window's device view carries GPU posting's table";
+    int other = Partner(rank, size);
+    EXPECT_TRUE(mori_gda_reaches(win.view, other));
+    EXPECT_FALSE(mori_gda_reaches(win.view, rank));
+    // Source bytes at [0, 64K); the partner's land at [64K + ...).
+    for (int i = 0; i < 65536; i++) *win.at(i) = (uint8_t)(rank * 31 + i * 7);
+    ASSERT_EQ(mori_put_thread(win.view, other, 65536, win.at(0), 65536), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_put_block(win.view, other, 131072 + 3, win.at(5), 1000), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_signal_add(win.view, other, 200000, (uint64_t)rank + 1), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_signal_add(win.view, other, 200000, 100), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_OK);
+    // put-with-signal: the signal set lands after the data.
+    ASSERT_EQ(mori_gda_put_signal(win.view, other, 300000, win.at(100), 4000, 200008, 0xabcdull, 10 * kSecond),
+              MORI_DEVICE_OK);
+    uint64_t seen = 0;
+    ASSERT_EQ(mori_signal_wait_until(win.view, 200008, MORI_CMP_EQ, 0xabcdull, 10 * kSecond, other, 0, &seen), MORI_DEVICE_OK);
+    for (int i = 0; i < 4000; i++) ASSERT_EQ(*win.at(300000 + i), (uint8_t)(other * 31 + (100 + i) * 7)) << "byte " << i;
+    ASSERT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    for (int i = 0; i < 65536; i += 37) ASSERT_EQ(*win.at(65536 + i), (uint8_t)(other * 31 + i * 7)) << "byte " << i;
+    for (int i = 0; i < 1000; i++) ASSERT_EQ(*win.at(131072 + 3 + i), (uint8_t)(other * 31 + (5 + i) * 7));
+    EXPECT_EQ(win.word(200000), (uint64_t)other + 1 + 100);
+    // get: what this rank put into the partner, read back.
+    memset(win.at(400000), 0, 65536);
+    ASSERT_EQ(mori_get_warp(win.view, other, win.at(400000), 65536, 65536), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_OK);
+    EXPECT_EQ(memcmp(win.at(400000), win.at(0), 65536), 0);
+    // A fetching atomic add returns once it completed (the copy-engine NIC
+    // does not return old values; gda_post_test checks that they land).
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    uint64_t *old = reinterpret_cast<uint64_t *>(win.at(500000));
+    ASSERT_EQ(mori_gda_atomic_add(win.view, other, 200016, 5, old, 10 * kSecond), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_gda_atomic_add(win.view, other, 200016, 6, old, 10 * kSecond), MORI_DEVICE_OK);
+    // A batch of 32 puts with one doorbell.
+    uint64_t dst[32], bytes[32];
+    const void *src[32];
+    for (int i = 0; i < 32; i++) {
+      dst[i] = 600000 + 128 * (uint64_t)i;
+      src[i] = win.at(64 * (uint64_t)i);
+      bytes[i] = 100;
+    }
+    ASSERT_EQ(mori_gda_put_batch(win.view, other, 32, dst, src, bytes, 10 * kSecond), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    EXPECT_EQ(win.word(200016), 11u);
+    for (int i = 0; i < 32; i++)
+      for (int j = 0; j < 100; j += 9) ASSERT_EQ(*win.at(600000 + 128 * i + j), (uint8_t)(other * 31 + (64 * i + j) * 7));
+    // Refused: past the window (a record, as the proxy's refusals).
+    EXPECT_EQ(mori_put_thread(win.view, other, (1 << 20) - 8, win.at(0), 64), MORI_DEVICE_ERANGE);
+    EXPECT_EQ(mori_window_check(win.win), MORI_ERANGE);
+    EXPECT_NE(std::string(mori_last_error()).find("refused a put"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(mori_window_check(win.win), 0) << mori_last_error();
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    unsetenv("MORI_NUM_QP_PER_PE");
+  });
+}
+
+// The world barrier and remote_sync's signals across nodes go through GPU
+// posting too (the synchronisation area's view has its own table): data
+// put before the barrier is there after it, and signals count. Three QPs
+// per peer: puts spread over them, each signal waits for the others.
+TEST(GdaSwcx, WorldBarrierAndRemoteSignalsAcrossNodes) {
+  int size = TestRanks();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    setenv("MORI_NUM_QP_PER_PE", "3", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
+    Win win(w.comm, 1 << 16);
+    mori_window_dev_t sync = mori_window_sync_view(win.win);
+    ASSERT_NE(sync.gda, nullptr) << "the synchronisation area posts from the GPU too";
+    int other = Partner(rank, size);
+    for (int round = 1; round <= 20; round++) {
+      for (int i = 0; i < 256; i++) *win.at(i) = (uint8_t)(rank * 7 + round + i);
+      ASSERT_EQ(mori_put_thread(win.view, other, 4096, win.at(0), 256), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_world_barrier_block(win.view, sync, 1, 10 * kSecond), MORI_DEVICE_OK) << "round " << round;
+      for (int i = 0; i < 256; i++)
+        ASSERT_EQ(*win.at(4096 + i), (uint8_t)(other * 7 + round + i)) << "round " << round << " byte " << i;
+      // Nobody writes the source or the landing area before everyone checked.
+      ASSERT_EQ(mori_world_barrier_block(win.view, sync, 1, 10 * kSecond), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_remote_signal_put(win.view, sync, other, 2, 10 * kSecond), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_remote_signal_wait(win.view, sync, other, 2, 10 * kSecond), MORI_DEVICE_OK);
+    }
+    EXPECT_EQ(mori_window_check(win.win), 0) << mori_last_error();
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+  });
+}
+
+// Random sizes and offsets, each put followed by a signal carrying its
+// number; a checker thread of the receiving rank watches the signal and,
+// whenever it moves, checks that the data of that put is all there.
+TEST(GdaSwcx, RandomPutThenSignalStress) {
+  int size = TestRanks();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
+    // 100 000 put + signal pairs per rank at 2 ranks (as many as the
+    // issue's Soft-RoCE target), fewer at 4 and 8 ranks on a shared host.
+    const uint64_t kSlot = 512, kOps = size <= 2 ? 100000 : size <= 4 ? 25000 : 10000, kData = 65536,
+                   kSignal = kData + kOps * kSlot;
+    Win win(w.comm, kSignal + 64);
+    int other = Partner(rank, size);
+    // The source: a pattern every rank can recompute for any sender.
+    for (uint64_t i = 0; i < kData; i++) *win.at(i) = (uint8_t)((i * 2654435761u) >> 13);
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    auto op_of = [&](uint64_t k, uint64_t *off, uint64_t *len, uint64_t *src) {
+      uint64_t h = (k + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)other;
+      *len = 1 + (h >> 7) % (kSlot - 1);
+      *off = (h >> 23) % (kSlot - *len + 1);
+      *src = (h >> 37) % (kData - *len);
+    };
+    std::atomic<uint64_t> mismatches{0}, checked{0};
+    std::thread checker([&] {
+      uint64_t last = 0;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+      while (last < kOps && std::chrono::steady_clock::now() < deadline) {
+        uint64_t k = win.word(kSignal);
+        if (k == last) {
+          std::this_thread::yield();
+          continue;
+        }
+        uint64_t off, len, src;
+        op_of(k - 1, &off, &len, &src);
+        if (memcmp(win.at(kData + (k - 1) * kSlot + off), win.at(src), len) != 0) mismatches++;
+        checked++;
+        last = k;
+      }
+    });
+    auto start = std::chrono::steady_clock::now();
+    int rc = 0;
+    for (uint64_t k = 0; k < kOps && !rc; k++) {
+      // The partner's op k, computed with our own rank as its partner.
+      uint64_t h = (k + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)rank;
+      uint64_t len = 1 + (h >> 7) % (kSlot - 1), off = (h >> 23) % (kSlot - len + 1), src = (h >> 37) % (kData - len);
+      if (k % 2) {
+        rc = mori_put_thread(win.view, other, kData + k * kSlot + off, win.at(src), len);
+        if (!rc) rc = mori_signal_set(win.view, other, kSignal, k + 1);
+      } else {
+        rc = mori_gda_put_signal(win.view, other, kData + k * kSlot + off, win.at(src), len, kSignal, k + 1, 10 * kSecond);
+      }
+    }
+    ASSERT_EQ(rc, MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(win.view, 30 * kSecond), MORI_DEVICE_OK);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    checker.join();
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    EXPECT_EQ(win.word(kSignal), kOps);
+    // Every op's data, at the end.
+    for (uint64_t k = 0; k < kOps; k++) {
+      uint64_t off, len, src;
+      op_of(k, &off, &len, &src);
+      ASSERT_EQ(memcmp(win.at(kData + k * kSlot + off), win.at(src), len), 0) << "op " << k << " from rank " << other;
+    }
+    EXPECT_EQ(mismatches.load(), 0u) << "a signal seen before its data";
+    EXPECT_GT(checked.load(), 0u);
+    if (rank == 0)
+      printf("{\"test\": \"gda_swcx_stress\", \"ranks\": %d, \"ops_per_rank\": %llu, \"seconds\": %.3f, \"ops_per_s\": %.0f, "
+             "\"signals_checked\": %llu, \"mismatches\": %llu}\n",
+             size, (unsigned long long)kOps, secs, (double)kOps / secs, (unsigned long long)checked.load(),
+             (unsigned long long)mismatches.load());
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+  });
+}
+
+// An error completion mid-stream (the software ConnectX fails rank 0's 5th
+// WQE with a remote access error): rank 0's quiet to that peer returns
+// MORI_DEVICE_EIO, the window's record names the peer and the syndrome,
+// later posts to it fail at once, and rank 0's other peer is still served.
+TEST(GdaSwcx, ErrorCompletionNamesPeerAndSyndromeOthersServed) {
+  int size = TestRanks();
+  if (size < 4) GTEST_SKIP() << "needs two peers on the other node";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    if (rank == 0) setenv("MORI_RDMA_SWCX_FAULTS", "error@5", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Win win(w.comm, 1 << 16);
+    int bad = size / 2, good = size / 2 + 1;  // both on node-b
+    if (rank == 0) {
+      for (int i = 0; i < 256; i++) *win.at(i) = (uint8_t)(i + 1);
+      int failed_at = -1;
+      for (int k = 0; k < 10; k++) {
+        int rc = mori_put_thread(win.view, bad, 1024 + 64 * (uint64_t)k, win.at(0), 64);
+        if (rc && failed_at < 0) failed_at = k;
+        if (rc) {
+          EXPECT_EQ(rc, MORI_DEVICE_EIO);
+        }
+        // Give the NIC time to fail the 5th: later puts then fail at once.
+        if (k == 5) {
+          EXPECT_EQ(mori_gda_quiet_peer(win.view, bad, 10 * kSecond), MORI_DEVICE_EIO);
+        }
+      }
+      EXPECT_GT(failed_at, 4) << "puts fail only once the error completion arrived";
+      EXPECT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_EIO);
+      EXPECT_EQ(mori_window_check(win.win), MORI_EIO);
+      std::string err = mori_last_error();
+      EXPECT_NE(err.find("posted to rank " + std::to_string(bad)), std::string::npos) << err;
+      EXPECT_NE(err.find("syndrome 0x13"), std::string::npos) << err;  // remote access error
+      // The other peer is still served.
+      ASSERT_EQ(mori_put_thread(win.view, good, 2048, win.at(0), 256), MORI_DEVICE_OK);
+      EXPECT_EQ(mori_gda_quiet_peer(win.view, good, 10 * kSecond), MORI_DEVICE_OK);
+    }
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    if (rank == good) {
+      for (int i = 0; i < 256; i++) ASSERT_EQ(*win.at(2048 + i), (uint8_t)(i + 1)) << "byte " << i;
+    }
+    if (rank == bad) {
+      for (int k = 0; k < 4; k++) EXPECT_EQ(*win.at(1024 + 64 * k), 1) << "put " << k << ", before the failure, arrived";
+    }
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    unsetenv("MORI_RDMA_SWCX_FAULTS");
+  });
+}
+
+// A stalled NIC: rank 0's 16-deep send queue fills, the next post waits
+// and times out with a record, quiet times out too; nothing hangs.
+TEST(GdaSwcx, StalledNicFullQueueTimesOut) {
+  int size = TestRanks();
+  if (size != 2) GTEST_SKIP() << "one pair is enough";
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    setenv("MORI_RDMA_GDA_DEPTH", "16", 1);
+    if (rank == 0) setenv("MORI_RDMA_SWCX_FAULTS", "stall@1", 1);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    Win win(w.comm, 1 << 16);
+    if (rank == 0) {
+      const uint64_t timeout = 200ull * 1000 * 1000;
+      int k = 0, rc = 0;
+      for (; k < 40 && !rc; k++) rc = mori_gda_put(win.view, 1, 64 * (uint64_t)k, win.at(0), 64, timeout);
+      EXPECT_EQ(rc, MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(k, 17) << "16 WQEs fit the queue, the 17th waited";
+      EXPECT_EQ(mori_window_check(win.win), MORI_EDEVICE_TIMEOUT);
+      EXPECT_NE(std::string(mori_last_error()).find("waited for room in the send queue"), std::string::npos) << mori_last_error();
+      EXPECT_EQ(mori_gda_quiet(win.view, timeout), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(win.win), MORI_EDEVICE_TIMEOUT);
+      EXPECT_NE(std::string(mori_last_error()).find("waited for completions"), std::string::npos) << mori_last_error();
+    }
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    unsetenv("MORI_RDMA_SWCX_FAULTS");
+    unsetenv("MORI_RDMA_GDA_DEPTH");
+  });
+}
+
+}  // namespace

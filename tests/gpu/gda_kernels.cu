@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+// Kernels of bench_gda, written once for CUDA and HIP.
+#include "tests/gpu/gda_kernels.h"
+
+#include <stdio.h>
+
+#include "mori/device/gda.h"
+#include "mori/device/proxy.h"
+
+#if defined(MORI_DEVICE_COMPILER_HIP)
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuGetLastError hipGetLastError
+#define gpuSuccess hipSuccess
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#else
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemcpy cudaMemcpy
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuGetLastError cudaGetLastError
+#define gpuSuccess cudaSuccess
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#endif
+
+static const uint64_t kTimeoutNs = 10ull * 1000 * 1000 * 1000;
+
+enum { BENCH_PUT = 0, BENCH_WARP = 1, BENCH_PROXY = 2 };
+
+__global__ void gda_bench_kernel(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int kind, gda_bench_result_t *out) {
+  int rc = 0;
+  const char *src = (const char *)mori_local_ptr(view, 0);
+  uint64_t t0 = mori_clock_ns();
+  for (int i = 0; i < iters && !rc; i++) {
+    if (kind == BENCH_PUT) {
+      rc = mori_gda_put(view, peer, 0, src, bytes, kTimeoutNs);
+    } else if (kind == BENCH_WARP) {
+      int lane = MORI_THREAD_RANK_WARP();
+      rc = mori_gda_put_warp(view, peer, (uint64_t)lane * bytes, src + (uint64_t)lane * bytes, bytes, kTimeoutNs);
+    } else {
+      int64_t t = mori_proxy_submit(view, MORI_PROXY_PUT, peer, 0, 0, bytes, kTimeoutNs);
+      rc = t < 0 ? (int)t : 0;
+    }
+  }
+  uint64_t t1 = mori_clock_ns();
+  int qrc = 0;
+  if (MORI_THREAD_RANK_BLOCK() == 0) qrc = kind == BENCH_PROXY ? mori_proxy_quiet(view, kTimeoutNs) : mori_gda_quiet(view, kTimeoutNs);
+  uint64_t t2 = mori_clock_ns();
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    double per = kind == BENCH_WARP ? (double)iters * MORI_THREAD_COUNT_WARP() : (double)iters;
+    out->post_ns = (double)(t1 - t0) / (per > 0 ? per : 1);
+    out->quiet_ns = (double)(t2 - t1);
+    out->device_rc = rc ? rc : qrc;
+  }
+}
+
+static int run(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int kind, gda_bench_result_t *out) {
+  gda_bench_result_t *d = NULL;
+  if (gpuMalloc((void **)&d, sizeof(*d)) != gpuSuccess) return -1;
+  int threads = kind == BENCH_WARP ? 32 : 1;
+#if defined(MORI_DEVICE_COMPILER_HIP)
+  if (kind == BENCH_WARP) threads = 64; /* a wavefront */
+#endif
+  gda_bench_kernel<<<1, threads>>>(view, peer, bytes, iters, kind, d);
+  int rc = gpuGetLastError() == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess ? 0 : -1;
+  if (!rc && gpuMemcpy(out, d, sizeof(*out), gpuMemcpyDeviceToHost) != gpuSuccess) rc = -1;
+  (void)gpuFree(d);
+  return rc;
+}
+
+extern "C" int gda_select_device(int local_rank) {
+  int n = 0;
+  if (gpuGetDeviceCount(&n) != gpuSuccess || n <= 0 || gpuSetDevice(local_rank % n) != gpuSuccess) {
+    fprintf(stderr, "gda_select_device: no GPU for local rank %d\n", local_rank);
+    return -1;
+  }
+  return local_rank % n;
+}
+
+extern "C" int gda_bench_put(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out) {
+  return run(view, peer, bytes, iters, BENCH_PUT, out);
+}
+extern "C" int gda_bench_put_warp(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out) {
+  return run(view, peer, bytes, iters, BENCH_WARP, out);
+}
+extern "C" int gda_bench_proxy_submit(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out) {
+  return run(view, peer, bytes, iters, BENCH_PROXY, out);
+}

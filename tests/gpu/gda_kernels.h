@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// Kernels of bench_gda: the device-side cost of GPU-initiated posting
+// (mori/device/gda.h) beside the proxy's submit, timed inside the kernel.
+#ifndef MORI_TESTS_GPU_GDA_KERNELS_H
+#define MORI_TESTS_GPU_GDA_KERNELS_H
+
+#include <stdint.h>
+
+#include "mori/device/window.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// What one launch measured, in nanoseconds of the device clock.
+typedef struct gda_bench_result {
+  double post_ns;  // per put (claim + WQE + doorbell), the posting thread's view
+  double quiet_ns; // the final quiet (completion of everything posted)
+  int device_rc;   // the first non-zero code a call returned, else 0
+} gda_bench_result_t;
+
+// Selects GPU local_rank % device count (ranks share GPUs when there are
+// fewer); -1 with a message on stderr when there is none.
+int gda_select_device(int local_rank);
+
+// One thread posts `iters` puts of `bytes` from the local window's start to
+// `peer`, each with its own doorbell, then quiets.
+int gda_bench_put(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
+// One warp posts `iters` batches of warp-size puts, one doorbell each;
+// post_ns is per put (the batch's time / its size).
+int gda_bench_put_warp(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
+// One thread submits `iters` puts to the proxy ring (no wait for the
+// proxy), then quiets: the proxy's device-side cost beside GPU posting.
+int gda_bench_proxy_submit(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

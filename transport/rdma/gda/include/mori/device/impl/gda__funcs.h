@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: MIT
+/* Bodies of mori/device/gda.h: claiming send-queue slots, writing WQEs,
+ * ringing doorbells in order, polling completions, for any NIC family. The
+ * family's own part (encoders, doorbell, CQE format) sits behind the small
+ * table below: one switch per step, one case per family.
+ *
+ * Ordering without locks. A claimant takes [r, r + n) of the send queue
+ * with a compare-and-swap on qp->reserved, and only while the queue has
+ * room (r + n - completed <= wqe_cnt), so a slot is never handed out twice
+ * and a claim never waits once made; it writes its WQEs, waits until
+ * qp->rung == r (the claimants before it have rung), rings and sets
+ * rung = r + n. Completions: a poller claims CQE ci with a
+ * compare-and-swap on qp->cq_claimed once the CQE is ready, raises
+ * qp->completed to the completed WQE + 1 (the last WQE of every claim asks
+ * for a completion, and a completion of WQE k completes every earlier one
+ * on the QP), then, in claim order, writes the CQ's consumer index. */
+#ifndef MORI_DEVICE_IMPL_GDA_FUNCS_H
+#define MORI_DEVICE_IMPL_GDA_FUNCS_H
+
+#include "mori/device/gda.h"
+#include "mori/device/impl/gda_mlx5__funcs.h"
+
+/* ---- the family table ---- */
+
+/* Flags of a WQE, family-neutral (each family maps them). */
+#define MORI_GDA_SIGNALED 1u /* ask for a completion */
+#define MORI_GDA_FENCED 2u   /* after the QP's earlier work */
+
+MORI_HOST_DEVICE uint8_t mori_gda_mlx5_flags(uint32_t flags) {
+  return (uint8_t)(((flags & MORI_GDA_SIGNALED) ? MORI_MLX5_CTRL_CQ_UPDATE : 0) | ((flags & MORI_GDA_FENCED) ? MORI_MLX5_CTRL_FENCE : 0));
+}
+
+MORI_DEVICE_INLINE uint8_t *mori_gda_wqe_at(const mori_gda_qp_t *qp, uint64_t index) {
+  return qp->sq_buf + (size_t)(index & (qp->wqe_cnt - 1)) * MORI_GDA_WQE_BYTES;
+}
+
+/* The writers return the WQE's doorbell value (the family's; for mlx5 the
+ * control segment's first 8 bytes), which mori_gda_ring hands the NIC.
+ * get = 0: write local -> remote; get = 1: read remote -> local. */
+MORI_DEVICE_INLINE uint64_t mori_gda_write_rdma(const mori_gda_qp_t *qp, uint64_t index, int get, uint32_t flags, uint64_t raddr,
+                                            uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
+  switch (qp->family) {
+    case MORI_GDA_FAMILY_MLX5:
+      return mori_mlx5_wqe_rdma(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn,
+                         (uint8_t)(get ? MORI_MLX5_OPCODE_RDMA_READ : MORI_MLX5_OPCODE_RDMA_WRITE), mori_gda_mlx5_flags(flags),
+                         raddr, rkey, laddr, lkey, len);
+    default: return 0;
+  }
+}
+
+MORI_DEVICE_INLINE uint64_t mori_gda_write_inline(const mori_gda_qp_t *qp, uint64_t index, uint32_t flags, uint64_t raddr,
+                                              uint32_t rkey, const void *data, uint32_t len) {
+  switch (qp->family) {
+    case MORI_GDA_FAMILY_MLX5:
+      return mori_mlx5_wqe_write_inline(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn, mori_gda_mlx5_flags(flags), raddr, rkey,
+                                 data, len);
+    default: return 0;
+  }
+}
+
+MORI_DEVICE_INLINE uint64_t mori_gda_write_fetch_add(const mori_gda_qp_t *qp, uint64_t index, uint32_t flags, uint64_t raddr,
+                                                 uint32_t rkey, uint64_t add, uint64_t laddr, uint32_t lkey) {
+  switch (qp->family) {
+    case MORI_GDA_FAMILY_MLX5:
+      return mori_mlx5_wqe_fetch_add(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn, mori_gda_mlx5_flags(flags), raddr, rkey,
+                              add, laddr, lkey);
+    default: return 0;
+  }
+}
+
+MORI_DEVICE_INLINE void mori_gda_family_ring(const mori_gda_qp_t *qp, uint64_t next, uint64_t last_doorbell) {
+  switch (qp->family) {
+    case MORI_GDA_FAMILY_MLX5: mori_mlx5_ring(qp, next, last_doorbell); break;
+    default: break;
+  }
+}
+
+MORI_DEVICE_INLINE int mori_gda_family_cqe_ready(const mori_gda_qp_t *qp, const uint8_t *cqe, uint64_t ci) {
+  switch (qp->family) {
+    case MORI_GDA_FAMILY_MLX5: return mori_mlx5_cqe_ready(cqe, ci, qp->cqe_cnt);
+    default: return 0;
+  }
+}
+
+MORI_DEVICE_INLINE void mori_gda_family_cqe_decode(const mori_gda_qp_t *qp, const uint8_t *cqe, mori_gda_cqe_t *out) {
+  switch (qp->family) {
+    case MORI_GDA_FAMILY_MLX5: mori_mlx5_cqe_decode(cqe, out); break;
+    default: out->error = 1; break;
+  }
+}
+
+MORI_DEVICE_INLINE void mori_gda_family_cq_consumed(const mori_gda_qp_t *qp, uint64_t ci) {
+  switch (qp->family) {
+    case MORI_GDA_FAMILY_MLX5: mori_mlx5_cq_consumed(qp, ci); break;
+    default: break;
+  }
+}
+
+/* ---- the family-neutral layer ---- */
+
+MORI_DEVICE_INLINE mori_gda_qp_t *mori_gda_qp_of(const mori_gda_window_t *g, int peer, int i) {
+  return &g->qp[(size_t)peer * (size_t)g->num_qp + (size_t)i];
+}
+
+MORI_DEVICE_INLINE int mori_gda_reaches(mori_window_dev_t win, int peer) {
+  const mori_gda_window_t *g = win.gda;
+  return g && peer >= 0 && peer < g->world_size && mori_gda_qp_of(g, peer, 0)->wqe_cnt != 0;
+}
+
+/* Raises *p to at least v (device memory). */
+MORI_DEVICE_INLINE void mori_gda_atomic_max_u64(uint64_t *p, uint64_t v) {
+  uint64_t cur = mori_atomic_load_acquire_u64(p);
+  while (cur < v) {
+    uint64_t seen = mori_atomic_cas_u64(p, cur, v);
+    if (seen == cur) break;
+    cur = seen;
+  }
+}
+
+/* Takes at most one ready completion of `qp`: 1 when one was taken (by
+ * this thread or, meanwhile, another), 0 when none is ready, or a negative
+ * code (a wait for the claimant before it timed out or was aborted). The
+ * first error completion of a QP marks it failed and leaves a mailbox
+ * record naming the peer and the syndrome; the flushed ones after it only
+ * complete their requests. */
+MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint64_t timeout_ns) {
+  uint64_t ci = mori_atomic_load_acquire_u64(&qp->cq_claimed);
+  const uint8_t *cqe = qp->cq_buf + (size_t)(ci & (qp->cqe_cnt - 1)) * MORI_GDA_CQE_BYTES;
+  if (!mori_gda_family_cqe_ready(qp, cqe, ci)) return 0;
+  if (mori_atomic_cas_u64(&qp->cq_claimed, ci, ci + 1) != ci) return 1;
+  mori_fence_system(); /* the CQE's fields after its owner bit */
+  mori_gda_cqe_t c;
+  mori_gda_family_cqe_decode(qp, cqe, &c);
+  /* The 64-bit index of the completed WQE: near `completed` (at most a
+   * queue's depth either way), so a signed 16-bit distance finds it. */
+  uint64_t base = mori_atomic_load_acquire_u64(&qp->completed);
+  uint64_t wqe = base + (uint64_t)(int64_t)(int16_t)(uint16_t)(c.wqe_counter - (uint16_t)base);
+  if (c.error) {
+    uint32_t mark = 0x100u | (c.syndrome & 0xffu);
+    if (mori_atomic_cas_u32(&qp->failed, 0, mark) == 0) {
+      qp->vendor_syndrome = c.vendor_syndrome;
+      mori_device_report(win, MORI_DEVICE_EIO, qp->peer, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, c.wqe_counter,
+                         c.syndrome, c.vendor_syndrome);
+    }
+  }
+  mori_gda_atomic_max_u64(&qp->completed, wqe + 1);
+  /* The consumer index moves in claim order (the NIC reads it as a count). */
+  uint64_t start = 0, seen = 0;
+  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->cq_consumed)) != ci; spin++) {
+    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, ci, seen);
+    if (rc != MORI_DEVICE_OK) return rc;
+  }
+  mori_gda_family_cq_consumed(qp, ci + 1);
+  mori_atomic_store_release_u64(&qp->cq_consumed, ci + 1);
+  return 1;
+}
+
+/* Claims n consecutive WQEs of `qp`, waiting (polling its CQ, under the
+ * timeout and abort rules of every device wait) while the queue is full.
+ * Returns the first index (>= 0) or a negative code. */
+MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint32_t n,
+                                            uint64_t timeout_ns) {
+  if (n == 0 || n > qp->wqe_cnt) return MORI_DEVICE_EINVAL;
+  uint64_t start = 0;
+  for (uint32_t spin = 0;;) {
+    if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
+    uint64_t r = mori_atomic_load_acquire_u64(&qp->reserved);
+    uint64_t done = mori_atomic_load_acquire_u64(&qp->completed);
+    if (r + n - done <= qp->wqe_cnt) {
+      if (mori_atomic_cas_u64(&qp->reserved, r, r + n) == r) return (int64_t)r;
+      continue; /* another claimant moved it: look again */
+    }
+    int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
+    if (got < 0) return got;
+    if (got) continue;
+    int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
+                             r + n - qp->wqe_cnt, done);
+    if (rc != MORI_DEVICE_OK) return rc;
+    mori_pause();
+  }
+}
+
+/* Rings the doorbell for the claim [first, first + n) once every earlier
+ * claim has rung (doorbell records only grow); last_doorbell: what the
+ * writer of WQE first + n - 1 returned. */
+MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint64_t first, uint32_t n,
+                                     uint64_t last_doorbell, uint64_t timeout_ns) {
+  uint64_t start = 0, seen = 0;
+  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->rung)) != first; spin++) {
+    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
+    if (rc != MORI_DEVICE_OK) return rc;
+  }
+  mori_gda_family_ring(qp, first + n, last_doorbell);
+  mori_atomic_store_release_u64(&qp->rung, first + n);
+  return MORI_DEVICE_OK;
+}
+
+/* Waits until the WQEs of `qp` before `target` have completed. */
+MORI_DEVICE_INLINE int mori_gda_wait_completed(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint64_t target,
+                                               uint64_t timeout_ns) {
+  uint64_t start = 0, done = 0;
+  for (uint32_t spin = 0; (done = mori_atomic_load_acquire_u64(&qp->completed)) < target;) {
+    int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
+    if (got < 0) return got;
+    if (got) continue;
+    int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_QUIET_CHANNEL + (uint32_t)qp_index, target, done);
+    if (rc != MORI_DEVICE_OK) return rc;
+    mori_pause();
+  }
+  return MORI_DEVICE_OK;
+}
+
+/* The peer's QP the next request goes on (round robin). */
+MORI_DEVICE_INLINE int mori_gda_pick_qp(const mori_gda_window_t *g, int peer) {
+  if (g->num_qp == 1) return 0;
+  return (int)(mori_atomic_add_u32(&g->next_qp[peer], 1) % (uint32_t)g->num_qp);
+}
+
+/* A refused request (outside the window or the registered memory): the
+ * mailbox record the proxy's refusals leave (MORI_PROXY_REFUSED_CHANNEL). */
+MORI_DEVICE_INLINE int mori_gda_refuse(mori_window_dev_t win, uint32_t op, int peer, uint64_t offset, uint64_t bytes) {
+  return mori_device_report(win, MORI_DEVICE_ERANGE, peer, MORI_PROXY_REFUSED_CHANNEL + op, win.size, offset, bytes);
+}
+
+/* The registered address of local window bytes [p, p + bytes), or 0. */
+MORI_DEVICE_INLINE uint64_t mori_gda_local_addr(const mori_gda_window_t *g, const void *p, uint64_t bytes) {
+  uint64_t a = (uint64_t)(uintptr_t)p;
+  if (a < g->local_base || a - g->local_base > g->local_size || bytes > g->local_size - (a - g->local_base)) return 0;
+  return a;
+}
+
+MORI_DEVICE_INLINE int mori_gda_check_remote(mori_window_dev_t win, uint32_t op, int peer, uint64_t offset, uint64_t bytes) {
+  if (offset > win.size || bytes > win.size - offset) return mori_gda_refuse(win, op, peer, offset, bytes);
+  return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE uint64_t mori_gda_remote_addr(mori_window_dev_t win, int peer, uint64_t offset) {
+  return win.gda->remote_base[peer] + win.segment_offset + offset;
+}
+
+/* One transfer (put or get) of at most MORI_GDA_MAX_PIECE bytes, on QP q. */
+MORI_DEVICE_INLINE int mori_gda_post_rdma(mori_window_dev_t win, int peer, int q, int get, uint64_t remote_offset,
+                                          uint64_t laddr, uint32_t len, uint64_t timeout_ns) {
+  const mori_gda_window_t *g = win.gda;
+  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
+  if (at < 0) return (int)at;
+  uint64_t db = mori_gda_write_rdma(qp, (uint64_t)at, get, MORI_GDA_SIGNALED, mori_gda_remote_addr(win, peer, remote_offset),
+                                    g->rkey[peer], laddr, g->lkey, len);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns);
+}
+
+MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int get, uint64_t remote_offset, void *local,
+                                         uint64_t bytes, uint64_t timeout_ns) {
+  if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_EUNREACHABLE;
+  uint32_t op = get ? MORI_PROXY_GET : MORI_PROXY_PUT;
+  int rc = mori_gda_check_remote(win, op, peer, remote_offset, bytes);
+  if (rc) return rc;
+  uint64_t laddr = mori_gda_local_addr(win.gda, local, bytes);
+  if (!laddr) return MORI_DEVICE_EINVAL;
+  if (bytes == 0) return MORI_DEVICE_OK;
+  int q = mori_gda_pick_qp(win.gda, peer);
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t len = bytes - done < MORI_GDA_MAX_PIECE ? bytes - done : MORI_GDA_MAX_PIECE;
+    rc = mori_gda_post_rdma(win, peer, q, get, remote_offset + done, laddr + done, (uint32_t)len, timeout_ns);
+    if (rc) return rc;
+    done += len;
+  }
+  return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_gda_put(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
+                                    uint64_t timeout_ns) {
+  return mori_gda_transfer(win, peer, 0, dst_offset, (void *)src, bytes, timeout_ns);
+}
+
+MORI_DEVICE_INLINE int mori_gda_get(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes,
+                                    uint64_t timeout_ns) {
+  return mori_gda_transfer(win, peer, 1, src_offset, dst, bytes, timeout_ns);
+}
+
+/* Waits until the peer's QPs other than `keep` have completed what was
+ * claimed on them so far (an ordered op then goes on `keep`, fenced). */
+MORI_DEVICE_INLINE int mori_gda_drain_others(mori_window_dev_t win, int peer, int keep, uint64_t timeout_ns) {
+  const mori_gda_window_t *g = win.gda;
+  for (int i = 0; i < g->num_qp; i++) {
+    if (i == keep) continue;
+    mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, i);
+    int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns);
+    if (rc) return rc;
+  }
+  return MORI_DEVICE_OK;
+}
+
+MORI_DEVICE_INLINE int mori_gda_check_word(mori_window_dev_t win, uint32_t op, int peer, uint64_t offset) {
+  if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_EUNREACHABLE;
+  /* A remote atomic on an unaligned word fails on the NIC (or tears). */
+  if ((offset + win.segment_offset) % 8 != 0) return MORI_DEVICE_EINVAL;
+  return mori_gda_check_remote(win, op, peer, offset, 8);
+}
+
+MORI_DEVICE_INLINE int mori_gda_signal_set(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value,
+                                           uint64_t timeout_ns) {
+  int rc = mori_gda_check_word(win, MORI_PROXY_SIGNAL_SET, peer, offset);
+  if (rc) return rc;
+  const mori_gda_window_t *g = win.gda;
+  int q = mori_gda_pick_qp(g, peer);
+  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
+  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
+  if (at < 0) return (int)at;
+  uint64_t db = mori_gda_write_inline(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
+                                      mori_gda_remote_addr(win, peer, offset), g->rkey[peer], &value, 8);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns);
+}
+
+/* result: NULL (the old value is not wanted) or where it goes, in this
+ * rank's registered window memory; fetching waits for the completion. */
+MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint64_t offset, uint64_t value, uint64_t *result,
+                                           uint64_t timeout_ns) {
+  int rc = mori_gda_check_word(win, MORI_PROXY_ATOMIC_ADD, peer, offset);
+  if (rc) return rc;
+  const mori_gda_window_t *g = win.gda;
+  uint64_t laddr = 0;
+  uint32_t lkey = 0;
+  if (result) {
+    if (!(laddr = mori_gda_local_addr(g, result, 8)) || laddr % 8) return MORI_DEVICE_EINVAL;
+    lkey = g->lkey;
+  }
+  int q = mori_gda_pick_qp(g, peer);
+  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
+  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  if (!result) {
+    laddr = qp->sink_addr;
+    lkey = qp->sink_lkey;
+  }
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
+  if (at < 0) return (int)at;
+  uint64_t db = mori_gda_write_fetch_add(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
+                                         mori_gda_remote_addr(win, peer, offset), g->rkey[peer], value, laddr, lkey);
+  if ((rc = mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns)) != 0) return rc;
+  if (!result) return MORI_DEVICE_OK;
+  if ((rc = mori_gda_wait_completed(win, qp, q, (uint64_t)at + 1, timeout_ns)) != 0) return rc;
+  if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
+  mori_fence_system();
+  return MORI_DEVICE_OK;
+}
+
+/* A put, then a signal set on the same QP, fenced behind it: the receiver
+ * sees the signal only once the data is there. One claim of two WQEs, one
+ * doorbell. The put must fit one piece (MORI_GDA_MAX_PIECE). */
+MORI_DEVICE_INLINE int mori_gda_put_signal(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
+                                           uint64_t signal_offset, uint64_t signal_value, uint64_t timeout_ns) {
+  int rc = mori_gda_check_word(win, MORI_PROXY_SIGNAL_SET, peer, signal_offset);
+  if (!rc) rc = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes);
+  if (rc) return rc;
+  const mori_gda_window_t *g = win.gda;
+  uint64_t laddr = mori_gda_local_addr(g, src, bytes);
+  if (!laddr || bytes > MORI_GDA_MAX_PIECE) return MORI_DEVICE_EINVAL;
+  int q = mori_gda_pick_qp(g, peer);
+  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
+  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  int64_t at = mori_gda_reserve(win, qp, q, 2, timeout_ns);
+  if (at < 0) return (int)at;
+  mori_gda_write_rdma(qp, (uint64_t)at, 0, 0, mori_gda_remote_addr(win, peer, dst_offset), g->rkey[peer], laddr, g->lkey,
+                      (uint32_t)bytes);
+  uint64_t db = mori_gda_write_inline(qp, (uint64_t)at + 1, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
+                                      mori_gda_remote_addr(win, peer, signal_offset), g->rkey[peer], &signal_value, 8);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, 2, db, timeout_ns);
+}
+
+/* n puts to one peer, one claim, one doorbell, one completion (the last):
+ * each of at most MORI_GDA_MAX_PIECE bytes from this rank's window. */
+MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint32_t n, const uint64_t *dst_offset,
+                                          const void *const *src, const uint64_t *bytes, uint64_t timeout_ns) {
+  if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_EUNREACHABLE;
+  const mori_gda_window_t *g = win.gda;
+  for (uint32_t i = 0; i < n; i++) {
+    int rc = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset[i], bytes[i]);
+    if (rc) return rc;
+    if (!mori_gda_local_addr(g, src[i], bytes[i]) || bytes[i] > MORI_GDA_MAX_PIECE) return MORI_DEVICE_EINVAL;
+  }
+  if (n == 0) return MORI_DEVICE_OK;
+  int q = mori_gda_pick_qp(g, peer);
+  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  int64_t at = mori_gda_reserve(win, qp, q, n, timeout_ns);
+  if (at < 0) return (int)at;
+  uint64_t db = 0;
+  for (uint32_t i = 0; i < n; i++)
+    db = mori_gda_write_rdma(qp, (uint64_t)at + i, 0, i + 1 == n ? MORI_GDA_SIGNALED : 0,
+                             mori_gda_remote_addr(win, peer, dst_offset[i]), g->rkey[peer], (uint64_t)(uintptr_t)src[i], g->lkey,
+                             (uint32_t)bytes[i]);
+  return mori_gda_ring(win, qp, q, (uint64_t)at, n, db, timeout_ns);
+}
+
+/* One value from lane `lane` to every lane of the warp (all lanes present). */
+#if defined(MORI_DEVICE_COMPILER_CUDA)
+#define MORI_GDA_SHUFFLE_WARP(v, lane) __shfl_sync(0xffffffffu, (v), (lane))
+#elif defined(MORI_DEVICE_COMPILER_HIP)
+#define MORI_GDA_SHUFFLE_WARP(v, lane) __shfl((v), (lane))
+#else
+#define MORI_GDA_SHUFFLE_WARP(v, lane) (v)
+#endif
+#define MORI_GDA_BROADCAST_WARP(v) MORI_GDA_SHUFFLE_WARP(v, 0)
+
+/* Every lane of a warp puts its own (dst_offset, src, bytes) to `peer`:
+ * lane 0 claims warp-size WQEs and rings once; each lane writes its WQE.
+ * Every lane of the warp must call it with the same peer. */
+MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
+                                         uint64_t timeout_ns) {
+  int lane = MORI_THREAD_RANK_WARP(), count = MORI_THREAD_COUNT_WARP();
+  if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_EUNREACHABLE;
+  const mori_gda_window_t *g = win.gda;
+  int bad = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes) != 0 ||
+            !mori_gda_local_addr(g, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
+  long long q = 0, at = 0;
+  if (lane == 0) q = mori_gda_pick_qp(g, peer);
+  q = MORI_GDA_BROADCAST_WARP(q);
+  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, (int)q);
+  /* A lane with a bad request still writes a WQE (an empty write), so the
+   * claim is filled; it says so in its return. */
+  if (lane == 0) at = mori_gda_reserve(win, qp, (int)q, (uint32_t)count, timeout_ns);
+  at = MORI_GDA_BROADCAST_WARP(at);
+  if (at < 0) return (int)at;
+  long long db = (long long)mori_gda_write_rdma(
+      qp, (uint64_t)at + (uint64_t)lane, 0, lane + 1 == count ? MORI_GDA_SIGNALED : 0,
+      mori_gda_remote_addr(win, peer, bad ? 0 : dst_offset), g->rkey[peer], bad ? g->local_base : (uint64_t)(uintptr_t)src, g->lkey,
+      bad ? 0u : (uint32_t)bytes);
+  db = MORI_GDA_SHUFFLE_WARP(db, count - 1); /* the last WQE's doorbell value */
+  mori_fence_system();
+  MORI_SYNC_WARP();
+  int rc = MORI_DEVICE_OK;
+  if (lane == 0) rc = mori_gda_ring(win, qp, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, timeout_ns);
+  rc = (int)MORI_GDA_BROADCAST_WARP(rc);
+  return rc ? rc : bad ? MORI_DEVICE_EINVAL : MORI_DEVICE_OK;
+}
+
+/* Every request to `peer` claimed so far has completed; MORI_DEVICE_EIO when
+ * one of its QPs has failed (the mailbox names the peer and syndrome). */
+MORI_DEVICE_INLINE int mori_gda_quiet_peer(mori_window_dev_t win, int peer, uint64_t timeout_ns) {
+  if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_OK;
+  const mori_gda_window_t *g = win.gda;
+  int failed = 0;
+  for (int i = 0; i < g->num_qp; i++) {
+    mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, i);
+    int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns);
+    if (rc) return rc;
+    failed |= *(volatile uint32_t *)&qp->failed != 0;
+  }
+  mori_fence_system();
+  return failed ? MORI_DEVICE_EIO : MORI_DEVICE_OK;
+}
+
+/* The same for every peer; the first failure's code, after waiting for all. */
+MORI_DEVICE_INLINE int mori_gda_quiet(mori_window_dev_t win, uint64_t timeout_ns) {
+  const mori_gda_window_t *g = win.gda;
+  if (!g) return MORI_DEVICE_OK;
+  int first = MORI_DEVICE_OK;
+  for (int p = 0; p < g->world_size; p++) {
+    int rc = mori_gda_quiet_peer(win, p, timeout_ns);
+    if (rc == MORI_DEVICE_ETIMEDOUT || rc == MORI_DEVICE_EABORTED) return rc;
+    if (rc && !first) first = rc;
+  }
+  return first;
+}
+
+/* Orders this caller's later operations to `peer` after its earlier ones:
+ * waits for the peer's QPs to complete what was claimed on them. */
+MORI_DEVICE_INLINE int mori_gda_fence(mori_window_dev_t win, int peer, uint64_t timeout_ns) {
+  return mori_gda_quiet_peer(win, peer, timeout_ns);
+}
+
+#endif
