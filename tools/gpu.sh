@@ -13,7 +13,9 @@
 # proxy ring: its suite and benchmark, two ranks declared on different nodes
 # with the copy-engine NIC standing in for the NIC), gda (GPU-initiated
 # posting: the proxy suite's data cases and bench_gda, the software
-# ConnectX over the copy-engine NIC), heap (the heap
+# ConnectX over the copy-engine NIC), ep (MoE dispatch/combine: gpu_ep_test
+# at world size 1 and at two ranks sharing one GPU, and bench_ep against the
+# same run's device-to-device copy rate), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
 # backend), host (host cost per call at one rank: MORI against torch's
@@ -34,7 +36,7 @@ if [ "$mode" = build ]; then
   export MORI_TORCH_DIR=$PWD/.deps/torch/torch
   bazel build -c opt --config=cuda //tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:gpu_shmem_test //tests/gpu:bench_p2p \
     //tests/gpu:bench_coll //tests/gpu:bench_heap //tests/gpu:gpu_proxy_test //tests/gpu:bench_proxy //tools/launch:mori_launch \
-    //tests/gpu:gpu_gda_test //tests/gpu:bench_gda \
+    //tests/gpu:gpu_gda_test //tests/gpu:bench_gda //tests/gpu:gpu_ep_test //tests/gpu:bench_ep \
     //transport/rdma/ce_nic:libmori_ce_nic.so //tools/info:mori_info
   rm -rf gpu-bundle && mkdir -p gpu-bundle/bin
   # --config=cuda builds into its own directory, bazel-cuda-bin (.bazelrc).
@@ -42,6 +44,7 @@ if [ "$mode" = build ]; then
     bazel-cuda-bin/tests/gpu/bench_p2p bazel-cuda-bin/tests/gpu/bench_coll bazel-cuda-bin/tests/gpu/bench_heap \
     bazel-cuda-bin/tests/gpu/gpu_proxy_test bazel-cuda-bin/tests/gpu/bench_proxy bazel-cuda-bin/tools/launch/mori_launch \
     bazel-cuda-bin/tests/gpu/gpu_gda_test bazel-cuda-bin/tests/gpu/bench_gda \
+    bazel-cuda-bin/tests/gpu/gpu_ep_test bazel-cuda-bin/tests/gpu/bench_ep \
     bazel-cuda-bin/tools/info/mori_info gpu-bundle/bin/
   # The copy-engine NIC as a library of its own: the torch suites across
   # declared nodes load it (MORI_TEST_CE_NIC_LIBRARY); the wheel has none.
@@ -55,11 +58,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,gda,heap,coll,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,gda,ep,heap,coll,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,shared,proxy,gda,heap,coll,p2p,bench,host,stress,sanitize
+[ "$what" = all ] && what=tests,shared,proxy,gda,ep,heap,coll,p2p,bench,host,stress,sanitize
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -167,6 +170,19 @@ if has gda; then
     tee "$OUT/bench_gda.log" | grep RESULT
   grep '^RESULT' "$OUT/bench_gda.log" | sed 's/^RESULT //' > "$OUT/bench_gda.jsonl"
   record "bench_gda: $(wc -l < "$OUT/bench_gda.jsonl") results"
+fi
+
+if has ep; then
+  echo "== gpu_ep_test (world size 1)"
+  gtest_suite "gpu_ep_test at world size 1" 1 gpu_ep_test gpu_ep_test_1rank
+  echo "== gpu_ep_test (2 ranks on one GPU)"
+  MORI_EP_TEST_CALLS=${MORI_EP_TEST_CALLS:-1000} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} \
+    gtest_suite "gpu_ep_test at 2 ranks on one GPU" 2 gpu_ep_test gpu_ep_test_2ranks
+  echo "== MoE dispatch/combine benchmark (bench_ep, world size 1)"
+  timeout 300 gpu-bundle/bin/mori_launch --no-prefix -n 1 -t 290 gpu-bundle/bin/bench_ep 2>&1 |
+    tee "$OUT/bench_ep.log" | grep -E 'RESULT|TABLE_ROW'
+  grep '^RESULT' "$OUT/bench_ep.log" | sed 's/^RESULT //' > "$OUT/bench_ep.jsonl"
+  record "bench_ep: $(wc -l < "$OUT/bench_ep.jsonl") results"
 fi
 
 if has heap; then
