@@ -3,8 +3,9 @@
 // what a NIC refuses, it refuses (wrong remote key, a range past the region,
 // a region without the right, a wrong local key, an unaligned atomic, a
 // remote end on another machine), a failed request moves its queue pair to
-// error and later ones are flushed, good requests move the bytes, and
-// completions come out of order across queue pairs. A key its owner
+// error and later ones are flushed, good requests move the bytes,
+// completions come out of order across queue pairs and each in its queue
+// pair's own completion queue. A key its owner
 // deregisters is dead for a peer that cached its region, even when the slot
 // behind it is reused, and the peer's mapping of it goes.
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -258,6 +260,67 @@ TEST(CeNic, RefusesWhatANicRefusesAndMovesWhatItShould) {
     for (size_t i = 0; i < 4096; i++) ASSERT_EQ(got[i], (char)((rank ^ 1) * 7 + i)) << i;
     for (int i = 0; i < 64; i++) ASSERT_EQ(got[8192 + 64 * i], (char)((rank ^ 1) * 7)) << i;
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
+// Polls `cq` until `count` completions came or `ms` passed.
+std::vector<ibv_wc> PollFor(Nic &n, ibv_cq *cq, size_t count, int ms) {
+  std::vector<ibv_wc> got;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
+    ibv_wc wc[16];
+    int k = ibv_poll_cq(cq, 16, wc);
+    if (k < 0) break;
+    got.insert(got.end(), wc, wc + k);
+    if (k == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return got;
+}
+
+// A completion is handed out by its queue pair's own CQ only, whichever CQ
+// of the context is polled first (the software ConnectX polls every CQ of a
+// context from its engine: one handed to the wrong CQ was lost).
+TEST(CeNic, ACompletionComesOnlyFromItsQueuePairsCq) {
+  OnTwoConnectedNics([](int rank, World &w, Nic &n, const Endpoint &peer) {
+    ibv_cq *other = (n.v->ibv_create_cq)(n.ctx, 64, nullptr, nullptr, 0);
+    ASSERT_NE(other, nullptr);
+    ibv_qp_init_attr init;
+    memset(&init, 0, sizeof(init));
+    init.send_cq = init.recv_cq = other;
+    init.qp_type = IBV_QPT_RC;
+    ibv_qp *extra = (n.v->ibv_create_qp)(n.pd, &init);
+    ASSERT_NE(extra, nullptr);
+    std::swap(n.qp[kCases - 1], extra);  // case kCases - 1 is now the QP on `other`
+    ASSERT_EQ(Connect(n, kCases - 1, peer), 0);
+    char *src = (char *)n.mem_rw + kBytes / 2;
+    // On the other CQ's QP: nothing from the comm's CQ, then the completion from its own.
+    ASSERT_EQ(Post(n, kCases - 1, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw, peer.rkey_rw, 11), 0);
+    auto wrong = PollFor(n, n.cq, 1, 200);
+    EXPECT_TRUE(wrong.empty()) << "rank " << rank << ": QP 0x" << std::hex << n.qp[kCases - 1]->qp_num
+                               << "'s completion came from the CQ of its other QPs";
+    auto right = PollFor(n, other, 1, 10000);
+    ASSERT_EQ(right.size(), wrong.empty() ? 1u : 0u) << "rank " << rank;
+    if (!right.empty()) {
+      EXPECT_EQ(right[0].wr_id, 11u);
+      EXPECT_EQ(right[0].status, IBV_WC_SUCCESS);
+      EXPECT_EQ(right[0].qp_num, n.qp[kCases - 1]->qp_num);
+    }
+    // And the other way round.
+    ASSERT_EQ(Post(n, 0, IBV_WR_RDMA_WRITE, src, n.rw->lkey, 64, peer.addr_rw + 64, peer.rkey_rw, 12), 0);
+    wrong = PollFor(n, other, 1, 200);
+    EXPECT_TRUE(wrong.empty()) << "rank " << rank << ": QP 0x" << std::hex << n.qp[0]->qp_num
+                               << "'s completion came from another QP's CQ";
+    right = PollFor(n, n.cq, 1, 10000);
+    ASSERT_EQ(right.size(), wrong.empty() ? 1u : 0u) << "rank " << rank;
+    if (!right.empty()) {
+      EXPECT_EQ(right[0].wr_id, 12u);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // The QPs go before the CQ they complete into.
+    (n.v->ibv_destroy_qp)(n.qp[kCases - 1]);
+    n.qp[kCases - 1] = nullptr;
+    (n.v->ibv_destroy_qp)(extra);
+    (n.v->ibv_destroy_cq)(other);
   });
 }
 

@@ -19,7 +19,7 @@
  *     old key (see key_table.c for what stays in flight);
  *   - requests of one QP execute in order (one copy queue per QP's engine),
  *     and completions are handed out in a random order across everything
- *     that has finished;
+ *     that has finished, each by its QP's send CQ only;
  *   - faults on demand (MORI_RDMA_CE_FAULTS): `fail@N` fails the N-th work
  *     request of the context, `stall@N` holds the N-th and every later one
  *     forever (a peer node that died) until the QP is moved to error.

@@ -2,8 +2,8 @@
 /* The copy-engine NIC's verbs table (see internal.h): one device, contexts
  * with a key service and two copy engines, memory regions backed by the
  * platform's shareable allocations, RC queue pairs whose work is checked
- * like a NIC checks it and executed by the engines, and a completion queue
- * that hands out what has finished in a random order. */
+ * like a NIC checks it and executed by the engines, and completion queues
+ * that each hand out what their QPs have finished in a random order. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,11 +515,14 @@ static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
     }
   }
   ce_reap_remotes(c, finished); /* dead regions the engines are done with */
-  /* Gather what is ready to the front, then hand it out in random order. */
+  /* Gather what is ready to the front, then hand it out in random order:
+   * only this CQ's (its QPs' send completions), as a NIC does; the work of
+   * the context's other CQs waits for them to be polled. */
   size_t ready = 0;
   for (size_t i = 0; i < c->n_work; i++) {
     const struct ce_work *w = &c->work[i];
-    bool done = !w->held && (w->status != IBV_WC_SUCCESS || finished[w->qp->engine] >= w->ticket);
+    bool done = w->qp->qp.send_cq == cq && !w->held &&
+                (w->status != IBV_WC_SUCCESS || finished[w->qp->engine] >= w->ticket);
     if (!done) continue;
     struct ce_work t = c->work[ready];
     c->work[ready] = c->work[i];
