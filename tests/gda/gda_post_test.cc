@@ -13,6 +13,7 @@
 #include <infiniband/mlx5dv.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -367,6 +368,39 @@ TEST(GdaPost, ConcurrentClaimsAcrossWrapAround) {
     // Selective signalling: a batch of 4 asked for one completion.
     EXPECT_EQ(nic.completions.load(), (uint64_t)threads * per_thread);
   }
+}
+
+// A poller that claimed a CQE must not free send-queue room before the
+// CQ's consumer index has released that CQE: claimants would post more
+// signaled WQEs than the CQ has free entries (a ConnectX's CQ overflows).
+// Here the poller of CQE 0 is held before its consumer-index write (as a
+// preempted thread is); the poller of CQE 1 waits behind it, and until
+// it writes the consumer index the QP's completed count must not move.
+TEST(GdaPost, SendQueueRoomWaitsForTheConsumerIndex) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  mori_gda_qp_t &qp = w.dev_qps[1];
+  ASSERT_EQ(mori_gda_put(w.win, 1, 4096, w.local(), 8, kSecond), MORI_DEVICE_OK);
+  ASSERT_EQ(mori_gda_put(w.win, 1, 4160, w.local() + 8, 8, kSecond), MORI_DEVICE_OK);
+  for (int i = 0; i < 10000 && nic.completions.load() < 2; i++) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_EQ(nic.completions.load(), 2u);
+  __atomic_store_n(&qp.cq_claimed, 1, __ATOMIC_RELEASE);  // CQE 0: claimed, its consumer index not yet written
+  std::atomic<int> got{-100};
+  std::thread poller([&] { got = mori_gda_poll_one(w.win, &qp, 0, 10 * kSecond); });
+  for (int i = 0; i < 10000 && __atomic_load_n(&qp.cq_claimed, __ATOMIC_ACQUIRE) < 2; i++)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  EXPECT_EQ(__atomic_load_n(&qp.cq_claimed, __ATOMIC_ACQUIRE), 2u) << "the poller took CQE 1";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(__atomic_load_n(&qp.completed, __ATOMIC_ACQUIRE), 0u)
+      << "send-queue room freed while the CQ's consumer index (" << be32toh(w.qps[1].cq_dbrec) << ") still holds its CQE";
+  // CQE 0's poller goes on: its consumer index, then CQE 1's poller finishes.
+  w.qps[1].cq_dbrec = htobe32(1);
+  __atomic_store_n(&qp.cq_consumed, 1, __ATOMIC_RELEASE);
+  poller.join();
+  EXPECT_EQ(got.load(), 1);
+  EXPECT_EQ(be32toh(w.qps[1].cq_dbrec), 2u);
+  EXPECT_EQ(qp.completed, 2u) << "CQE 1 (WQE 1) completes WQEs 0 and 1";
+  EXPECT_EQ(nic.problem, "");
 }
 
 // Put-then-signal from several threads: when the receiver sees a signal,

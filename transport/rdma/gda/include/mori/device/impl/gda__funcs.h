@@ -10,10 +10,11 @@
  * and a claim never waits once made; it writes its WQEs, waits until
  * qp->rung == r (the claimants before it have rung), rings and sets
  * rung = r + n. Completions: a poller claims CQE ci with a
- * compare-and-swap on qp->cq_claimed once the CQE is ready, raises
- * qp->completed to the completed WQE + 1 (the last WQE of every claim asks
- * for a completion, and a completion of WQE k completes every earlier one
- * on the QP), then, in claim order, writes the CQ's consumer index. */
+ * compare-and-swap on qp->cq_claimed once the CQE is ready, writes the
+ * CQ's consumer index in claim order, then raises qp->completed to the
+ * completed WQE + 1 (the last WQE of every claim asks for a completion,
+ * and a completion of WQE k completes every earlier one on the QP): room
+ * in the send queue never runs ahead of room in the CQ. */
 #ifndef MORI_DEVICE_IMPL_GDA_FUNCS_H
 #define MORI_DEVICE_IMPL_GDA_FUNCS_H
 
@@ -143,7 +144,6 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
                          c.syndrome, c.vendor_syndrome);
     }
   }
-  mori_gda_atomic_max_u64(&qp->completed, wqe + 1);
   /* The consumer index moves in claim order (the NIC reads it as a count). */
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->cq_consumed)) != ci; spin++) {
@@ -152,6 +152,11 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   }
   mori_gda_family_cq_consumed(qp, ci + 1);
   mori_atomic_store_release_u64(&qp->cq_consumed, ci + 1);
+  /* Only now the WQEs count as completed: their room in the send queue is
+   * what lets claimants post more signaled WQEs, whose CQEs need the CQ
+   * entries the consumer index has just released (raised before it, a
+   * claimant could post past the CQ's depth: an overflow on a ConnectX). */
+  mori_gda_atomic_max_u64(&qp->completed, wqe + 1);
   return 1;
 }
 
