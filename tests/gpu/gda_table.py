@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Markdown table of bench_gda results (GPU-initiated posting's device-side
+cost, beside the proxy ring's submit, in the same run).
+
+    tests/gpu/gda_table.py RESULTS.jsonl
+
+Figures are the median over rounds, with the range."""
+import json
+import sys
+
+WHAT = {
+    "gda_put": "GPU posting: one put (claim, WQE, doorbell) from one thread",
+    "gda_put_warp": "GPU posting: a warp's batch, one doorbell, per put",
+    "proxy_submit": "proxy ring: one put handed to the host proxy from one thread",
+}
+
+
+def main(path):
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    rows = [r for r in rows if r.get("bench") == "gda"]
+    if not rows:
+        sys.exit(f"{path}: no bench_gda results")
+    print(f"Provider: {rows[0]['provider']}; device-side time per put (the kernel's clock), "
+          "and the quiet that followed:\n")
+    print("| what | bytes | ns per put (median, range) | quiet µs |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        print(f"| {WHAT.get(r['case'], r['case'])} | {r['bytes']} | {r['post_ns']:.0f} "
+              f"({r['post_ns_min']:.0f}–{r['post_ns_max']:.0f}) | {r['quiet_us']:.1f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
