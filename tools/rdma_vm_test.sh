@@ -6,7 +6,9 @@
 # host beyond Debian packages; the kernel .deb is unpacked, not installed.
 # Then the same suite, and the software ConnectX's own (GPU posting's WQEs,
 # doorbells and CQE64s), with the software ConnectX wrapping libibverbs
-# (//tests/rdma/swcx:rdma_swcx_verbs_test, :swcx_multirank_verbs_test).
+# (//tests/rdma/swcx:rdma_swcx_verbs_test, :swcx_multirank_verbs_test), and
+# GPU posting over it (//tests/gda:gda_swcx_verbs_test: kernels' WQEs on
+# Soft-RoCE, its stress checking put-then-signal order at the receiver).
 #   tools/rdma_vm_test.sh [ranks...]      (default: 2 4)
 # Prints the suite's output and ends with "rdma vm: N passed, N failed".
 set -euo pipefail
@@ -33,9 +35,9 @@ kver=$(ls "$work/kernel/lib/modules" | head -1)
 moddir="$work/kernel/lib/modules/$kver"
 
 bazel build //tests/rdma:rdma_test_2ranks //tests/rdma/swcx:rdma_swcx_verbs_test_2ranks \
-  //tests/rdma/swcx:swcx_multirank_verbs_test_2ranks >/dev/null
+  //tests/rdma/swcx:swcx_multirank_verbs_test_2ranks //tests/gda:gda_swcx_verbs_test_2ranks >/dev/null
 test_bin=bazel-bin/tests/rdma/rdma_test_2ranks
-suites="rdma_test rdma_swcx_verbs_test swcx_multirank_verbs_test"
+suites="rdma_test rdma_swcx_verbs_test swcx_multirank_verbs_test gda_swcx_verbs_test"
 
 # The initramfs: busybox, the modules in load order, the test and its
 # libraries, libibverbs with the rxe provider, and the rdma tool.
@@ -58,7 +60,9 @@ copy_with_libs() {
 cp "$test_bin" "$root/bin/rdma_test"
 cp bazel-bin/tests/rdma/swcx/rdma_swcx_verbs_test_2ranks "$root/bin/rdma_swcx_verbs_test"
 cp bazel-bin/tests/rdma/swcx/swcx_multirank_verbs_test_2ranks "$root/bin/swcx_multirank_verbs_test"
-copy_with_libs "$root/bin/rdma_test" "$root/bin/rdma_swcx_verbs_test" "$root/bin/swcx_multirank_verbs_test" /usr/bin/rdma /usr/lib/x86_64-linux-gnu/libibverbs.so.1 \
+cp bazel-bin/tests/gda/gda_swcx_verbs_test_2ranks "$root/bin/gda_swcx_verbs_test"
+copy_with_libs "$root/bin/rdma_test" "$root/bin/rdma_swcx_verbs_test" "$root/bin/swcx_multirank_verbs_test" \
+  "$root/bin/gda_swcx_verbs_test" /usr/bin/rdma /usr/lib/x86_64-linux-gnu/libibverbs.so.1 \
   /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 cp /usr/bin/rdma "$root/bin/rdma"
 cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
