@@ -423,12 +423,20 @@ int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void *
 }
 
 static int host_register(void *ptr, size_t size, bool io, void **dev, bool *registered) {
+  /* Memory its owner already pinned and mapped (cuMemHostAlloc'ed, as the
+   * software ConnectX's queues are) has a device address already; the
+   * runtime refuses to register it again with INVALID_VALUE, not
+   * ALREADY_REGISTERED, so look first. */
+  gpu_va_t d;
+  if (gpu.hostGetDevicePointer(&d, ptr, 0) == GPU_OK) {
+    *dev = PTR(d);
+    return 0;
+  }
   gpu_status_t s = gpu.hostRegister(ptr, size, GPU_HOST_REGISTER_FLAGS(io));
   if (s != GPU_OK && s != GPU_ERR_ALREADY_REGISTERED)
     return mori_error_context(gpu_fail(s, io ? "registering host I/O memory for the device" : "registering host memory for the device"),
                               "%zu bytes at %p", size, ptr);
   *registered = s == GPU_OK; /* else its owner pinned and mapped it */
-  gpu_va_t d;
   s = gpu.hostGetDevicePointer(&d, ptr, 0);
   if (s != GPU_OK) {
     if (*registered) gpu.hostUnregister(ptr);
