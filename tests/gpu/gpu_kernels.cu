@@ -465,8 +465,13 @@ int gpu_copy_out(void *host, const void *dev, uint64_t bytes) {
   return check(gpuMemcpy(host, dev, bytes, gpuMemcpyDeviceToHost), "copy");
 }
 
+/* A copy from pageable host memory may return once the bytes are in the
+ * driver's staging buffer, before they land in `dev`; a kernel then queued
+ * on a non-blocking stream does not wait for the legacy stream and may read
+ * the old contents. Waiting for the legacy stream makes the copy complete. */
 int gpu_copy_in(void *dev, const void *host, uint64_t bytes) {
-  return check(gpuMemcpy(dev, host, bytes, gpuMemcpyHostToDevice), "copy");
+  if (check(gpuMemcpy(dev, host, bytes, gpuMemcpyHostToDevice), "copy")) return -1;
+  return check(gpuStreamSynchronize((gpuStream_t)0), "synchronize");
 }
 
 int gpu_zero(void *p, uint64_t bytes) {

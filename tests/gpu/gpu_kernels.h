@@ -76,6 +76,8 @@ void *gpu_capture_begin(void);
 int gpu_read_table_async(void *const *table_dev, int n, void **dev_out, void *stream);
 int gpu_capture_end_replay(void *stream);
 int gpu_copy_out(void *host, const void *dev, uint64_t bytes);
+// Copies to device memory and waits until the bytes have landed (kernels on
+// any stream queued afterwards see them).
 int gpu_copy_in(void *dev, const void *host, uint64_t bytes);
 // Zeroes device memory and waits (mori memory is not zeroed when allocated).
 int gpu_zero(void *p, uint64_t bytes);
