@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
+#include <string>
+
 #include "mori/device/shmem.h"
 
 #if defined(MORI_DEVICE_COMPILER_HIP)
@@ -106,12 +108,13 @@ int gpu_shmem_zero(void *p, uint64_t bytes) {
 
 #if defined(MORI_DEVICE_COMPILER_CUDA)
 /* What a Triton kernel's module looks like to shmem_module_init: a global
- * named globalGpuStates of the state's size, and code that reads it. */
-static const char module_ptx[] =
+ * named globalGpuStates of the state's size (filled in from the header's
+ * layout at STATE_BYTES, so the module follows it), and code that reads it. */
+static const char module_ptx_format[] =
     ".version 7.8\n"
     ".target sm_80\n"
     ".address_size 64\n"
-    ".visible .global .align 8 .b8 globalGpuStates[168];\n"
+    ".visible .global .align 8 .b8 globalGpuStates[STATE_BYTES];\n"
     ".visible .entry mori_read_state(.param .u64 out)\n"
     "{\n"
     "  .reg .b32 %r<3>;\n"
@@ -155,7 +158,9 @@ static int driver(void) {
 int gpu_shmem_module_load(void **module) {
   if (driver()) return -1;
   (void)cudaFree(0); /* the primary context is current */
-  int r = drv.load(module, module_ptx);
+  std::string module_ptx = module_ptx_format;
+  module_ptx.replace(module_ptx.find("STATE_BYTES"), 11, std::to_string(sizeof(mori_shmem_device_state_t)));
+  int r = drv.load(module, module_ptx.c_str());
   if (r) snprintf(last_error, sizeof(last_error), "cuModuleLoadData: CUresult %d", r);
   return r ? -1 : 0;
 }
