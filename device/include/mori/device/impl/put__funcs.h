@@ -50,7 +50,7 @@ MORI_DEVICE_INLINE void mori_copy_cooperative(void *dst, const void *src, uint64
  * to the NIC itself (GPU posting) or hands it to the window's proxy, as the
  * rdma transport chose (mori_remote_request). The local side must lie in this rank's
  * window (that is the memory the transport registered). */
-MORI_DEVICE_INLINE int mori_put_via_proxy(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src,
+MORI_DEVICE_INLINE int mori_put_remote(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src,
                                           uint64_t bytes, int scope_rank) {
   if (!win.proxy) return MORI_DEVICE_EUNREACHABLE;
   if (scope_rank != 0) return MORI_DEVICE_OK;
@@ -61,7 +61,7 @@ MORI_DEVICE_INLINE int mori_put_via_proxy(mori_window_dev_t win, int peer, uint6
   return mori_remote_request(win, MORI_PROXY_PUT, peer, dst_offset, (uint64_t)((const char *)src - base), bytes);
 }
 
-MORI_DEVICE_INLINE int mori_get_via_proxy(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes,
+MORI_DEVICE_INLINE int mori_get_remote(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes,
                                           int scope_rank) {
   if (!win.proxy) return MORI_DEVICE_EUNREACHABLE;
   if (scope_rank != 0) return MORI_DEVICE_OK;
@@ -74,20 +74,20 @@ MORI_DEVICE_INLINE int mori_get_via_proxy(mori_window_dev_t win, int peer, void 
 /* ---- put: local src -> peer's window at dst_offset ---- */
 MORI_DEVICE_INLINE int mori_put_thread(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
   void *dst = mori_peer_ptr(win, peer, dst_offset);
-  if (!dst) return mori_put_via_proxy(win, peer, dst_offset, src, bytes, 0);
+  if (!dst) return mori_put_remote(win, peer, dst_offset, src, bytes, 0);
   mori_copy_cooperative(dst, src, bytes, 0, 1);
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
   void *dst = mori_peer_ptr(win, peer, dst_offset);
-  if (!dst) return mori_put_via_proxy(win, peer, dst_offset, src, bytes, MORI_THREAD_RANK_WARP());
+  if (!dst) return mori_put_remote(win, peer, dst_offset, src, bytes, MORI_THREAD_RANK_WARP());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
   MORI_SYNC_WARP();
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_put_block(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes) {
   void *dst = mori_peer_ptr(win, peer, dst_offset);
-  if (!dst) return mori_put_via_proxy(win, peer, dst_offset, src, bytes, MORI_THREAD_RANK_BLOCK());
+  if (!dst) return mori_put_remote(win, peer, dst_offset, src, bytes, MORI_THREAD_RANK_BLOCK());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
   MORI_SYNC_BLOCK();
   return MORI_DEVICE_OK;
@@ -96,20 +96,20 @@ MORI_DEVICE_INLINE int mori_put_block(mori_window_dev_t win, int peer, uint64_t 
 /* ---- get: peer's window at src_offset -> local dst ---- */
 MORI_DEVICE_INLINE int mori_get_thread(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
   const void *src = mori_peer_ptr(win, peer, src_offset);
-  if (!src) return mori_get_via_proxy(win, peer, dst, src_offset, bytes, 0);
+  if (!src) return mori_get_remote(win, peer, dst, src_offset, bytes, 0);
   mori_copy_cooperative(dst, src, bytes, 0, 1);
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_get_warp(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
   const void *src = mori_peer_ptr(win, peer, src_offset);
-  if (!src) return mori_get_via_proxy(win, peer, dst, src_offset, bytes, MORI_THREAD_RANK_WARP());
+  if (!src) return mori_get_remote(win, peer, dst, src_offset, bytes, MORI_THREAD_RANK_WARP());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
   MORI_SYNC_WARP();
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int mori_get_block(mori_window_dev_t win, int peer, void *dst, uint64_t src_offset, uint64_t bytes) {
   const void *src = mori_peer_ptr(win, peer, src_offset);
-  if (!src) return mori_get_via_proxy(win, peer, dst, src_offset, bytes, MORI_THREAD_RANK_BLOCK());
+  if (!src) return mori_get_remote(win, peer, dst, src_offset, bytes, MORI_THREAD_RANK_BLOCK());
   mori_copy_cooperative(dst, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
   MORI_SYNC_BLOCK();
   return MORI_DEVICE_OK;
