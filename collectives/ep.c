@@ -91,7 +91,7 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
   *control = at;
   PLACE(off_list, 2 * n * M * 4);
   PLACE(off_pos, 2 * M * n * 4);
-  PLACE(off_scan, 2 * MORI_EP_MAX_THREADS * 4);
+  PLACE(off_scan, sizeof(mori_ep_scan_scratch_t));
   PLACE(off_prefix, (uint64_t)MORI_EP_MAX_GRID * (n + 1) * 4);
   PLACE(off_stage_tok, 2 * M * v->token_bytes);
   PLACE(off_stage_w, 2 * M * K * 4);

@@ -39,12 +39,21 @@ constexpr int kMaxThreads = MORI_EP_MAX_THREADS;
 constexpr int kMaxThreads = 512;
 #endif
 
-__global__ void __launch_bounds__(kMaxThreads) ep_dispatch_kernel(mori_ep_dev_t e, mori_ep_args_t a) {
-  mori_ep_dispatch_grid(e, &a, blockIdx.x, gridDim.x);
+// The context and the arguments stay in the parameter space and are read
+// through pointers there (a by-value struct whose address is taken would
+// be copied into every thread's local memory).
+#if defined(MORI_DEVICE_COMPILER_HIP)
+#define MORI_EP_PARAM const
+#else
+#define MORI_EP_PARAM const __grid_constant__
+#endif
+
+__global__ void __launch_bounds__(kMaxThreads) ep_dispatch_kernel(MORI_EP_PARAM mori_ep_dev_t e, MORI_EP_PARAM mori_ep_args_t a) {
+  mori_ep_dispatch_grid(&e, &a, blockIdx.x, gridDim.x);
 }
 
-__global__ void __launch_bounds__(kMaxThreads) ep_combine_kernel(mori_ep_dev_t e, mori_ep_args_t a) {
-  mori_ep_combine_grid(e, &a, blockIdx.x, gridDim.x);
+__global__ void __launch_bounds__(kMaxThreads) ep_combine_kernel(MORI_EP_PARAM mori_ep_dev_t e, MORI_EP_PARAM mori_ep_args_t a) {
+  mori_ep_combine_grid(&e, &a, blockIdx.x, gridDim.x);
 }
 
 int fail(status_t e, const char *what) { return mori_error_set(MORI_ERUNTIME, "ep: %s: %s", what, gpu(GetErrorString)(e)); }

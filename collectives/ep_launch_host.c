@@ -9,12 +9,12 @@
 
 int mori_ep_launch_dispatch(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream) {
   (void)shape, (void)stream;
-  return mori_ep_dispatch_grid(ep->view, a, 0, 1) ? mori_window_check(ep->win) : 0;
+  return mori_ep_dispatch_grid(&ep->view, a, 0, 1) ? mori_window_check(ep->win) : 0;
 }
 
 int mori_ep_launch_combine(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, void *stream) {
   (void)shape, (void)stream;
-  return mori_ep_combine_grid(ep->view, a, 0, 1) ? mori_window_check(ep->win) : 0;
+  return mori_ep_combine_grid(&ep->view, a, 0, 1) ? mori_window_check(ep->win) : 0;
 }
 
 int mori_ep_launch_prepare(const mori_ep_t *ep) {

@@ -10,6 +10,8 @@
 // one graph replay. Bytes of a kernel = what it reads + what it writes; the
 // copy's rate counts its bytes twice the same way. Prints "RESULT {json}"
 // per round and a summary (median, min, max) from rank 0.
+// Each round also times a dispatch split into its send and receive kernels
+// (dispatch_send_us, dispatch_recv_us), to show where its time goes.
 // MORI_BENCH_EP_TUNE=1: sweeps blocks x warps per block for this shape and
 // prints the best as a row of collectives/ep_launch_table.c.
 #include <algorithm>
@@ -51,6 +53,27 @@ double Eager(void *stream, int iters, const std::function<void()> &body) {
   double ms = ep_bench_event_ms(a, b) / iters;
   ep_bench_event_free(a);
   ep_bench_event_free(b);
+  return ms;
+}
+
+// Milliseconds per call of each half of `halves` (run in order, `iters`
+// times), each half between its own pair of events: where a fused call's
+// time goes between its send and its receive half.
+std::vector<double> Halves(void *stream, int iters, const std::vector<std::function<void()>> &halves) {
+  std::vector<void *> ev(halves.size() + 1);
+  std::vector<double> ms(halves.size(), 0.0);
+  for (auto &e : ev) e = ep_bench_event_new();
+  for (auto &h : halves) h();  // warm
+  for (int i = 0; i < iters; i++) {
+    for (size_t k = 0; k < halves.size(); k++) {
+      ep_bench_event_record(ev[k], stream);
+      halves[k]();
+    }
+    ep_bench_event_record(ev[halves.size()], stream);
+    for (size_t k = 0; k < halves.size(); k++) ms[k] += ep_bench_event_ms(ev[k], ev[k + 1]);
+  }
+  for (auto &e : ev) ep_bench_event_free(e);
+  for (auto &m : ms) m /= iters;
   return ms;
 }
 
@@ -104,6 +127,8 @@ int main() {
   auto dispatch = [&](const mori_ep_launch_t *l) {
     mori_ep_dispatch(ep, din, (const float *)dw, nullptr, (const int32_t *)di, T, l, stream);
   };
+  auto dispatch_send = [&] { mori_ep_dispatch_send(ep, din, (const float *)dw, nullptr, (const int32_t *)di, T, nullptr, stream); };
+  auto dispatch_recv = [&] { mori_ep_dispatch_recv(ep, nullptr, stream); };
   auto combine = [&](const mori_ep_launch_t *l) {
     mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, b.dispatch_weights, l, stream);
   };
@@ -170,6 +195,8 @@ int main() {
       dispatch(nullptr);  // combine needs a dispatch before it; timed apart below
     }) - d_ms;
     mori_bootstrap_barrier(w.bootstrap);
+    std::vector<double> half_ms = Halves(stream, (int)iters, {dispatch_send, dispatch_recv});
+    mori_bootstrap_barrier(w.bootstrap);
     coll_stream_sync(stream);
     double g_us = coll_time_replays(graph, stream, (int)iters);
     double copy_rate = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;  // read + write, GB/s
@@ -185,8 +212,10 @@ int main() {
     if (rank == 0)
       printf("RESULT {\"what\": \"round\", \"round\": %u, \"ranks\": %d, \"tokens\": %u, \"hidden\": %u, \"topk\": %u, "
              "\"experts\": %u, \"rows\": %d, \"copy_gbps\": %.1f, \"dispatch_eager_us\": %.2f, \"dispatch_gbps\": %.1f, "
-             "\"combine_eager_us\": %.2f, \"combine_gbps\": %.1f, \"graph_dispatch_combine_us\": %.2f, \"graph_gbps\": %.1f}\n",
-             r, n, T, H, K, E, rows, copy_rate, d_ms * 1e3, d_rate, c_ms * 1e3, c_rate, g_us, g_rate);
+             "\"combine_eager_us\": %.2f, \"combine_gbps\": %.1f, \"graph_dispatch_combine_us\": %.2f, \"graph_gbps\": %.1f, "
+             "\"dispatch_send_us\": %.2f, \"dispatch_recv_us\": %.2f}\n",
+             r, n, T, H, K, E, rows, copy_rate, d_ms * 1e3, d_rate, c_ms * 1e3, c_rate, g_us, g_rate, half_ms[0] * 1e3,
+             half_ms[1] * 1e3);
     fflush(stdout);
   }
   if (rank == 0) {

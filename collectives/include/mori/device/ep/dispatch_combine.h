@@ -24,8 +24,8 @@
 
 #include "mori/device/ep/types.h"
 
-MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid);
-MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid);
+MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t block, uint32_t grid);
+MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t block, uint32_t grid);
 
 #include "mori/device/ep/impl/dispatch_combine__funcs.h"
 

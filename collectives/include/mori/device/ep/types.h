@@ -40,7 +40,7 @@ typedef struct mori_ep_state {
  *   base[2][world + 1]             where each source's rows start in this rank's dispatch output
  *   list[2][world][max_tokens]     i32: tokens this rank sends each rank, ascending
  *   pos[2][max_tokens][world]      i32: a token's place in list[d], or -1
- *   scan[2 * MORI_EP_MAX_THREADS]  u32 scratch of block 0
+ *   scan                           mori_ep_scan_scratch_t (host platform; shared memory on GPUs)
  *   prefix[MORI_EP_MAX_GRID][world + 1]  u32 scratch, one row per block
  *   stage_{tok,w,idx,scale}[2]     this rank's input rows, staged for pulls
  *   out_*, recv_num, src_pos       dispatch outputs
@@ -71,6 +71,19 @@ typedef struct mori_ep_dev {
   uint64_t off_ready, off_rhdr, off_rlist, off_rbase, off_fetch, off_fetch_w;
   uint64_t off_cdone;
 } mori_ep_dev_t;
+
+/* Destinations a scan pass handles at once (bits of a vote mask), and the
+ * most warps a block has (MORI_EP_MAX_THREADS / the narrowest warp). */
+#define MORI_EP_SCAN_DESTS 64
+#define MORI_EP_SCAN_WARPS 32
+
+/* Scratch of block 0's scan (dispatch's lists): shared memory on GPUs,
+ * the window's scan area on the host platform (one thread: one warp). */
+typedef struct mori_ep_scan_scratch {
+  uint32_t warp_at[MORI_EP_SCAN_WARPS][MORI_EP_SCAN_DESTS]; /* a warp's count, then where its tokens start */
+  uint32_t total[MORI_EP_SCAN_DESTS];                       /* tokens listed so far per destination */
+  uint32_t bad_count, bad_first;
+} mori_ep_scan_scratch_t;
 
 enum { MORI_EP_PHASE_SEND = 1, MORI_EP_PHASE_RECV = 2 };
 

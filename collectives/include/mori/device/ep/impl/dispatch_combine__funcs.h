@@ -47,18 +47,6 @@ MORI_DEVICE_INLINE int mori_ep_impl_bad(const mori_ep_dev_t *e, const int32_t *i
   return 0;
 }
 
-/* Whether token t goes to rank d (not dropped, and one of its experts is there). */
-MORI_DEVICE_INLINE int mori_ep_impl_goes_to(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t, int d) {
-  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank;
-  int hit = 0;
-  for (uint32_t j = 0; j < e->top_k; j++) {
-    int32_t x = idx[(uint64_t)t * e->top_k + j];
-    if (x < 0 || (uint32_t)x >= total) return 0;
-    hit |= (uint32_t)x / e->experts_per_rank == (uint32_t)d;
-  }
-  return hit;
-}
-
 /* Whether a peer reads token t's row (one of its experts is elsewhere). */
 MORI_DEVICE_INLINE int mori_ep_impl_leaves(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t) {
   for (uint32_t j = 0; j < e->top_k; j++) {
@@ -68,91 +56,122 @@ MORI_DEVICE_INLINE int mori_ep_impl_leaves(const mori_ep_dev_t *e, const int32_t
   return 0;
 }
 
-/* Exclusive prefix sum of v[0, nt) in place, block scope (every thread
- * has written its v[tid]); returns the total. In groups of 32 entries, so
- * that no thread walks more than 32 of them one after another; g: 33
- * entries of scratch. */
-MORI_DEVICE_INLINE uint32_t mori_ep_impl_block_scan(uint32_t *v, uint32_t *g, uint32_t nt) {
-  uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), groups = (nt + 31) / 32;
-  MORI_SYNC_BLOCK();
-  if (tid < groups) {
-    uint32_t sum = 0, end = tid * 32 + 32 < nt ? tid * 32 + 32 : nt;
-    for (uint32_t i = tid * 32; i < end; i++) {
-      uint32_t x = v[i];
-      v[i] = sum;
-      sum += x;
+/* Warp votes and block-scope counters for the scan below. On the host
+ * platform a block is one thread (a warp of one lane), so a vote is the
+ * thread's own predicate and the counters are plain. */
+#if defined(MORI_DEVICE_COMPILER_CUDA)
+#define MORI_EP_VOTE(pred) ((uint64_t)__ballot_sync(0xffffffffu, (pred)))
+#define MORI_EP_POPC(x) ((uint32_t)__popcll(x))
+#define MORI_EP_SHARED_ADD(p, v) atomicAdd((p), (v))
+#define MORI_EP_SHARED_MIN(p, v) atomicMin((p), (v))
+#elif defined(MORI_DEVICE_COMPILER_HIP)
+#define MORI_EP_VOTE(pred) ((uint64_t)__ballot((pred)))
+#define MORI_EP_POPC(x) ((uint32_t)__popcll(x))
+#define MORI_EP_SHARED_ADD(p, v) atomicAdd((p), (v))
+#define MORI_EP_SHARED_MIN(p, v) atomicMin((p), (v))
+#else
+#define MORI_EP_VOTE(pred) ((uint64_t)((pred) != 0))
+#define MORI_EP_POPC(x) ((uint32_t)__builtin_popcountll(x))
+#define MORI_EP_SHARED_ADD(p, v) (*(p) += (v))
+#define MORI_EP_SHARED_MIN(p, v) (*(p) = *(p) < (v) ? *(p) : (v))
+#endif
+
+/* The bit of token t's destinations among d0 .. d0 + 63 (0 when t is
+ * dropped or out of range); *bad: t has an expert index out of range. */
+MORI_DEVICE_INLINE uint64_t mori_ep_impl_dests(const mori_ep_dev_t *e, const int32_t *idx, uint32_t t, uint32_t T, int d0,
+                                                int *bad) {
+  *bad = 0;
+  if (t >= T) return 0;
+  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank;
+  uint64_t mask = 0;
+  for (uint32_t j = 0; j < e->top_k; j++) {
+    int32_t x = idx[(uint64_t)t * e->top_k + j];
+    if (x < 0 || (uint32_t)x >= total) {
+      *bad = 1;
+      return 0;
     }
-    g[tid] = sum;
+    int d = (int)((uint32_t)x / e->experts_per_rank) - d0;
+    if (d >= 0 && d < MORI_EP_SCAN_DESTS) mask |= 1ull << d;
   }
-  MORI_SYNC_BLOCK();
-  if (tid == 0) {
-    uint32_t sum = 0;
-    for (uint32_t i = 0; i < groups; i++) {
-      uint32_t x = g[i];
-      g[i] = sum;
-      sum += x;
-    }
-    g[32] = sum;
-  }
-  MORI_SYNC_BLOCK();
-  uint32_t total = g[32];
-  if (tid < nt) v[tid] += g[tid / 32];
-  MORI_SYNC_BLOCK();
-  return total;
+  return mask;
 }
 
 /* Block 0 of dispatch's send half: the header (bad record, counts) and the
- * per-destination lists, in token order. Each thread takes a contiguous
- * run of tokens; a block-wide prefix over the runs places them. The
- * scratch is shared memory on GPUs. */
+ * per-destination lists, in token order. The block takes the tokens a
+ * block's width at a time, one per thread: a warp vote per destination
+ * gives each warp's count and each lane's place among its warp's tokens,
+ * and a pass over the warps (one thread per destination) places the
+ * warps, so a round of nt tokens costs two block barriers whatever the
+ * world size up to 64 (a pass per 64 destinations beyond). Reads of the
+ * indices are coalesced (thread i reads token i's row). */
 MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p) {
   int n = e->world_size;
   uint32_t T = a->num_tokens, K = e->top_k, M = e->max_tokens;
   uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
-  uint32_t chunk = (T + nt - 1) / nt, lo = tid * chunk < T ? tid * chunk : T, hi = lo + chunk < T ? lo + chunk : T;
+  uint32_t ws = (uint32_t)MORI_THREAD_COUNT_WARP(), lane = (uint32_t)MORI_THREAD_RANK_WARP(), w = tid / ws;
+  uint32_t nw = (nt + ws - 1) / ws;
 #if defined(MORI_DEVICE_COMPILER_HOST)
-  uint32_t *scan = (uint32_t *)mori_ep_impl_local(e, e->off_scan);
+  mori_ep_scan_scratch_t *sc = (mori_ep_scan_scratch_t *)mori_ep_impl_local(e, e->off_scan);
 #else
-  __shared__ uint32_t scan[MORI_EP_MAX_THREADS + 40];
+  __shared__ mori_ep_scan_scratch_t scan_scratch;
+  mori_ep_scan_scratch_t *sc = &scan_scratch;
 #endif
-  uint32_t *groups = scan + MORI_EP_MAX_THREADS;
+  uint64_t below = lane ? (~0ull >> (64 - lane)) : 0; /* the lanes before this one */
   int32_t *hdr = (int32_t *)mori_ep_impl_local(e, e->off_hdr + p * e->hdr_bytes);
   int32_t *list = (int32_t *)mori_ep_impl_local(e, e->off_list) + p * (uint64_t)n * M;
   int32_t *pos = (int32_t *)mori_ep_impl_local(e, e->off_pos) + p * (uint64_t)M * (uint64_t)n;
-  uint32_t first = 0xffffffffu, count = 0, slot = 0;
-  for (uint32_t t = lo; t < hi; t++)
-    if (mori_ep_impl_bad(e, a->indices, t, &slot)) {
-      if (first == 0xffffffffu) first = t;
-      count++;
-    }
-  scan[tid] = count;
-  uint32_t bad = mori_ep_impl_block_scan(scan, groups, nt);
-  if (tid == 0) {
-    hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)bad;
-    hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
-  }
-  /* The first bad token is in the first run that has one: the thread
-   * with bad tokens and none before it. */
-  if (count && scan[tid] == 0) {
-    mori_ep_impl_bad(e, a->indices, first, &slot);
-    hdr[MORI_EP_HDR_BAD_TOKEN] = (int32_t)first;
-    hdr[MORI_EP_HDR_BAD_SLOT] = (int32_t)slot;
-    hdr[MORI_EP_HDR_BAD_INDEX] = a->indices[(uint64_t)first * K + slot];
-  }
-  for (int d = 0; d < n; d++) {
-    uint32_t c = 0;
-    for (uint32_t t = lo; t < hi; t++) c += (uint32_t)mori_ep_impl_goes_to(e, a->indices, t, d);
-    scan[tid] = c;
-    uint32_t total = mori_ep_impl_block_scan(scan, groups, nt);
-    if (tid == 0) hdr[MORI_EP_HDR_COUNTS + d] = (int32_t)total;
-    uint32_t o = scan[tid];
-    for (uint32_t t = lo; t < hi; t++) {
-      if (mori_ep_impl_goes_to(e, a->indices, t, d)) {
-        list[(uint64_t)d * M + o] = (int32_t)t;
-        pos[(uint64_t)t * (uint64_t)n + (uint64_t)d] = (int32_t)o++;
-      } else {
-        pos[(uint64_t)t * (uint64_t)n + (uint64_t)d] = -1;
+  if (tid == 0) sc->bad_count = 0, sc->bad_first = 0xffffffffu;
+  MORI_SYNC_BLOCK();
+  for (int d0 = 0; d0 < n; d0 += MORI_EP_SCAN_DESTS) {
+    uint32_t dn = (uint32_t)(n - d0 < MORI_EP_SCAN_DESTS ? n - d0 : MORI_EP_SCAN_DESTS);
+    for (uint32_t d = tid; d < dn; d += nt) sc->total[d] = 0;
+    for (uint32_t r = 0; r < T; r += nt) {
+      uint32_t t = r + tid;
+      int bad = 0;
+      uint64_t mask = mori_ep_impl_dests(e, a->indices, t, T, d0, &bad);
+      if (bad && d0 == 0) {
+        MORI_EP_SHARED_ADD(&sc->bad_count, 1u);
+        MORI_EP_SHARED_MIN(&sc->bad_first, t);
       }
+      for (uint32_t d = 0; d < dn; d++) {
+        uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
+        if (lane == 0) sc->warp_at[w][d] = MORI_EP_POPC(v);
+      }
+      MORI_SYNC_BLOCK();
+      for (uint32_t d = tid; d < dn; d += nt) {
+        uint32_t at = sc->total[d];
+        for (uint32_t k = 0; k < nw; k++) {
+          uint32_t c = sc->warp_at[k][d];
+          sc->warp_at[k][d] = at;
+          at += c;
+        }
+        sc->total[d] = at;
+      }
+      MORI_SYNC_BLOCK();
+      for (uint32_t d = 0; d < dn; d++) {
+        uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
+        if (t >= T) continue;
+        int32_t o = -1;
+        if ((mask >> d) & 1) {
+          o = (int32_t)(sc->warp_at[w][d] + MORI_EP_POPC(v & below));
+          list[(uint64_t)(d0 + (int)d) * M + (uint64_t)o] = (int32_t)t;
+        }
+        pos[(uint64_t)t * (uint64_t)n + (uint64_t)(d0 + (int)d)] = o;
+      }
+      MORI_SYNC_BLOCK(); /* warp_at is rewritten by the next round */
+    }
+    for (uint32_t d = tid; d < dn; d += nt) hdr[MORI_EP_HDR_COUNTS + d0 + (int)d] = (int32_t)sc->total[d];
+  }
+  MORI_SYNC_BLOCK();
+  if (tid == 0) {
+    hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)sc->bad_count;
+    hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
+    if (sc->bad_count) {
+      uint32_t first = sc->bad_first, slot = 0;
+      mori_ep_impl_bad(e, a->indices, first, &slot);
+      hdr[MORI_EP_HDR_BAD_TOKEN] = (int32_t)first;
+      hdr[MORI_EP_HDR_BAD_SLOT] = (int32_t)slot;
+      hdr[MORI_EP_HDR_BAD_INDEX] = a->indices[(uint64_t)first * K + slot];
     }
   }
 }
@@ -189,11 +208,16 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t fl
   if (MORI_THREAD_RANK_BLOCK() == 0) {
     for (int s = 0; s < e->world_size && !rc; s++) {
       uint64_t *flag = (uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8), start = 0, seen;
-      for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(flag)) < epoch; spin++) {
+      /* Plain polling, then one acquire: an acquire load per spin would
+       * drop the L1 cache of the whole multiprocessor every time, and the
+       * blocks that share it (the scan of block 0 among them) would then
+       * miss on every load. */
+      for (uint32_t spin = 0; (seen = mori_load_volatile_u64(flag)) < epoch; spin++) {
         rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen);
         if (rc) break;
         mori_pause();
       }
+      if (!rc) (void)mori_atomic_load_acquire_u64(flag);
     }
   }
   return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_ETIMEDOUT : MORI_DEVICE_OK;
@@ -270,24 +294,24 @@ MORI_DEVICE_INLINE int mori_ep_impl_source(const uint32_t *pre, int n, uint32_t 
   return lo;
 }
 
-MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
-  mori_ep_state_t *st = mori_ep_impl_state(&e);
+MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  mori_ep_state_t *st = mori_ep_impl_state(e);
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->dispatch_epoch) + (uint64_t)send, p = epoch & 1;
-  int n = e.world_size, me = e.rank, rc = MORI_DEVICE_OK;
-  uint32_t K = e.top_k, M = e.max_tokens, tb = e.token_bytes, sb = e.scale_bytes;
+  int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
+  uint32_t K = e->top_k, M = e->max_tokens, tb = e->token_bytes, sb = e->scale_bytes;
   int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
   uint32_t warp, warps;
   mori_ep_impl_warps(block, grid, &warp, &warps);
   if (send) {
-    if (block == 0) mori_ep_impl_scan(&e, a, p);
-    char *tok = mori_ep_impl_local(&e, e.off_stage_tok) + p * (uint64_t)M * tb;
-    float *w = (float *)mori_ep_impl_local(&e, e.off_stage_w) + p * (uint64_t)M * K;
-    int32_t *idx = (int32_t *)mori_ep_impl_local(&e, e.off_stage_idx) + p * (uint64_t)M * K;
-    char *sc = mori_ep_impl_local(&e, e.off_stage_scale) + p * (uint64_t)M * sb;
+    if (block == 0) mori_ep_impl_scan(e, a, p);
+    char *tok = mori_ep_impl_local(e, e->off_stage_tok) + p * (uint64_t)M * tb;
+    float *w = (float *)mori_ep_impl_local(e, e->off_stage_w) + p * (uint64_t)M * K;
+    int32_t *idx = (int32_t *)mori_ep_impl_local(e, e->off_stage_idx) + p * (uint64_t)M * K;
+    char *sc = mori_ep_impl_local(e, e->off_stage_scale) + p * (uint64_t)M * sb;
     for (uint32_t t = warp; t < a->num_tokens; t += warps) {
       /* Rows only this rank reads are read from the input by the fused call. */
-      if (!fused || mori_ep_impl_leaves(&e, a->indices, t))
+      if (!fused || mori_ep_impl_leaves(e, a->indices, t))
         mori_copy_cooperative(tok + (uint64_t)t * tb, (const char *)a->input + (uint64_t)t * tb, tb, lane, lanes);
       for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
         idx[(uint64_t)t * K + j] = a->indices[(uint64_t)t * K + j];
@@ -300,17 +324,17 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args
           for (uint32_t j = (uint32_t)lane; j < sb; j += (uint32_t)lanes) sc[(uint64_t)t * sb + j] = 0;
       }
     }
-    if (mori_ep_impl_last_block(&st->done[0], grid)) mori_ep_impl_publish(&e, e.off_dflag, epoch);
+    if (mori_ep_impl_last_block(&st->done[0], grid)) mori_ep_impl_publish(e, e->off_dflag, epoch);
   }
   if (recv) {
-    rc = mori_ep_impl_wait_all(&e, e.off_dflag, epoch, 0);
-    if (e.remote) rc = mori_ep_impl_fetch_remote(&e, p, epoch, 0, block, rc);
-    uint32_t *pre = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+    rc = mori_ep_impl_wait_all(e, e->off_dflag, epoch, 0);
+    if (e->remote) rc = mori_ep_impl_fetch_remote(e, p, epoch, 0, block, rc);
+    uint32_t *pre = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
     if (!rc && MORI_THREAD_RANK_BLOCK() == 0) {
-      int32_t *base = (int32_t *)mori_ep_impl_local(&e, e.off_base) + p * (uint64_t)(n + 1);
+      int32_t *base = (int32_t *)mori_ep_impl_local(e, e->off_base) + p * (uint64_t)(n + 1);
       pre[0] = 0;
       for (int s = 0; s < n; s++) {
-        const int32_t *h = mori_ep_impl_hdr(&e, s, p);
+        const int32_t *h = mori_ep_impl_hdr(e, s, p);
         pre[s + 1] = pre[s] + (uint32_t)h[MORI_EP_HDR_COUNTS + me];
         if (block == 0) {
           base[s] = (int32_t)pre[s];
@@ -326,42 +350,42 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(mori_ep_dev_t e, const mori_ep_args
       }
       if (block == 0) {
         base[n] = (int32_t)pre[n];
-        *(int32_t *)mori_ep_impl_local(&e, e.off_recv_num) = (int32_t)pre[n];
+        *(int32_t *)mori_ep_impl_local(e, e->off_recv_num) = (int32_t)pre[n];
       }
     }
     MORI_SYNC_BLOCK();
     uint32_t rows = rc ? 0 : pre[n];
-    char *out = mori_ep_impl_local(&e, e.off_out_tok), *out_sc = mori_ep_impl_local(&e, e.off_out_scale);
-    float *out_w = (float *)mori_ep_impl_local(&e, e.off_out_w);
-    int32_t *out_idx = (int32_t *)mori_ep_impl_local(&e, e.off_out_idx);
-    int32_t *src_pos = (int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
+    char *out = mori_ep_impl_local(e, e->off_out_tok), *out_sc = mori_ep_impl_local(e, e->off_out_scale);
+    float *out_w = (float *)mori_ep_impl_local(e, e->off_out_w);
+    int32_t *out_idx = (int32_t *)mori_ep_impl_local(e, e->off_out_idx);
+    int32_t *src_pos = (int32_t *)mori_ep_impl_local(e, e->off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
       int s = mori_ep_impl_source(pre, n, i);
-      uint32_t t = (uint32_t)mori_ep_impl_list(&e, s, p)[i - pre[s]];
+      uint32_t t = (uint32_t)mori_ep_impl_list(e, s, p)[i - pre[s]];
       if (lane == 0) src_pos[i] = s * (int32_t)M + (int32_t)t;
-      if (!mori_ep_impl_peer(&e, s, 0)) { /* through the proxy, straight into the outputs */
+      if (!mori_ep_impl_peer(e, s, 0)) { /* through the proxy, straight into the outputs */
         uint64_t at = p * M + t;
-        int r = mori_get_warp(e.win, s, out + (uint64_t)i * tb, e.off_stage_tok + at * tb, tb);
-        if (!r) r = mori_get_warp(e.win, s, out_w + (uint64_t)i * K, e.off_stage_w + at * K * 4, (uint64_t)K * 4);
-        if (!r) r = mori_get_warp(e.win, s, out_idx + (uint64_t)i * K, e.off_stage_idx + at * K * 4, (uint64_t)K * 4);
-        if (!r && sb) r = mori_get_warp(e.win, s, out_sc + (uint64_t)i * sb, e.off_stage_scale + at * sb, sb);
+        int r = mori_get_warp(e->win, s, out + (uint64_t)i * tb, e->off_stage_tok + at * tb, tb);
+        if (!r) r = mori_get_warp(e->win, s, out_w + (uint64_t)i * K, e->off_stage_w + at * K * 4, (uint64_t)K * 4);
+        if (!r) r = mori_get_warp(e->win, s, out_idx + (uint64_t)i * K, e->off_stage_idx + at * K * 4, (uint64_t)K * 4);
+        if (!r && sb) r = mori_get_warp(e->win, s, out_sc + (uint64_t)i * sb, e->off_stage_scale + at * sb, sb);
         if (r && !rc) rc = r;
         continue;
       }
       const char *row = s == me && fused ? (const char *)a->input + (uint64_t)t * tb
-                                         : mori_ep_impl_peer(&e, s, e.off_stage_tok) + (p * M + t) * (uint64_t)tb;
+                                         : mori_ep_impl_peer(e, s, e->off_stage_tok) + (p * M + t) * (uint64_t)tb;
       mori_copy_cooperative(out + (uint64_t)i * tb, row, tb, lane, lanes);
-      const float *w = (const float *)mori_ep_impl_peer(&e, s, e.off_stage_w) + (p * M + t) * (uint64_t)K;
-      const int32_t *idx = (const int32_t *)mori_ep_impl_peer(&e, s, e.off_stage_idx) + (p * M + t) * (uint64_t)K;
+      const float *w = (const float *)mori_ep_impl_peer(e, s, e->off_stage_w) + (p * M + t) * (uint64_t)K;
+      const int32_t *idx = (const int32_t *)mori_ep_impl_peer(e, s, e->off_stage_idx) + (p * M + t) * (uint64_t)K;
       for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
         out_w[(uint64_t)i * K + j] = w[j];
         out_idx[(uint64_t)i * K + j] = idx[j];
       }
       if (sb)
-        mori_copy_cooperative(out_sc + (uint64_t)i * sb, mori_ep_impl_peer(&e, s, e.off_stage_scale) + (p * M + t) * (uint64_t)sb,
+        mori_copy_cooperative(out_sc + (uint64_t)i * sb, mori_ep_impl_peer(e, s, e->off_stage_scale) + (p * M + t) * (uint64_t)sb,
                               sb, lane, lanes);
     }
-    rc = mori_ep_impl_quiet_block(&e, rc);
+    rc = mori_ep_impl_quiet_block(e, rc);
   }
   if (mori_ep_impl_last_block(&st->done[1], grid) && send) *(volatile uint64_t *)&st->dispatch_epoch = epoch;
   return rc;
@@ -409,28 +433,28 @@ MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_
   }
 }
 
-MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
-  mori_ep_state_t *st = mori_ep_impl_state(&e);
+MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  mori_ep_state_t *st = mori_ep_impl_state(e);
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->combine_epoch) + (uint64_t)send;
   uint64_t dp = mori_load_volatile_u64(&st->dispatch_epoch) & 1; /* the parity of the dispatch being combined */
-  int n = e.world_size, me = e.rank, rc = MORI_DEVICE_OK;
-  uint32_t K = e.top_k, M = e.max_tokens, H = e.hidden_dim, dtype = a->dtype;
+  int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
+  uint32_t K = e->top_k, M = e->max_tokens, H = e->hidden_dim, dtype = a->dtype;
   uint64_t rs = (uint64_t)H * mori_coll_impl_dtype_size(dtype);
   int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
   uint32_t warp, warps;
   mori_ep_impl_warps(block, grid, &warp, &warps);
-  char *reg = mori_ep_impl_local(&e, e.off_comb_in);
+  char *reg = mori_ep_impl_local(e, e->off_comb_in);
   const char *in = (const char *)a->input;
   int external = in && in != reg;
-  float *reg_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_in);
+  float *reg_w = (float *)mori_ep_impl_local(e, e->off_comb_w_in);
   if (send) {
     /* Two combines of one dispatch: every rank has finished reading this
      * rank's rows of the previous combine before they are overwritten
      * (with a dispatch in between this holds already). */
-    rc = mori_ep_impl_wait_all(&e, e.off_cdone, epoch - 1, 4);
-    uint32_t rows = (uint32_t)*(volatile int32_t *)mori_ep_impl_local(&e, e.off_recv_num);
-    const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(&e, e.off_src_pos);
+    rc = mori_ep_impl_wait_all(e, e->off_cdone, epoch - 1, 4);
+    uint32_t rows = (uint32_t)*(volatile int32_t *)mori_ep_impl_local(e, e->off_recv_num);
+    const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(e, e->off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
       /* Rows that came from this rank are read from the input by the fused call. */
       if (external && (!fused || src_pos[i] / (int32_t)M != me))
@@ -438,40 +462,40 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
       if (a->weights)
         for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) reg_w[(uint64_t)i * K + j] = a->weights[(uint64_t)i * K + j];
     }
-    if (mori_ep_impl_last_block(&st->done[2], grid)) mori_ep_impl_publish(&e, e.off_cflag, epoch);
+    if (mori_ep_impl_last_block(&st->done[2], grid)) mori_ep_impl_publish(e, e->off_cflag, epoch);
   }
   if (recv) {
-    rc = mori_ep_impl_wait_all(&e, e.off_cflag, epoch, 1);
-    if (e.remote) rc = mori_ep_impl_fetch_remote(&e, dp, epoch, 1, block, rc);
-    uint32_t *bases = (uint32_t *)mori_ep_impl_local(&e, e.off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+    rc = mori_ep_impl_wait_all(e, e->off_cflag, epoch, 1);
+    if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
+    uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
     if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
       for (int d = 0; d < n; d++) {
-        const int32_t *b = (const int32_t *)mori_ep_impl_peer(&e, d, e.off_base + dp * (uint64_t)(n + 1) * 4);
-        bases[d] = (uint32_t)(b ? b[me] : ((const int32_t *)mori_ep_impl_local(&e, e.off_rbase))[d]);
+        const int32_t *b = (const int32_t *)mori_ep_impl_peer(e, d, e->off_base + dp * (uint64_t)(n + 1) * 4);
+        bases[d] = (uint32_t)(b ? b[me] : ((const int32_t *)mori_ep_impl_local(e, e->off_rbase))[d]);
       }
     MORI_SYNC_BLOCK();
     uint32_t T = rc ? 0 : a->num_tokens;
-    const int32_t *pos = (const int32_t *)mori_ep_impl_local(&e, e.off_pos) + dp * (uint64_t)M * (uint64_t)n;
-    char *out = mori_ep_impl_local(&e, e.off_comb_out);
-    float *out_w = (float *)mori_ep_impl_local(&e, e.off_comb_w_out);
+    const int32_t *pos = (const int32_t *)mori_ep_impl_local(e, e->off_pos) + dp * (uint64_t)M * (uint64_t)n;
+    char *out = mori_ep_impl_local(e, e->off_comb_out);
+    float *out_w = (float *)mori_ep_impl_local(e, e->off_comb_w_out);
     /* Copies on ranks outside the load/store team first come through the
      * proxy into fetch[t][c] (c: the copy's place among t's destinations). */
-    uint64_t fetch_row = (uint64_t)H * e.comb_elem_bytes;
-    char *fetch = mori_ep_impl_local(&e, e.off_fetch);
-    float *fetch_w = (float *)mori_ep_impl_local(&e, e.off_fetch_w);
-    if (e.remote) {
+    uint64_t fetch_row = (uint64_t)H * e->comb_elem_bytes;
+    char *fetch = mori_ep_impl_local(e, e->off_fetch);
+    float *fetch_w = (float *)mori_ep_impl_local(e, e->off_fetch_w);
+    if (e->remote) {
       for (uint32_t t = warp; t < T; t += warps) {
         const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
         for (int d = 0, c = 0; d < n; d++) {
           if (tp[d] < 0) continue;
-          uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d], slot = (uint64_t)t * e.copies + (uint64_t)c++;
-          if (mori_ep_impl_peer(&e, d, 0)) continue;
-          int r = mori_get_warp(e.win, d, fetch + slot * fetch_row, e.off_comb_in + row * rs, rs);
-          if (!r && a->has_weights) r = mori_get_warp(e.win, d, fetch_w + slot * K, e.off_comb_w_in + row * K * 4, (uint64_t)K * 4);
+          uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d], slot = (uint64_t)t * e->copies + (uint64_t)c++;
+          if (mori_ep_impl_peer(e, d, 0)) continue;
+          int r = mori_get_warp(e->win, d, fetch + slot * fetch_row, e->off_comb_in + row * rs, rs);
+          if (!r && a->has_weights) r = mori_get_warp(e->win, d, fetch_w + slot * K, e->off_comb_w_in + row * K * 4, (uint64_t)K * 4);
           if (r && !rc) rc = r;
         }
       }
-      rc = mori_ep_impl_quiet_block(&e, rc);
+      rc = mori_ep_impl_quiet_block(e, rc);
       if (rc) T = 0;
     }
     int vec = H % 8 == 0 && (((uintptr_t)in & 15) == 0 || !external);
@@ -481,9 +505,9 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
        * rows, fused call), the destination's registered input, or fetch. */
 #define MORI_EP_COPY_ROW(d, c)                                                                      \
   (d == me && fused && external                 ? in + ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs \
-   : mori_ep_impl_peer(&e, d, e.off_comb_in) ? mori_ep_impl_peer(&e, d, e.off_comb_in) +              \
+   : mori_ep_impl_peer(e, d, e->off_comb_in) ? mori_ep_impl_peer(e, d, e->off_comb_in) +              \
                                                   ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs         \
-                                                : fetch + ((uint64_t)t * e.copies + (uint64_t)(c)) * fetch_row)
+                                                : fetch + ((uint64_t)t * e->copies + (uint64_t)(c)) * fetch_row)
       if (vec) {
         /* Four groups of 8 elements per lane at a time: four independent
          * 16-byte loads in flight per copy. */
@@ -530,8 +554,8 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
           for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
             uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
-            const float *w = (const float *)mori_ep_impl_peer(&e, d, e.off_comb_w_in);
-            acc += w ? w[row * K + j] : fetch_w[((uint64_t)t * e.copies + (uint64_t)c) * K + j];
+            const float *w = (const float *)mori_ep_impl_peer(e, d, e->off_comb_w_in);
+            acc += w ? w[row * K + j] : fetch_w[((uint64_t)t * e->copies + (uint64_t)c) * K + j];
             c++;
           }
           out_w[(uint64_t)t * K + j] = acc;
@@ -540,10 +564,10 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(mori_ep_dev_t e, const mori_ep_args_
   }
   if (mori_ep_impl_last_block(&st->done[3], grid)) {
     if (recv) { /* this rank has read every copy of this combine */
-      mori_ep_impl_publish(&e, e.off_cdone, epoch);
+      mori_ep_impl_publish(e, e->off_cdone, epoch);
       /* Nobody waits for these before the next combine: let them complete
        * now, so that no request is left in flight when the context goes. */
-      if (e.remote) (void)mori_quiet_window(e.win, e.timeout_ns);
+      if (e->remote) (void)mori_quiet_window(e->win, e->timeout_ns);
     }
     if (send) *(volatile uint64_t *)&st->combine_epoch = epoch;
   }
