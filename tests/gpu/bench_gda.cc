@@ -9,6 +9,9 @@
 //   gda_put        one thread: claim + WQE + doorbell per put, ns
 //   gda_put_warp   one warp, a batch of warp-size puts per doorbell: ns per put
 //   proxy_submit   one thread: a put handed to the proxy ring, ns
+//   gda_put_stages one thread, each step of a put timed apart (reserve, WQE,
+//                  record, doorbell, after, rung), the library's doorbell
+//                  ("release") beside the earlier fenced one ("fenced")
 // each with the quiet that followed (completion of everything posted).
 #include <algorithm>
 #include <cstdio>
@@ -100,6 +103,31 @@ int main() {
                c.name, (unsigned long long)bytes, c.iters, s.median, s.min, s.max, q.median / 1000.0);
         fflush(stdout);
       }
+    // Where one put's time goes: each step timed apart, the library's
+    // doorbell (release stores) and the earlier fenced one, interleaved.
+    static const char *const kStage[GDA_STAGE_COUNT] = {"reserve", "wqe", "dbrec", "doorbell", "after", "rung"};
+    std::vector<double> steps[2][GDA_STAGE_COUNT], post[2];
+    for (int r = 0; r < rounds + 1 && !failures; r++)
+      for (int fenced = 0; fenced < 2; fenced++) {
+        gda_bench_result_t out;
+        if (gda_bench_stages(view, peer, 8, 200, fenced, &out) != 0 || out.device_rc != 0) {
+          fprintf(stderr, "bench_gda: stages (fenced %d): device rc %d\n", fenced, out.device_rc);
+          failures++;
+          break;
+        }
+        if (r == 0) continue;  // warm-up
+        post[fenced].push_back(out.post_ns);
+        for (int k = 0; k < GDA_STAGE_COUNT; k++) steps[fenced][k].push_back(out.stage_ns[k]);
+      }
+    for (int fenced = 0; fenced < 2 && !post[fenced].empty(); fenced++) {
+      Stats s = Summarize(post[fenced]);
+      printf("RESULT {\"bench\": \"gda\", \"case\": \"gda_put_stages\", \"ring\": \"%s\", \"bytes\": 8, \"iters\": 200, "
+             "\"post_ns\": %.1f, \"post_ns_min\": %.1f, \"post_ns_max\": %.1f",
+             fenced ? "fenced" : "release", s.median, s.min, s.max);
+      for (int k = 0; k < GDA_STAGE_COUNT; k++) printf(", \"%s_ns\": %.1f", kStage[k], Summarize(steps[fenced][k]).median);
+      printf(", \"provider\": \"swcx over copy_engine\"}\n");
+      fflush(stdout);
+    }
   }
   if (mori_bootstrap_barrier(w.bootstrap)) return 1;
   mori_window_destroy(win);

@@ -60,6 +60,62 @@ __global__ void gda_bench_kernel(mori_window_dev_t view, int peer, uint64_t byte
   }
 }
 
+// One put, step by step (mori_gda_post_rdma's steps, with the doorbell
+// written out so each ordering is timed apart); cycles added to acc[].
+__device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, int fenced, unsigned long long *acc) {
+  const mori_gda_window_t *g = view.gda;
+  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, 0);
+  const char *src = (const char *)mori_local_ptr(view, 0);
+  long long c0 = clock64();
+  int64_t at = mori_gda_reserve(view, qp, 0, 1, kTimeoutNs);
+  if (at < 0) return (int)at;
+  long long c1 = clock64();
+  uint64_t db = mori_gda_write_rdma(qp, (uint64_t)at, 0, MORI_GDA_SIGNALED, mori_gda_remote_addr(view, peer, 0), g->rkey[peer],
+                                    (uint64_t)(uintptr_t)src, g->lkey, (uint32_t)bytes);
+  long long c2 = clock64();
+  uint32_t rec = mori_mlx5_be32((uint32_t)(((uint64_t)at + 1) & 0xffffu));
+  if (fenced) {
+    mori_fence_system();
+    *(volatile uint32_t *)qp->sq_dbrec = rec;
+  } else {
+    mori_atomic_store_release_u32(qp->sq_dbrec, rec);
+  }
+  long long c3 = clock64();
+  if (fenced) {
+    mori_fence_system();
+    *(volatile uint64_t *)qp->bf_reg = db;
+  } else {
+    mori_atomic_store_release_u64(qp->bf_reg, db);
+  }
+  long long c4 = clock64();
+  if (fenced) mori_fence_system();
+  long long c5 = clock64();
+  while (mori_atomic_load_acquire_u64(&qp->rung) != (uint64_t)at) {
+  }
+  mori_atomic_store_release_u64(&qp->rung, (uint64_t)at + 1);
+  long long c6 = clock64();
+  long long c[7] = {c0, c1, c2, c3, c4, c5, c6};
+  for (int k = 0; k < GDA_STAGE_COUNT; k++) acc[k] += (unsigned long long)(c[k + 1] - c[k]);
+  return 0;
+}
+
+__global__ void gda_stages_kernel(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int fenced, gda_bench_result_t *out) {
+  unsigned long long acc[GDA_STAGE_COUNT] = {0};
+  int rc = 0;
+  uint64_t t0 = mori_clock_ns();
+  long long k0 = clock64();
+  for (int i = 0; i < iters && !rc; i++) rc = gda_stage_put(view, peer, bytes, fenced, acc);
+  long long k1 = clock64();
+  uint64_t t1 = mori_clock_ns();
+  int qrc = mori_gda_quiet(view, kTimeoutNs);
+  uint64_t t2 = mori_clock_ns();
+  double ns_per_cycle = k1 > k0 ? (double)(t1 - t0) / (double)(k1 - k0) : 0;
+  for (int k = 0; k < GDA_STAGE_COUNT; k++) out->stage_ns[k] = (double)acc[k] * ns_per_cycle / (iters > 0 ? iters : 1);
+  out->post_ns = (double)(t1 - t0) / (iters > 0 ? iters : 1);
+  out->quiet_ns = (double)(t2 - t1);
+  out->device_rc = rc ? rc : qrc;
+}
+
 static int run(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int kind, gda_bench_result_t *out) {
   gda_bench_result_t *d = NULL;
   if (gpuMalloc((void **)&d, sizeof(*d)) != gpuSuccess) return -1;
@@ -89,6 +145,16 @@ extern "C" int gda_bench_put(mori_window_dev_t view, int peer, uint64_t bytes, i
 extern "C" int gda_bench_put_warp(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out) {
   return run(view, peer, bytes, iters, BENCH_WARP, out);
 }
+extern "C" int gda_bench_stages(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int fenced, gda_bench_result_t *out) {
+  gda_bench_result_t *d = NULL;
+  if (gpuMalloc((void **)&d, sizeof(*d)) != gpuSuccess) return -1;
+  gda_stages_kernel<<<1, 1>>>(view, peer, bytes, iters, fenced, d);
+  int rc = gpuGetLastError() == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess ? 0 : -1;
+  if (!rc && gpuMemcpy(out, d, sizeof(*out), gpuMemcpyDeviceToHost) != gpuSuccess) rc = -1;
+  (void)gpuFree(d);
+  return rc;
+}
+
 extern "C" int gda_bench_proxy_submit(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out) {
   return run(view, peer, bytes, iters, BENCH_PROXY, out);
 }

@@ -17,7 +17,21 @@ typedef struct gda_bench_result {
   double post_ns;  // per put (claim + WQE + doorbell), the posting thread's view
   double quiet_ns; // the final quiet (completion of everything posted)
   int device_rc;   // the first non-zero code a call returned, else 0
+  // gda_bench_stages only: the mean time of each step of one put, in ns
+  // (clock cycles scaled by the device clock's rate over the run).
+  double stage_ns[8];
 } gda_bench_result_t;
+
+// Steps of one put that gda_bench_stages times apart, in order.
+enum gda_bench_stage {
+  GDA_STAGE_RESERVE = 0, // claim the WQE slot (device-memory atomics)
+  GDA_STAGE_WQE,         // write the WQE (the ring's memory)
+  GDA_STAGE_DBREC,       // order the WQE, then write the doorbell record
+  GDA_STAGE_DOORBELL,    // order the record, then write the doorbell register
+  GDA_STAGE_AFTER,       // what the ring does after the doorbell (a fence, in the fenced form)
+  GDA_STAGE_RUNG,        // wait for earlier claims, release `rung`
+  GDA_STAGE_COUNT
+};
 
 // Selects GPU local_rank % device count (ranks share GPUs when there are
 // fewer); -1 with a message on stderr when there is none.
@@ -29,6 +43,11 @@ int gda_bench_put(mori_window_dev_t view, int peer, uint64_t bytes, int iters, g
 // One warp posts `iters` batches of warp-size puts, one doorbell each;
 // post_ns is per put (the batch's time / its size).
 int gda_bench_put_warp(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
+// One thread posts `iters` puts as gda_bench_put does, timing each step
+// (enum gda_bench_stage) apart with the cycle counter. fenced = 0: the
+// library's doorbell (release stores); 1: the earlier form, a full system
+// fence before the record, before the register and after it.
+int gda_bench_stages(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int fenced, gda_bench_result_t *out);
 // One thread submits `iters` puts to the proxy ring (no wait for the
 // proxy), then quiets: the proxy's device-side cost beside GPU posting.
 int gda_bench_proxy_submit(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);

@@ -49,6 +49,9 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_u64(uint64_t *p) { return _
 MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
   __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
+MORI_DEVICE_INLINE void mori_atomic_store_release_u32(uint32_t *p, uint32_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 }
@@ -113,6 +116,9 @@ MORI_DEVICE_INLINE void mori_fence_system(void) { __threadfence_system(); }
 MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
   asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+MORI_DEVICE_INLINE void mori_atomic_store_release_u32(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   uint64_t old;
   asm volatile("atom.release.sys.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
@@ -159,6 +165,9 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_u64(uint64_t *p) {
 }
 MORI_DEVICE_INLINE void mori_fence_system(void) { __threadfence_system(); }
 MORI_DEVICE_INLINE void mori_atomic_store_release_u64(uint64_t *p, uint64_t v) {
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+MORI_DEVICE_INLINE void mori_atomic_store_release_u32(uint32_t *p, uint32_t v) {
   __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {

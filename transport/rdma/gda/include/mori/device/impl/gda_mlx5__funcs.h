@@ -131,14 +131,16 @@ MORI_HOST_DEVICE uint64_t mori_mlx5_wqe_fetch_add(void *wqe, uint16_t pi, uint32
  * before the doorbell record says `next`, and the record before the
  * BlueFlame register gets the last WQE's first 8 bytes, `last_ctrl` (how
  * the NIC learns there is work; it fetches the WQEs from the ring). No
- * lock, no system call: stores and system fences; nothing read back from
- * the ring (host memory, a PCIe round trip away from a GPU). */
+ * lock, no system call, nothing read back from the ring (host memory, a
+ * PCIe round trip away from a GPU). Each ordering is the release of the
+ * store that needs it, not a full system fence: a fence.sc.sys waits for
+ * every earlier store of the thread to reach the host, three of them made
+ * most of a put's cost (bench_gda's stage breakdown). What follows the
+ * doorbell (the next claimant's) is ordered by mori_gda_ring's release of
+ * `rung`. */
 MORI_DEVICE_INLINE void mori_mlx5_ring(const mori_gda_qp_t *qp, uint64_t next, uint64_t last_ctrl) {
-  mori_fence_system();
-  *(volatile uint32_t *)qp->sq_dbrec = mori_mlx5_be32((uint32_t)(next & 0xffffu));
-  mori_fence_system();
-  *(volatile uint64_t *)qp->bf_reg = last_ctrl;
-  mori_fence_system();
+  mori_atomic_store_release_u32(qp->sq_dbrec, mori_mlx5_be32((uint32_t)(next & 0xffffu)));
+  mori_atomic_store_release_u64(qp->bf_reg, last_ctrl);
 }
 
 /* CQE `ci` (a running count) is the software's once the NIC wrote it in
