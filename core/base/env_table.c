@@ -218,7 +218,11 @@ static const mori_env_var_t table[] = {
     {"MORI_STRESS_RUNS", I(1, 1u << 20, TOOLS), .reader = "torch tests (test_barrier_stress), tests (barrier_stress_test)",
      .default_text = "100 (torch), by rank count (tests)", .meaning = "Runs of the barrier stress tests."},
     {"MORI_STRESS_STACKS_AFTER_S", I(1, 86400, TOOLS), .reader = "torch tests (test_barrier_stress)",
-     .default_text = "120", .meaning = "After this many seconds the stress test prints every thread's Python stack."},
+     .default_text = "60 (3x for the first run)",
+     .meaning = "A run of the stress test that takes this many seconds prints every thread's Python stack and exits."},
+    {"MORI_STRESS_STALL_S", I(1, 86400, TOOLS), .reader = "torch tests (test_barrier_stress)", .default_text = "20",
+     .meaning = "Seconds without progress after which each rank of the stress test prints its stalled barriers (window, "
+                "channel, the epoch waited for, each peer's epoch seen) and its stacks."},
     {"MORI_STRESS_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "tools/gpu.sh", .default_text = "400",
      .meaning = "The time limit of the stress part of tools/gpu.sh."},
     {"MORI_BENCH_PROVIDER", E("copy_engine|verbs", TOOLS), .reader = "bench_proxy", .default_text = "copy_engine",
