@@ -116,6 +116,10 @@ def stall_report(idle):
     first = next((label for label, ev in pending if not ev.query()), None)
     say(f"the first launched barrier the GPU has not finished: {first}" if first else
         "every launched barrier has finished on the GPU (the host is stuck elsewhere: see the stacks)")
+    # The allocator's lock guards the window lookup: a host stuck in a
+    # window's destruction (it waits for the device) holds it, and this
+    # read then waits too (the stacks of the C-level dump show it).
+    say(f"reading the barrier areas of windows {', '.join(windows) or '(none live)'}")
     side = torch.cuda.Stream()
     for name, (t, launched) in windows.items():
         with torch.cuda.stream(side):
