@@ -6,9 +6,11 @@ a Triton push and barrier on one window, then rounds of a store into the
 next rank's buffer, hdl.barrier(channel=it % 4), a check, and
 hdl.barrier(channel=(it + 1) % 4) on a second window — with barriers on
 several windows and channels interleaved, windows made and dropped between
-runs (so signal-pad slots are released and reused), and every other run
-with a timeout, so a lost wake-up names who waited for whom instead of
-hanging. MORI_STRESS_RUNS sets the number of runs (default 100).
+runs (so signal-pad slots are released and reused), each rank in turn
+running ahead (rank 0's GPU delayed by sleep kernels, rank 1's host by
+pauses), and every other run with a timeout, so a lost wake-up names who
+waited for whom instead of hanging. MORI_STRESS_RUNS sets the number of
+runs (default 100).
 
 A stall is named within seconds on every rank, timed or not: each rank logs
 the barriers its host launched (window, channel, run, round, and an event
@@ -24,6 +26,7 @@ import collections
 import faulthandler
 import gc
 import os
+import random
 import sys
 import threading
 import time
@@ -51,6 +54,17 @@ TIMEOUT_MS = 5000  # the timed runs' waits: a lost wake-up raises, named, after 
 ROUNDS = 20
 N = 1 << 16
 GROUP_NAME = group.group_name
+rng = random.Random(11 + rank)
+
+
+def out_of_step():
+    """Now and then rank 0's GPU falls behind (a sleep kernel) and rank 1's
+    host pauses: each rank in turn runs ahead into the next barrier of a
+    channel before its peer has left the last one."""
+    if rank == 0 and rng.random() < 0.1:
+        torch.cuda._sleep(rng.randrange(1, 200000))
+    if rank == 1 and rng.random() < 0.05:
+        time.sleep(rng.random() * 0.002)
 
 
 class LaunchLog:
@@ -197,11 +211,13 @@ def run_once(run, timeout_ms):
     for it in range(ROUNDS):
         where = f"run {run} round {it}"
         remote.fill_(run * 1000 + it * 10 + rank)
+        out_of_step()
         log.barrier("h2", h2, it % 4, timeout_ms, where)
         log.at(f"{where}: checking rank {prv}'s data")
         assert bool((t == run * 1000 + it * 10 + prv).all()), f"{where}: stale data from rank {prv}"
         if it % 3 == 0:
             log.barrier("h3", h3, (it // 3) % 4, timeout_ms, where)
+        out_of_step()
         log.barrier("h2", h2, (it + 1) % 4, timeout_ms, where)
     log.barrier("h1", h1, 1, timeout_ms, f"run {run} last")
     log.at(f"run {run}: synchronize")
