@@ -13,13 +13,14 @@ waited for whom instead of hanging. MORI_STRESS_RUNS sets the number of
 runs (default 100).
 
 A stall is named within seconds on every rank, timed or not: each rank logs
-the barriers its host launched (window, channel, run, round, and an event
-after each), and a watchdog thread, after MORI_STRESS_STALL_S seconds
-without host progress, prints lines starting "STALL rank R:" with where the
-host is, the first launched barrier the GPU has not finished, and for every
-live window and channel this rank's barrier area read on a stream of its
-own (torch.ops.mori.barrier_area): the epoch the waiting kernel waits for,
-and each peer's epoch seen in its slot. Stacks of every thread follow; a
+the barriers and Triton pushes its host launched (window, channel, run,
+round, and an event after each), and a watchdog thread, after
+MORI_STRESS_STALL_S seconds without host progress, prints lines starting
+"STALL rank R:" with where the host is, the first logged kernel the GPU has
+not finished, for every live window and channel this rank's barrier area
+read on a stream of its own (torch.ops.mori.barrier_area): the epoch the
+waiting kernel waits for and each peer's epoch seen in its slot, and the
+Triton barrier's signal words. Stacks of every thread follow; a
 run that takes MORI_STRESS_STACKS_AFTER_S seconds dumps them from C (even
 with the interpreter lock held) and exits, so a hang ends the job."""
 import collections
@@ -79,6 +80,7 @@ class LaunchLog:
         self.progress = time.monotonic()
         self.windows = {}  # name -> [tensor, barriers launched per channel]
         self.pending = collections.deque()  # (label, event)
+        self.triton = None  # (sig, epoch) of the last Triton barrier launched
 
     def at(self, where):
         with self.lock:
@@ -93,6 +95,16 @@ class LaunchLog:
         with self.lock:
             self.windows.clear()
             self.pending.clear()
+            self.triton = None
+
+    def kernel(self, label, sig, epoch):
+        """After a Triton kernel whose mt.barrier waits until sig[r] >= epoch."""
+        done = torch.cuda.Event()
+        done.record()
+        with self.lock:
+            self.pending.append((label, done))
+            self.triton = (sig, epoch)
+            self.progress = time.monotonic()
 
     def barrier(self, name, hdl, channel, timeout_ms, where):
         with self.lock:
@@ -124,12 +136,12 @@ def stall_report(idle):
         print(f"STALL rank {rank}: {text}", file=sys.stderr, flush=True)
 
     with log.lock:
-        where, pending = log.where, list(log.pending)
+        where, pending, triton_barrier = log.where, list(log.pending), log.triton
         windows = {name: (t, list(launched)) for name, (t, launched) in log.windows.items()}
     say(f"no host progress for {idle:.0f} s; the host is {where}")
     first = next((label for label, ev in pending if not ev.query()), None)
-    say(f"the first launched barrier the GPU has not finished: {first}" if first else
-        "every launched barrier has finished on the GPU (the host is stuck elsewhere: see the stacks)")
+    say(f"the first logged kernel the GPU has not finished: {first}" if first else
+        "every logged kernel has finished on the GPU (the host is stuck elsewhere: see the stacks)")
     # The allocator's lock guards the window lookup: a host stuck in a
     # window's destruction (it waits for the device) holds it, and this
     # read then waits too (the stacks of the C-level dump show it).
@@ -149,6 +161,11 @@ def stall_report(idle):
                 if p != rank and words[ch * world + p] < epoch:
                     say(f"window {name} channel {ch}: its next barrier needs epoch {epoch} from rank {p}; its "
                         f"slot (word {ch * world + p} of this rank's barrier area) holds {words[ch * world + p]}")
+    if triton_barrier is not None:
+        sig, epoch = triton_barrier
+        with torch.cuda.stream(side):
+            seen = sig.to("cpu").tolist()
+        say(f"the Triton barrier waits until every rank's word of sig is >= {epoch}: sig holds {seen}")
     faulthandler.dump_traceback(all_threads=True)
 
 
@@ -193,6 +210,7 @@ def run_once(run, timeout_ms):
     log.barrier("h1", h1, 0, timeout_ms, f"run {run}")  # sig zeroed everywhere before anyone signals
     log.at(f"run {run}: Triton push")
     push_kernel[(1,)](data, dm.peer_bases, sig, sm.peer_bases, rank, world, run + 1, 1 << 30, N, BLOCK=1024)
+    log.kernel(f"run {run}: Triton push and mt.barrier(epoch {run + 1})", sig, run + 1)
     log.barrier("h1", h1, 0, timeout_ms, f"run {run} after the push")
     log.at(f"run {run}: checking the push")
     for src in range(world):
