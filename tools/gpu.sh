@@ -237,10 +237,13 @@ fi
 
 if has stress; then
   # torch's barrier under stress at two ranks (sharing one GPU where there
-  # is one): the pattern that once hung, MORI_STRESS_RUNS runs; a hang shows
-  # every rank's Python stack after MORI_STRESS_STACKS_AFTER_S.
+  # is one): the pattern that once hung, MORI_STRESS_RUNS runs; a stall is
+  # named after MORI_STRESS_STALL_S on every rank (STALL lines: the barrier
+  # the GPU has not finished, the epoch it waits for and each peer's epoch
+  # seen), and a run taking MORI_STRESS_STACKS_AFTER_S ends the job.
   echo "== torch: test_barrier_stress (2 ranks)"
-  MORI_TEST_PG_TIMEOUT_S=${MORI_TEST_PG_TIMEOUT_S:-150} torch_suite test_barrier_stress 2 ${MORI_STRESS_TIMEOUT_S:-400} 'runs done'
+  MORI_TEST_PG_TIMEOUT_S=${MORI_TEST_PG_TIMEOUT_S:-150} torch_suite test_barrier_stress 2 ${MORI_STRESS_TIMEOUT_S:-400} \
+    'runs done|STALL'
 fi
 
 if has sanitize; then

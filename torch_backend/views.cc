@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// torch.ops.mori.contiguous_view and torch.ops.mori.locality: views of a
-// MORI symmetric tensor's window that torch's SymmetricMemory interface has
-// no place for. Both are read off the window the tensor was rendezvoused
+// torch.ops.mori.contiguous_view, torch.ops.mori.locality and
+// torch.ops.mori.barrier_area: views of a MORI symmetric tensor's window
+// that torch's SymmetricMemory interface has no place for. Both are read off the window the tensor was rendezvoused
 // with (never collective) and alias mori's memory without copying: the
 // contiguous view is the window's flat span (every rank's copy of the
 // tensor, one tensor of shape [world, *shape]) and keeps the window alive
@@ -77,15 +77,40 @@ at::Tensor Locality(const at::Tensor &t, std::string group) {
       .make_tensor();
 }
 
+// This rank's barrier area of the window the tensor was rendezvoused with
+// (mori/device/impl/window__types.h): int64 words in device memory, word
+// c * lsa_size + i the epoch LSA rank i last stored here for channel c,
+// word MORI_BARRIER_CHANNELS * lsa_size + c the barriers this rank has
+// completed on channel c. For diagnosing a barrier that does not end: read
+// it on a stream of its own (the waiting kernel holds the current one), and
+// the waiting kernel's epoch is its counter + 1 and the peers whose word is
+// below that are the ones it waits for. Keeps the window alive.
+at::Tensor BarrierArea(const at::Tensor &t, std::string group) {
+  size_t offset = 0;
+  std::shared_ptr<WindowState> win = WindowFor(t, group, "barrier_area", &offset);
+  mori_window_dev_t v = mori_window_device_view(win->win());
+  TORCH_CHECK(v.barrier_base, "MORI barrier_area on group '", group, "': the window has no barrier area");
+  uint64_t mine = v.barrier_base + static_cast<uint64_t>(v.lsa_rank) * v.barrier_stride;
+  void *area = reinterpret_cast<void *>(static_cast<uintptr_t>(mine));
+  const int64_t words = static_cast<int64_t>(MORI_BARRIER_CHANNELS) * (v.lsa_size + 1);
+  return at::for_blob(area, {words})
+      .deleter([win](void *) mutable { win.reset(); })
+      .target_device(t.device())
+      .options(t.options().dtype(at::kLong))
+      .make_tensor();
+}
+
 }  // namespace
 }  // namespace mori_torch
 
 TORCH_LIBRARY_FRAGMENT(mori, m) {
   m.def("contiguous_view(Tensor t, str group_name) -> Tensor");
   m.def("locality(Tensor t, str group_name) -> Tensor");
+  m.def("barrier_area(Tensor t, str group_name) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(mori, CUDA, m) {
   m.impl("contiguous_view", mori_torch::ContiguousView);
   m.impl("locality", mori_torch::Locality);
+  m.impl("barrier_area", mori_torch::BarrierArea);
 }

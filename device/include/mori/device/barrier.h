@@ -12,8 +12,10 @@
  *                               MORI_BARRIER_CHANNELS.
  *   mori_lsa_pad_barrier_block  the LSA team, over the window's signal pad
  *                               with torch's protocol, so the same pads
- *                               serve torch's kernels (what
- *                               SymmetricMemory::barrier does).
+ *                               serve torch's kernels (torch's own
+ *                               backend's barrier; mori's torch backend
+ *                               runs the world barrier below, whose
+ *                               epochs leave the pads to torch's kernels).
  *   mori_world_barrier_block    every rank of the comm: the LSA barrier,
  *                               then the ranks of the other nodes through
  *                               the proxy of `sync` (mori_window_sync_view);
