@@ -33,6 +33,9 @@ namespace {
 
 // Threads per block at most: 512 on CUDA (16 warps; leaves 128 registers a
 // thread for the combine's unrolled sums), 1024 on HIP (16 wavefronts).
+// The second bound (one block per multiprocessor at that width) lets the
+// compiler use those registers: bounded to two blocks, both kernels spilled
+// (the combine's sums to local memory in its inner loop).
 #if defined(MORI_DEVICE_COMPILER_HIP)
 constexpr int kMaxThreads = MORI_EP_MAX_THREADS;
 #else
@@ -48,11 +51,11 @@ constexpr int kMaxThreads = 512;
 #define MORI_EP_PARAM const __grid_constant__
 #endif
 
-__global__ void __launch_bounds__(kMaxThreads) ep_dispatch_kernel(MORI_EP_PARAM mori_ep_dev_t e, MORI_EP_PARAM mori_ep_args_t a) {
+__global__ void __launch_bounds__(kMaxThreads, 1) ep_dispatch_kernel(MORI_EP_PARAM mori_ep_dev_t e, MORI_EP_PARAM mori_ep_args_t a) {
   mori_ep_dispatch_grid(&e, &a, blockIdx.x, gridDim.x);
 }
 
-__global__ void __launch_bounds__(kMaxThreads) ep_combine_kernel(MORI_EP_PARAM mori_ep_dev_t e, MORI_EP_PARAM mori_ep_args_t a) {
+__global__ void __launch_bounds__(kMaxThreads, 1) ep_combine_kernel(MORI_EP_PARAM mori_ep_dev_t e, MORI_EP_PARAM mori_ep_args_t a) {
   mori_ep_combine_grid(&e, &a, blockIdx.x, gridDim.x);
 }
 

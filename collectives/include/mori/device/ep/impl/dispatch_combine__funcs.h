@@ -82,18 +82,20 @@ MORI_DEVICE_INLINE uint64_t mori_ep_impl_dests(const mori_ep_dev_t *e, const int
                                                 int *bad) {
   *bad = 0;
   if (t >= T) return 0;
-  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank;
+  uint32_t total = (uint32_t)e->world_size * e->experts_per_rank, K = e->top_k;
+  const int32_t *row = idx + (uint64_t)t * K;
   uint64_t mask = 0;
-  for (uint32_t j = 0; j < e->top_k; j++) {
-    int32_t x = idx[(uint64_t)t * e->top_k + j];
-    if (x < 0 || (uint32_t)x >= total) {
-      *bad = 1;
-      return 0;
-    }
-    int d = (int)((uint32_t)x / e->experts_per_rank) - d0;
-    if (d >= 0 && d < MORI_EP_SCAN_DESTS) mask |= 1ull << d;
+  int out = 0;
+  /* No exit inside the loop: the loads of a row are independent and go
+   * out together (an exit at the first bad index would wait for each). */
+  for (uint32_t j = 0; j < K; j++) {
+    uint32_t x = (uint32_t)row[j];
+    int d = (int)(x / e->experts_per_rank) - d0;
+    out |= x >= total;
+    if (x < total && d >= 0 && d < MORI_EP_SCAN_DESTS) mask |= 1ull << d;
   }
-  return mask;
+  *bad = out;
+  return out ? 0 : mask;
 }
 
 /* Block 0 of dispatch's send half: the header (bad record, counts) and the
@@ -294,7 +296,10 @@ MORI_DEVICE_INLINE int mori_ep_impl_source(const uint32_t *pre, int n, uint32_t 
   return lo;
 }
 
-MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  /* A private copy: read through the kernel parameter's address, every store
+   * of the loops below might alias the context and force it to be read again. */
+  const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->dispatch_epoch) + (uint64_t)send, p = epoch & 1;
@@ -433,7 +438,10 @@ MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_
   }
 }
 
-MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  /* A private copy: read through the kernel parameter's address, every store
+   * of the loops below might alias the context and force it to be read again. */
+  const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->combine_epoch) + (uint64_t)send;
