@@ -21,6 +21,7 @@
 #include "mori/transport_rdma.h"
 #include "tests/rdma/fake_verbs.h"
 #include "tests/shmem/pe.h"
+#include "tests/rdma/rdma_test_support.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
 
@@ -505,17 +506,8 @@ TEST(RdmaEnv, QueuePairCountsThatDifferBetweenRanksFailNamingThem) {
     fake_verbs::Install();
     mori_bootstrap_t *b = mori_test::Bootstrap();
     ASSERT_NE(b, nullptr);
-    static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
-    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
-    mori_comm_attr_t attr;
-    mori_comm_attr_init(&attr);
-    attr.bootstrap = b;
-    attr.handles = handles;
-    attr.num_handles = 1;
-    attr.transports = transports;
-    attr.num_transports = 2;
     mori_comm_t *comm = nullptr;
-    EXPECT_EQ(mori_comm_create(&attr, &comm), MORI_EINVAL);
+    EXPECT_EQ(mori_rdma_test::CreateRdmaComm(b, &comm), MORI_EINVAL);
     std::string msg = mori_last_error();
     EXPECT_TRUE(Contains(msg, "MORI_NUM_QP_PER_PE is")) << msg;
     EXPECT_TRUE(Contains(msg, rank == 0 ? "on rank 1" : "on rank 0")) << msg;
@@ -618,17 +610,8 @@ TEST(RdmaEnv, OutOfRangeServiceLevelOrClassFailsTheCommNamingIt) {
       fake_verbs::SetDevices({"fake0"});
       mori_bootstrap_t *b = mori_test::Bootstrap();
       ASSERT_NE(b, nullptr);
-      static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
-      const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
-      mori_comm_attr_t attr;
-      mori_comm_attr_init(&attr);
-      attr.bootstrap = b;
-      attr.handles = handles;
-      attr.num_handles = 1;
-      attr.transports = transports;
-      attr.num_transports = 2;
       mori_comm_t *comm = nullptr;
-      EXPECT_NE(mori_comm_create(&attr, &comm), 0);
+      EXPECT_NE(mori_rdma_test::CreateRdmaComm(b, &comm), 0);
       EXPECT_NE(std::string(mori_last_error()).find(std::string(c.first) + "=\"" + c.second + "\""), std::string::npos)
           << mori_last_error();
       if (comm) mori_comm_destroy(comm);
