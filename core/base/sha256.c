@@ -5,6 +5,7 @@
 #include "core/base/sha256.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 static const uint32_t round_constants[64] = {
@@ -58,6 +59,32 @@ static void compress(uint32_t state[8], const uint8_t block[MORI_SHA256_BLOCK]) 
 #include <immintrin.h>
 #define MORI_SHA256_HAVE_SHANI 1
 
+/* Whether the CPU has SHA, SSE4.1 and SSSE3. CPUID is a trap to the
+ * hypervisor in a VM, tens of microseconds a process: glibc (2.33 on) has
+ * asked already and says what it found; elsewhere CPUID is asked once, when
+ * a hash is first needed (the compiler's __builtin_cpu_supports would link
+ * a constructor running dozens of CPUID instructions in every process: 1% of
+ * a 256-rank start-up's CPU). */
+#if defined(__has_include)
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>
+#define MORI_SHA256_GLIBC_CPU_FEATURES 1
+#endif
+#endif
+#ifdef MORI_SHA256_GLIBC_CPU_FEATURES
+static bool cpu_has_sha(void) {
+  return CPU_FEATURE_ACTIVE(SHA) && CPU_FEATURE_ACTIVE(SSE4_1) && CPU_FEATURE_ACTIVE(SSSE3);
+}
+#else
+#include <cpuid.h>
+/* SHA: leaf 7, EBX bit 29; SSE4.1 and SSSE3: leaf 1, ECX bits 19 and 9. */
+static bool cpu_has_sha(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9))) return false;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+}
+#endif
+
 /* The same compression through the CPU's SHA extensions (one sha256rnds2
  * does two rounds; sha256msg1/msg2 extend the message schedule four words
  * at a time): the bootstrap MACs every frame, and on a host of many ranks
@@ -105,9 +132,7 @@ static _Atomic(compress_fn) chosen;
 
 static compress_fn pick(bool portable) {
 #ifdef MORI_SHA256_HAVE_SHANI
-  if (!portable && __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
-      __builtin_cpu_supports("ssse3"))
-    return compress_shani;
+  if (!portable && cpu_has_sha()) return compress_shani;
 #endif
   (void)portable;
   return compress;
