@@ -65,7 +65,7 @@ struct tcp_state {
   int rank, size;
   int timeout_ms;
   uint64_t seq;
-  struct tcp_peer *peers; /* rank 0: one per rank; others: peers[0] is rank 0 */
+  struct tcp_peer *peers; /* rank 0: one per rank; others: one, peers[0], rank 0 */
   /* The links (links.c): in round k of an exchange this rank talks to rank
    * + 2^k over link_out[k], which it opened, and to rank - 2^k (mod size)
    * over link_in[k], which that rank opened. */
