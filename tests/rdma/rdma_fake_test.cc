@@ -62,6 +62,13 @@ void Open(World &w, size_t bytes, Window *out) {
   ASSERT_NE(out->view.proxy, nullptr);
 }
 
+// Every rank done with the window: it and its memory go.
+void Close(World &w, const Window &win) {
+  MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  MORI_EXPECT_OK(mori_window_destroy(win.win));
+  MORI_EXPECT_OK(mori_mem_free(win.mem));
+}
+
 rdma_state *State(World &w) { return static_cast<rdma_state *>(mori_comm_transport_state(w.comm, &mori_transport_rdma_ops)); }
 
 bool WaitHeld(size_t n) {
@@ -106,9 +113,7 @@ TEST(RdmaFake, FailedCompletionInABatchDropsNoneOfTheOthers) {
       EXPECT_LT(MsSince(t0), 500.0);
       fake_verbs::Stall(false);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -181,9 +186,7 @@ TEST(RdmaFake, TransfersBeyondTheLargestMessageGoInPieces) {
       EXPECT_EQ(get, kBytes);
       EXPECT_EQ(posts.size() - before, 6u) << "2 GiB + 2 GiB + 4 KiB, twice";
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -202,9 +205,7 @@ TEST(RdmaFake, ProxiedAtomicOnAnUnalignedWordIsRefused) {
       EXPECT_EQ(fake_verbs::Posts().size(), before) << "nothing unaligned reached the NIC";
       EXPECT_EQ(mori_signal_add(win.view, 1, 8, 1), MORI_DEVICE_OK);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -247,9 +248,7 @@ TEST(RdmaFake, SubmitThatTimesOutOnAStalledConsumerLeavesTheRingUsable) {
       EXPECT_EQ(win.view.proxy->done, (uint64_t)accepted + 10);
       EXPECT_EQ(win.view.proxy->consumed, *win.view.proxy_tickets);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -321,9 +320,7 @@ void RailOnly(int per_node) {
       EXPECT_EQ(mori_quiet_window(win.view, 1000 * kMs), MORI_DEVICE_EUNREACHABLE);
       EXPECT_EQ(win.view.proxy->failed, 1u);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -423,9 +420,7 @@ TEST(RdmaEnv, SeveralQueuePairsPerPeerTakeRequestsInTurn) {
       // QPs per process: both ranks made 3, in the same order).
       for (int i = 0; i < 3; i++) EXPECT_EQ(fake_verbs::PathOf(s->qpn[3 + i]).dest_qp, s->qpn[3 + i]);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -445,9 +440,7 @@ TEST(RdmaEnv, PiecesOfOneTransferStayOnOneQueuePair) {
       for (int i = 4; i < 6; i++) EXPECT_EQ(posts[i].qp_num, posts[3].qp_num);
       EXPECT_NE(posts[0].qp_num, posts[3].qp_num) << "the next request takes the next QP";
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   }, {"fake0"}, nullptr, 4096);
 }
 
@@ -493,9 +486,7 @@ TEST(RdmaEnv, FencedOpWaitsForPutsOnThePeersOtherQueuePairs) {
         EXPECT_NE(posts[2].send_flags & IBV_SEND_FENCE, 0u);
       }
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -543,9 +534,7 @@ TEST(RdmaEnv, AnExcludeListThatLeavesNothingMeansNoRdmaAndSaysWhy) {
     std::string msg = mori_last_error();
     EXPECT_TRUE(Contains(msg, "no usable device on rank(s) 0, 1")) << msg;
     EXPECT_TRUE(Contains(msg, "MORI_RDMA_DEVICES=^fake0 leaves no RDMA device (present: fake0)")) << msg;
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
