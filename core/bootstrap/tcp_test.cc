@@ -131,28 +131,12 @@ TEST(BootstrapTcp, RankThatDiesIsNamedImmediately) {
   });
 }
 
-TEST_P(BothPaths, MismatchedAllgatherSizesFailOnEveryRank) {
-  bool over_links = GetParam();
-  EXPECT_RANKS_PASS(TestRanks(), [over_links](int rank, int size) {
-    Choose(over_links);
-    mori_bootstrap_t *b = Bootstrap(5000);
-    ASSERT_NE(b, nullptr);
-    size_t bytes = rank == 1 ? 16 : 8;
-    std::vector<char> mine(bytes, 'x'), all(16 * size);
-    int rc = mori_bootstrap_allgather(b, mine.data(), all.data(), bytes);
-    EXPECT_EQ(rc, MORI_EMISMATCH) << mori_last_error();
-    EXPECT_NE(std::string(mori_last_error()).find("rank 1 contributes 16 bytes"), std::string::npos)
-        << "rank " << rank << ": " << mori_last_error();
-    mori_bootstrap_destroy(b);
-  });
-}
-
-// Rank 1's contribution is too large to go through rank 0 while everyone
-// else's is not: rank 1 goes the links' way, the others through rank 0;
-// rank 0 still names rank 1 and both sizes.
-TEST(BootstrapTcp, AllgatherSizesOnEitherSideOfTheWayThroughRankZeroFailNamingTheRank) {
-  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
-    mori_tcp_test_via_root_max((size_t)(size - 1) * size * 8);  // 8 bytes a rank go through rank 0, 16 do not
+// Rank 1 contributes 16 bytes to an allgather, every other rank 8: every
+// rank fails, naming rank 1 and both sizes. via_root_max(size): the bound
+// on what rank 0 sends in a collective that goes through it.
+void MismatchedSizesFailNamingRankOne(size_t (*via_root_max)(int size)) {
+  EXPECT_RANKS_PASS(TestRanks(), [via_root_max](int rank, int size) {
+    mori_tcp_test_via_root_max(via_root_max(size));
     mori_bootstrap_t *b = Bootstrap(5000);
     ASSERT_NE(b, nullptr);
     size_t bytes = rank == 1 ? 16 : 8;
@@ -163,6 +147,21 @@ TEST(BootstrapTcp, AllgatherSizesOnEitherSideOfTheWayThroughRankZeroFailNamingTh
         << "rank " << rank << ": " << mori_last_error();
     mori_bootstrap_destroy(b);
   });
+}
+
+TEST_P(BothPaths, MismatchedAllgatherSizesFailOnEveryRank) {
+  if (GetParam())
+    MismatchedSizesFailNamingRankOne([](int) { return (size_t)0; });
+  else
+    MismatchedSizesFailNamingRankOne([](int) { return (size_t)MORI_TCP_VIA_ROOT_MAX; });
+}
+
+// Rank 1's contribution is too large to go through rank 0 while everyone
+// else's is not: rank 1 goes the links' way, the others through rank 0;
+// rank 0 still names rank 1 and both sizes.
+TEST(BootstrapTcp, AllgatherSizesOnEitherSideOfTheWayThroughRankZeroFailNamingTheRank) {
+  // 8 bytes a rank go through rank 0, 16 do not.
+  MismatchedSizesFailNamingRankOne([](int size) { return (size_t)(size - 1) * size * 8; });
 }
 
 // An explicit TCP bootstrap at rank 0's port (from the harness's
