@@ -13,7 +13,7 @@
  *   4. every transport registers the segment (p2p maps the peers' slots);
  *      every rank agrees again.
  * Destroy is local: device synchronised, transports deregister, slots
- * unmapped, imports released, VA freed. */
+ * unmapped and VA freed, imports released. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,11 +221,11 @@ void mori_segment_destroy(mori_segment_t *seg) {
       MORI_WARN("segment teardown: transport %s: %s", c->transports[i].name, mori_last_error());
     seg->registered[i] = false;
   }
-  for (int i = 0; seg->lsa_mapped && i < c->lsa_size; i++) {
-    if (!seg->lsa_mapped[i]) continue;
-    if (mori_platform_mem_unmap(c->device, seg->flat_base + (size_t)i * seg->stride, seg->stride) != 0)
-      MORI_WARN("segment teardown: unmapping slot %d: %s", i, mori_last_error());
-  }
+  /* The slots and the span in one release (slots are mapped only inside a
+   * reserved span): on the host that is one munmap, not one per slot. */
+  if (seg->flat_base &&
+      mori_platform_span_release(c->device, seg->flat_base, c->lsa_size, seg->stride, seg->lsa_mapped) != 0)
+    MORI_WARN("segment teardown: %s", mori_last_error());
   for (int i = 0; seg->lsa_mem && i < c->lsa_size; i++) {
     if (c->lsa_base + i == c->rank) continue;
     mori_pmem_t *m = &seg->lsa_mem[i];
@@ -237,8 +237,6 @@ void mori_segment_destroy(mori_segment_t *seg) {
       mori_platform_mem_release(m);
     }
   }
-  if (seg->flat_base && mori_platform_va_release(c->device, seg->flat_base, (size_t)c->lsa_size * seg->stride) != 0)
-    MORI_WARN("segment teardown: %s", mori_last_error());
   free(seg->lsa_mem);
   free(seg->lsa_mapped);
   free(seg->peer_base);

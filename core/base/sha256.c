@@ -4,6 +4,8 @@
  * of the cube roots of the first 64 primes). */
 #include "core/base/sha256.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 static const uint32_t round_constants[64] = {
@@ -53,6 +55,104 @@ static void compress(uint32_t state[8], const uint8_t block[MORI_SHA256_BLOCK]) 
   state[7] += h;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MORI_SHA256_HAVE_SHANI 1
+
+/* Whether the CPU has SHA, SSE4.1 and SSSE3. CPUID is a trap to the
+ * hypervisor in a VM, tens of microseconds a process: glibc (2.33 on) has
+ * asked already and says what it found; elsewhere CPUID is asked once, when
+ * a hash is first needed (the compiler's __builtin_cpu_supports would link
+ * a constructor running dozens of CPUID instructions in every process: 1% of
+ * a 256-rank start-up's CPU). */
+#if defined(__has_include)
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>
+#define MORI_SHA256_GLIBC_CPU_FEATURES 1
+#endif
+#endif
+#ifdef MORI_SHA256_GLIBC_CPU_FEATURES
+static bool cpu_has_sha(void) {
+  return CPU_FEATURE_ACTIVE(SHA) && CPU_FEATURE_ACTIVE(SSE4_1) && CPU_FEATURE_ACTIVE(SSSE3);
+}
+#else
+#include <cpuid.h>
+/* SHA: leaf 7, EBX bit 29; SSE4.1 and SSSE3: leaf 1, ECX bits 19 and 9. */
+static bool cpu_has_sha(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9))) return false;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+}
+#endif
+
+/* The same compression through the CPU's SHA extensions (one sha256rnds2
+ * does two rounds; sha256msg1/msg2 extend the message schedule four words
+ * at a time): the bootstrap MACs every frame, and on a host of many ranks
+ * the portable rounds were a visible part of a job's start-up. The state
+ * is kept as the instructions want it, ABEF and CDGH. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_shani(uint32_t state[8],
+                                                                        const uint8_t block[MORI_SHA256_BLOCK]) {
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i dcba = _mm_loadu_si128((const __m128i *)&state[0]);
+  __m128i hgfe = _mm_loadu_si128((const __m128i *)&state[4]);
+  __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+  __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+  __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+  const __m128i abef_in = abef, cdgh_in = cdgh;
+  __m128i w[4]; /* the schedule's last 16 words, four to a vector */
+  for (int g = 0; g < 16; g++) {
+    __m128i *m = &w[g % 4];
+    if (g < 4) {
+      *m = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(block + 16 * g)), byte_swap);
+    } else {
+      /* W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], for t = 4g..4g+3. */
+      __m128i back1 = w[(g + 3) % 4], back2 = w[(g + 2) % 4];
+      __m128i sum = _mm_add_epi32(_mm_sha256msg1_epu32(*m, w[(g + 1) % 4]), _mm_alignr_epi8(back1, back2, 4));
+      *m = _mm_sha256msg2_epu32(sum, back1);
+    }
+    __m128i wk = _mm_add_epi32(*m, _mm_loadu_si128((const __m128i *)&round_constants[4 * g]));
+    cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+    abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(wk, 0x0E));
+  }
+  abef = _mm_add_epi32(abef, abef_in);
+  cdgh = _mm_add_epi32(cdgh, cdgh_in);
+  __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128((__m128i *)&state[0], _mm_blend_epi16(feba, dchg, 0xF0));
+  _mm_storeu_si128((__m128i *)&state[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+typedef void (*compress_fn)(uint32_t state[8], const uint8_t block[MORI_SHA256_BLOCK]);
+
+/* Which compression runs: chosen once from the CPU (both give the same
+ * digests; sha256_test checks each against the known answers). */
+static _Atomic(compress_fn) chosen;
+
+static compress_fn pick(bool portable) {
+#ifdef MORI_SHA256_HAVE_SHANI
+  if (!portable && cpu_has_sha()) return compress_shani;
+#endif
+  (void)portable;
+  return compress;
+}
+
+bool mori_sha256_use_portable(bool portable) {
+  compress_fn fn = pick(portable);
+  atomic_store(&chosen, fn);
+  return fn == compress;
+}
+
+static void compress_blocks(uint32_t state[8], const uint8_t *blocks, size_t count) {
+  compress_fn fn = atomic_load_explicit(&chosen, memory_order_relaxed);
+  if (!fn) {
+    fn = pick(false);
+    atomic_store(&chosen, fn);
+  }
+  for (size_t i = 0; i < count; i++) fn(state, blocks + i * MORI_SHA256_BLOCK);
+}
+
 void mori_sha256_init(mori_sha256_t *ctx) {
   /* The first 32 bits of the fractional parts of the square roots of the
    * first 8 primes. */
@@ -73,10 +173,13 @@ void mori_sha256_update(mori_sha256_t *ctx, const void *data, size_t len) {
     p += take;
     len -= take;
     if (ctx->used < MORI_SHA256_BLOCK) return;
-    compress(ctx->state, ctx->block);
+    compress_blocks(ctx->state, ctx->block, 1);
     ctx->used = 0;
   }
-  for (; len >= MORI_SHA256_BLOCK; p += MORI_SHA256_BLOCK, len -= MORI_SHA256_BLOCK) compress(ctx->state, p);
+  size_t whole = len / MORI_SHA256_BLOCK;
+  compress_blocks(ctx->state, p, whole);
+  p += whole * MORI_SHA256_BLOCK;
+  len -= whole * MORI_SHA256_BLOCK;
   if (len) memcpy(ctx->block, p, len);
   ctx->used = len;
 }
@@ -88,12 +191,12 @@ void mori_sha256_final(mori_sha256_t *ctx, uint8_t digest[MORI_SHA256_BYTES]) {
   ctx->block[ctx->used++] = 0x80;
   if (ctx->used > 56) {
     memset(ctx->block + ctx->used, 0, MORI_SHA256_BLOCK - ctx->used);
-    compress(ctx->state, ctx->block);
+    compress_blocks(ctx->state, ctx->block, 1);
     ctx->used = 0;
   }
   memset(ctx->block + ctx->used, 0, 56 - ctx->used);
   for (int i = 0; i < 8; i++) ctx->block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
-  compress(ctx->state, ctx->block);
+  compress_blocks(ctx->state, ctx->block, 1);
   for (int i = 0; i < 8; i++) {
     digest[4 * i] = (uint8_t)(ctx->state[i] >> 24);
     digest[4 * i + 1] = (uint8_t)(ctx->state[i] >> 16);

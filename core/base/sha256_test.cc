@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // SHA-256 against the FIPS 180-2 examples and HMAC-SHA256 against the seven
 // test cases of RFC 4231; fed whole and in every split, so the block
-// buffering is exercised too.
+// buffering is exercised too. Each runs twice: through the CPU's SHA
+// extensions (where it has them) and through the portable rounds.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -29,7 +30,31 @@ std::string Sha256Hex(const std::string &msg) {
   return Hex(d, sizeof(d));
 }
 
-TEST(Sha256, Fips180Examples) {
+// The parameter: whether the portable rounds are forced.
+class Sha256Paths : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { mori_sha256_use_portable(GetParam()); }
+  void TearDown() override { mori_sha256_use_portable(false); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Compression, Sha256Paths, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                           return std::string(info.param ? "Portable" : "Native");
+                         });
+
+TEST(Sha256, NativeRoundsAreUsedWhereTheCpuHasThem) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  bool has_sha = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
+#else
+  bool has_sha = false;
+#endif
+  EXPECT_EQ(mori_sha256_use_portable(false), !has_sha);
+  EXPECT_TRUE(mori_sha256_use_portable(true));
+  mori_sha256_use_portable(false);
+}
+
+TEST_P(Sha256Paths, Fips180Examples) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
@@ -37,7 +62,7 @@ TEST(Sha256, Fips180Examples) {
   EXPECT_EQ(Sha256Hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
-TEST(Sha256, AnySplitOfTheInputGivesTheSameDigest) {
+TEST_P(Sha256Paths, AnySplitOfTheInputGivesTheSameDigest) {
   // 0..200 bytes: every padding case (55, 56, 63, 64 bytes) and two blocks.
   std::string msg;
   for (int i = 0; i < 200; i++) msg += char('a' + i % 26);
@@ -59,7 +84,7 @@ struct Rfc4231Case {
   std::string key, data, mac;  // mac: hex, possibly truncated (case 5)
 };
 
-TEST(HmacSha256, Rfc4231TestCases) {
+TEST_P(Sha256Paths, HmacRfc4231TestCases) {
   std::string key4;
   for (int i = 1; i <= 25; i++) key4 += char(i);
   const Rfc4231Case cases[] = {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* The links between ranks, opened once after rank 0's start-up, so that the
- * data of a collective travels between the ranks instead of through rank 0
- * (exchange.c).
+/* The links between ranks, opened once, by the first collective whose data
+ * is too large to go through rank 0 (tcp.c), so that it travels between the
+ * ranks instead (exchange.c).
  *
  * In round k of an exchange, rank r talks to r + 2^k and r - 2^k (mod size):
  * it opens the first link (link_out[k]) and admits the second (link_in[k]),

@@ -63,6 +63,13 @@ static int root_receive(struct tcp_state *s, int r, uint32_t op, int arg, size_t
   }
   /* The header passed its MAC: a header other than the one due is the
    * rank's own, a real disagreement. */
+  /* An allgather's size decides whether it goes through rank 0 (tcp.c):
+   * a rank of another size may have chosen the other way. */
+  bool allgathers = (h.op == MORI_WIRE_ALLGATHER || h.op == MORI_WIRE_ALLGATHER_VIA_ROOT) &&
+                    (op == MORI_WIRE_ALLGATHER || op == MORI_WIRE_ALLGATHER_VIA_ROOT);
+  if (h.seq == s->seq && allgathers && h.op != op && h.rank == r)
+    return mori_tcp_fail_all(s, MORI_EMISMATCH, "bootstrap: rank %d contributes %llu bytes, rank 0 %zu bytes (step %llu)",
+                             r, (unsigned long long)h.bytes, bytes, (unsigned long long)s->seq);
   if (h.seq != s->seq || h.op != op || h.arg != arg || h.rank != r)
     return mori_tcp_fail_all(s, MORI_EMISMATCH,
                              "bootstrap: rank %d is at step %llu op %s (arg %d) while rank 0 is at step %llu op %s (arg %d)",
@@ -72,7 +79,9 @@ static int root_receive(struct tcp_state *s, int r, uint32_t op, int arg, size_t
     return mori_tcp_fail_all(s, MORI_EMISMATCH, "bootstrap: rank %d contributes %llu bytes, rank 0 %zu bytes (step %llu)",
                              r, (unsigned long long)h.bytes, bytes, (unsigned long long)s->seq);
   size_t payload = (size_t)mori_wire_payload_bytes(&h);
-  if (payload && mori_tcp_recv_payload(p, gathered + (size_t)r * bytes, payload, deadline) != 0)
+  /* A broadcast's data (the root's alone) goes to the one buffer. */
+  char *dst = op == MORI_WIRE_BCAST_VIA_ROOT ? gathered : gathered + (size_t)r * bytes;
+  if (payload && mori_tcp_recv_payload(p, dst, payload, deadline) != 0)
     return mori_tcp_fail_all(s, MORI_ERANK_TIMEOUT, "bootstrap: rank %d's message broke off", r);
   e = mori_tcp_recv_end(p, deadline);
   if (e == MORI_EPROTO) return forged_from(s, r);
@@ -97,7 +106,7 @@ int mori_tcp_root_gather(struct tcp_state *s, uint32_t op, int arg, const void *
                              n, (unsigned long long)s->seq, (size_t)n * (1 + 2 * sizeof(int) + sizeof(*fds)));
   }
   int rc = 0, pending = n - 1;
-  if (bytes && mine && gathered) memcpy(gathered, mine, bytes);
+  if (bytes && mine && gathered) memmove(gathered, mine, bytes); /* in place: mine may be inside gathered */
   done[0] = 1;
   while (pending > 0 && !rc) {
     int count = 0, ahead = 0;

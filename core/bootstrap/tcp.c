@@ -6,7 +6,12 @@
  * rank, so all of them fail with the missing ranks named. The data then
  * travels between the ranks over their links (links.c, exchange.c), so that
  * rank 0 handles O(size) small frames per step, not size copies of the
- * gathered result. After a failure the bootstrap is broken and every later
+ * gathered result -- except where those copies are small (at most
+ * MORI_TCP_VIA_ROOT_MAX bytes in all): then the data rides in the arrival
+ * round itself, two frames per rank, and the links are not needed. The
+ * links are opened by the first collective that needs them, so a job whose
+ * collectives are all small (a one-node start-up of a few hundred ranks)
+ * never opens them. After a failure the bootstrap is broken and every later
  * call fails with the same message.
  *
  * Only ranks that hold the job's secret are admitted, and every frame after
@@ -40,6 +45,42 @@ static int arrive(struct tcp_state *s, uint32_t op, int arg, size_t bytes) {
   return rc ? rc : mori_tcp_root_reply(s, NULL, 0, false);
 }
 
+static size_t via_root_max = MORI_TCP_VIA_ROOT_MAX;
+
+void mori_tcp_test_via_root_max(size_t bytes) { via_root_max = bytes; }
+
+/* Whether a collective of this result goes through rank 0 in its arrival
+ * round: two frames per rank instead of an arrival and then 2 *
+ * ceil(log2 size) over the links, as long as what rank 0 sends, (size - 1)
+ * copies of the result, stays small. Every rank decides alike: the sizes
+ * are the caller's, the same on every rank (rank 0 names one that differs). */
+static bool via_root(const struct tcp_state *s, size_t result_bytes) {
+  return result_bytes <= via_root_max / (size_t)(s->size > 1 ? s->size - 1 : 1);
+}
+
+/* The links, opened by the first collective that needs them (every rank is
+ * in the same one: the decision above is alike everywhere). */
+static int links(struct tcp_state *s) {
+  if (s->links_up) return 0;
+  int rc = mori_tcp_links_start(s);
+  if (!rc) s->links_up = true;
+  return rc;
+}
+
+static int allgather_via_root(struct tcp_state *s, const void *send, void *recv, size_t bytes) {
+  size_t all = (size_t)s->size * bytes;
+  if (s->rank != 0) return mori_tcp_leaf_round(s, MORI_WIRE_ALLGATHER_VIA_ROOT, 0, send, bytes, recv, all);
+  int rc = mori_tcp_root_gather(s, MORI_WIRE_ALLGATHER_VIA_ROOT, 0, send, bytes, recv);
+  return rc ? rc : mori_tcp_root_reply(s, recv, all, false);
+}
+
+static int bcast_via_root(struct tcp_state *s, void *buf, size_t bytes, int root) {
+  if (s->rank != 0) return mori_tcp_leaf_round(s, MORI_WIRE_BCAST_VIA_ROOT, root, buf, bytes, buf, bytes);
+  /* Rank 0's own data is in buf already; a root's arrives there. */
+  int rc = mori_tcp_root_gather(s, MORI_WIRE_BCAST_VIA_ROOT, root, NULL, bytes, buf);
+  return rc ? rc : mori_tcp_root_reply(s, buf, bytes, false);
+}
+
 static int tcp_allgather(void *state, const void *send, void *recv, size_t bytes) {
   struct tcp_state *s = state;
   int rc = round_start(s);
@@ -47,7 +88,9 @@ static int tcp_allgather(void *state, const void *send, void *recv, size_t bytes
   if (bytes > MORI_WIRE_BYTES_MAX / (uint64_t)s->size)
     return mori_error_set(MORI_EINVAL, "bootstrap allgather: %zu bytes per rank is more than the bootstrap carries",
                           bytes);
+  if (via_root(s, (size_t)s->size * bytes)) return allgather_via_root(s, send, recv, bytes);
   rc = arrive(s, MORI_WIRE_ALLGATHER, 0, bytes);
+  if (!rc) rc = links(s);
   return rc ? rc : mori_tcp_exchange_allgather(s, send, recv, bytes);
 }
 
@@ -63,7 +106,9 @@ static int tcp_bcast(void *state, void *buf, size_t bytes, int root) {
   if (rc) return rc;
   if (bytes > MORI_WIRE_BYTES_MAX)
     return mori_error_set(MORI_EINVAL, "bootstrap bcast: %zu bytes is more than the bootstrap carries", bytes);
+  if (via_root(s, bytes)) return bcast_via_root(s, buf, bytes, root);
   rc = arrive(s, MORI_WIRE_BCAST, root, bytes);
+  if (!rc) rc = links(s);
   return rc ? rc : mori_tcp_exchange_bcast(s, buf, bytes, root);
 }
 
@@ -153,16 +198,20 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   s->size = attr->size;
   s->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : mori_bootstrap_default_timeout_ms();
   snprintf(s->address, sizeof(s->address), "%s", has_address ? attr->address : "(inherited socket)");
-  s->peers = mori_bs_calloc((size_t)s->size, sizeof(*s->peers));
+  /* Rank 0 holds a connection to every rank, any other rank one to rank 0
+   * (each with its read-ahead buffer: 256 of them, touched here, were 150
+   * page faults in every rank of a 256-rank job). */
+  int connections = s->rank == 0 ? s->size : 1;
+  s->peers = mori_bs_calloc((size_t)connections, sizeof(*s->peers));
   if (!s->peers) {
     free(s);
     return no_memory_early(attr, mori_error_set(MORI_ENOMEM,
                                                 "bootstrap tcp: rank %d of %d has no memory for its %d connections "
                                                 "(%zu bytes)",
-                                                attr->rank, attr->size, attr->size,
-                                                (size_t)attr->size * sizeof(struct tcp_peer)));
+                                                attr->rank, attr->size, connections,
+                                                (size_t)connections * sizeof(struct tcp_peer)));
   }
-  for (int r = 0; r < s->size; r++) s->peers[r].fd = -1;
+  for (int r = 0; r < connections; r++) s->peers[r].fd = -1;
   while ((1LL << s->rounds) < s->size) s->rounds++;
   s->link_out = mori_bs_calloc((size_t)s->rounds + 1, sizeof(*s->link_out));
   s->link_in = mori_bs_calloc((size_t)s->rounds + 1, sizeof(*s->link_in));
@@ -181,7 +230,6 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   if (s->size > 1) {
     /* root_start closes rank 0's socket whatever happens. */
     rc = s->rank == 0 ? root_start(s, attr->listen_fd) : mori_tcp_rank_start(s);
-    if (!rc) rc = mori_tcp_links_start(s);
   } else if (attr->listen_fd >= 0) {
     close(attr->listen_fd);
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The TCP bootstrap across separate processes: collectives give every rank
-// the right data, and a rank that is missing, late, dead or disagreeing makes
+// the right data, both through rank 0 (small ones) and over the links
+// between ranks, and a rank that is missing, late, dead or disagreeing makes
 // every other rank fail within the timeout, naming it.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,6 +17,10 @@
 #include "tests/support/harness.h"
 #include "tests/support/sockets.h"
 
+extern "C" {
+#include "core/bootstrap/internal/tcp.h"
+}
+
 using mori_test::Bootstrap;
 using mori_test::TestRanks;
 
@@ -23,8 +28,23 @@ namespace {
 
 constexpr int kShortTimeoutMs = 1500;
 
-TEST(BootstrapTcp, AllgatherGivesEveryRankEveryPayload) {
-  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+// The parameter: whether every collective with data goes over the links
+// (else the small ones go through rank 0, as by default).
+class BothPaths : public ::testing::TestWithParam<bool> {
+ protected:
+  // In each rank's process, before its first collective.
+  static void Choose(bool over_links) { mori_tcp_test_via_root_max(over_links ? 0 : MORI_TCP_VIA_ROOT_MAX); }
+};
+
+INSTANTIATE_TEST_SUITE_P(BootstrapTcp, BothPaths, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                           return std::string(info.param ? "OverTheLinks" : "ThroughRankZero");
+                         });
+
+TEST_P(BothPaths, AllgatherGivesEveryRankEveryPayload) {
+  bool over_links = GetParam();
+  EXPECT_RANKS_PASS(TestRanks(), [over_links](int rank, int size) {
+    Choose(over_links);
     mori_bootstrap_t *b = Bootstrap();
     ASSERT_NE(b, nullptr);
     EXPECT_EQ(mori_bootstrap_rank(b), rank);
@@ -42,8 +62,10 @@ TEST(BootstrapTcp, AllgatherGivesEveryRankEveryPayload) {
   });
 }
 
-TEST(BootstrapTcp, BarrierAndBroadcastFromEveryRoot) {
-  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+TEST_P(BothPaths, BarrierAndBroadcastFromEveryRoot) {
+  bool over_links = GetParam();
+  EXPECT_RANKS_PASS(TestRanks(), [over_links](int rank, int size) {
+    Choose(over_links);
     mori_bootstrap_t *b = Bootstrap();
     ASSERT_NE(b, nullptr);
     for (int i = 0; i < 20; i++) MORI_ASSERT_OK(mori_bootstrap_barrier(b));
@@ -109,18 +131,37 @@ TEST(BootstrapTcp, RankThatDiesIsNamedImmediately) {
   });
 }
 
-TEST(BootstrapTcp, MismatchedAllgatherSizesFailOnEveryRank) {
-  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+// Rank 1 contributes 16 bytes to an allgather, every other rank 8: every
+// rank fails, naming rank 1 and both sizes. via_root_max(size): the bound
+// on what rank 0 sends in a collective that goes through it.
+void MismatchedSizesFailNamingRankOne(size_t (*via_root_max)(int size)) {
+  EXPECT_RANKS_PASS(TestRanks(), [via_root_max](int rank, int size) {
+    mori_tcp_test_via_root_max(via_root_max(size));
     mori_bootstrap_t *b = Bootstrap(5000);
     ASSERT_NE(b, nullptr);
     size_t bytes = rank == 1 ? 16 : 8;
     std::vector<char> mine(bytes, 'x'), all(16 * size);
     int rc = mori_bootstrap_allgather(b, mine.data(), all.data(), bytes);
     EXPECT_EQ(rc, MORI_EMISMATCH) << mori_last_error();
-    EXPECT_NE(std::string(mori_last_error()).find("rank 1 contributes 16 bytes"), std::string::npos)
+    EXPECT_NE(std::string(mori_last_error()).find("rank 1 contributes 16 bytes, rank 0 8 bytes"), std::string::npos)
         << "rank " << rank << ": " << mori_last_error();
     mori_bootstrap_destroy(b);
   });
+}
+
+TEST_P(BothPaths, MismatchedAllgatherSizesFailOnEveryRank) {
+  if (GetParam())
+    MismatchedSizesFailNamingRankOne([](int) { return (size_t)0; });
+  else
+    MismatchedSizesFailNamingRankOne([](int) { return (size_t)MORI_TCP_VIA_ROOT_MAX; });
+}
+
+// Rank 1's contribution is too large to go through rank 0 while everyone
+// else's is not: rank 1 goes the links' way, the others through rank 0;
+// rank 0 still names rank 1 and both sizes.
+TEST(BootstrapTcp, AllgatherSizesOnEitherSideOfTheWayThroughRankZeroFailNamingTheRank) {
+  // 8 bytes a rank go through rank 0, 16 do not.
+  MismatchedSizesFailNamingRankOne([](int size) { return (size_t)(size - 1) * size * 8; });
 }
 
 // An explicit TCP bootstrap at rank 0's port (from the harness's

@@ -71,6 +71,7 @@ int mori_wire_decode(const uint8_t in[MORI_WIRE_HEADER_BYTES], mori_wire_header_
 
 uint64_t mori_wire_payload_bytes(const mori_wire_header_t *h) {
   if (h->op == MORI_WIRE_BARRIER || h->op == MORI_WIRE_ALLGATHER || h->op == MORI_WIRE_BCAST) return 0;
+  if (h->op == MORI_WIRE_BCAST_VIA_ROOT && h->rank != h->arg) return 0;
   return h->bytes;
 }
 
@@ -93,7 +94,7 @@ void mori_wire_text(const uint8_t *in, size_t len, char *out, size_t out_len) {
 const char *mori_wire_op_name(uint32_t op) {
   static const char *const names[] = {"?",     "HELLO",     "CHALLENGE", "AUTH",    "REJECT", "READY",
                                       "ALLGATHER", "BCAST", "BARRIER",   "RESULT", "ABORT",  "LINKS",
-                                      "DATA"};
+                                      "DATA",  "ALLGATHER_VIA_ROOT", "BCAST_VIA_ROOT"};
   return op < MORI_WIRE_OP_END ? names[op] : "?";
 }
 

@@ -245,6 +245,17 @@ static int mem_unmap(void *va, size_t size) {
 
 int mori_platform_mem_unmap(int device, void *va, size_t size) { return GPU_ON_DEVICE(device, mem_unmap(va, size)); }
 
+int mori_platform_span_release(int device, void *va, int slots, size_t stride, const bool *mapped) {
+  int rc = 0;
+  for (int i = 0; i < slots; i++) {
+    if (!mapped || !mapped[i]) continue;
+    int urc = mori_platform_mem_unmap(device, (char *)va + (size_t)i * stride, stride);
+    if (urc && !rc) rc = mori_error_context(urc, "unmapping slot %d of %d", i, slots);
+  }
+  int vrc = mori_platform_va_release(device, va, (size_t)slots * stride);
+  return rc ? rc : vrc;
+}
+
 static int set_access(void *va, size_t size, int device) {
   gpu_access_t desc;
   memset(&desc, 0, sizeof(desc));

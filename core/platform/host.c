@@ -309,6 +309,11 @@ int mori_platform_mem_unmap(int device, void *va, size_t size) {
   return 0;
 }
 
+int mori_platform_span_release(int device, void *va, int slots, size_t stride, const bool *mapped) {
+  (void)mapped; /* munmap takes the mapped slots with the reservation */
+  return mori_platform_va_release(device, va, (size_t)slots * stride);
+}
+
 static int host_set_access(void *va, size_t size, int device) {
   if (mprotect(va, size, PROT_READ | PROT_WRITE) != 0)
     return mori_error_errno("host: set access on %p (%zu bytes)", va, size);

@@ -90,6 +90,12 @@ int mori_platform_va_release(int device, void *va, size_t size);
 int mori_platform_mem_map(void *va, size_t size, const mori_pmem_t *mem);
 int mori_platform_mem_unmap(int device, void *va, size_t size);
 int mori_platform_set_access(void *va, size_t size, int device);
+/* Releases a reserved span of `slots` ranges of `stride` bytes, unmapping
+ * first the ranges whose mapped[i] is set. On the host one munmap of the
+ * span does both (a span of a 256-rank team was 256 remaps and a munmap,
+ * most of a job's teardown); a GPU runtime unmaps each range first. The
+ * first failure is returned; the rest is still released. */
+int mori_platform_span_release(int device, void *va, int slots, size_t stride, const bool *mapped);
 
 /* Zeroes device memory and waits for it (the bytes read zero afterwards on
  * every stream). */

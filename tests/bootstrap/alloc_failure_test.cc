@@ -2,7 +2,8 @@
 // Allocation failures in the TCP bootstrap. For k = 0, 1, 2, ... one rank
 // (the root, or a rank that is not) has every allocation of the bootstrap
 // fail from its k-th on (mori_bootstrap_test_fail_allocs), while every rank
-// runs create, allgather, bcast, barrier and destroy. Each k must end with
+// runs create, a small allgather (through rank 0), one over the links (which
+// opens them), bcast (over the links too), barrier and destroy. Each k must end with
 // no crash and no hang: the failing rank says it had no memory (what, on
 // which rank, how many bytes), every other rank's error names the failing
 // rank, no call outlasts the bootstrap's bound, and nothing leaks (no
@@ -52,9 +53,9 @@ constexpr long long kBoundMs = kTimeoutMs + MORI_TCP_GRACE_MS + 5000;
 // No path of the bootstrap allocates this often: reaching it is a failure.
 constexpr int kMaxK = 500;
 
-enum Step { kNone, kCreate, kAllgather, kBcast, kBarrier, kDestroy };
+enum Step { kNone, kCreate, kAllgather, kAllgatherOverLinks, kBcast, kBarrier, kDestroy };
 const char *StepName(int s) {
-  static const char *names[] = {"none", "create", "allgather", "bcast", "barrier", "destroy"};
+  static const char *names[] = {"none", "create", "allgather", "allgather over the links", "bcast", "barrier", "destroy"};
   return names[s];
 }
 
@@ -113,6 +114,13 @@ void RunSequence(int rank, int size, int failing, int k, RankResult *out) {
     int rc = mori_bootstrap_allgather(b, &mine, all.data(), sizeof(mine));
     call(kAllgather, rc, t);
     for (int r = 0; r < size && rc == 0; r++) EXPECT_EQ(all[r], r * 7 + 3) << "rank " << r << "'s block";
+    mori_tcp_test_via_root_max(0);  // from here on every collective with data goes over the links
+    mine = rank * 5 + 1;
+    all.assign(size, -1);
+    t = NowMs();
+    rc = mori_bootstrap_allgather(b, &mine, all.data(), sizeof(mine));
+    call(kAllgatherOverLinks, rc, t);
+    for (int r = 0; r < size && rc == 0; r++) EXPECT_EQ(all[r], r * 5 + 1) << "rank " << r << "'s block over the links";
     int64_t word[4] = {0};
     if (rank == size - 1)
       for (int i = 0; i < 4; i++) word[i] = 1000 + i;
@@ -124,6 +132,7 @@ void RunSequence(int rank, int size, int failing, int k, RankResult *out) {
     call(kBarrier, mori_bootstrap_barrier(b), t);
     t = NowMs();
     call(kDestroy, mori_bootstrap_destroy(b), t);
+    mori_tcp_test_via_root_max(MORI_TCP_VIA_ROOT_MAX);
   }
   if (rank == failing) {
     out->failed_allocs = mori_bootstrap_test_failed_allocs();

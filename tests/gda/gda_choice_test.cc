@@ -12,6 +12,7 @@
 
 #include "mori/device.h"
 #include "mori/transport_rdma.h"
+#include "tests/rdma/rdma_test_support.h"
 #include "tests/support/world.h"
 #include "transport/rdma/ce_nic/ce_nic.h"
 #include "transport/rdma/provider.h"
@@ -21,7 +22,7 @@ using mori_test::World;
 
 namespace {
 
-void JoinTwoNodes(int rank, int size) { setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1); }
+void JoinTwoNodes(int rank, int size) { mori_rdma_test::SetTwoNodeHostIds(rank, size); }
 
 // What the test provider's mlx5dv_init_obj does, set per rank (each rank is
 // a process of its own).
@@ -168,17 +169,8 @@ TEST(GdaChoice, OnFailsCommCreationNamingTheStep) {
     setenv("MORI_RDMA_GDA", "on", 1);
     mori_bootstrap_t *b = mori_test::Bootstrap(0);
     ASSERT_NE(b, nullptr);
-    static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
-    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
-    mori_comm_attr_t attr;
-    mori_comm_attr_init(&attr);
-    attr.bootstrap = b;
-    attr.handles = handles;
-    attr.num_handles = 1;
-    attr.transports = transports;
-    attr.num_transports = 2;
     mori_comm_t *comm = nullptr;
-    int rc = mori_comm_create(&attr, &comm);
+    int rc = mori_rdma_test::CreateRdmaComm(b, &comm);
     EXPECT_NE(rc, 0);
     std::string err = mori_last_error();
     EXPECT_NE(err.find("MORI_RDMA_GDA=on"), std::string::npos) << err;

@@ -9,7 +9,6 @@
 // as it runs; faults injected by the software ConnectX: an error
 // completion mid-stream (a record naming peer and syndrome, the other
 // peers still served), a stalled NIC (a full queue times out).
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -23,6 +22,7 @@
 #include "mori/device.h"
 #include "mori/device/gda.h"
 #include "mori/transport_rdma.h"
+#include "tests/rdma/rdma_test_support.h"
 #include "tests/support/world.h"
 #include "transport/rdma/ce_nic/ce_nic.h"
 #include "transport/rdma/internal.h"
@@ -47,20 +47,12 @@ constexpr bool kOverVerbs = true;
 constexpr bool kOverVerbs = false;
 #endif
 
-bool HaveRdmaDevice() {
-  if (!kOverVerbs) return true;
-  DIR *d = opendir("/sys/class/infiniband");
-  if (!d) return false;
-  int n = 0;
-  while (struct dirent *e = readdir(d)) n += e->d_name[0] != '.';
-  closedir(d);
-  return n > 0;
-}
+bool HaveRdmaDevice() { return !kOverVerbs || mori_rdma_test::KernelHasRdmaDevice(); }
 #define SKIP_WITHOUT_RDMA_DEVICE() \
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)"
+  if (!HaveRdmaDevice()) GTEST_SKIP() << mori_rdma_test::kNoRdmaDevice
 
 void JoinAsTwoNodesOverSwcx(int rank, int size) {
-  setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+  mori_rdma_test::SetTwoNodeHostIds(rank, size);
   setenv("MORI_RDMA_GDA", "on", 1);
   setenv("MORI_SHMEM_MODE", "isolation", 1);  // each window's memory registered alone
   ASSERT_EQ(mori_swcx_install(kOverVerbs ? nullptr : mori_ce_nic_provider()), 0) << mori_last_error();
@@ -89,6 +81,7 @@ struct Win {
 // GPU posting was chosen; and the proxy is held (takes nothing from any
 // ring), so an operation that went to the proxy instead would time out.
 void ExpectGpuPosting(const World &w) {
+  ASSERT_TRUE(w.ok());
   int enabled = 0;
   char why[256];
   ASSERT_EQ(mori_rdma_gda_status(w.comm, &enabled, why, sizeof(why)), 0) << mori_last_error();
@@ -101,11 +94,9 @@ void ExpectGpuPosting(const World &w) {
 
 TEST(GdaSwcx, DeviceApiPutsGetsAtomicsAndSignals) {
   SKIP_WITHOUT_RDMA_DEVICE();
-  int size = TestRanks();
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     JoinAsTwoNodesOverSwcx(rank, size);
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
     Win win(w.comm, 1 << 20);
     ASSERT_NE(win.view.gda, nullptr) << "the window's device view carries GPU posting's table";
@@ -203,11 +194,9 @@ TEST(GdaSwcx, WorldBarrierAndRemoteSignalsAcrossNodes) {
 // whenever it moves, checks that the data of that put is all there.
 TEST(GdaSwcx, RandomPutThenSignalStress) {
   SKIP_WITHOUT_RDMA_DEVICE();
-  int size = TestRanks();
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     JoinAsTwoNodesOverSwcx(rank, size);
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
     // 100 000 put + signal pairs per rank at 2 ranks (as many as the
     // issue's Soft-RoCE target), fewer at 4 and 8 ranks on a shared host.

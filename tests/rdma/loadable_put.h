@@ -24,6 +24,7 @@
 #include "mori/transport_p2p.h"
 #include "mori/transport_rdma.h"
 #include "mori/window.h"
+#include "tests/rdma/rdma_test_support.h"
 
 // libmori.so's (transport/rdma/provider.h); providers are opaque here, and
 // declared so that nothing but libmori.so's own definition is linked.
@@ -49,19 +50,10 @@ inline int PutAcrossDeclaredNodes(int rank, int listen_fd, int port) {
     fprintf(stderr, "rank %d: bootstrap: %s\n", rank, mori_last_error());
     return 12;
   }
-  static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
-  const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
-  mori_comm_attr_t attr;
-  mori_comm_attr_init(&attr);
-  attr.bootstrap = b;
-  attr.handles = handles;
-  attr.num_handles = 1;
-  attr.transports = transports;
-  attr.num_transports = 2;
   mori_comm_t *comm = nullptr;
   void *mem = nullptr;
   mori_window_t *win = nullptr;
-  int rc = mori_comm_create(&attr, &comm);
+  int rc = mori_rdma_test::CreateRdmaComm(b, &comm);
   if (!rc) rc = mori_mem_alloc(4096, nullptr, &mem);
   if (!rc) rc = mori_window_create(comm, mem, &win);
   int peer = 1 - rank;

@@ -21,6 +21,7 @@
 #include "mori/transport_rdma.h"
 #include "tests/rdma/fake_verbs.h"
 #include "tests/shmem/pe.h"
+#include "tests/rdma/rdma_test_support.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
 
@@ -59,6 +60,13 @@ void Open(World &w, size_t bytes, Window *out) {
   MORI_ASSERT_OK(mori_window_create(w.comm, out->mem, &out->win));
   out->view = mori_window_device_view(out->win);
   ASSERT_NE(out->view.proxy, nullptr);
+}
+
+// Every rank done with the window: it and its memory go.
+void Close(World &w, const Window &win) {
+  MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  MORI_EXPECT_OK(mori_window_destroy(win.win));
+  MORI_EXPECT_OK(mori_mem_free(win.mem));
 }
 
 rdma_state *State(World &w) { return static_cast<rdma_state *>(mori_comm_transport_state(w.comm, &mori_transport_rdma_ops)); }
@@ -105,9 +113,7 @@ TEST(RdmaFake, FailedCompletionInABatchDropsNoneOfTheOthers) {
       EXPECT_LT(MsSince(t0), 500.0);
       fake_verbs::Stall(false);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -180,9 +186,7 @@ TEST(RdmaFake, TransfersBeyondTheLargestMessageGoInPieces) {
       EXPECT_EQ(get, kBytes);
       EXPECT_EQ(posts.size() - before, 6u) << "2 GiB + 2 GiB + 4 KiB, twice";
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -201,9 +205,7 @@ TEST(RdmaFake, ProxiedAtomicOnAnUnalignedWordIsRefused) {
       EXPECT_EQ(fake_verbs::Posts().size(), before) << "nothing unaligned reached the NIC";
       EXPECT_EQ(mori_signal_add(win.view, 1, 8, 1), MORI_DEVICE_OK);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -246,9 +248,7 @@ TEST(RdmaFake, SubmitThatTimesOutOnAStalledConsumerLeavesTheRingUsable) {
       EXPECT_EQ(win.view.proxy->done, (uint64_t)accepted + 10);
       EXPECT_EQ(win.view.proxy->consumed, *win.view.proxy_tickets);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -320,9 +320,7 @@ void RailOnly(int per_node) {
       EXPECT_EQ(mori_quiet_window(win.view, 1000 * kMs), MORI_DEVICE_EUNREACHABLE);
       EXPECT_EQ(win.view.proxy->failed, 1u);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -422,9 +420,7 @@ TEST(RdmaEnv, SeveralQueuePairsPerPeerTakeRequestsInTurn) {
       // QPs per process: both ranks made 3, in the same order).
       for (int i = 0; i < 3; i++) EXPECT_EQ(fake_verbs::PathOf(s->qpn[3 + i]).dest_qp, s->qpn[3 + i]);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -444,9 +440,7 @@ TEST(RdmaEnv, PiecesOfOneTransferStayOnOneQueuePair) {
       for (int i = 4; i < 6; i++) EXPECT_EQ(posts[i].qp_num, posts[3].qp_num);
       EXPECT_NE(posts[0].qp_num, posts[3].qp_num) << "the next request takes the next QP";
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   }, {"fake0"}, nullptr, 4096);
 }
 
@@ -492,9 +486,7 @@ TEST(RdmaEnv, FencedOpWaitsForPutsOnThePeersOtherQueuePairs) {
         EXPECT_NE(posts[2].send_flags & IBV_SEND_FENCE, 0u);
       }
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -505,17 +497,8 @@ TEST(RdmaEnv, QueuePairCountsThatDifferBetweenRanksFailNamingThem) {
     fake_verbs::Install();
     mori_bootstrap_t *b = mori_test::Bootstrap();
     ASSERT_NE(b, nullptr);
-    static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
-    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
-    mori_comm_attr_t attr;
-    mori_comm_attr_init(&attr);
-    attr.bootstrap = b;
-    attr.handles = handles;
-    attr.num_handles = 1;
-    attr.transports = transports;
-    attr.num_transports = 2;
     mori_comm_t *comm = nullptr;
-    EXPECT_EQ(mori_comm_create(&attr, &comm), MORI_EINVAL);
+    EXPECT_EQ(mori_rdma_test::CreateRdmaComm(b, &comm), MORI_EINVAL);
     std::string msg = mori_last_error();
     EXPECT_TRUE(Contains(msg, "MORI_NUM_QP_PER_PE is")) << msg;
     EXPECT_TRUE(Contains(msg, rank == 0 ? "on rank 1" : "on rank 0")) << msg;
@@ -551,9 +534,7 @@ TEST(RdmaEnv, AnExcludeListThatLeavesNothingMeansNoRdmaAndSaysWhy) {
     std::string msg = mori_last_error();
     EXPECT_TRUE(Contains(msg, "no usable device on rank(s) 0, 1")) << msg;
     EXPECT_TRUE(Contains(msg, "MORI_RDMA_DEVICES=^fake0 leaves no RDMA device (present: fake0)")) << msg;
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win.win));
-    MORI_EXPECT_OK(mori_mem_free(win.mem));
+    Close(w, win);
   });
 }
 
@@ -618,17 +599,8 @@ TEST(RdmaEnv, OutOfRangeServiceLevelOrClassFailsTheCommNamingIt) {
       fake_verbs::SetDevices({"fake0"});
       mori_bootstrap_t *b = mori_test::Bootstrap();
       ASSERT_NE(b, nullptr);
-      static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
-      const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
-      mori_comm_attr_t attr;
-      mori_comm_attr_init(&attr);
-      attr.bootstrap = b;
-      attr.handles = handles;
-      attr.num_handles = 1;
-      attr.transports = transports;
-      attr.num_transports = 2;
       mori_comm_t *comm = nullptr;
-      EXPECT_NE(mori_comm_create(&attr, &comm), 0);
+      EXPECT_NE(mori_rdma_test::CreateRdmaComm(b, &comm), 0);
       EXPECT_NE(std::string(mori_last_error()).find(std::string(c.first) + "=\"" + c.second + "\""), std::string::npos)
           << mori_last_error();
       if (comm) mori_comm_destroy(comm);

@@ -12,18 +12,19 @@
 // a peer node that dies while work to it is in flight.
 #include "mori/transport_rdma.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "mori/device.h"
 #include "mori/team.h"
+#include "tests/rdma/rdma_test_support.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
 
@@ -41,16 +42,8 @@ const bool kCeNic = mori_test_ce_nic_installed && mori_test_ce_nic_installed();
 // The device the suite runs on: Soft-RoCE's, or the copy-engine NIC's.
 std::string NicName() { return kCeNic ? "mori_ce0" : "rxe0"; }
 
-bool HaveRdmaDevice() {
-  // The copy-engine NIC stands in for a NIC on one machine.
-  if (kCeNic) return true;
-  DIR *d = opendir("/sys/class/infiniband");
-  if (!d) return false;
-  int n = 0;
-  while (struct dirent *e = readdir(d)) n += e->d_name[0] != '.';
-  closedir(d);
-  return n > 0;
-}
+// The copy-engine NIC stands in for a NIC on one machine.
+bool HaveRdmaDevice() { return kCeNic || mori_rdma_test::KernelHasRdmaDevice(); }
 
 constexpr size_t kChunk = 64 << 10;
 
@@ -59,8 +52,21 @@ constexpr size_t kChunk = 64 << 10;
 // kernels hand their work to it even where GPU-initiated posting would be
 // possible (a ConnectX, the software ConnectX); tests/gda covers that.
 void JoinTwoNodes(int rank, int size) {
-  setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+  mori_rdma_test::SetTwoNodeHostIds(rank, size);
   setenv("MORI_RDMA_GDA", "off", 1);
+}
+
+// Runs rank_body on every rank of the two nodes (JoinTwoNodes done), or
+// skips the test: fewer than two ranks, or no RDMA device where the test
+// needs one.
+void OnTwoNodes(bool needs_device, const std::function<void(int rank, int size)> &rank_body) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  if (needs_device && !HaveRdmaDevice()) GTEST_SKIP() << mori_rdma_test::kNoRdmaDevice;
+  EXPECT_RANKS_PASS(size, [&rank_body](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    rank_body(rank, size);
+  });
 }
 
 // The window both tests use: [size chunks received][staging chunk][8-byte counter].
@@ -77,18 +83,26 @@ void OpenLayout(mori_comm_t *comm, int size, Layout *l) {
   MORI_ASSERT_OK(mori_window_create(comm, l->mem, &l->win));
 }
 
+// The rdma comm of the world (which must be up) and the layout's window on it.
+void OpenRdmaLayout(const World &w, int size, Layout *l) {
+  ASSERT_TRUE(w.ok());
+  OpenLayout(w.comm, size, l);
+}
+
+// Every rank done with the window: it and its memory go.
+void CloseLayout(mori_bootstrap_t *bootstrap, const Layout &l) {
+  MORI_ASSERT_OK(mori_bootstrap_barrier(bootstrap));
+  MORI_EXPECT_OK(mori_window_destroy(l.win));
+  MORI_EXPECT_OK(mori_mem_free(l.mem));
+}
+
 TEST(Rdma, CrossNodePeersArePutGotAndAddedOverRdma) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
   bool have = HaveRdmaDevice();
-  EXPECT_RANKS_PASS(size, [have](int rank, int size) {
+  OnTwoNodes(false, [have](int rank, int size) {
     int per_node = size / 2;
-    JoinTwoNodes(rank, size);
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(OpenRdmaLayout(w, size, &l));
     void *p = l.mem;
     mori_window_t *win = l.win;
     size_t staging = l.staging, counter = l.counter;
@@ -139,36 +153,27 @@ TEST(Rdma, CrossNodePeersArePutGotAndAddedOverRdma) {
 }
 
 TEST(Rdma, DeviceApiReachesCrossNodePeersThroughTheProxy) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+  OnTwoNodes(true, [](int rank, int size) {
     int per_node = size / 2;
-    JoinTwoNodes(rank, size);
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
-    void *p = l.mem;
-    mori_window_t *win = l.win;
-    size_t staging = l.staging, counter = l.counter;
-    mori_window_dev_t view = mori_window_device_view(win);
+    ASSERT_NO_FATAL_FAILURE(OpenRdmaLayout(w, size, &l));
+    mori_window_dev_t view = mori_window_device_view(l.win);
     ASSERT_NE(view.proxy, nullptr);
-    char *mem = (char *)p;
-    for (size_t i = 0; i < kChunk; i++) mem[staging + i] = (char)(rank * 7 + i);
+    char *mem = (char *)l.mem;
+    for (size_t i = 0; i < kChunk; i++) mem[l.staging + i] = (char)(rank * 7 + i);
     // The same calls a kernel makes: put, then a signal, to every peer; the
     // cross-node ones go through the proxy, the others by load/store.
     int cross = 0;
     for (int peer = 0; peer < size; peer++) {
-      ASSERT_EQ(mori_put_block(view, peer, rank * kChunk, mem + staging, kChunk), MORI_DEVICE_OK) << "peer " << peer;
+      ASSERT_EQ(mori_put_block(view, peer, rank * kChunk, mem + l.staging, kChunk), MORI_DEVICE_OK) << "peer " << peer;
       mori_quiet();
-      ASSERT_EQ(mori_signal_add(view, peer, counter, 1), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_signal_add(view, peer, l.counter, 1), MORI_DEVICE_OK);
       cross += (peer < per_node) != (rank < per_node);
     }
     EXPECT_EQ(cross, size - per_node);
     // Everyone signalled everyone once: wait for `size` arrivals.
-    ASSERT_EQ(mori_signal_wait_until(view, counter, MORI_CMP_GE, (uint64_t)size, 20000000000ull, -1, 0, nullptr),
+    ASSERT_EQ(mori_signal_wait_until(view, l.counter, MORI_CMP_GE, (uint64_t)size, 20000000000ull, -1, 0, nullptr),
               MORI_DEVICE_OK);
     for (int writer = 0; writer < size; writer++)
       for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[writer * kChunk + i], (char)(writer * 7 + i)) << "from " << writer;
@@ -176,16 +181,14 @@ TEST(Rdma, DeviceApiReachesCrossNodePeersThroughTheProxy) {
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     // get through the proxy: what this rank put into the other node.
     int other = (rank + per_node) % size;
-    memset(mem + staging, 0, kChunk);
-    ASSERT_EQ(mori_get_warp(view, other, mem + staging, rank * kChunk, kChunk), MORI_DEVICE_OK);
+    memset(mem + l.staging, 0, kChunk);
+    ASSERT_EQ(mori_get_warp(view, other, mem + l.staging, rank * kChunk, kChunk), MORI_DEVICE_OK);
     ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
-    for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[staging + i], (char)(rank * 7 + i));
+    for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[l.staging + i], (char)(rank * 7 + i));
     // A local buffer outside the window cannot be sent: a defined error.
     char outside[8] = {0};
     EXPECT_EQ(mori_put_thread(view, other, 0, outside, 8), MORI_DEVICE_EINVAL);
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win));
-    MORI_EXPECT_OK(mori_mem_free(p));
+    CloseLayout(w.bootstrap, l);
   });
 }
 
@@ -203,11 +206,7 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 // window's mailbox naming the peer, the offset and the size, and the ring
 // goes on serving the requests behind it.
 TEST(Rdma, ProxiedPutPastTheWindowIsRefusedLikeTheHostPutAndReported) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
     constexpr size_t kWin = 4096;
@@ -258,16 +257,10 @@ TEST(Rdma, ProxiedPutPastTheWindowIsRefusedLikeTheHostPutAndReported) {
 // A kernel that submits hundreds of bad requests: a few warning lines,
 // then one that says how many more there were (it was one line each).
 TEST(Rdma, AFloodOfRefusedRequestsIsWarnedAFewTimesWithACount) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(OpenRdmaLayout(w, size, &l));
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     if (rank == 0) {
       constexpr int kBad = 300;
@@ -302,25 +295,17 @@ TEST(Rdma, AFloodOfRefusedRequestsIsWarnedAFewTimesWithACount) {
       EXPECT_GE(summaries, 1) << all;
       EXPECT_EQ(mori_window_check(l.win), MORI_ERANGE);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    CloseLayout(w.bootstrap, l);
   });
 }
 
 TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     setenv("MORI_SHMEM_MODE", "isolation", 1);  // the window's memory is registered alone
     setenv("MORI_RDMA_TIMEOUT_MS", "5000", 1);
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(OpenRdmaLayout(w, size, &l));
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     // The partner's memory goes (its key with it): three puts to it fail
     // together, the first with a remote access error, the rest flushed.
@@ -346,12 +331,9 @@ TEST(Rdma, FailedCompletionInABatchIsReportedAndNothingIsLeftBehind) {
 // MORI_RDMA_TIMEOUT_MS nor MORI_BOOTSTRAP_TIMEOUT_MS set (it waited the
 // 60 s default before).
 TEST(Rdma, WaitsEndAtTheBootstrapsTimeout) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
   if (!kCeNic) GTEST_SKIP() << "needs the copy-engine NIC's stall injection (rdma_ce_test)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+  OnTwoNodes(false, [](int rank, int size) {
     constexpr int kTimeoutMs = 2500;
-    JoinTwoNodes(rank, size);
     setenv("MORI_SHMEM_MODE", "isolation", 1);
     unsetenv("MORI_RDMA_TIMEOUT_MS");
     unsetenv("MORI_BOOTSTRAP_TIMEOUT_MS");
@@ -372,17 +354,8 @@ TEST(Rdma, WaitsEndAtTheBootstrapsTimeout) {
     ASSERT_NE(w.bootstrap, nullptr);
     unsetenv("MORI_BOOTSTRAP_TIMEOUT_MS");
     ASSERT_EQ(mori_bootstrap_timeout_ms(w.bootstrap), kTimeoutMs);
-    static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops,
-                                                       &mori_handle_legacy_ipc_ops};
-    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops, &mori_transport_rdma_ops};
-    mori_comm_attr_t attr;
-    mori_comm_attr_init(&attr);
-    attr.bootstrap = w.bootstrap;
-    attr.handles = handles;
-    attr.num_handles = 3;
-    attr.transports = transports;
-    attr.num_transports = 2;
-    MORI_ASSERT_OK(mori_comm_create(&attr, &w.comm));
+    MORI_ASSERT_OK(mori_rdma_test::CreateRdmaComm(
+        w.bootstrap, &w.comm, {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops, &mori_handle_legacy_ipc_ops}));
     unsetenv("MORI_RDMA_CE_FAULTS");
     Layout l;
     OpenLayout(w.comm, size, &l);
@@ -409,26 +382,18 @@ TEST(Rdma, WaitsEndAtTheBootstrapsTimeout) {
       // bootstrap's own timeout there.
       std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs / 2));
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    CloseLayout(w.bootstrap, l);
   });
 }
 
 TEST(Rdma, DeregisterDuringAStalledTransferFreesNothingUnderIt) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     setenv("MORI_SHMEM_MODE", "isolation", 1);
     // Shorter than the NIC's retries (7 x ~67 ms) towards a peer that is gone.
     setenv("MORI_RDMA_TIMEOUT_MS", "100", 1);
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(OpenRdmaLayout(w, size, &l));
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     if (rank == Partner(size)) _exit(0);  // its QPs go with it: what rank 0 sends is never answered
     if (rank == 0) {
@@ -451,16 +416,10 @@ TEST(Rdma, DeregisterDuringAStalledTransferFreesNothingUnderIt) {
 }
 
 TEST(Rdma, SubmitThatTimesOutOnAStalledProxyLeavesTheRingUsable) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(OpenRdmaLayout(w, size, &l));
     if (rank == 0) {
       rdma_state *s = (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops);
       mori_window_dev_t view = mori_window_device_view(l.win);
@@ -475,9 +434,7 @@ TEST(Rdma, SubmitThatTimesOutOnAStalledProxyLeavesTheRingUsable) {
       EXPECT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
       EXPECT_EQ(view.proxy->done, (uint64_t)MORI_PROXY_SLOTS + 10);
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    CloseLayout(w.bootstrap, l);
   });
 }
 
@@ -517,12 +474,8 @@ void ExchangeWithTheOtherNode(World &w, int rank, int size) {
 }
 
 TEST(Rdma, RailOnlyConnectsSameRailAndSameHostPeersOnly) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+  OnTwoNodes(true, [](int rank, int size) {
     int per_node = size / 2;
-    JoinTwoNodes(rank, size);
     setenv("MORI_ENABLE_RAIL_ONLY", "1", 1);
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
@@ -551,18 +504,12 @@ TEST(Rdma, RailOnlyConnectsSameRailAndSameHostPeersOnly) {
       EXPECT_TRUE(Contains(mori_last_error(), "rank " + std::to_string(rank) + " has no queue pair to rank " + std::to_string(cross_rail)))
           << mori_last_error();
     }
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    CloseLayout(w.bootstrap, l);
   });
 }
 
 TEST(Rdma, TwoQueuePairsPerPeerCarryPutsAndKeepSignalsBehindThem) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     setenv("MORI_NUM_QP_PER_PE", "2", 1);
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
@@ -605,18 +552,12 @@ TEST(Rdma, TwoQueuePairsPerPeerCarryPutsAndKeepSignalsBehindThem) {
     for (int writer : cross)
       for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[writer * kChunk + i], (char)(writer * 5 + i)) << "from " << writer;
     ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    CloseLayout(w.bootstrap, l);
   });
 }
 
 TEST(Rdma, DeviceIncludeListNamingRxe0Connects) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     setenv("MORI_RDMA_DEVICES", ("mlx5_0," + NicName()).c_str(), 1);  // a missing name is skipped with a warning
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
@@ -627,11 +568,7 @@ TEST(Rdma, DeviceIncludeListNamingRxe0Connects) {
 }
 
 TEST(Rdma, DeviceExcludeListLeavingNoDeviceMeansNoRdmaAndSaysWhy) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     setenv("MORI_RDMA_DEVICES", ("^" + NicName()).c_str(), 1);
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());
@@ -645,18 +582,12 @@ TEST(Rdma, DeviceExcludeListLeavingNoDeviceMeansNoRdmaAndSaysWhy) {
     EXPECT_EQ(mori_rdma_put(l.win, other, 0, l.staging, 8), MORI_EUNREACHABLE);
     std::string msg = mori_last_error();
     EXPECT_TRUE(Contains(msg, "MORI_RDMA_DEVICES=^" + NicName() + " leaves no RDMA device (present: " + NicName() + ")")) << msg;
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(l.win));
-    MORI_EXPECT_OK(mori_mem_free(l.mem));
+    CloseLayout(w.bootstrap, l);
   });
 }
 
 TEST(Rdma, GidIndexByTheGuidesNameWithServiceLevelAndTrafficClass) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     // The guide's name wins over mori's older one (an index that does not
     // exist: used, it would fail the comm).
     setenv("MORI_RDMA_GID_INDEX", "200", 1);
@@ -675,19 +606,13 @@ TEST(Rdma, GidIndexByTheGuidesNameWithServiceLevelAndTrafficClass) {
 // rank 0's quiet fails within MORI_RDMA_TIMEOUT_MS and names a rank of
 // node b; nothing hangs.
 TEST(Rdma, KilledPeerNodeIsReportedWithinTheTimeoutNamingItsRanks) {
-  int size = TestRanks();
-  if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
   constexpr int kTimeoutMs = 3000;
-  EXPECT_RANKS_PASS(size, [](int rank, int size) {
-    JoinTwoNodes(rank, size);
+  OnTwoNodes(true, [](int rank, int size) {
     setenv("MORI_SHMEM_MODE", "isolation", 1);
     setenv("MORI_RDMA_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
     World w(0, {&mori_transport_rdma_ops});
-    ASSERT_TRUE(w.ok());
     Layout l;
-    OpenLayout(w.comm, size, &l);
-    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(OpenRdmaLayout(w, size, &l));
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     if (!SameNode(rank, 0, size)) _exit(0);  // the node goes, its QPs with it
     if (rank == 0) {

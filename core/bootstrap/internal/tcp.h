@@ -31,6 +31,11 @@ enum {
   MORI_TCP_ADDRESS_MAX = 320,
 };
 
+/* A collective goes through rank 0 in its arrival round (tcp.c) when rank 0
+ * would send at most this many bytes of results in all: (size - 1) times
+ * the result. */
+#define MORI_TCP_VIA_ROOT_MAX ((size_t)8 << 20)
+
 /* One connection: before its handshake ends, plain frames; then sealed
  * ones (wire.h). */
 struct tcp_peer {
@@ -60,12 +65,13 @@ struct tcp_state {
   int rank, size;
   int timeout_ms;
   uint64_t seq;
-  struct tcp_peer *peers; /* rank 0: one per rank; others: peers[0] is rank 0 */
+  struct tcp_peer *peers; /* rank 0: one per rank; others: one, peers[0], rank 0 */
   /* The links (links.c): in round k of an exchange this rank talks to rank
    * + 2^k over link_out[k], which it opened, and to rank - 2^k (mod size)
    * over link_in[k], which that rank opened. */
   int rounds; /* ceil(log2(size)) */
   struct tcp_peer *link_out, *link_in;
+  bool links_up; /* opened by the first collective that travels over them */
   uint8_t key[MORI_HS_KEY_BYTES];
   bool local_secret; /* no secret given: the key comes from this machine */
   char broken[MORI_TCP_ERROR_MAX];
@@ -155,7 +161,8 @@ int mori_tcp_link_up(struct tcp_state *s, int listen_fd, const int *slot_of, str
 int mori_tcp_admit_links(struct tcp_state *s, int listen_fd, const int *slot_of, struct tcp_peer *slots, int expected);
 int mori_tcp_join_link(struct tcp_state *s, int acceptor, const struct sockaddr_storage *sa, socklen_t len,
                        const char *address, struct tcp_peer *peer, int64_t deadline);
-/* After rank 0's start-up, every rank opens and admits its links (links.c). */
+/* Every rank opens and admits its links (links.c): in the first
+ * collective whose data travels over them, after its arrival round. */
 int mori_tcp_links_start(struct tcp_state *s);
 /* Once rank 0 has admitted every rank, a rank that failed on its own (with
  * its error set, rc its code) tells rank 0, which names it to every rank at
@@ -186,6 +193,11 @@ int mori_tcp_exchange_bcast(struct tcp_state *s, void *buf, size_t bytes, int ro
  * every socket open (a rank that hangs), then _exit(0). round < 0 clears it.
  * Nothing else sets it. */
 void mori_tcp_test_leave_before_round(int round, int stall_ms);
+/* Test hook: the bound on what rank 0 sends in a collective that goes
+ * through it (MORI_TCP_VIA_ROOT_MAX unless set; 0 sends every collective
+ * with data over the links), for tests of either path. Set it alike on
+ * every rank, before a collective. */
+void mori_tcp_test_via_root_max(size_t bytes);
 
 /* A non-root rank's sticky failure (not told to anyone). */
 int mori_tcp_broken(struct tcp_state *s, int code, const char *fmt, ...)

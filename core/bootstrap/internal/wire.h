@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The TCP bootstrap's frames on the wire (protocol 4). Every frame opens
+/* The TCP bootstrap's frames on the wire (protocol 5). Every frame opens
  * with a 32-byte little-endian header:
  *   magic u32 "mori" | version u16 | op u16 | rank i32 | arg i32 | seq u64 | bytes u64
  * Before a connection is authenticated a frame is that header and a
@@ -25,8 +25,12 @@
  * contribution's size and which carries no payload; rank 0 answers RESULT
  * (no payload) once every rank has arrived and agrees, or ABORT. The data
  * then travels between ranks over the links in DATA frames (arg = the round
- * of the exchange, bytes = the payload). Any rank may send ABORT to rank 0
- * or on a link instead of what was due.
+ * of the exchange, bytes = the payload). A collective whose result is small
+ * (tcp.c) carries its data in that round instead: ALLGATHER_VIA_ROOT with
+ * the rank's contribution as payload, BCAST_VIA_ROOT (arg = root) with the
+ * data as payload from the root and none from the others; rank 0's RESULT
+ * carries the result. Any rank may send ABORT to rank 0 or on a link
+ * instead of what was due.
  * Decoding never trusts a length beyond what the caller expects. */
 #ifndef MORI_CORE_BOOTSTRAP_WIRE_H
 #define MORI_CORE_BOOTSTRAP_WIRE_H
@@ -40,7 +44,7 @@ MORI_EXTERN_C_BEGIN
 
 enum {
   MORI_WIRE_MAGIC = 0x6d6f7269, /* "mori" */
-  MORI_WIRE_VERSION = 4,
+  MORI_WIRE_VERSION = 5,
   MORI_WIRE_HEADER_BYTES = 32,
   MORI_WIRE_NONCE_BYTES = 32,
   MORI_WIRE_MAC_BYTES = 32,
@@ -67,13 +71,15 @@ typedef enum mori_wire_op {
   MORI_WIRE_ABORT,
   MORI_WIRE_LINKS,
   MORI_WIRE_DATA,
+  MORI_WIRE_ALLGATHER_VIA_ROOT,
+  MORI_WIRE_BCAST_VIA_ROOT,
   MORI_WIRE_OP_END,
 } mori_wire_op_t;
 
 typedef struct mori_wire_header {
   uint32_t op;
   int32_t rank; /* the sender's rank */
-  int32_t arg;  /* world size (HELLO, AUTH), root (BCAST), a mori code (REJECT, ABORT), round (DATA) */
+  int32_t arg;  /* world size (HELLO, AUTH), root (BCAST, BCAST_VIA_ROOT), a mori code (REJECT, ABORT), round (DATA) */
   uint64_t seq; /* the collective's step, 0 during start-up */
   uint64_t bytes;
 } mori_wire_header_t;
@@ -85,7 +91,8 @@ void mori_wire_encode(const mori_wire_header_t *h, uint8_t out[MORI_WIRE_HEADER_
 int mori_wire_decode(const uint8_t in[MORI_WIRE_HEADER_BYTES], mori_wire_header_t *h, char *why, size_t why_len);
 
 /* Bytes of payload that follow h on the wire: h->bytes, except the
- * arrivals (ALLGATHER, BCAST, BARRIER), which carry none. */
+ * arrivals (ALLGATHER, BCAST, BARRIER), which carry none, and a
+ * BCAST_VIA_ROOT from a rank other than the root (its arg). */
 uint64_t mori_wire_payload_bytes(const mori_wire_header_t *h);
 
 /* Whether frames of this op are sealed (sent only on an authenticated

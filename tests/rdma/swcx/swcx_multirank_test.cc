@@ -10,7 +10,6 @@
 // the ring, all completing into the transport's CQ beside the proxy
 // path's completions; a refused WQE gives an error CQE and the comm still
 // serves that peer through the proxy path.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -19,6 +18,7 @@
 
 #include "mori/transport_rdma.h"
 #include "tests/rdma/swcx/mlx5_queues.h"
+#include "tests/rdma/rdma_test_support.h"
 #include "tests/support/world.h"
 #include "transport/rdma/internal.h"
 
@@ -29,20 +29,14 @@ namespace {
 
 constexpr size_t kChunk = 16 << 10;
 
-void JoinTwoNodes(int rank, int size) { setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1); }
+void JoinTwoNodes(int rank, int size) { mori_rdma_test::SetTwoNodeHostIds(rank, size); }
 bool OtherNode(int a, int b, int size) { return (a < size / 2) != (b < size / 2); }
 
 // Over libibverbs (swcx_verbs_provider.cc) the suite needs a device
 // (Soft-RoCE in tools/rdma_vm_test.sh's guest); the copy-engine NIC is one.
 extern "C" bool mori_test_ce_nic_installed(void) __attribute__((weak));
 bool HaveRdmaDevice() {
-  if (mori_test_ce_nic_installed && mori_test_ce_nic_installed()) return true;
-  DIR *d = opendir("/sys/class/infiniband");
-  if (!d) return false;
-  int n = 0;
-  while (struct dirent *e = readdir(d)) n += e->d_name[0] != '.';
-  closedir(d);
-  return n > 0;
+  return (mori_test_ce_nic_installed && mori_test_ce_nic_installed()) || mori_rdma_test::KernelHasRdmaDevice();
 }
 
 // The window: [size chunks received][staging chunk][counter][size tags of 16 bytes][fetched].
@@ -63,7 +57,7 @@ struct Peer {
 TEST(Swcx, KernelsWayOfPostingReachesTheOtherNodeThroughTheRdmaTransport) {
   int size = TestRanks();
   if (size < 2) GTEST_SKIP();
-  if (!HaveRdmaDevice()) GTEST_SKIP() << "no RDMA device (tools/rdma_vm_test.sh runs this against Soft-RoCE)";
+  if (!HaveRdmaDevice()) GTEST_SKIP() << mori_rdma_test::kNoRdmaDevice;
   EXPECT_RANKS_PASS(size, [](int rank, int size) {
     JoinTwoNodes(rank, size);
     World w(0, {&mori_transport_rdma_ops});

@@ -438,39 +438,22 @@ void ExpectRefused(Nic &n, uint16_t at, uint8_t syndrome, const char *what) {
   EXPECT_EQ(n.remote[4000], 0) << "a flushed WQE executed";
 }
 
+// A fresh NIC given one WQE of this opcode and ds alone: refused with a
+// local QP operation error.
+void ExpectLoneWqeRefused(uint8_t opcode, uint8_t ds, const char *what) {
+  Nic n;
+  ASSERT_TRUE(n.ok());
+  uint16_t at = n.pi;
+  n.Ctrl(at, opcode, ds);
+  n.Ring(1);
+  ExpectRefused(n, at, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, what);
+}
+
 TEST_F(Swcx, RefusesWhatAConnectXWouldRefuse) {
-  {
-    Nic n;
-    ASSERT_TRUE(n.ok());
-    uint16_t at = n.pi;
-    n.Ctrl(at, MLX5_OPCODE_RDMA_WRITE, 1);  // no room for the remote address
-    n.Ring(1);
-    ExpectRefused(n, at, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, "a write with ds 1");
-  }
-  {
-    Nic n;
-    ASSERT_TRUE(n.ok());
-    uint16_t at = n.pi;
-    n.Ctrl(at, MLX5_OPCODE_RDMA_WRITE, 0);
-    n.Ring(1);
-    ExpectRefused(n, at, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, "ds 0");
-  }
-  {
-    Nic n;
-    ASSERT_TRUE(n.ok());
-    uint16_t at = n.pi;
-    n.Ctrl(at, 0x3e, 1);
-    n.Ring(1);
-    ExpectRefused(n, at, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, "an unknown opcode");
-  }
-  {
-    Nic n;
-    ASSERT_TRUE(n.ok());
-    uint16_t at = n.pi;
-    n.Ctrl(at, MLX5_OPCODE_SEND, 2);
-    n.Ring(1);
-    ExpectRefused(n, at, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, "a send (not executed)");
-  }
+  ExpectLoneWqeRefused(MLX5_OPCODE_RDMA_WRITE, 1, "a write with ds 1");  // no room for the remote address
+  ExpectLoneWqeRefused(MLX5_OPCODE_RDMA_WRITE, 0, "ds 0");
+  ExpectLoneWqeRefused(0x3e, 1, "an unknown opcode");
+  ExpectLoneWqeRefused(MLX5_OPCODE_SEND, 2, "a send (not executed)");
   {
     Nic n;
     ASSERT_TRUE(n.ok());
