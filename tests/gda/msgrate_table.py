@@ -41,7 +41,7 @@ def main(path):
             print()
         print("Random put-then-signal stress (GPU posting; sizes 1–511 bytes at random offsets; the receiver "
               "checks each put's data when its signal moves, and every put at the end):\n")
-        print("| ranks | operations per rank | signals checked while running | mismatches | operations/s |")
+        print("| ranks | put + signal pairs per rank | signals checked while running | mismatches | pairs/s (rank 0) |")
         print("|---:|---:|---:|---:|---:|")
         for r in stress:
             print(f"| {r['ranks']} | {r['ops_per_rank']:,} | {r['signals_checked']:,} | {r['mismatches']} | "
