@@ -110,7 +110,7 @@ TEST(GpuProxy, GpuMemoryRegistrationSaysDmabufOrWhyNot) {
       EXPECT_NE(h.find(refused.substr(0, 6)), std::string::npos) << h << " (the export said: " << refused << ")";
     }
     if (rank == 0)
-      printf("dma-buf export of %llu bytes of heap memory on device %d: %s; the window's registration: %s\n",
+      printf("rank 0: dma-buf export of %llu bytes of heap memory on device %d: %s; the window's registration: %s\n",
              (unsigned long long)bytes, device, rc ? refused.c_str() : ("an fd, offset " + std::to_string(offset)).c_str(),
              how);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
