@@ -9,6 +9,11 @@
 # (//tests/rdma/swcx:rdma_swcx_verbs_test, :swcx_multirank_verbs_test), and
 # GPU posting over it (//tests/gda:gda_swcx_verbs_test: kernels' WQEs on
 # Soft-RoCE, its stress checking put-then-signal order at the receiver).
+# MORI_VM_BENCH_OUT=FILE also runs //tests/gda:bench_gda_msgrate in the
+# guest (GPU posting's message rate beside the proxy's, on Soft-RoCE) and
+# writes its JSON lines (and the GPU-posting stress's) to FILE, with
+# MORI_BENCH_ROUNDS and MORI_BENCH_OPS passed on; MORI_VM_SUITES="a b" runs
+# only those suites.
 #   tools/rdma_vm_test.sh [ranks...]      (default: 2 4)
 # Prints the suite's output and ends with "rdma vm: N passed, N failed".
 set -euo pipefail
@@ -35,9 +40,16 @@ kver=$(ls "$work/kernel/lib/modules" | head -1)
 moddir="$work/kernel/lib/modules/$kver"
 
 bazel build //tests/rdma:rdma_test_2ranks //tests/rdma/swcx:rdma_swcx_verbs_test_2ranks \
-  //tests/rdma/swcx:swcx_multirank_verbs_test_2ranks //tests/gda:gda_swcx_verbs_test_2ranks >/dev/null
+  //tests/rdma/swcx:swcx_multirank_verbs_test_2ranks //tests/gda:gda_swcx_verbs_test_2ranks \
+  //tests/gda:bench_gda_msgrate >/dev/null
 test_bin=bazel-bin/tests/rdma/rdma_test_2ranks
-suites="rdma_test rdma_swcx_verbs_test swcx_multirank_verbs_test gda_swcx_verbs_test"
+all_suites="rdma_test rdma_swcx_verbs_test swcx_multirank_verbs_test gda_swcx_verbs_test"
+suites=${MORI_VM_SUITES:-$all_suites}
+for s in $suites; do
+  case " $all_suites " in *" $s "*) ;; *) echo "MORI_VM_SUITES: no suite $s (the suites: $all_suites)" >&2; exit 2 ;; esac
+done
+bench=0
+[ -n "${MORI_VM_BENCH_OUT:-}" ] && bench=1
 
 # The initramfs: busybox, the modules in load order, the test and its
 # libraries, libibverbs with the rxe provider, and the rdma tool.
@@ -61,8 +73,9 @@ cp "$test_bin" "$root/bin/rdma_test"
 cp bazel-bin/tests/rdma/swcx/rdma_swcx_verbs_test_2ranks "$root/bin/rdma_swcx_verbs_test"
 cp bazel-bin/tests/rdma/swcx/swcx_multirank_verbs_test_2ranks "$root/bin/swcx_multirank_verbs_test"
 cp bazel-bin/tests/gda/gda_swcx_verbs_test_2ranks "$root/bin/gda_swcx_verbs_test"
+cp bazel-bin/tests/gda/bench_gda_msgrate "$root/bin/bench_gda_msgrate"
 copy_with_libs "$root/bin/rdma_test" "$root/bin/rdma_swcx_verbs_test" "$root/bin/swcx_multirank_verbs_test" \
-  "$root/bin/gda_swcx_verbs_test" /usr/bin/rdma /usr/lib/x86_64-linux-gnu/libibverbs.so.1 \
+  "$root/bin/gda_swcx_verbs_test" "$root/bin/bench_gda_msgrate" /usr/bin/rdma /usr/lib/x86_64-linux-gnu/libibverbs.so.1 \
   /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 cp /usr/bin/rdma "$root/bin/rdma"
 cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
@@ -84,6 +97,11 @@ for suite in $suites; do
     if MORI_TEST_RANKS=\$n MORI_RDMA_GID_INDEX=1 MORI_SHMEM_VMM_CHUNK_SIZE=16M /bin/\$suite; then passed=\$((passed+1)); else failed=\$((failed+1)); fi
   done
 done
+if [ $bench = 1 ]; then
+  echo "== bench_gda_msgrate at 2 ranks"
+  if MORI_RDMA_GID_INDEX=1 MORI_SHMEM_VMM_CHUNK_SIZE=16M MORI_BENCH_PROVIDER=verbs MORI_BENCH_ROUNDS=${MORI_BENCH_ROUNDS:-5} \\
+    MORI_BENCH_OPS=${MORI_BENCH_OPS:-2000} /bin/bench_gda_msgrate; then passed=\$((passed+1)); else failed=\$((failed+1)); fi
+fi
 echo "MORI_VM_RESULT \$passed \$failed"
 poweroff -f
 INIT
@@ -100,6 +118,11 @@ result=$(grep -a MORI_VM_RESULT "$log" | tail -1)
 if [ -z "$result" ]; then
   echo "rdma vm: 0 passed, 1 failed (the guest gave no result; see $log)"
   exit 1
+fi
+if [ $bench = 1 ]; then
+  # The benchmark's records, and the stress's (mismatches at the receiver).
+  grep -a -E '^(RESULT \{|\{"test": "gda_swcx_stress")' "$log" | sed 's/^RESULT //' > "$MORI_VM_BENCH_OUT"
+  echo "rdma vm: $(wc -l < "$MORI_VM_BENCH_OUT") benchmark records in $MORI_VM_BENCH_OUT"
 fi
 set -- $result
 echo "rdma vm: $2 passed, $3 failed"

@@ -225,8 +225,11 @@ static const mori_env_var_t table[] = {
                 "channel, the epoch waited for, each peer's epoch seen) and its stacks."},
     {"MORI_STRESS_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "tools/gpu.sh", .default_text = "400",
      .meaning = "The time limit of the stress part of tools/gpu.sh."},
-    {"MORI_BENCH_PROVIDER", E("copy_engine|verbs", TOOLS), .reader = "bench_proxy", .default_text = "copy_engine",
-     .meaning = "The rdma provider bench_proxy measures."},
+    {"MORI_BENCH_PROVIDER", E("copy_engine|verbs", TOOLS), .reader = "bench_proxy, bench_gda_msgrate",
+     .default_text = "copy_engine (bench_gda_msgrate: verbs when an RDMA device is present)",
+     .meaning = "The rdma provider the benchmark measures (under the software ConnectX for bench_gda_msgrate)."},
+    {"MORI_BENCH_OPS", I(1, 1u << 24, TOOLS), .reader = "bench_gda_msgrate", .default_text = "2000",
+     .meaning = "Messages per path, put size and round of the message-rate benchmark."},
     {"MORI_AUDITWHEEL_DIR", S(TOOLS), .reader = "tools/wheel_audit.sh", .default_text = ".deps/auditwheel",
      .meaning = "Where tools/wheel_audit.sh installs auditwheel."},
     {"MORI_COLL_TEST_ITERS", I(1, 1u << 30, TOOLS), .reader = "tests, tools/gpu.sh", .default_text = "by test",
@@ -253,6 +256,10 @@ static const mori_env_var_t table[] = {
      .meaning = "How long each fuzz target runs."},
     {"MORI_VM_DIR", S(TOOLS), .reader = "tools/rdma_vm_test.sh", .default_text = "/tmp/mori-rdma-vm",
      .meaning = "Where the Soft-RoCE test keeps its virtual machine."},
+    {"MORI_VM_SUITES", S(TOOLS), .reader = "tools/rdma_vm_test.sh", .default_text = "every suite",
+     .meaning = "The suites the Soft-RoCE test runs in its guest, space-separated (a subset of its list)."},
+    {"MORI_VM_BENCH_OUT", S(TOOLS), .reader = "tools/rdma_vm_test.sh", .default_text = "unset (no benchmark)",
+     .meaning = "Also run bench_gda_msgrate in the guest and write its JSON lines to this file."},
 };
 
 const mori_env_var_t *mori_env_table(size_t *count) {

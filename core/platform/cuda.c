@@ -5,10 +5,12 @@
  * one the CUDA runtime and torch use; the copy engine is a stream of its
  * own; stream memory operations are one batched call. The virtual-memory
  * sequences themselves are in gpu_vmm.c. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/dynlib.h"
 #include "core/base/error.h"
@@ -26,6 +28,8 @@ enum { MAX_DEVICES = 64 };
 static CUcontext primary[MAX_DEVICES];
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static __typeof__(cuMemGetHandleForAddressRange) *get_handle_for_range;
+
 static void load_driver(void) {
   static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
   static const mori_dynlib_symbol_t symbols[] = {
@@ -33,11 +37,14 @@ static void load_driver(void) {
       GPU_FUNCS(CUDA_SYMBOL)
 #undef CUDA_SYMBOL
   };
-  load_status = mori_dynlib_load(names, symbols, sizeof(symbols) / sizeof(symbols[0]), MORI_ENO_GPU, NULL);
+  void *driver = NULL;
+  load_status = mori_dynlib_load(names, symbols, sizeof(symbols) / sizeof(symbols[0]), MORI_ENO_GPU, &driver);
   if (load_status) {
     snprintf(load_message, sizeof(load_message), "cuda: cannot load the driver: %s", mori_last_error());
     return;
   }
+  /* Optional (CUDA 11.7 and later drivers): without it, no dma-buf. */
+  *(void **)&get_handle_for_range = dlsym(driver, "cuMemGetHandleForAddressRange");
   CUresult r = gpu.init(0);
   if (r != CUDA_SUCCESS) {
     const char *name = "?";
@@ -361,4 +368,38 @@ static int stream_capturing(void *stream, bool *yes) {
 
 int mori_platform_stream_capturing(int device, void *stream, bool *yes) {
   return GPU_ON_DEVICE(device, stream_capturing(stream, yes));
+}
+
+/* ---- dma-buf: the NIC registers GPU memory through it where it can ---- */
+
+static int dmabuf_export(int device, void *ptr, size_t size, int *fd, uint64_t *offset) {
+  if (!get_handle_for_range)
+    return mori_error_set(MORI_ENOTSUP, "cuda: the driver has no cuMemGetHandleForAddressRange (older than CUDA 11.7)");
+  CUdevice dev;
+  int supported = 0;
+  GPU_TRY(gpu.deviceGet(&dev, device), "device %d", device);
+  GPU_TRY(gpu.deviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev), "dma-buf attribute");
+  if (!supported)
+    return mori_error_set(MORI_ENOTSUP, "cuda: device %d does not support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)",
+                          device);
+  /* The driver exports whole host pages. */
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)ptr & ~(page - 1),
+            end = ((uintptr_t)ptr + size + page - 1) & ~(page - 1);
+  int handle = -1;
+  GPU_TRY(get_handle_for_range(&handle, (CUdeviceptr)start, end - start, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+          "cuMemGetHandleForAddressRange (dma-buf) of %zu bytes at %p on device %d", (size_t)(end - start), (void *)start,
+          device);
+  *fd = handle;
+  *offset = (uintptr_t)ptr - start;
+  return 0;
+}
+
+int mori_platform_dmabuf_export(int device, void *ptr, size_t size, int *fd, uint64_t *offset) {
+  *fd = -1;
+  *offset = 0;
+  return GPU_ON_DEVICE(device, dmabuf_export(device, ptr, size, fd, offset));
+}
+
+int mori_platform_dmabuf_close(int fd) {
+  return fd >= 0 && close(fd) != 0 ? mori_error_set(MORI_EIO, "cuda: closing dma-buf fd %d", fd) : 0;
 }

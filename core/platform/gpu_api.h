@@ -59,6 +59,16 @@ typedef CUstreamCaptureMode gpu_capture_mode_t;
 #define GPU_MEMCPY(dst, src, n) gpu.copy((gpu_va_t)(uintptr_t)(dst), (gpu_va_t)(uintptr_t)(src), (n))
 #define GPU_STREAM_CREATE_NONBLOCKING(st) gpu.streamCreate((st), CU_STREAM_NON_BLOCKING)
 #define GPU_UPLOAD_ASYNC(dst, src, n, st) gpu.memcpyHtoDAsync((CUdeviceptr)(uintptr_t)(dst), (src), (n), (st))
+/* A NIC registers VMM memory (GPUDirect RDMA: dma-buf or peer memory) only
+ * when cuMemCreate made it RDMA-capable, which the device may allow. */
+#define GPU_PROP_RDMA_CAPABLE(prop, device)                                                                        \
+  do {                                                                                                             \
+    int rdma_ok_ = 0;                                                                                              \
+    if (gpu.deviceGetAttribute(&rdma_ok_, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, (device)) == \
+            CUDA_SUCCESS &&                                                                                        \
+        rdma_ok_)                                                                                                  \
+      (prop).allocFlags.gpuDirectRDMACapable = 1;                                                                  \
+  } while (0)
 
 #define GPU_FUNCS(X)                                           \
   X(memGetAllocationGranularity, cuMemGetAllocationGranularity) \
@@ -166,6 +176,8 @@ typedef hipStreamCaptureMode gpu_capture_mode_t;
 #define GPU_MEMCPY(dst, src, n) gpu.copy((dst), (src), (n), hipMemcpyDefault)
 #define GPU_STREAM_CREATE_NONBLOCKING(st) gpu.streamCreateWithFlags((st), hipStreamNonBlocking)
 #define GPU_UPLOAD_ASYNC(dst, src, n, st) gpu.memcpyAsync((dst), (src), (n), hipMemcpyHostToDevice, (st))
+/* HIP's allocations need no flag for a NIC to register them. */
+#define GPU_PROP_RDMA_CAPABLE(prop, device) ((void)0)
 
 #define GPU_FUNCS(X)                                            \
   X(memGetAllocationGranularity, hipMemGetAllocationGranularity) \

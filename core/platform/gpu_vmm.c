@@ -22,6 +22,7 @@ static gpu_alloc_prop_t allocation_prop(int device, int handle_type, unsigned fl
   prop.location.type = GPU_LOCATION_DEVICE;
   prop.location.id = device;
   GPU_PROP_HANDLE_TYPES(prop) = handle_type == MORI_HANDLE_FABRIC ? GPU_HANDLE_FABRIC : GPU_HANDLE_POSIX_FD;
+  GPU_PROP_RDMA_CAPABLE(prop, device); /* so the rdma transport can register it */
   return prop;
 }
 

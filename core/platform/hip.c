@@ -6,13 +6,16 @@
  * per slot; the copy engine is hsa-runtime's (hip_copy_engine.c). The
  * virtual-memory sequences themselves are in gpu_vmm.c; what ROCm versions
  * spell differently is in hip_compat.h. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/dynlib.h"
 #include "core/base/error.h"
 #include "core/platform/gpu_api.h"
+#include "core/platform/hsa_compat.h"
 
 #define HIP_STR2(x) #x
 #define HIP_STR(x) HIP_STR2(x)
@@ -133,4 +136,53 @@ static int stream_capturing(void *stream, bool *yes) {
 
 int mori_platform_stream_capturing(int device, void *stream, bool *yes) {
   return GPU_ON_DEVICE(device, stream_capturing(stream, yes));
+}
+
+/* ---- dma-buf: the NIC registers GPU memory through it where it can ---- */
+
+/* hsa-runtime's export (ROCm 5.6 and later), looked up once in the
+ * libhsa-runtime64 the HIP runtime already loaded. */
+static struct {
+  pthread_once_t once;
+  mori_hsa_export_dmabuf_fn export_dmabuf;
+  mori_hsa_close_dmabuf_fn close_dmabuf;
+  char missing[256];
+} dmabuf = {.once = PTHREAD_ONCE_INIT};
+
+static void load_dmabuf(void) {
+  void *h = dlopen("libhsa-runtime64.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) h = dlopen("libhsa-runtime64.so", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) {
+    snprintf(dmabuf.missing, sizeof(dmabuf.missing), "hip: libhsa-runtime64 cannot be loaded: %s", dlerror());
+    return;
+  }
+  *(void **)&dmabuf.export_dmabuf = dlsym(h, "hsa_amd_portable_export_dmabuf");
+  *(void **)&dmabuf.close_dmabuf = dlsym(h, "hsa_amd_portable_close_dmabuf");
+  if (!dmabuf.export_dmabuf)
+    snprintf(dmabuf.missing, sizeof(dmabuf.missing), "hip: hsa-runtime has no hsa_amd_portable_export_dmabuf (older than ROCm 5.6)");
+}
+
+int mori_platform_dmabuf_export(int device, void *ptr, size_t size, int *fd, uint64_t *offset) {
+  *fd = -1;
+  *offset = 0;
+  int rc = gpu_ready();
+  if (rc) return rc;
+  pthread_once(&dmabuf.once, load_dmabuf);
+  if (!dmabuf.export_dmabuf) return mori_error_set(MORI_ENOTSUP, "%s", dmabuf.missing);
+  int handle = -1;
+  uint64_t off = 0;
+  hsa_status_t s = dmabuf.export_dmabuf(ptr, size, &handle, &off);
+  if (s != HSA_STATUS_SUCCESS)
+    return mori_error_set(MORI_ENOTSUP, "hip: hsa_amd_portable_export_dmabuf of %zu bytes at %p on device %d failed: status 0x%x",
+                          size, ptr, device, (unsigned)s);
+  *fd = handle;
+  *offset = off;
+  return 0;
+}
+
+int mori_platform_dmabuf_close(int fd) {
+  if (fd < 0) return 0;
+  if (dmabuf.close_dmabuf ? dmabuf.close_dmabuf(fd) != HSA_STATUS_SUCCESS : close(fd) != 0)
+    return mori_error_set(MORI_EIO, "hip: closing dma-buf fd %d", fd);
+  return 0;
 }

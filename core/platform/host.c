@@ -403,6 +403,14 @@ int mori_platform_host_register(int device, void *ptr, size_t size, bool io, voi
 
 int mori_platform_host_unregister(int device, void *ptr) { return 0; }
 
+int mori_platform_dmabuf_export(int device, void *ptr, size_t size, int *fd, uint64_t *offset) {
+  *fd = -1;
+  *offset = 0;
+  return mori_error_set(MORI_ENOTSUP, "host: the host platform's memory is plain host memory, with no dma-buf");
+}
+
+int mori_platform_dmabuf_close(int fd) { return fd >= 0 && close(fd) != 0 ? mori_error_set(MORI_EIO, "host: closing fd %d", fd) : 0; }
+
 /* The host copy engine: one worker thread per queue, operations in FIFO
  * order (copies, and the word stores and adds of mori_platform_queue_word). */
 enum { HOST_QUEUE_DEPTH = 256 };

@@ -34,4 +34,9 @@ typedef hsa_status_t (*mori_hsa_async_copy_on_engine_fn)(void *dst, hsa_agent_t 
 typedef hsa_status_t (*mori_hsa_copy_engine_status_fn)(hsa_agent_t dst_agent, hsa_agent_t src_agent,
                                                        uint32_t *engine_ids_mask);
 
+/* ROCm 5.6 and later: a dma-buf fd for device memory [ptr, ptr + size)
+ * (*offset: where ptr lies in it), and its close. */
+typedef hsa_status_t (*mori_hsa_export_dmabuf_fn)(const void *ptr, size_t size, int *dmabuf, uint64_t *offset);
+typedef hsa_status_t (*mori_hsa_close_dmabuf_fn)(int dmabuf);
+
 #endif

@@ -133,6 +133,17 @@ int mori_platform_host_free_mapped(void *host);
 int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev, bool *registered);
 int mori_platform_host_unregister(int device, void *ptr);
 
+/* A dma-buf file descriptor for `device`'s memory [ptr, ptr + size), for
+ * registering that memory with a NIC (ibv_reg_dmabuf_mr): *fd, and *offset,
+ * where ptr lies within the buffer the fd describes (the driver exports
+ * whole pages). cuda: cuMemGetHandleForAddressRange (DMA_BUF_FD); rocm:
+ * hsa_amd_portable_export_dmabuf. MORI_ENOTSUP, with the reason, where
+ * there is none: the host platform (plain host memory), a driver without
+ * the call, memory or a device the driver does not export. Close the fd
+ * with mori_platform_dmabuf_close once the NIC holds the memory. */
+int mori_platform_dmabuf_export(int device, void *ptr, size_t size, int *fd, uint64_t *offset);
+int mori_platform_dmabuf_close(int fd);
+
 /* Stream-ordered signalling without a kernel: on `stream` (a CUstream /
  * hipStream_t; ignored on the host platform), write `value` to each of
  * `writes` (uint64 slots, peers' included) with a system-scope fence before

@@ -8,8 +8,11 @@
 // a random-size, random-offset stress with put-then-signal order checked
 // as it runs; faults injected by the software ConnectX: an error
 // completion mid-stream (a record naming peer and syndrome, the other
-// peers still served), a stalled NIC (a full queue times out).
+// peers still served), a stalled NIC (a full queue times out); and a peer
+// that dies mid-stream (the survivor's posting ends with an error naming it).
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -213,20 +216,30 @@ TEST(GdaSwcx, RandomPutThenSignalStress) {
       *off = (h >> 23) % (kSlot - *len + 1);
       *src = (h >> 37) % (kData - *len);
     };
-    std::atomic<uint64_t> mismatches{0}, checked{0};
+    // Seeing signal k means every put up to op k - 1 has landed (each
+    // signal is fenced behind every earlier put to this rank): the checker
+    // checks op k - 1 at once, then the ops the signal passed since it
+    // last looked, so every op is checked against the signal that
+    // covered it while the stream runs.
+    std::atomic<uint64_t> mismatches{0}, checked{0}, signals_seen{0};
     std::thread checker([&] {
       uint64_t last = 0;
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+      auto check = [&](uint64_t op) {
+        uint64_t off, len, src;
+        op_of(op, &off, &len, &src);
+        if (memcmp(win.at(kData + op * kSlot + off), win.at(src), len) != 0) mismatches++;
+        checked++;
+      };
       while (last < kOps && std::chrono::steady_clock::now() < deadline) {
         uint64_t k = win.word(kSignal);
         if (k == last) {
           std::this_thread::yield();
           continue;
         }
-        uint64_t off, len, src;
-        op_of(k - 1, &off, &len, &src);
-        if (memcmp(win.at(kData + (k - 1) * kSlot + off), win.at(src), len) != 0) mismatches++;
-        checked++;
+        signals_seen++;
+        check(k - 1);
+        for (uint64_t op = last; op + 1 < k; op++) check(op);
         last = k;
       }
     });
@@ -256,12 +269,12 @@ TEST(GdaSwcx, RandomPutThenSignalStress) {
       ASSERT_EQ(memcmp(win.at(kData + k * kSlot + off), win.at(src), len), 0) << "op " << k << " from rank " << other;
     }
     EXPECT_EQ(mismatches.load(), 0u) << "a signal seen before its data";
-    EXPECT_GT(checked.load(), 0u);
+    EXPECT_EQ(checked.load(), kOps) << "every op checked against the signal that covered it";
     if (rank == 0)
       printf("{\"test\": \"gda_swcx_stress\", \"ranks\": %d, \"ops_per_rank\": %llu, \"seconds\": %.3f, \"ops_per_s\": %.0f, "
-             "\"signals_checked\": %llu, \"mismatches\": %llu}\n",
-             size, (unsigned long long)kOps, secs, (double)kOps / secs, (unsigned long long)checked.load(),
-             (unsigned long long)mismatches.load());
+             "\"signals_seen\": %llu, \"ops_checked_after_their_signal\": %llu, \"mismatches\": %llu}\n",
+             size, (unsigned long long)kOps, secs, (double)kOps / secs, (unsigned long long)signals_seen.load(),
+             (unsigned long long)checked.load(), (unsigned long long)mismatches.load());
     ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
   });
 }
@@ -345,6 +358,77 @@ TEST(GdaSwcx, StalledNicFullQueueTimesOut) {
     ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
     unsetenv("MORI_RDMA_SWCX_FAULTS");
     unsetenv("MORI_RDMA_GDA_DEPTH");
+  });
+}
+
+// A peer that dies mid-stream: the ranks of node-b exit (without closing
+// anything, as a killed process) after 2000 of their own put + signal
+// pairs, with work in flight. Each survivor on node-a streams put + signal
+// pairs to its partner, waiting every 128 pairs for the partner's own
+// count to follow within 512 (its credit). The survivor's stream must end
+// with an error naming the dead rank, within the timeouts, never hang:
+// over Soft-RoCE either the NIC completes the survivor's work with an error
+// (a record naming peer and syndrome: the dead process's memory regions go
+// before its queue pairs, a remote access error) or the credit wait or a
+// full queue times out first (a record naming the peer); over the
+// copy-engine NIC, whose puts still land in a dead process's memory, the
+// credit wait times out naming it.
+// Quiet afterwards returns within its timeout too.
+TEST(GdaSwcx, PeerDiesMidStreamSurvivorGetsAnErrorNamingIt) {
+  SKIP_WITHOUT_RDMA_DEVICE();
+  int size = TestRanks();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    // Neither is destroyed: a comm with a dead member cannot be torn down
+    // collectively, and the dead rank closes nothing on purpose.
+    World *w = new World(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w->ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(*w));
+    const uint64_t kSlot = 256, kSlots = 1024, kSignal = kSlot * kSlots, kDieAfter = 2000, kTimeout = 2 * kSecond;
+    Win *win = new Win(w->comm, kSignal + 64);
+    int other = Partner(rank, size);
+    bool dies = rank >= size / 2;
+    for (uint64_t i = 0; i < kSlot; i++) *win->at(i) = (uint8_t)(rank + i);
+    ASSERT_EQ(mori_bootstrap_barrier(w->bootstrap), 0);
+    int rc = 0;
+    uint64_t k = 0;
+    auto start = std::chrono::steady_clock::now();
+    for (; k < (dies ? kDieAfter : 1000000) && !rc; k++) {
+      rc = mori_gda_put_signal(win->view, other, kSlot * (1 + k % (kSlots - 1)), win->at(0), 1 + k % kSlot, kSignal, k + 1,
+                               kTimeout);
+      if (!rc && !dies && k % 128 == 127 && k >= 512) {
+        uint64_t seen = 0;
+        rc = mori_signal_wait_until(win->view, kSignal, MORI_CMP_GE, k + 1 - 512, kTimeout, other, 0, &seen);
+      }
+    }
+    if (dies) {
+      ASSERT_EQ(rc, MORI_DEVICE_OK) << "rank " << rank << " failed before it died, at pair " << k;
+      fflush(stdout);
+      fflush(stderr);
+      _exit(0);  // no quiet, no teardown: work in flight, queue pairs left to the kernel
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(rc == MORI_DEVICE_EIO || rc == MORI_DEVICE_ETIMEDOUT)
+        << "rank " << rank << " streaming to rank " << other << " (dead after " << kDieAfter << " pairs) ended at pair "
+        << k << " with " << rc;
+    EXPECT_LT(secs, 60.0) << "the survivor took " << secs << " s to notice";
+    int check = mori_window_check(win->win);
+    EXPECT_TRUE(check == MORI_EIO || check == MORI_EDEVICE_TIMEOUT) << check << ": " << mori_last_error();
+    std::string err = mori_last_error();
+    EXPECT_NE(err.find("rank " + std::to_string(other)), std::string::npos) << err;
+    auto quiet_start = std::chrono::steady_clock::now();
+    int quiet = mori_gda_quiet(win->view, kTimeout);
+    double quiet_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - quiet_start).count();
+    EXPECT_LT(quiet_secs, 10.0) << "quiet after the peer died returned " << quiet << " after " << quiet_secs << " s";
+    EXPECT_TRUE(quiet == MORI_DEVICE_OK || quiet == MORI_DEVICE_EIO || quiet == MORI_DEVICE_ETIMEDOUT) << quiet;
+    // A timed-out quiet leaves a record of its own; after an error
+    // completion the peer is marked failed and its record was given once.
+    if (quiet == MORI_DEVICE_ETIMEDOUT) {
+      EXPECT_EQ(mori_window_check(win->win), MORI_EDEVICE_TIMEOUT) << "a timed-out quiet leaves a record";
+      EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(other)), std::string::npos) << mori_last_error();
+    }
+    printf("rank %d: rank %d died; after %llu pairs and %.2f s: %s (device rc %d); quiet then %d in %.2f s\n", rank, other,
+           (unsigned long long)k, secs, err.c_str(), rc, quiet, quiet_secs);
   });
 }
 

@@ -10,6 +10,7 @@
 // threads wait for these kernels by event: a synchronous copy on the legacy
 // stream would keep the proxy thread from queueing the copies the kernel
 // waits for (docs/multinode.md).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -63,6 +64,59 @@ uint64_t ReadWord(int device, const void *p) {
   uint64_t v = 0;
   EXPECT_EQ(mori_platform_memcpy(device, &v, p, 8), 0) << mori_last_error();
   return v;
+}
+
+// How GPU memory is registered with the NIC (docs/multinode.md,
+// "Registering memory with the NIC"). The platform's dma-buf export of a
+// heap buffer: an fd (with the buffer's offset in it) where the driver
+// offers dma-buf, else MORI_ENOTSUP with the driver's reason. The
+// registration here is never dma-buf, and says why: the copy-engine NIC
+// has no ibv_reg_dmabuf_mr; the software ConnectX (gpu_gda_test) forwards
+// it to the copy-engine NIC, which refuses it, after the export.
+TEST(GpuProxy, GpuMemoryRegistrationSaysDmabufOrWhyNot) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    JoinOwnNode(rank, nullptr);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    int device = -1;
+    MORI_ASSERT_OK(mori_platform_current_device(&device));
+    const uint64_t bytes = 1 << 20;
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(bytes, nullptr, &p));
+    int fd = -1;
+    uint64_t offset = 0;
+    int rc = mori_platform_dmabuf_export(device, p, bytes, &fd, &offset);
+    std::string refused = rc ? mori_last_error() : "";
+    if (rc == 0) {
+      EXPECT_GE(fd, 0);
+      EXPECT_NE(fcntl(fd, F_GETFD), -1) << "the dma-buf fd is open";
+      EXPECT_LT(offset, (uint64_t)sysconf(_SC_PAGESIZE)) << "the buffer starts in the fd's first page";
+      MORI_EXPECT_OK(mori_platform_dmabuf_close(fd));
+    } else {
+      EXPECT_EQ(rc, MORI_ENOTSUP) << refused;
+      EXPECT_TRUE(refused.rfind("cuda: ", 0) == 0 || refused.rfind("hip: ", 0) == 0) << refused;
+    }
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    char how[320];
+    MORI_ASSERT_OK(mori_rdma_memory_status(w.comm, how, sizeof(how)));
+    std::string h = how;
+    EXPECT_EQ(h.rfind("ibv_reg_mr (peer memory): no dma-buf: ", 0), 0u) << h;
+    if (!mori_test_gpu_rdma_install) {
+      EXPECT_NE(h.find("has no ibv_reg_dmabuf_mr"), std::string::npos) << h;
+    } else if (rc == 0) {
+      EXPECT_NE(h.find("ibv_reg_dmabuf_mr failed"), std::string::npos) << h;
+    } else {
+      EXPECT_NE(h.find(refused.substr(0, 6)), std::string::npos) << h << " (the export said: " << refused << ")";
+    }
+    if (rank == 0)
+      printf("rank 0: dma-buf export of %llu bytes of heap memory on device %d: %s; the window's registration: %s\n",
+             (unsigned long long)bytes, device, rc ? refused.c_str() : ("an fd, offset " + std::to_string(offset)).c_str(),
+             how);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
 }
 
 // The host API over the same executor, on GPU memory: put, atomic add, get.

@@ -2,6 +2,9 @@
 // See fake_verbs.h.
 #include "tests/rdma/fake_verbs.h"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -107,12 +110,32 @@ int DeallocPd(ibv_pd *pd) {
   delete pd;
   return 0;
 }
+size_t plain_regs = 0;
+int dmabuf_errno = 0;
+std::vector<DmabufReg> dmabuf_regs;
+
 ibv_mr *RegMr(ibv_pd *pd, void *addr, size_t length, int) {
   std::lock_guard<std::mutex> lock(mu);
+  plain_regs++;
   ibv_mr *mr = new ibv_mr();
   mr->context = pd->context;
   mr->pd = pd;
   mr->addr = addr;
+  mr->length = length;
+  mr->lkey = mr->rkey = next_key++;
+  return mr;
+}
+ibv_mr *RegDmabufMr(ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int) {
+  std::lock_guard<std::mutex> lock(mu);
+  dmabuf_regs.push_back({fd, offset, length, iova, fcntl(fd, F_GETFD) != -1});
+  if (dmabuf_errno) {
+    errno = dmabuf_errno;
+    return nullptr;
+  }
+  ibv_mr *mr = new ibv_mr();
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = (void *)(uintptr_t)iova;
   mr->length = length;
   mr->lkey = mr->rkey = next_key++;
   return mr;
@@ -201,6 +224,14 @@ const mori_verbs table = {
 
 const mori_rdma_provider_t provider = {sizeof(mori_rdma_provider_t), "fake verbs", &table, nullptr};
 
+mori_rdma_provider_t WithDmabuf() {
+  mori_rdma_provider_t p = provider;
+  p.name = "fake verbs with dma-buf";
+  p.ibv_reg_dmabuf_mr = RegDmabufMr;
+  return p;
+}
+const mori_rdma_provider_t provider_dmabuf = WithDmabuf();
+
 }  // namespace
 
 void Install(uint32_t max_msg) {
@@ -212,6 +243,27 @@ void Install(uint32_t max_msg) {
 }
 
 void Uninstall() { mori_rdma_use_provider(nullptr); }
+
+void InstallWithDmabuf(int fail_errno, uint32_t max_msg) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    port_max_msg = max_msg;
+    dmabuf_errno = fail_errno;
+  }
+  mori_rdma_use_provider(&provider_dmabuf);
+}
+
+const mori_rdma_provider_t *Provider(bool dmabuf) { return dmabuf ? &provider_dmabuf : &provider; }
+
+std::vector<DmabufReg> DmabufRegs() {
+  std::lock_guard<std::mutex> lock(mu);
+  return dmabuf_regs;
+}
+
+size_t PlainRegs() {
+  std::lock_guard<std::mutex> lock(mu);
+  return plain_regs;
+}
 
 void SetDevices(const std::vector<std::string> &names) {
   std::lock_guard<std::mutex> lock(mu);

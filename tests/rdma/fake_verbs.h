@@ -10,6 +10,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "transport/rdma/provider.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +47,20 @@ size_t LiveQps();
 // How the QP with this number was connected (defaults before RTR).
 Path PathOf(uint32_t qp_num);
 void Uninstall();
+
+// dma-buf registration (ibv_reg_dmabuf_mr): the same fake with it, failing
+// every call with `fail_errno` when that is nonzero. What each call got:
+struct DmabufReg {
+  int fd;
+  uint64_t offset, length, iova;
+  bool fd_open;  // the fd was open during the call
+};
+void InstallWithDmabuf(int fail_errno = 0, uint32_t max_msg = 1u << 30);
+// The two providers themselves (without, with ibv_reg_dmabuf_mr).
+const mori_rdma_provider_t *Provider(bool dmabuf);
+std::vector<DmabufReg> DmabufRegs();
+// ibv_reg_mr calls so far in this process.
+size_t PlainRegs();
 
 // While stalled, posted work requests are held: no completion until Release.
 void Stall(bool stalled);

@@ -141,8 +141,11 @@ static void describe_transports(info_report_t *r, mori_comm_t *comm) {
     int gda = 0;
     char gda_why[INFO_TEXT - 96] = "";
     (void)mori_rdma_gda_status(comm, &gda, gda_why, sizeof(gda_why));
-    snprintf(rdma->detail, sizeof(rdma->detail), "NIC %s; kernels %s (%s)", nic,
-             gda ? "post to it themselves" : "go through the proxy", gda_why);
+    /* And how its memory is registered: dma-buf or ibv_reg_mr, and why. */
+    char memory[INFO_TEXT / 2] = "";
+    (void)mori_rdma_memory_status(comm, memory, sizeof(memory));
+    snprintf(rdma->detail, sizeof(rdma->detail), "NIC %s; kernels %s (%s); memory: %s", nic,
+             gda ? "post to it themselves" : "go through the proxy", gda_why, memory[0] ? memory : "unknown");
   }
   int lsa_size;
   mori_comm_lsa(comm, NULL, &lsa_size, NULL);

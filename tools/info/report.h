@@ -22,7 +22,7 @@ typedef struct info_device {
 typedef struct info_transport {
   const char *name;
   bool available;
-  char detail[INFO_TEXT]; /* available: what it reaches through; else why not */
+  char detail[2 * INFO_TEXT]; /* available: what it reaches through (rdma: and how memory is registered); else why not */
 } info_transport_t;
 
 /* One row of the per-peer table: how `rank` reaches `peer`. Plain bytes, so

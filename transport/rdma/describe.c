@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* What `mori_info` asks the rdma transport about a comm: the NIC this rank
  * opened, its rail, and for each peer whether queue pairs reach it or why
- * not (the reason a rank has no usable device travels in s->unusable). */
+ * not (the reason a rank has no usable device travels in s->unusable); and
+ * how its memory is registered (dma-buf or ibv_reg_mr, register.c). */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "core/base/error.h"
@@ -34,4 +36,15 @@ int mori_rdma_peer_status(const mori_comm_t *comm, int peer, char *nic, size_t n
     return 0;
   }
   return 1;
+}
+
+int mori_rdma_memory_status(const mori_comm_t *comm, char *how, size_t how_len) {
+  if (how_len) how[0] = '\0';
+  struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);
+  if (!s) return mori_error_set(MORI_EINVAL, "rdma: the comm does not hold the rdma transport");
+  if (!s->usable) return 0;
+  pthread_mutex_lock(&s->lock);
+  snprintf(how, how_len, "%s", s->memory_how);
+  pthread_mutex_unlock(&s->lock);
+  return 0;
 }

@@ -115,6 +115,11 @@ struct rdma_state {
   uint64_t *scratch; /* fetch-and-add results land here */
   struct ibv_mr *scratch_mr;
   char device[64];
+  /* How segments are registered with the NIC (register.c): the plan until
+   * the first registration, then the path the latest one took; logged
+   * (INFO) when it changes. Under lock. */
+  char memory_how[320];
+  bool memory_registered;
 };
 
 struct rdma_segment {
@@ -227,6 +232,27 @@ void rdma_stop_proxy(struct rdma_state *s);
 void rdma_hold_proxy(struct rdma_state *s, bool hold);
 
 int rdma_verbs_error(int err, const char *what);
+
+/* register.c: a segment's memory registered with the NIC, GPU memory
+ * through dma-buf where the platform exports it and the provider has
+ * ibv_reg_dmabuf_mr, else ibv_reg_mr (peer memory; host memory on the host
+ * platform). The platform's steps, replaceable by tests: */
+struct rdma_dmabuf_ops {
+  int (*export_fd)(int device, void *ptr, size_t size, int *fd, uint64_t *offset); /* 0, or an error with a message */
+  int (*close_fd)(int fd);
+  bool gpu_memory; /* false: host memory, registered with ibv_reg_mr, no dma-buf asked for */
+};
+/* The ops in effect: a test's (rdma_use_dmabuf_ops; NULL: none), else the
+ * platform's (mori_platform_dmabuf_export; GPU memory unless the platform
+ * is the host). */
+const struct rdma_dmabuf_ops *rdma_dmabuf_ops(void);
+void rdma_use_dmabuf_ops(const struct rdma_dmabuf_ops *ops);
+/* The region, or NULL with errno from ibv_reg_mr; `how` says which path
+ * registered it and, for ibv_reg_mr on GPU memory, why not dma-buf. */
+struct ibv_mr *rdma_reg_memory(const mori_rdma_provider_t *p, struct ibv_pd *pd, void *base, size_t len, int device,
+                               int access, const struct rdma_dmabuf_ops *ops, char *how, size_t how_len);
+/* What rdma_reg_memory will do, before anything is registered. */
+void rdma_memory_plan(const mori_rdma_provider_t *p, const struct rdma_dmabuf_ops *ops, char *how, size_t how_len);
 
 /* gda/ (GPU-initiated posting, gda/gda_host.h). rdma_gda_init: collective,
  * at comm creation once the transport's QPs are connected (`connected`:

@@ -3,6 +3,7 @@
  * libibverbs loaded once through the shared dlopen helper. */
 #include "transport/rdma/provider.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -14,7 +15,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_status;
 static char load_message[512];
 
-static const mori_rdma_provider_t libibverbs = {
+static mori_rdma_provider_t libibverbs = {
     .size = sizeof(mori_rdma_provider_t),
     .name = "libibverbs",
     .verbs = &verbs,
@@ -28,8 +29,12 @@ static void load(void) {
       MORI_VERBS_FUNCS(MORI_VERBS_SYMBOL)
 #undef MORI_VERBS_SYMBOL
   };
-  load_status = mori_dynlib_load(names, symbols, sizeof(symbols) / sizeof(symbols[0]), MORI_ENODEV, NULL);
+  void *lib = NULL;
+  load_status = mori_dynlib_load(names, symbols, sizeof(symbols) / sizeof(symbols[0]), MORI_ENODEV, &lib);
   if (load_status) snprintf(load_message, sizeof(load_message), "rdma: %s", mori_last_error());
+  /* Optional: rdma-core 34 and later (IBVERBS_1.12); without it GPU memory
+   * is registered with ibv_reg_mr. */
+  else *(void **)&libibverbs.ibv_reg_dmabuf_mr = dlsym(lib, "ibv_reg_dmabuf_mr");
 }
 
 static const mori_rdma_provider_t *chosen;

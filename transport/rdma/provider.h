@@ -83,7 +83,22 @@ typedef struct mori_rdma_provider {
    * libmlx5's own mlx5dv_init_obj when the device is a ConnectX. Returns 0
    * or an errno as mlx5dv_init_obj does. */
   int (*mlx5dv_init_obj)(struct mlx5dv_obj *obj, uint64_t obj_type);
+  /* Optional (NULL: none). ibv_reg_dmabuf_mr (rdma-core 34 and later):
+   * registers [offset, offset + length) of the dma-buf `fd`, reached by
+   * work requests at `iova`. The transport registers GPU memory through it
+   * where the platform exports a dma-buf, else with ibv_reg_mr (the peer-
+   * memory module); for libibverbs it is looked up with dlsym, so an older
+   * rdma-core leaves it NULL. */
+  struct ibv_mr *(*ibv_reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
 } mori_rdma_provider_t;
+
+/* The provider's ibv_reg_dmabuf_mr, or NULL when it has none (or was built
+ * before the field existed). */
+static inline __typeof__(((mori_rdma_provider_t *)0)->ibv_reg_dmabuf_mr) mori_rdma_provider_reg_dmabuf_mr(
+    const mori_rdma_provider_t *p) {
+  return p->size >= offsetof(mori_rdma_provider_t, ibv_reg_dmabuf_mr) + sizeof(p->ibv_reg_dmabuf_mr) ? p->ibv_reg_dmabuf_mr
+                                                                                                        : NULL;
+}
 
 /* The provider the rdma transport of comms created from now on uses: `p`
  * (not copied: it must outlive those comms), or NULL for libibverbs again.

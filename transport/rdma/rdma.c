@@ -155,6 +155,7 @@ static int rdma_init(mori_comm_t *comm, void **state) {
     int brc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
     if (!rc) rc = brc;
     s->usable = rc == 0;
+    if (s->usable) rdma_memory_plan(s->provider, rdma_dmabuf_ops(), s->memory_how, sizeof(s->memory_how));
     if (s->usable) rdma_report_peers(s, comm);
     if (s->usable) rc = rdma_start_proxy(s);
   } else {
@@ -213,12 +214,23 @@ static int rdma_segment_register(void *state, mori_segment_t *seg, void **seg_st
     free(all);
     return mori_error_set(MORI_ENOMEM, "rdma: segment counters");
   }
-  /* Legacy IPC memory has no flat span (stride 0): its range is registered. */
-  w->mr = (s->v->ibv_reg_mr)(s->pd, w->base, mori_segment_stride(seg) ? mori_segment_stride(seg) : w->size,
-                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                  IBV_ACCESS_REMOTE_ATOMIC);
+  /* Legacy IPC memory has no flat span (stride 0): its range is registered.
+   * GPU memory through dma-buf where it can (register.c). */
+  char how[sizeof(s->memory_how)];
+  w->mr = rdma_reg_memory(s->provider, s->pd, w->base, mori_segment_stride(seg) ? mori_segment_stride(seg) : w->size,
+                          w->device,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+                          rdma_dmabuf_ops(), how, sizeof(how));
+  if (w->mr) {
+    pthread_mutex_lock(&s->lock);
+    bool changed = !s->memory_registered || strcmp(s->memory_how, how) != 0;
+    if (changed) snprintf(s->memory_how, sizeof(s->memory_how), "%s", how);
+    s->memory_registered = true;
+    pthread_mutex_unlock(&s->lock);
+    if (changed) MORI_INFO("rdma: rank %d registers memory with %s: %s", s->rank, s->device, how);
+  }
   if (w->mr) mine = (struct segment_key){1, w->mr->rkey, (uint64_t)(uintptr_t)w->base};
-  else MORI_WARN("rdma: rank %d cannot register %zu bytes at %p: %s", s->rank, w->size, (void *)w->base, strerror(errno));
+  else MORI_WARN("rdma: rank %d cannot register %zu bytes at %p: %s (%s)", s->rank, w->size, (void *)w->base, strerror(errno), how);
   int rc = mori_bootstrap_allgather(mori_comm_bootstrap(comm), &mine, all, sizeof(mine));
   for (int r = 0; !rc && r < s->size; r++)
     if (!all[r].ok)

@@ -185,6 +185,20 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, int a
   return (context_of(pd->context)->innerp->verbs->ibv_reg_mr)(p->inner, addr, length, access);
 }
 
+/* The inner provider's dma-buf registration, where it has one (a dma-buf
+ * region is an inner region like any other); else EOPNOTSUPP, as
+ * libibverbs answers for a device that cannot. */
+static struct ibv_mr *reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  struct swcx_pd *p = (struct swcx_pd *)pd;
+  const mori_rdma_provider_t *inner = context_of(pd->context)->innerp;
+  __typeof__(inner->ibv_reg_dmabuf_mr) reg = mori_rdma_provider_reg_dmabuf_mr(inner);
+  if (!reg) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  return reg(p->inner, offset, length, iova, fd, access);
+}
+
 static int dereg_mr(struct ibv_mr *mr) {
   /* The region is the inner provider's; its context says which one. */
   const mori_rdma_provider_t *p = inner_provider;
@@ -585,6 +599,7 @@ static const mori_rdma_provider_t provider = {
     .verbs = &table,
     .use_device = use_device,
     .mlx5dv_init_obj = init_obj,
+    .ibv_reg_dmabuf_mr = reg_dmabuf_mr,
 };
 
 static int wrap(const mori_rdma_provider_t *inner, const mori_rdma_provider_t **out) {

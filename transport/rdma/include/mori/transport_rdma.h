@@ -70,6 +70,15 @@ MORI_API int mori_rdma_peer_status(const mori_comm_t *comm, int peer, char *nic,
  * on every rank. MORI_EINVAL when the comm has no rdma transport. */
 MORI_API int mori_rdma_gda_status(const mori_comm_t *comm, int *enabled, char *why, size_t why_len);
 
+/* How this rank registers the comm's memory with its NIC: "dma-buf
+ * (ibv_reg_dmabuf_mr)" for GPU memory the driver exports as a dma-buf,
+ * "ibv_reg_mr (peer memory): no dma-buf: <why>" for GPU memory it does not
+ * (the driver's peer-memory module then serves the NIC), "ibv_reg_mr (host
+ * memory)" on the host platform; before the first registration, the plan.
+ * MORI_EINVAL when the comm has no rdma transport; "" when no rank has a
+ * usable device. */
+MORI_API int mori_rdma_memory_status(const mori_comm_t *comm, char *how, size_t how_len);
+
 MORI_EXTERN_C_END
 
 #endif
