@@ -17,7 +17,12 @@ typedef struct ep_table_row {
 } ep_table_row_t;
 
 static const ep_table_row_t rows[] = {
-    /* Defaults until measured rows are added: small calls on fewer blocks
+    /* Measured on one H200 (sm_90), world size 1, bf16, 4096 tokens x 7168
+     * (bench_ep with MORI_BENCH_EP_TUNE=1; docs/perf/h200x1_ep.jsonl):
+     * dispatch + combine 120.6 us at 132 x 16, against 121 at 264 x 16 or
+     * 32 warps, 141 at every resident block with 4 warps, 453 at 16 x 16. */
+    {"sm_90", 1, 1, 4096, 7168, 132, 16},
+    /* Defaults where nothing was measured: small calls on fewer blocks
      * (less time in the grid-wide arrival), large ones on every block. */
     {"*", -1, -1, 256, 0, 32, 8},
     {"*", -1, -1, 0, 0, 0, 16},
