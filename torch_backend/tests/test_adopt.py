@@ -65,6 +65,7 @@ def _():
     assert m.peer_bases.numel() == world and m.local_rank == rank
     assert m.allocation_base == t.untyped_storage().data_ptr() == m.host_bases[rank]
     assert all(m.host_bases), m.host_bases
+    meet()  # every rank's zeros are on its GPU before a peer stores into them
     for rnd in range(3):
         want = iris_round(t, m, 1000 * (rnd + 1))
         got = t[16:16 + N]
@@ -83,6 +84,7 @@ def _():
     dst = torch.zeros(N, dtype=torch.int32, device=dev)
     ma, mb = adopt(src), adopt(dst)
     assert ma.host_bases != mb.host_bases
+    meet()  # every rank's src and zeroed dst are on its GPU before a peer reads or writes them
     copy_between_kernel[(1,)](dst, src, N, peer, mb.peer_bases, rank, BLOCK=1024)
     meet()
     want = torch.arange(N, dtype=torch.int32, device=dev) + 10000 * prev
@@ -105,6 +107,7 @@ def _():
     t.zero_()
     m = adopt(t)
     assert m.allocation_base == t.untyped_storage().data_ptr()
+    meet()  # every rank's zero_ is done before a peer stores into t
     want = iris_round(t, m, 7000)
     got = t[16:16 + N]
     assert torch.equal(got, want), f"{(got != want).sum().item()} of {N} words differ"
