@@ -220,3 +220,17 @@ for _name, (_res, _args) in _SIGNATURES.items():
     _fn = getattr(lib, _name)
     _fn.restype = _res
     _fn.argtypes = _args
+
+
+class CallError(RuntimeError):
+    """A call into libmori.so failed: `call` (its name), `code` (the negative
+    MORI_E* value), `name` (MORI_E...) and `detail`, the message the library
+    left (which rank or PE, which sizes). mori.shmem and mori.ops raise
+    their own subclasses."""
+
+    def __init__(self, call, code):
+        self.call = call
+        self.code = code
+        self.name = lib.mori_err_name(code).decode()
+        self.detail = lib.mori_last_error().decode(errors="replace")
+        super().__init__(f"{call}: {self.name}: {self.detail}")

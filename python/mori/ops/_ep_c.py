@@ -8,7 +8,7 @@ Python names still import: making an EpDispatchCombineOp then raises an
 ImportError that says the library lacks them."""
 import ctypes
 
-from mori._lib import PATH, lib
+from mori._lib import PATH, CallError, lib
 
 # mori_ep_dtype_t
 FLOAT32, BFLOAT16, FLOAT16, FP8_E4M3FN, FP8_E4M3FNUZ = 0, 1, 2, 3, 4
@@ -97,17 +97,10 @@ def require():
                           f"use a libmori.so built with collectives/ep (mori/ep.h)")
 
 
-class EpError(RuntimeError):
+class EpError(CallError):
     """A mori_ep_* call failed, or a kernel reported bad data: `call`,
     `code` (negative MORI_E* value), `name` (MORI_E...) and the library's
     message (which rank, which token, which value)."""
-
-    def __init__(self, call, code):
-        self.call = call
-        self.code = code
-        self.name = lib.mori_err_name(code).decode()
-        self.detail = lib.mori_last_error().decode(errors="replace")
-        super().__init__(f"{call}: {self.name}: {self.detail}")
 
 
 def check(call, rc):

@@ -7,7 +7,7 @@ shmem_ptr_p2p, which answers 0 for "not reachable by load/store or not a
 valid pointer", as the guide says."""
 import ctypes
 
-from mori._lib import UNIQUEID_BYTES, UniqueId, lib
+from mori._lib import UNIQUEID_BYTES, CallError, UniqueId, lib
 
 MORI_SHMEM_INIT_WITH_MPI_COMM = 0
 MORI_SHMEM_INIT_WITH_UNIQUEID = 1
@@ -17,16 +17,9 @@ MORI_SHMEM_MALLOC_UNCACHED = 1 << 0
 MORI_SHMEM_MALLOC_CACHED = 1 << 1
 
 
-class ShmemError(RuntimeError):
+class ShmemError(CallError):
     """A MORI Shmem call failed: `code` (negative), `name` (MORI_E...), and
     the message the library left (which PE, which sizes)."""
-
-    def __init__(self, call, code):
-        self.call = call
-        self.code = code
-        self.name = lib.mori_err_name(code).decode()
-        self.detail = lib.mori_last_error().decode(errors="replace")
-        super().__init__(f"{call}: {self.name}: {self.detail}")
 
 
 def _check(call, rc):
