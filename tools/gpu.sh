@@ -163,7 +163,7 @@ if has gda; then
   # data cases (its fault cases inject the copy-engine NIC's faults and
   # expect the proxy's codes).
   echo "== gpu_gda_test (2 ranks on $ngpu GPU(s), software ConnectX over the copy-engine NIC)"
-  GTEST_FILTER='GpuProxy.HostApiPutsAddsAndGetsGpuMemory:GpuProxy.PutsSignalsAtomicsAndGetsReachThePeerThroughTheRing:GpuProxy.GpuMemoryRegistrationSaysDmabufOrWhyNot' \
+  GTEST_FILTER='GpuProxy.HostApiPutsAddsAndGetsGpuMemory:GpuProxy.PutsSignalsAtomicsAndGetsReachThePeerThroughTheRing:GpuProxy.GpuMemoryRegistrationSaysDmabufOrWhyNot:GpuProxy.WarpBatchesOfGpuPostingLandEveryLanesBytes' \
     gtest_suite gpu_gda_test 2 gpu_gda_test gpu_gda_test
   echo "== GPU posting benchmark (bench_gda)"
   timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 190 gpu-bundle/bin/bench_gda 2>&1 |

@@ -81,7 +81,9 @@ int main() {
       const char *name;
       int (*run)(mori_window_dev_t, int, uint64_t, int, gda_bench_result_t *);
       int iters;
-    } cases[] = {{"gda_put", gda_bench_put, 1000}, {"gda_put_warp", gda_bench_put_warp, 100}, {"proxy_submit", gda_bench_proxy_submit, 500}};
+    } cases[] = {{"gda_put", gda_bench_put, 1000}, {"gda_put_warp", gda_bench_put_warp, 100},
+                 {"gda_put_warp_pieces", gda_bench_put_warp_pieces, 100},
+                 {"gda_put_warp_runs", gda_bench_put_warp_runs, 100}, {"proxy_submit", gda_bench_proxy_submit, 500}};
     for (const Case &c : cases)
       for (uint64_t bytes : {8ull, 4096ull}) {
         std::vector<double> post, quiet;
@@ -103,28 +105,29 @@ int main() {
                c.name, (unsigned long long)bytes, c.iters, s.median, s.min, s.max, q.median / 1000.0);
         fflush(stdout);
       }
-    // Where one put's time goes: each step timed apart, the library's
-    // doorbell (release stores) and the earlier fenced one, interleaved.
+    // Where one put's time goes: each step timed apart, in the library's
+    // form and its two earlier ones (enum gda_stage_mode), interleaved.
     static const char *const kStage[GDA_STAGE_COUNT] = {"reserve", "wqe", "dbrec", "doorbell", "after", "rung"};
-    std::vector<double> steps[2][GDA_STAGE_COUNT], post[2];
+    static const char *const kMode[GDA_MODE_COUNT] = {"library", "system_scope", "fenced"};
+    std::vector<double> steps[GDA_MODE_COUNT][GDA_STAGE_COUNT], post[GDA_MODE_COUNT];
     for (int r = 0; r < rounds + 1 && !failures; r++)
-      for (int fenced = 0; fenced < 2; fenced++) {
+      for (int mode = 0; mode < GDA_MODE_COUNT; mode++) {
         gda_bench_result_t out;
-        if (gda_bench_stages(view, peer, 8, 200, fenced, &out) != 0 || out.device_rc != 0) {
-          fprintf(stderr, "bench_gda: stages (fenced %d): device rc %d\n", fenced, out.device_rc);
+        if (gda_bench_stages(view, peer, 8, 200, mode, &out) != 0 || out.device_rc != 0) {
+          fprintf(stderr, "bench_gda: stages (%s): device rc %d\n", kMode[mode], out.device_rc);
           failures++;
           break;
         }
         if (r == 0) continue;  // warm-up
-        post[fenced].push_back(out.post_ns);
-        for (int k = 0; k < GDA_STAGE_COUNT; k++) steps[fenced][k].push_back(out.stage_ns[k]);
+        post[mode].push_back(out.post_ns);
+        for (int k = 0; k < GDA_STAGE_COUNT; k++) steps[mode][k].push_back(out.stage_ns[k]);
       }
-    for (int fenced = 0; fenced < 2 && !post[fenced].empty(); fenced++) {
-      Stats s = Summarize(post[fenced]);
+    for (int mode = 0; mode < GDA_MODE_COUNT && !post[mode].empty(); mode++) {
+      Stats s = Summarize(post[mode]);
       printf("RESULT {\"bench\": \"gda\", \"case\": \"gda_put_stages\", \"ring\": \"%s\", \"bytes\": 8, \"iters\": 200, "
              "\"post_ns\": %.1f, \"post_ns_min\": %.1f, \"post_ns_max\": %.1f",
-             fenced ? "fenced" : "release", s.median, s.min, s.max);
-      for (int k = 0; k < GDA_STAGE_COUNT; k++) printf(", \"%s_ns\": %.1f", kStage[k], Summarize(steps[fenced][k]).median);
+             kMode[mode], s.median, s.min, s.max);
+      for (int k = 0; k < GDA_STAGE_COUNT; k++) printf(", \"%s_ns\": %.1f", kStage[k], Summarize(steps[mode][k]).median);
       printf(", \"provider\": \"swcx over copy_engine\"}\n");
       fflush(stdout);
     }

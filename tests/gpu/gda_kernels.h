@@ -33,6 +33,13 @@ enum gda_bench_stage {
   GDA_STAGE_COUNT
 };
 
+// Forms of one put that gda_bench_stages times: the library's steps (GPU-
+// scope claim and `rung`, the QP read before the claim, release stores on
+// the doorbell), the library's earlier form (system-scope claim and `rung`,
+// the QP read after the claim), and the first one (a full system fence
+// before the record, before the register and after it).
+enum gda_stage_mode { GDA_MODE_LIBRARY = 0, GDA_MODE_SYSTEM_SCOPE = 1, GDA_MODE_FENCED = 2, GDA_MODE_COUNT };
+
 // Selects GPU local_rank % device count (ranks share GPUs when there are
 // fewer); -1 with a message on stderr when there is none.
 int gda_select_device(int local_rank);
@@ -43,11 +50,15 @@ int gda_bench_put(mori_window_dev_t view, int peer, uint64_t bytes, int iters, g
 // One warp posts `iters` batches of warp-size puts, one doorbell each;
 // post_ns is per put (the batch's time / its size).
 int gda_bench_put_warp(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
+// The same with the WQEs stored another way (enum mori_gda_warp_stores):
+// each lane its own WQE in four 16-byte pieces, or the warp's WQEs in
+// contiguous 512-byte runs of pieces.
+int gda_bench_put_warp_pieces(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
+int gda_bench_put_warp_runs(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);
 // One thread posts `iters` puts as gda_bench_put does, timing each step
-// (enum gda_bench_stage) apart with the cycle counter. fenced = 0: the
-// library's doorbell (release stores); 1: the earlier form, a full system
-// fence before the record, before the register and after it.
-int gda_bench_stages(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int fenced, gda_bench_result_t *out);
+// (enum gda_bench_stage) apart with the cycle counter, in the form `mode`
+// (enum gda_stage_mode).
+int gda_bench_stages(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int mode, gda_bench_result_t *out);
 // One thread submits `iters` puts to the proxy ring (no wait for the
 // proxy), then quiets: the proxy's device-side cost beside GPU posting.
 int gda_bench_proxy_submit(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);

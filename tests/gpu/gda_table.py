@@ -12,7 +12,17 @@ import sys
 WHAT = {
     "gda_put": "GPU posting: one put (claim, WQE, doorbell) from one thread",
     "gda_put_warp": "GPU posting: a warp's batch, one doorbell, per put",
+    "gda_put_warp_pieces": "the same, each lane's WQE stored as four 16-byte pieces, per put",
+    "gda_put_warp_runs": "the same, the warp's WQEs stored as contiguous 512-byte runs (shuffled), per put",
     "proxy_submit": "proxy ring: one put handed to the host proxy from one thread",
+}
+
+FORMS = {
+    "library": "mori (GPU-scope claim, QP read first)",
+    "system_scope": "system-scope claim, QP read after it",
+    "fenced": "full system fences around the doorbell",
+    # older result files
+    "release": "system-scope claim, QP read after it",
 }
 
 STEPS = {
@@ -43,13 +53,12 @@ def main(path):
     stages = [r for r in rows if r["case"] == "gda_put_stages"]
     if stages:
         print("\nWhere one put's time goes (one thread, 8 bytes; ns per step, median over rounds): "
-              "the doorbell as mori writes it (release stores) beside a full system fence before "
-              "the record, before the register and after it:\n")
-        print("| doorbell | " + " | ".join(STEPS.values()) + " | put (range) |")
+              "the steps as mori takes them beside two earlier forms, interleaved in the same run:\n")
+        print("| form | " + " | ".join(STEPS.values()) + " | put (range) |")
         print("|---|" + "---:|" * (len(STEPS) + 1))
         for r in stages:
             cells = " | ".join(f"{r[k + '_ns']:.0f}" for k in STEPS)
-            print(f"| {r['ring']} | {cells} | {r['post_ns']:.0f} ({r['post_ns_min']:.0f}–{r['post_ns_max']:.0f}) |")
+            print(f"| {FORMS.get(r['ring'], r['ring'])} | {cells} | {r['post_ns']:.0f} ({r['post_ns_min']:.0f}–{r['post_ns_max']:.0f}) |")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@
 #endif
 
 /* Atomics at system scope (visible to peers over NVLink/XGMI and to the
- * host), except mori_atomic_cas_device_u32 (this device only). A
+ * host), except the *_device_* ones (this device only). A
  * read-modify-write atomic is only ever aimed at device memory (this GPU's
  * or a peer's): on host memory a system-scope atomic needs host-native
  * atomics (NVLink-C2C) or PCIe AtomicOps end to end, which many hosts
@@ -65,9 +65,14 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
 MORI_CAS(mori_atomic_cas_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 MORI_CAS(mori_atomic_cas_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 MORI_CAS(mori_atomic_cas_device_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+MORI_CAS(mori_atomic_cas_device_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 MORI_CAS(mori_atomic_cas_release_u32, uint32_t, __ATOMIC_RELEASE, __ATOMIC_RELAXED)
 MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)
 #undef MORI_CAS
+MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_device_u64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+MORI_DEVICE_INLINE void mori_atomic_store_release_device_u64(uint64_t *p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 MORI_DEVICE_INLINE void mori_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
@@ -136,9 +141,21 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
 MORI_CAS(mori_atomic_cas_u32, uint32_t, "atom.acq_rel.sys.cas.b32", "r")
 MORI_CAS(mori_atomic_cas_u64, uint64_t, "atom.acq_rel.sys.cas.b64", "l")
 MORI_CAS(mori_atomic_cas_device_u32, uint32_t, "atom.acq_rel.gpu.cas.b32", "r")
+MORI_CAS(mori_atomic_cas_device_u64, uint64_t, "atom.acq_rel.gpu.cas.b64", "l")
 MORI_CAS(mori_atomic_cas_release_u32, uint32_t, "atom.release.sys.cas.b32", "r")
 MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, "atom.acquire.sys.cas.b32", "r")
 #undef MORI_CAS
+/* Acquire and release at GPU scope: for counters in this GPU's memory that
+ * only its own kernels move (a system-scope release also waits for this
+ * thread's earlier stores to host memory to arrive, a PCIe round trip). */
+MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_device_u64(uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+MORI_DEVICE_INLINE void mori_atomic_store_release_device_u64(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) { return atomicAdd(p, v); }
 MORI_DEVICE_INLINE uint64_t mori_load_volatile_u64(const uint64_t *p) { return *(const volatile uint64_t *)p; }
 /* One 16-byte store / load: each 8-byte half {data, flag} arrives whole,
@@ -183,9 +200,16 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
 MORI_CAS(mori_atomic_cas_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
 MORI_CAS(mori_atomic_cas_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
 MORI_CAS(mori_atomic_cas_device_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT)
+MORI_CAS(mori_atomic_cas_device_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT)
 MORI_CAS(mori_atomic_cas_release_u32, uint32_t, __ATOMIC_RELEASE, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)
 MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
 #undef MORI_CAS
+MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_device_u64(uint64_t *p) {
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT);
+}
+MORI_DEVICE_INLINE void mori_atomic_store_release_device_u64(uint64_t *p, uint64_t v) {
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
+}
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }

@@ -9,7 +9,12 @@
  * room (r + n - completed <= wqe_cnt), so a slot is never handed out twice
  * and a claim never waits once made; it writes its WQEs, waits until
  * qp->rung == r (the claimants before it have rung), rings and sets
- * rung = r + n. Completions: a poller claims CQE ci with a
+ * rung = r + n. The claim's and rung's atomics are at GPU scope: only this
+ * GPU's kernels move those counters, and a system-scope release would wait
+ * for the poster's earlier stores to the (host-memory) queues to arrive, a
+ * PCIe round trip each; the doorbell's own releases are system-scope. What
+ * the writers read of a QP (mori_gda_qp_desc) is loaded before the claim:
+ * after an acquire every load goes back to L2, one round trip each. Completions: a poller claims CQE ci with a
  * compare-and-swap on qp->cq_claimed once the CQE is ready, writes the
  * CQ's consumer index in claim order, then raises qp->completed to the
  * completed WQE + 1 (the last WQE of every claim asks for a completion,
@@ -35,18 +40,39 @@ MORI_DEVICE_INLINE uint8_t *mori_gda_wqe_at(const mori_gda_qp_t *qp, uint64_t in
   return qp->sq_buf + (size_t)(index & (qp->wqe_cnt - 1)) * MORI_GDA_WQE_BYTES;
 }
 
+/* What the writers and the doorbell read of a QP (fixed after setup), in
+ * registers: taken before the claim, whose acquire would send each of
+ * these loads back to L2 one after the other. The counters are not copied. */
+MORI_DEVICE_INLINE mori_gda_qp_t mori_gda_qp_desc(const mori_gda_qp_t *qp) {
+  mori_gda_qp_t d = {0};
+  d.sq_buf = qp->sq_buf;
+  d.sq_dbrec = qp->sq_dbrec;
+  d.bf_reg = qp->bf_reg;
+  d.wqe_cnt = qp->wqe_cnt;
+  d.qpn = qp->qpn;
+  d.family = qp->family;
+  return d;
+}
+
 /* The writers return the WQE's doorbell value (the family's; for mlx5 the
  * control segment's first 8 bytes), which mori_gda_ring hands the NIC.
- * get = 0: write local -> remote; get = 1: read remote -> local. */
-MORI_DEVICE_INLINE uint64_t mori_gda_write_rdma(const mori_gda_qp_t *qp, uint64_t index, int get, uint32_t flags, uint64_t raddr,
-                                            uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
+ * get = 0: write local -> remote; get = 1: read remote -> local.
+ * mori_gda_encode_rdma builds WQE `index` at `wqe` (the ring's slot, or a
+ * 64-byte buffer a warp then stores whole: mori_gda_put_warp). */
+MORI_DEVICE_INLINE uint64_t mori_gda_encode_rdma(const mori_gda_qp_t *qp, void *wqe, uint64_t index, int get, uint32_t flags,
+                                             uint64_t raddr, uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
   switch (qp->family) {
     case MORI_GDA_FAMILY_MLX5:
-      return mori_mlx5_wqe_rdma(mori_gda_wqe_at(qp, index), (uint16_t)index, qp->qpn,
+      return mori_mlx5_wqe_rdma(wqe, (uint16_t)index, qp->qpn,
                          (uint8_t)(get ? MORI_MLX5_OPCODE_RDMA_READ : MORI_MLX5_OPCODE_RDMA_WRITE), mori_gda_mlx5_flags(flags),
                          raddr, rkey, laddr, lkey, len);
     default: return 0;
   }
+}
+
+MORI_DEVICE_INLINE uint64_t mori_gda_write_rdma(const mori_gda_qp_t *qp, uint64_t index, int get, uint32_t flags, uint64_t raddr,
+                                            uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
+  return mori_gda_encode_rdma(qp, mori_gda_wqe_at(qp, index), index, get, flags, raddr, rkey, laddr, lkey, len);
 }
 
 MORI_DEVICE_INLINE uint64_t mori_gda_write_inline(const mori_gda_qp_t *qp, uint64_t index, uint32_t flags, uint64_t raddr,
@@ -167,12 +193,17 @@ MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t
                                             uint64_t timeout_ns) {
   if (n == 0 || n > qp->wqe_cnt) return MORI_DEVICE_EINVAL;
   uint64_t start = 0;
+  uint32_t wqe_cnt = qp->wqe_cnt;
   for (uint32_t spin = 0;;) {
     if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
-    uint64_t r = mori_atomic_load_acquire_u64(&qp->reserved);
-    uint64_t done = mori_atomic_load_acquire_u64(&qp->completed);
-    if (r + n - done <= qp->wqe_cnt) {
-      if (mori_atomic_cas_u64(&qp->reserved, r, r + n) == r) return (int64_t)r;
+    /* Both loads in flight at once (the acquire orders only what follows);
+     * the compare-and-swap checks `reserved`, and the acquire of
+     * `completed` keeps this claimant's WQE stores after the completion
+     * that freed their slots. */
+    uint64_t r = mori_load_volatile_u64(&qp->reserved);
+    uint64_t done = mori_atomic_load_acquire_device_u64(&qp->completed);
+    if (r + n - done <= wqe_cnt) {
+      if (mori_atomic_cas_device_u64(&qp->reserved, r, r + n) == r) return (int64_t)r;
       continue; /* another claimant moved it: look again */
     }
     int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
@@ -187,16 +218,18 @@ MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t
 
 /* Rings the doorbell for the claim [first, first + n) once every earlier
  * claim has rung (doorbell records only grow); last_doorbell: what the
- * writer of WQE first + n - 1 returned. */
-MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint64_t first, uint32_t n,
-                                     uint64_t last_doorbell, uint64_t timeout_ns) {
+ * writer of WQE first + n - 1 returned; desc: mori_gda_qp_desc(qp).
+ * Each claimant's doorbell follows the one before it: its system-scope
+ * release is cumulative over what it acquired from `rung`. */
+MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, const mori_gda_qp_t *desc, int qp_index,
+                                     uint64_t first, uint32_t n, uint64_t last_doorbell, uint64_t timeout_ns) {
   uint64_t start = 0, seen = 0;
-  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->rung)) != first; spin++) {
+  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_device_u64(&qp->rung)) != first; spin++) {
     int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
-  mori_gda_family_ring(qp, first + n, last_doorbell);
-  mori_atomic_store_release_u64(&qp->rung, first + n);
+  mori_gda_family_ring(desc, first + n, last_doorbell);
+  mori_atomic_store_release_device_u64(&qp->rung, first + n);
   return MORI_DEVICE_OK;
 }
 
@@ -248,11 +281,13 @@ MORI_DEVICE_INLINE int mori_gda_post_rdma(mori_window_dev_t win, int peer, int q
                                           uint64_t laddr, uint32_t len, uint64_t timeout_ns) {
   const mori_gda_window_t *g = win.gda;
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  const mori_gda_qp_t d = mori_gda_qp_desc(qp);
+  uint64_t raddr = mori_gda_remote_addr(win, peer, remote_offset);
+  uint32_t rkey = g->rkey[peer], lkey = g->lkey;
   int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
   if (at < 0) return (int)at;
-  uint64_t db = mori_gda_write_rdma(qp, (uint64_t)at, get, MORI_GDA_SIGNALED, mori_gda_remote_addr(win, peer, remote_offset),
-                                    g->rkey[peer], laddr, g->lkey, len);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns);
+  uint64_t db = mori_gda_write_rdma(&d, (uint64_t)at, get, MORI_GDA_SIGNALED, raddr, rkey, laddr, lkey, len);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, timeout_ns);
 }
 
 MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int get, uint64_t remote_offset, void *local,
@@ -312,11 +347,13 @@ MORI_DEVICE_INLINE int mori_gda_signal_set(mori_window_dev_t win, int peer, uint
   int q = mori_gda_pick_qp(g, peer);
   if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  const mori_gda_qp_t d = mori_gda_qp_desc(qp);
+  uint64_t raddr = mori_gda_remote_addr(win, peer, offset);
+  uint32_t rkey = g->rkey[peer];
   int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
   if (at < 0) return (int)at;
-  uint64_t db = mori_gda_write_inline(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
-                                      mori_gda_remote_addr(win, peer, offset), g->rkey[peer], &value, 8);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns);
+  uint64_t db = mori_gda_write_inline(&d, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, raddr, rkey, &value, 8);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, timeout_ns);
 }
 
 /* result: NULL (the old value is not wanted) or where it goes, in this
@@ -339,11 +376,13 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
     laddr = qp->sink_addr;
     lkey = qp->sink_lkey;
   }
+  const mori_gda_qp_t d = mori_gda_qp_desc(qp);
+  uint64_t raddr = mori_gda_remote_addr(win, peer, offset);
+  uint32_t rkey = g->rkey[peer];
   int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
   if (at < 0) return (int)at;
-  uint64_t db = mori_gda_write_fetch_add(qp, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
-                                         mori_gda_remote_addr(win, peer, offset), g->rkey[peer], value, laddr, lkey);
-  if ((rc = mori_gda_ring(win, qp, q, (uint64_t)at, 1, db, timeout_ns)) != 0) return rc;
+  uint64_t db = mori_gda_write_fetch_add(&d, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, raddr, rkey, value, laddr, lkey);
+  if ((rc = mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, timeout_ns)) != 0) return rc;
   if (!result) return MORI_DEVICE_OK;
   if ((rc = mori_gda_wait_completed(win, qp, q, (uint64_t)at + 1, timeout_ns)) != 0) return rc;
   if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
@@ -365,13 +404,14 @@ MORI_DEVICE_INLINE int mori_gda_put_signal(mori_window_dev_t win, int peer, uint
   int q = mori_gda_pick_qp(g, peer);
   if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  const mori_gda_qp_t d = mori_gda_qp_desc(qp);
+  uint64_t raddr = mori_gda_remote_addr(win, peer, dst_offset), saddr = mori_gda_remote_addr(win, peer, signal_offset);
+  uint32_t rkey = g->rkey[peer], lkey = g->lkey;
   int64_t at = mori_gda_reserve(win, qp, q, 2, timeout_ns);
   if (at < 0) return (int)at;
-  mori_gda_write_rdma(qp, (uint64_t)at, 0, 0, mori_gda_remote_addr(win, peer, dst_offset), g->rkey[peer], laddr, g->lkey,
-                      (uint32_t)bytes);
-  uint64_t db = mori_gda_write_inline(qp, (uint64_t)at + 1, MORI_GDA_SIGNALED | MORI_GDA_FENCED,
-                                      mori_gda_remote_addr(win, peer, signal_offset), g->rkey[peer], &signal_value, 8);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, 2, db, timeout_ns);
+  mori_gda_write_rdma(&d, (uint64_t)at, 0, 0, raddr, rkey, laddr, lkey, (uint32_t)bytes);
+  uint64_t db = mori_gda_write_inline(&d, (uint64_t)at + 1, MORI_GDA_SIGNALED | MORI_GDA_FENCED, saddr, rkey, &signal_value, 8);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 2, db, timeout_ns);
 }
 
 /* n puts to one peer, one claim, one doorbell, one completion (the last):
@@ -388,14 +428,16 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
   if (n == 0) return MORI_DEVICE_OK;
   int q = mori_gda_pick_qp(g, peer);
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
+  const mori_gda_qp_t d = mori_gda_qp_desc(qp);
+  uint32_t rkey = g->rkey[peer], lkey = g->lkey;
   int64_t at = mori_gda_reserve(win, qp, q, n, timeout_ns);
   if (at < 0) return (int)at;
   uint64_t db = 0;
   for (uint32_t i = 0; i < n; i++)
-    db = mori_gda_write_rdma(qp, (uint64_t)at + i, 0, i + 1 == n ? MORI_GDA_SIGNALED : 0,
-                             mori_gda_remote_addr(win, peer, dst_offset[i]), g->rkey[peer], (uint64_t)(uintptr_t)src[i], g->lkey,
+    db = mori_gda_write_rdma(&d, (uint64_t)at + i, 0, i + 1 == n ? MORI_GDA_SIGNALED : 0,
+                             mori_gda_remote_addr(win, peer, dst_offset[i]), rkey, (uint64_t)(uintptr_t)src[i], lkey,
                              (uint32_t)bytes[i]);
-  return mori_gda_ring(win, qp, q, (uint64_t)at, n, db, timeout_ns);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, n, db, timeout_ns);
 }
 
 /* One value from lane `lane` to every lane of the warp (all lanes present). */
@@ -408,11 +450,52 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
 #endif
 #define MORI_GDA_BROADCAST_WARP(v) MORI_GDA_SHUFFLE_WARP(v, 0)
 
-/* Every lane of a warp puts its own (dst_offset, src, bytes) to `peer`:
- * lane 0 claims warp-size WQEs and rings once; each lane writes its WQE.
- * Every lane of the warp must call it with the same peer. */
-MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
-                                         uint64_t timeout_ns) {
+#if defined(MORI_DEVICE_COMPILER_HOST)
+#define MORI_GDA_UNROLL
+#else
+#define MORI_GDA_UNROLL _Pragma("unroll")
+#endif
+
+/* Stores a warp's WQEs [first, first + count), WQE `first + l` built by
+ * lane l in `mine` (its 64 bytes), as whole 16-byte pieces: at step j lane
+ * l stores piece l % 4 of WQE 8j + l / 4, so each store instruction of the
+ * warp covers 512 contiguous bytes of the ring (written by the lane that
+ * built it, each store instruction touches every WQE of the batch). One of
+ * the forms bench_gda times against the library's. count: a multiple of 8. */
+MORI_DEVICE_INLINE void mori_gda_store_wqes_warp(const mori_gda_qp_t *desc, uint64_t first, const uint32_t mine[16], int lane,
+                                                 int count) {
+  typedef struct {
+    uint32_t w[4];
+  } __attribute__((aligned(16))) mori_gda_piece_t;
+  int part = lane & 3;
+  for (int j = 0; j < count / 8; j++) {
+    int owner = 8 * j + lane / 4;
+    mori_gda_piece_t piece;
+    MORI_GDA_UNROLL
+    for (int i = 0; i < 4; i++) {
+      /* Every lane takes word i of each of the owner's four pieces (a
+       * shuffle reads one register for the whole warp), then keeps its own. */
+      uint32_t p0 = MORI_GDA_SHUFFLE_WARP(mine[i], owner), p1 = MORI_GDA_SHUFFLE_WARP(mine[4 + i], owner);
+      uint32_t p2 = MORI_GDA_SHUFFLE_WARP(mine[8 + i], owner), p3 = MORI_GDA_SHUFFLE_WARP(mine[12 + i], owner);
+      piece.w[i] = part == 0 ? p0 : part == 1 ? p1 : part == 2 ? p2 : p3;
+    }
+    *(mori_gda_piece_t *)(mori_gda_wqe_at(desc, first + (uint64_t)owner) + 16 * part) = piece;
+  }
+}
+
+/* How a warp's lanes store the WQEs of its batch (bench_gda times each):
+ * each lane its own WQE with the encoder's 4- and 8-byte stores, each lane
+ * its own WQE as four 16-byte pieces, or the warp's WQEs as contiguous
+ * 512-byte runs of pieces (mori_gda_store_wqes_warp). */
+enum mori_gda_warp_stores {
+  MORI_GDA_WARP_STORES_ENCODER = 0,
+  MORI_GDA_WARP_STORES_PIECES = 1,
+  MORI_GDA_WARP_STORES_RUNS = 2,
+};
+
+/* mori_gda_put_warp, with the WQE stores of `stores`. */
+MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
+                                              uint64_t timeout_ns, int stores) {
   int lane = MORI_THREAD_RANK_WARP(), count = MORI_THREAD_COUNT_WARP();
   if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_EUNREACHABLE;
   const mori_gda_window_t *g = win.gda;
@@ -422,22 +505,52 @@ MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64
   if (lane == 0) q = mori_gda_pick_qp(g, peer);
   q = MORI_GDA_BROADCAST_WARP(q);
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, (int)q);
+  const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   /* A lane with a bad request still writes a WQE (an empty write), so the
    * claim is filled; it says so in its return. */
+  uint64_t raddr = mori_gda_remote_addr(win, peer, bad ? 0 : dst_offset), laddr = bad ? g->local_base : (uint64_t)(uintptr_t)src;
+  uint32_t rkey = g->rkey[peer], lkey = g->lkey, len = bad ? 0u : (uint32_t)bytes;
+  uint32_t flags = lane + 1 == count ? MORI_GDA_SIGNALED : 0;
   if (lane == 0) at = mori_gda_reserve(win, qp, (int)q, (uint32_t)count, timeout_ns);
   at = MORI_GDA_BROADCAST_WARP(at);
   if (at < 0) return (int)at;
-  long long db = (long long)mori_gda_write_rdma(
-      qp, (uint64_t)at + (uint64_t)lane, 0, lane + 1 == count ? MORI_GDA_SIGNALED : 0,
-      mori_gda_remote_addr(win, peer, bad ? 0 : dst_offset), g->rkey[peer], bad ? g->local_base : (uint64_t)(uintptr_t)src, g->lkey,
-      bad ? 0u : (uint32_t)bytes);
+  uint64_t index = (uint64_t)at + (uint64_t)lane;
+  long long db;
+  if (stores == MORI_GDA_WARP_STORES_ENCODER || (stores == MORI_GDA_WARP_STORES_RUNS && count % 8 != 0)) {
+    db = (long long)mori_gda_write_rdma(&d, index, 0, flags, raddr, rkey, laddr, lkey, len);
+  } else {
+    typedef struct {
+      uint32_t w[4];
+    } __attribute__((aligned(16))) mori_gda_piece_t;
+    union {
+      mori_gda_piece_t piece[4];
+      uint32_t w[16];
+    } wqe;
+    db = (long long)mori_gda_encode_rdma(&d, wqe.w, index, 0, flags, raddr, rkey, laddr, lkey, len);
+    if (stores == MORI_GDA_WARP_STORES_RUNS) {
+      mori_gda_store_wqes_warp(&d, (uint64_t)at, wqe.w, lane, count);
+    } else {
+      mori_gda_piece_t *slot = (mori_gda_piece_t *)mori_gda_wqe_at(&d, index);
+      MORI_GDA_UNROLL
+      for (int i = 0; i < 4; i++) slot[i] = wqe.piece[i];
+    }
+  }
   db = MORI_GDA_SHUFFLE_WARP(db, count - 1); /* the last WQE's doorbell value */
-  mori_fence_system();
+  /* The warp barrier orders every lane's WQE stores before lane 0's
+   * doorbell, whose system-scope release is cumulative over them. */
   MORI_SYNC_WARP();
   int rc = MORI_DEVICE_OK;
-  if (lane == 0) rc = mori_gda_ring(win, qp, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, timeout_ns);
+  if (lane == 0) rc = mori_gda_ring(win, qp, &d, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, timeout_ns);
   rc = (int)MORI_GDA_BROADCAST_WARP(rc);
   return rc ? rc : bad ? MORI_DEVICE_EINVAL : MORI_DEVICE_OK;
+}
+
+/* Every lane of a warp puts its own (dst_offset, src, bytes) to `peer`:
+ * lane 0 claims warp-size WQEs and rings once; each lane writes its WQE
+ * (the fastest of the three ways bench_gda times). Every lane of the warp must call it with the same peer. */
+MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
+                                         uint64_t timeout_ns) {
+  return mori_gda_impl_put_warp(win, peer, dst_offset, src, bytes, timeout_ns, MORI_GDA_WARP_STORES_ENCODER);
 }
 
 /* Every request to `peer` claimed so far has completed; MORI_DEVICE_EIO when
