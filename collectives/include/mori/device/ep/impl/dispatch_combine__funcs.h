@@ -127,10 +127,13 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
   for (int d0 = 0; d0 < n; d0 += MORI_EP_SCAN_DESTS) {
     uint32_t dn = (uint32_t)(n - d0 < MORI_EP_SCAN_DESTS ? n - d0 : MORI_EP_SCAN_DESTS);
     for (uint32_t d = tid; d < dn; d += nt) sc->total[d] = 0;
+    int bad = 0, bad_next = 0;
+    uint64_t mask = mori_ep_impl_dests(e, a->indices, tid, T, d0, &bad);
     for (uint32_t r = 0; r < T; r += nt) {
       uint32_t t = r + tid;
-      int bad = 0;
-      uint64_t mask = mori_ep_impl_dests(e, a->indices, t, T, d0, &bad);
+      /* The next round's row is read now: its loads are in flight while
+       * this round votes and waits at its barriers. */
+      uint64_t mask_next = mori_ep_impl_dests(e, a->indices, t + nt, T, d0, &bad_next);
       if (bad && d0 == 0) {
         MORI_EP_SHARED_ADD(&sc->bad_count, 1u);
         MORI_EP_SHARED_MIN(&sc->bad_first, t);
@@ -161,6 +164,8 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
         pos[(uint64_t)t * (uint64_t)n + (uint64_t)(d0 + (int)d)] = o;
       }
       MORI_SYNC_BLOCK(); /* warp_at is rewritten by the next round */
+      mask = mask_next;
+      bad = bad_next;
     }
     for (uint32_t d = tid; d < dn; d += nt) hdr[MORI_EP_HDR_COUNTS + d0 + (int)d] = (int32_t)sc->total[d];
   }
@@ -544,7 +549,18 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
    : mori_ep_impl_peer(e, d, e->off_comb_in) ? mori_ep_impl_peer(e, d, e->off_comb_in) +              \
                                                   ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs         \
                                                 : fetch + ((uint64_t)t * e->copies + (uint64_t)(c)) * fetch_row)
-      if (vec) {
+      int copies = 0, only = 0;
+      for (int d = 0; d < n; d++)
+        if (tp[d] >= 0 && copies++ == 0) only = d;
+      if (vec && copies == 1) {
+        /* One copy (every expert of the token on one rank, as always at
+         * world size 1): the sum is that copy, so it is a plain copy, eight
+         * 16-byte loads in flight per lane and no conversions. Widening a
+         * half or a float and rounding it back gives the value itself;
+         * only a negative zero, which 0 + x would make positive, keeps its
+         * sign here. */
+        mori_copy_cooperative(out + (uint64_t)t * rs, MORI_EP_COPY_ROW(only, 0), rs, lane, lanes);
+      } else if (vec) {
         /* Four groups of 8 elements per lane at a time: four independent
          * 16-byte loads in flight per copy. */
         uint32_t G = H / 8, step = (uint32_t)lanes;
