@@ -36,8 +36,12 @@ MORI_DEVICE_INLINE int mori_wait_word(mori_window_dev_t win, uint64_t *word, mor
                                       uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0;; spin++) {
-    seen = mori_atomic_load_acquire_u64(word);
-    if (mori_cmp_holds(seen, cmp, value)) break;
+    /* Plain polling, one acquire once the value is there: an acquire per
+     * spin drops the multiprocessor's L1 every time, and the blocks that
+     * share it then miss on every load. The acquire reads the word again
+     * (what follows is ordered after the value it returns). */
+    seen = mori_load_volatile_u64(word);
+    if (mori_cmp_holds(seen, cmp, value) && mori_cmp_holds(seen = mori_atomic_load_acquire_u64(word), cmp, value)) break;
     int rc = mori_wait_check(win, spin, &start, timeout_ns, peer, channel, value, seen);
     if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
