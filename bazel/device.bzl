@@ -44,3 +44,22 @@ def mori_device_library(name, srcs, hdrs = [], includes = [], deps = [], copts =
         tags = tags,
         alwayslink = True,
     )
+
+def mori_device_headers(hdrs = None, deps = []):
+    """A package's device side, header-only (read by nvcc, hipcc and cc):
+    `:device`, the library kernels build against, and `:headers`, every
+    header under include/mori/ as files, for device compiles
+    (mori_device_library). hdrs: :device's headers, when not all of them."""
+    headers = native.glob(["include/mori/**/*.h"])
+    native.cc_library(
+        name = "device",
+        hdrs = headers if hdrs == None else hdrs,
+        includes = ["include"],
+        visibility = ["//visibility:public"],
+        deps = deps,
+    )
+    native.filegroup(
+        name = "headers",
+        srcs = headers,
+        visibility = ["//visibility:public"],
+    )

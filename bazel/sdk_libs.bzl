@@ -17,3 +17,13 @@ MORI_SDK_LIBS = [
     "//transport/rdma",
     "//transport/sdma",
 ]
+
+# The plug-ins' public headers alone, for code that links //:libmori.so
+# (//:mori_shared) or names its plug-ins (the torch backend's lists).
+MORI_PLUGIN_APIS = [
+    "//handles/fabric:api",
+    "//handles/legacy_ipc:api",
+    "//handles/posix_fd:api",
+    "//transport/p2p:api",
+    "//transport/rdma:api",
+]

@@ -322,15 +322,22 @@ int mori_ep_dispatch_send(mori_ep_t *ep, const void *input, const float *weights
                        "ep_dispatch_send");
 }
 
+/* A receive phase's call: checked, on the tokens of the last dispatch. */
+static int recv_args(mori_ep_t *ep, const char *what, mori_ep_args_t *a) {
+  int rc = check_call(ep, what);
+  if (rc) return rc;
+  memset(a, 0, sizeof(*a));
+  a->num_tokens = ep->last_num_tokens;
+  a->phases = MORI_EP_PHASE_RECV;
+  return 0;
+}
+
 int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
-  int rc = check_call(ep, "ep_dispatch_recv");
+  mori_ep_args_t a;
+  int rc = recv_args(ep, "ep_dispatch_recv", &a);
   if (rc) return rc;
   MORI_TRACE_SCOPE("ep_dispatch_recv");
-  mori_ep_args_t a;
-  memset(&a, 0, sizeof(a));
-  a.num_tokens = ep->last_num_tokens;
-  a.phases = MORI_EP_PHASE_RECV;
-  return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+  return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, a.num_tokens), stream);
 }
 
 static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
@@ -368,16 +375,13 @@ int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype
 }
 
 int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
-  int rc = check_call(ep, "ep_combine_recv");
+  mori_ep_args_t a;
+  int rc = recv_args(ep, "ep_combine_recv", &a);
   if (rc) return rc;
   MORI_TRACE_SCOPE("ep_combine_recv");
-  mori_ep_args_t a;
-  memset(&a, 0, sizeof(a));
-  a.num_tokens = ep->last_num_tokens;
-  a.phases = MORI_EP_PHASE_RECV;
   a.dtype = ep->comb_dtype;
   a.has_weights = ep->comb_has_weights;
-  return mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+  return mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, a.num_tokens), stream);
 }
 
 int mori_ep_reset(mori_ep_t *ep, void *stream) {

@@ -60,18 +60,20 @@ int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, vo
   return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_BARRIER, -1, channel, timeout_ns, stream);
 }
 
-int mori_window_put_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {
-  if (!win) return mori_error_set(MORI_EINVAL, "window_put_signal: NULL window");
-  MORI_TRACE_SCOPE("window_put_signal", MORI_TA("peer", peer), MORI_TA("channel", channel));
+/* put_signal and wait_signal: one peer's slot, checked, then the kernel. */
+static int signal_op(mori_window_t *win, int op, int peer, int channel, uint64_t timeout_ns, void *stream,
+                     const char *what) {
+  if (!win) return mori_error_set(MORI_EINVAL, "%s: NULL window", what);
+  MORI_TRACE_SCOPE(what, MORI_TA("peer", peer), MORI_TA("channel", channel));
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
-  int rc = check_signal(win, &v, &sync, peer, channel, "window_put_signal");
-  return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_PUT_SIGNAL, peer, channel, timeout_ns, stream);
+  int rc = check_signal(win, &v, &sync, peer, channel, what);
+  return rc ? rc : mori_launch_window_op(win, &v, &sync, op, peer, channel, timeout_ns, stream);
+}
+
+int mori_window_put_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {
+  return signal_op(win, MORI_WINDOW_OP_PUT_SIGNAL, peer, channel, timeout_ns, stream, "window_put_signal");
 }
 
 int mori_window_wait_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {
-  if (!win) return mori_error_set(MORI_EINVAL, "window_wait_signal: NULL window");
-  MORI_TRACE_SCOPE("window_wait_signal", MORI_TA("peer", peer), MORI_TA("channel", channel));
-  mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
-  int rc = check_signal(win, &v, &sync, peer, channel, "window_wait_signal");
-  return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_WAIT_SIGNAL, peer, channel, timeout_ns, stream);
+  return signal_op(win, MORI_WINDOW_OP_WAIT_SIGNAL, peer, channel, timeout_ns, stream, "window_wait_signal");
 }

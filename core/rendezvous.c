@@ -115,6 +115,14 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
     const char *why = malformed(&all[r]);
     if (why) return mori_error_set(MORI_EPROTO, "window_create: rank %d published an inconsistent record (%s)", r, why);
   }
+  /* A comm maps, registers and signals on its own device only. Checked in
+   * the table rather than by the rank alone, so that every rank fails with
+   * the same message in this one exchange (a layer above may try a comm
+   * first and agree on another when this fails: torch_backend/group.cc). */
+  for (int r = 0; r < size; r++)
+    if (all[r].mem_device >= 0 && all[r].mem_device != all[r].device)
+      return mori_error_set(MORI_EINVAL, "window_create: rank %d's memory is on device %d, its comm on device %d", r,
+                            all[r].mem_device, all[r].device);
   static const struct {
     size_t field;
     const char *what, *unit;

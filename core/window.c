@@ -8,13 +8,15 @@
  *      proposal);
  *   1. every rank publishes its status (agreement.c: a local failure is
  *      named on every rank with its message) and {ok, size, mapped size,
- *      pad, device, handle type, heap placement, segment sequence, arena
- *      proposal, the caller's terms and arguments}; all validate the same
- *      table (rendezvous.c), so every rank fails alike on a local failure or
- *      a disagreement, naming the ranks; the segment sequence continues from
- *      the highest any rank had. With terms (window_terms.h) this step also
- *      checks that every rank carved the same size at the same heap offset
- *      with the same arguments: shmem_malloc's only agreement;
+ *      pad, the comm's and the memory's device, handle type, heap
+ *      placement, segment sequence, arena proposal, the caller's terms and
+ *      arguments}; all validate the same table (rendezvous.c), so every
+ *      rank fails alike on a local failure, memory on another device than
+ *      its comm, or a disagreement, naming the ranks; the segment sequence
+ *      continues from the highest any rank had. With terms
+ *      (window_terms.h) this step also checks that every rank carved the
+ *      same size at the same heap offset with the same arguments:
+ *      shmem_malloc's only agreement;
  *   2. memory of its own becomes a segment: mapped across the LSA team,
  *      registered with the transports (segment.c; collective, every rank
  *      fails together); heap memory needs no mapping: the heap chunks it
@@ -203,6 +205,7 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
   me.heap_chunk = -1;
   me.pid = (int32_t)getpid();
   me.device = comm->device;
+  me.mem_device = comm->device; /* an empty allocation has none: nothing to check */
   me.segment_seq = comm->next_segment_seq;
   /* A failure of this rank's own takes part in step 1 as its status: every
    * rank then fails together, naming it and carrying its message, and no
@@ -221,6 +224,7 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
     me.status = mori_error_set(MORI_ENOMEM, "window_create: rank %d's bookkeeping", comm->rank);
   if (a) {
     me.ok = 1;
+    me.mem_device = a->local.device;
     me.size = a->size;
     me.mapped_size = a->local.mapped_size;
     me.pad_size = a->signal_pad_size;

@@ -13,6 +13,13 @@ int mori_shmem_not_initialized(const char *call) {
   return mori_error_set(MORI_ENOT_INITIALIZED, "%s: shmem is not initialised (call shmem_init_attr first)", call);
 }
 
+int mori_shmem_lock_initialized(const char *call) {
+  pthread_mutex_lock(&mori_shmem.lock);
+  if (mori_shmem.initialized) return 0;
+  pthread_mutex_unlock(&mori_shmem.lock);
+  return mori_shmem_not_initialized(call);
+}
+
 mori_shmem_block_t *mori_shmem_find_block(const void *ptr) {
   for (mori_shmem_block_t *b = mori_shmem.blocks; b; b = b->next)
     if ((const char *)ptr >= (const char *)b->base && (const char *)ptr < (const char *)b->base + (b->size ? b->size : 1))

@@ -80,12 +80,8 @@ static int carve(const char *call, size_t size, size_t alignment, unsigned flags
 static int symmetric_alloc(const char *call, size_t size, size_t alignment, unsigned flags, void **out) {
   if (!out) return mori_error_set(MORI_EINVAL, "%s: out is NULL", call);
   *out = NULL;
-  pthread_mutex_lock(&mori_shmem.lock);
-  if (!mori_shmem.initialized) {
-    int rc = mori_shmem_not_initialized(call);
-    pthread_mutex_unlock(&mori_shmem.lock);
-    return rc;
-  }
+  int rc = mori_shmem_lock_initialized(call);
+  if (rc) return rc;
   void *p = NULL;
   mori_shmem_block_t *b = NULL;
   mori_window_t *win = NULL;
@@ -96,7 +92,7 @@ static int symmetric_alloc(const char *call, size_t size, size_t alignment, unsi
       .args = {alignment, flags},
       .arg_names = {"alignment", "flags"},
   };
-  int rc = mori_window_create_with_terms(mori_shmem.comm, p, &terms, &win); /* failed together */
+  rc = mori_window_create_with_terms(mori_shmem.comm, p, &terms, &win); /* failed together */
   if (!rc && win) rc = mori_shmem_device_state_note(win, call);            /* failed together */
   if (rc || win) rc = mori_shmem_keep_block(rc, b, p, size, win, p); /* no window: size 0, nothing kept */
   if (rc) rc = mori_error_context(rc, "%s", call);
@@ -139,19 +135,15 @@ static int claim(void *ptr, mori_shmem_block_t **out, uint64_t *offset) {
 }
 
 int shmem_free(void *ptr) {
-  pthread_mutex_lock(&mori_shmem.lock);
-  if (!mori_shmem.initialized) {
-    int rc = mori_shmem_not_initialized("shmem_free");
-    pthread_mutex_unlock(&mori_shmem.lock);
-    return rc;
-  }
+  int rc = mori_shmem_lock_initialized("shmem_free");
+  if (rc) return rc;
   mori_shmem_block_t *b = NULL;
   uint64_t offset = 0; /* in the heap; UINT64_MAX: NULL */
   int status = claim(ptr, &b, &offset);
   int n = mori_shmem.npes;
   uint64_t *all = calloc((size_t)n, sizeof(*all));
   if (!all && !status) status = mori_error_set(MORI_ENOMEM, "shmem_free: PE %d's table", mori_shmem.rank);
-  int rc = mori_agree_gather(mori_shmem.comm, status, "shmem_free (nothing was freed on any PE)", &offset, all, sizeof(offset));
+  rc = mori_agree_gather(mori_shmem.comm, status, "shmem_free (nothing was freed on any PE)", &offset, all, sizeof(offset));
   for (int r = 1; !rc && r < n; r++)
     if (all[r] != all[0]) {
       char mine[32], first[32];

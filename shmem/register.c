@@ -73,15 +73,11 @@ static int prepare(void *ptr, size_t size, void **adopted) {
 }
 
 int shmem_buffer_register(void *ptr, size_t size) {
-  pthread_mutex_lock(&mori_shmem.lock);
-  if (!mori_shmem.initialized) {
-    int rc = mori_shmem_not_initialized("shmem_buffer_register");
-    pthread_mutex_unlock(&mori_shmem.lock);
-    return rc;
-  }
+  int rc = mori_shmem_lock_initialized("shmem_buffer_register");
+  if (rc) return rc;
   void *adopted = NULL;
   mori_window_t *win = NULL;
-  int rc = mori_shmem_agree(mori_shmem.comm, prepare(ptr, size, &adopted), "shmem_buffer_register");
+  rc = mori_shmem_agree(mori_shmem.comm, prepare(ptr, size, &adopted), "shmem_buffer_register");
   if (!rc) rc = mori_window_create(mori_shmem.comm, ptr, &win); /* fails together */
   mori_shmem_block_t *b = NULL;
   if (!rc) {

@@ -77,27 +77,33 @@ at::Tensor Adopt(const at::Tensor &t, std::string group) {
     TORCH_CHECK(!AdoptedTable().count(key), "MORI adopt: the storage at ", root, " is already adopted on group '", group,
                 "' (release it first)");
   }
-  Group &g = AgreedGroupFor(group, device);
   std::string why;
   bool registered_here = Register(root, bytes, device, &why);
+  Group *g = nullptr;
   mori_window_t *win = nullptr;
-  int rc = mori_window_create(g.comm, root, &win);  // collective; fails on every rank if one could not register
+  int rc;
+  try {
+    rc = CreateWindow(group, device, root, &g, &win);  // collective; fails on every rank if one could not register
+  } catch (...) {
+    if (registered_here) mori_mem_free(root);
+    throw;
+  }
   if (rc != 0) {
     std::string err = mori_last_error();
     if (registered_here) mori_mem_free(root);
-    TORCH_CHECK(false, "MORI adopt on group '", group, "' (rank ", mori_comm_rank(g.comm), ", ", bytes, " bytes at ", root,
+    TORCH_CHECK(false, "MORI adopt on group '", group, "' (rank ", mori_comm_rank(g->comm), ", ", bytes, " bytes at ", root,
                 "): ", why.empty() ? "" : why + "; ", err);
   }
-  auto state = std::make_shared<WindowState>(win, &g);
+  auto state = std::make_shared<WindowState>(win, g);
   // Every rank's storage root: the window's table holds each rank's
   // registered base, and the storage may sit at a different offset of it.
   mori_mem_info_t info;
   rc = mori_mem_query(root, &info);
   TORCH_CHECK(rc == 0, "MORI adopt: ", mori_last_error());
-  const int world = mori_comm_size(g.comm);
+  const int world = mori_comm_size(g->comm);
   uint64_t mine = info.offset;
   std::vector<uint64_t> offsets(static_cast<size_t>(world));
-  rc = mori_comm_allgather(g.comm, &mine, offsets.data(), sizeof(mine));
+  rc = mori_comm_allgather(g->comm, &mine, offsets.data(), sizeof(mine));
   TORCH_CHECK(rc == 0, "MORI adopt on group '", group, "': ", mori_last_error());
   void *const *ptrs = mori_window_ptrs(win);
   std::vector<int64_t> roots(static_cast<size_t>(world));

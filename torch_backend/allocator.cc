@@ -6,7 +6,6 @@
 // device-guard interface, all GPU work through mori's C API.
 #include "torch_backend/allocator.h"
 
-#include <c10/core/DeviceGuard.h>
 #include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
 #include <torch/headeronly/version.h>
 
@@ -115,12 +114,13 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
     if (w != windows_.end()) {
       state = w->second;
     } else {
-      Group &g = groups_.Get(group, info.device, /*agree=*/true);
-      c10::DeviceGuard guard(GpuDevice(info.device));
+      // One collective step when the group's devices are those of its last
+      // agreement (group.cc says why every rank then takes the same path).
+      Group *g = nullptr;
       mori_window_t *win = nullptr;
-      int rc = mori_window_create(g.comm, info.base, &win);
+      int rc = groups_.CreateWindow(group, info.device, info.base, &g, &win);
       TORCH_CHECK(rc == 0, "MORI rendezvous on group '", group, "' (cuda:", info.device, "): ", mori_last_error());
-      state = std::make_shared<WindowState>(win, &g);
+      state = std::make_shared<WindowState>(win, g);
       windows_[key] = state;
     }
     c10::intrusive_ptr<SymmetricMemory> handle = c10::make_intrusive<MoriSymmetricMemory>(state, info.offset);
@@ -145,10 +145,16 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
     return w->second;
   }
 
-  Group &GroupFor(const std::string &name, int device, bool agree) {
+  Group &GroupFor(const std::string &name, int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!Finalized(), "MORI: collective op after finalization");
-    return groups_.Get(name, device, agree);
+    return groups_.Get(name, device, /*agree=*/false);
+  }
+
+  int CreateWindow(const std::string &name, int device, void *ptr, Group **group, mori_window_t **out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!Finalized(), "MORI: window on group '", name, "' after finalization");
+    return groups_.CreateWindow(name, device, ptr, group, out);
   }
 
   void Finalize() {
@@ -196,8 +202,10 @@ struct Registration {
 
 }  // namespace
 
-Group &GroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device, /*agree=*/false); }
-Group &AgreedGroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device, /*agree=*/true); }
+Group &GroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device); }
+int CreateWindow(const std::string &name, int device, void *ptr, Group **group, mori_window_t **out) {
+  return TheAllocator()->CreateWindow(name, device, ptr, group, out);
+}
 
 std::shared_ptr<WindowState> WindowOf(const void *ptr, const std::string &name, int device, size_t *offset) {
   return TheAllocator()->WindowOf(ptr, name, device, offset);

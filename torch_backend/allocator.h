@@ -14,9 +14,11 @@ namespace mori_torch {
 // The communicator of `name` on `device` (created collectively on first use).
 // Throws a c10::Error naming the group and the cause.
 Group &GroupFor(const std::string &name, int device);
-// The same, agreed with the group first (as a rendezvous does): for calls
-// that may be a process's first use of the group on `device`. Collective.
-Group &AgreedGroupFor(const std::string &name, int device);
+// The window of `ptr` (mori memory on `device`) over group `name`, made as a
+// rendezvous makes it (Groups::CreateWindow): mori_window_create's code, its
+// message in mori_last_error(); *group is the communicator's group.
+// Collective; throws a c10::Error when the group's agreement fails.
+int CreateWindow(const std::string &name, int device, void *ptr, Group **group, mori_window_t **out);
 
 // The window of the MORI allocation holding `ptr`, rendezvoused on group
 // `name` on `device`, and ptr's offset in it; null when there is none (not

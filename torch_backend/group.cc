@@ -120,6 +120,37 @@ Group &Groups::Get(const std::string &name, int device, bool agree) {
   return g;
 }
 
+// Why trying the last communicator first cannot make ranks diverge:
+//  - every rank comes here in the same rendezvous (torch's rendezvous is
+//    collective over the group) with the same history of agreements, so
+//    every rank tries the same communicator, or none (the group's first);
+//  - a window's creation succeeds on every rank or fails on every rank:
+//    all ranks judge the same gathered records, and nothing after that can
+//    fail on one rank alone (core/window.c). So every rank takes the same
+//    branch below: done, or the agreement exactly as before the try;
+//  - the try succeeds only when each rank's memory is on the device its
+//    comm has in that communicator (the records carry both; a rank whose
+//    device changed fails it on every rank, core/rendezvous.c), that is
+//    when each rank passes the device it passed at the last agreement: the
+//    allgather would have found the same communicator.
+// A failure of any other kind is retried once after the agreement, which
+// reports it (the second try fails alike, on every rank).
+int Groups::CreateWindow(const std::string &name, int device, void *ptr, Group **group, mori_window_t **out) {
+  auto last = last_.find(name);
+  if (last != last_.end()) {
+    Group &g = *last->second;
+    c10::DeviceGuard guard(GpuDevice(g.device));
+    if (mori_window_create(g.comm, ptr, out) == 0) {
+      *group = &g;
+      return 0;
+    }
+  }
+  Group &g = Get(name, device, /*agree=*/true);
+  c10::DeviceGuard guard(GpuDevice(g.device));
+  *group = &g;
+  return mori_window_create(g.comm, ptr, out);
+}
+
 void Groups::ReleaseColls() {
   for (auto &entry : groups_) {
     mori_coll_destroy(entry.second->coll);

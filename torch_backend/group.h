@@ -13,6 +13,7 @@
 
 #include "mori/collectives.h"
 #include "mori/comm.h"
+#include "mori/window.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -44,6 +45,13 @@ class Groups {
   // without a round trip (collective ops call this every time). Throws a
   // c10::Error naming the group and the cause. Caller holds the backend's lock.
   Group &Get(const std::string &name, int device, bool agree);
+  // The window of `ptr` (mori memory on `device`) over group `name`, on the
+  // communicator Get(name, device, true) would pick, without its device
+  // allgather when the devices are those of the group's last agreement:
+  // the window's own rendezvous checks them (below). Collective. Returns
+  // mori_window_create's code (its message in mori_last_error()) and sets
+  // *group; throws a c10::Error when the agreement itself fails.
+  int CreateWindow(const std::string &name, int device, void *ptr, Group **group, mori_window_t **out);
   // Collective contexts first (they are windows), then the comms.
   void ReleaseColls();
   void ReleaseAll();
@@ -65,8 +73,9 @@ class Groups {
   std::map<std::string, std::unique_ptr<Base>> bases_;
   std::map<std::pair<std::string, std::vector<int>>, std::unique_ptr<Group>> groups_;
   std::map<std::pair<std::string, int>, Group *> current_;
-  // The communicator a group last agreed on: the next agreement goes over
-  // its node channel (microseconds) instead of the store (milliseconds).
+  // The communicator a group last agreed on: the next window is tried on it
+  // first (CreateWindow), and the next agreement goes over its node channel
+  // (microseconds) instead of the store (milliseconds).
   std::map<std::string, Group *> last_;
 };
 

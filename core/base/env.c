@@ -224,6 +224,19 @@ const char *mori_env_string(const char *name) {
   return text && *text ? text : NULL;
 }
 
+int mori_env_each_item(const char *name, int (*each)(void *ctx, const char *value, const char *item), void *ctx) {
+  const char *value = mori_env_string(name);
+  if (!value) return 0;
+  char copy[256];
+  snprintf(copy, sizeof(copy), "%s", value);
+  char *save = NULL;
+  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    int rc = each(ctx, value, item);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* The variables whose bad values were logged already (a bit per table
  * entry), so a reader that runs per call says it once. */
 static atomic_uint_fast64_t said_bad[4];

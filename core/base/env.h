@@ -76,6 +76,11 @@ int mori_env_bool(const char *name, bool *value);
 int mori_env_enum(const char *name, int *value);
 /* The text of a table's STRING variable, NULL when unset or empty. */
 const char *mori_env_string(const char *name);
+/* Calls each(ctx, value, item) for every comma-separated item of a table's
+ * STRING variable (none when unset or empty), in order, until one returns
+ * nonzero, which is returned. `value`: the whole text, for messages; only
+ * its first 255 bytes are split. */
+int mori_env_each_item(const char *name, int (*each)(void *ctx, const char *value, const char *item), void *ctx);
 
 /* For call sites that have no error path: the value, or `fallback` when
  * unset; a value that does not parse is logged (once per variable) and

@@ -24,12 +24,12 @@ enum { MORI_RENDEZVOUS_SAME_PLACE = 1u, MORI_RENDEZVOUS_EMPTY = 2u };
 typedef struct mori_rendezvous_info {
   int32_t status;      /* 0, or this rank's failure before the rendezvous (a negative MORI_E*) */
   int32_t ok;          /* 1: the pointer is mori memory */
-  int32_t device;
+  int32_t device;      /* the comm's device on this rank */
   int32_t handle_type;
   int32_t pid;
   int32_t heap_chunk;  /* -1: memory of its own */
   uint32_t terms;      /* MORI_RENDEZVOUS_* (window_terms.h) */
-  uint32_t reserved;
+  int32_t mem_device;  /* the memory's device: must be `device` (-1: not known, memory registered without one) */
   uint64_t size, mapped_size, pad_size, offset;
   uint64_t heap_offset, chunk_size;
   uint64_t segment_seq; /* the rank's next segment sequence number */
@@ -41,7 +41,9 @@ typedef struct mori_rendezvous_info {
  * empty included: then there is no window); else an error naming the
  * ranks: a rank that failed before the rendezvous (its code when it is one
  * of mori's, else MORI_EIO), memory mori does not own (MORI_ENOT_OWNED), a
- * malformed record (MORI_EPROTO), a disagreement (MORI_EMISMATCH: sizes,
+ * malformed record (MORI_EPROTO), memory on a device other than the
+ * rank's comm (MORI_EINVAL, naming the rank and both devices), a
+ * disagreement (MORI_EMISMATCH: sizes,
  * terms, the caller's arguments, or with MORI_RENDEZVOUS_SAME_PLACE the
  * heap offsets), or the same place asked of memory outside the heap
  * (MORI_ENOTSUP). lsa_base/lsa_size: this rank's load/store team;

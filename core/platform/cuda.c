@@ -350,26 +350,6 @@ int mori_platform_stream_memops_supported(int device, bool *yes) {
   return GPU_ON_DEVICE(device, memops_supported(device, yes));
 }
 
-static int stream_synchronize(void *stream) {
-  GPU_TRY(gpu.streamSynchronize((CUstream)stream), "waiting for stream %p", stream);
-  return 0;
-}
-
-int mori_platform_stream_synchronize(int device, void *stream) {
-  return GPU_ON_DEVICE(device, stream_synchronize(stream));
-}
-
-static int stream_capturing(void *stream, bool *yes) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  GPU_TRY(gpu.streamIsCapturing((CUstream)stream, &status), "capture status of stream %p", stream);
-  *yes = status != CU_STREAM_CAPTURE_STATUS_NONE;
-  return 0;
-}
-
-int mori_platform_stream_capturing(int device, void *stream, bool *yes) {
-  return GPU_ON_DEVICE(device, stream_capturing(stream, yes));
-}
-
 /* ---- dma-buf: the NIC registers GPU memory through it where it can ---- */
 
 static int dmabuf_export(int device, void *ptr, size_t size, int *fd, uint64_t *offset) {

@@ -30,6 +30,8 @@ typedef CUmodule gpu_module_t;
 typedef CUipcMemHandle gpu_ipc_handle_t;
 typedef CUstreamCaptureMode gpu_capture_mode_t;
 #define GPU_CAPTURE_MODE_RELAXED CU_STREAM_CAPTURE_MODE_RELAXED
+typedef CUstreamCaptureStatus gpu_capture_status_t;
+#define GPU_CAPTURE_STATUS_NONE CU_STREAM_CAPTURE_STATUS_NONE
 #define GPU_IPC_LAZY_PEER_ACCESS CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 
 #define GPU_OK CUDA_SUCCESS
@@ -150,6 +152,8 @@ typedef hipModule_t gpu_module_t;
 typedef hipIpcMemHandle_t gpu_ipc_handle_t;
 typedef hipStreamCaptureMode gpu_capture_mode_t;
 #define GPU_CAPTURE_MODE_RELAXED hipStreamCaptureModeRelaxed
+typedef hipStreamCaptureStatus gpu_capture_status_t;
+#define GPU_CAPTURE_STATUS_NONE hipStreamCaptureStatusNone
 #define GPU_IPC_LAZY_PEER_ACCESS hipIpcMemLazyEnablePeerAccess
 
 #define GPU_OK hipSuccess

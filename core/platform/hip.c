@@ -118,26 +118,6 @@ int mori_platform_stream_memops_supported(int device, bool *yes) {
   return 0;
 }
 
-static int stream_synchronize(void *stream) {
-  GPU_TRY(gpu.streamSynchronize((hipStream_t)stream), "waiting for stream %p", stream);
-  return 0;
-}
-
-int mori_platform_stream_synchronize(int device, void *stream) {
-  return GPU_ON_DEVICE(device, stream_synchronize(stream));
-}
-
-static int stream_capturing(void *stream, bool *yes) {
-  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
-  GPU_TRY(gpu.streamIsCapturing((hipStream_t)stream, &status), "capture status of stream %p", stream);
-  *yes = status != hipStreamCaptureStatusNone;
-  return 0;
-}
-
-int mori_platform_stream_capturing(int device, void *stream, bool *yes) {
-  return GPU_ON_DEVICE(device, stream_capturing(stream, yes));
-}
-
 /* ---- dma-buf: the NIC registers GPU memory through it where it can ---- */
 
 /* hsa-runtime's export (ROCm 5.6 and later), looked up once in the

@@ -50,6 +50,9 @@ extern mori_shmem_state_t mori_shmem;
 
 /* MORI_ENOT_INITIALIZED naming the call. */
 int mori_shmem_not_initialized(const char *call);
+/* Takes mori_shmem.lock for `call`: 0 with the lock held, or (the lock
+ * released) MORI_ENOT_INITIALIZED when shmem is not initialised. */
+int mori_shmem_lock_initialized(const char *call);
 
 /* Collective over the PEs: core's agreement (core/internal/agreement.h):
  * 0 when every PE succeeded, else every PE fails naming the failed PE(s)

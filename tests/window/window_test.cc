@@ -182,6 +182,36 @@ TEST(Window, ForeignPointerFailsOnEveryRankNamingTheRank) {
   });
 }
 
+// The torch backend tries a group's last communicator first and agrees on
+// another only when this fails (torch_backend/group.cc): every rank must
+// fail, in the one exchange, naming the rank and both devices. The host
+// platform keeps a heap per device index, so memory "on device 1" under a
+// comm on device 0 stands for a rank whose GPU changed.
+TEST(Window, MemoryOnAnotherDeviceThanItsCommFailsOnEveryRankNamingBoth) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    ASSERT_EQ(mori_comm_device(w.comm), 0);
+    int moved = size - 1;
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.device = rank == moved ? 1 : 0;
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, &attr, &p));
+    mori_window_t *win = nullptr;
+    EXPECT_EQ(mori_window_create(w.comm, p, &win), MORI_EINVAL);
+    std::string want = "rank " + std::to_string(moved) + "'s memory is on device 1, its comm on device 0";
+    EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << mori_last_error();
+    EXPECT_EQ(win, nullptr);
+    // The comm still works: memory on its device makes a window.
+    MORI_EXPECT_OK(mori_mem_free(p));
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
+    MORI_EXPECT_OK(mori_window_create(w.comm, p, &win));
+    mori_window_destroy(win);
+    mori_mem_free(p);
+  });
+}
+
 TEST(Window, RankKilledDuringRendezvousIsNamedWithinTheTimeout) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w(3000);

@@ -20,6 +20,14 @@ static void str(FILE *out, const char *s) {
   fputc('"', out);
 }
 
+/* s as a JSON string when `present`, else null. */
+static void str_or_null(FILE *out, bool present, const char *s) {
+  if (present)
+    str(out, s);
+  else
+    fputs("null", out);
+}
+
 static void key(FILE *out, const char *k) {
   str(out, k);
   fputc(':', out);
@@ -48,10 +56,7 @@ static void print_handles(FILE *out, const info_report_t *r) {
     fputs((r->handle_mask & (1u << types[i])) ? "true" : "false", out);
   }
   fputs("},\"preferred\":", out);
-  if (r->preferred_handle >= 0)
-    str(out, mori_handle_type_name(r->preferred_handle));
-  else
-    fputs("null", out);
+  str_or_null(out, r->preferred_handle >= 0, mori_handle_type_name(r->preferred_handle));
   fputs(",\"error\":", out);
   str(out, r->handle_error);
   fputc('}', out);
@@ -119,15 +124,9 @@ static void print_peers(FILE *out, const info_report_t *r) {
     info_caps_text(p->caps, caps, sizeof(caps));
     fprintf(out, "%s{\"rank\":%d,\"peer\":%d,\"lsa_team\":{\"base\":%d,\"size\":%d},\"in_lsa_team\":%s,\"transport\":", i ? "," : "",
             p->rank, p->peer, p->lsa_base, p->lsa_size, p->in_lsa ? "true" : "false");
-    if (p->transport[0])
-      str(out, p->transport);
-    else
-      fputs("null", out);
+    str_or_null(out, p->transport[0], p->transport);
     fputs(",\"copy_engine\":", out);
-    if (p->copy_engine[0])
-      str(out, p->copy_engine);
-    else
-      fputs("null", out);
+    str_or_null(out, p->copy_engine[0], p->copy_engine);
     fputs(",\"caps\":", out);
     str(out, caps);
     fprintf(out, ",\"rail\":%d,\"nic\":", p->rail);
@@ -155,10 +154,7 @@ void info_print_json(FILE *out, const info_report_t *r) {
   print_heap(out, r);
   print_env(out, r);
   fprintf(out, ",\"comm\":{\"made\":%s,\"size\":%d,\"handle_type\":", r->comm_made ? "true" : "false", r->size);
-  if (r->comm_made)
-    str(out, mori_handle_type_name(r->handle_type));
-  else
-    fputs("null", out);
+  str_or_null(out, r->comm_made, mori_handle_type_name(r->handle_type));
   fputs(",\"error\":", out);
   str(out, r->comm_error);
   fputc('}', out);

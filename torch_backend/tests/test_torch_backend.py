@@ -351,6 +351,41 @@ def _():
     torch.cuda.synchronize()
 
 
+@check("many rendezvous on one group: one collective step each (no device agreement after the first)")
+def _():
+    import ctypes
+    from mori._lib import lib
+
+    class Entry(ctypes.Structure):  # mori_profile_entry_t (mori/profile.h)
+        _fields_ = [("name", ctypes.c_char_p), ("calls", ctypes.c_uint64), ("total_ns", ctypes.c_uint64),
+                    ("max_ns", ctypes.c_uint64)]
+
+    def collective_steps():
+        entries = (Entry * 16)()
+        n = lib.mori_profile_read(entries, 16)
+        return sum(e.calls for e in entries[:n] if e.name == b"collective_step")
+
+    n = 32
+    warm = symm_mem.empty(4096, dtype=torch.float32, device=dev)
+    symm_mem.rendezvous(warm, group)  # the group's devices agreed (again, after the check above), its heap mapped
+    ts = [symm_mem.empty(4096, dtype=torch.float32, device=dev) for _ in range(n)]
+    lib.mori_profile_reset()
+    hs = [symm_mem.rendezvous(t, group) for t in ts]
+    steps = collective_steps()
+    # Each: its window's exchange, and one more only when the ranks'
+    # signal-slot proposals differ. With a device allgather per rendezvous
+    # (as before) it was at least two each.
+    assert steps < 2 * n, f"{n} rendezvous made {steps} collective steps"
+    for i, t in enumerate(ts):
+        t.fill_(rank * 100 + i)
+    hs[0].barrier()
+    peer = (rank + 1) % world
+    for i in (0, n - 1):
+        got = hs[i].get_buffer(peer, (4096,), torch.float32)
+        assert torch.all(got == peer * 100 + i).item(), f"tensor {i}: peer {peer}'s data"
+    hs[0].barrier()
+
+
 @check("heap: frees timed per rank through GC, then every peer's data through get_buffer")
 def _():
     keep = []

@@ -393,6 +393,16 @@ class EpDispatchCombineOp:
             launch = self._launches[key] = _launch(*key)
         return launch
 
+    def _eager_launch(self, block_num, rdma_block_num, warp_per_block):
+        """The fast paths' start: the check of what kernels reported (with
+        check_every_call), then the launch shape, the default one unless a
+        size is given."""
+        if self.check_every_call:
+            self.check()
+        if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1:
+            return self._default_launch
+        return self._launch_of(block_num, rdma_block_num, warp_per_block)
+
     def _raw_dispatch(self, send_only, input, weights, scales, indices, launch):
         fn, call = ((lib.mori_ep_dispatch_send, "mori_ep_dispatch_send") if send_only
                     else (lib.mori_ep_dispatch, "mori_ep_dispatch"))
@@ -469,12 +479,7 @@ class EpDispatchCombineOp:
                                         and scales.is_cuda is self._on_gpu and scales.shape == (n, self._scale_dim)
                                         and scales.is_contiguous()))
                 and self._ep is not None):
-            if self.check_every_call:
-                rc = lib.mori_ep_check(self._ep)
-                if rc < 0:
-                    raise EpError("mori_ep_check", rc)
-            launch = (self._default_launch if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1
-                      else self._launch_of(block_num, rdma_block_num, warp_per_block))
+            launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
             rc = lib.mori_ep_dispatch(self._ep, input.data_ptr(), None if weights is None else weights.data_ptr(),
                                       None if scales is None else scales.data_ptr(), indices.data_ptr(), n, launch,
                                       self._stream())
@@ -562,12 +567,7 @@ class EpDispatchCombineOp:
             if result is None:
                 result = self._combine_results[key] = (out[:n], self._combine_weights[:n] if weights is not None
                                                        else None)
-            if self.check_every_call:
-                rc = lib.mori_ep_check(self._ep)
-                if rc < 0:
-                    raise EpError("mori_ep_check", rc)
-            launch = (self._default_launch if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1
-                      else self._launch_of(block_num, rdma_block_num, warp_per_block))
+            launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
             ptr = input.data_ptr()
             if ptr == self._combine_input_ptr:
                 ptr = None

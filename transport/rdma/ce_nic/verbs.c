@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "transport/rdma/ce_nic/internal.h"
@@ -29,24 +30,20 @@ static uint64_t next_random(struct ce_context *c) { /* xorshift64 */
   return c->rng;
 }
 
-/* MORI_RDMA_CE_FAULTS: comma-separated `fail@N` and `stall@N` (N >= 1,
- * counting this context's work requests). */
-static int parse_faults(struct ce_context *c) {
-  const char *s = getenv("MORI_RDMA_CE_FAULTS");
-  if (!s || !*s) return 0;
-  char copy[256];
-  snprintf(copy, sizeof(copy), "%s", s);
-  char *save = NULL;
-  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-    unsigned long long n = 0;
-    char kind[8] = "", tail = 0;
-    if (sscanf(item, "%7[a-z]@%llu%c", kind, &n, &tail) != 2 || n == 0 || (strcmp(kind, "fail") && strcmp(kind, "stall")))
-      return mori_error_set(MORI_EINVAL, "MORI_RDMA_CE_FAULTS=\"%s\": \"%s\" is not fail@N or stall@N with N >= 1", s, item);
-    if (!strcmp(kind, "fail")) c->fail_at = n;
-    else c->stall_at = n;
-  }
+/* One item of MORI_RDMA_CE_FAULTS: `fail@N` or `stall@N` (N >= 1, counting
+ * this context's work requests). */
+static int take_fault(void *ctx, const char *value, const char *item) {
+  struct ce_context *c = ctx;
+  unsigned long long n = 0;
+  char kind[8] = "", tail = 0;
+  if (sscanf(item, "%7[a-z]@%llu%c", kind, &n, &tail) != 2 || n == 0 || (strcmp(kind, "fail") && strcmp(kind, "stall")))
+    return mori_error_set(MORI_EINVAL, "MORI_RDMA_CE_FAULTS=\"%s\": \"%s\" is not fail@N or stall@N with N >= 1", value, item);
+  if (!strcmp(kind, "fail")) c->fail_at = n;
+  else c->stall_at = n;
   return 0;
 }
+
+static int parse_faults(struct ce_context *c) { return mori_env_each_item("MORI_RDMA_CE_FAULTS", take_fault, c); }
 
 static struct ibv_device **get_device_list(int *n) {
   if (n) *n = 1;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "transport/rdma/swcx/internal.h"
@@ -21,29 +22,25 @@ int64_t swcx_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* MORI_RDMA_SWCX_FAULTS: comma-separated error@N, late@N:MS, stall@N. */
-int swcx_parse_faults(struct swcx_context *c) {
-  const char *s = getenv("MORI_RDMA_SWCX_FAULTS");
-  if (!s || !*s) return 0;
-  char copy[256];
-  snprintf(copy, sizeof(copy), "%s", s);
-  char *save = NULL;
-  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-    unsigned long long n = 0;
-    unsigned ms = 0;
-    char kind[8] = "", tail = 0;
-    int got = sscanf(item, "%7[a-z]@%llu:%u%c", kind, &n, &ms, &tail);
-    bool ok = n > 0 && ((got == 2 && (!strcmp(kind, "error") || !strcmp(kind, "stall"))) ||
-                        (got == 3 && !strcmp(kind, "late") && ms > 0));
-    if (!ok)
-      return mori_error_set(MORI_EINVAL, "MORI_RDMA_SWCX_FAULTS=\"%s\": \"%s\" is not error@N, late@N:MS or stall@N (N, MS >= 1)",
-                            s, item);
-    if (!strcmp(kind, "error")) c->error_at = n;
-    else if (!strcmp(kind, "stall")) c->stall_at = n;
-    else c->late_at = n, c->late_ms = ms;
-  }
+/* One item of MORI_RDMA_SWCX_FAULTS: error@N, late@N:MS or stall@N. */
+static int take_fault(void *ctx, const char *value, const char *item) {
+  struct swcx_context *c = ctx;
+  unsigned long long n = 0;
+  unsigned ms = 0;
+  char kind[8] = "", tail = 0;
+  int got = sscanf(item, "%7[a-z]@%llu:%u%c", kind, &n, &ms, &tail);
+  bool ok = n > 0 && ((got == 2 && (!strcmp(kind, "error") || !strcmp(kind, "stall"))) ||
+                      (got == 3 && !strcmp(kind, "late") && ms > 0));
+  if (!ok)
+    return mori_error_set(MORI_EINVAL, "MORI_RDMA_SWCX_FAULTS=\"%s\": \"%s\" is not error@N, late@N:MS or stall@N (N, MS >= 1)",
+                          value, item);
+  if (!strcmp(kind, "error")) c->error_at = n;
+  else if (!strcmp(kind, "stall")) c->stall_at = n;
+  else c->late_at = n, c->late_ms = ms;
   return 0;
 }
+
+int swcx_parse_faults(struct swcx_context *c) { return mori_env_each_item("MORI_RDMA_SWCX_FAULTS", take_fault, c); }
 
 uint8_t swcx_syndrome_of(enum ibv_wc_status status) {
   switch (status) {

@@ -8,20 +8,20 @@
 
 #include "mori/device/coll/types.h"
 
+/* A float as its bits (or bits as a float). */
+typedef union mori_coll_impl_f32 {
+  uint32_t u;
+  float f;
+} mori_coll_impl_f32_t;
+
 MORI_HOST_DEVICE float mori_coll_impl_bits_to_float(uint32_t bits) {
-  union {
-    uint32_t u;
-    float f;
-  } v;
+  mori_coll_impl_f32_t v;
   v.u = bits;
   return v.f;
 }
 
 MORI_HOST_DEVICE uint32_t mori_coll_impl_float_to_bits(float f) {
-  union {
-    uint32_t u;
-    float f;
-  } v;
+  mori_coll_impl_f32_t v;
   v.f = f;
   return v.u;
 }
