@@ -209,6 +209,8 @@ static const mori_env_var_t table[] = {
      .meaning = "The allocation-failure test goes on after the first failing step."},
     {"MORI_TEST_PG_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "torch tests", .default_text = "180",
      .meaning = "The torch process group's timeout in the torch tests, in seconds."},
+    {"MORI_TEST_CHECK_STALL_S", I(1, 86400, TOOLS), .reader = "torch tests", .default_text = "120",
+     .meaning = "A torch test check still running after this many seconds prints every thread's Python stack on stderr (the check goes on)."},
     {"MORI_OPS_ITERS", I(1, 1u << 30, TOOLS), .reader = "torch tests", .default_text = "by test",
      .meaning = "Iterations of the torch op tests."},
     {"MORI_TEST_CE_NIC_LIBRARY", S(TOOLS), .reader = "torch tests", .default_text = "unset",

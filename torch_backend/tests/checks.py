@@ -8,6 +8,7 @@ A job may have more ranks than GPUs (two ranks sharing one GPU, each with
 its own context): NCCL refuses that, so such a job runs over gloo and the
 references move raw bytes through host memory (SHARED_GPU says which)."""
 import datetime
+import faulthandler
 import math
 import os
 import traceback
@@ -143,12 +144,19 @@ def ref_int_a2a(ref, inp, pattern, k):
         dist.all_to_all_single(ref, inp)
 
 
+# A check still running after this many seconds prints every thread's Python
+# stack on stderr (once; the check goes on), so a hang names its line.
+STALL_S = int(os.environ.get("MORI_TEST_CHECK_STALL_S", "120"))
+
+
 def check(name):
     def wrap(fn):
+        faulthandler.dump_traceback_later(STALL_S, exit=False)
         try:
             fn()
             ok, why = True, ""
         except Skip as e:
+            faulthandler.cancel_dump_traceback_later()
             if rank == 0:
                 print(f"SKIP {name}: {e}", flush=True)
             dist.barrier()
@@ -160,6 +168,8 @@ def check(name):
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001
             ok, why = False, why or f"synchronize: {e}"
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         dist.barrier()
         outcomes = [None] * world
         dist.all_gather_object(outcomes, (ok, why))
