@@ -156,7 +156,7 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   if (!mori_gda_family_cqe_ready(qp, cqe, ci)) return 0;
   if (mori_atomic_cas_u64(&qp->cq_claimed, ci, ci + 1) != ci) return 1;
   mori_fence_system(); /* the CQE's fields after its owner bit */
-  mori_gda_cqe_t c;
+  mori_gda_cqe_t c = {0}; /* every field set, whatever the family's decoder fills */
   mori_gda_family_cqe_decode(qp, cqe, &c);
   /* The 64-bit index of the completed WQE: near `completed` (at most a
    * queue's depth either way), so a signed 16-bit distance finds it. */
