@@ -92,7 +92,7 @@ static int grow_locked(mori_heap_t *h) {
     return mori_error_set(MORI_ENOMEM, "heap of device %d: all %d chunk(s) of %s are mapped (limit %s: MORI_SHMEM_HEAP_SIZE)",
                           h->device, h->max_chunks, MORI_SIZE_TEXT(h->chunk_size), MORI_SIZE_TEXT(h->va_size));
   mori_pmem_t mem;
-  unsigned flags = h->cfg.uncached ? MORI_PMEM_UNCACHED : 0;
+  unsigned flags = (h->cfg.uncached ? MORI_PMEM_UNCACHED : 0) | MORI_PMEM_BACK_ON_DEMAND;
   int rc = mori_platform_mem_create(h->device, h->chunk_size, h->handle_type, flags, &mem);
   if (rc) return mori_error_context(rc, "heap of device %d: chunk %d (%s)", h->device, h->nchunks, MORI_SIZE_TEXT(h->chunk_size));
   char *at = h->va + (size_t)h->nchunks * h->chunk_size;
@@ -156,6 +156,28 @@ static bool carve_locked(mori_heap_t *h, size_t size, size_t alignment, mori_hea
   return false;
 }
 
+/* The pages of a block just carved, backed before the caller sees it (each
+ * chunk's part: a block may span chunks in a static heap). A block that
+ * cannot be backed goes back to the free list. */
+static int back_locked(mori_heap_t *h, const mori_heap_block_t *b) {
+  size_t start = (size_t)((char *)b->ptr - h->va), end = start + b->size;
+  int rc = 0;
+  for (size_t at = start; !rc && at < end;) {
+    size_t k = at / h->chunk_size, in = at % h->chunk_size;
+    size_t n = end - at < h->chunk_size - in ? end - at : h->chunk_size - in;
+    rc = mori_platform_mem_back(&h->chunks[k], in, n);
+    at += n;
+  }
+  if (!rc) return 0;
+  rc = mori_error_context(rc, "heap of device %d (rank %d): %s at offset %zu", h->device, mori_log_rank(),
+                          MORI_SIZE_TEXT(b->size), start);
+  if (free_insert(h, (range_t){start, b->size}) != 0)
+    MORI_WARN("heap of device %d: %zu bytes at %p leak: %s", h->device, b->size, b->ptr, mori_last_error());
+  h->in_use -= b->size;
+  h->allocations--;
+  return rc;
+}
+
 static void free_summary(const mori_heap_t *h, size_t *total, size_t *largest) {
   *total = *largest = 0;
   for (size_t i = 0; i < h->free_space.n; i++) {
@@ -190,6 +212,7 @@ int mori_heap_alloc(mori_heap_t *h, size_t size, size_t alignment, mori_heap_blo
     rc = reclaim_locked(h);
     done = !rc && carve_locked(h, rounded, alignment, out);
   }
+  if (done) rc = back_locked(h, out);
   if (!done && !rc) {
     size_t total, largest;
     free_summary(h, &total, &largest);

@@ -75,7 +75,8 @@ static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc) {
   if (!rc && (!grown || !fresh)) rc = mori_error_set(MORI_ENOMEM, "signal arena: table");
   if (grown) all->arenas = grown;
   if (!rc) rc = mori_local_mem_create(c->device, ARENA_BYTES, c->handle_type, 0, &fresh->memory);
-  if (!rc) rc = mori_platform_memset_zero(c->device, fresh->memory.base, fresh->memory.mapped_size);
+  if (!rc && !mori_platform_fresh_memory_reads_zero())
+    rc = mori_platform_memset_zero(c->device, fresh->memory.base, fresh->memory.mapped_size);
   mori_segment_t *seg = NULL;
   int seg_rc = mori_segment_create(c, rc ? NULL : &fresh->memory.mem, rc ? NULL : fresh->memory.base, ARENA_BYTES, rc, &seg);
   if (seg_rc) {

@@ -120,6 +120,15 @@ int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned 
   return mori_profile_done(MORI_PROF_MEM_CREATE, t, GPU_ON_DEVICE(device, mem_create(device, size, handle_type, flags, out)));
 }
 
+int mori_platform_mem_back(const mori_pmem_t *mem, size_t offset, size_t size) {
+  if (offset > mem->size || size > mem->size - offset)
+    return mori_error_set(MORI_ERANGE, "%s: backing [%zu, +%zu) of a %zu-byte allocation", mori_platform_name(), offset,
+                          size, mem->size);
+  return 0; /* physical since its creation */
+}
+
+bool mori_platform_fresh_memory_reads_zero(void) { return false; }
+
 static int mem_release(mori_pmem_t *mem) {
   GPU_TRY(gpu.memRelease((gpu_mem_t)(uintptr_t)mem->handle), "releasing %zu bytes on device %d", mem->size, mem->device);
   mem->handle_type = MORI_HANDLE_NONE;

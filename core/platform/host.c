@@ -135,26 +135,45 @@ static void disown_name(const char *name) {
   pthread_mutex_unlock(&owned_lock);
 }
 
-/* Shared memory is a tmpfs file: one that grows past what the file system
- * has free is created sparse and kills the process with SIGBUS at the first
- * touch of a page it cannot back. Asked for more than is free, the creation
- * fails instead, naming both. (A check, not a reservation: reserving with
- * fallocate would commit every heap chunk, 1 GiB per rank by default, at
- * its creation.) */
+/* Shared memory is a tmpfs file, and a file's pages are found at its first
+ * touch: one created larger than the file system can hold kills the process
+ * with SIGBUS there, long after the call that made it returned. So pages are
+ * reserved (fallocate) when memory is handed out: all of it at creation, or,
+ * for a heap chunk (MORI_PMEM_BACK_ON_DEMAND), each piece as the heap hands
+ * it out (mori_platform_mem_back), so a 1 GiB chunk costs what it holds. */
+static int no_room(int fd, size_t size, const char *what) {
+  struct statvfs fs;
+  if (fstatvfs(fd, &fs) == 0 && fs.f_blocks != 0)
+    return mori_error_set(MORI_ENOMEM,
+                          "host: %s of shared memory (%s) asked for, but only %s is free where it lives (/dev/shm for "
+                          "named objects: df -h /dev/shm; a smaller MORI_SHMEM_VMM_CHUNK_SIZE or MORI_SHMEM_HEAP_SIZE "
+                          "asks for less)",
+                          MORI_SIZE_TEXT(size), what, MORI_SIZE_TEXT((size_t)fs.f_bavail * fs.f_frsize));
+  return mori_error_set(MORI_ENOMEM, "host: %s of shared memory (%s) asked for, but the system has no memory for it",
+                        MORI_SIZE_TEXT(size), what);
+}
+
+/* A file system without fallocate: judged by what it has free (several
+ * such files that each fit can still add up to more; none is made here). */
 static int check_space(int fd, size_t size, const char *what) {
   struct statvfs fs;
-  if (fstatvfs(fd, &fs) != 0) return 0; /* nothing to judge by: as before */
-  unsigned long long avail = (unsigned long long)fs.f_bavail * fs.f_frsize;
-  if (fs.f_blocks == 0 || size <= avail) return 0;
-  return mori_error_set(MORI_ENOMEM,
-                        "host: %s of shared memory (%s) asked for, but only %s is free where it lives (/dev/shm for "
-                        "named objects: df -h /dev/shm; a smaller MORI_SHMEM_VMM_CHUNK_SIZE or MORI_SHMEM_HEAP_SIZE asks "
-                        "for less)",
-                        MORI_SIZE_TEXT(size), what, MORI_SIZE_TEXT((size_t)avail));
+  if (fstatvfs(fd, &fs) != 0 || fs.f_blocks == 0) return 0; /* nothing to judge by */
+  return size <= (unsigned long long)fs.f_bavail * fs.f_frsize ? 0 : no_room(fd, size, what);
+}
+
+static int back_pages(int fd, size_t offset, size_t size, const char *what) {
+  if (size == 0) return 0;
+  int rc;
+  do rc = fallocate(fd, 0, (off_t)offset, (off_t)size); /* tmpfs stops at a pending signal: again */
+  while (rc != 0 && errno == EINTR);
+  if (rc == 0) return 0;
+  if (errno == ENOSPC || errno == ENOMEM) return no_room(fd, size, what);
+  if (errno == EOPNOTSUPP || errno == ENOSYS) return check_space(fd, size, what);
+  return mori_error_errno("host: reserving %s of shared memory (%s) at offset %zu", MORI_SIZE_TEXT(size), what, offset);
 }
 
 static int host_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out) {
-  (void)flags; /* shared memory is coherent: "uncached" changes nothing here */
+  /* (MORI_PMEM_UNCACHED: shared memory is coherent, it changes nothing here) */
   memset(out, 0, sizeof(*out));
   int fd = -1;
   if (handle_type == MORI_HANDLE_FABRIC) {
@@ -167,9 +186,10 @@ static int host_mem_create(int device, size_t size, int handle_type, unsigned fl
   } else {
     return mori_error_set(MORI_EINVAL, "host: unknown handle type %d", handle_type);
   }
-  int rc = size > (size_t)INT64_MAX ? mori_error_set(MORI_ERANGE, "host: %zu bytes of shared memory", size)
-                                     : check_space(fd, size, out->name[0] ? out->name : "memfd");
+  const char *what = out->name[0] ? out->name : "memfd";
+  int rc = size > (size_t)INT64_MAX ? mori_error_set(MORI_ERANGE, "host: %zu bytes of shared memory", size) : 0;
   if (!rc && ftruncate(fd, (off_t)size) != 0) rc = mori_error_errno("host: ftruncate to %s", MORI_SIZE_TEXT(size));
+  if (!rc && !(flags & MORI_PMEM_BACK_ON_DEMAND)) rc = back_pages(fd, 0, size, what);
   if (rc) {
     close(fd);
     if (out->name[0]) shm_unlink(out->name);
@@ -183,6 +203,14 @@ static int host_mem_create(int device, size_t size, int handle_type, unsigned fl
   out->owned = true;
   return 0;
 }
+
+int mori_platform_mem_back(const mori_pmem_t *mem, size_t offset, size_t size) {
+  if (offset > mem->size || size > mem->size - offset)
+    return mori_error_set(MORI_ERANGE, "host: backing [%zu, +%zu) of a %zu-byte allocation", offset, size, mem->size);
+  return back_pages((int)mem->handle, offset, size, mem->name[0] ? mem->name : "memfd");
+}
+
+bool mori_platform_fresh_memory_reads_zero(void) { return true; }
 
 int mori_platform_mem_release(mori_pmem_t *mem) {
   if (mem->handle_type == MORI_HANDLE_NONE) return 0;
@@ -320,22 +348,13 @@ static int host_set_access(void *va, size_t size, int device) {
   return 0;
 }
 
-/* Whole pages of a large range of shared memory (a signal arena: 2 MiB on
- * every rank at start-up) are zeroed by handing them back to the tmpfs file
- * (MADV_REMOVE: they then read as zero in every process that maps them)
- * rather than written: a memset faults in and clears every page, and every
- * page touched is one more for each process to tear down at unmap. Partial
- * pages at the ends, small ranges, and memory that is not a shared file
- * mapping (madvise refuses) are written. */
-enum { ZERO_BY_REMOVE_MIN = 256 << 10 };
+/* Written, not handed back to the file (MADV_REMOVE): pages handed back
+ * would lose the reservation made when the memory was created, and a later
+ * touch could die of SIGBUS again. Fresh memory needs no zeroing here
+ * (mori_platform_fresh_memory_reads_zero), which was what made large
+ * ranges worth handing back. */
 int mori_platform_memset_zero(int device, void *ptr, size_t size) {
-  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)ptr, end = start + size;
-  uintptr_t lo = (start + page - 1) & ~(page - 1), hi = end & ~(page - 1);
-  if (size >= ZERO_BY_REMOVE_MIN && hi > lo && madvise((void *)lo, hi - lo, MADV_REMOVE) == 0) {
-    memset(ptr, 0, lo - start);
-    memset((void *)hi, 0, end - hi);
-    return 0;
-  }
+  (void)device;
   memset(ptr, 0, size);
   return 0;
 }

@@ -58,8 +58,25 @@ enum {
    * virtual-memory allocations have no such kind and the host platform's
    * memory is coherent anyway: both create normal memory. */
   MORI_PMEM_UNCACHED = 1u << 0,
+  /* Memory handed out piece by piece (a heap chunk): the host platform
+   * backs its pages as the pieces are handed out (mori_platform_mem_back),
+   * not all at creation, so a 1 GiB chunk holding a few small allocations
+   * costs what they use. GPU memory is physical from its creation: nothing
+   * changes there. */
+  MORI_PMEM_BACK_ON_DEMAND = 1u << 1,
 };
+/* Memory made without MORI_PMEM_BACK_ON_DEMAND is backed whole at creation:
+ * on the host platform its tmpfs pages are reserved (fallocate), so memory
+ * that /dev/shm (or the system, for a memfd) cannot hold is MORI_ENOMEM
+ * naming the size and what is free, here, not a SIGBUS at a first touch. */
 int mori_platform_mem_create(int device, size_t size, int handle_type, unsigned flags, mori_pmem_t *out);
+/* Backs [offset, offset + size) of memory made with MORI_PMEM_BACK_ON_DEMAND
+ * now (host: reserves those pages of its file; MORI_ENOMEM as above when
+ * they cannot be had). 0 on GPUs, whose memory is always backed. */
+int mori_platform_mem_back(const mori_pmem_t *mem, size_t offset, size_t size);
+/* Whether memory fresh from mori_platform_mem_create reads as zero (host:
+ * a new file does) so that zeroing it can be skipped; GPU memory: false. */
+bool mori_platform_fresh_memory_reads_zero(void);
 int mori_platform_mem_release(mori_pmem_t *mem);
 int mori_platform_mem_export(const mori_pmem_t *mem, int handle_type, mori_shareable_t *out);
 int mori_platform_mem_import(const mori_shareable_t *shared, size_t size, int device, mori_pmem_t *out);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/internal/heap.h"
 #include "core/platform/platform.h"
 #include "mori/heap.h"
 #include "mori/mem.h"
@@ -88,6 +90,59 @@ TEST(HostExit, MemoryDevShmCannotBackIsAnErrorNotASigbus) {
   EXPECT_EQ(ObjectsOf(getpid()).size(), 1u);
   mori_platform_mem_release(&mem);
   EXPECT_TRUE(ObjectsOf(getpid()).empty());
+}
+
+// Bytes the file behind `mem` holds pages for (st_blocks counts 512-byte units).
+size_t BackedBytes(const mori_pmem_t &mem) {
+  struct stat st;
+  if (fstat((int)mem.handle, &st) != 0) return 0;
+  return (size_t)st.st_blocks * 512;
+}
+
+// Memory made whole (a window's allocation, a signal arena) holds its pages
+// from creation, named objects and memfds alike: before, the file was
+// sparse (0 bytes held) until touched.
+TEST(HostExit, MemoryHoldsItsPagesFromCreationNotFromItsFirstTouch) {
+  for (int type : {MORI_HANDLE_FABRIC, MORI_HANDLE_POSIX_FD}) {
+    mori_pmem_t mem;
+    ASSERT_EQ(mori_platform_mem_create(0, 8 << 20, type, 0, &mem), 0) << mori_last_error();
+    EXPECT_GE(BackedBytes(mem), (size_t)8 << 20) << mori_handle_type_name(type);
+    mori_platform_mem_release(&mem);
+  }
+}
+
+// A heap chunk holds the pages of what the heap has handed out, not the
+// whole chunk: a 16 MiB chunk with 3 MiB allocated holds 3 MiB and no more
+// than a few pages past it; the next allocation adds its own.
+TEST(HostExit, AHeapChunkHoldsThePagesOfItsBlocksAsTheyAreHandedOut) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the heap's settings are the process's: a process of its own
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    setenv("MORI_SHMEM_HEAP_SIZE", "64M", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "16M", 1);
+    void *a = nullptr, *b = nullptr;
+    mori_heap_t *h = nullptr;
+    if (mori_mem_alloc(3 << 20, nullptr, &a) != 0 || mori_heap_of_device(0, &h) != 0) _exit(2);
+    mori_pmem_t chunk;
+    void *base = nullptr;
+    mori_heap_chunk(h, 0, &chunk, &base);
+    size_t held = BackedBytes(chunk);
+    if (held < ((size_t)3 << 20) || held > ((size_t)3 << 20) + (64 << 10)) _exit(3);
+    if (mori_mem_alloc(5 << 20, nullptr, &b) != 0) _exit(4);
+    held = BackedBytes(chunk);
+    if (held < ((size_t)8 << 20) || held > ((size_t)8 << 20) + (128 << 10)) _exit(5);
+    memset(a, 1, 3 << 20);
+    memset(b, 2, 5 << 20);
+    mori_mem_free(a);
+    mori_mem_free(b);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: allocation failed; 3: the chunk does not hold exactly the first block's pages; "
+                                       "4: second allocation failed; 5: the second block's pages are not held";
 }
 
 }  // namespace
