@@ -77,6 +77,9 @@ int mori_platform_granularity(int device, size_t *granularity) {
 
 static void sweep_once(void) { (void)mori_host_shm_sweep("/dev/shm"); }
 
+static unsigned long pid_namespace;
+static void read_pid_namespace(void) { pid_namespace = mori_host_pid_namespace(); }
+
 static int make_shm_name(char *name, size_t len) {
   static pthread_once_t swept = PTHREAD_ONCE_INIT;
   pthread_once(&swept, sweep_once); /* what crashed or killed processes left (host_shm_sweep.h) */
@@ -84,7 +87,11 @@ static int make_shm_name(char *name, size_t len) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   unsigned salt = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 12);
-  snprintf(name, len, "/mori.%d.%u.%08x", (int)getpid(), atomic_fetch_add(&counter, 1), salt);
+  /* The pid namespace rides along: a process of another namespace sharing
+   * /dev/shm (a container) must not judge this pid by its own. */
+  static pthread_once_t ns_once = PTHREAD_ONCE_INIT;
+  pthread_once(&ns_once, read_pid_namespace);
+  snprintf(name, len, "/mori.%d.%u.%08x.p%lx", (int)getpid(), atomic_fetch_add(&counter, 1), salt, pid_namespace);
   return 0;
 }
 

@@ -14,13 +14,24 @@
 
 #include "core/base/log.h"
 
-/* The creator's pid of a name made by make_shm_name ("mori.<pid>.<serial>.<salt>"), or -1. */
-static long creator_of(const char *name) {
+/* This process's pid namespace (the inode of /proc/self/ns/pid), or 0
+ * when it cannot be read. A pid means something only in its namespace. */
+unsigned long mori_host_pid_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+/* The creator of a name made by make_shm_name: its pid (or -1 when the
+ * name is not one) and its pid namespace ("mori.<pid>.<serial>.<salt>.p<ns>";
+ * names of earlier versions, without ".p<ns>", are taken as this one's). */
+static long creator_of(const char *name, unsigned long *ns) {
   long pid = -1;
   unsigned serial = 0, salt = 0;
-  int end = 0;
-  if (sscanf(name, "mori.%ld.%u.%x%n", &pid, &serial, &salt, &end) != 3 || name[end] != '\0' || pid <= 0) return -1;
-  return pid;
+  int end = 0, end_ns = 0;
+  *ns = mori_host_pid_namespace();
+  if (sscanf(name, "mori.%ld.%u.%x%n.p%lx%n", &pid, &serial, &salt, &end, ns, &end_ns) < 3 || pid <= 0) return -1;
+  if (name[end] == '\0') return pid;
+  return end_ns > end && name[end_ns] == '\0' ? pid : -1;
 }
 
 int mori_host_shm_sweep(const char *dir) {
@@ -28,9 +39,13 @@ int mori_host_shm_sweep(const char *dir) {
   if (!d) return 0;
   int fd = dirfd(d), removed = 0;
   uid_t me = geteuid();
+  unsigned long my_ns = mori_host_pid_namespace();
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    long pid = creator_of(e->d_name);
-    if (pid < 0 || pid == (long)getpid()) continue;
+    unsigned long ns = 0;
+    long pid = creator_of(e->d_name, &ns);
+    /* Another pid namespace's pid (a container sharing /dev/shm) says
+     * nothing here: a live process there may have no pid here at all. */
+    if (pid < 0 || ns != my_ns || pid == (long)getpid()) continue;
     /* kill(pid, 0) fails with ESRCH only when no such process exists; a
      * process of another user (EPERM) or a live one keeps its objects. */
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The host platform's named shared-memory objects (fabric-style handles,
- * /dev/shm/mori.<pid>.<serial>.<salt>) outlive a process that exits without
+ * /dev/shm/mori.<pid>.<serial>.<salt>.p<pid namespace>) outlive a process that exits without
  * releasing them — a crash, a kill, or an exit without mori_finalize — and
  * /dev/shm is memory: they piled up to gigabytes on a CI machine. Before a
  * process makes its first one, it removes those of its own user whose
@@ -13,10 +13,14 @@
 MORI_EXTERN_C_BEGIN
 
 /* Unlinks, in `dir` (the shm mount), every mori object of this user whose
- * creating pid no longer exists; returns how many. A live pid's objects
- * (this process's included) are kept, and anything else in `dir` is never
- * touched. */
+ * creating pid, in this process's pid namespace, no longer exists; returns
+ * how many. A live pid's objects (this process's included) and those made
+ * in another pid namespace (whose pids mean nothing here) are kept, and
+ * anything else in `dir` is never touched. */
 int mori_host_shm_sweep(const char *dir);
+
+/* This process's pid namespace (an inode number), or 0 when unknown. */
+unsigned long mori_host_pid_namespace(void);
 
 MORI_EXTERN_C_END
 

@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: MIT
 // The host platform removes the shared-memory objects of processes that no
 // longer exist, and nothing else: a live process's (this one's), another
-// name, another user's, a directory are kept. Run in a directory of the
-// test's own standing in for /dev/shm.
+// name, another user's, a directory, and those made in another pid
+// namespace (a container sharing /dev/shm, whose pids mean nothing here)
+// are kept. Run in a directory of the test's own standing in for /dev/shm.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "core/platform/host_shm_sweep.h"
+#include "core/platform/platform.h"
+#include "mori/error.h"
 
 namespace {
 
@@ -63,6 +68,69 @@ TEST(HostShmSweep, ObjectsOfExitedProcessesGoTheRestStays) {
   EXPECT_TRUE(Exists(subdir)) << "not a file";
   EXPECT_EQ(mori_host_shm_sweep(dir.c_str()), 0) << "nothing left to remove";
   EXPECT_EQ(mori_host_shm_sweep((dir + "/missing").c_str()), 0) << "no such directory: nothing";
+}
+
+// Names carry their creator's pid namespace: a dead pid of this namespace
+// goes, the same number made in another namespace stays (before, a rank in
+// its own pid namespace removed every other live rank's objects: their pids
+// do not exist in its namespace).
+TEST(HostShmSweep, ObjectsOfAnotherPidNamespaceStay) {
+  std::string dir = Dir();
+  pid_t dead = DeadPid();
+  char mine_ns[32], other_ns[32];
+  snprintf(mine_ns, sizeof(mine_ns), ".p%lx", mori_host_pid_namespace());
+  snprintf(other_ns, sizeof(other_ns), ".p%lx", mori_host_pid_namespace() + 1);
+  ASSERT_NE(mori_host_pid_namespace(), 0ul) << "/proc/self/ns/pid unreadable";
+  std::string gone = dir + "/mori." + std::to_string(dead) + ".1.0a0b0c0d" + mine_ns;
+  std::string foreign = dir + "/mori." + std::to_string(dead) + ".2.0a0b0c0d" + other_ns;
+  std::string bad = dir + "/mori." + std::to_string(dead) + ".3.0a0b0c0d.pxyz";
+  for (const std::string &p : {gone, foreign, bad}) Touch(p);
+  EXPECT_EQ(mori_host_shm_sweep(dir.c_str()), 1);
+  EXPECT_FALSE(Exists(gone)) << "a dead pid of this namespace";
+  EXPECT_TRUE(Exists(foreign)) << "a pid of another namespace: unknown here, kept";
+  EXPECT_TRUE(Exists(bad)) << "not exactly a mori name";
+}
+
+// End to end: this process makes a named object in /dev/shm; a process in a
+// new pid namespace (where this process's pid does not exist) sweeps
+// /dev/shm; the object must still be there. Before, it was removed.
+TEST(HostShmSweep, ASweepFromAnotherPidNamespaceKeepsALiveProcesssObject) {
+  mori_pmem_t mem;
+  ASSERT_EQ(mori_platform_mem_create(0, 1 << 20, MORI_HANDLE_FABRIC, 0, &mem), 0) << mori_last_error();
+  std::string path = std::string("/dev/shm") + mem.name;
+  ASSERT_TRUE(Exists(path)) << path;
+  int result[2];
+  ASSERT_EQ(pipe(result), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char r = unshare(CLONE_NEWPID) == 0 ? 'y' : 'n';  // root (or CAP_SYS_ADMIN) only
+    if (r == 'n') {
+      (void)!write(result[1], &r, 1);
+      _exit(0);
+    }
+    pid_t inner = fork();  // the first child of the new namespace: its pid 1
+    if (inner == 0) {
+      char ran = getpid() == 1 ? 's' : 'x';
+      mori_host_shm_sweep("/dev/shm");
+      (void)!write(result[1], &ran, 1);
+      _exit(0);
+    }
+    int st = 0;
+    waitpid(inner, &st, 0);
+    _exit(0);
+  }
+  char r = 0;
+  ASSERT_EQ(read(result[0], &r, 1), 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (r == 'n') {
+    mori_platform_mem_release(&mem);
+    GTEST_SKIP() << "no new pid namespace without CAP_SYS_ADMIN";
+  }
+  EXPECT_EQ(r, 's') << "the sweep did not run as pid 1 of a new namespace";
+  EXPECT_TRUE(Exists(path)) << "a sweep in another pid namespace removed this live process's " << path;
+  mori_platform_mem_release(&mem);
 }
 
 }  // namespace
