@@ -21,6 +21,7 @@
 
 #include "core/base/checked_math.h"
 #include "core/base/error.h"
+#include "core/base/pid_namespace.h"
 #include "core/base/profile.h"
 #include "core/base/size_text.h"
 #include "core/platform/host_shm_sweep.h"
@@ -77,8 +78,8 @@ int mori_platform_granularity(int device, size_t *granularity) {
 
 static void sweep_once(void) { (void)mori_host_shm_sweep("/dev/shm"); }
 
-static unsigned long pid_namespace;
-static void read_pid_namespace(void) { pid_namespace = mori_host_pid_namespace(); }
+static unsigned long long pid_namespace;
+static void read_pid_namespace(void) { pid_namespace = mori_pid_namespace(); }
 
 static int make_shm_name(char *name, size_t len) {
   static pthread_once_t swept = PTHREAD_ONCE_INIT;
@@ -91,7 +92,7 @@ static int make_shm_name(char *name, size_t len) {
    * /dev/shm (a container) must not judge this pid by its own. */
   static pthread_once_t ns_once = PTHREAD_ONCE_INIT;
   pthread_once(&ns_once, read_pid_namespace);
-  snprintf(name, len, "/mori.%d.%u.%08x.p%lx", (int)getpid(), atomic_fetch_add(&counter, 1), salt, pid_namespace);
+  snprintf(name, len, "/mori.%d.%u.%08x.p%llx", (int)getpid(), atomic_fetch_add(&counter, 1), salt, pid_namespace);
   return 0;
 }
 

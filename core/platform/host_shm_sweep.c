@@ -13,23 +13,19 @@
 #include <unistd.h>
 
 #include "core/base/log.h"
-
-/* This process's pid namespace (the inode of /proc/self/ns/pid), or 0
- * when it cannot be read. A pid means something only in its namespace. */
-unsigned long mori_host_pid_namespace(void) {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
-}
+#include "core/base/pid_namespace.h"
 
 /* The creator of a name made by make_shm_name: its pid (or -1 when the
  * name is not one) and its pid namespace ("mori.<pid>.<serial>.<salt>.p<ns>";
  * names of earlier versions, without ".p<ns>", are taken as this one's). */
-static long creator_of(const char *name, unsigned long *ns) {
+static long creator_of(const char *name, uint64_t *ns) {
   long pid = -1;
   unsigned serial = 0, salt = 0;
   int end = 0, end_ns = 0;
-  *ns = mori_host_pid_namespace();
-  if (sscanf(name, "mori.%ld.%u.%x%n.p%lx%n", &pid, &serial, &salt, &end, ns, &end_ns) < 3 || pid <= 0) return -1;
+  unsigned long in_name = 0;
+  *ns = mori_pid_namespace();
+  if (sscanf(name, "mori.%ld.%u.%x%n.p%lx%n", &pid, &serial, &salt, &end, &in_name, &end_ns) < 3 || pid <= 0) return -1;
+  if (end_ns > end) *ns = in_name;
   if (name[end] == '\0') return pid;
   return end_ns > end && name[end_ns] == '\0' ? pid : -1;
 }
@@ -39,9 +35,9 @@ int mori_host_shm_sweep(const char *dir) {
   if (!d) return 0;
   int fd = dirfd(d), removed = 0;
   uid_t me = geteuid();
-  unsigned long my_ns = mori_host_pid_namespace();
+  uint64_t my_ns = mori_pid_namespace();
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    unsigned long ns = 0;
+    uint64_t ns = 0;
     long pid = creator_of(e->d_name, &ns);
     /* Another pid namespace's pid (a container sharing /dev/shm) says
      * nothing here: a live process there may have no pid here at all. */

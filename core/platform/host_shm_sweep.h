@@ -19,9 +19,6 @@ MORI_EXTERN_C_BEGIN
  * anything else in `dir` is never touched. */
 int mori_host_shm_sweep(const char *dir);
 
-/* This process's pid namespace (an inode number), or 0 when unknown. */
-unsigned long mori_host_pid_namespace(void);
-
 MORI_EXTERN_C_END
 
 #endif

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/base/pid_namespace.h"
 #include "core/platform/host_shm_sweep.h"
 #include "core/platform/platform.h"
 #include "mori/error.h"
@@ -78,9 +79,9 @@ TEST(HostShmSweep, ObjectsOfAnotherPidNamespaceStay) {
   std::string dir = Dir();
   pid_t dead = DeadPid();
   char mine_ns[32], other_ns[32];
-  snprintf(mine_ns, sizeof(mine_ns), ".p%lx", mori_host_pid_namespace());
-  snprintf(other_ns, sizeof(other_ns), ".p%lx", mori_host_pid_namespace() + 1);
-  ASSERT_NE(mori_host_pid_namespace(), 0ul) << "/proc/self/ns/pid unreadable";
+  snprintf(mine_ns, sizeof(mine_ns), ".p%llx", (unsigned long long)mori_pid_namespace());
+  snprintf(other_ns, sizeof(other_ns), ".p%llx", (unsigned long long)mori_pid_namespace() + 1);
+  ASSERT_NE(mori_pid_namespace(), 0u) << "/proc/self/ns/pid unreadable";
   std::string gone = dir + "/mori." + std::to_string(dead) + ".1.0a0b0c0d" + mine_ns;
   std::string foreign = dir + "/mori." + std::to_string(dead) + ".2.0a0b0c0d" + other_ns;
   std::string bad = dir + "/mori." + std::to_string(dead) + ".3.0a0b0c0d.pxyz";
