@@ -126,7 +126,7 @@ def cmd_phases(a):
     with open(a.out, "a") as f:
         for label, ranks, program, ok, trace in traced_jobs(a, bs, "-ttt", "-e",
                                                             "trace=execve,connect,openat,exit_group"):
-            lines = [l.split(" ", 2) for l in trace if l.count(" ") >= 2]
+            lines = [cells for cells in (l.split(None, 2) for l in trace) if len(cells) == 3]
             t0 = float(lines[0][1])
             per = collections.defaultdict(list)
             for pid, ts, call in lines:
