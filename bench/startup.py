@@ -83,24 +83,32 @@ def cmd_run(a):
                         print(text[-2000:], file=sys.stderr)
 
 
+def traced_jobs(a, bs, *strace_opts):
+    """One job per build and size under `strace -f STRACE_OPTS`: yields
+    (label, ranks, program, correct, the lines strace wrote) per job."""
+    for ranks in a.ranks:
+        for label, (launch, program) in bs:
+            with tempfile.NamedTemporaryFile(suffix=".strace") as st:
+                ok = run_once(launch, program, ranks, a.timeout, ("strace", "-f", *strace_opts, "-o", st.name))[3]
+                with open(st.name) as trace:
+                    lines = trace.readlines()
+            yield label, ranks, program, ok, lines
+
+
 def cmd_syscalls(a):
     """One job per build and size under `strace -f -c`: calls per syscall."""
     bs = builds(a.builds)
     with open(a.out, "a") as f:
-        for ranks in a.ranks:
-            for label, (launch, program) in bs:
-                with tempfile.NamedTemporaryFile(suffix=".strace") as st:
-                    wall, user, system, ok, _ = run_once(launch, program, ranks, a.timeout,
-                                                         ("strace", "-f", "-c", "-o", st.name))
-                    counts = {}
-                    for line in open(st.name):
-                        cells = line.split()
-                        if len(cells) >= 5 and cells[0][0].isdigit() and cells[-1] != "total":
-                            counts[cells[-1]] = int(cells[3])
-                rec = {"what": "startup_syscalls", "version": label, "ranks": ranks, "correct": ok,
-                       "total": sum(counts.values()), "calls": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}
-                f.write(json.dumps(rec) + "\n")
-                print(json.dumps(rec)[:300], flush=True)
+        for label, ranks, _, ok, trace in traced_jobs(a, bs, "-c"):
+            counts = {}
+            for line in trace:
+                cells = line.split()
+                if len(cells) >= 5 and cells[0][0].isdigit() and cells[-1] != "total":
+                    counts[cells[-1]] = int(cells[3])
+            rec = {"what": "startup_syscalls", "version": label, "ranks": ranks, "correct": ok,
+                   "total": sum(counts.values()), "calls": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}
+            f.write(json.dumps(rec) + "\n")
+            print(json.dumps(rec)[:300], flush=True)
 
 
 PHASES = [("exec", r'^execve\('), ("bootstrap", r'^connect\('), ("node_channel", r'^openat\(.*"/dev/shm/mori-node'),
@@ -116,33 +124,29 @@ def cmd_phases(a):
     seconds from the launcher's start; the median and the last rank."""
     bs = builds(a.builds)
     with open(a.out, "a") as f:
-        for ranks in a.ranks:
-            for label, (launch, program) in bs:
-                with tempfile.NamedTemporaryFile(suffix=".strace") as st:
-                    _, _, _, ok, _ = run_once(launch, program, ranks, a.timeout,
-                                              ("strace", "-f", "-ttt", "-e", "trace=execve,connect,openat,exit_group",
-                                               "-o", st.name))
-                    lines = [l.split(" ", 2) for l in open(st.name) if l.count(" ") >= 2]
-                t0 = float(lines[0][1])
-                per = collections.defaultdict(list)
-                for pid, ts, call in lines:
-                    per[pid].append((float(ts) - t0, call))
-                marks = collections.defaultdict(list)
-                for pid, calls in per.items():
-                    if not any(c.startswith(f'execve("{program}"') for _, c in calls):  # a rank, not the launcher
-                        continue
-                    for name, pattern in PHASES:
-                        hits = [t for t, c in calls if re.search(pattern, c)]
-                        if hits:
-                            marks[name].append(hits[-1] if name in ("last_import", "exit") else hits[0])
-                rec = {"what": "startup_phases", "version": label, "ranks": ranks, "correct": ok,
-                       "ranks_seen": len(marks["exec"])}
-                for name, _ in PHASES:
-                    if marks[name]:
-                        rec[name + "_median_s"] = round(statistics.median(marks[name]), 3)
-                        rec[name + "_last_s"] = round(max(marks[name]), 3)
-                f.write(json.dumps(rec) + "\n")
-                print(json.dumps(rec), flush=True)
+        for label, ranks, program, ok, trace in traced_jobs(a, bs, "-ttt", "-e",
+                                                            "trace=execve,connect,openat,exit_group"):
+            lines = [cells for cells in (l.split(None, 2) for l in trace) if len(cells) == 3]
+            t0 = float(lines[0][1])
+            per = collections.defaultdict(list)
+            for pid, ts, call in lines:
+                per[pid].append((float(ts) - t0, call))
+            marks = collections.defaultdict(list)
+            for pid, calls in per.items():
+                if not any(c.startswith(f'execve("{program}"') for _, c in calls):  # a rank, not the launcher
+                    continue
+                for name, pattern in PHASES:
+                    hits = [t for t, c in calls if re.search(pattern, c)]
+                    if hits:
+                        marks[name].append(hits[-1] if name in ("last_import", "exit") else hits[0])
+            rec = {"what": "startup_phases", "version": label, "ranks": ranks, "correct": ok,
+                   "ranks_seen": len(marks["exec"])}
+            for name, _ in PHASES:
+                if marks[name]:
+                    rec[name + "_median_s"] = round(statistics.median(marks[name]), 3)
+                    rec[name + "_last_s"] = round(max(marks[name]), 3)
+            f.write(json.dumps(rec) + "\n")
+            print(json.dumps(rec), flush=True)
 
 
 def load(path):

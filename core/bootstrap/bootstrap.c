@@ -67,10 +67,7 @@ int mori_bootstrap_create(const mori_bootstrap_ops_t *ops, void *state, int rank
   if (!b)
     return mori_error_set(MORI_ENOMEM, "bootstrap '%s': rank %d of %d has no memory for its handle (%zu bytes)",
                           ops->name, rank, size, sizeof(*b));
-  b->ops = adopted;
-  b->state = state;
-  b->rank = rank;
-  b->size = size;
+  *b = (mori_bootstrap_t){.ops = adopted, .state = state, .rank = rank, .size = size};
   *out = b;
   return 0;
 }

@@ -102,12 +102,12 @@ int fd_channel_open(uint64_t nonce, uint64_t token, int rank, int size, fd_chann
     free(pids);
     return mori_error_set(MORI_ENOMEM, "fd channel");
   }
-  ch->pids = pids;
+  *ch = (fd_channel_t){.rank = rank, .size = size, .pids = pids, .nonce = nonce, .token = token};
+  /* From here on a failure closes the channel as it stands. */
   ch->listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (ch->listener < 0) {
     int rc = mori_error_errno("fd channel: socket");
-    free(pids);
-    free(ch);
+    fd_channel_close(ch);
     return rc;
   }
   struct sockaddr_un sa;
@@ -115,15 +115,9 @@ int fd_channel_open(uint64_t nonce, uint64_t token, int rank, int size, fd_chann
   if (bind(ch->listener, (struct sockaddr *)&sa, len) != 0 || listen(ch->listener, SOMAXCONN) != 0) {
     int rc = errno == EADDRINUSE ? name_taken(&sa, len, rank)
                                  : mori_error_errno("fd channel: rank %d cannot listen on its socket @%s", rank, sa.sun_path + 1);
-    close(ch->listener);
-    free(pids);
-    free(ch);
+    fd_channel_close(ch);
     return rc;
   }
-  ch->rank = rank;
-  ch->size = size;
-  ch->nonce = nonce;
-  ch->token = token;
   *out = ch;
   return 0;
 }
@@ -134,7 +128,7 @@ void fd_channel_close(fd_channel_t *ch) {
     if (ch->stash[i].fd >= 0) close(ch->stash[i].fd);
   free(ch->stash);
   free(ch->pids);
-  close(ch->listener);
+  if (ch->listener >= 0) close(ch->listener);
   free(ch);
 }
 

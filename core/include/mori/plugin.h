@@ -105,6 +105,27 @@ MORI_API void *mori_comm_transport_state(const mori_comm_t *comm, const mori_tra
 MORI_API int mori_handle_allgather_blobs(mori_comm_t *comm, int type, const mori_shareable_t *mine, mori_shareable_t *theirs,
                                          const bool *want);
 
+/* Defines `ops`, the whole of such a library: handle library `lib_name`,
+ * whose handles of `type` are shared by mori_handle_allgather_blobs, with
+ * no state of its own. `seq` goes unused: the comm's allgathers are
+ * ordered, so one exchange is never taken for another. (C: designated
+ * initialisers.) E.g. MORI_HANDLE_BLOB_LIBRARY(mori_handle_fabric_ops,
+ * "fabric", MORI_HANDLE_FABRIC); */
+#define MORI_HANDLE_BLOB_LIBRARY(ops, lib_name, type)                                                                  \
+  static int ops##_share(void *state, mori_comm_t *comm, uint64_t seq, const mori_shareable_t *mine,              \
+                         mori_shareable_t *theirs, const bool *want) {                                            \
+    (void)state;                                                                                                  \
+    (void)seq;                                                                                                    \
+    return mori_handle_allgather_blobs(comm, (type), mine, theirs, want);                                         \
+  }                                                                                                               \
+  const mori_handle_ops_t ops = {                                                                                 \
+      .size = sizeof(mori_handle_ops_t),                                                                          \
+      .abi_version = MORI_PLUGIN_ABI_VERSION,                                                                     \
+      .name = (lib_name),                                                                                         \
+      .handle_type = (type),                                                                                      \
+      .share = ops##_share,                                                                                       \
+  }
+
 /* ---- what core offers plug-ins while a segment is being made ---- */
 MORI_API mori_comm_t *mori_segment_comm(const mori_segment_t *seg);
 /* This rank's memory of the segment (its local address) and its bytes. */
