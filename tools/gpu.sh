@@ -91,6 +91,14 @@ torch_suite() {
     tee "$log" | grep -E "^(PASS|FAIL|SKIP|SUMMARY)${4:+|$4}" | head -60
   record "${6:-$1}: $(grep -c '^PASS' "$log") passed, $(grep -c '^FAIL' "$log") failed, $(grep -c '^SKIP' "$log") skipped (exit ${PIPESTATUS[0]})"
 }
+# One benchmark of gpu-bundle/bin under mori_launch; its RESULT lines become
+# $OUT/NAME.jsonl: bench_suite NAME RANKS SECONDS LAUNCHER_SECONDS [also shown: an extended regexp]
+bench_suite() {
+  timeout "$3" gpu-bundle/bin/mori_launch --no-prefix -n "$2" -t "$4" "gpu-bundle/bin/$1" 2>&1 |
+    tee "$OUT/$1.log" | grep -E "RESULT${5:+|$5}"
+  grep '^RESULT' "$OUT/$1.log" | sed 's/^RESULT //' > "$OUT/$1.jsonl"
+  record "$1: $(wc -l < "$OUT/$1.jsonl") results"
+}
 
 if has tests; then
   echo "== the installed wheel"
@@ -146,10 +154,7 @@ if has proxy; then
   echo "== gpu_proxy_test (2 ranks on $ngpu GPU(s), copy-engine NIC)"
   gtest_suite gpu_proxy_test 2 gpu_proxy_test gpu_proxy_test
   echo "== proxy ring benchmark (bench_proxy)"
-  timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 190 gpu-bundle/bin/bench_proxy 2>&1 |
-    tee "$OUT/bench_proxy.log" | grep RESULT
-  grep '^RESULT' "$OUT/bench_proxy.log" | sed 's/^RESULT //' > "$OUT/bench_proxy.jsonl"
-  record "bench_proxy: $(wc -l < "$OUT/bench_proxy.jsonl") results"
+  bench_suite bench_proxy 2 200 190
   export MORI_TEST_CE_NIC_LIBRARY=$PWD/gpu-bundle/lib/libmori_ce_nic.so
   echo "== torch: test_cross_node (a group spanning two declared nodes, 2 ranks)"
   torch_suite test_cross_node 2 200 'rdma: rank'
@@ -166,10 +171,7 @@ if has gda; then
   GTEST_FILTER='GpuProxy.HostApiPutsAddsAndGetsGpuMemory:GpuProxy.PutsSignalsAtomicsAndGetsReachThePeerThroughTheRing:GpuProxy.GpuMemoryRegistrationSaysDmabufOrWhyNot:GpuProxy.WarpBatchesOfGpuPostingLandEveryLanesBytes' \
     gtest_suite gpu_gda_test 2 gpu_gda_test gpu_gda_test
   echo "== GPU posting benchmark (bench_gda)"
-  timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n 2 -t 190 gpu-bundle/bin/bench_gda 2>&1 |
-    tee "$OUT/bench_gda.log" | grep RESULT
-  grep '^RESULT' "$OUT/bench_gda.log" | sed 's/^RESULT //' > "$OUT/bench_gda.jsonl"
-  record "bench_gda: $(wc -l < "$OUT/bench_gda.jsonl") results"
+  bench_suite bench_gda 2 200 190
 fi
 
 if has ep; then
@@ -179,10 +181,7 @@ if has ep; then
   MORI_EP_TEST_CALLS=${MORI_EP_TEST_CALLS:-1000} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} \
     gtest_suite "gpu_ep_test at 2 ranks on one GPU" 2 gpu_ep_test gpu_ep_test_2ranks
   echo "== MoE dispatch/combine benchmark (bench_ep, world size 1)"
-  timeout 300 gpu-bundle/bin/mori_launch --no-prefix -n 1 -t 290 gpu-bundle/bin/bench_ep 2>&1 |
-    tee "$OUT/bench_ep.log" | grep -E 'RESULT|TABLE_ROW'
-  grep '^RESULT' "$OUT/bench_ep.log" | sed 's/^RESULT //' > "$OUT/bench_ep.jsonl"
-  record "bench_ep: $(wc -l < "$OUT/bench_ep.jsonl") results"
+  bench_suite bench_ep 1 300 290 TABLE_ROW
 fi
 
 if has heap; then
@@ -207,16 +206,12 @@ fi
 
 if has coll; then
   echo "== collectives sweep (bench_coll)"
-  timeout 420 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 410 gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll.log" | grep RESULT
-  grep '^RESULT' "$OUT/bench_coll.log" | sed 's/^RESULT //' > "$OUT/bench_coll.jsonl"
-  record "bench_coll: $(wc -l < "$OUT/bench_coll.jsonl") results"
+  bench_suite bench_coll "$ngpu" 420 410
 fi
 
 if has p2p; then
   echo "== device API benchmark (bench_p2p)"
-  timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 180 gpu-bundle/bin/bench_p2p 2>&1 | tee /tmp/bench_p2p.log | grep RESULT
-  grep '^RESULT' /tmp/bench_p2p.log | sed 's/^RESULT //' > "$OUT/bench_p2p.jsonl"
-  record "bench_p2p: $(wc -l < "$OUT/bench_p2p.jsonl") results"
+  bench_suite bench_p2p "$ngpu" 200 180
 fi
 
 if has bench; then
