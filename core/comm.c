@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base/pid_namespace.h"
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/profile.h"
@@ -221,6 +222,7 @@ static int describe_self(mori_comm_t *c, mori_peer_info_t *me) {
   memset(me, 0, sizeof(*me));
   me->rank = c->rank;
   me->pid = (int32_t)getpid();
+  me->pid_namespace = mori_pid_namespace();
   me->device = c->device;
   host_identity(me->host_id, sizeof(me->host_id));
   me->host_hash = hash_string(me->host_id);

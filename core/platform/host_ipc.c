@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
+#include "core/base/pid_namespace.h"
 #include "core/platform/ipc_cache.h"
 #include "core/platform/platform.h"
 
@@ -25,6 +26,7 @@ struct host_ipc_handle {
   int32_t pid;
   int32_t fd;
   uint64_t dev, ino; /* the file's identity: a descriptor number reused for another file is refused */
+  uint64_t pid_namespace; /* the owner's: its pid names nothing in another one */
 };
 _Static_assert(sizeof(struct host_ipc_handle) <= MORI_FABRIC_BLOB_SIZE, "the handle travels as a blob");
 
@@ -46,7 +48,7 @@ int mori_platform_ipc_describe(void *ptr, size_t size, int device, mori_pmem_t *
     return rc;
   }
   struct host_ipc_handle h = {.pid = (int32_t)getpid(), .fd = (int32_t)out->handle, .dev = (uint64_t)st.st_dev,
-                              .ino = (uint64_t)st.st_ino};
+                              .ino = (uint64_t)st.st_ino, .pid_namespace = mori_pid_namespace()};
   memcpy(h.magic, host_ipc_magic, sizeof(h.magic));
   out->handle_type = MORI_HANDLE_LEGACY_IPC;
   out->device = device < 0 ? 0 : device;
@@ -61,6 +63,9 @@ static int host_open(const mori_shareable_t *shared, void **base) {
   memcpy(&h, shared->blob, sizeof(h));
   if (memcmp(h.magic, host_ipc_magic, sizeof(h.magic)) != 0 || h.pid <= 0 || h.fd < 0)
     return mori_error_set(MORI_EINVAL, "host: a peer's legacy IPC handle is malformed");
+  if (h.pid_namespace && mori_pid_namespace() && h.pid_namespace != mori_pid_namespace())
+    return mori_error_set(MORI_ENOTSUP, "host: a legacy IPC handle of pid %d in another pid namespace: it is opened through "
+                          "/proc/<pid>/fd, which needs one shared pid namespace (posix_fd or fabric handles do not)", (int)h.pid);
   if (h.pid == getpid())
     return mori_error_set(MORI_EINVAL, "host: a legacy IPC handle of this process's own memory (pid %d) is not opened", (int)h.pid);
   char path[64];

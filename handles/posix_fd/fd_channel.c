@@ -140,9 +140,13 @@ unsigned fd_channel_refused(const fd_channel_t *ch) { return ch->refused; }
 unsigned fd_channel_rejected(const fd_channel_t *ch) { return ch->rejected; }
 unsigned fd_channel_warnings(const fd_channel_t *ch) { return ch->warnings; }
 
+/* Whether a connection from `pid` (as the kernel reports it here) may come
+ * from a rank: one of the ranks' pids, or any pid at all while some rank
+ * lives in another pid namespace (its own pid is no use here; the message's
+ * token and claimed rank are then what is checked). */
 static bool is_rank_pid(const fd_channel_t *ch, pid_t pid) {
   for (int r = 0; r < ch->size; r++)
-    if (r != ch->rank && ch->pids[r] == pid && pid > 0) return true;
+    if (r != ch->rank && ((ch->pids[r] == pid && pid > 0) || ch->pids[r] == FD_CHANNEL_OTHER_PID_NAMESPACE)) return true;
   return false;
 }
 
@@ -180,7 +184,8 @@ static int read_message(fd_channel_t *ch, int conn, pid_t pid, int64_t deadline,
   const char *why = n < 0 ? "read failed"
                           : fd_message_decode(buf, (size_t)n, count, (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0,
                                               ch->token, ch->size, &m);
-  if (!why && ch->pids[m.rank] != pid) why = "sent by another process than the rank it claims";
+  if (!why && ch->pids[m.rank] != pid && ch->pids[m.rank] != FD_CHANNEL_OTHER_PID_NAMESPACE)
+    why = "sent by another process than the rank it claims";
   if (!why && m.rank == ch->rank) why = "claims this rank";
   if (why) {
     for (int i = 0; i < count; i++) close(fds[i]);
@@ -263,7 +268,8 @@ static int check_listener(const fd_channel_t *ch, int sock, int to, const struct
   if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
     return mori_error_errno("fd channel: rank %d cannot learn who holds rank %d's socket @%s", ch->rank, to, sa->sun_path + 1);
   pid_t expected = ch->pids[to];
-  if (cred.uid == geteuid() && expected > 0 && cred.pid == expected) return 0;
+  if (cred.uid == geteuid() && ((expected > 0 && cred.pid == expected) || expected == FD_CHANNEL_OTHER_PID_NAMESPACE))
+    return 0;
   return mori_error_set(MORI_EACCES,
                         "fd channel: rank %d's socket @%s is held by pid %d uid %d, not by rank %d's process "
                         "(pid %d uid %d): rank %d does not send its handle there",

@@ -33,6 +33,12 @@ typedef struct fd_channel fd_channel_t;
  * given with fd_channel_set_pid (0: not known yet, nothing accepted). */
 int fd_channel_open(uint64_t name_nonce, uint64_t token, int rank, int size, fd_channel_t **out);
 void fd_channel_close(fd_channel_t *ch);
+/* A rank in another pid namespace than this process: its pid cannot be
+ * compared with what the kernel reports for its sockets (a pid of its own
+ * namespace; here another number, or 0). Its connections are checked by
+ * uid alone, and its messages by the token; a listener of its name is
+ * trusted when it runs as this user. */
+enum { FD_CHANNEL_OTHER_PID_NAMESPACE = -1 };
 void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid);
 /* Sends a duplicate of fd to rank `to`, tagged with step `seq`; fd < 0
  * sends "no handle" (this rank failed), which the receiver gets as -1.

@@ -34,8 +34,14 @@ static int posix_fd_init(mori_comm_t *comm, void **state) {
     free(s);
     return rc;
   }
-  /* Only the job's processes may connect (checked at accept). */
-  for (int r = 0; r < size; r++) fd_channel_set_pid(s->channel, r, mori_comm_peer_info(comm, r)->pid);
+  /* Only the job's processes may connect (checked at accept), by pid where
+   * the rank shares this process's pid namespace. */
+  const mori_peer_info_t *me = mori_comm_peer_info(comm, mori_comm_rank(comm));
+  for (int r = 0; r < size; r++) {
+    const mori_peer_info_t *peer = mori_comm_peer_info(comm, r);
+    bool foreign = peer->pid_namespace && me->pid_namespace && peer->pid_namespace != me->pid_namespace;
+    fd_channel_set_pid(s->channel, r, foreign ? FD_CHANNEL_OTHER_PID_NAMESPACE : peer->pid);
+  }
   /* No rank may send before every socket is bound. */
   rc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
   if (rc) {

@@ -46,6 +46,10 @@ typedef struct mori_peer_info {
   uint64_t host_hash;
   char host_id[64];     /* MORI_HOST_ID, else hostname + boot id */
   uint8_t device_uuid[16];
+  /* The pid namespace `pid` belongs to (an inode number; 0: unknown). Two
+   * ranks on one host in different namespaces (containers sharing the
+   * network and /dev/shm) cannot compare each other's pids. */
+  uint64_t pid_namespace;
 } mori_peer_info_t;
 
 MORI_API void mori_comm_attr_init(mori_comm_attr_t *attr);
