@@ -211,6 +211,28 @@ static int dereg_mr(struct ibv_mr *mr) {
 
 /* ---- completion queues ---- */
 
+/* The context's lists of CQs and QPs (what the engine walks): arrays of
+ * pointers, doubled when full. room_for_one returns the array (of `elem`-
+ * byte entries) with room for one more, grown with *cap updated, or NULL
+ * when it cannot grow (the array is then unchanged). SWCX_DROP_ONE removes
+ * `item` if it is there, the last entry taking its place. */
+static void *room_for_one(void *array, size_t n, size_t *cap, size_t elem, size_t first_cap) {
+  if (n < *cap) return array;
+  size_t grown_cap = *cap ? 2 * *cap : first_cap;
+  void *grown = realloc(array, grown_cap * elem);
+  if (grown) *cap = grown_cap;
+  return grown;
+}
+
+#define SWCX_DROP_ONE(array, n, item) \
+  do {                                \
+    for (size_t i_ = 0; i_ < (n); i_++) \
+      if ((array)[i_] == (item)) {    \
+        (array)[i_] = (array)[--(n)]; \
+        break;                        \
+      }                               \
+  } while (0)
+
 static void free_cq(struct swcx_cq *q) {
   free_mapped(q->ring);
   free_mapped(q->dbrec);
@@ -260,33 +282,24 @@ static struct ibv_cq *create_cq(struct ibv_context *ctx, int cqe, void *user, st
   q->cq.cq_context = user;
   pthread_mutex_lock(&c->lock);
   q->cqn = __atomic_fetch_add(&next_cqn, 1, __ATOMIC_RELAXED);
-  if (c->n_cqs == c->cap_cqs) {
-    size_t cap = c->cap_cqs ? 2 * c->cap_cqs : 8;
-    struct swcx_cq **grown = realloc(c->cqs, cap * sizeof(*grown));
-    if (!grown) {
-      pthread_mutex_unlock(&c->lock);
-      (c->innerp->verbs->ibv_destroy_cq)(q->inner);
-      free_cq(q);
-      errno = ENOMEM;
-      return NULL;
-    }
-    c->cqs = grown;
-    c->cap_cqs = cap;
+  struct swcx_cq **cqs = room_for_one(c->cqs, c->n_cqs, &c->cap_cqs, sizeof(*cqs), 8);
+  if (cqs) {
+    c->cqs = cqs;
+    c->cqs[c->n_cqs++] = q;
   }
-  c->cqs[c->n_cqs++] = q;
   pthread_mutex_unlock(&c->lock);
-  return &q->cq;
+  if (cqs) return &q->cq;
+  (c->innerp->verbs->ibv_destroy_cq)(q->inner);
+  free_cq(q);
+  errno = ENOMEM;
+  return NULL;
 }
 
 static int destroy_cq(struct ibv_cq *cq) {
   struct swcx_cq *q = (struct swcx_cq *)cq;
   struct swcx_context *c = q->c;
   pthread_mutex_lock(&c->lock);
-  for (size_t i = 0; i < c->n_cqs; i++)
-    if (c->cqs[i] == q) {
-      c->cqs[i] = c->cqs[--c->n_cqs];
-      break;
-    }
+  SWCX_DROP_ONE(c->cqs, c->n_cqs, q);
   pthread_mutex_unlock(&c->lock);
   int rc = (c->innerp->verbs->ibv_destroy_cq)(q->inner);
   free_cq(q);
@@ -391,33 +404,24 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr
   q->qp.handle = q->inner->handle;
   q->state = IBV_QPS_RESET;
   pthread_mutex_lock(&c->lock);
-  if (c->n_qps == c->cap_qps) {
-    size_t cap = c->cap_qps ? 2 * c->cap_qps : 16;
-    struct swcx_qp **grown = realloc(c->qps, cap * sizeof(*grown));
-    if (!grown) {
-      pthread_mutex_unlock(&c->lock);
-      (c->innerp->verbs->ibv_destroy_qp)(q->inner);
-      free_qp(q);
-      errno = ENOMEM;
-      return NULL;
-    }
-    c->qps = grown;
-    c->cap_qps = cap;
+  struct swcx_qp **qps = room_for_one(c->qps, c->n_qps, &c->cap_qps, sizeof(*qps), 16);
+  if (qps) {
+    c->qps = qps;
+    c->qps[c->n_qps++] = q;
   }
-  c->qps[c->n_qps++] = q;
   pthread_mutex_unlock(&c->lock);
-  return &q->qp;
+  if (qps) return &q->qp;
+  (c->innerp->verbs->ibv_destroy_qp)(q->inner);
+  free_qp(q);
+  errno = ENOMEM;
+  return NULL;
 }
 
 static int destroy_qp(struct ibv_qp *qp) {
   struct swcx_qp *q = (struct swcx_qp *)qp;
   struct swcx_context *c = q->c;
   pthread_mutex_lock(&c->lock);
-  for (size_t i = 0; i < c->n_qps; i++)
-    if (c->qps[i] == q) {
-      c->qps[i] = c->qps[--c->n_qps];
-      break;
-    }
+  SWCX_DROP_ONE(c->qps, c->n_qps, q);
   /* Its device ops on the inner CQ will never be sorted now. */
   for (uint32_t s = q->head; s != q->tail; s++) {
     struct swcx_op *op = &q->ops[s % q->wqe_cnt];
