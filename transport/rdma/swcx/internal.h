@@ -29,8 +29,9 @@
  *     segment is not 8 bytes or inline data past the segment or the QP's
  *     inline size (LOCAL_LENGTH_ERR); the QP then moves to error;
  *   - posts the WQE on the inner QP (signaled; inline data through a
- *     registered bounce buffer, so any inner provider carries it; fence
- *     mode -> IBV_SEND_FENCE);
+ *     registered bounce buffer, so any inner provider carries it; a WQE
+ *     with a fence mode only once every earlier one of the QP finished,
+ *     posted unfenced: engine.c says why);
  *   - turns inner completions into CQE64s in the QP's order, one for each
  *     signaled WQE (CE bits 3:2 >= 2) and for every error; the owner bit,
  *     the opcode (MLX5_CQE_REQ / MLX5_CQE_REQ_ERR) and op_own written last
