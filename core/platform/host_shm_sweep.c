@@ -18,12 +18,12 @@
 /* The creator of a name made by make_shm_name: its pid (or -1 when the
  * name is not one) and its pid namespace ("mori.<pid>.<serial>.<salt>.p<ns>";
  * names of earlier versions, without ".p<ns>", are taken as this one's). */
-static long creator_of(const char *name, uint64_t *ns) {
+static long creator_of(const char *name, uint64_t mine, uint64_t *ns) {
   long pid = -1;
   unsigned serial = 0, salt = 0;
   int end = 0, end_ns = 0;
   unsigned long in_name = 0;
-  *ns = mori_pid_namespace();
+  *ns = mine;
   if (sscanf(name, "mori.%ld.%u.%x%n.p%lx%n", &pid, &serial, &salt, &end, &in_name, &end_ns) < 3 || pid <= 0) return -1;
   if (end_ns > end) *ns = in_name;
   if (name[end] == '\0') return pid;
@@ -38,7 +38,7 @@ int mori_host_shm_sweep(const char *dir) {
   uint64_t my_ns = mori_pid_namespace();
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     uint64_t ns = 0;
-    long pid = creator_of(e->d_name, &ns);
+    long pid = creator_of(e->d_name, my_ns, &ns);
     /* Another pid namespace's pid (a container sharing /dev/shm) says
      * nothing here: a live process there may have no pid here at all. */
     if (pid < 0 || ns != my_ns || pid == (long)getpid()) continue;
