@@ -78,9 +78,6 @@ int mori_platform_granularity(int device, size_t *granularity) {
 
 static void sweep_once(void) { (void)mori_host_shm_sweep("/dev/shm"); }
 
-static unsigned long long pid_namespace;
-static void read_pid_namespace(void) { pid_namespace = mori_pid_namespace(); }
-
 static int make_shm_name(char *name, size_t len) {
   static pthread_once_t swept = PTHREAD_ONCE_INIT;
   pthread_once(&swept, sweep_once); /* what crashed or killed processes left (host_shm_sweep.h) */
@@ -89,10 +86,10 @@ static int make_shm_name(char *name, size_t len) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   unsigned salt = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 12);
   /* The pid namespace rides along: a process of another namespace sharing
-   * /dev/shm (a container) must not judge this pid by its own. */
-  static pthread_once_t ns_once = PTHREAD_ONCE_INIT;
-  pthread_once(&ns_once, read_pid_namespace);
-  snprintf(name, len, "/mori.%d.%u.%08x.p%llx", (int)getpid(), atomic_fetch_add(&counter, 1), salt, pid_namespace);
+   * /dev/shm (a container) must not judge this pid by its own. Read each
+   * time, as getpid() is: a forked child may have moved to another one. */
+  snprintf(name, len, "/mori.%d.%u.%08x.p%llx", (int)getpid(), atomic_fetch_add(&counter, 1), salt,
+           (unsigned long long)mori_pid_namespace());
   return 0;
 }
 

@@ -63,7 +63,8 @@ static int host_open(const mori_shareable_t *shared, void **base) {
   memcpy(&h, shared->blob, sizeof(h));
   if (memcmp(h.magic, host_ipc_magic, sizeof(h.magic)) != 0 || h.pid <= 0 || h.fd < 0)
     return mori_error_set(MORI_EINVAL, "host: a peer's legacy IPC handle is malformed");
-  if (h.pid_namespace && mori_pid_namespace() && h.pid_namespace != mori_pid_namespace())
+  uint64_t my_ns = mori_pid_namespace();
+  if (h.pid_namespace && my_ns && h.pid_namespace != my_ns)
     return mori_error_set(MORI_ENOTSUP, "host: a legacy IPC handle of pid %d in another pid namespace: it is opened through "
                           "/proc/<pid>/fd, which needs one shared pid namespace (posix_fd or fabric handles do not)", (int)h.pid);
   if (h.pid == getpid())
