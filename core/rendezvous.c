@@ -26,7 +26,12 @@ static void describe_mismatch(char *out, size_t len, const mori_rendezvous_info_
   }
 }
 
-static uint64_t heap_place(const mori_rendezvous_info_t *i) { return (uint64_t)i->heap_chunk * i->chunk_size + i->heap_offset; }
+/* The same place in the heap: chunk and offset alike. (Not chunk x chunk
+ * size + offset compared as one number: a peer's chunk size is data, and
+ * that product can wrap onto another chunk's place.) */
+static bool same_heap_place(const mori_rendezvous_info_t *a, const mori_rendezvous_info_t *b) {
+  return a->heap_chunk == b->heap_chunk && a->heap_offset == b->heap_offset;
+}
 
 /* The caller's terms: the same on every rank (a rank that asks for the same
  * place while another does not is in another call: sequences diverged),
@@ -158,13 +163,14 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
     /* Asked for, or needed because transports beyond load/store address a
      * peer's memory at this rank's offset: the same place everywhere. */
     for (int r = 1; r < size && same_place; r++)
-      if (heap_place(&all[r]) != heap_place(&all[0]))
+      if (!same_heap_place(&all[r], &all[0]))
         return mori_error_set(MORI_EMISMATCH,
-                              "window_create: rank %d's carve is at heap offset %llu, rank 0's at %llu (the ranks' "
-                              "allocation sequences diverged)",
-                              r, (unsigned long long)heap_place(&all[r]), (unsigned long long)heap_place(&all[0]));
+                              "window_create: rank %d's carve is at heap offset %llu of chunk %d, rank 0's at %llu of "
+                              "chunk %d (the ranks' allocation sequences diverged)",
+                              r, (unsigned long long)all[r].heap_offset, all[r].heap_chunk,
+                              (unsigned long long)all[0].heap_offset, all[0].heap_chunk);
     for (int r = 1; r < size && lsa_size < size; r++)
-      if (all[r].heap_chunk != all[0].heap_chunk || all[r].heap_offset != all[0].heap_offset)
+      if (!same_heap_place(&all[r], &all[0]))
         return mori_error_set(MORI_EMISMATCH,
                               "window_create: rank %d's heap memory is at chunk %d + %llu, rank 0's at chunk %d + %llu, and "
                               "peers outside the load/store team [%d, %d) need the same place on every rank (allocate in the "
