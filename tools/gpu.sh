@@ -22,7 +22,7 @@
 # default backend), sanitize (gpu_window_test, gpu_coll_test and
 # gpu_shmem_test under compute-sanitizer's memcheck, racecheck and
 # synccheck, one summary line per run; SANITIZE_TOOLS / SANITIZE_TESTS
-# narrow it), stress (torch's barrier under stress at two ranks), or all of
+# narrow it, SANITIZE_TIMEOUT bounds each run, default 900 s), stress (torch's barrier under stress at two ranks), or all of
 # them. MORI_BENCH_ONLY narrows the harness's steps.
 # Results and logs go to $OUT (default /tmp/mori-gpu-out). NVLink multicast
 # stays off everywhere (mori never creates multicast objects).
@@ -254,7 +254,7 @@ if has sanitize; then
     for t in ${SANITIZE_TESTS:-gpu_window_test gpu_coll_test gpu_shmem_test}; do
       log="$OUT/sanitize_${tool}_$t.log"
       echo "== compute-sanitizer --tool $tool $t (${SANITIZE_RANKS:-1} rank(s))"
-      MORI_TEST_RANKS=${SANITIZE_RANKS:-1} timeout 900 "$sanitizer" --tool "$tool" --target-processes all \
+      MORI_TEST_RANKS=${SANITIZE_RANKS:-1} timeout -s KILL "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool "$tool" --target-processes all \
         "gpu-bundle/bin/$t" > "$log" 2>&1
       code=$?
       # Reports are blocks of "========= " lines: one that starts without
