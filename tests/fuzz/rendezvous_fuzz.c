@@ -50,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (all[r].heap_chunk + 1 > chunks) chunks = all[r].heap_chunk + 1;
     }
   }
-  if (all[0].terms & MORI_RENDEZVOUS_SAME_PLACE)
+  /* Every allocation empty: no window, so no place to agree on. */
+  if ((all[0].terms & MORI_RENDEZVOUS_SAME_PLACE) && !(all[0].terms & MORI_RENDEZVOUS_EMPTY))
     for (int r = 0; r < n; r++) check(all[r].heap_chunk == all[0].heap_chunk && all[r].heap_offset == all[0].heap_offset);
   uint64_t seq = mori_rendezvous_next_seq(all, n);
   for (int r = 0; r < n; r++) check(seq >= all[r].segment_seq);
