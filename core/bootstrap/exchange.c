@@ -122,12 +122,9 @@ static int in_progress(struct incoming *in, const struct tcp_state *s, int round
       }
     }
   }
-  uint8_t want[MORI_WIRE_MAC_BYTES];
-  mori_hmac_sha256_t ctx;
-  mori_hs_frame_mac_init(&ctx, in->p->key_rx, in->p->received++);
-  mori_hmac_sha256_update(&ctx, in->head, MORI_WIRE_HEADER_BYTES);
-  if (in->bytes) mori_hmac_sha256_update(&ctx, in->dst, in->bytes);
-  mori_hmac_sha256_final(&ctx, want);
+  uint8_t want[MORI_WIRE_MAC_BYTES], digest[MORI_SHA256_BYTES];
+  mori_hs_payload_digest(in->dst, in->bytes, digest);
+  mori_hs_frame_mac(in->p->key_rx, in->p->received++, in->head, digest, want);
   if (!mori_equal_secret(want, in->mac, sizeof(want))) {
     in->p->forged = true;
     snprintf(why, why_len, "its frame failed its MAC (altered on the way)");

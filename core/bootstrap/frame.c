@@ -19,7 +19,8 @@
 #include "core/bootstrap/internal/tcp.h"
 #include "mori/error.h"
 
-void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, struct tcp_outgoing *o) {
+void mori_tcp_seal_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
+                          const uint8_t digest[MORI_SHA256_BYTES], struct tcp_outgoing *o) {
   memset(o, 0, sizeof(*o));
   o->fd = p->fd;
   o->payload = payload;
@@ -31,13 +32,15 @@ void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *
   }
   mori_hs_seal_header(p->key_tx, p->sent, h, o->head);
   o->head_bytes = MORI_WIRE_SEALED_HEADER_BYTES;
-  mori_hmac_sha256_t ctx;
-  mori_hs_frame_mac_init(&ctx, p->key_tx, p->sent);
-  mori_hmac_sha256_update(&ctx, o->head, MORI_WIRE_HEADER_BYTES);
-  if (o->bytes) mori_hmac_sha256_update(&ctx, payload, o->bytes);
-  mori_hmac_sha256_final(&ctx, o->mac);
+  uint8_t own[MORI_SHA256_BYTES];
+  if (!digest) mori_hs_payload_digest(payload, o->bytes, own);
+  mori_hs_frame_mac(p->key_tx, p->sent, o->head, digest ? digest : own, o->mac);
   o->mac_bytes = MORI_WIRE_MAC_BYTES;
   p->sent++;
+}
+
+void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, struct tcp_outgoing *o) {
+  mori_tcp_seal_hashed(p, h, payload, NULL, o);
 }
 
 bool mori_tcp_out_finished(const struct tcp_outgoing *o) { return o->done == o->head_bytes + o->bytes + o->mac_bytes; }
@@ -66,15 +69,20 @@ int mori_tcp_out_progress(struct tcp_outgoing *o) {
   return 0;
 }
 
-int mori_tcp_send_frame(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, int64_t deadline) {
+int mori_tcp_send_frame_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
+                               const uint8_t digest[MORI_SHA256_BYTES], int64_t deadline) {
   struct tcp_outgoing o;
-  mori_tcp_seal(p, h, payload, &o);
+  mori_tcp_seal_hashed(p, h, payload, digest, &o);
   for (;;) {
     int rc = mori_tcp_out_progress(&o);
     if (rc || mori_tcp_out_finished(&o)) return rc;
     rc = mori_net_wait(p->fd, POLLOUT, deadline);
     if (rc) return rc;
   }
+}
+
+int mori_tcp_send_frame(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, int64_t deadline) {
+  return mori_tcp_send_frame_hashed(p, h, payload, NULL, deadline);
 }
 
 size_t mori_tcp_read_ahead(const struct tcp_peer *p) { return p->ahead_end - p->ahead_at; }
@@ -131,23 +139,24 @@ int mori_tcp_recv_header(struct tcp_peer *p, mori_wire_header_t *h, int64_t dead
   }
   rc = mori_wire_decode(head, h, why, why_len);
   if (rc) return rc;
-  mori_hs_frame_mac_init(&p->rx, p->key_rx, p->received);
-  mori_hmac_sha256_update(&p->rx, head, MORI_WIRE_HEADER_BYTES);
+  mori_sha256_init(&p->rx);
+  memcpy(p->rx_head, head, MORI_WIRE_HEADER_BYTES);
   return 0;
 }
 
 int mori_tcp_recv_payload(struct tcp_peer *p, void *dst, size_t bytes, int64_t deadline) {
   int rc = mori_tcp_read_all(p, dst, bytes, deadline);
-  if (!rc && p->keyed) mori_hmac_sha256_update(&p->rx, dst, bytes);
+  if (!rc && p->keyed && bytes) mori_sha256_update(&p->rx, dst, bytes);
   return rc;
 }
 
 int mori_tcp_recv_end(struct tcp_peer *p, int64_t deadline) {
   if (!p->keyed) return 0;
-  uint8_t got[MORI_WIRE_MAC_BYTES], want[MORI_WIRE_MAC_BYTES];
+  uint8_t got[MORI_WIRE_MAC_BYTES], want[MORI_WIRE_MAC_BYTES], digest[MORI_SHA256_BYTES];
   int rc = mori_tcp_read_all(p, got, sizeof(got), deadline);
   if (rc) return rc;
-  mori_hmac_sha256_final(&p->rx, want);
+  mori_sha256_final(&p->rx, digest);
+  mori_hs_frame_mac(p->key_rx, p->received, p->rx_head, digest, want);
   p->received++;
   if (mori_equal_secret(got, want, sizeof(want))) return 0;
   p->forged = true;

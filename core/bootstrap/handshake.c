@@ -65,11 +65,24 @@ void mori_hs_session_keys(const uint8_t key[MORI_HS_KEY_BYTES], int32_t size, in
   mac_over(key, "mori bootstrap 2: frames from rank 0", size, rank, nonce_rank, nonce_root, from_root);
 }
 
-void mori_hs_frame_mac_init(mori_hmac_sha256_t *ctx, const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter) {
+static void frame_mac_init(mori_hmac_sha256_t *ctx, const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter) {
   uint8_t le[8];
   for (int i = 0; i < 8; i++) le[i] = (uint8_t)(counter >> (8 * i));
   mori_hmac_sha256_init(ctx, key, MORI_HS_KEY_BYTES);
   mori_hmac_sha256_update(ctx, le, sizeof(le));
+}
+
+void mori_hs_frame_mac(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter, const uint8_t header[MORI_WIRE_HEADER_BYTES],
+                       const uint8_t digest[MORI_SHA256_BYTES], uint8_t mac[MORI_WIRE_MAC_BYTES]) {
+  mori_hmac_sha256_t ctx;
+  frame_mac_init(&ctx, key, counter);
+  mori_hmac_sha256_update(&ctx, header, MORI_WIRE_HEADER_BYTES);
+  mori_hmac_sha256_update(&ctx, digest, MORI_SHA256_BYTES);
+  mori_hmac_sha256_final(&ctx, mac);
+}
+
+void mori_hs_payload_digest(const void *payload, size_t bytes, uint8_t digest[MORI_SHA256_BYTES]) {
+  mori_sha256(bytes ? payload : "", bytes, digest);
 }
 
 static void header_mac(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter, const uint8_t *header,
@@ -78,7 +91,7 @@ static void header_mac(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter, c
    * input goes on with the header's magic). */
   static const char label[] = "header";
   mori_hmac_sha256_t ctx;
-  mori_hs_frame_mac_init(&ctx, key, counter);
+  frame_mac_init(&ctx, key, counter);
   mori_hmac_sha256_update(&ctx, label, sizeof(label));
   mori_hmac_sha256_update(&ctx, header, MORI_WIRE_HEADER_BYTES);
   mori_hmac_sha256_final(&ctx, mac);

@@ -84,12 +84,9 @@ bool ScriptedRootRefuses(int listen_fd, int size, const std::string &secret, Roo
     mori_hs_seal_header(from_root, 0, &abort, frame.data());
     const uint8_t *t = reinterpret_cast<const uint8_t *>(text);
     frame.insert(frame.end(), t, t + text_len);
-    mori_hmac_sha256_t mac;
-    mori_hs_frame_mac_init(&mac, from_root, 0);
-    mori_hmac_sha256_update(&mac, frame.data(), MORI_WIRE_HEADER_BYTES);
-    mori_hmac_sha256_update(&mac, t, text_len);
-    uint8_t tag[MORI_WIRE_MAC_BYTES];
-    mori_hmac_sha256_final(&mac, tag);
+    uint8_t digest[MORI_SHA256_BYTES], tag[MORI_WIRE_MAC_BYTES];
+    mori_hs_payload_digest(t, text_len, digest);
+    mori_hs_frame_mac(from_root, 0, frame.data(), digest, tag);
     frame.insert(frame.end(), tag, tag + sizeof(tag));
     ok = ok && SendAll(fd, frame);
   }

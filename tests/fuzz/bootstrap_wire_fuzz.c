@@ -7,7 +7,7 @@
  *   2. the frame decoder walks it frame by frame, taking each payload as far
  *      as the input goes, mapping REJECT/ABORT codes and cleaning their text,
  *      and decoding the link addresses a LINKS or RESULT frame carries;
- *   3. a receiver of sealed frames (an authenticated connection, protocol 4)
+ *   3. a receiver of sealed frames (an authenticated connection, protocol 6)
  *      walks it: each header's MAC is checked before any field is used, a
  *      size only then bounded, each frame's MAC checked after its payload;
  *   4. a header made from the input's first 32 bytes is sealed, one byte of
@@ -105,11 +105,9 @@ static void run_decoder(const uint8_t *data, size_t size) {
         check(memcmp(again, data + at, sizeof(again)) == 0);
       }
     if (mori_wire_has_mac(h.op) && take) {
-      mori_hmac_sha256_t mac;
-      uint8_t tag[MORI_WIRE_MAC_BYTES];
-      mori_hs_frame_mac_init(&mac, session_key, 1);
-      mori_hmac_sha256_update(&mac, data, take);
-      mori_hmac_sha256_final(&mac, tag);
+      uint8_t digest[MORI_SHA256_BYTES], tag[MORI_WIRE_MAC_BYTES];
+      mori_hs_payload_digest(data, take, digest);
+      mori_hs_frame_mac(session_key, 1, data - MORI_WIRE_HEADER_BYTES, digest, tag);
     }
     data += take;
     size -= take;
@@ -139,12 +137,9 @@ static void run_sealed(const uint8_t *data, size_t size) {
     size -= MORI_WIRE_SEALED_HEADER_BYTES;
     uint64_t payload = mori_wire_payload_bytes(&h);
     if (payload + MORI_WIRE_MAC_BYTES > size) return; /* a receiver waits for the rest */
-    mori_hmac_sha256_t mac;
-    uint8_t want[MORI_WIRE_MAC_BYTES];
-    mori_hs_frame_mac_init(&mac, sealed_key, counter);
-    mori_hmac_sha256_update(&mac, header, sizeof(header));
-    mori_hmac_sha256_update(&mac, data, (size_t)payload);
-    mori_hmac_sha256_final(&mac, want);
+    uint8_t digest[MORI_SHA256_BYTES], want[MORI_WIRE_MAC_BYTES];
+    mori_hs_payload_digest(data, (size_t)payload, digest);
+    mori_hs_frame_mac(sealed_key, counter, header, digest, want);
     if (!mori_equal_secret(want, data + payload, sizeof(want))) return;
     data += payload + MORI_WIRE_MAC_BYTES;
     size -= (size_t)payload + MORI_WIRE_MAC_BYTES;

@@ -45,10 +45,16 @@ void mori_hs_session_keys(const uint8_t key[MORI_HS_KEY_BYTES], int32_t size, in
                           const uint8_t nonce_root[MORI_WIRE_NONCE_BYTES], uint8_t to_root[MORI_HS_KEY_BYTES],
                           uint8_t from_root[MORI_HS_KEY_BYTES]);
 
-/* Starts the MAC of one frame: HMAC-SHA256 under a session key, over the
- * frame's number on its connection (so no frame can be replayed, dropped or
- * reordered unnoticed), then its header and payload (fed by the caller). */
-void mori_hs_frame_mac_init(mori_hmac_sha256_t *ctx, const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter);
+/* The MAC of one frame: HMAC-SHA256 under a session key, over the frame's
+ * number on its connection (so no frame can be replayed, dropped or
+ * reordered unnoticed), its header, and the SHA-256 of its payload
+ * (`digest`, see mori_hs_payload_digest). The payload is hashed apart so
+ * that one sent on many connections (rank 0's result of a collective, the
+ * same for every rank) is hashed once, not once per rank. */
+void mori_hs_frame_mac(const uint8_t key[MORI_HS_KEY_BYTES], uint64_t counter, const uint8_t header[MORI_WIRE_HEADER_BYTES],
+                       const uint8_t digest[MORI_SHA256_BYTES], uint8_t mac[MORI_WIRE_MAC_BYTES]);
+/* The SHA-256 of a frame's payload (an empty payload's too). */
+void mori_hs_payload_digest(const void *payload, size_t bytes, uint8_t digest[MORI_SHA256_BYTES]);
 
 /* An authenticated frame opens with its header sealed: the 32-byte header,
  * then a MAC over {frame number, "header", header} under the session key.

@@ -44,7 +44,8 @@ struct tcp_peer {
   uint8_t key_tx[MORI_HS_KEY_BYTES]; /* session key of the frames this side sends */
   uint8_t key_rx[MORI_HS_KEY_BYTES];
   uint64_t sent, received; /* frames so far: each MAC covers its number */
-  mori_hmac_sha256_t rx;   /* MAC of the frame being received */
+  mori_sha256_t rx;        /* hash of the payload of the frame being received */
+  uint8_t rx_head[MORI_WIRE_HEADER_BYTES]; /* and its header, both under its frame MAC */
   bool forged;             /* a frame failed its MAC: the connection is worth nothing more */
   /* Bytes read from fd that no one has taken yet: ahead[ahead_at, ahead_end). */
   uint32_t ahead_at, ahead_end;
@@ -81,11 +82,17 @@ struct tcp_state {
 /* Frames (frame.c). Each returns 0, MORI_ETIMEDOUT, MORI_ECONNRESET, or
  * MORI_EPROTO (why says how; p->forged when a MAC failed). */
 void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, struct tcp_outgoing *o);
+/* The same, with the payload's SHA-256 already taken (a payload sent to
+ * many ranks is hashed once); digest NULL: taken here. */
+void mori_tcp_seal_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
+                          const uint8_t digest[MORI_SHA256_BYTES], struct tcp_outgoing *o);
 bool mori_tcp_out_finished(const struct tcp_outgoing *o);
 /* Sends what the socket takes now (one sendmsg of every part left): 0, or
  * MORI_ECONNRESET. */
 int mori_tcp_out_progress(struct tcp_outgoing *o);
 int mori_tcp_send_frame(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, int64_t deadline);
+int mori_tcp_send_frame_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
+                               const uint8_t digest[MORI_SHA256_BYTES], int64_t deadline);
 
 /* Reading: what was read ahead first, then one recvmsg into dst and, behind
  * it, the read-ahead buffer. read_some: bytes taken (> 0), 0 when nothing

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The TCP bootstrap's frames on the wire (protocol 5). Every frame opens
+/* The TCP bootstrap's frames on the wire (protocol 6). Every frame opens
  * with a 32-byte little-endian header:
  *   magic u32 "mori" | version u16 | op u16 | rank i32 | arg i32 | seq u64 | bytes u64
  * Before a connection is authenticated a frame is that header and a
@@ -9,7 +9,8 @@
  * the header MAC over {frame counter, "header", header}, checked before any
  * field of the header is believed (its size included: nothing more is read
  * on the word of a header that was altered), and the frame MAC over {frame
- * counter, header, payload}. A byte altered anywhere fails one of the two.
+ * counter, header, SHA-256 of the payload}. A byte altered anywhere fails
+ * one of the two.
  *
  * Start-up (no MACs; the proofs are the authentication), both to
  * rank 0 and on a link (a connection between two ranks, see links.h):
@@ -44,7 +45,7 @@ MORI_EXTERN_C_BEGIN
 
 enum {
   MORI_WIRE_MAGIC = 0x6d6f7269, /* "mori" */
-  MORI_WIRE_VERSION = 5,
+  MORI_WIRE_VERSION = 6,
   MORI_WIRE_HEADER_BYTES = 32,
   MORI_WIRE_NONCE_BYTES = 32,
   MORI_WIRE_MAC_BYTES = 32,
