@@ -162,21 +162,22 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
       }
     /* Asked for, or needed because transports beyond load/store address a
      * peer's memory at this rank's offset: the same place everywhere. */
-    for (int r = 1; r < size && same_place; r++)
-      if (!same_heap_place(&all[r], &all[0]))
+    bool needed = same_place || lsa_size < size;
+    for (int r = 1; r < size && needed; r++) {
+      if (same_heap_place(&all[r], &all[0])) continue;
+      if (same_place)
         return mori_error_set(MORI_EMISMATCH,
                               "window_create: rank %d's carve is at heap offset %llu of chunk %d, rank 0's at %llu of "
                               "chunk %d (the ranks' allocation sequences diverged)",
                               r, (unsigned long long)all[r].heap_offset, all[r].heap_chunk,
                               (unsigned long long)all[0].heap_offset, all[0].heap_chunk);
-    for (int r = 1; r < size && lsa_size < size; r++)
-      if (!same_heap_place(&all[r], &all[0]))
-        return mori_error_set(MORI_EMISMATCH,
-                              "window_create: rank %d's heap memory is at chunk %d + %llu, rank 0's at chunk %d + %llu, and "
-                              "peers outside the load/store team [%d, %d) need the same place on every rank (allocate in the "
-                              "same order everywhere, or set MORI_SHMEM_MODE=isolation)",
-                              r, all[r].heap_chunk, (unsigned long long)all[r].heap_offset, all[0].heap_chunk,
-                              (unsigned long long)all[0].heap_offset, lsa_base, lsa_base + lsa_size);
+      return mori_error_set(MORI_EMISMATCH,
+                            "window_create: rank %d's heap memory is at chunk %d + %llu, rank 0's at chunk %d + %llu, and "
+                            "peers outside the load/store team [%d, %d) need the same place on every rank (allocate in the "
+                            "same order everywhere, or set MORI_SHMEM_MODE=isolation)",
+                            r, all[r].heap_chunk, (unsigned long long)all[r].heap_offset, all[0].heap_chunk,
+                            (unsigned long long)all[0].heap_offset, lsa_base, lsa_base + lsa_size);
+    }
     return 0;
   }
   for (int r = 1; r < size; r++)

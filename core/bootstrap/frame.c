@@ -19,8 +19,9 @@
 #include "core/bootstrap/internal/tcp.h"
 #include "mori/error.h"
 
-void mori_tcp_seal_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
-                          const uint8_t digest[MORI_SHA256_BYTES], struct tcp_outgoing *o) {
+/* digest: the payload's SHA-256 when the caller has it, else NULL. */
+static void seal_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
+                        const uint8_t digest[MORI_SHA256_BYTES], struct tcp_outgoing *o) {
   memset(o, 0, sizeof(*o));
   o->fd = p->fd;
   o->payload = payload;
@@ -40,7 +41,7 @@ void mori_tcp_seal_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const
 }
 
 void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, struct tcp_outgoing *o) {
-  mori_tcp_seal_hashed(p, h, payload, NULL, o);
+  seal_hashed(p, h, payload, NULL, o);
 }
 
 bool mori_tcp_out_finished(const struct tcp_outgoing *o) { return o->done == o->head_bytes + o->bytes + o->mac_bytes; }
@@ -72,7 +73,7 @@ int mori_tcp_out_progress(struct tcp_outgoing *o) {
 int mori_tcp_send_frame_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
                                const uint8_t digest[MORI_SHA256_BYTES], int64_t deadline) {
   struct tcp_outgoing o;
-  mori_tcp_seal_hashed(p, h, payload, digest, &o);
+  seal_hashed(p, h, payload, digest, &o);
   for (;;) {
     int rc = mori_tcp_out_progress(&o);
     if (rc || mori_tcp_out_finished(&o)) return rc;

@@ -82,15 +82,13 @@ struct tcp_state {
 /* Frames (frame.c). Each returns 0, MORI_ETIMEDOUT, MORI_ECONNRESET, or
  * MORI_EPROTO (why says how; p->forged when a MAC failed). */
 void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, struct tcp_outgoing *o);
-/* The same, with the payload's SHA-256 already taken (a payload sent to
- * many ranks is hashed once); digest NULL: taken here. */
-void mori_tcp_seal_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
-                          const uint8_t digest[MORI_SHA256_BYTES], struct tcp_outgoing *o);
 bool mori_tcp_out_finished(const struct tcp_outgoing *o);
 /* Sends what the socket takes now (one sendmsg of every part left): 0, or
  * MORI_ECONNRESET. */
 int mori_tcp_out_progress(struct tcp_outgoing *o);
 int mori_tcp_send_frame(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload, int64_t deadline);
+/* The same, with the payload's SHA-256 already taken (a payload sent to
+ * many ranks is hashed once); digest NULL: taken here. */
 int mori_tcp_send_frame_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
                                const uint8_t digest[MORI_SHA256_BYTES], int64_t deadline);
 
