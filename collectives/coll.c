@@ -339,19 +339,17 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
     if (!mori_window_peer_ptr(out_win, mori_team_to_world(c->team, m)))
       return mori_error_set(MORI_EUNREACHABLE, "%s: member %d (world rank %d) cannot be written by rank %d", what, m,
                             mori_team_to_world(c->team, m), me);
-  mori_a2av_args_t a;
-  memset(&a, 0, sizeof(a));
-  a.in = (const char *)in;
-  a.in_splits = in_splits;
-  a.out_splits_offsets = out_splits_offsets;
-  a.out = (char *)mori_window_local_ptr(out_win) + out_offset;
-  a.out_win = mori_window_device_view(out_win);
-  a.out_offset = out_offset;
-  a.out_rows = out_rows;
-  a.row_bytes = row_bytes;
-  a.align = align;
-  a.layout = layout;
-  a.experts = experts;
+  mori_a2av_args_t a = {.in = (const char *)in,
+                        .in_splits = in_splits,
+                        .out_splits_offsets = out_splits_offsets,
+                        .out = (char *)mori_window_local_ptr(out_win) + out_offset,
+                        .out_win = mori_window_device_view(out_win),
+                        .out_offset = out_offset,
+                        .out_rows = out_rows,
+                        .row_bytes = row_bytes,
+                        .align = align,
+                        .layout = layout,
+                        .experts = experts};
   /* The sizes are on the device: the pieces per member follow what it can
    * get at most (out spread evenly over the members), one per 128 KiB
    * (the direct all-to-all's best slices), 1 to 32. */

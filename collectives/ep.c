@@ -298,14 +298,8 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
                           c->rank, num_tokens, c->max_num_inp_token_per_rank);
   if (num_tokens && (!input || !indices))
     return mori_error_set(MORI_EINVAL, "%s: rank %d: input and indices are required for %u tokens", what, c->rank, num_tokens);
-  mori_ep_args_t a;
-  memset(&a, 0, sizeof(a));
-  a.input = input;
-  a.weights = weights;
-  a.scales = scales;
-  a.indices = indices;
-  a.num_tokens = num_tokens;
-  a.phases = phases;
+  mori_ep_args_t a = {
+      .input = input, .weights = weights, .scales = scales, .indices = indices, .num_tokens = num_tokens, .phases = phases};
   ep->last_num_tokens = num_tokens;
   return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, num_tokens), stream);
 }
@@ -326,9 +320,7 @@ int mori_ep_dispatch_send(mori_ep_t *ep, const void *input, const float *weights
 static int recv_args(mori_ep_t *ep, const char *what, mori_ep_args_t *a) {
   int rc = check_call(ep, what);
   if (rc) return rc;
-  memset(a, 0, sizeof(*a));
-  a->num_tokens = ep->last_num_tokens;
-  a->phases = MORI_EP_PHASE_RECV;
+  *a = (mori_ep_args_t){.num_tokens = ep->last_num_tokens, .phases = MORI_EP_PHASE_RECV};
   return 0;
 }
 
@@ -351,14 +343,12 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
   if (elem_bytes((int)dtype) > ep->comb_elem_bytes)
     return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s takes %u bytes, the buffers hold %u (max_token_type_size)",
                           what, ep->config.rank, dtype_name((int)dtype), elem_bytes((int)dtype), ep->comb_elem_bytes);
-  mori_ep_args_t a;
-  memset(&a, 0, sizeof(a));
-  a.input = input;
-  a.weights = weights;
-  a.num_tokens = ep->last_num_tokens;
-  a.phases = phases;
-  a.dtype = (uint32_t)dtype;
-  a.has_weights = weights != NULL;
+  mori_ep_args_t a = {.input = input,
+                      .weights = weights,
+                      .num_tokens = ep->last_num_tokens,
+                      .phases = phases,
+                      .dtype = (uint32_t)dtype,
+                      .has_weights = weights != NULL};
   ep->comb_dtype = a.dtype;
   ep->comb_has_weights = a.has_weights;
   return mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
