@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/base/pid_namespace.h"
 #include "handles/posix_fd/fd_message.h"
 
 enum {
@@ -35,6 +37,8 @@ struct fd_channel {
   int listener;
   int rank, size;
   pid_t *pids; /* per rank */
+  uint64_t *namespaces; /* per rank in another pid namespace: the one it reported (else 0) */
+  uint64_t own_namespace;
   uint64_t nonce, token;
   uint64_t floor; /* steps below this one are over: their messages are stale */
   unsigned refused, rejected, warnings, suppressed;
@@ -97,12 +101,20 @@ static int name_taken(const struct sockaddr_un *sa, socklen_t len, int rank) {
 int fd_channel_open(uint64_t nonce, uint64_t token, int rank, int size, fd_channel_t **out) {
   fd_channel_t *ch = calloc(1, sizeof(*ch));
   pid_t *pids = calloc((size_t)(size > 0 ? size : 1), sizeof(pid_t));
-  if (!ch || !pids) {
+  uint64_t *namespaces = calloc((size_t)(size > 0 ? size : 1), sizeof(uint64_t));
+  if (!ch || !pids || !namespaces) {
     free(ch);
     free(pids);
+    free(namespaces);
     return mori_error_set(MORI_ENOMEM, "fd channel");
   }
-  *ch = (fd_channel_t){.rank = rank, .size = size, .pids = pids, .nonce = nonce, .token = token};
+  *ch = (fd_channel_t){.rank = rank,
+                       .size = size,
+                       .pids = pids,
+                       .namespaces = namespaces,
+                       .own_namespace = mori_pid_namespace(),
+                       .nonce = nonce,
+                       .token = token};
   /* From here on a failure closes the channel as it stands. */
   ch->listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (ch->listener < 0) {
@@ -128,25 +140,56 @@ void fd_channel_close(fd_channel_t *ch) {
     if (ch->stash[i].fd >= 0) close(ch->stash[i].fd);
   free(ch->stash);
   free(ch->pids);
+  free(ch->namespaces);
   if (ch->listener >= 0) close(ch->listener);
   free(ch);
 }
 
 void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid) {
-  if (rank >= 0 && rank < ch->size) ch->pids[rank] = pid;
+  if (rank < 0 || rank >= ch->size) return;
+  ch->pids[rank] = pid;
+  ch->namespaces[rank] = 0;
+}
+
+void fd_channel_set_foreign(fd_channel_t *ch, int rank, uint64_t pid_namespace) {
+  if (rank < 0 || rank >= ch->size) return;
+  ch->pids[rank] = FD_CHANNEL_OTHER_PID_NAMESPACE;
+  ch->namespaces[rank] = pid_namespace;
 }
 
 unsigned fd_channel_refused(const fd_channel_t *ch) { return ch->refused; }
 unsigned fd_channel_rejected(const fd_channel_t *ch) { return ch->rejected; }
 unsigned fd_channel_warnings(const fd_channel_t *ch) { return ch->warnings; }
 
+/* The pid namespace of the process the kernel reports here as `pid`, or 0
+ * when that cannot be told (its /proc entry is unreadable or gone). */
+static uint64_t namespace_of(pid_t pid) {
+  char path[48];
+  snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+  struct stat st;
+  return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Whether the process the kernel reports here as `pid` may be rank r's:
+ * the pid r reported; or, for a rank in another pid namespace (whose own
+ * pid means nothing here), a process the kernel cannot name in this
+ * namespace (pid 0: it lives outside this namespace's tree; nothing more
+ * can be told of it) or one whose namespace is the one r reported. A
+ * process of this namespace never speaks for such a rank: the ranks of
+ * this namespace are known by pid, so one of them, or any other process
+ * here, claiming a foreign rank is refused. */
+static bool may_be_rank(const fd_channel_t *ch, int r, pid_t pid) {
+  if (ch->pids[r] != FD_CHANNEL_OTHER_PID_NAMESPACE) return pid > 0 && ch->pids[r] == pid;
+  if (pid == 0) return true;
+  uint64_t ns = pid > 0 ? namespace_of(pid) : 0;
+  return ns != 0 && ns != ch->own_namespace && ns == ch->namespaces[r];
+}
+
 /* Whether a connection from `pid` (as the kernel reports it here) may come
- * from a rank: one of the ranks' pids, or any pid at all while some rank
- * lives in another pid namespace (its own pid is no use here; the message's
- * token and claimed rank are then what is checked). */
+ * from a rank other than this one; which rank is checked on its message. */
 static bool is_rank_pid(const fd_channel_t *ch, pid_t pid) {
   for (int r = 0; r < ch->size; r++)
-    if (r != ch->rank && ((ch->pids[r] == pid && pid > 0) || ch->pids[r] == FD_CHANNEL_OTHER_PID_NAMESPACE)) return true;
+    if (r != ch->rank && may_be_rank(ch, r, pid)) return true;
   return false;
 }
 
@@ -184,8 +227,7 @@ static int read_message(fd_channel_t *ch, int conn, pid_t pid, int64_t deadline,
   const char *why = n < 0 ? "read failed"
                           : fd_message_decode(buf, (size_t)n, count, (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0,
                                               ch->token, ch->size, &m);
-  if (!why && ch->pids[m.rank] != pid && ch->pids[m.rank] != FD_CHANNEL_OTHER_PID_NAMESPACE)
-    why = "sent by another process than the rank it claims";
+  if (!why && !may_be_rank(ch, m.rank, pid)) why = "sent by another process than the rank it claims";
   if (!why && m.rank == ch->rank) why = "claims this rank";
   if (why) {
     for (int i = 0; i < count; i++) close(fds[i]);
@@ -268,8 +310,7 @@ static int check_listener(const fd_channel_t *ch, int sock, int to, const struct
   if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
     return mori_error_errno("fd channel: rank %d cannot learn who holds rank %d's socket @%s", ch->rank, to, sa->sun_path + 1);
   pid_t expected = ch->pids[to];
-  if (cred.uid == geteuid() && ((expected > 0 && cred.pid == expected) || expected == FD_CHANNEL_OTHER_PID_NAMESPACE))
-    return 0;
+  if (cred.uid == geteuid() && may_be_rank(ch, to, cred.pid)) return 0;
   return mori_error_set(MORI_EACCES,
                         "fd channel: rank %d's socket @%s is held by pid %d uid %d, not by rank %d's process "
                         "(pid %d uid %d): rank %d does not send its handle there",

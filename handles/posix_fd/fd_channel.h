@@ -33,13 +33,18 @@ typedef struct fd_channel fd_channel_t;
  * given with fd_channel_set_pid (0: not known yet, nothing accepted). */
 int fd_channel_open(uint64_t name_nonce, uint64_t token, int rank, int size, fd_channel_t **out);
 void fd_channel_close(fd_channel_t *ch);
-/* A rank in another pid namespace than this process: its pid cannot be
- * compared with what the kernel reports for its sockets (a pid of its own
- * namespace; here another number, or 0). Its connections are checked by
- * uid alone, and its messages by the token; a listener of its name is
- * trusted when it runs as this user. */
-enum { FD_CHANNEL_OTHER_PID_NAMESPACE = -1 };
 void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid);
+/* A rank in another pid namespace than this process (`pid_namespace`, the
+ * inode of its /proc/self/ns/pid as it reported it): its pid cannot be
+ * compared with what the kernel reports for its sockets (a pid of its own
+ * namespace; here another number, or 0). A process the kernel names here
+ * may speak for it (connect, send, hold its socket) only when it lives in
+ * that namespace, never when it lives in this one; one the kernel cannot
+ * name here (pid 0, outside this namespace's tree) is checked by uid and,
+ * for its messages, by the token. Whether such a rank has exited cannot be
+ * told: waits on it end at their deadline. */
+enum { FD_CHANNEL_OTHER_PID_NAMESPACE = -1 };
+void fd_channel_set_foreign(fd_channel_t *ch, int rank, uint64_t pid_namespace);
 /* Sends a duplicate of fd to rank `to`, tagged with step `seq`; fd < 0
  * sends "no handle" (this rank failed), which the receiver gets as -1.
  * Only to rank `to`'s process (MORI_EACCES naming the socket and whoever

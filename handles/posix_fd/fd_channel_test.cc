@@ -17,6 +17,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/base/pid_namespace.h"
 #include "tests/support/harness.h"
 #include "tests/support/proc_stats.h"
 
@@ -201,6 +202,48 @@ TEST(FdChannel, ALateMessageOfAFinishedStepIsDroppedWithItsFd) {
       EXPECT_GE(fd, 0);
       EXPECT_EQ(mori_test::CountFds(), fds + 1) << "rank 1's fd of step 1 is still held";
       close(fd);
+    }
+    close(mem);
+    fd_channel_close(ch);
+  });
+}
+
+// Rank 2 is said to live in another pid namespace (a made-up one): no
+// process of this namespace may speak for it. Rank 1, a rank of the job
+// with the token, claiming rank 2 is rejected; a process that is no rank
+// is refused at connection; rank 2's socket, held by a process of this
+// namespace, gets nothing from rank 0. (All three passed while any rank
+// was foreign: any pid of this user was taken for the foreign rank.)
+TEST(FdChannel, NoProcessOfThisNamespaceSpeaksForARankInAnother) {
+  Shared *sh = MapShared();
+  uint64_t nonce = kNonce ^ 0x33 ^ (uint64_t)getpid();
+  EXPECT_RANKS_PASS(3, [&](int rank, int size) {
+    fd_channel_t *ch = Open(sh, nonce, rank);
+    ASSERT_NE(ch, nullptr);
+    int mem = MemfdWith("rank 2's memory?");
+    if (rank == 1) {
+      MORI_ASSERT_OK(fd_channel_send_raw(nonce, 0, kToken, 2, 5, mem));
+      pid_t child = fork();
+      if (child == 0) _exit(fd_channel_send_raw(nonce, 0, kToken, 2, 5, mem) == 0 ? 0 : 1);
+      waitpid(child, nullptr, 0);
+      sh->step = 1;
+      MORI_ASSERT_OK(fd_channel_send(ch, 0, 5, mem, 10000));
+      WaitStep(sh, 2);
+    } else if (rank == 2) {
+      WaitStep(sh, 2);  // holds its socket until rank 0 has tried it
+    } else {
+      fd_channel_set_foreign(ch, 2, mori_pid_namespace() + 1);
+      WaitStep(sh, 1);
+      int fd = -1;
+      MORI_ASSERT_OK(fd_channel_recv(ch, 1, 5, 10000, &fd));
+      close(fd);
+      EXPECT_EQ(fd_channel_refused(ch), 1u) << "the process that is no rank";
+      EXPECT_EQ(fd_channel_rejected(ch), 1u) << "rank 1 claiming rank 2";
+      int fds = mori_test::CountFds();
+      EXPECT_EQ(fd_channel_send(ch, 2, 5, mem, 2000), MORI_EACCES) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("not by rank 2's process"), std::string::npos) << mori_last_error();
+      EXPECT_EQ(mori_test::CountFds(), fds);
+      sh->step = 2;
     }
     close(mem);
     fd_channel_close(ch);

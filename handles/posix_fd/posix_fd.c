@@ -40,7 +40,8 @@ static int posix_fd_init(mori_comm_t *comm, void **state) {
   for (int r = 0; r < size; r++) {
     const mori_peer_info_t *peer = mori_comm_peer_info(comm, r);
     bool foreign = peer->pid_namespace && me->pid_namespace && peer->pid_namespace != me->pid_namespace;
-    fd_channel_set_pid(s->channel, r, foreign ? FD_CHANNEL_OTHER_PID_NAMESPACE : peer->pid);
+    if (foreign) fd_channel_set_foreign(s->channel, r, peer->pid_namespace);
+    else fd_channel_set_pid(s->channel, r, peer->pid);
   }
   /* No rank may send before every socket is bound. */
   rc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
