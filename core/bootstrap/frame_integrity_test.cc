@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 extern "C" {
+#include "core/bootstrap/internal/handshake.h"
 #include "core/bootstrap/internal/net.h"
 #include "core/bootstrap/internal/tcp.h"
 }
@@ -52,14 +53,16 @@ tcp_peer Root(int fd) {
 
 // Rank 0 answers step 5's barrier with `reply`, the byte at `flip` (if >= 0)
 // of what goes on the wire flipped; returns the leaf's code and message.
+// `digest` (optional): rank 0 sends through mori_tcp_send_frame_hashed with
+// that SHA-256 of the payload, as it does for a result every rank gets.
 std::pair<int, std::string> LeafSees(const mori_wire_header_t &reply, int flip, const void *payload = nullptr,
-                                     size_t result_bytes = 0) {
+                                     size_t result_bytes = 0, const uint8_t *digest = nullptr) {
   int leaf_side[2], root_side[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, leaf_side), 0);
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, root_side), 0);
   // Rank 0 writes into root_side[0]; the test carries it to leaf_side[1].
   tcp_peer root = Root(root_side[0]);
-  EXPECT_EQ(mori_tcp_send_frame(&root, &reply, payload, mori_net_now_ms() + 1000), 0);
+  EXPECT_EQ(mori_tcp_send_frame_hashed(&root, &reply, payload, digest, mori_net_now_ms() + 1000), 0);
   uint8_t wire[256];
   ssize_t n = read(root_side[1], wire, sizeof(wire));
   EXPECT_GT(n, 0);
@@ -111,6 +114,35 @@ TEST(FrameIntegrity, EveryFlippedPayloadByteIsAnIntegrityFailure) {
     EXPECT_EQ(got.first, MORI_EPROTO) << "byte " << flip << ": " << got.second;
     EXPECT_TRUE(SaysMacFailed(got.second, 0)) << "byte " << flip << ": " << got.second;
   }
+}
+
+// A result rank 0 hashes once and sends to every rank: its payload is under
+// the frame's MAC all the same, and a digest that is not the payload's (a
+// sender hashing the wrong bytes) is an integrity failure, not a result.
+TEST(FrameIntegrity, APayloadHashedOnceForEveryRankIsUnderTheMacToo) {
+  uint8_t payload[24];
+  for (size_t i = 0; i < sizeof(payload); i++) payload[i] = (uint8_t)(i * 5 + 1);
+  mori_wire_header_t reply = {};
+  reply.op = MORI_WIRE_RESULT;
+  reply.seq = 5;
+  reply.bytes = sizeof(payload);
+  uint8_t digest[MORI_SHA256_BYTES];
+  mori_hs_payload_digest(payload, sizeof(payload), digest);
+  auto ok = LeafSees(reply, -1, payload, sizeof(payload), digest);
+  EXPECT_EQ(ok.first, 0) << ok.second;
+  for (int flip = kSealed; flip < kSealed + (int)sizeof(payload); flip++) {
+    auto got = LeafSees(reply, flip, payload, sizeof(payload), digest);
+    EXPECT_EQ(got.first, MORI_EPROTO) << "byte " << flip << ": " << got.second;
+    EXPECT_TRUE(SaysMacFailed(got.second, 0)) << "byte " << flip << ": " << got.second;
+  }
+  uint8_t other[sizeof(payload)];
+  memcpy(other, payload, sizeof(other));
+  other[3] ^= 0x80;
+  uint8_t wrong[MORI_SHA256_BYTES];
+  mori_hs_payload_digest(other, sizeof(other), wrong);
+  auto stale = LeafSees(reply, -1, payload, sizeof(payload), wrong);
+  EXPECT_EQ(stale.first, MORI_EPROTO) << stale.second;
+  EXPECT_TRUE(SaysMacFailed(stale.second, 0)) << stale.second;
 }
 
 // Rank 1's arrival at step 5's barrier reaches rank 0 with the byte at
