@@ -21,6 +21,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/internal/agreement.h"
 #include "core/internal/local_mem.h"
 #include "core/internal/segment.h"
 #include "core/internal/signal_arena.h"
@@ -68,19 +69,30 @@ static struct mori_signal_arenas *arenas_of(mori_comm_t *c) {
   return c->arenas;
 }
 
-/* Every rank adds one arena together. `rc`: this rank's status so far. */
-static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc) {
+/* Backs granules [start, start + count) of arena `a`: on the host platform
+ * their pages of /dev/shm are reserved now, so a peer's first signal there,
+ * or a reclaim's zeroing, cannot meet a full /dev/shm (a SIGBUS). An arena
+ * is made back-on-demand and only the runs handed out are backed: all 2 MiB
+ * of every rank's arena made a 256-rank start-up 0.13 s slower, and a window
+ * uses a few hundred bytes. */
+static int back_run(const mori_comm_t *c, struct arena *a, int start, int count) {
+  size_t at = (size_t)start * GRANULE, bytes = (size_t)count * GRANULE;
+  int rc = mori_platform_mem_back(&a->memory.mem, at, bytes);
+  return rc ? mori_error_context(rc, "signal arena: rank %d backing %zu bytes at offset %zu", c->rank, bytes, at) : 0;
+}
+
+/* Every rank adds one arena together, its first `back_granules` backed (the
+ * run the caller takes from it). `rc`: this rank's status so far. */
+static int add_arena(mori_comm_t *c, struct mori_signal_arenas *all, int rc, int back_granules) {
   struct arena **grown = rc ? NULL : realloc(all->arenas, sizeof(*grown) * (size_t)(all->count + 1));
   struct arena *fresh = rc ? NULL : calloc(1, sizeof(*fresh));
   if (!rc && (!grown || !fresh)) rc = mori_error_set(MORI_ENOMEM, "signal arena: table");
   if (grown) all->arenas = grown;
-  /* Not reserved page by page (host platform): 2 MiB per rank of which a
-   * window touches a few hundred bytes; reserving each arena whole made a
-   * 256-rank start-up 0.13 s slower (sys time), and user memory, the heap's
-   * blocks and windows, is what can grow past /dev/shm. */
+  /* Backed run by run as they are handed out (back_run). */
   if (!rc) rc = mori_local_mem_create(c->device, ARENA_BYTES, c->handle_type, MORI_PMEM_BACK_ON_DEMAND, &fresh->memory);
   if (!rc && !mori_platform_fresh_memory_reads_zero())
     rc = mori_platform_memset_zero(c->device, fresh->memory.base, fresh->memory.mapped_size);
+  if (!rc) rc = back_run(c, fresh, 0, back_granules); /* agreed on in the segment's steps */
   mori_segment_t *seg = NULL;
   int seg_rc = mori_segment_create(c, rc ? NULL : &fresh->memory.mem, rc ? NULL : fresh->memory.base, ARENA_BYTES, rc, &seg);
   if (seg_rc) {
@@ -201,10 +213,15 @@ static int assign_locked(mori_comm_t *c, struct mori_signal_arenas *all, size_t 
   free(gathered);
   if (found_arena < 0) {
     /* Every arena is full on some rank (or a rank failed): all add one. */
-    int grc = add_arena(c, all, rc);
+    int grc = add_arena(c, all, rc, need);
     if (grc) return grc;
     found_arena = n;
     start = 0;
+  } else {
+    /* Every rank found this run in the same gathered maps, so every rank is
+     * here: each backs it and all agree, so that a rank that cannot fails
+     * the assignment with the others instead of alone. */
+    rc = mori_agree(c, rc ? rc : back_run(c, all->arenas[found_arena], start, need), "backing signal slots");
   }
   if (rc) return rc;
   for (int g = start; g < start + need; g++) set_used(all->arenas[found_arena]->used, g, true);
@@ -219,23 +236,27 @@ static size_t pair_bytes(size_t first_bytes, size_t second_bytes) {
   return (first_bytes + GRANULE - 1) / GRANULE * GRANULE + second_bytes; /* cannot wrap: both at most an arena */
 }
 
-void mori_signal_arena_propose(mori_comm_t *c, size_t first_bytes, size_t second_bytes, mori_arena_proposal_t *out) {
+int mori_signal_arena_propose(mori_comm_t *c, size_t first_bytes, size_t second_bytes, mori_arena_proposal_t *out) {
   *out = (mori_arena_proposal_t){.arena = -1};
   size_t total = pair_bytes(first_bytes, second_bytes);
   struct mori_signal_arenas *all = c->arenas;
-  if (!all || total > ARENA_BYTES) return;
-  int need = granules_for(total), start = 0;
+  if (!all || total > ARENA_BYTES) return 0;
+  int need = granules_for(total), start = 0, rc = 0;
   pthread_mutex_lock(&all->lock);
   for (int i = 0; i < all->count; i++) {
     struct arena *a = all->arenas[i];
     if (a->first_free >= GRANULES) continue;
     if (find_run(a->used, a->first_free, need, &start, &a->first_free)) {
+      /* Backed before it is proposed: the proposal's step carries a failure. */
+      rc = back_run(c, a, start, need);
+      if (rc) break;
       for (int g = start; g < start + need; g++) set_used(a->used, g, true); /* reserved */
       *out = (mori_arena_proposal_t){.arena = i, .start = start, .granules = need};
       break;
     }
   }
   pthread_mutex_unlock(&all->lock);
+  return rc;
 }
 
 void mori_signal_arena_withdraw(mori_comm_t *c, const mori_arena_proposal_t *mine) {

@@ -247,7 +247,7 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
   me.arena.arena = -1;
   if (w && a && !me.status) {
     /* Reserved here; withdrawn by teardown if the window fails before step 3. */
-    mori_signal_arena_propose(comm, barrier_bytes_of(comm), a->signal_pad_size, &me.arena);
+    me.status = mori_signal_arena_propose(comm, barrier_bytes_of(comm), a->signal_pad_size, &me.arena);
     w->proposal = me.arena;
   }
   static const char *const no_names[2] = {NULL, NULL};

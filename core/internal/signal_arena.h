@@ -18,20 +18,24 @@ typedef struct mori_arena_slot {
 } mori_arena_slot_t;
 
 /* This rank's proposal for two slots of one run (second_bytes may be 0):
- * the first fit in its own maps, reserved at once (out->arena < 0: no run
- * free here). Local. The reservation is kept or withdrawn by assign_pair,
- * or withdrawn by mori_signal_arena_withdraw when the caller gives up
- * before it. No other slot of the comm may be assigned meanwhile
- * (collective calls on a comm are not concurrent). */
-void mori_signal_arena_propose(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, mori_arena_proposal_t *out);
+ * the first fit in its own maps, backed and reserved at once (out->arena
+ * < 0: no run free here). Local. The reservation is kept or withdrawn by
+ * assign_pair, or withdrawn by mori_signal_arena_withdraw when the caller
+ * gives up before it. No other slot of the comm may be assigned meanwhile
+ * (collective calls on a comm are not concurrent). Returns 0, or the error
+ * of backing the run (nothing reserved): the caller's next step carries it
+ * to the other ranks. Every slot handed out is backed (on the host platform
+ * its pages of /dev/shm are reserved), whichever way it was found. */
+int mori_signal_arena_propose(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, mori_arena_proposal_t *out);
 void mori_signal_arena_withdraw(mori_comm_t *comm, const mori_arena_proposal_t *mine);
 /* Two slots from one run. `mine`: this rank's proposal (NULL: none made);
  * `agreed`: the proposal every rank made, when all made the same one (NULL
  * otherwise; every rank passes the same). A run every rank proposed is
  * kept with no step; otherwise `mine` is withdrawn and one collective step
- * finds a run from the ranks' free maps. On return `mine` is kept or
- * withdrawn. `local_rc` != 0: this rank already failed; it still takes
- * part. */
+ * finds a run from the ranks' free maps (and a second agrees that every
+ * rank backed it, unless the run opens a new arena, whose own steps carry
+ * that). On return `mine` is kept or withdrawn. `local_rc` != 0: this rank
+ * already failed; it still takes part. */
 int mori_signal_arena_assign_pair(mori_comm_t *comm, size_t first_bytes, size_t second_bytes, int local_rc,
                                   const mori_arena_proposal_t *mine, const mori_arena_proposal_t *agreed,
                                   mori_arena_slot_t *first, mori_arena_slot_t *second);

@@ -6,8 +6,13 @@
 // ways, from the run every rank proposed (window creation's common case, no
 // step of its own) or from an allgather of the free maps, so every case
 // runs both ways.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/internal/signal_arena.h"
@@ -68,8 +73,10 @@ void Release(mori_comm_t *comm, const ArenaRun &r) {
 }
 
 // Steps an assignment takes once the comm has an arena with room: none when
-// every rank proposed the same run, one (the maps) otherwise.
-int SteadySteps() { return g_path == Path::kProposals ? 0 : 1; }
+// every rank proposed the same run (each backed its proposal before the
+// proposals were gathered), else two: the maps, then the agreement that
+// every rank backed the run found in them.
+int SteadySteps() { return g_path == Path::kProposals ? 0 : 2; }
 
 class SignalArena : public ::testing::TestWithParam<Path> {
  protected:
@@ -189,8 +196,9 @@ TEST_P(SignalArena, ReclaimReusesReleasedRunsZeroedAndSkipsHeldOnes) {
     // Arena 0's second half is held on rank 0: the next run goes elsewhere
     // on every rank, though the others have it free.
     // Rank 0's first fit (arena 1) differs from the others' (arena 0's
-    // second half): no agreement, so one step gathers the maps.
-    ArenaRun next = Assign(w.comm, half, 0, size > 1 ? 1 : SteadySteps());
+    // second half): no agreement, so one step gathers the maps (and one
+    // agrees that the run found is backed everywhere).
+    ArenaRun next = Assign(w.comm, half, 0, size > 1 ? 2 : SteadySteps());
     uint64_t mine[2] = {(uint64_t)next.first.arena, next.first.offset};
     std::vector<uint64_t> all(2 * (size_t)size);
     ASSERT_EQ(mori_comm_allgather(w.comm, mine, all.data(), sizeof(mine)), 0) << mori_last_error();
@@ -200,6 +208,50 @@ TEST_P(SignalArena, ReclaimReusesReleasedRunsZeroedAndSkipsHeldOnes) {
     Release(w.comm, again);
     Release(w.comm, next);
     if (rank == 0) Release(w.comm, runs[1]);
+  });
+}
+
+// Bytes this process holds in its shared-memory objects (memfds and
+// /dev/shm files of mori): what the host platform has reserved for them.
+size_t ReservedBytes() {
+  size_t total = 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return 0;
+  for (struct dirent *e; (e = readdir(d)) != nullptr;) {
+    std::string path = std::string("/proc/self/fd/") + e->d_name;
+    char target[512];
+    ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    std::string t(target);
+    if (t.find("memfd:mori") == std::string::npos && t.find("/dev/shm/mori.") == std::string::npos) continue;
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) total += (size_t)st.st_blocks * 512;
+  }
+  closedir(d);
+  return total;
+}
+
+// Every slot handed out is backed, whichever way it was found: its pages of
+// /dev/shm are reserved when it is assigned, so a peer's first signal into
+// it cannot meet a full /dev/shm (a SIGBUS). The arena itself is not
+// reserved whole.
+TEST_P(SignalArena, EverySlotHandedOutIsBacked) {
+  EXPECT_RANKS_PASS(mori_test::TestRanks(), [](int rank, int size) {
+    mori_test::World w;
+    ASSERT_TRUE(w.ok());
+    std::vector<ArenaRun> live;
+    live.push_back(Assign(w.comm, kGranule, 0));  // opens arena 0
+    size_t before = ReservedBytes();
+    EXPECT_LT(before, kArena) << "arena 0 is not reserved whole";
+    // 16 KiB from granule 8 on: four pages no slot had touched.
+    live.push_back(Assign(w.comm, 7 * kGranule, 0, SteadySteps()));
+    live.push_back(Assign(w.comm, 16 << 10, 0, SteadySteps()));
+    EXPECT_EQ(live.back().first.offset, 8 * kGranule);
+    EXPECT_GE(ReservedBytes(), before + (16 << 10)) << "the slot's pages are reserved";
+    for (const ArenaRun &r : live) Release(w.comm, r);
+    (void)rank;
+    (void)size;
   });
 }
 
