@@ -13,7 +13,11 @@
 MORI_EXTERN_C_BEGIN
 
 /* The inode number of /proc/self/ns/pid, or 0 when it cannot be read
- * (then every process counts as being in the same one, as before). */
+ * (then a peer's pid is compared as it stands, as before namespaces were
+ * known: the handle libraries treat 0 as "same namespace"). The host
+ * platform's sweep of /dev/shm is the exception: it removes only objects
+ * whose creator's namespace is known to be its own (0 and 0 included), as
+ * deleting a live process's memory is worse than leaving a dead one's. */
 uint64_t mori_pid_namespace(void);
 
 MORI_EXTERN_C_END
