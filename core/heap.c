@@ -171,8 +171,11 @@ static int back_locked(mori_heap_t *h, const mori_heap_block_t *b) {
   if (!rc) return 0;
   rc = mori_error_context(rc, "heap of device %d (rank %d): %s at offset %zu", h->device, mori_log_rank(),
                           MORI_SIZE_TEXT(b->size), start);
+  mori_error_saved_t cause;
+  mori_error_save(&cause);
   if (free_insert(h, (range_t){start, b->size}) != 0)
     MORI_WARN("heap of device %d: %zu bytes at %p leak: %s", h->device, b->size, b->ptr, mori_last_error());
+  mori_error_restore(&cause); /* the backing's error is the one to report */
   h->in_use -= b->size;
   h->allocations--;
   return rc;
