@@ -128,16 +128,25 @@ static void own_name(const char *name) {
   pthread_mutex_unlock(&owned_lock);
 }
 
-static void disown_name(const char *name) {
+/* Drops `name` from the list; returns whether this process made it (a
+ * forked child releasing memory it inherited did not: the name stays, as
+ * the parent still uses it). A name missing from the list (its entry could
+ * not be made) is judged by the pid it carries. */
+static bool disown_name(const char *name) {
+  pid_t creator = 0;
   pthread_mutex_lock(&owned_lock);
   for (struct owned_name **p = &owned_names; *p; p = &(*p)->next) {
     if (strcmp((*p)->name, name) != 0) continue;
     struct owned_name *o = *p;
+    creator = o->creator;
     *p = o->next;
     free(o);
     break;
   }
   pthread_mutex_unlock(&owned_lock);
+  int in_name = 0;
+  if (!creator && sscanf(name, "/mori.%d.", &in_name) == 1) creator = (pid_t)in_name;
+  return creator == getpid();
 }
 
 /* Shared memory is a tmpfs file, and a file's pages are found at its first
@@ -166,12 +175,22 @@ static int check_space(int fd, size_t size, const char *what) {
   return size <= (unsigned long long)fs.f_bavail * fs.f_frsize ? 0 : no_room(fd, size, what);
 }
 
+/* tmpfs stops a fallocate at a pending signal and gives back what that call
+ * had reserved: it is tried again, a bounded number of times, so a stream
+ * of signals (a profiler's timer) cannot make it loop for ever. One call
+ * for the whole range: what /dev/shm cannot hold fails whole, at once,
+ * instead of filling it piece by piece first. */
+enum { BACK_TRIES = 1000 };
+
 static int back_pages(int fd, size_t offset, size_t size, const char *what) {
   if (size == 0) return 0;
-  int rc;
-  do rc = fallocate(fd, 0, (off_t)offset, (off_t)size); /* tmpfs stops at a pending signal: again */
-  while (rc != 0 && errno == EINTR);
+  int rc, tries = 0;
+  do rc = fallocate(fd, 0, (off_t)offset, (off_t)size);
+  while (rc != 0 && errno == EINTR && ++tries < BACK_TRIES);
   if (rc == 0) return 0;
+  if (errno == EINTR)
+    return mori_error_set(MORI_EAGAIN, "host: reserving %s of shared memory (%s) was interrupted by a signal %d times in a row",
+                          MORI_SIZE_TEXT(size), what, BACK_TRIES);
   if (errno == ENOSPC || errno == ENOMEM) return no_room(fd, size, what);
   if (errno == EOPNOTSUPP || errno == ENOSYS) return check_space(fd, size, what);
   return mori_error_errno("host: reserving %s of shared memory (%s) at offset %zu", MORI_SIZE_TEXT(size), what, offset);
@@ -220,10 +239,7 @@ bool mori_platform_fresh_memory_reads_zero(void) { return true; }
 int mori_platform_mem_release(mori_pmem_t *mem) {
   if (mem->handle_type == MORI_HANDLE_NONE) return 0;
   close((int)mem->handle);
-  if (mem->owned && mem->name[0]) {
-    shm_unlink(mem->name);
-    disown_name(mem->name);
-  }
+  if (mem->owned && mem->name[0] && disown_name(mem->name)) shm_unlink(mem->name);
   mem->handle_type = MORI_HANDLE_NONE;
   return 0;
 }

@@ -4,6 +4,7 @@
 // file per rank and heap chunk), and memory that /dev/shm cannot back is an
 // error naming the size and the free space (it was a SIGBUS at first touch).
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,27 @@ TEST(HostExit, AHeapChunkHoldsThePagesOfItsBlocksAsTheyAreHandedOut) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "2: allocation failed; 3: the chunk does not hold exactly the first block's pages; "
                                        "4: second allocation failed; 5: the second block's pages are not held";
+}
+
+// A forked child (a test's rank, a worker) that releases memory it
+// inherited leaves the object's name to its parent, which made it and
+// still uses it: only the creator unlinks.
+TEST(HostExit, AForkedChildReleasingInheritedMemoryLeavesItsParentsName) {
+  mori_pmem_t mem;
+  ASSERT_EQ(mori_platform_mem_create(0, 1 << 20, MORI_HANDLE_FABRIC, 0, &mem), 0) << mori_last_error();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(mori_platform_mem_release(&mem) == 0 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  int fd = shm_open(mem.name, O_RDWR, 0);
+  EXPECT_GE(fd, 0) << mem.name << " is gone: the child unlinked its parent's object";
+  if (fd >= 0) close(fd);
+  EXPECT_EQ(mori_platform_mem_release(&mem), 0) << mori_last_error();
+  fd = shm_open(mem.name, O_RDWR, 0);
+  EXPECT_LT(fd, 0) << "the creator's release unlinks it";
+  if (fd >= 0) close(fd);
 }
 
 }  // namespace
