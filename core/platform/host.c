@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -176,16 +177,28 @@ static int check_space(int fd, size_t size, const char *what) {
 }
 
 /* tmpfs stops a fallocate at a pending signal and gives back what that call
- * had reserved: it is tried again, a bounded number of times, so a stream
- * of signals (a profiler's timer) cannot make it loop for ever. One call
- * for the whole range: what /dev/shm cannot hold fails whole, at once,
- * instead of filling it piece by piece first. */
+ * had reserved, so under a timer signal faster than one reservation (a
+ * sampling profiler's) a large one would never finish: signals are held
+ * back for the call (a fatal one still ends the process) and delivered
+ * after it. One call for the whole range: what /dev/shm cannot hold fails
+ * whole, at once, instead of filling it piece by piece first. An EINTR that
+ * still comes is tried again a bounded number of times. */
 enum { BACK_TRIES = 1000 };
+
+static int fallocate_unsignalled(int fd, size_t offset, size_t size) {
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved);
+  int rc = fallocate(fd, 0, (off_t)offset, (off_t)size), err = errno;
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  errno = err;
+  return rc;
+}
 
 static int back_pages(int fd, size_t offset, size_t size, const char *what) {
   if (size == 0) return 0;
   int rc, tries = 0;
-  do rc = fallocate(fd, 0, (off_t)offset, (off_t)size);
+  do rc = fallocate_unsignalled(fd, offset, size);
   while (rc != 0 && errno == EINTR && ++tries < BACK_TRIES);
   if (rc == 0) return 0;
   if (errno == EINTR)

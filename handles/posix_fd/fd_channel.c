@@ -163,6 +163,29 @@ unsigned fd_channel_warnings(const fd_channel_t *ch) { return ch->warnings; }
 
 /* The pid namespace of the process the kernel reports here as `pid`, or 0
  * when that cannot be told (its /proc entry is unreadable or gone). */
+/* How many pid namespaces, from this one down, the process the kernel
+ * reports here as `pid` has a pid in: the NSpid line of its status, which
+ * anyone may read. 1: a process of this namespace; more: one of a namespace
+ * nested in this one (a container started from here); 0: unknown (gone, or
+ * /proc hides it). */
+static int namespace_depth(pid_t pid) {
+  char path[48], line[256];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  int depth = 0;
+  while (fgets(line, sizeof(line), f))
+    if (strncmp(line, "NSpid:", 6) == 0) {
+      for (char *at = line + 6; (at = strpbrk(at, "0123456789")) != NULL; at += strspn(at, "0123456789")) depth++;
+      break;
+    }
+  fclose(f);
+  return depth;
+}
+
+/* The pid namespace of a process the kernel reports here as `pid`, or 0
+ * when it cannot be read (its ns link needs ptrace-read access: the same
+ * uid and gid, or privilege). */
 static uint64_t namespace_of(pid_t pid) {
   char path[48];
   snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
@@ -172,17 +195,20 @@ static uint64_t namespace_of(pid_t pid) {
 
 /* Whether the process the kernel reports here as `pid` may be rank r's:
  * the pid r reported; or, for a rank in another pid namespace (whose own
- * pid means nothing here), a process the kernel cannot name in this
- * namespace (pid 0: it lives outside this namespace's tree; nothing more
- * can be told of it) or one whose namespace is the one r reported. A
- * process of this namespace never speaks for such a rank: the ranks of
- * this namespace are known by pid, so one of them, or any other process
- * here, claiming a foreign rank is refused. */
+ * pid means nothing here), a process that is provably not of this one:
+ *   - pid 0: the kernel cannot name it here (it lives outside this
+ *     namespace's tree); nothing more can be told of it;
+ *   - a process of a namespace nested in this one: its namespace must be
+ *     the one r reported where that can be read (it cannot for another
+ *     gid: then uid and token judge, as for pid 0).
+ * A process of this namespace, or one /proc tells nothing of, never speaks
+ * for such a rank: the ranks of this namespace are known by pid. */
 static bool may_be_rank(const fd_channel_t *ch, int r, pid_t pid) {
   if (ch->pids[r] != FD_CHANNEL_OTHER_PID_NAMESPACE) return pid > 0 && ch->pids[r] == pid;
   if (pid == 0) return true;
-  uint64_t ns = pid > 0 ? namespace_of(pid) : 0;
-  return ns != 0 && ns != ch->own_namespace && ns == ch->namespaces[r];
+  if (pid < 0 || namespace_depth(pid) < 2) return false;
+  uint64_t ns = namespace_of(pid);
+  return ns == 0 || (ns != ch->own_namespace && ns == ch->namespaces[r]);
 }
 
 /* Whether a connection from `pid` (as the kernel reports it here) may come

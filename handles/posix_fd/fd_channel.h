@@ -37,11 +37,13 @@ void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid);
 /* A rank in another pid namespace than this process (`pid_namespace`, the
  * inode of its /proc/self/ns/pid as it reported it): its pid cannot be
  * compared with what the kernel reports for its sockets (a pid of its own
- * namespace; here another number, or 0). A process the kernel names here
- * may speak for it (connect, send, hold its socket) only when it lives in
- * that namespace, never when it lives in this one; one the kernel cannot
- * name here (pid 0, outside this namespace's tree) is checked by uid and,
- * for its messages, by the token. Whether such a rank has exited cannot be
+ * namespace; here another number, or 0). A process of this namespace never
+ * speaks for it (connect, send, hold its socket); one of a namespace nested
+ * in this one must live in the namespace the rank reported where its
+ * namespace link can be read (not for another group without privilege);
+ * one that cannot be told apart further, or that the kernel cannot name
+ * here (pid 0, outside this namespace's tree), is checked by uid and, for
+ * its messages, by the token. Whether such a rank has exited cannot be
  * told: waits on it end at their deadline. */
 enum { FD_CHANNEL_OTHER_PID_NAMESPACE = -1 };
 void fd_channel_set_foreign(fd_channel_t *ch, int rank, uint64_t pid_namespace);

@@ -7,6 +7,7 @@
 #include "handles/posix_fd/fd_channel.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -257,6 +258,67 @@ TEST(FdChannel, ReceiveTimesOutNamingThePeer) {
   EXPECT_EQ(fd_channel_recv(ch, 3, 1, 200, &fd), MORI_ERANK_TIMEOUT);
   EXPECT_NE(std::string(mori_last_error()).find("for rank 3's handle"), std::string::npos) << mori_last_error();
   fd_channel_close(ch);
+}
+
+// A rank in a pid namespace nested in the receiver's, running as the same
+// user in another group (a container started with --user UID): the
+// receiver cannot read the sender's namespace link (ptrace access needs the
+// same gid), but /proc/<pid>/status shows it is not of this namespace, so
+// its handle is taken, judged by uid and token, and its send to the
+// receiver (whose pid it cannot see) goes through.
+TEST(FdChannel, ARankInANestedNamespaceOfAnotherGroupIsHeard) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make a pid namespace and change group";
+  constexpr uid_t kUid = 65534;
+  constexpr gid_t kReceiverGid = 65534, kSenderGid = 65533;
+  uint64_t nonce = kNonce ^ 0x44 ^ (uint64_t)getpid();
+  int to_sender[2], to_receiver[2];
+  ASSERT_EQ(pipe(to_sender), 0);
+  ASSERT_EQ(pipe(to_receiver), 0);
+  pid_t receiver = fork();
+  ASSERT_GE(receiver, 0);
+  if (receiver == 0) {
+    if (setgid(kReceiverGid) != 0 || setuid(kUid) != 0) _exit(2);
+    fd_channel_t *ch = nullptr;
+    if (fd_channel_open(nonce, kToken, 0, 2, &ch) != 0) _exit(3);
+    uint64_t mine = mori_pid_namespace(), theirs = 0;
+    if (write(to_sender[1], &mine, sizeof(mine)) != (ssize_t)sizeof(mine)) _exit(4);
+    if (read(to_receiver[0], &theirs, sizeof(theirs)) != (ssize_t)sizeof(theirs) || theirs == 0 || theirs == mine) _exit(5);
+    fd_channel_set_foreign(ch, 1, theirs);
+    int fd = -1;
+    if (fd_channel_recv(ch, 1, 1, 10000, &fd) != 0) _exit(6);
+    char *p = (char *)mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    int ok = p != MAP_FAILED && strcmp(p, "from a container") == 0;
+    _exit(ok && fd_channel_refused(ch) == 0 && fd_channel_rejected(ch) == 0 ? 0 : 7);
+  }
+  pid_t sender = fork();
+  ASSERT_GE(sender, 0);
+  if (sender == 0) {
+    if (unshare(CLONE_NEWPID) != 0) _exit(90);  // its next child is pid 1 of a new namespace
+    pid_t inner = fork();
+    if (inner < 0) _exit(91);
+    if (inner > 0) {
+      int status = 0;
+      waitpid(inner, &status, 0);
+      _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 92);
+    }
+    if (setgid(kSenderGid) != 0 || setuid(kUid) != 0) _exit(12);
+    fd_channel_t *ch = nullptr;
+    if (fd_channel_open(nonce, kToken, 1, 2, &ch) != 0) _exit(13);
+    uint64_t mine = mori_pid_namespace(), theirs = 0;
+    if (read(to_sender[0], &theirs, sizeof(theirs)) != (ssize_t)sizeof(theirs)) _exit(14);
+    if (write(to_receiver[1], &mine, sizeof(mine)) != (ssize_t)sizeof(mine)) _exit(15);
+    fd_channel_set_foreign(ch, 0, theirs);
+    int mem = MemfdWith("from a container");
+    _exit(fd_channel_send(ch, 0, 1, mem, 10000) == 0 ? 0 : 16);
+  }
+  int rs = 0, ss = 0;
+  ASSERT_EQ(waitpid(sender, &ss, 0), sender);
+  ASSERT_EQ(waitpid(receiver, &rs, 0), receiver);
+  if (WIFEXITED(ss) && WEXITSTATUS(ss) == 90) GTEST_SKIP() << "no pid namespaces here";
+  EXPECT_TRUE(WIFEXITED(ss) && WEXITSTATUS(ss) == 0) << "sender: " << ss;
+  EXPECT_TRUE(WIFEXITED(rs) && WEXITSTATUS(rs) == 0) << "receiver: " << rs
+                                                      << " (6: nothing arrived; 7: refused, rejected or wrong bytes)";
+  for (int fd : {to_sender[0], to_sender[1], to_receiver[0], to_receiver[1]}) close(fd);
 }
 
 }  // namespace
