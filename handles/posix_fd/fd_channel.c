@@ -201,8 +201,10 @@ static uint64_t namespace_of(pid_t pid) {
  *   - a process of a namespace nested in this one: its namespace must be
  *     the one r reported where that can be read (it cannot for another
  *     gid: then uid and token judge, as for pid 0).
- * A process of this namespace, or one /proc tells nothing of, never speaks
- * for such a rank: the ranks of this namespace are known by pid. */
+ * A process of this namespace, or one /proc tells nothing of (hidden, or
+ * exited before its connection was read: a rank stays for the exchange's
+ * agreement), never speaks for such a rank: the ranks of this namespace
+ * are known by pid. */
 static bool may_be_rank(const fd_channel_t *ch, int r, pid_t pid) {
   if (ch->pids[r] != FD_CHANNEL_OTHER_PID_NAMESPACE) return pid > 0 && ch->pids[r] == pid;
   if (pid == 0) return true;

@@ -265,15 +265,19 @@ TEST(FdChannel, ReceiveTimesOutNamingThePeer) {
 // receiver cannot read the sender's namespace link (ptrace access needs the
 // same gid), but /proc/<pid>/status shows it is not of this namespace, so
 // its handle is taken, judged by uid and token, and its send to the
-// receiver (whose pid it cannot see) goes through.
+// receiver (whose pid it cannot see) goes through. The sender stays until
+// the receiver has its handle, as a rank does (the exchange's agreement
+// follows): the receiver reads who connected from /proc when it accepts,
+// and a process that has exited by then is refused.
 TEST(FdChannel, ARankInANestedNamespaceOfAnotherGroupIsHeard) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to make a pid namespace and change group";
   constexpr uid_t kUid = 65534;
   constexpr gid_t kReceiverGid = 65534, kSenderGid = 65533;
   uint64_t nonce = kNonce ^ 0x44 ^ (uint64_t)getpid();
-  int to_sender[2], to_receiver[2];
+  int to_sender[2], to_receiver[2], received[2];
   ASSERT_EQ(pipe(to_sender), 0);
   ASSERT_EQ(pipe(to_receiver), 0);
+  ASSERT_EQ(pipe(received), 0);
   pid_t receiver = fork();
   ASSERT_GE(receiver, 0);
   if (receiver == 0) {
@@ -288,6 +292,8 @@ TEST(FdChannel, ARankInANestedNamespaceOfAnotherGroupIsHeard) {
     if (fd_channel_recv(ch, 1, 1, 10000, &fd) != 0) _exit(6);
     char *p = (char *)mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
     int ok = p != MAP_FAILED && strcmp(p, "from a container") == 0;
+    char done = 1;
+    if (write(received[1], &done, 1) != 1) _exit(8);
     _exit(ok && fd_channel_refused(ch) == 0 && fd_channel_rejected(ch) == 0 ? 0 : 7);
   }
   pid_t sender = fork();
@@ -297,6 +303,7 @@ TEST(FdChannel, ARankInANestedNamespaceOfAnotherGroupIsHeard) {
     pid_t inner = fork();
     if (inner < 0) _exit(91);
     if (inner > 0) {
+      close(received[1]);
       int status = 0;
       waitpid(inner, &status, 0);
       _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 92);
@@ -309,8 +316,16 @@ TEST(FdChannel, ARankInANestedNamespaceOfAnotherGroupIsHeard) {
     if (write(to_receiver[1], &mine, sizeof(mine)) != (ssize_t)sizeof(mine)) _exit(15);
     fd_channel_set_foreign(ch, 0, theirs);
     int mem = MemfdWith("from a container");
-    _exit(fd_channel_send(ch, 0, 1, mem, 10000) == 0 ? 0 : 16);
+    int rc = fd_channel_send(ch, 0, 1, mem, 10000);
+    close(received[1]);  // its read ends when the receiver writes or exits
+    char done = 0;
+    (void)!read(received[0], &done, 1);
+    _exit(rc == 0 ? 0 : 16);
   }
+  // Only the receiver may hold the write end now: when it exits, whatever
+  // happened, the sender's wait ends.
+  close(received[0]);
+  close(received[1]);
   int rs = 0, ss = 0;
   ASSERT_EQ(waitpid(sender, &ss, 0), sender);
   ASSERT_EQ(waitpid(receiver, &rs, 0), receiver);
