@@ -178,13 +178,10 @@ static int check_space(int fd, size_t size, const char *what) {
 
 /* tmpfs stops a fallocate at a pending signal and gives back what that call
  * had reserved, so under a timer signal faster than one reservation (a
- * sampling profiler's) a large one would never finish: signals are held
- * back for the call (a fatal one still ends the process) and delivered
- * after it. One call for the whole range: what /dev/shm cannot hold fails
- * whole, at once, instead of filling it piece by piece first. An EINTR that
- * still comes is tried again a bounded number of times. */
-enum { BACK_TRIES = 1000 };
-
+ * sampling profiler's) retrying would never finish: signals are held back
+ * for the call (a fatal one still ends the process) and delivered after it.
+ * One call for the whole range: what /dev/shm cannot hold fails whole, at
+ * once, instead of filling it piece by piece first. */
 static int fallocate_unsignalled(int fd, size_t offset, size_t size) {
   sigset_t all, saved;
   sigfillset(&all);
@@ -197,13 +194,7 @@ static int fallocate_unsignalled(int fd, size_t offset, size_t size) {
 
 static int back_pages(int fd, size_t offset, size_t size, const char *what) {
   if (size == 0) return 0;
-  int rc, tries = 0;
-  do rc = fallocate_unsignalled(fd, offset, size);
-  while (rc != 0 && errno == EINTR && ++tries < BACK_TRIES);
-  if (rc == 0) return 0;
-  if (errno == EINTR)
-    return mori_error_set(MORI_EAGAIN, "host: reserving %s of shared memory (%s) was interrupted by a signal %d times in a row",
-                          MORI_SIZE_TEXT(size), what, BACK_TRIES);
+  if (fallocate_unsignalled(fd, offset, size) == 0) return 0;
   if (errno == ENOSPC || errno == ENOMEM) return no_room(fd, size, what);
   if (errno == EOPNOTSUPP || errno == ENOSYS) return check_space(fd, size, what);
   return mori_error_errno("host: reserving %s of shared memory (%s) at offset %zu", MORI_SIZE_TEXT(size), what, offset);

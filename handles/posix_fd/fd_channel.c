@@ -36,8 +36,8 @@ struct stashed {
 struct fd_channel {
   int listener;
   int rank, size;
-  pid_t *pids; /* per rank */
-  uint64_t *namespaces; /* per rank in another pid namespace: the one it reported (else 0) */
+  pid_t *pids; /* per rank in this pid namespace (0: not known yet) */
+  uint64_t *namespaces; /* per rank in another pid namespace: the one it reported (0: in this one) */
   uint64_t own_namespace;
   uint64_t nonce, token;
   uint64_t floor; /* steps below this one are over: their messages are stale */
@@ -153,7 +153,7 @@ void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid) {
 
 void fd_channel_set_foreign(fd_channel_t *ch, int rank, uint64_t pid_namespace) {
   if (rank < 0 || rank >= ch->size) return;
-  ch->pids[rank] = FD_CHANNEL_OTHER_PID_NAMESPACE;
+  ch->pids[rank] = 0; /* its pid means nothing here */
   ch->namespaces[rank] = pid_namespace;
 }
 
@@ -161,8 +161,6 @@ unsigned fd_channel_refused(const fd_channel_t *ch) { return ch->refused; }
 unsigned fd_channel_rejected(const fd_channel_t *ch) { return ch->rejected; }
 unsigned fd_channel_warnings(const fd_channel_t *ch) { return ch->warnings; }
 
-/* The pid namespace of the process the kernel reports here as `pid`, or 0
- * when that cannot be told (its /proc entry is unreadable or gone). */
 /* How many pid namespaces, from this one down, the process the kernel
  * reports here as `pid` has a pid in: the NSpid line of its status, which
  * anyone may read. 1: a process of this namespace; more: one of a namespace
@@ -193,9 +191,30 @@ static uint64_t namespace_of(pid_t pid) {
   return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-/* Whether the process the kernel reports here as `pid` may be rank r's:
- * the pid r reported; or, for a rank in another pid namespace (whose own
- * pid means nothing here), a process that is provably not of this one:
+/* Who is behind a socket, as far as this namespace can tell: the pid the
+ * kernel reports here and, read from /proc once per connection and only
+ * while some rank lives in another pid namespace, whether it lives in a
+ * namespace nested in this one and which. */
+struct peer_process {
+  pid_t pid;
+  bool nested;  /* its status lists pids in more than one namespace */
+  uint64_t ns;  /* its namespace where the link can be read, else 0 */
+};
+
+static struct peer_process identify(const fd_channel_t *ch, pid_t pid) {
+  struct peer_process p = {.pid = pid};
+  bool any_foreign = false;
+  for (int r = 0; r < ch->size && !any_foreign; r++) any_foreign = ch->namespaces[r] != 0;
+  if (any_foreign && pid > 0 && namespace_depth(pid) >= 2) {
+    p.nested = true;
+    p.ns = namespace_of(pid);
+  }
+  return p;
+}
+
+/* Whether process p may be rank r's: the pid r reported; or, for a rank in
+ * another pid namespace (whose own pid means nothing here), a process that
+ * is provably not of this one:
  *   - pid 0: the kernel cannot name it here (it lives outside this
  *     namespace's tree); nothing more can be told of it;
  *   - a process of a namespace nested in this one: its namespace must be
@@ -205,31 +224,31 @@ static uint64_t namespace_of(pid_t pid) {
  * exited before its connection was read: a rank stays for the exchange's
  * agreement), never speaks for such a rank: the ranks of this namespace
  * are known by pid. */
-static bool may_be_rank(const fd_channel_t *ch, int r, pid_t pid) {
-  if (ch->pids[r] != FD_CHANNEL_OTHER_PID_NAMESPACE) return pid > 0 && ch->pids[r] == pid;
-  if (pid == 0) return true;
-  if (pid < 0 || namespace_depth(pid) < 2) return false;
-  uint64_t ns = namespace_of(pid);
-  return ns == 0 || (ns != ch->own_namespace && ns == ch->namespaces[r]);
+static bool may_be_rank(const fd_channel_t *ch, int r, const struct peer_process *p) {
+  if (!ch->namespaces[r]) return p->pid > 0 && ch->pids[r] == p->pid;
+  if (p->pid == 0) return true;
+  if (!p->nested) return false;
+  return p->ns == 0 || (p->ns != ch->own_namespace && p->ns == ch->namespaces[r]);
 }
 
-/* Whether a connection from `pid` (as the kernel reports it here) may come
- * from a rank other than this one; which rank is checked on its message. */
-static bool is_rank_pid(const fd_channel_t *ch, pid_t pid) {
+/* Whether a connection from p may come from a rank other than this one;
+ * which rank is checked on its message. */
+static bool is_rank_process(const fd_channel_t *ch, const struct peer_process *p) {
   for (int r = 0; r < ch->size; r++)
-    if (r != ch->rank && may_be_rank(ch, r, pid)) return true;
+    if (r != ch->rank && may_be_rank(ch, r, p)) return true;
   return false;
 }
 
 /* Reads the one message of an accepted connection whose credentials passed.
  * Returns 1 with *got filled, 0 when it is refused (fds closed). */
-static int read_message(fd_channel_t *ch, int conn, pid_t pid, int64_t deadline, struct stashed *got) {
+static int read_message(fd_channel_t *ch, int conn, const struct peer_process *from, int64_t deadline,
+                        struct stashed *got) {
   struct pollfd p = {.fd = conn, .events = POLLIN};
   int64_t left = deadline - now_ms();
   int wait_ms = left < 0 ? 0 : left < MESSAGE_WAIT_MS ? (int)left : MESSAGE_WAIT_MS;
   if (poll(&p, 1, wait_ms) <= 0) {
     ch->rejected++;
-    warn_limited(ch, "dropped a connection from pid %d: no message within %d ms", (int)pid, wait_ms);
+    warn_limited(ch, "dropped a connection from pid %d: no message within %d ms", (int)from->pid, wait_ms);
     return 0;
   }
   uint8_t buf[FD_MESSAGE_BYTES + 1];
@@ -255,12 +274,12 @@ static int read_message(fd_channel_t *ch, int conn, pid_t pid, int64_t deadline,
   const char *why = n < 0 ? "read failed"
                           : fd_message_decode(buf, (size_t)n, count, (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0,
                                               ch->token, ch->size, &m);
-  if (!why && !may_be_rank(ch, m.rank, pid)) why = "sent by another process than the rank it claims";
+  if (!why && !may_be_rank(ch, m.rank, from)) why = "sent by another process than the rank it claims";
   if (!why && m.rank == ch->rank) why = "claims this rank";
   if (why) {
     for (int i = 0; i < count; i++) close(fds[i]);
     ch->rejected++;
-    warn_limited(ch, "rejected a message from pid %d: %s", (int)pid, why);
+    warn_limited(ch, "rejected a message from pid %d: %s", (int)from->pid, why);
     return 0;
   }
   *got = (struct stashed){m.rank, m.seq, count ? fds[0] : -1};
@@ -281,7 +300,9 @@ static int receive_one(fd_channel_t *ch, int64_t deadline, struct stashed *got) 
   const char *why = NULL;
   if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) why = "credentials unknown";
   else if (cred.uid != geteuid()) why = "another user";
-  else if (!is_rank_pid(ch, cred.pid)) why = "not a process of this job";
+  struct peer_process from = {.pid = cred.pid};
+  if (!why) from = identify(ch, cred.pid);
+  if (!why && !is_rank_process(ch, &from)) why = "not a process of this job";
   int rc = 0;
   if (why) {
     /* Closed unread: whatever it sent, descriptors included, is discarded
@@ -289,7 +310,7 @@ static int receive_one(fd_channel_t *ch, int64_t deadline, struct stashed *got) 
     ch->refused++;
     warn_limited(ch, "refused a connection from pid %d uid %d: %s", (int)cred.pid, (int)cred.uid, why);
   } else {
-    rc = read_message(ch, conn, cred.pid, deadline, got);
+    rc = read_message(ch, conn, &from, deadline, got);
   }
   close(conn);
   return rc;
@@ -338,7 +359,8 @@ static int check_listener(const fd_channel_t *ch, int sock, int to, const struct
   if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
     return mori_error_errno("fd channel: rank %d cannot learn who holds rank %d's socket @%s", ch->rank, to, sa->sun_path + 1);
   pid_t expected = ch->pids[to];
-  if (cred.uid == geteuid() && may_be_rank(ch, to, cred.pid)) return 0;
+  struct peer_process holder = identify(ch, cred.pid);
+  if (cred.uid == geteuid() && may_be_rank(ch, to, &holder)) return 0;
   return mori_error_set(MORI_EACCES,
                         "fd channel: rank %d's socket @%s is held by pid %d uid %d, not by rank %d's process "
                         "(pid %d uid %d): rank %d does not send its handle there",

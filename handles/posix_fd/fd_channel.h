@@ -45,7 +45,6 @@ void fd_channel_set_pid(fd_channel_t *ch, int rank, pid_t pid);
  * here (pid 0, outside this namespace's tree), is checked by uid and, for
  * its messages, by the token. Whether such a rank has exited cannot be
  * told: waits on it end at their deadline. */
-enum { FD_CHANNEL_OTHER_PID_NAMESPACE = -1 };
 void fd_channel_set_foreign(fd_channel_t *ch, int rank, uint64_t pid_namespace);
 /* Sends a duplicate of fd to rank `to`, tagged with step `seq`; fd < 0
  * sends "no handle" (this rank failed), which the receiver gets as -1.
