@@ -53,11 +53,14 @@ struct rdma_config {
 };
 
 /* Work-request ids: the address of the segment the request belongs to
- * (segments are malloc'ed, so the low bits are free) and two flags. */
+ * (segments are aligned to WR_SEGMENT_ALIGN, so the low 12 bits are free),
+ * two flags, and a proxied request's ticket modulo MORI_PROXY_SLOTS. */
 enum {
   WR_PROXIED = 1, /* from a ring: its completion counts in the ring */
   WR_PARTIAL = 2, /* a piece of a longer transfer other than the last */
-  WR_FLAGS = 3,
+  WR_TICKET_SHIFT = 2,
+  WR_FLAGS = 0xfff,
+  WR_SEGMENT_ALIGN = 4096,
 };
 
 /* What each rank publishes at connection; num_qp QPNs per peer follow
@@ -133,6 +136,13 @@ struct rdma_segment {
   mori_proxy_ring_t *ring, *ring_dev;
   uint64_t *tickets;
   uint64_t next;  /* next ticket the proxy takes */
+  /* Requests complete out of order (several peers, several QPs), but a
+   * kernel's quiet waits for every ticket below the count it read: the
+   * ring's `done` is the first ticket not yet complete, advanced over
+   * complete[ticket % MORI_PROXY_SLOTS]. At most MORI_PROXY_SLOTS tickets
+   * are taken and not complete at once (the proxy waits at that bound). */
+  uint64_t done_prefix;
+  uint8_t complete[MORI_PROXY_SLOTS];
   uint64_t piece; /* bytes of request `next` already posted (a transfer longer than max_msg) */
   int piece_qp;   /* the QP (index within the peer's) request `next`'s pieces go on */
   /* Work requests posted for this segment and not completed, in total and
@@ -218,6 +228,9 @@ int rdma_post_set(struct rdma_state *s, struct rdma_segment *w, int peer, uint64
                   uint64_t flags); /* locked; fenced */
 /* Frees a segment nothing is in flight for. Locked. */
 void rdma_segment_free(struct rdma_state *s, struct rdma_segment *w);
+/* Ring request `ticket` of `w` (taken, not yet counted) has completed:
+ * the ring's done moves past every complete ticket in order. Locked. */
+void rdma_ring_complete(struct rdma_segment *w, uint64_t ticket);
 int64_t rdma_now_ms(void);
 
 /* proxy.c */

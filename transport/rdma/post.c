@@ -45,6 +45,17 @@ void rdma_segment_free(struct rdma_state *s, struct rdma_segment *w) {
   free(w);
 }
 
+_Static_assert(((MORI_PROXY_SLOTS - 1) << WR_TICKET_SHIFT) <= WR_FLAGS, "a ring's ticket index fits in a work-request id");
+
+void rdma_ring_complete(struct rdma_segment *w, uint64_t ticket) {
+  w->complete[ticket % MORI_PROXY_SLOTS] = 1;
+  uint64_t done = w->done_prefix;
+  while (w->complete[done % MORI_PROXY_SLOTS]) w->complete[done++ % MORI_PROXY_SLOTS] = 0;
+  if (done == w->done_prefix) return;
+  w->done_prefix = done;
+  __atomic_store_n(&w->ring->done, done, __ATOMIC_RELEASE);
+}
+
 /* One completion. Caller holds s->lock. */
 static void complete(struct rdma_state *s, const struct ibv_wc *wc) {
   struct rdma_segment *w = (struct rdma_segment *)(uintptr_t)(wc->wr_id & ~(uint64_t)WR_FLAGS);
@@ -70,7 +81,11 @@ static void complete(struct rdma_state *s, const struct ibv_wc *wc) {
                peer, status, wc->vendor_err);
     }
   }
-  if (proxied && last) __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
+  if (proxied && last) {
+    /* Taken tickets are within MORI_PROXY_SLOTS of done_prefix: the
+     * ticket's index in the id names one. */
+    rdma_ring_complete(w, (wc->wr_id & WR_FLAGS) >> WR_TICKET_SHIFT);
+  }
   if (w->in_flight == 0 && w == s->retired) {
     s->retired = w->next_retired;
     rdma_segment_free(s, w);

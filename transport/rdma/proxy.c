@@ -91,7 +91,7 @@ static void refuse(struct rdma_state *s, struct rdma_segment *w, const mori_prox
                       (unsigned long long)q->bytes_or_value, why);
   }
   __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
-  __atomic_add_fetch(&w->ring->done, 1, __ATOMIC_RELEASE);
+  rdma_ring_complete(w, w->next);
 }
 
 int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, bool *left) {
@@ -99,13 +99,17 @@ int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, 
   for (;;) {
     mori_proxy_request_t *r = &w->ring->slot[w->next % MORI_PROXY_SLOTS];
     if (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) != w->next + 1) return 0;
+    if (w->next - w->done_prefix >= MORI_PROXY_SLOTS) { /* complete[] holds no more: wait for completions */
+      *left = true;
+      return 0;
+    }
     mori_proxy_request_t q = *r;
     MORI_TRACE_SCOPE("proxy_request", MORI_TA("op", q.op), MORI_TA("peer", q.peer), MORI_TA("bytes", q.bytes_or_value));
     uint64_t bad = 0;
     const char *why = refusal(s, w, &q, &bad);
     int rc = 0;
     bool finished = true;
-    uint64_t flags = WR_PROXIED;
+    uint64_t flags = WR_PROXIED | (w->next % MORI_PROXY_SLOTS) << WR_TICKET_SHIFT;
     if (!why) {
       if (q.op == MORI_PROXY_PUT || q.op == MORI_PROXY_GET) {
         uint64_t len = 0;

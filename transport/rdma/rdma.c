@@ -198,7 +198,10 @@ static int rdma_segment_register(void *state, mori_segment_t *seg, void **seg_st
   *seg_state = NULL;
   if (!s->usable) return 0;
   mori_comm_t *comm = mori_segment_comm(seg);
-  struct rdma_segment *w = calloc(1, sizeof(*w));
+  /* Aligned: work-request ids keep flags and a ticket in the low bits. */
+  size_t w_bytes = (sizeof(struct rdma_segment) + WR_SEGMENT_ALIGN - 1) / WR_SEGMENT_ALIGN * WR_SEGMENT_ALIGN;
+  struct rdma_segment *w = aligned_alloc(WR_SEGMENT_ALIGN, w_bytes);
+  if (w) memset(w, 0, sizeof(*w));
   struct segment_key mine = {0, 0, 0}, *all = calloc((size_t)s->size, sizeof(*all));
   if (!w || !all) {
     free(w);
