@@ -88,10 +88,12 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
   PLACE(off_base, 2 * (n + 1) * 4);
   PLACE(off_ready, 2 * 8);
   PLACE(off_cdone, n * 8);
+  PLACE(off_chunk_ready, (uint64_t)MORI_EP_MAX_GRID * 8);
   *control = at;
   PLACE(off_list, 2 * n * M * 4);
   PLACE(off_pos, 2 * M * n * 4);
-  PLACE(off_scan, sizeof(mori_ep_scan_scratch_t));
+  PLACE(off_chunk, (uint64_t)MORI_EP_MAX_GRID * (n + 2) * 4);
+  PLACE(off_scan, (uint64_t)MORI_EP_HOST_MAX_BLOCKS * sizeof(mori_ep_scan_scratch_t));
   PLACE(off_prefix, (uint64_t)MORI_EP_MAX_GRID * (n + 1) * 4);
   PLACE(off_stage_tok, 2 * M * v->token_bytes);
   PLACE(off_stage_w, 2 * M * K * 4);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mori/device/coll/impl/numeric__funcs.h"
+#include "mori/device/ep/types.h"
 #include "mori/ep.h"
 #include "mori/transport_rdma.h"
 #include "tests/ep/ep_reference.h"
@@ -262,6 +263,54 @@ TEST(Ep, BadIndexIsReportedOnEveryRank) {
   });
 }
 
+// Several blocks (threads on the host platform): each builds the lists of
+// its chunk of the tokens after the earlier chunks' counts, and the last
+// writes the header. Chunks of one token, empty chunks (fewer tokens than
+// blocks, a rank with none), every routing of MakeInputs; then a dropped
+// token in each of two chunks: the header reports both and names the first.
+TEST(Ep, BlocksBuildTheListsOfTheirChunksInTokenOrder) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    for (int blocks : {3, MORI_EP_HOST_MAX_BLOCKS}) {
+      Shape s;
+      mori_ep_config_t c = Config(s, rank, size);
+      c.block_num = blocks;
+      mori_ep_t *ep = nullptr;
+      MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+      int calls = EnvInt("MORI_EP_TEST_CALLS", 1000 / kSlowdown);
+      for (int call = 0; call < calls; call++) {
+        Options o;
+        o.split = call % 3 == 1;
+        o.registered = call % 4 == 2;
+        o.weights = call % 5 != 4;
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << blocks << " blocks";
+      }
+      Inputs in = MakeInputs(s, rank, size, 0);
+      in.tokens = s.max_tokens;
+      in.rows.assign((size_t)in.tokens * s.hidden * 2, 0);
+      in.weights.assign((size_t)in.tokens * s.top_k, 1.0f);
+      in.indices.assign((size_t)in.tokens * s.top_k, 0);
+      if (rank == 0) {
+        in.indices[13 * s.top_k + 3] = -1;  // chunk 2 of 3 (6 tokens each), chunk 6 of 8
+        in.indices[7 * s.top_k + 2] = 1 << 20;  // chunk 1 of 3, chunk 3 of 8
+      }
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+      mori_ep_buffers_t b;
+      MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+      EXPECT_EQ(*b.recv_num_token, rank == 0 ? (int)s.max_tokens * size - 2 : 0) << blocks << " blocks";
+      EXPECT_EQ(mori_ep_check(ep), MORI_EINVAL);
+      std::string msg = mori_last_error(), want = "rank 0's token 7 has expert index 1048576 in top-k slot 2";
+      EXPECT_NE(msg.find(want), std::string::npos) << blocks << " blocks: " << msg;
+      EXPECT_NE(msg.find("2 token"), std::string::npos) << blocks << " blocks: " << msg;
+      MORI_EXPECT_OK(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
+      for (int call = 1; call < 4; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
+      MORI_EXPECT_OK(mori_ep_check(ep));
+      MORI_EXPECT_OK(mori_ep_destroy(ep));
+    }
+  });
+}
+
 void ExpectRefused(int rc, int code, const std::string &text) {
   EXPECT_EQ(rc, code) << mori_last_error();
   EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << mori_last_error();
@@ -369,6 +418,7 @@ TEST(Ep, TwoSimulatedNodesThroughTheProxy) {
       if (dt == MORI_EP_FP8_E4M3FN) s.hidden = 40, s.scale_dim = 2, s.scale_size = 4;
       mori_ep_config_t c = Config(s, rank, size);
       c.kernel_type = MORI_EP_INTER_NODE;
+      if (dt == MORI_EP_FP8_E4M3FN) c.block_num = 3;  // the remote fetches with several blocks
       mori_ep_t *ep = nullptr;
       MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
       int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 200 : 500);

@@ -9,6 +9,8 @@
 /* The most blocks and threads per block an EP kernel runs with. */
 #define MORI_EP_MAX_GRID 1024
 #define MORI_EP_MAX_THREADS 1024
+/* The most blocks of a call on the host platform (one thread each). */
+#define MORI_EP_HOST_MAX_BLOCKS 8
 
 /* Header a rank publishes per call (int32 words, in its own memory, one per
  * parity): bad-index record, token count, then its rows for each rank. */
@@ -26,6 +28,7 @@ typedef struct mori_ep_state {
   uint64_t dispatch_epoch; /* dispatch calls whose send half finished */
   uint64_t combine_epoch;
   uint32_t done[4];        /* blocks past a point of the running kernel: dispatch mid/end, combine mid/end */
+  uint32_t scan_failed;    /* blocks of the running dispatch whose lists are incomplete (a wait failed) */
   int32_t bad_seen;        /* a bad-index record arrived (cleared by mori_ep_check) */
   int32_t bad_rank, bad_token, bad_slot, bad_index, bad_count;
 } mori_ep_state_t;
@@ -40,7 +43,9 @@ typedef struct mori_ep_state {
  *   base[2][world + 1]             where each source's rows start in this rank's dispatch output
  *   list[2][world][max_tokens]     i32: tokens this rank sends each rank, ascending
  *   pos[2][max_tokens][world]      i32: a token's place in list[d], or -1
- *   scan                           mori_ep_scan_scratch_t (host platform; shared memory on GPUs)
+ *   chunk_ready[MORI_EP_MAX_GRID]  u64: the dispatch epoch whose chunk counts block b has published
+ *   chunk[MORI_EP_MAX_GRID][world + 2]  u32: block b's counts per destination, bad count, first bad token
+ *   scan[MORI_EP_HOST_MAX_BLOCKS]  mori_ep_scan_scratch_t per block (host platform; shared memory on GPUs)
  *   prefix[MORI_EP_MAX_GRID][world + 1]  u32 scratch, one row per block
  *   stage_{tok,w,idx,scale}[2]     this rank's input rows, staged for pulls
  *   out_*, recv_num, src_pos       dispatch outputs
@@ -70,6 +75,7 @@ typedef struct mori_ep_dev {
   uint32_t reserved;
   uint64_t off_ready, off_rhdr, off_rlist, off_rbase, off_fetch, off_fetch_w;
   uint64_t off_cdone;
+  uint64_t off_chunk, off_chunk_ready;
 } mori_ep_dev_t;
 
 /* Destinations a scan pass handles at once (bits of a vote mask), and the
@@ -77,8 +83,9 @@ typedef struct mori_ep_dev {
 #define MORI_EP_SCAN_DESTS 64
 #define MORI_EP_SCAN_WARPS 32
 
-/* Scratch of block 0's scan (dispatch's lists): shared memory on GPUs,
- * the window's scan area on the host platform (one thread: one warp). */
+/* Scratch of a block's part of the scan (dispatch's lists): shared memory
+ * on GPUs, the block's slot of the window's scan area on the host platform
+ * (one thread: one warp). */
 typedef struct mori_ep_scan_scratch {
   uint32_t warp_at[MORI_EP_SCAN_WARPS][MORI_EP_SCAN_DESTS]; /* a warp's count, then where its tokens start */
   uint32_t total[MORI_EP_SCAN_DESTS];                       /* tokens listed so far per destination */

@@ -98,22 +98,44 @@ MORI_DEVICE_INLINE uint64_t mori_ep_impl_dests(const mori_ep_dev_t *e, const int
   return out ? 0 : mask;
 }
 
-/* Block 0 of dispatch's send half: the header (bad record, counts) and the
- * per-destination lists, in token order. The block takes the tokens a
- * block's width at a time, one per thread: a warp vote per destination
- * gives each warp's count and each lane's place among its warp's tokens,
- * and a pass over the warps (one thread per destination) places the
- * warps, so a round of nt tokens costs two block barriers whatever the
- * world size up to 64 (a pass per 64 destinations beyond). Reads of the
- * indices are coalesced (thread i reads token i's row). */
-MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p) {
+/* Counts of one round of nt tokens (one per thread) for destinations
+ * d0 .. d0 + dn - 1: each warp's count per destination, by vote, in
+ * warp_at[w][d]. */
+MORI_DEVICE_INLINE void mori_ep_impl_vote_counts(mori_ep_scan_scratch_t *sc, uint64_t mask, uint32_t dn, uint32_t w,
+                                                 uint32_t lane) {
+  for (uint32_t d = 0; d < dn; d++) {
+    uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
+    if (lane == 0) sc->warp_at[w][d] = MORI_EP_POPC(v);
+  }
+}
+
+/* Dispatch's send half, every block: the per-destination lists of what
+ * this rank sends (each ascending in token order), pos, and (the last
+ * block) the header.
+ *
+ * Block b takes the b-th of `grid` contiguous chunks of the tokens. With
+ * one block there is one chunk and one pass. Otherwise, a first pass
+ * counts the chunk's tokens per destination (and its dropped tokens) and
+ * publishes the counts, tagged with the call's epoch; the block then waits
+ * for the counts of every earlier chunk (they are published before any
+ * block waits, so no chunk waits on a chain) and starts each destination's
+ * list at their sum. The second pass places the chunk's tokens: a round of
+ * nt tokens (one per thread; thread i reads token i's row, coalesced) is a
+ * warp vote per destination (each warp's count and each lane's place among
+ * its warp's tokens) and a pass over the warps (one thread per
+ * destination), two block barriers per round whatever the world size up to
+ * 64 (a pass per 64 destinations beyond). The last block's totals are the
+ * header's counts. Returns 0, or the error of a wait for an earlier chunk
+ * (its record: this rank, channel 5, the epoch, the count ready seen). */
+MORI_DEVICE_INLINE int mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p, uint64_t epoch,
+                                         uint32_t block, uint32_t grid) {
   int n = e->world_size;
   uint32_t T = a->num_tokens, K = e->top_k, M = e->max_tokens;
   uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
   uint32_t ws = (uint32_t)MORI_THREAD_COUNT_WARP(), lane = (uint32_t)MORI_THREAD_RANK_WARP(), w = tid / ws;
   uint32_t nw = (nt + ws - 1) / ws;
 #if defined(MORI_DEVICE_COMPILER_HOST)
-  mori_ep_scan_scratch_t *sc = (mori_ep_scan_scratch_t *)mori_ep_impl_local(e, e->off_scan);
+  mori_ep_scan_scratch_t *sc = (mori_ep_scan_scratch_t *)mori_ep_impl_local(e, e->off_scan) + block;
 #else
   __shared__ mori_ep_scan_scratch_t scan_scratch;
   mori_ep_scan_scratch_t *sc = &scan_scratch;
@@ -122,26 +144,87 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
   int32_t *hdr = (int32_t *)mori_ep_impl_local(e, e->off_hdr + p * e->hdr_bytes);
   int32_t *list = (int32_t *)mori_ep_impl_local(e, e->off_list) + p * (uint64_t)n * M;
   int32_t *pos = (int32_t *)mori_ep_impl_local(e, e->off_pos) + p * (uint64_t)M * (uint64_t)n;
+  uint32_t *chunks = (uint32_t *)mori_ep_impl_local(e, e->off_chunk);
+  uint64_t *chunk_ready = (uint64_t *)mori_ep_impl_local(e, e->off_chunk_ready);
+  uint32_t row = (uint32_t)n + 2; /* a chunk's words: counts, bad count, first bad token */
+  uint32_t per = (T + grid - 1) / grid;
+  uint32_t lo = (uint64_t)block * per < T ? block * per : T, hi = T - lo < per ? T : lo + per;
+  int last = block == grid - 1, rc = MORI_DEVICE_OK;
   if (tid == 0) sc->bad_count = 0, sc->bad_first = 0xffffffffu;
   MORI_SYNC_BLOCK();
+  if (grid > 1) {
+    /* First pass: this chunk's counts, published for the later chunks. */
+    uint32_t *mine = chunks + (uint64_t)block * row;
+    for (int d0 = 0; d0 < n; d0 += MORI_EP_SCAN_DESTS) {
+      uint32_t dn = (uint32_t)(n - d0 < MORI_EP_SCAN_DESTS ? n - d0 : MORI_EP_SCAN_DESTS);
+      for (uint32_t d = tid; d < dn; d += nt) sc->total[d] = 0;
+      MORI_SYNC_BLOCK();
+      for (uint32_t r = lo; r < hi; r += nt) {
+        int bad = 0;
+        uint64_t mask = mori_ep_impl_dests(e, a->indices, r + tid, hi, d0, &bad);
+        if (bad && d0 == 0) {
+          MORI_EP_SHARED_ADD(&sc->bad_count, 1u);
+          MORI_EP_SHARED_MIN(&sc->bad_first, r + tid);
+        }
+        for (uint32_t d = 0; d < dn; d++) {
+          uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
+          if (lane == 0 && v) MORI_EP_SHARED_ADD(&sc->total[d], MORI_EP_POPC(v));
+        }
+      }
+      MORI_SYNC_BLOCK();
+      for (uint32_t d = tid; d < dn; d += nt) mine[d0 + (int)d] = sc->total[d];
+    }
+    MORI_SYNC_BLOCK();
+    if (tid == 0) {
+      mine[n] = sc->bad_count;
+      mine[n + 1] = sc->bad_first;
+      mori_fence_system();
+      mori_atomic_store_release_u64(chunk_ready + block, epoch);
+    }
+    /* The earlier chunks' counts: one thread per chunk waits for them. */
+    for (uint32_t j = tid; j < block && !rc; j += nt) {
+      uint64_t start = 0, seen;
+      for (uint32_t spin = 0; (seen = mori_load_volatile_u64(chunk_ready + j)) < epoch; spin++) {
+        rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, e->rank, 5, epoch, seen);
+        if (rc) break;
+        mori_pause();
+      }
+      if (!rc) (void)mori_atomic_load_acquire_u64(chunk_ready + j);
+    }
+    if (MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK)) return MORI_DEVICE_ETIMEDOUT;
+    /* The last block reports the dropped tokens of every chunk. */
+    if (last)
+      for (uint32_t j = tid; j < block; j += nt) {
+        const volatile uint32_t *c = chunks + (uint64_t)j * row;
+        uint32_t count = c[n], first = c[n + 1];
+        if (count) {
+          MORI_EP_SHARED_ADD(&sc->bad_count, count);
+          MORI_EP_SHARED_MIN(&sc->bad_first, first);
+        }
+      }
+  }
   for (int d0 = 0; d0 < n; d0 += MORI_EP_SCAN_DESTS) {
     uint32_t dn = (uint32_t)(n - d0 < MORI_EP_SCAN_DESTS ? n - d0 : MORI_EP_SCAN_DESTS);
+    /* Where this chunk's tokens start in each list: the earlier chunks' sum. */
     for (uint32_t d = tid; d < dn; d += nt) sc->total[d] = 0;
+    MORI_SYNC_BLOCK();
+    for (uint32_t x = tid; x < block * dn; x += nt) {
+      uint32_t c = ((const volatile uint32_t *)chunks)[(uint64_t)(x / dn) * row + (uint64_t)d0 + x % dn];
+      if (c) MORI_EP_SHARED_ADD(&sc->total[x % dn], c);
+    }
+    MORI_SYNC_BLOCK();
     int bad = 0, bad_next = 0;
-    uint64_t mask = mori_ep_impl_dests(e, a->indices, tid, T, d0, &bad);
-    for (uint32_t r = 0; r < T; r += nt) {
+    uint64_t mask = mori_ep_impl_dests(e, a->indices, lo + tid, hi, d0, &bad);
+    for (uint32_t r = lo; r < hi; r += nt) {
       uint32_t t = r + tid;
       /* The next round's row is read now: its loads are in flight while
        * this round votes and waits at its barriers. */
-      uint64_t mask_next = mori_ep_impl_dests(e, a->indices, t + nt, T, d0, &bad_next);
-      if (bad && d0 == 0) {
+      uint64_t mask_next = mori_ep_impl_dests(e, a->indices, t + nt, hi, d0, &bad_next);
+      if (bad && d0 == 0 && grid == 1) { /* with several chunks the first pass counted them */
         MORI_EP_SHARED_ADD(&sc->bad_count, 1u);
         MORI_EP_SHARED_MIN(&sc->bad_first, t);
       }
-      for (uint32_t d = 0; d < dn; d++) {
-        uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
-        if (lane == 0) sc->warp_at[w][d] = MORI_EP_POPC(v);
-      }
+      mori_ep_impl_vote_counts(sc, mask, dn, w, lane);
       MORI_SYNC_BLOCK();
       for (uint32_t d = tid; d < dn; d += nt) {
         uint32_t at = sc->total[d];
@@ -155,7 +238,7 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
       MORI_SYNC_BLOCK();
       for (uint32_t d = 0; d < dn; d++) {
         uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
-        if (t >= T) continue;
+        if (t >= hi) continue;
         int32_t o = -1;
         if ((mask >> d) & 1) {
           o = (int32_t)(sc->warp_at[w][d] + MORI_EP_POPC(v & below));
@@ -167,10 +250,11 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
       mask = mask_next;
       bad = bad_next;
     }
-    for (uint32_t d = tid; d < dn; d += nt) hdr[MORI_EP_HDR_COUNTS + d0 + (int)d] = (int32_t)sc->total[d];
+    if (last)
+      for (uint32_t d = tid; d < dn; d += nt) hdr[MORI_EP_HDR_COUNTS + d0 + (int)d] = (int32_t)sc->total[d];
+    MORI_SYNC_BLOCK(); /* total is reset for the next group */
   }
-  MORI_SYNC_BLOCK();
-  if (tid == 0) {
+  if (last && tid == 0) {
     hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)sc->bad_count;
     hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
     if (sc->bad_count) {
@@ -181,6 +265,7 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_
       hdr[MORI_EP_HDR_BAD_INDEX] = a->indices[(uint64_t)first * K + slot];
     }
   }
+  return MORI_DEVICE_OK;
 }
 
 /* Every block arrives; returns 1 in thread 0 of the last block to arrive
@@ -314,7 +399,10 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
   uint32_t warp, warps;
   mori_ep_impl_warps(block, grid, &warp, &warps);
   if (send) {
-    if (block == 0) mori_ep_impl_scan(e, a, p);
+    rc = mori_ep_impl_scan(e, a, p, epoch, block, grid);
+    /* A block whose lists are incomplete keeps the flag down: no peer reads
+     * them, and every rank's wait for this rank ends in its timeout. */
+    if (rc && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->scan_failed, 1);
     char *tok = mori_ep_impl_local(e, e->off_stage_tok) + p * (uint64_t)M * tb;
     float *w = (float *)mori_ep_impl_local(e, e->off_stage_w) + p * (uint64_t)M * K;
     int32_t *idx = (int32_t *)mori_ep_impl_local(e, e->off_stage_idx) + p * (uint64_t)M * K;
@@ -334,10 +422,15 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
           for (uint32_t j = (uint32_t)lane; j < sb; j += (uint32_t)lanes) sc[(uint64_t)t * sb + j] = 0;
       }
     }
-    if (mori_ep_impl_last_block(&st->done[0], grid)) mori_ep_impl_publish(e, e->off_dflag, epoch);
+    if (mori_ep_impl_last_block(&st->done[0], grid)) {
+      if (!*(volatile uint32_t *)&st->scan_failed) mori_ep_impl_publish(e, e->off_dflag, epoch);
+      *(volatile uint32_t *)&st->scan_failed = 0;
+    }
   }
   if (recv) {
+    int scan_rc = rc;
     rc = mori_ep_impl_wait_all(e, e->off_dflag, epoch, 0);
+    if (scan_rc) rc = scan_rc;
     if (e->remote) rc = mori_ep_impl_fetch_remote(e, p, epoch, 0, block, rc);
     uint32_t *pre = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
     if (!rc && MORI_THREAD_RANK_BLOCK() == 0) {
