@@ -111,15 +111,18 @@ MORI_DEVICE_INLINE void mori_ep_impl_vote_counts(mori_ep_scan_scratch_t *sc, uin
 
 /* Dispatch's send half, every block: the per-destination lists of what
  * this rank sends (each ascending in token order), pos, and (the last
- * block) the header.
+ * block) the header, in two steps with the staging of the rows between
+ * them (its loads overlap the wait for the earlier chunks).
  *
- * Block b takes the b-th of `grid` contiguous chunks of the tokens. With
- * one block there is one chunk and one pass. Otherwise, a first pass
- * counts the chunk's tokens per destination (and its dropped tokens) and
- * publishes the counts, tagged with the call's epoch; the block then waits
- * for the counts of every earlier chunk (they are published before any
- * block waits, so no chunk waits on a chain) and starts each destination's
- * list at their sum. The second pass places the chunk's tokens: a round of
+ * Block b takes the b-th of `grid` contiguous chunks of the tokens
+ * (mori_ep_impl_chunk). With one block there is one chunk and one pass.
+ * Otherwise, mori_ep_impl_scan_count counts the chunk's tokens per
+ * destination (and its dropped tokens) and publishes the counts, tagged
+ * with the call's epoch (device scope: only blocks of this kernel read
+ * them); mori_ep_impl_scan_place then waits for the counts of every
+ * earlier chunk (they are published before any block waits, so no chunk
+ * waits on a chain) and starts each destination's list at their sum. It
+ * places the chunk's tokens: a round of
  * nt tokens (one per thread; thread i reads token i's row, coalesced) is a
  * warp vote per destination (each warp's count and each lane's place among
  * its warp's tokens) and a pass over the warps (one thread per
@@ -127,19 +130,69 @@ MORI_DEVICE_INLINE void mori_ep_impl_vote_counts(mori_ep_scan_scratch_t *sc, uin
  * 64 (a pass per 64 destinations beyond). The last block's totals are the
  * header's counts. Returns 0, or the error of a wait for an earlier chunk
  * (its record: this rank, channel 5, the epoch, the count ready seen). */
-MORI_DEVICE_INLINE int mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p, uint64_t epoch,
-                                         uint32_t block, uint32_t grid) {
+MORI_DEVICE_INLINE void mori_ep_impl_chunk(uint32_t T, uint32_t block, uint32_t grid, uint32_t *lo, uint32_t *hi) {
+  uint32_t per = (T + grid - 1) / grid;
+  *lo = (uint64_t)block * per < T ? block * per : T;
+  *hi = T - *lo < per ? T : *lo + per;
+}
+
+MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_ep_dev_t *e, uint32_t block) {
+#if defined(MORI_DEVICE_COMPILER_HOST)
+  return (mori_ep_scan_scratch_t *)mori_ep_impl_local(e, e->off_scan) + block;
+#else
+  (void)e, (void)block;
+  __shared__ mori_ep_scan_scratch_t scan_scratch;
+  return &scan_scratch;
+#endif
+}
+
+MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t epoch, uint32_t block,
+                                                uint32_t grid) {
+  int n = e->world_size;
+  uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
+  uint32_t lane = (uint32_t)MORI_THREAD_RANK_WARP();
+  mori_ep_scan_scratch_t *sc = mori_ep_impl_scan_scratch(e, block);
+  uint32_t *mine = (uint32_t *)mori_ep_impl_local(e, e->off_chunk) + (uint64_t)block * (uint64_t)(n + 2);
+  uint32_t lo, hi;
+  mori_ep_impl_chunk(a->num_tokens, block, grid, &lo, &hi);
+  if (tid == 0) sc->bad_count = 0, sc->bad_first = 0xffffffffu;
+  if (grid == 1) return; /* one chunk: scan_place counts as it places */
+  for (int d0 = 0; d0 < n; d0 += MORI_EP_SCAN_DESTS) {
+    uint32_t dn = (uint32_t)(n - d0 < MORI_EP_SCAN_DESTS ? n - d0 : MORI_EP_SCAN_DESTS);
+    for (uint32_t d = tid; d < dn; d += nt) sc->total[d] = 0;
+    MORI_SYNC_BLOCK();
+    for (uint32_t r = lo; r < hi; r += nt) {
+      int bad = 0;
+      uint64_t mask = mori_ep_impl_dests(e, a->indices, r + tid, hi, d0, &bad);
+      if (bad && d0 == 0) {
+        MORI_EP_SHARED_ADD(&sc->bad_count, 1u);
+        MORI_EP_SHARED_MIN(&sc->bad_first, r + tid);
+      }
+      for (uint32_t d = 0; d < dn; d++) {
+        uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
+        if (lane == 0 && v) MORI_EP_SHARED_ADD(&sc->total[d], MORI_EP_POPC(v));
+      }
+    }
+    MORI_SYNC_BLOCK();
+    for (uint32_t d = tid; d < dn; d += nt) mine[d0 + (int)d] = sc->total[d];
+    MORI_SYNC_BLOCK(); /* total is reset for the next group */
+  }
+  if (tid == 0) {
+    mine[n] = sc->bad_count;
+    mine[n + 1] = sc->bad_first;
+    /* Ordered after the block's stores by the barrier above (cumulative). */
+    mori_atomic_store_release_device_u64((uint64_t *)mori_ep_impl_local(e, e->off_chunk_ready) + block, epoch);
+  }
+}
+
+MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p, uint64_t epoch,
+                                               uint32_t block, uint32_t grid) {
   int n = e->world_size;
   uint32_t T = a->num_tokens, K = e->top_k, M = e->max_tokens;
   uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
   uint32_t ws = (uint32_t)MORI_THREAD_COUNT_WARP(), lane = (uint32_t)MORI_THREAD_RANK_WARP(), w = tid / ws;
   uint32_t nw = (nt + ws - 1) / ws;
-#if defined(MORI_DEVICE_COMPILER_HOST)
-  mori_ep_scan_scratch_t *sc = (mori_ep_scan_scratch_t *)mori_ep_impl_local(e, e->off_scan) + block;
-#else
-  __shared__ mori_ep_scan_scratch_t scan_scratch;
-  mori_ep_scan_scratch_t *sc = &scan_scratch;
-#endif
+  mori_ep_scan_scratch_t *sc = mori_ep_impl_scan_scratch(e, block);
   uint64_t below = lane ? (~0ull >> (64 - lane)) : 0; /* the lanes before this one */
   int32_t *hdr = (int32_t *)mori_ep_impl_local(e, e->off_hdr + p * e->hdr_bytes);
   int32_t *list = (int32_t *)mori_ep_impl_local(e, e->off_list) + p * (uint64_t)n * M;
@@ -147,40 +200,10 @@ MORI_DEVICE_INLINE int mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_a
   uint32_t *chunks = (uint32_t *)mori_ep_impl_local(e, e->off_chunk);
   uint64_t *chunk_ready = (uint64_t *)mori_ep_impl_local(e, e->off_chunk_ready);
   uint32_t row = (uint32_t)n + 2; /* a chunk's words: counts, bad count, first bad token */
-  uint32_t per = (T + grid - 1) / grid;
-  uint32_t lo = (uint64_t)block * per < T ? block * per : T, hi = T - lo < per ? T : lo + per;
+  uint32_t lo, hi;
+  mori_ep_impl_chunk(T, block, grid, &lo, &hi);
   int last = block == grid - 1, rc = MORI_DEVICE_OK;
-  if (tid == 0) sc->bad_count = 0, sc->bad_first = 0xffffffffu;
-  MORI_SYNC_BLOCK();
   if (grid > 1) {
-    /* First pass: this chunk's counts, published for the later chunks. */
-    uint32_t *mine = chunks + (uint64_t)block * row;
-    for (int d0 = 0; d0 < n; d0 += MORI_EP_SCAN_DESTS) {
-      uint32_t dn = (uint32_t)(n - d0 < MORI_EP_SCAN_DESTS ? n - d0 : MORI_EP_SCAN_DESTS);
-      for (uint32_t d = tid; d < dn; d += nt) sc->total[d] = 0;
-      MORI_SYNC_BLOCK();
-      for (uint32_t r = lo; r < hi; r += nt) {
-        int bad = 0;
-        uint64_t mask = mori_ep_impl_dests(e, a->indices, r + tid, hi, d0, &bad);
-        if (bad && d0 == 0) {
-          MORI_EP_SHARED_ADD(&sc->bad_count, 1u);
-          MORI_EP_SHARED_MIN(&sc->bad_first, r + tid);
-        }
-        for (uint32_t d = 0; d < dn; d++) {
-          uint64_t v = MORI_EP_VOTE((mask >> d) & 1);
-          if (lane == 0 && v) MORI_EP_SHARED_ADD(&sc->total[d], MORI_EP_POPC(v));
-        }
-      }
-      MORI_SYNC_BLOCK();
-      for (uint32_t d = tid; d < dn; d += nt) mine[d0 + (int)d] = sc->total[d];
-    }
-    MORI_SYNC_BLOCK();
-    if (tid == 0) {
-      mine[n] = sc->bad_count;
-      mine[n + 1] = sc->bad_first;
-      mori_fence_system();
-      mori_atomic_store_release_u64(chunk_ready + block, epoch);
-    }
     /* The earlier chunks' counts: one thread per chunk waits for them. */
     for (uint32_t j = tid; j < block && !rc; j += nt) {
       uint64_t start = 0, seen;
@@ -189,7 +212,7 @@ MORI_DEVICE_INLINE int mori_ep_impl_scan(const mori_ep_dev_t *e, const mori_ep_a
         if (rc) break;
         mori_pause();
       }
-      if (!rc) (void)mori_atomic_load_acquire_u64(chunk_ready + j);
+      if (!rc) (void)mori_atomic_load_acquire_device_u64(chunk_ready + j);
     }
     if (MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK)) return MORI_DEVICE_ETIMEDOUT;
     /* The last block reports the dropped tokens of every chunk. */
@@ -399,10 +422,7 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
   uint32_t warp, warps;
   mori_ep_impl_warps(block, grid, &warp, &warps);
   if (send) {
-    rc = mori_ep_impl_scan(e, a, p, epoch, block, grid);
-    /* A block whose lists are incomplete keeps the flag down: no peer reads
-     * them, and every rank's wait for this rank ends in its timeout. */
-    if (rc && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->scan_failed, 1);
+    mori_ep_impl_scan_count(e, a, epoch, block, grid);
     char *tok = mori_ep_impl_local(e, e->off_stage_tok) + p * (uint64_t)M * tb;
     float *w = (float *)mori_ep_impl_local(e, e->off_stage_w) + p * (uint64_t)M * K;
     int32_t *idx = (int32_t *)mori_ep_impl_local(e, e->off_stage_idx) + p * (uint64_t)M * K;
@@ -422,6 +442,10 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
           for (uint32_t j = (uint32_t)lane; j < sb; j += (uint32_t)lanes) sc[(uint64_t)t * sb + j] = 0;
       }
     }
+    rc = mori_ep_impl_scan_place(e, a, p, epoch, block, grid);
+    /* A block whose lists are incomplete keeps the flag down: no peer reads
+     * them, and every rank's wait for this rank ends in its timeout. */
+    if (rc && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->scan_failed, 1);
     if (mori_ep_impl_last_block(&st->done[0], grid)) {
       if (!*(volatile uint32_t *)&st->scan_failed) mori_ep_impl_publish(e, e->off_dflag, epoch);
       *(volatile uint32_t *)&st->scan_failed = 0;
