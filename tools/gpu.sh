@@ -21,8 +21,9 @@
 # backend), host (host cost per call at one rank: MORI against torch's
 # default backend), sanitize (gpu_window_test, gpu_coll_test and
 # gpu_shmem_test under compute-sanitizer's memcheck, racecheck and
-# synccheck, one summary line per run; SANITIZE_TOOLS / SANITIZE_TESTS
-# narrow it, SANITIZE_TIMEOUT bounds each run, default 900 s), stress (torch's barrier under stress at two ranks), or all of
+# synccheck, one summary line per run, and the torch suites of
+# SANITIZE_TORCH (default test_mori_ops test_ep) the same way; SANITIZE_TOOLS
+# / SANITIZE_TESTS narrow it, SANITIZE_TIMEOUT bounds each run, default 900 s), stress (torch's barrier under stress at two ranks), or all of
 # them. MORI_BENCH_ONLY narrows the harness's steps.
 # Results and logs go to $OUT (default /tmp/mori-gpu-out). NVLink multicast
 # stays off everywhere (mori never creates multicast objects).
@@ -243,35 +244,58 @@ fi
 
 if has sanitize; then
   # Each suite under each compute-sanitizer tool, at SANITIZE_RANKS ranks
-  # (default 1: the tools slow kernels down many times over). An error
-  # report whose backtrace passes through the handle-type probe
-  # (mori_platform_probe_handle_types: creating memory with fabric handles,
-  # refused where the fabric is not set up) is expected and counted apart;
-  # any other report fails the run.
+  # (default 1: the tools slow kernels down many times over). Two probes'
+  # reports are expected and counted apart: mori's handle-type probe
+  # (mori_platform_probe_handle_types: cuMemCreate with fabric handles, not
+  # permitted where the fabric is not set up; in the wheel's stripped
+  # libmori.so only the call and its error name it), and NCCL's kernel
+  # probe when torch makes a NCCL group (ncclInitKernelsForDevice asks for
+  # kernels not built for this architecture). So are two that tests cause
+  # on purpose: the kernel GpuDeviceApi.OptInTrapStopsTheKernelAfterRecording
+  # TheTimeout traps (and the launch failure its host then sees), and
+  # mori_mem_register's question whether memory of the runtime's allocator
+  # is a VMM mapping (cuMemRetainAllocationHandle says no, and the memory is
+  # adopted through legacy IPC handles). Any other report fails the run.
   sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
-  expected=${SANITIZE_EXPECTED:-mori_platform_probe_handle_types}
+  expected=${SANITIZE_EXPECTED:-'mori_platform_probe_handle_types|CUDA_ERROR_NOT_PERMITTED [(]error 800[)] due to "operation not permitted" on CUDA API call to cuMemCreate|ncclInitKernelsForDevice|GpuDeviceApi_OptInTrapStopsTheKernelAfterRecordingTheTimeout|CUDA_ERROR_INVALID_VALUE [(]error 1[)] due to "invalid argument" on CUDA API call to cuMemRetainAllocationHandle'}
+  # "UNEXPECTED EXPECTED": the reports of a sanitizer log, apart and in the probe.
+  sanitizer_reports() {
+    # Reports are blocks of "========= " lines: one that starts without
+    # an indent opens a report; the summary line closes the output.
+    awk -v expected="$expected" '
+      function close_block() {
+        if (open && block ~ expected) ok++
+        else if (open) { bad++; if (bad <= 3) print block > "/dev/stderr" }
+        open = 0; block = ""
+      }
+      /^========= (COMPUTE-SANITIZER|Target application returned)/ || / SUMMARY: / { close_block(); next }
+      /^========= [^ ]/ { close_block(); open = 1; block = $0; next }
+      /^=========  / { if (open) block = block "\n" $0; next }
+      { close_block() }
+      END { close_block(); printf "%d %d", bad + 0, ok + 0 }' "$1"
+  }
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     for t in ${SANITIZE_TESTS:-gpu_window_test gpu_coll_test gpu_shmem_test}; do
       log="$OUT/sanitize_${tool}_$t.log"
       echo "== compute-sanitizer --tool $tool $t (${SANITIZE_RANKS:-1} rank(s))"
-      MORI_TEST_RANKS=${SANITIZE_RANKS:-1} timeout -s KILL "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool "$tool" --target-processes all \
+      MORI_COLL_TEST_ITERS=${MORI_COLL_TEST_ITERS:-20} MORI_EP_TEST_CALLS=${MORI_EP_TEST_CALLS:-50} \
+        MORI_TEST_RANKS=${SANITIZE_RANKS:-1} timeout -s KILL "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool "$tool" --target-processes all \
         "gpu-bundle/bin/$t" > "$log" 2>&1
       code=$?
-      # Reports are blocks of "========= " lines: one that starts without
-      # an indent opens a report; the summary line closes the output.
-      counts=$(awk -v expected="$expected" '
-        function close_block() {
-          if (open && block ~ expected) ok++
-          else if (open) { bad++; if (bad <= 3) print block > "/dev/stderr" }
-          open = 0; block = ""
-        }
-        /^========= (COMPUTE-SANITIZER|Target application returned)/ || / SUMMARY: / { close_block(); next }
-        /^========= [^ ]/ { close_block(); open = 1; block = $0; next }
-        /^=========  / { if (open) block = block "\n" $0; next }
-        { close_block() }
-        END { close_block(); printf "%d %d", bad + 0, ok + 0 }' "$log")
-      read -r unexpected probe <<< "$counts"
-      record "sanitize $tool $t: $unexpected unexpected report(s), $probe expected (fabric-handle probe); tests $(gtest_counts "$log") (exit $code)"
+      read -r unexpected probe <<< "$(sanitizer_reports "$log")"
+      record "sanitize $tool $t: $unexpected unexpected report(s), $probe expected (probes); tests $(gtest_counts "$log") (exit $code)"
+    done
+    # The torch suites in SANITIZE_TORCH (default test_mori_ops test_ep), one
+    # rank, the whole torchrun job under the tool.
+    for t in ${SANITIZE_TORCH-test_mori_ops test_ep}; do
+      log="$OUT/sanitize_${tool}_$t.log"
+      echo "== compute-sanitizer --tool $tool torch $t (1 rank)"
+      MORI_OPS_ITERS=${MORI_OPS_ITERS:-50} MORI_EP_TEST_CALLS=${MORI_EP_TEST_CALLS:-50} \
+        timeout -s KILL "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool "$tool" --target-processes all \
+        python3 -m torch.distributed.run --standalone --nproc_per_node=1 "torch_backend/tests/$t.py" > "$log" 2>&1
+      code=$?
+      read -r unexpected probe <<< "$(sanitizer_reports "$log")"
+      record "sanitize $tool torch $t: $unexpected unexpected report(s), $probe expected (probes); tests $(grep -c '^PASS' "$log") passed, $(grep -c '^FAIL' "$log") failed (exit $code)"
     done
   done
 fi
