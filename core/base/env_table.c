@@ -132,6 +132,9 @@ static const mori_env_var_t table[] = {
      .meaning = "How MoE dispatch/combine picks blocks and warps when neither the call nor the config gives them: "
                 "manual (every resident block, 16 warps each) or auto (the shipped table by architecture, world size, "
                 "dtype, tokens and hidden size)."},
+    {"MORI_EP_HOST_BLOCKS", I(1, 8, LIB), .reader = "collectives (ep)", .default_text = "1",
+     .meaning = "Host platform: the most blocks (threads of the calling rank) a MoE dispatch/combine call runs; "
+                "the call's or the config's block_num, else 1, up to this. Read when the context is made."},
     {"MORI_A2A_ALGO", E("slices|ll", LIB), .reader = "collectives", .default_text = "by size",
      .meaning = "Forces the staged all-to-all's algorithm."},
     {"MORI_A2A_LL_MAX_BYTES", Z(1, 1 * TIB, LIB), .reader = "collectives", .default_text = "256K",

@@ -62,6 +62,9 @@ enum {
   WR_FLAGS = 0xfff,
   WR_SEGMENT_ALIGN = 4096,
 };
+#ifndef __cplusplus
+_Static_assert(WR_FLAGS < WR_SEGMENT_ALIGN, "a segment's address leaves the id's low bits free");
+#endif
 
 /* What each rank publishes at connection; num_qp QPNs per peer follow
  * (peer-major: [peer * num_qp + i]; 0 for peers it does not connect). */
@@ -138,11 +141,17 @@ struct rdma_segment {
   uint64_t next;  /* next ticket the proxy takes */
   /* Requests complete out of order (several peers, several QPs), but a
    * kernel's quiet waits for every ticket below the count it read: the
-   * ring's `done` is the first ticket not yet complete, advanced over
-   * complete[ticket % MORI_PROXY_SLOTS]. At most MORI_PROXY_SLOTS tickets
-   * are taken and not complete at once (the proxy waits at that bound). */
+   * ring's `done` is the first ticket not yet complete. A ticket is
+   * complete once it is sealed (its last piece posted, or the request
+   * refused) and none of its pieces is in flight; per ticket %
+   * MORI_PROXY_SLOTS. At most MORI_PROXY_SLOTS tickets are taken and not
+   * complete at once: the proxy takes no more until `done` moves, so one
+   * request that never completes (a peer that stopped) holds back the
+   * ring's requests to every peer from then on, until the kernel's submit
+   * or quiet times out. */
   uint64_t done_prefix;
-  uint8_t complete[MORI_PROXY_SLOTS];
+  uint32_t pieces_out[MORI_PROXY_SLOTS];
+  uint8_t sealed[MORI_PROXY_SLOTS];
   uint64_t piece; /* bytes of request `next` already posted (a transfer longer than max_msg) */
   int piece_qp;   /* the QP (index within the peer's) request `next`'s pieces go on */
   /* Work requests posted for this segment and not completed, in total and
@@ -228,9 +237,12 @@ int rdma_post_set(struct rdma_state *s, struct rdma_segment *w, int peer, uint64
                   uint64_t flags); /* locked; fenced */
 /* Frees a segment nothing is in flight for. Locked. */
 void rdma_segment_free(struct rdma_state *s, struct rdma_segment *w);
-/* Ring request `ticket` of `w` (taken, not yet counted) has completed:
- * the ring's done moves past every complete ticket in order. Locked. */
-void rdma_ring_complete(struct rdma_segment *w, uint64_t ticket);
+/* Ring request `index` (its ticket % MORI_PROXY_SLOTS) of `w`: a piece of
+ * it completed (rdma_ring_piece_done), or it will post no more pieces
+ * (rdma_ring_seal). Either moves the ring's done past every complete
+ * ticket, in order. Locked. */
+void rdma_ring_piece_done(struct rdma_segment *w, uint64_t index);
+void rdma_ring_seal(struct rdma_segment *w, uint64_t index);
 int64_t rdma_now_ms(void);
 
 /* proxy.c */

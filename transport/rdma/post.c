@@ -47,13 +47,23 @@ void rdma_segment_free(struct rdma_state *s, struct rdma_segment *w) {
 
 _Static_assert(((MORI_PROXY_SLOTS - 1) << WR_TICKET_SHIFT) <= WR_FLAGS, "a ring's ticket index fits in a work-request id");
 
-void rdma_ring_complete(struct rdma_segment *w, uint64_t ticket) {
-  w->complete[ticket % MORI_PROXY_SLOTS] = 1;
+static void ring_advance(struct rdma_segment *w) {
   uint64_t done = w->done_prefix;
-  while (w->complete[done % MORI_PROXY_SLOTS]) w->complete[done++ % MORI_PROXY_SLOTS] = 0;
+  while (w->sealed[done % MORI_PROXY_SLOTS] && w->pieces_out[done % MORI_PROXY_SLOTS] == 0)
+    w->sealed[done++ % MORI_PROXY_SLOTS] = 0;
   if (done == w->done_prefix) return;
   w->done_prefix = done;
   __atomic_store_n(&w->ring->done, done, __ATOMIC_RELEASE);
+}
+
+void rdma_ring_piece_done(struct rdma_segment *w, uint64_t index) {
+  w->pieces_out[index % MORI_PROXY_SLOTS]--;
+  ring_advance(w);
+}
+
+void rdma_ring_seal(struct rdma_segment *w, uint64_t index) {
+  w->sealed[index % MORI_PROXY_SLOTS] = 1;
+  ring_advance(w);
 }
 
 /* One completion. Caller holds s->lock. */
@@ -81,11 +91,9 @@ static void complete(struct rdma_state *s, const struct ibv_wc *wc) {
                peer, status, wc->vendor_err);
     }
   }
-  if (proxied && last) {
-    /* Taken tickets are within MORI_PROXY_SLOTS of done_prefix: the
-     * ticket's index in the id names one. */
-    rdma_ring_complete(w, (wc->wr_id & WR_FLAGS) >> WR_TICKET_SHIFT);
-  }
+  /* Taken tickets are within MORI_PROXY_SLOTS of done_prefix: the
+   * ticket's index in the id (on every piece) names one. */
+  if (proxied) rdma_ring_piece_done(w, (wc->wr_id & WR_FLAGS) >> WR_TICKET_SHIFT);
   if (w->in_flight == 0 && w == s->retired) {
     s->retired = w->next_retired;
     rdma_segment_free(s, w);

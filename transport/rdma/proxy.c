@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The rdma transport's proxy: kernels (and CPU ranks) that need a peer
  * outside the LSA team write requests into their segment's ring; this
- * thread takes them in ticket order, posts them, and counts completions in
- * the ring so mori_proxy_quiet can wait for them. It holds the lock only
+ * thread takes them in ticket order, posts them, and moves the ring's done
+ * past each request once it has completed (they complete out of order), so
+ * mori_proxy_quiet can wait for every request before the tickets it read. It holds the lock only
  * while posting what fits and polling once: when the send queues are full
  * a request stays in its ring until completions make room. */
 #include <errno.h>
@@ -73,7 +74,8 @@ static const char *op_name(uint32_t op) {
   }
 }
 
-/* Counts a request as done and failed, and moves past it. */
+/* Counts a request as failed (the caller seals it: it is done once the
+ * pieces it already posted have completed). */
 static void refuse(struct rdma_state *s, struct rdma_segment *w, const mori_proxy_request_t *q, const char *why,
                    uint64_t bad) {
   bool transfer = q->op == MORI_PROXY_PUT || q->op == MORI_PROXY_GET;
@@ -91,7 +93,6 @@ static void refuse(struct rdma_state *s, struct rdma_segment *w, const mori_prox
                       (unsigned long long)q->bytes_or_value, why);
   }
   __atomic_add_fetch(&w->ring->failed, 1, __ATOMIC_RELEASE);
-  rdma_ring_complete(w, w->next);
 }
 
 int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, bool *left) {
@@ -132,13 +133,15 @@ int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, 
       return 0;
     }
     *worked = true;
+    if (!why && !rc) w->pieces_out[w->next % MORI_PROXY_SLOTS]++;
     if (why || rc) {
-      /* Pieces already posted complete on their own; the last one never
-       * will, so the request is counted here. */
+      /* Pieces already posted complete on their own (the request is done
+       * once they have); the last one never will be posted. */
       refuse(s, w, &q, why ? why : mori_last_error(), bad);
       finished = true;
     }
     if (!finished) continue;
+    rdma_ring_seal(w, w->next);
     w->piece = 0;
     w->next++;
     __atomic_store_n(&w->ring->consumed, w->next, __ATOMIC_RELEASE);

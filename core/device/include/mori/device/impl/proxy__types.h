@@ -48,7 +48,7 @@ typedef struct mori_proxy_refusal {
 
 typedef struct mori_proxy_ring {
   uint64_t consumed; /* requests the proxy has taken (slots free again) */
-  uint64_t done;     /* requests completed by the transport */
+  uint64_t done;     /* every ticket below it has completed (the first not yet complete) */
   uint64_t failed;   /* requests that failed (the host reports them) */
   mori_proxy_refusal_t refused;
   mori_proxy_request_t slot[MORI_PROXY_SLOTS];
