@@ -197,6 +197,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     ep->config = *config;
     ep->device = mori_comm_device(comm);
     ep->auto_shape = mori_env_enum_or("MORI_EP_LAUNCH_CONFIG_MODE", 0) == 1;
+    ep->host_blocks = (int)mori_env_int_or("MORI_EP_HOST_BLOCKS", 1);
     int sms = 0, drc = ep->auto_shape ? mori_ep_device_info(ep->device, ep->arch, sizeof(ep->arch), &sms) : 0;
     if (drc && !rc) rc = drc;
     uint32_t es = elem_bytes((int)config->data_type);

@@ -25,6 +25,7 @@ struct mori_ep {
   uint32_t comb_has_weights;
   int device;
   int auto_shape;  /* MORI_EP_LAUNCH_CONFIG_MODE=auto, read when the context was made */
+  int host_blocks; /* host platform: MORI_EP_HOST_BLOCKS, read when the context was made */
   char arch[32];   /* the device's, for the launch table */
 };
 

@@ -8,6 +8,7 @@
 
 #include "collectives/ep_internal.h"
 #include "core/base/error.h"
+#include "core/base/log.h"
 #include "mori/device/ep/dispatch_combine.h"
 
 /* The threads made for a call wait for `go`: 1 once every one of them
@@ -53,10 +54,13 @@ static void set_go(host_start_t *start, int go) {
 }
 
 /* The shape's blocks (1 when none is asked for), at most
- * MORI_EP_HOST_MAX_BLOCKS: on a CPU, more threads than cores only spin. */
+ * MORI_EP_HOST_BLOCKS (default 1: a block_num tuned for a GPU would start
+ * that many threads per rank, and on a CPU more threads than cores only
+ * spin). */
 static int launch(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t shape, int combine) {
-  uint32_t grid = shape.blocks ? shape.blocks : 1;
-  if (grid > MORI_EP_HOST_MAX_BLOCKS) grid = MORI_EP_HOST_MAX_BLOCKS;
+  uint32_t grid = shape.blocks ? shape.blocks : 1, most = ep->host_blocks > 0 ? (uint32_t)ep->host_blocks : 1;
+  if (most > MORI_EP_HOST_MAX_BLOCKS) most = MORI_EP_HOST_MAX_BLOCKS;
+  if (grid > most) grid = most;
   host_start_t start = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .go = 0};
   host_block_t blocks[MORI_EP_HOST_MAX_BLOCKS];
   for (uint32_t i = 0; i < grid; i++)
@@ -65,6 +69,10 @@ static int launch(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t 
   while (made < grid && pthread_create(&blocks[made].thread, NULL, block_thread, &blocks[made]) == 0) made++;
   set_go(&start, made == grid ? 1 : -1);
   if (made < grid) {
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      MORI_WARN("ep: rank %d: starting block %u of %u as a thread failed; such a call runs as one block (said once)",
+                ep->view.rank, made, grid);
     for (uint32_t i = 1; i < made; i++) pthread_join(blocks[i].thread, NULL);
     made = 1;
     blocks[0].grid = 1;

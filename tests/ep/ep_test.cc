@@ -263,13 +263,14 @@ TEST(Ep, BadIndexIsReportedOnEveryRank) {
   });
 }
 
-// Several blocks (threads on the host platform): each builds the lists of
-// its chunk of the tokens after the earlier chunks' counts, and the last
-// writes the header. Chunks of one token, empty chunks (fewer tokens than
+// Several blocks (threads on the host platform, MORI_EP_HOST_BLOCKS allowing
+// them): each builds the lists of its chunk of the tokens after the earlier
+// chunks' counts, and the last writes the header. Chunks of one token, empty chunks (fewer tokens than
 // blocks, a rank with none), every routing of MakeInputs; then a dropped
 // token in each of two chunks: the header reports both and names the first.
 TEST(Ep, BlocksBuildTheListsOfTheirChunksInTokenOrder) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_EP_HOST_BLOCKS", "8", 1);
     World w;
     ASSERT_TRUE(w.ok());
     for (int blocks : {3, MORI_EP_HOST_MAX_BLOCKS}) {
@@ -406,6 +407,7 @@ namespace {
 TEST(Ep, TwoSimulatedNodesThroughTheProxy) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     setenv("MORI_HOST_ID", rank < size / 2 ? "node-a" : "node-b", 1);
+    setenv("MORI_EP_HOST_BLOCKS", "3", 1);
     ASSERT_EQ(mori_ce_nic_install(), 0) << mori_last_error();
     World w(0, {&mori_transport_rdma_ops});
     ASSERT_TRUE(w.ok());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* MoE dispatch and combine on the device (mori/ep.h's kernels; on the host
- * platform the calling CPU rank runs them as one block of one thread).
+ * platform each block is one thread of the calling CPU rank, at most
+ * MORI_EP_HOST_MAX_BLOCKS of them: a larger grid is MORI_DEVICE_EINVAL).
  *
  * Pull design. Dispatch's send half stages this rank's tokens (rows,
  * weights, indices, scales) in its own window, lists per destination rank

@@ -325,8 +325,8 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t fl
       uint64_t *flag = (uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8), start = 0, seen;
       /* Plain polling, then one acquire: an acquire load per spin would
        * drop the L1 cache of the whole multiprocessor every time, and the
-       * blocks that share it (the scan of block 0 among them) would then
-       * miss on every load. */
+       * blocks that share it (still building their lists) would then miss
+       * on every load. */
       for (uint32_t spin = 0; (seen = mori_load_volatile_u64(flag)) < epoch; spin++) {
         rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen);
         if (rc) break;
@@ -412,6 +412,9 @@ MORI_DEVICE_INLINE int mori_ep_impl_source(const uint32_t *pre, int n, uint32_t 
 MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
   /* A private copy: read through the kernel parameter's address, every store
    * of the loops below might alias the context and force it to be read again. */
+#if defined(MORI_DEVICE_COMPILER_HOST)
+  if (grid > MORI_EP_HOST_MAX_BLOCKS || block >= grid) return MORI_DEVICE_EINVAL; /* the scan scratch holds no more */
+#endif
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
@@ -452,9 +455,9 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
     }
   }
   if (recv) {
-    int scan_rc = rc;
-    rc = mori_ep_impl_wait_all(e, e->off_dflag, epoch, 0);
-    if (scan_rc) rc = scan_rc;
+    /* A block whose lists failed does not wait for this rank's own flag,
+     * which stays down. */
+    if (!rc) rc = mori_ep_impl_wait_all(e, e->off_dflag, epoch, 0);
     if (e->remote) rc = mori_ep_impl_fetch_remote(e, p, epoch, 0, block, rc);
     uint32_t *pre = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
     if (!rc && MORI_THREAD_RANK_BLOCK() == 0) {
