@@ -62,7 +62,7 @@ typedef struct mori_ep_config {
   uint32_t num_experts_per_rank;
   uint32_t num_experts_per_token;     /* top-k */
   int32_t warp_num_per_block;         /* launch shape; <= 0: chosen */
-  int32_t block_num;                  /* host platform: threads of the calling rank per call, at most 8 */
+  int32_t block_num;                  /* host platform: threads of the calling rank per call, up to MORI_EP_HOST_BLOCKS */
   int32_t rdma_block_num;
   int32_t use_external_inp_buf;       /* combine reads the caller's input (1) or the registered buffer (0) */
   mori_ep_kernel_type_t kernel_type;
