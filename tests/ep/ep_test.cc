@@ -129,6 +129,17 @@ constexpr int kSlowdown = 1;
 constexpr int kSlowdown = 1;
 #endif
 
+// The options of call `call` of a back-to-back loop: split halves, the
+// registered combine input, an fp32 combine and no weights, each now and then.
+Options CallOptions(int call) {
+  Options o;
+  o.split = call % 3 == 1;
+  o.registered = call % 4 == 2;
+  o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+  o.weights = call % 5 != 4;
+  return o;
+}
+
 int EnvInt(const char *name, int fallback) {
   const char *v = getenv(name);
   return v && *v ? atoi(v) : fallback;
@@ -147,14 +158,7 @@ TEST(Ep, BackToBackNewRoutingEveryCall) {
     mori_ep_t *ep = nullptr;
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
     int calls = EnvInt("MORI_EP_TEST_CALLS", 10000 / kSlowdown);
-    for (int call = 0; call < calls; call++) {
-      Options o;
-      o.split = call % 3 == 1;
-      o.registered = call % 4 == 2;
-      o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
-      o.weights = call % 5 != 4;
-      ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o));
-    }
+    for (int call = 0; call < calls; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, CallOptions(call)));
     MORI_EXPECT_OK(mori_ep_check(ep));
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
@@ -280,13 +284,8 @@ TEST(Ep, BlocksBuildTheListsOfTheirChunksInTokenOrder) {
       mori_ep_t *ep = nullptr;
       MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
       int calls = EnvInt("MORI_EP_TEST_CALLS", 1000 / kSlowdown);
-      for (int call = 0; call < calls; call++) {
-        Options o;
-        o.split = call % 3 == 1;
-        o.registered = call % 4 == 2;
-        o.weights = call % 5 != 4;
-        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << blocks << " blocks";
-      }
+      for (int call = 0; call < calls; call++)
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, call, CallOptions(call))) << blocks << " blocks";
       Inputs in = MakeInputs(s, rank, size, 0);
       in.tokens = s.max_tokens;
       in.rows.assign((size_t)in.tokens * s.hidden * 2, 0);
@@ -425,12 +424,8 @@ TEST(Ep, TwoSimulatedNodesThroughTheProxy) {
       MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
       int calls = EnvInt("MORI_EP_TEST_CALLS", size >= 8 ? 200 : 500);
       for (int call = 0; call < calls; call++) {
-        Options o;
-        o.split = call % 3 == 1;
-        o.registered = call % 4 == 2;
+        Options o = CallOptions(call);
         o.scales = dt == MORI_EP_FP8_E4M3FN;
-        o.combine = call % 7 == 3 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
-        o.weights = call % 5 != 4;
         ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << "dtype " << dt;
       }
       MORI_EXPECT_OK(mori_ep_check(ep));
