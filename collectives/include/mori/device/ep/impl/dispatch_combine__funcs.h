@@ -109,6 +109,25 @@ MORI_DEVICE_INLINE void mori_ep_impl_vote_counts(mori_ep_scan_scratch_t *sc, uin
   }
 }
 
+/* Block `block`'s chunk of T tokens among `grid` contiguous chunks: [lo, hi). */
+MORI_DEVICE_INLINE void mori_ep_impl_chunk(uint32_t T, uint32_t block, uint32_t grid, uint32_t *lo, uint32_t *hi) {
+  uint32_t per = (T + grid - 1) / grid;
+  *lo = (uint64_t)block * per < T ? block * per : T;
+  *hi = T - *lo < per ? T : *lo + per;
+}
+
+/* The block's scan scratch: shared memory on GPUs, its slot of the window's
+ * scan area on the host platform. */
+MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_ep_dev_t *e, uint32_t block) {
+#if defined(MORI_DEVICE_COMPILER_HOST)
+  return (mori_ep_scan_scratch_t *)mori_ep_impl_local(e, e->off_scan) + block;
+#else
+  (void)e, (void)block;
+  __shared__ mori_ep_scan_scratch_t scan_scratch;
+  return &scan_scratch;
+#endif
+}
+
 /* Dispatch's send half, every block: the per-destination lists of what
  * this rank sends (each ascending in token order), pos, and (the last
  * block) the header, in two steps with the staging of the rows between
@@ -130,22 +149,6 @@ MORI_DEVICE_INLINE void mori_ep_impl_vote_counts(mori_ep_scan_scratch_t *sc, uin
  * 64 (a pass per 64 destinations beyond). The last block's totals are the
  * header's counts. Returns 0, or the error of a wait for an earlier chunk
  * (its record: this rank, channel 5, the epoch, the count ready seen). */
-MORI_DEVICE_INLINE void mori_ep_impl_chunk(uint32_t T, uint32_t block, uint32_t grid, uint32_t *lo, uint32_t *hi) {
-  uint32_t per = (T + grid - 1) / grid;
-  *lo = (uint64_t)block * per < T ? block * per : T;
-  *hi = T - *lo < per ? T : *lo + per;
-}
-
-MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_ep_dev_t *e, uint32_t block) {
-#if defined(MORI_DEVICE_COMPILER_HOST)
-  return (mori_ep_scan_scratch_t *)mori_ep_impl_local(e, e->off_scan) + block;
-#else
-  (void)e, (void)block;
-  __shared__ mori_ep_scan_scratch_t scan_scratch;
-  return &scan_scratch;
-#endif
-}
-
 MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t epoch, uint32_t block,
                                                 uint32_t grid) {
   int n = e->world_size;
