@@ -67,7 +67,7 @@ static int launch(const mori_ep_t *ep, const mori_ep_args_t *a, mori_ep_shape_t 
     blocks[i] = (host_block_t){.ep = ep, .args = a, .start = &start, .combine = combine, .block = i, .grid = grid};
   uint32_t made = 1;
   while (made < grid && pthread_create(&blocks[made].thread, NULL, block_thread, &blocks[made]) == 0) made++;
-  set_go(&start, made == grid ? 1 : -1);
+  if (grid > 1) set_go(&start, made == grid ? 1 : -1); /* one block (the default): no thread waits */
   if (made < grid) {
     static int warned;
     if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
