@@ -21,9 +21,14 @@ tools/install_deps.sh torch || { echo "0 passed, 1 failed"; exit 1; }
 export MORI_TORCH_DIR=$PWD/.deps/torch/torch
 
 passed=0 failed=0 skipped=0
+# What failed, said again just before the last line: a reader of the tail
+# alone (CI shows its end) learns which check, test case and message.
+recap=()
 count_tests() { # $1 = label; reads every test.xml the last bazel test run wrote
-  local xml n f s
+  local xml n f s line
   xml=$(find -L bazel-testlogs -name test.xml -newer .deps/.stamp -print0 2>/dev/null | xargs -0 -r cat)
+  while IFS= read -r line; do recap+=("$1: $line"); done < <(find -L bazel-testlogs -name test.xml -newer .deps/.stamp \
+    -print0 2>/dev/null | xargs -0 -r python3 tools/failed_cases.py)
   n=$(printf '%s' "$xml" | grep -o '<testcase ' | wc -l)
   f=$(printf '%s' "$xml" | grep -o '<failure' | wc -l)
   s=$(printf '%s' "$xml" | grep -o '<skipped' | wc -l)
@@ -32,7 +37,7 @@ count_tests() { # $1 = label; reads every test.xml the last bazel test run wrote
 }
 step() { # $1 = label, rest = command; counts as one check
   echo "== $1"
-  if "${@:2}"; then passed=$((passed + 1)); else echo "FAILED: $1"; failed=$((failed + 1)); fi
+  if "${@:2}"; then passed=$((passed + 1)); else echo "FAILED: $1"; failed=$((failed + 1)); recap+=("step: $1"); fi
 }
 
 step "every source file carries its SPDX line (tools/check_spdx.sh)" tools/check_spdx.sh
@@ -48,7 +53,9 @@ for config in host asan; do
   rc=${PIPESTATUS[0]}
   count_tests "$config"
   # A target that failed to build or crashed before writing XML still counts.
-  if [ "$rc" -ne 0 ] && [ "$last_failed" -eq 0 ]; then echo "bazel test failed (exit $rc)"; failed=$((failed + 1)); fi
+  if [ "$rc" -ne 0 ] && [ "$last_failed" -eq 0 ]; then
+    echo "bazel test failed (exit $rc)"; failed=$((failed + 1)); recap+=("$config: bazel test failed (exit $rc), no test case reported it")
+  fi
 done
 step "install for C users: pkg-config and CMake builds outside Bazel, run at 2 ranks (install/install_test.sh)" \
   install/install_test.sh
@@ -112,5 +119,9 @@ step "the rocm wheel in a clean venv: mori.shmem on host, the hip library when a
 step "auditwheel accepts the cuda wheel's manylinux tag (tools/wheel_audit.sh)" \
   tools/wheel_audit.sh "$wheel"
 
+if [ ${#recap[@]} -gt 0 ]; then
+  echo "== what failed"
+  printf '  %s\n' "${recap[@]}"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
