@@ -25,6 +25,10 @@
 namespace {
 
 constexpr uint64_t kToken = 0x0123456789abcdefull;
+// How late past a deadline (or past "at once") a call may end here: room
+// for a loaded machine (sanitizers, other tests on two cores). The faults
+// these tests guard against end several times later, or never.
+constexpr int64_t kLateMs = 2500;
 
 uint64_t Nonce(uint64_t salt) { return 0x5e4de7000000ull ^ salt ^ ((uint64_t)getpid() << 20); }
 
@@ -119,11 +123,11 @@ TEST(FdChannelSender, ASquattedNameIsRefusedAtOnceAndGetsNoFd) {
   fd_channel_set_pid(ch, 1, rank1);
   int mem = Memfd();
   int64_t start = NowMs();
-  int rc = fd_channel_send(ch, 1, 1, mem, 5000);
+  int rc = fd_channel_send(ch, 1, 1, mem, 20000);
   int64_t took = NowMs() - start;
   std::string err = mori_last_error();
   EXPECT_NE(rc, 0) << "the fd went to whoever held the name";
-  EXPECT_LT(took, 1000) << "a squatted name is known at once";
+  EXPECT_LT(took, kLateMs) << "a squatted name is known at once, not at the 20 s deadline";
   char name[64];
   snprintf(name, sizeof(name), "mori-fd.%016llx.1", (unsigned long long)nonce);
   EXPECT_EQ(Contains(err, name), "");
@@ -183,14 +187,14 @@ TEST(FdChannelSender, AKilledPeerFailsSendAndReceiveByTheDeadline) {
   int rc = fd_channel_send(ch, 1, 1, mem, 2000);
   int64_t took = NowMs() - start;
   EXPECT_NE(rc, 0);
-  EXPECT_LE(took, 2500) << "the send went on past its deadline";
+  EXPECT_LE(took, 2000 + kLateMs) << "the send went on past its deadline";
   EXPECT_EQ(Contains(mori_last_error(), "rank 1"), "");
   start = NowMs();
   int fd = -1;
   rc = fd_channel_recv(ch, 1, 1, 2000, &fd);
   took = NowMs() - start;
   EXPECT_NE(rc, 0);
-  EXPECT_LE(took, 2500) << "the receive went on past its deadline";
+  EXPECT_LE(took, 2000 + kLateMs) << "the receive went on past its deadline";
   EXPECT_EQ(Contains(mori_last_error(), "rank 1"), "");
   close(mem);
   fd_channel_close(ch);
@@ -237,7 +241,7 @@ TEST(FdChannelSender, APeerThatNeverAcceptsEndsTheSendAtItsDeadline) {
   int64_t took = NowMs() - start;
   EXPECT_EQ(rc, MORI_ERANK_TIMEOUT) << mori_last_error();
   EXPECT_GE(took, 1400);
-  EXPECT_LE(took, 2000);
+  EXPECT_LE(took, 1500 + kLateMs);
   EXPECT_EQ(Contains(mori_last_error(), "rank 1"), "");
   close(mem);
   fd_channel_close(ch);

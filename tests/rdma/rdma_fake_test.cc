@@ -80,8 +80,10 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// (Timeouts here are seconds, and "at once" is half of one: a loaded machine
+// can delay a thread by hundreds of ms, and the faults end at a timeout.)
 TEST(RdmaFake, FailedCompletionInABatchDropsNoneOfTheOthers) {
-  OnTwoNodes(1000, 1u << 30, [](int rank, World &w) {
+  OnTwoNodes(4000, 1u << 30, [](int rank, World &w) {
     Window win;
     Open(w, 1 << 20, &win);
     if (rank == 0) {
@@ -103,14 +105,14 @@ TEST(RdmaFake, FailedCompletionInABatchDropsNoneOfTheOthers) {
       // Every completion was counted: nothing is left to wait for.
       auto t0 = std::chrono::steady_clock::now();
       MORI_EXPECT_OK(mori_rdma_quiet(w.comm));
-      EXPECT_LT(MsSince(t0), 500.0);
+      EXPECT_LT(MsSince(t0), 2000.0);
       // Three host puts, the middle one fails, the last is flushed.
       for (int i = 0; i < 3; i++) MORI_ASSERT_OK(mori_rdma_put(win.win, 1, 0, 4096, 64));
       ASSERT_EQ(fake_verbs::Release({IBV_WC_SUCCESS, IBV_WC_REM_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR}), 3u);
       EXPECT_EQ(mori_rdma_quiet(w.comm), MORI_EIO);
       t0 = std::chrono::steady_clock::now();
       MORI_EXPECT_OK(mori_rdma_quiet(w.comm));
-      EXPECT_LT(MsSince(t0), 500.0);
+      EXPECT_LT(MsSince(t0), 2000.0);
       fake_verbs::Stall(false);
     }
     Close(w, win);
@@ -210,7 +212,7 @@ TEST(RdmaFake, ProxiedAtomicOnAnUnalignedWordIsRefused) {
 }
 
 TEST(RdmaFake, SubmitThatTimesOutOnAStalledConsumerLeavesTheRingUsable) {
-  OnTwoNodes(500, 1u << 30, [](int rank, World &w) {
+  OnTwoNodes(2000, 1u << 30, [](int rank, World &w) {
     Window win;
     Open(w, 1 << 20, &win);
     if (rank == 0) {
@@ -235,10 +237,11 @@ TEST(RdmaFake, SubmitThatTimesOutOnAStalledConsumerLeavesTheRingUsable) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       ASSERT_FALSE(fake_verbs::Posts().empty()) << "the proxy posted nothing in 5 s";
       // Nobody holds the transport's lock while waiting: a quiet times out
-      // after its own timeout, not after the proxy's.
+      // after its own timeout (2 s), not after the proxy's wait and then its
+      // own (4 s).
       auto t0 = std::chrono::steady_clock::now();
       EXPECT_EQ(mori_rdma_quiet(w.comm), MORI_ETIMEDOUT);
-      EXPECT_LT(MsSince(t0), 900.0);
+      EXPECT_LT(MsSince(t0), 3500.0);
       // The NIC recovers: everything submitted, and what comes after, is served.
       fake_verbs::Stall(false);
       fake_verbs::ReleaseAll();
