@@ -224,7 +224,8 @@ int rdma_peek_qp(const struct rdma_state *s, int peer);
 int rdma_next_qp(struct rdma_state *s, int peer);
 /* Posts the piece of a put (opcode IBV_WR_RDMA_WRITE) or get (READ) that
  * starts `done` bytes into the transfer on the peer's QP `q`: at most
- * max_msg bytes; *len gets its length. flags: WR_PROXIED or 0. Locked. */
+ * max_msg bytes; *len gets its length. flags: 0 (the host API), or WR_PROXIED
+ * with the ticket's slot at WR_TICKET_SHIFT (a ring's request). Locked. */
 int rdma_post_piece_on(struct rdma_state *s, struct rdma_segment *w, int peer, int q, int opcode, uint64_t remote,
                        uint64_t local, uint64_t bytes, uint64_t done, uint64_t flags, uint64_t *len);
 /* The same for the request a ring's proxy is serving: its first piece

@@ -100,7 +100,7 @@ int rdma_serve_ring(struct rdma_state *s, struct rdma_segment *w, bool *worked, 
   for (;;) {
     mori_proxy_request_t *r = &w->ring->slot[w->next % MORI_PROXY_SLOTS];
     if (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) != w->next + 1) return 0;
-    if (w->next - w->done_prefix >= MORI_PROXY_SLOTS) { /* complete[] holds no more: wait for completions */
+    if (w->next - w->done_prefix >= MORI_PROXY_SLOTS) { /* sealed[], pieces_out[] hold no more: wait for completions */
       *left = true;
       return 0;
     }

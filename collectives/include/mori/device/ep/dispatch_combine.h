@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* MoE dispatch and combine on the device (mori/ep.h's kernels; on the host
  * platform each block is one thread of the calling CPU rank, at most
- * MORI_EP_HOST_MAX_BLOCKS of them: a larger grid is MORI_DEVICE_EINVAL).
+ * MORI_EP_HOST_MAX_BLOCKS of them: a dispatch grid larger is
+ * MORI_DEVICE_EINVAL, since its list scan keeps per-block scratch; combine
+ * has none and takes any grid).
  *
  * Pull design. Dispatch's send half stages this rank's tokens (rows,
  * weights, indices, scales) in its own window, lists per destination rank
