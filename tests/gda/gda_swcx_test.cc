@@ -222,30 +222,52 @@ TEST(GdaSwcx, RandomPutThenSignalStress) {
     // last looked, so every op is checked against the signal that
     // covered it while the stream runs.
     std::atomic<uint64_t> mismatches{0}, checked{0}, signals_seen{0};
+    std::atomic<bool> give_up{false};
+    std::string anomalies;  // the checker's first few, said with the failure
     std::thread checker([&] {
-      uint64_t last = 0;
+      uint64_t last = 0, k = 0;
+      int told = 0;
+      auto tell = [&](const std::string &what) {
+        if (told++ < 6) anomalies += "\n  " + what;
+      };
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
       auto check = [&](uint64_t op) {
         uint64_t off, len, src;
         op_of(op, &off, &len, &src);
-        if (memcmp(win.at(kData + op * kSlot + off), win.at(src), len) != 0) mismatches++;
+        if (memcmp(win.at(kData + op * kSlot + off), win.at(src), len) != 0) {
+          mismatches++;
+          tell("op " + std::to_string(op) + " (" + std::to_string(len) + " bytes) not there at signal " + std::to_string(k) +
+               " (signal before: " + std::to_string(last) + ")");
+        }
         checked++;
       };
-      while (last < kOps && std::chrono::steady_clock::now() < deadline) {
-        uint64_t k = win.word(kSignal);
+      while (last < kOps && !give_up && std::chrono::steady_clock::now() < deadline) {
+        k = win.word(kSignal);
         if (k == last) {
           std::this_thread::yield();
           continue;
         }
+        if (k < last) tell("the signal went back from " + std::to_string(last) + " to " + std::to_string(k));
         signals_seen++;
         check(k - 1);
         for (uint64_t op = last; op + 1 < k; op++) check(op);
         last = k;
       }
     });
+    // A failed assertion below returns: the checker is told to stop and
+    // joined first (a joinable std::thread would abort the rank).
+    struct JoinOnReturn {
+      std::thread &t;
+      std::atomic<bool> &stop;
+      ~JoinOnReturn() {
+        stop = true;
+        if (t.joinable()) t.join();
+      }
+    } join_checker{checker, give_up};
     auto start = std::chrono::steady_clock::now();
     int rc = 0;
-    for (uint64_t k = 0; k < kOps && !rc; k++) {
+    uint64_t k = 0;
+    for (; k < kOps && !rc; k++) {
       // The partner's op k, computed with our own rank as its partner.
       uint64_t h = (k + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)rank;
       uint64_t len = 1 + (h >> 7) % (kSlot - 1), off = (h >> 23) % (kSlot - len + 1), src = (h >> 37) % (kData - len);
@@ -256,8 +278,11 @@ TEST(GdaSwcx, RandomPutThenSignalStress) {
         rc = mori_gda_put_signal(win.view, other, kData + k * kSlot + off, win.at(src), len, kSignal, k + 1, 10 * kSecond);
       }
     }
-    ASSERT_EQ(rc, MORI_DEVICE_OK);
-    ASSERT_EQ(mori_quiet_window(win.view, 30 * kSecond), MORI_DEVICE_OK);
+    ASSERT_EQ(rc, MORI_DEVICE_OK) << "rank " << rank << ", op " << k - 1 << " of " << kOps << " to rank " << other
+                                  << ", after " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+                                  << " s: " << mori_err_name(mori_window_check(win.win)) << ": " << mori_last_error();
+    ASSERT_EQ(mori_quiet_window(win.view, 30 * kSecond), MORI_DEVICE_OK)
+        << "rank " << rank << ": " << mori_err_name(mori_window_check(win.win)) << ": " << mori_last_error();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     checker.join();
     ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
@@ -268,8 +293,8 @@ TEST(GdaSwcx, RandomPutThenSignalStress) {
       op_of(k, &off, &len, &src);
       ASSERT_EQ(memcmp(win.at(kData + k * kSlot + off), win.at(src), len), 0) << "op " << k << " from rank " << other;
     }
-    EXPECT_EQ(mismatches.load(), 0u) << "a signal seen before its data";
-    EXPECT_EQ(checked.load(), kOps) << "every op checked against the signal that covered it";
+    EXPECT_EQ(mismatches.load(), 0u) << "a signal seen before its data (rank " << rank << ")" << anomalies;
+    EXPECT_EQ(checked.load(), kOps) << "every op checked against the signal that covered it (rank " << rank << ")" << anomalies;
     if (rank == 0)
       printf("{\"test\": \"gda_swcx_stress\", \"ranks\": %d, \"ops_per_rank\": %llu, \"seconds\": %.3f, \"ops_per_s\": %.0f, "
              "\"signals_seen\": %llu, \"ops_checked_after_their_signal\": %llu, \"mismatches\": %llu}\n",
