@@ -16,8 +16,9 @@ MESSAGE_CHARS = 300
 def target_of(path):
     """bazel-testlogs/tests/ep/ep_test_8ranks[/run_2_of_4]/test.xml -> //tests/ep:ep_test_8ranks"""
     parts = path.split("/")
-    if "testlogs" in " ".join(parts):
-        parts = parts[next(i for i, p in enumerate(parts) if p.endswith("testlogs")) + 1:]
+    logs = [i for i, p in enumerate(parts) if p.endswith("testlogs")]
+    if logs:
+        parts = parts[logs[0] + 1:]
     parts = [p for p in parts[:-1] if not re.fullmatch(r"(run|shard)_\d+_of_\d+", p)]
     if not parts:
         return path

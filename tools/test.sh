@@ -25,10 +25,10 @@ passed=0 failed=0 skipped=0
 # alone (CI shows its end) learns which check, test case and message.
 recap=()
 count_tests() { # $1 = label; reads every test.xml the last bazel test run wrote
-  local xml n f s line
-  xml=$(find -L bazel-testlogs -name test.xml -newer .deps/.stamp -print0 2>/dev/null | xargs -0 -r cat)
-  while IFS= read -r line; do recap+=("$1: $line"); done < <(find -L bazel-testlogs -name test.xml -newer .deps/.stamp \
-    -print0 2>/dev/null | xargs -0 -r python3 tools/failed_cases.py)
+  local xml n f s line files=()
+  mapfile -d '' files < <(find -L bazel-testlogs -name test.xml -newer .deps/.stamp -print0 2>/dev/null)
+  [ ${#files[@]} -gt 0 ] && xml=$(cat "${files[@]}") || xml=
+  while IFS= read -r line; do recap+=("$1: $line"); done < <([ ${#files[@]} -eq 0 ] || python3 tools/failed_cases.py "${files[@]}")
   n=$(printf '%s' "$xml" | grep -o '<testcase ' | wc -l)
   f=$(printf '%s' "$xml" | grep -o '<failure' | wc -l)
   s=$(printf '%s' "$xml" | grep -o '<skipped' | wc -l)
