@@ -116,6 +116,8 @@ static const mori_env_var_t table[] = {
      .meaning = "Work requests each GPU-posting queue pair holds (rounded up to a power of two)."},
     {"MORI_RDMA_CE_FAULTS", S(TOOLS), .reader = "transport/rdma/ce_nic (tests)", .default_text = "unset",
      .meaning = "Faults the copy-engine NIC injects, for tests: fail@N or stall@N, comma-separated."},
+    {"MORI_RDMA_SWCX_QUEUES", E("device|host", TOOLS), .reader = "transport/rdma/swcx (tests)", .default_text = "device",
+     .meaning = "Where the software ConnectX puts each send queue's ring and doorbell record: device memory (it fetches what the doorbell register names, as a NIC reading GPU memory does) or host memory mapped for the GPU (it polls the record)."},
     {"MORI_RDMA_SWCX_FAULTS", S(TOOLS), .reader = "transport/rdma/swcx (tests)", .default_text = "unset",
      .meaning = "Faults the software ConnectX injects, for tests: error@N, late@N:MS or stall@N, comma-separated."},
 

@@ -383,3 +383,10 @@ int mori_platform_dmabuf_export(int device, void *ptr, size_t size, int *fd, uin
 int mori_platform_dmabuf_close(int fd) {
   return fd >= 0 && close(fd) != 0 ? mori_error_set(MORI_EIO, "cuda: closing dma-buf fd %d", fd) : 0;
 }
+
+int gpu_is_device_memory(const void *p, bool *yes) {
+  CUmemorytype type = 0;
+  *yes = gpu.pointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_DEVICE;
+  return 0;
+}

@@ -134,7 +134,8 @@ typedef CUstreamCaptureStatus gpu_capture_status_t;
   X(eventRecord, cuEventRecord)                            \
   X(eventQuery, cuEventQuery)                              \
   X(eventSynchronize, cuEventSynchronize)                  \
-  X(eventDestroy, cuEventDestroy)
+  X(eventDestroy, cuEventDestroy)                          \
+  X(pointerGetAttribute, cuPointerGetAttribute)
 
 #elif defined(MORI_PLATFORM_HIP)
 
@@ -233,7 +234,8 @@ typedef hipStreamCaptureStatus gpu_capture_status_t;
   X(streamSynchronize, hipStreamSynchronize)       \
   X(streamCreateWithFlags, hipStreamCreateWithFlags) \
   X(memcpyAsync, hipMemcpyAsync)                     \
-  X(streamIsCapturing, hipStreamIsCapturing)
+  X(streamIsCapturing, hipStreamIsCapturing)        \
+  X(pointerGetAttributes, hipPointerGetAttributes)
 
 #else
 #error "gpu_api.h is for the cuda and hip platforms"
@@ -258,6 +260,9 @@ int gpu_ready(void);
 /* Makes `device` current, remembering the caller's state in *saved. */
 int gpu_enter(int device, gpu_saved_t *saved);
 void gpu_leave(const gpu_saved_t *saved);
+/* Whether `p` is device memory (the runtime's own answer, no failing call
+ * for device or mapped host memory); *yes false for anything else. */
+int gpu_is_device_memory(const void *p, bool *yes);
 /* The one place a runtime status becomes a mori code (and a message). */
 int gpu_fail(gpu_status_t status, const char *what);
 /* Whether `device` can map `peer_device`'s memory (peer access). */

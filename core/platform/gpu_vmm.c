@@ -443,6 +443,11 @@ int mori_platform_host_alloc_mapped(int device, size_t size, void **host, void *
   return mori_profile_done(MORI_PROF_PINNED_ALLOC, t, GPU_ON_DEVICE(device, host_alloc_mapped(size, host, dev)));
 }
 
+int mori_platform_is_device_memory(int device, const void *p, bool *yes) {
+  *yes = false;
+  return GPU_ON_DEVICE(device, gpu_is_device_memory(p, yes));
+}
+
 static int host_register(void *ptr, size_t size, bool io, void **dev, bool *registered) {
   /* Memory its owner already pinned and mapped (cuMemHostAlloc'ed, as the
    * software ConnectX's queues are) has a device address already; the

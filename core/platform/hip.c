@@ -166,3 +166,10 @@ int mori_platform_dmabuf_close(int fd) {
     return mori_error_set(MORI_EIO, "hip: closing dma-buf fd %d", fd);
   return 0;
 }
+
+int gpu_is_device_memory(const void *p, bool *yes) {
+  hipPointerAttribute_t a;
+  memset(&a, 0, sizeof(a));
+  *yes = gpu.pointerGetAttributes(&a, p) == hipSuccess && MORI_HIP_POINTER_TYPE(a) == hipMemoryTypeDevice;
+  return 0;
+}

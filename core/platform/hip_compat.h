@@ -32,4 +32,11 @@
 #define MORI_HIP_PROP_HANDLE_TYPES(prop) ((prop).requestedHandleType)
 #endif
 
+/* hipPointerAttribute_t's memory type: `type` from ROCm 6 on, `memoryType` before. */
+#if HIP_VERSION_MAJOR >= 6
+#define MORI_HIP_POINTER_TYPE(attr) ((attr).type)
+#else
+#define MORI_HIP_POINTER_TYPE(attr) ((attr).memoryType)
+#endif
+
 #endif

@@ -447,6 +447,12 @@ int mori_platform_host_register(int device, void *ptr, size_t size, bool io, voi
 
 int mori_platform_host_unregister(int device, void *ptr) { return 0; }
 
+int mori_platform_is_device_memory(int device, const void *p, bool *yes) {
+  (void)device, (void)p;
+  *yes = false; /* one memory: nothing to tell apart */
+  return 0;
+}
+
 int mori_platform_dmabuf_export(int device, void *ptr, size_t size, int *fd, uint64_t *offset) {
   *fd = -1;
   *offset = 0;

@@ -149,6 +149,10 @@ int mori_platform_host_free_mapped(void *host);
  * mori_platform_host_unregister must undo it). */
 int mori_platform_host_register(int device, void *ptr, size_t size, bool io, void **dev, bool *registered);
 int mori_platform_host_unregister(int device, void *ptr);
+/* Whether `p` lies in device memory (cuMemAlloc / hipMalloc, a VMM
+ * mapping), which kernels reach as it is, rather than host memory (mapped
+ * or not). The host platform: false (one memory). */
+int mori_platform_is_device_memory(int device, const void *p, bool *yes);
 
 /* A dma-buf file descriptor for `device`'s memory [ptr, ptr + size), for
  * registering that memory with a NIC (ibv_reg_dmabuf_mr): *fd, and *offset,

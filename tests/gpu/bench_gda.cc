@@ -131,6 +131,49 @@ int main() {
       printf(", \"provider\": \"swcx over copy_engine\"}\n");
       fflush(stdout);
     }
+    // What the orderings cost by where the queue lives, and the claim's
+    // forms: the floor each layout leaves a put (no NIC in the way).
+    static const char *const kOrdering[GDA_ORDERING_COUNT] = {"host_queue_sys_sys", "dev_queue_sys_sys", "dev_queue_gpu_sys",
+                                                              "dev_queue_gpu_gpu", "dev_queue_gpu_plain"};
+    static const char *const kClaim[GDA_CLAIM_FORM_COUNT] = {"check_then_load", "loads_together", "fetch_add"};
+    std::vector<double> ord[GDA_ORDERING_COUNT][5], claim[GDA_CLAIM_FORM_COUNT];
+    for (int r = 0; r < rounds + 1 && !failures; r++) {
+      for (int o = 0; o < GDA_ORDERING_COUNT; o++) {
+        gda_bench_result_t out;
+        if (gda_bench_ordering(o, 1000, &out) != 0) {
+          fprintf(stderr, "bench_gda: ordering %s failed\n", kOrdering[o]);
+          failures++;
+          break;
+        }
+        if (r == 0) continue;
+        ord[o][0].push_back(out.post_ns);
+        for (int k = 0; k < 4; k++) ord[o][k + 1].push_back(out.stage_ns[k]);
+      }
+      for (int f = 0; f < GDA_CLAIM_FORM_COUNT; f++) {
+        gda_bench_result_t out;
+        if (gda_bench_claim(f, 1000, &out) != 0 || out.device_rc != 0) {
+          fprintf(stderr, "bench_gda: claim %s failed\n", kClaim[f]);
+          failures++;
+          break;
+        }
+        if (r > 0) claim[f].push_back(out.post_ns);
+      }
+    }
+    for (int o = 0; o < GDA_ORDERING_COUNT && !ord[o][0].empty(); o++) {
+      Stats s = Summarize(ord[o][0]);
+      printf("RESULT {\"bench\": \"gda\", \"case\": \"ordering\", \"layout\": \"%s\", \"iters\": 1000, \"round_ns\": %.1f, "
+             "\"round_ns_min\": %.1f, \"round_ns_max\": %.1f, \"wqe_ns\": %.1f, \"dbrec_ns\": %.1f, \"doorbell_ns\": %.1f, "
+             "\"rung_ns\": %.1f}\n",
+             kOrdering[o], s.median, s.min, s.max, Summarize(ord[o][1]).median, Summarize(ord[o][2]).median,
+             Summarize(ord[o][3]).median, Summarize(ord[o][4]).median);
+    }
+    for (int f = 0; f < GDA_CLAIM_FORM_COUNT && !claim[f].empty(); f++) {
+      Stats s = Summarize(claim[f]);
+      printf("RESULT {\"bench\": \"gda\", \"case\": \"claim\", \"form\": \"%s\", \"iters\": 1000, \"claim_ns\": %.1f, "
+             "\"claim_ns_min\": %.1f, \"claim_ns_max\": %.1f}\n",
+             kClaim[f], s.median, s.min, s.max);
+    }
+    fflush(stdout);
   }
   if (mori_bootstrap_barrier(w.bootstrap)) return 1;
   mori_window_destroy(win);

@@ -3,6 +3,7 @@
 #include "tests/gpu/gda_kernels.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "mori/device/gda.h"
 #include "mori/device/proxy.h"
@@ -84,6 +85,7 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
   const char *src = (const char *)mori_local_ptr(view, 0);
   long long c0 = clock64();
   int64_t at;
+  uint64_t rung_seen = ~0ull;
   mori_gda_qp_t d;
   uint64_t raddr;
   uint32_t rkey, lkey;
@@ -92,7 +94,7 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
     raddr = mori_gda_remote_addr(view, peer, 0);
     rkey = g->rkey[peer];
     lkey = g->lkey;
-    at = mori_gda_reserve(view, qp, 0, 1, kTimeoutNs);
+    at = mori_gda_reserve(view, qp, 0, 1, kTimeoutNs, &rung_seen);
   } else {
     // Earlier: everything read after the claim (each load back to L2).
     at = gda_reserve_system_scope(qp);
@@ -108,9 +110,12 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
   long long c2 = clock64();
   uint32_t rec = mori_mlx5_be32((uint32_t)(((uint64_t)at + 1) & 0xffffu));
   int fenced = mode == GDA_MODE_FENCED;
+  int device_scope = mode == GDA_MODE_LIBRARY && d.sq_in_device; /* as mori_mlx5_ring orders them */
   if (fenced) {
     mori_fence_system();
     *(volatile uint32_t *)d.sq_dbrec = rec;
+  } else if (device_scope) {
+    mori_atomic_store_release_device_u32(d.sq_dbrec, rec);
   } else {
     mori_atomic_store_release_u32(d.sq_dbrec, rec);
   }
@@ -118,6 +123,8 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
   if (fenced) {
     mori_fence_system();
     *(volatile uint64_t *)d.bf_reg = db;
+  } else if (device_scope) {
+    mori_atomic_store_release_device_u64(d.bf_reg, db);
   } else {
     mori_atomic_store_release_u64(d.bf_reg, db);
   }
@@ -125,7 +132,7 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
   if (fenced) mori_fence_system();
   long long c5 = clock64();
   if (mode == GDA_MODE_LIBRARY) {
-    while (mori_atomic_load_acquire_device_u64(&qp->rung) != (uint64_t)at) {
+    while (rung_seen != (uint64_t)at && mori_atomic_load_acquire_device_u64(&qp->rung) != (uint64_t)at) {
     }
     mori_atomic_store_release_device_u64(&qp->rung, (uint64_t)at + 1);
   } else {
@@ -204,4 +211,199 @@ extern "C" int gda_bench_stages(mori_window_dev_t view, int peer, uint64_t bytes
 
 extern "C" int gda_bench_proxy_submit(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out) {
   return run(view, peer, bytes, iters, BENCH_PROXY, out);
+}
+
+// ---- gda_bench_ordering: what each ordering of a doorbell costs, by where
+// the queue lives (no NIC reads these buffers; only the GPU's side). ----
+
+#if defined(MORI_DEVICE_COMPILER_HIP)
+#define GDA_REL_GPU(p, v) __hip_atomic_store((p), (v), __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT)
+#define GDA_REL_SYS(p, v) __hip_atomic_store((p), (v), __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM)
+#define GDA_ACQ_GPU(p) __hip_atomic_load((p), __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT)
+#else
+__device__ __forceinline__ void gda_rel_gpu_u32(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void gda_rel_gpu_u64(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void gda_rel_sys_u32(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void gda_rel_sys_u64(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t gda_acq_gpu_u64(uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+#endif
+
+// Stores a 64-byte WQE's worth (eight 8-byte stores) at ring slot i.
+__device__ __forceinline__ void gda_ordering_wqe(uint64_t *ring, int i) {
+  volatile uint64_t *slot = (volatile uint64_t *)(ring + (size_t)(i & 63) * 8);
+  for (int k = 0; k < 8; k++) slot[k] = (uint64_t)i * 8 + (uint64_t)k;
+}
+
+enum { GDA_SCOPE_NONE = 0, GDA_SCOPE_GPU = 1, GDA_SCOPE_SYS = 2 };
+
+// Where a pattern's queue lives and how each store is ordered.
+typedef struct gda_ordering_layout {
+  int ring_host, dbrec_host; // 1: pinned host memory; 0: device memory
+  int dbrec_scope, bf_scope; // the release on the record's and the register's store
+} gda_ordering_layout_t;
+
+// In the order of enum gda_ordering (the register is in host memory throughout).
+static const gda_ordering_layout_t kGdaOrderings[GDA_ORDERING_COUNT] = {
+    {1, 1, GDA_SCOPE_SYS, GDA_SCOPE_SYS}, {0, 0, GDA_SCOPE_SYS, GDA_SCOPE_SYS}, {0, 0, GDA_SCOPE_GPU, GDA_SCOPE_SYS},
+    {0, 0, GDA_SCOPE_GPU, GDA_SCOPE_GPU}, {0, 0, GDA_SCOPE_GPU, GDA_SCOPE_NONE},
+};
+
+__global__ void gda_ordering_kernel(uint64_t *dev, uint64_t *host, gda_ordering_layout_t layout, int iters, gda_bench_result_t *out) {
+  // dev / host: 4 KiB ring at +0, record at +4096, register at +4160 (host),
+  // rung at +4224 (device memory).
+  const gda_ordering_layout_t *L = &layout;
+  uint64_t *ring = L->ring_host ? host : dev;
+  uint32_t *dbrec = (uint32_t *)((char *)(L->dbrec_host ? host : dev) + 4096);
+  uint64_t *bf = (uint64_t *)((char *)host + 4160);
+  uint64_t *rung = (uint64_t *)((char *)dev + 4224);
+  unsigned long long acc[4] = {0, 0, 0, 0};
+  uint64_t t0 = mori_clock_ns();
+  long long k0 = clock64();
+  for (int i = 0; i < iters; i++) {
+    long long c0 = clock64();
+    gda_ordering_wqe(ring, i);
+    long long c1 = clock64();
+#if defined(MORI_DEVICE_COMPILER_HIP)
+    if (L->dbrec_scope == GDA_SCOPE_SYS) GDA_REL_SYS(dbrec, (uint32_t)i);
+    else GDA_REL_GPU(dbrec, (uint32_t)i);
+#else
+    if (L->dbrec_scope == GDA_SCOPE_SYS) gda_rel_sys_u32(dbrec, (uint32_t)i);
+    else gda_rel_gpu_u32(dbrec, (uint32_t)i);
+#endif
+    long long c2 = clock64();
+#if defined(MORI_DEVICE_COMPILER_HIP)
+    if (L->bf_scope == GDA_SCOPE_SYS) GDA_REL_SYS(bf, (uint64_t)i);
+    else if (L->bf_scope == GDA_SCOPE_GPU) GDA_REL_GPU(bf, (uint64_t)i);
+    else *(volatile uint64_t *)bf = (uint64_t)i;
+#else
+    if (L->bf_scope == GDA_SCOPE_SYS) gda_rel_sys_u64(bf, (uint64_t)i);
+    else if (L->bf_scope == GDA_SCOPE_GPU) gda_rel_gpu_u64(bf, (uint64_t)i);
+    else *(volatile uint64_t *)bf = (uint64_t)i;
+#endif
+    long long c3 = clock64();
+#if defined(MORI_DEVICE_COMPILER_HIP)
+    while (GDA_ACQ_GPU(rung) != (uint64_t)i) {
+    }
+    GDA_REL_GPU(rung, (uint64_t)i + 1);
+#else
+    while (gda_acq_gpu_u64(rung) != (uint64_t)i) {
+    }
+    gda_rel_gpu_u64(rung, (uint64_t)i + 1);
+#endif
+    long long c4 = clock64();
+    acc[0] += (unsigned long long)(c1 - c0);
+    acc[1] += (unsigned long long)(c2 - c1);
+    acc[2] += (unsigned long long)(c3 - c2);
+    acc[3] += (unsigned long long)(c4 - c3);
+  }
+  long long k1 = clock64();
+  uint64_t t1 = mori_clock_ns();
+  double ns_per_cycle = k1 > k0 ? (double)(t1 - t0) / (double)(k1 - k0) : 0;
+  for (int k = 0; k < 4; k++) out->stage_ns[k] = (double)acc[k] * ns_per_cycle / (iters > 0 ? iters : 1);
+  out->post_ns = (double)(t1 - t0) / (iters > 0 ? iters : 1);
+  out->quiet_ns = 0;
+  out->device_rc = 0;
+}
+
+extern "C" int gda_bench_ordering(int pattern, int iters, gda_bench_result_t *out) {
+  if (pattern < 0 || pattern >= GDA_ORDERING_COUNT) return -1;
+  gda_bench_result_t *d = NULL;
+  uint64_t *dev = NULL, *host = NULL, *host_dev = NULL;
+  int rc = -1;
+  if (gpuMalloc((void **)&d, sizeof(*d)) != gpuSuccess) return -1;
+  if (gpuMalloc((void **)&dev, 8192) != gpuSuccess) goto done;
+#if defined(MORI_DEVICE_COMPILER_HIP)
+  if (hipHostMalloc((void **)&host, 8192, hipHostMallocMapped) != hipSuccess) goto done;
+  if (hipHostGetDevicePointer((void **)&host_dev, host, 0) != hipSuccess) goto done;
+  if (hipMemset(dev, 0, 8192) != hipSuccess) goto done;
+#else
+  if (cudaHostAlloc((void **)&host, 8192, cudaHostAllocMapped) != cudaSuccess) goto done;
+  if (cudaHostGetDevicePointer((void **)&host_dev, host, 0) != cudaSuccess) goto done;
+  if (cudaMemset(dev, 0, 8192) != cudaSuccess) goto done;
+#endif
+  memset(host, 0, 8192);
+  gda_ordering_kernel<<<1, 1>>>(dev, host_dev, kGdaOrderings[pattern], iters, d);
+  rc = gpuGetLastError() == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess ? 0 : -1;
+  if (!rc && gpuMemcpy(out, d, sizeof(*out), gpuMemcpyDeviceToHost) != gpuSuccess) rc = -1;
+done:
+  (void)gpuFree(d);
+  if (dev) (void)gpuFree(dev);
+#if defined(MORI_DEVICE_COMPILER_HIP)
+  if (host) (void)hipHostFree(host);
+#else
+  if (host) (void)cudaFreeHost(host);
+#endif
+  return rc;
+}
+
+// ---- gda_bench_claim: a slot claim's forms (enum gda_claim_form). ----
+
+struct gda_claim_counters {
+  uint64_t reserved, completed;
+  uint32_t failed;
+};
+
+__global__ void gda_claim_kernel(gda_claim_counters *q, int form, int iters, gda_bench_result_t *out) {
+  uint64_t t0 = mori_clock_ns();
+  uint64_t sum = 0;
+  for (int i = 0; i < iters; i++) {
+    uint64_t r = 0;
+    if (form == GDA_CLAIM_CHECK_THEN_LOAD) {
+      if (*(volatile uint32_t *)&q->failed) break;
+      r = mori_load_volatile_u64(&q->reserved);
+      uint64_t done = mori_atomic_load_acquire_device_u64(&q->completed);
+      if (r + 1 - done > 4096) break;
+      if (mori_atomic_cas_device_u64(&q->reserved, r, r + 1) != r) break;
+    } else if (form == GDA_CLAIM_LOADS_TOGETHER) {
+      uint32_t failed = *(volatile uint32_t *)&q->failed;
+      r = mori_load_volatile_u64(&q->reserved);
+      uint64_t done = mori_atomic_load_acquire_device_u64(&q->completed);
+      if (failed || r + 1 - done > 4096) break;
+      if (mori_atomic_cas_device_u64(&q->reserved, r, r + 1) != r) break;
+    } else {
+      r = atomicAdd((unsigned long long *)&q->reserved, 1ull);
+      uint64_t done = mori_atomic_load_acquire_device_u64(&q->completed);
+      if (r + 1 - done > 4096) break;
+    }
+    q->completed = r + 1; /* the queue never fills: each claim completes at once */
+    sum += r;
+  }
+  uint64_t t1 = mori_clock_ns();
+  out->post_ns = (double)(t1 - t0) / (iters > 0 ? iters : 1);
+  out->quiet_ns = 0;
+  out->device_rc = mori_load_volatile_u64(&q->reserved) == (uint64_t)iters ? 0 : -1;
+  out->stage_ns[0] = (double)sum;
+}
+
+extern "C" int gda_bench_claim(int form, int iters, gda_bench_result_t *out) {
+  if (form < 0 || form >= GDA_CLAIM_FORM_COUNT) return -1;
+  gda_bench_result_t *d = NULL;
+  gda_claim_counters *q = NULL;
+  int rc = -1;
+  if (gpuMalloc((void **)&d, sizeof(*d)) != gpuSuccess) return -1;
+  if (gpuMalloc((void **)&q, sizeof(*q)) == gpuSuccess) {
+#if defined(MORI_DEVICE_COMPILER_HIP)
+    (void)hipMemset(q, 0, sizeof(*q));
+#else
+    (void)cudaMemset(q, 0, sizeof(*q));
+#endif
+    gda_claim_kernel<<<1, 1>>>(q, form, iters, d);
+    rc = gpuGetLastError() == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess ? 0 : -1;
+    if (!rc && gpuMemcpy(out, d, sizeof(*out), gpuMemcpyDeviceToHost) != gpuSuccess) rc = -1;
+    (void)gpuFree(q);
+  }
+  (void)gpuFree(d);
+  return rc;
 }

@@ -40,6 +40,25 @@ enum gda_bench_stage {
 // before the record, before the register and after it).
 enum gda_stage_mode { GDA_MODE_LIBRARY = 0, GDA_MODE_SYSTEM_SCOPE = 1, GDA_MODE_FENCED = 2, GDA_MODE_COUNT };
 
+// Where a doorbell's time goes by where the queue lives (gda_bench_ordering):
+// one thread writes a 64-byte WQE, the doorbell record, the doorbell
+// register (pinned host memory, standing for the NIC's register) and
+// passes `rung` on, each store ordered as the name says; stage_ns[0..3]:
+// WQE, record, register, rung.
+enum gda_ordering {
+  GDA_ORDER_HOST_QUEUE = 0,    // ring + record in host memory, both releases system-scope (the software ConnectX today)
+  GDA_ORDER_DEV_SYS_SYS,       // ring + record in device memory, both releases system-scope
+  GDA_ORDER_DEV_GPU_SYS,       // device memory; the record's release GPU-scope, the register's system-scope
+  GDA_ORDER_DEV_GPU_GPU,       // device memory; both GPU-scope
+  GDA_ORDER_DEV_GPU_NONE,      // device memory; the record GPU-scope, the register a plain store
+  GDA_ORDERING_COUNT
+};
+
+// Forms of a send-queue slot claim (gda_bench_claim): the library's (the
+// QP's failure flag read, then the counters, then a compare-and-swap), the
+// same with the three loads in flight together, and a fetch-and-add.
+enum gda_claim_form { GDA_CLAIM_CHECK_THEN_LOAD = 0, GDA_CLAIM_LOADS_TOGETHER, GDA_CLAIM_FETCH_ADD, GDA_CLAIM_FORM_COUNT };
+
 // Selects GPU local_rank % device count (ranks share GPUs when there are
 // fewer); -1 with a message on stderr when there is none.
 int gda_select_device(int local_rank);
@@ -59,6 +78,12 @@ int gda_bench_put_warp_runs(mori_window_dev_t view, int peer, uint64_t bytes, in
 // (enum gda_bench_stage) apart with the cycle counter, in the form `mode`
 // (enum gda_stage_mode).
 int gda_bench_stages(mori_window_dev_t view, int peer, uint64_t bytes, int iters, int mode, gda_bench_result_t *out);
+// One thread, `iters` rounds of the ordering `pattern` (enum gda_ordering)
+// on buffers of its own; no comm.
+int gda_bench_ordering(int pattern, int iters, gda_bench_result_t *out);
+// One thread, `iters` claims of one slot each in the form `form`; post_ns
+// per claim.
+int gda_bench_claim(int form, int iters, gda_bench_result_t *out);
 // One thread submits `iters` puts to the proxy ring (no wait for the
 // proxy), then quiets: the proxy's device-side cost beside GPU posting.
 int gda_bench_proxy_submit(mori_window_dev_t view, int peer, uint64_t bytes, int iters, gda_bench_result_t *out);

@@ -18,7 +18,7 @@ WHAT = {
 }
 
 FORMS = {
-    "library": "mori (GPU-scope claim, QP read first)",
+    "library": "mori (claim's loads together, rung read with them, orderings by where the queue lives)",
     "system_scope": "system-scope claim, QP read after it",
     "fenced": "full system fences around the doorbell",
     # older result files
@@ -46,7 +46,7 @@ def main(path):
     print("| what | bytes | ns per put (median, range) | quiet µs |")
     print("|---|---:|---:|---:|")
     for r in rows:
-        if r["case"] == "gda_put_stages":
+        if r["case"] in ("gda_put_stages", "ordering", "claim"):
             continue
         print(f"| {WHAT.get(r['case'], r['case'])} | {r['bytes']} | {r['post_ns']:.0f} "
               f"({r['post_ns_min']:.0f}–{r['post_ns_max']:.0f}) | {r['quiet_us']:.1f} |")
@@ -59,6 +59,37 @@ def main(path):
         for r in stages:
             cells = " | ".join(f"{r[k + '_ns']:.0f}" for k in STEPS)
             print(f"| {FORMS.get(r['ring'], r['ring'])} | {cells} | {r['post_ns']:.0f} ({r['post_ns_min']:.0f}–{r['post_ns_max']:.0f}) |")
+    orderings = [r for r in rows if r["case"] == "ordering"]
+    if orderings:
+        print("\nWhat the doorbell's orderings cost by where the queue lives (one thread, no NIC reading; a 64-byte "
+              "WQE, the record, the register in host memory, then `rung` passed on; ns, median over rounds):\n")
+        print("| layout | WQE | record | register | rung | round (range) |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in orderings:
+            print(f"| {LAYOUTS.get(r['layout'], r['layout'])} | {r['wqe_ns']:.0f} | {r['dbrec_ns']:.0f} | "
+                  f"{r['doorbell_ns']:.0f} | {r['rung_ns']:.0f} | {r['round_ns']:.0f} ({r['round_ns_min']:.0f}–{r['round_ns_max']:.0f}) |")
+    claims = [r for r in rows if r["case"] == "claim"]
+    if claims:
+        print("\nA slot claim's forms (one thread, device-memory counters; ns per claim, median over rounds):\n")
+        print("| form | ns (range) |")
+        print("|---|---:|")
+        for r in claims:
+            print(f"| {CLAIMS.get(r['form'], r['form'])} | {r['claim_ns']:.0f} ({r['claim_ns_min']:.0f}–{r['claim_ns_max']:.0f}) |")
+
+
+LAYOUTS = {
+    "host_queue_sys_sys": "ring and record in host memory, system-scope releases (host queues)",
+    "dev_queue_sys_sys": "ring and record in device memory, system-scope releases",
+    "dev_queue_gpu_sys": "device memory; record GPU-scope, register system-scope",
+    "dev_queue_gpu_gpu": "device memory; GPU-scope releases (device queues)",
+    "dev_queue_gpu_plain": "device memory; record GPU-scope, register a plain store (no order)",
+}
+
+CLAIMS = {
+    "check_then_load": "failure flag read, then the counters, then compare-and-swap",
+    "loads_together": "the three loads together, then compare-and-swap (mori)",
+    "fetch_add": "fetch-and-add (a claim that may then wait for room)",
+}
 
 
 if __name__ == "__main__":

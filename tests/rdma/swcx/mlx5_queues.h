@@ -24,6 +24,7 @@ struct SendQueue {
   mlx5dv_qp dq;
   uint32_t qpn = 0;
   uint16_t pi = 0;  // the producer position: the next WQE's first basic block
+  uint16_t last = 0; // the last WQE written (its control segment starts the doorbell)
 
   // The 16 bytes at `off` into the WQE starting at basic block `at`: a
   // segment never straddles a basic block, whatever the ring's end does.
@@ -32,6 +33,7 @@ struct SendQueue {
     return (char *)dq.sq.buf + bb * dq.sq.stride + off % 64;
   }
   void Ctrl(uint16_t at, uint8_t opcode, uint8_t ds, uint8_t fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE, uint32_t other_qpn = 0) {
+    last = at;
     mlx5dv_set_ctrl_seg((mlx5_wqe_ctrl_seg *)Seg(at, 0), at, opcode, 0, other_qpn ? other_qpn : qpn, fm_ce_se, ds, 0, 0);
   }
   void Raddr(uint16_t at, uint64_t raddr, uint32_t rkey) {
@@ -43,14 +45,21 @@ struct SendQueue {
   void Data(uint16_t at, uint32_t off, uint32_t len, uint32_t lkey, const void *addr) {
     mlx5dv_set_data_seg((mlx5_wqe_data_seg *)Seg(at, off), len, lkey, (uintptr_t)addr);
   }
-  // The doorbell: the record after the WQEs (and, as libmlx5 does, the
-  // first basic block into the BlueFlame register: allowed, not needed).
+  // The doorbell, as libmlx5 rings it: the record after the WQEs, then the
+  // register: the last WQE's first 8 bytes, or (BlueFlame, one WQE) its
+  // whole first basic block.
   void Ring(uint16_t bbs, bool blueflame = false) {
     uint16_t first = pi;
     pi = (uint16_t)(pi + bbs);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&dq.dbrec[MLX5_SND_DBR], htobe32(pi), __ATOMIC_RELEASE);
-    if (blueflame) memcpy(dq.bf.reg, Seg(first, 0), 64);
+    if (blueflame) {
+      memcpy(dq.bf.reg, Seg(first, 0), 64);
+    } else {
+      uint64_t doorbell;
+      memcpy(&doorbell, Seg(last, 0), sizeof(doorbell));
+      __atomic_store_n((uint64_t *)dq.bf.reg, doorbell, __ATOMIC_RELEASE);
+    }
   }
   // Each returns the WQE's index; `ring`: ring the doorbell for it now.
   uint16_t Write(const void *local, uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey,

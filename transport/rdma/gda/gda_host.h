@@ -35,6 +35,7 @@ struct rdma_gda_map {
     bool io;
     bool registered;     /* mapped by us (else its owner had pinned and mapped it) */
     char *dev;           /* the device's address of base, once mapped */
+    bool in_device;      /* device memory (the provider's): exact bounds, not registered */
   } *r;
 };
 int rdma_gda_map_add(struct rdma_gda_map *m, const void *p, size_t size, bool io);
@@ -42,6 +43,8 @@ int rdma_gda_map_add(struct rdma_gda_map *m, const void *p, size_t size, bool io
 int rdma_gda_map_commit(struct rdma_gda_map *m);
 /* The device's address of host `p` (added and committed before), or NULL. */
 void *rdma_gda_map_dev(const struct rdma_gda_map *m, const void *p);
+/* Whether `p` (added before) lies in device memory. */
+bool rdma_gda_map_in_device(const struct rdma_gda_map *m, const void *p);
 void rdma_gda_map_release(struct rdma_gda_map *m);
 
 typedef int (*rdma_gda_init_obj_fn)(struct mlx5dv_obj *obj, uint64_t obj_type);
@@ -60,6 +63,7 @@ struct rdma_gda {
   uint64_t *sink;           /* per QP: a non-fetching atomic's old value lands here */
   struct ibv_mr *sink_mr;
   struct rdma_gda_map map;
+  size_t queues_in_device;  /* QPs whose send ring and record are in device memory */
 };
 
 /* probe.c: rdma_gda_init, rdma_gda_fini (declared in ../internal.h, the

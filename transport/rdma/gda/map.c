@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The NIC's host memory a kernel must reach (send queues, CQ rings,
- * doorbell records, the doorbell page), mapped for the comm's device. A
+ * doorbell records, the doorbell page), mapped for the comm's device
+ * (queues a provider placed in device memory are taken as they are). A
  * provider packs several QPs' doorbell records into one page and several
  * QPs' doorbells into one UAR page, and a page may be registered with the
  * GPU only once: ranges are collected first, merged where their pages
@@ -24,7 +25,15 @@ int rdma_gda_map_add(struct rdma_gda_map *m, const void *p, size_t size, bool io
     m->cap = cap;
   }
   uintptr_t a = (uintptr_t)p;
-  m->r[m->n++] = (struct rdma_gda_range){a & ~(page - 1), (a + size + page - 1) & ~(page - 1), io, false, NULL};
+  bool in_device = false;
+  int rc = mori_platform_is_device_memory(m->device, p, &in_device);
+  if (rc) return mori_error_context(rc, "rdma gda: where the NIC's queue at %p lives", p);
+  if (in_device) {
+    /* Kernels reach it as it is: kept exact, never merged or registered. */
+    m->r[m->n++] = (struct rdma_gda_range){a, a + size, false, false, (char *)p, true};
+    return 0;
+  }
+  m->r[m->n++] = (struct rdma_gda_range){a & ~(page - 1), (a + size + page - 1) & ~(page - 1), io, false, NULL, false};
   return 0;
 }
 
@@ -37,7 +46,7 @@ int rdma_gda_map_commit(struct rdma_gda_map *m) {
   qsort(m->r, m->n, sizeof(*m->r), by_base);
   size_t out = 0;
   for (size_t i = 0; i < m->n; i++) {
-    if (out && m->r[i].base <= m->r[out - 1].end) {
+    if (out && !m->r[i].in_device && !m->r[out - 1].in_device && m->r[i].base <= m->r[out - 1].end) {
       /* A doorbell register in a page with queues is ordinary memory (a
        * software NIC's), not a NIC's I/O page: mapped as memory. */
       m->r[out - 1].io = m->r[out - 1].io && m->r[i].io;
@@ -48,6 +57,7 @@ int rdma_gda_map_commit(struct rdma_gda_map *m) {
   }
   m->n = out;
   for (size_t i = 0; i < m->n; i++) {
+    if (m->r[i].in_device) continue;
     void *dev = NULL;
     int rc = mori_platform_host_register(m->device, (void *)m->r[i].base, m->r[i].end - m->r[i].base, m->r[i].io, &dev,
                                          &m->r[i].registered);
@@ -64,6 +74,13 @@ void *rdma_gda_map_dev(const struct rdma_gda_map *m, const void *p) {
   for (size_t i = 0; i < m->n; i++)
     if (m->r[i].dev && a >= m->r[i].base && a < m->r[i].end) return m->r[i].dev + (a - m->r[i].base);
   return NULL;
+}
+
+bool rdma_gda_map_in_device(const struct rdma_gda_map *m, const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  for (size_t i = 0; i < m->n; i++)
+    if (a >= m->r[i].base && a < m->r[i].end) return m->r[i].in_device;
+  return false;
 }
 
 void rdma_gda_map_release(struct rdma_gda_map *m) {

@@ -117,8 +117,13 @@ int rdma_gda_init(struct rdma_state *s, mori_comm_t *comm, bool connected, const
       rc = 0; /* the proxy still serves: the QPs stay unused */
     } else {
       g->enabled = true;
-      snprintf(g->why, sizeof(g->why), "every rank maps its QPs' queues and doorbell for the GPU (%s mlx5dv_init_obj, %u work requests per QP)",
-               g->init_obj_from, g->depth);
+      size_t n = (size_t)s->size * (size_t)s->num_qp, used = 0;
+      for (size_t i = 0; i < n; i++) used += g->qp[i] != NULL;
+      snprintf(g->why, sizeof(g->why),
+               "every rank maps its QPs' queues and doorbell for the GPU (%s mlx5dv_init_obj, %u work requests per QP, "
+               "send queues in %s memory)",
+               g->init_obj_from, g->depth,
+               g->queues_in_device == 0 ? "host" : g->queues_in_device == used ? "device" : "device and host");
     }
   } else if (!rc) {
     if (missing == s->rank) snprintf(g->why, sizeof(g->why), "%s", why);

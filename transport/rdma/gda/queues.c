@@ -121,6 +121,8 @@ int rdma_gda_create_queues(struct rdma_state *s, struct rdma_gda *g, char *why, 
       d->cq_dbrec = rdma_gda_map_dev(&g->map, dc[at].dbrec);
       d->cqe_cnt = dc[at].cqe_cnt;
       d->family = MORI_GDA_FAMILY_MLX5;
+      d->sq_in_device = rdma_gda_map_in_device(&g->map, dq[at].sq.buf) && rdma_gda_map_in_device(&g->map, dq[at].dbrec);
+      if (d->sq_in_device) g->queues_in_device++;
       d->sink_addr = (uint64_t)(uintptr_t)&g->sink[at];
       d->sink_lkey = g->sink_mr->lkey;
       d->peer = p;

@@ -14,6 +14,7 @@
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/platform/platform.h"
 #include "transport/rdma/swcx/internal.h"
 
 int64_t swcx_now_ms(void) {
@@ -71,7 +72,44 @@ static void put_be32(uint8_t *p, uint32_t v) {
 /* n basic blocks from `first` on, across the ring's end, into out. */
 static void copy_bbs(const struct swcx_qp *q, uint16_t first, uint32_t n, uint8_t *out) {
   for (uint32_t i = 0; i < n; i++)
-    memcpy(out + (size_t)i * SWCX_BB, q->sq + (size_t)((uint32_t)(uint16_t)(first + i) & (q->wqe_cnt - 1)) * SWCX_BB, SWCX_BB);
+    memcpy(out + (size_t)i * SWCX_BB, q->sq_read + (size_t)((uint32_t)(uint16_t)(first + i) & (q->wqe_cnt - 1)) * SWCX_BB,
+           SWCX_BB);
+}
+
+/* The producer position the device has published. Host queues: the send
+ * doorbell record. Device queues: the doorbell register's last value (the
+ * control segment's first 8 bytes of the last WQE rung: its wqe_index and
+ * ds name the position after it); a value that would put the producer
+ * behind what was taken, or more than a ring ahead, is not a doorbell this
+ * QP's producer wrote in order, and is ignored. */
+static uint16_t producer_position(struct swcx_qp *q) {
+  if (!q->c->device_queues) return (uint16_t)be32toh(__atomic_load_n(&q->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE));
+  uint64_t v = __atomic_load_n((uint64_t *)q->bf, __ATOMIC_ACQUIRE);
+  if (v == q->doorbell_seen) return q->doorbell_pi;
+  uint8_t ctrl[16] = {0};
+  memcpy(ctrl, &v, sizeof(v));
+  struct swcx_wqe w;
+  swcx_parse_ctrl(ctrl, &w);
+  uint16_t pi = (uint16_t)(w.index + (w.ds ? swcx_wqe_bbs(w.ds) : 1));
+  if ((uint16_t)(pi - q->pos) > q->wqe_cnt) return q->doorbell_pi;
+  q->doorbell_seen = v;
+  q->doorbell_pi = pi;
+  return pi;
+}
+
+/* Device queues: fetches the ring's blocks [q->fetched, upto) into the
+ * shadow (one or two copies, the second across the ring's end). */
+static int fetch_ring(struct swcx_context *c, struct swcx_qp *q, uint16_t upto) {
+  uint32_t n = (uint16_t)(upto - q->fetched), first = q->fetched & (q->wqe_cnt - 1);
+  if (!n) return 0;
+  uint32_t head = n < q->wqe_cnt - first ? n : q->wqe_cnt - first;
+  int rc = mori_platform_queue_copy(c->ring_reader, q->shadow + (size_t)first * SWCX_BB, q->sq + (size_t)first * SWCX_BB,
+                                    (size_t)head * SWCX_BB);
+  if (!rc && n > head) rc = mori_platform_queue_copy(c->ring_reader, q->shadow, q->sq, (size_t)(n - head) * SWCX_BB);
+  if (!rc) rc = mori_platform_queue_wait(c->ring_reader);
+  if (rc) return rc;
+  q->fetched = upto;
+  return 0;
 }
 
 static struct swcx_op *new_op(struct swcx_qp *q, const struct swcx_wqe *w, uint16_t index) {
@@ -175,14 +213,20 @@ static bool all_finished(const struct swcx_qp *q) {
  * run in four of gda_swcx_verbs_test at 8 ranks: a world barrier's
  * arrival lost, every rank timing out). */
 static bool take_wqes(struct swcx_context *c, struct swcx_qp *q) {
-  uint16_t db = (uint16_t)be32toh(__atomic_load_n(&q->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE));
+  uint16_t db = producer_position(q);
   bool took = false;
+  if (c->device_queues && db != q->fetched && fetch_ring(c, q, db) != 0) {
+    /* Nothing taken: tried again on the next pass. */
+    rdma_warn_limited(&c->refused_warns, "software ConnectX: QP 0x%x: fetching its send ring from device memory failed: %s",
+                      q->qp.qp_num, mori_last_error());
+    return false;
+  }
   static _Thread_local uint8_t bytes[SWCX_MAX_DS * 16 + SWCX_BB];
   static _Thread_local struct swcx_wqe w;
   while (q->pos != db && q->tail - q->head < q->wqe_cnt) {
     uint32_t avail = (uint16_t)(db - q->pos);
     uint8_t ctrl[16];
-    memcpy(ctrl, q->sq + (size_t)(q->pos & (q->wqe_cnt - 1)) * SWCX_BB, sizeof(ctrl));
+    memcpy(ctrl, q->sq_read + (size_t)(q->pos & (q->wqe_cnt - 1)) * SWCX_BB, sizeof(ctrl));
     swcx_parse_ctrl(ctrl, &w);
     uint32_t nbb = w.ds ? swcx_wqe_bbs(w.ds) : 1;
     bool sane = w.ds && nbb <= avail && nbb <= q->wqe_cnt;

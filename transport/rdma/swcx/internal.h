@@ -12,12 +12,18 @@
  *     ring, doorbell record and BlueFlame register.
  * Emulated queues live in memory the comm's device reaches: plain memory
  * on the host platform, pinned host memory mapped for the GPU (the same
- * address on both sides) on CUDA and ROCm.
+ * address on both sides) on CUDA and ROCm. With MORI_RDMA_SWCX_QUEUES=device
+ * (the default) each send ring and its doorbell record are in device memory
+ * instead, as a ConnectX's queues in GPU memory are; the BlueFlame register
+ * and the CQs stay in mapped host memory.
  *
  * The engine (engine.c), per QP, in order:
- *   - reads the send doorbell record (dbrec[MLX5_SND_DBR], the 16-bit
- *     producer counter of 64-byte basic blocks); the BlueFlame register is
- *     never read (writing it is allowed, not required);
+ *   - learns the producer position: host queues, from the send doorbell
+ *     record (dbrec[MLX5_SND_DBR], the 16-bit producer counter of 64-byte
+ *     basic blocks; the BlueFlame register is never read); device queues,
+ *     from the doorbell register's 8 bytes (the last WQE's control segment
+ *     start: its wqe_index and ds, as a ConnectX's doorbell carries them),
+ *     then fetches the ring's new blocks with the platform's copy queue;
  *   - parses each new WQE from its bytes (wqe.c, the PRM layout; nothing of
  *     mori's): control segment, remote address, atomic, data and inline
  *     segments, across basic blocks and the ring's end;
@@ -76,6 +82,9 @@ enum {
   SWCX_MAX_SGE = 16,
   SWCX_INLINE_MIN = 64, /* bounce room per WQE at least (the QP's max_inline_data when larger) */
 };
+
+/* MORI_RDMA_SWCX_QUEUES, in its choices' order. */
+enum { SWCX_QUEUES_DEVICE = 0, SWCX_QUEUES_HOST = 1 };
 
 /* The CQ doorbell record's words (the PRM's; mlx5dv.h names only the
  * QP's): the consumer index (low 24 bits) and the arm word. */
@@ -168,10 +177,18 @@ struct swcx_qp {
   struct ibv_qp *inner;
   struct swcx_context *c;
   struct swcx_cq *send_cq, *recv_cq;
-  uint8_t *sq;       /* wqe_cnt basic blocks */
+  uint8_t *sq;       /* wqe_cnt basic blocks (device memory when c->device_queues) */
   uint32_t wqe_cnt;
-  __be32 *dbrec;     /* [MLX5_RCV_DBR], [MLX5_SND_DBR] */
-  void *bf;          /* bf.reg: two buffers of SWCX_BF_SIZE */
+  __be32 *dbrec;     /* [MLX5_RCV_DBR], [MLX5_SND_DBR] (device memory when c->device_queues) */
+  void *bf;          /* bf.reg: two buffers of SWCX_BF_SIZE (mapped host memory) */
+  /* Device queues: the ring as fetched (same layout; the engine parses it),
+   * fetched up to `fetched`; the last doorbell value taken and the producer
+   * position it names. Host queues: sq_read is sq itself. */
+  uint8_t *sq_read;
+  uint8_t *shadow;
+  uint16_t fetched;
+  uint64_t doorbell_seen;
+  uint16_t doorbell_pi;
   void *rq;          /* rq.buf (receives are not emulated; it only exists) */
   uint32_t rq_cnt;
   uint16_t pos;      /* the next WQE's first basic block (the producer position it must name) */
@@ -196,6 +213,11 @@ struct swcx_context {
   struct ibv_context *inner;
   const mori_rdma_provider_t *innerp;
   int device;
+  /* MORI_RDMA_SWCX_QUEUES=device: send rings and records in device memory,
+   * read through `ring_reader` (the platform's copy queue) as a NIC reads
+   * GPU memory; host: mapped host memory the engine reads in place. */
+  bool device_queues;
+  struct mori_platform_queue *ring_reader;
   pthread_mutex_t lock; /* everything below and every object of the context */
   pthread_t engine;
   bool running, stopping;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
@@ -49,6 +50,24 @@ static void free_mapped(void *p) {
   if (p) mori_platform_host_free_mapped(p);
 }
 
+/* A send ring or doorbell record: device memory (zeroed) with device
+ * queues, else mapped host memory. */
+static int alloc_queue(struct swcx_context *c, size_t size, void **out) {
+  if (!c->device_queues) return alloc_mapped(c, size, out);
+  int rc = mori_platform_device_alloc(c->device, size, out);
+  if (!rc && (rc = mori_platform_memset_zero(c->device, *out, size)) != 0) {
+    mori_platform_device_free(c->device, *out);
+    *out = NULL;
+  }
+  return rc ? mori_error_context(rc, "software ConnectX: %zu bytes of device memory for a send queue on device %d", size, c->device) : 0;
+}
+
+static void free_queue(struct swcx_context *c, void *p) {
+  if (!p) return;
+  if (c->device_queues) mori_platform_device_free(c->device, p);
+  else free_mapped(p);
+}
+
 /* ---- devices and contexts ---- */
 
 static struct ibv_device **get_device_list(int *n) {
@@ -81,6 +100,7 @@ static int close_device(struct ibv_context *ctx) {
   pthread_mutex_unlock(&registry_lock);
   rdma_warn_limit_flush(&c->full_warns);
   rdma_warn_limit_flush(&c->refused_warns);
+  if (c->ring_reader) mori_platform_queue_destroy(c->ring_reader);
   int rc = (c->innerp->verbs->ibv_close_device)(c->inner);
   pthread_mutex_destroy(&c->lock);
   free(c->qps);
@@ -104,14 +124,17 @@ static struct ibv_context *open_device(struct ibv_device *dev) {
   pthread_mutex_init(&c->lock, NULL);
   int rc = swcx_parse_faults(c);
   if (!rc && device < 0) rc = mori_platform_current_device(&device);
+  c->device = device;
+  c->device_queues = mori_env_enum_or("MORI_RDMA_SWCX_QUEUES", SWCX_QUEUES_DEVICE) == SWCX_QUEUES_DEVICE;
+  if (!rc && c->device_queues) rc = mori_platform_queue_create(device, &c->ring_reader);
   if (rc) {
     MORI_WARN("software ConnectX: %s", mori_last_error());
+    if (c->ring_reader) mori_platform_queue_destroy(c->ring_reader);
     pthread_mutex_destroy(&c->lock);
     free(c);
     errno = EINVAL;
     return NULL;
   }
-  c->device = device;
   if (!(c->inner = (p->verbs->ibv_open_device)(dev))) {
     int err = errno;
     pthread_mutex_destroy(&c->lock);
@@ -311,8 +334,9 @@ static int destroy_cq(struct ibv_cq *cq) {
 static void free_qp(struct swcx_qp *q) {
   if (q->bounce_mr) (q->c->innerp->verbs->ibv_dereg_mr)(q->bounce_mr);
   free(q->bounce);
-  free_mapped(q->sq);
-  free_mapped(q->dbrec);
+  free_queue(q->c, q->sq);
+  free_queue(q->c, q->dbrec);
+  free(q->shadow);
   free_mapped(q->bf);
   free_mapped(q->rq);
   free(q->ops);
@@ -357,8 +381,11 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr
   }
   q->inline_max = attr->cap.max_inline_data > SWCX_INLINE_MIN ? (attr->cap.max_inline_data + 63) & ~63u : SWCX_INLINE_MIN;
   q->rq_cnt = pow2_at_least(attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1);
-  int rc = alloc_mapped(c, (size_t)q->wqe_cnt * SWCX_BB, (void **)&q->sq);
-  if (!rc) rc = alloc_mapped(c, 64, (void **)&q->dbrec);
+  int rc = alloc_queue(c, (size_t)q->wqe_cnt * SWCX_BB, (void **)&q->sq);
+  if (!rc) rc = alloc_queue(c, 64, (void **)&q->dbrec);
+  if (!rc && c->device_queues && !(q->shadow = calloc(q->wqe_cnt, SWCX_BB)))
+    rc = mori_error_set(MORI_ENOMEM, "software ConnectX: a send ring's fetched copy");
+  q->sq_read = c->device_queues ? q->shadow : q->sq;
   if (!rc) rc = alloc_mapped(c, 2 * SWCX_BF_SIZE, &q->bf);
   if (!rc) rc = alloc_mapped(c, (size_t)q->rq_cnt * 16, &q->rq);
   q->ops = calloc(q->wqe_cnt, sizeof(*q->ops));

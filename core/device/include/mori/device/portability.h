@@ -73,6 +73,10 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_device_u64(uint64_t *p) { r
 MORI_DEVICE_INLINE void mori_atomic_store_release_device_u64(uint64_t *p, uint64_t v) {
   __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
+MORI_DEVICE_INLINE void mori_atomic_store_release_device_u32(uint32_t *p, uint32_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+MORI_DEVICE_INLINE void mori_fence_acq_rel_device(void) { __atomic_thread_fence(__ATOMIC_ACQ_REL); }
 MORI_DEVICE_INLINE void mori_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
@@ -156,6 +160,11 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_device_u64(uint64_t *p) {
 MORI_DEVICE_INLINE void mori_atomic_store_release_device_u64(uint64_t *p, uint64_t v) {
   asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+MORI_DEVICE_INLINE void mori_atomic_store_release_device_u32(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+/* With the relaxed reads before it, an acquire at GPU scope for each. */
+MORI_DEVICE_INLINE void mori_fence_acq_rel_device(void) { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) { return atomicAdd(p, v); }
 MORI_DEVICE_INLINE uint64_t mori_load_volatile_u64(const uint64_t *p) { return *(const volatile uint64_t *)p; }
 /* One 16-byte store / load: each 8-byte half {data, flag} arrives whole,
@@ -210,6 +219,10 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_load_acquire_device_u64(uint64_t *p) {
 MORI_DEVICE_INLINE void mori_atomic_store_release_device_u64(uint64_t *p, uint64_t v) {
   __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
 }
+MORI_DEVICE_INLINE void mori_atomic_store_release_device_u32(uint32_t *p, uint32_t v) {
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
+}
+MORI_DEVICE_INLINE void mori_fence_acq_rel_device(void) { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent"); }
 MORI_DEVICE_INLINE uint32_t mori_atomic_add_u32(uint32_t *p, uint32_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }

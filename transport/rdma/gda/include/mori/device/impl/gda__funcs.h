@@ -11,10 +11,12 @@
  * qp->rung == r (the claimants before it have rung), rings and sets
  * rung = r + n. The claim's and rung's atomics are at GPU scope: only this
  * GPU's kernels move those counters, and a system-scope release would wait
- * for the poster's earlier stores to the (host-memory) queues to arrive, a
- * PCIe round trip each; the doorbell's own releases are system-scope. What
- * the writers read of a QP (mori_gda_qp_desc) is loaded before the claim:
- * after an acquire every load goes back to L2, one round trip each. Completions: a poller claims CQE ci with a
+ * for the poster's earlier stores to the queues to arrive, a PCIe round
+ * trip each; the doorbell's own releases are system-scope for a queue in
+ * host memory, GPU-scope for one in device memory. What the writers read
+ * of a QP (mori_gda_qp_desc) is loaded before the claim, and the claim's
+ * loads (failure flag, counters, rung) go out together: after an acquire
+ * every load goes back to L2, one round trip each. Completions: a poller claims CQE ci with a
  * compare-and-swap on qp->cq_claimed once the CQE is ready, writes the
  * CQ's consumer index in claim order, then raises qp->completed to the
  * completed WQE + 1 (the last WQE of every claim asks for a completion,
@@ -51,6 +53,7 @@ MORI_DEVICE_INLINE mori_gda_qp_t mori_gda_qp_desc(const mori_gda_qp_t *qp) {
   d.wqe_cnt = qp->wqe_cnt;
   d.qpn = qp->qpn;
   d.family = qp->family;
+  d.sq_in_device = qp->sq_in_device;
   return d;
 }
 
@@ -188,22 +191,31 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
 
 /* Claims n consecutive WQEs of `qp`, waiting (polling its CQ, under the
  * timeout and abort rules of every device wait) while the queue is full.
- * Returns the first index (>= 0) or a negative code. */
+ * Returns the first index (>= 0) or a negative code; *rung_seen: the QP's
+ * `rung` as read with the claim, for mori_gda_ring. */
 MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint32_t n,
-                                            uint64_t timeout_ns) {
+                                            uint64_t timeout_ns, uint64_t *rung_seen) {
   if (n == 0 || n > qp->wqe_cnt) return MORI_DEVICE_EINVAL;
   uint64_t start = 0;
   uint32_t wqe_cnt = qp->wqe_cnt;
   for (uint32_t spin = 0;;) {
-    if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
-    /* Both loads in flight at once (the acquire orders only what follows);
-     * the compare-and-swap checks `reserved`, and the acquire of
-     * `completed` keeps this claimant's WQE stores after the completion
-     * that freed their slots. */
+    /* Four relaxed loads in flight at once, one round trip to L2 (an
+     * acquire, or a branch between them, would send them one after the
+     * other); the fence after the claim makes each an acquire. */
+    uint32_t failed = *(volatile uint32_t *)&qp->failed;
     uint64_t r = mori_load_volatile_u64(&qp->reserved);
-    uint64_t done = mori_atomic_load_acquire_device_u64(&qp->completed);
+    uint64_t done = mori_load_volatile_u64(&qp->completed);
+    uint64_t rung = mori_load_volatile_u64(&qp->rung);
+    if (failed) return MORI_DEVICE_EIO;
     if (r + n - done <= wqe_cnt) {
-      if (mori_atomic_cas_device_u64(&qp->reserved, r, r + n) == r) return (int64_t)r;
+      if (mori_atomic_cas_device_u64(&qp->reserved, r, r + n) == r) {
+        /* This claimant's WQE stores stay after the completion that freed
+         * their slots (`completed`), and its doorbell after the doorbells
+         * of the claims before it when `rung` already showed them. */
+        mori_fence_acq_rel_device();
+        *rung_seen = rung;
+        return (int64_t)r;
+      }
       continue; /* another claimant moved it: look again */
     }
     int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
@@ -218,13 +230,16 @@ MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t
 
 /* Rings the doorbell for the claim [first, first + n) once every earlier
  * claim has rung (doorbell records only grow); last_doorbell: what the
- * writer of WQE first + n - 1 returned; desc: mori_gda_qp_desc(qp).
- * Each claimant's doorbell follows the one before it: its system-scope
- * release is cumulative over what it acquired from `rung`. */
+ * writer of WQE first + n - 1 returned; desc: mori_gda_qp_desc(qp);
+ * rung_seen: what mori_gda_reserve read of `rung` (when it is `first`
+ * already, no wait: the claim's fence made that read an acquire).
+ * Each claimant's doorbell follows the one before it: its release is
+ * cumulative over what it acquired from `rung`. */
 MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, const mori_gda_qp_t *desc, int qp_index,
-                                     uint64_t first, uint32_t n, uint64_t last_doorbell, uint64_t timeout_ns) {
-  uint64_t start = 0, seen = 0;
-  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_device_u64(&qp->rung)) != first; spin++) {
+                                     uint64_t first, uint32_t n, uint64_t last_doorbell, uint64_t rung_seen, uint64_t timeout_ns) {
+  uint64_t start = 0, seen = rung_seen;
+  for (uint32_t spin = 0; seen != first; spin++) {
+    if ((seen = mori_atomic_load_acquire_device_u64(&qp->rung)) == first) break;
     int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
@@ -284,10 +299,11 @@ MORI_DEVICE_INLINE int mori_gda_post_rdma(mori_window_dev_t win, int peer, int q
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t raddr = mori_gda_remote_addr(win, peer, remote_offset);
   uint32_t rkey = g->rkey[peer], lkey = g->lkey;
-  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
+  uint64_t rung = 0;
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung);
   if (at < 0) return (int)at;
   uint64_t db = mori_gda_write_rdma(&d, (uint64_t)at, get, MORI_GDA_SIGNALED, raddr, rkey, laddr, lkey, len);
-  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, timeout_ns);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns);
 }
 
 MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int get, uint64_t remote_offset, void *local,
@@ -350,10 +366,11 @@ MORI_DEVICE_INLINE int mori_gda_signal_set(mori_window_dev_t win, int peer, uint
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t raddr = mori_gda_remote_addr(win, peer, offset);
   uint32_t rkey = g->rkey[peer];
-  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
+  uint64_t rung = 0;
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung);
   if (at < 0) return (int)at;
   uint64_t db = mori_gda_write_inline(&d, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, raddr, rkey, &value, 8);
-  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, timeout_ns);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns);
 }
 
 /* result: NULL (the old value is not wanted) or where it goes, in this
@@ -379,10 +396,11 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t raddr = mori_gda_remote_addr(win, peer, offset);
   uint32_t rkey = g->rkey[peer];
-  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns);
+  uint64_t rung = 0;
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung);
   if (at < 0) return (int)at;
   uint64_t db = mori_gda_write_fetch_add(&d, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, raddr, rkey, value, laddr, lkey);
-  if ((rc = mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, timeout_ns)) != 0) return rc;
+  if ((rc = mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns)) != 0) return rc;
   if (!result) return MORI_DEVICE_OK;
   if ((rc = mori_gda_wait_completed(win, qp, q, (uint64_t)at + 1, timeout_ns)) != 0) return rc;
   if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
@@ -407,11 +425,12 @@ MORI_DEVICE_INLINE int mori_gda_put_signal(mori_window_dev_t win, int peer, uint
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t raddr = mori_gda_remote_addr(win, peer, dst_offset), saddr = mori_gda_remote_addr(win, peer, signal_offset);
   uint32_t rkey = g->rkey[peer], lkey = g->lkey;
-  int64_t at = mori_gda_reserve(win, qp, q, 2, timeout_ns);
+  uint64_t rung = 0;
+  int64_t at = mori_gda_reserve(win, qp, q, 2, timeout_ns, &rung);
   if (at < 0) return (int)at;
   mori_gda_write_rdma(&d, (uint64_t)at, 0, 0, raddr, rkey, laddr, lkey, (uint32_t)bytes);
   uint64_t db = mori_gda_write_inline(&d, (uint64_t)at + 1, MORI_GDA_SIGNALED | MORI_GDA_FENCED, saddr, rkey, &signal_value, 8);
-  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 2, db, timeout_ns);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 2, db, rung, timeout_ns);
 }
 
 /* n puts to one peer, one claim, one doorbell, one completion (the last):
@@ -430,14 +449,15 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint32_t rkey = g->rkey[peer], lkey = g->lkey;
-  int64_t at = mori_gda_reserve(win, qp, q, n, timeout_ns);
+  uint64_t rung = 0;
+  int64_t at = mori_gda_reserve(win, qp, q, n, timeout_ns, &rung);
   if (at < 0) return (int)at;
   uint64_t db = 0;
   for (uint32_t i = 0; i < n; i++)
     db = mori_gda_write_rdma(&d, (uint64_t)at + i, 0, i + 1 == n ? MORI_GDA_SIGNALED : 0,
                              mori_gda_remote_addr(win, peer, dst_offset[i]), rkey, (uint64_t)(uintptr_t)src[i], lkey,
                              (uint32_t)bytes[i]);
-  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, n, db, timeout_ns);
+  return mori_gda_ring(win, qp, &d, q, (uint64_t)at, n, db, rung, timeout_ns);
 }
 
 /* One value from lane `lane` to every lane of the warp (all lanes present). */
@@ -511,7 +531,8 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
   uint64_t raddr = mori_gda_remote_addr(win, peer, bad ? 0 : dst_offset), laddr = bad ? g->local_base : (uint64_t)(uintptr_t)src;
   uint32_t rkey = g->rkey[peer], lkey = g->lkey, len = bad ? 0u : (uint32_t)bytes;
   uint32_t flags = lane + 1 == count ? MORI_GDA_SIGNALED : 0;
-  if (lane == 0) at = mori_gda_reserve(win, qp, (int)q, (uint32_t)count, timeout_ns);
+  uint64_t rung = 0;
+  if (lane == 0) at = mori_gda_reserve(win, qp, (int)q, (uint32_t)count, timeout_ns, &rung);
   at = MORI_GDA_BROADCAST_WARP(at);
   if (at < 0) return (int)at;
   uint64_t index = (uint64_t)at + (uint64_t)lane;
@@ -540,7 +561,7 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
    * doorbell, whose system-scope release is cumulative over them. */
   MORI_SYNC_WARP();
   int rc = MORI_DEVICE_OK;
-  if (lane == 0) rc = mori_gda_ring(win, qp, &d, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, timeout_ns);
+  if (lane == 0) rc = mori_gda_ring(win, qp, &d, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, rung, timeout_ns);
   rc = (int)MORI_GDA_BROADCAST_WARP(rc);
   return rc ? rc : bad ? MORI_DEVICE_EINVAL : MORI_DEVICE_OK;
 }

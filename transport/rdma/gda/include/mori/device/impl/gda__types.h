@@ -47,6 +47,10 @@ typedef struct mori_gda_qp {
   uint32_t *cq_dbrec; /* the CQ's consumer-index record (big-endian) */
   uint32_t cqe_cnt;   /* power of two, >= wqe_cnt */
   uint32_t family;    /* enum mori_gda_family */
+  /* 1: the send queue's ring and doorbell record are in this GPU's memory
+   * (the NIC reads them through the GPU's L2), so GPU-scope releases order
+   * them; 0: host memory, system-scope releases (a PCIe round trip each). */
+  uint32_t sq_in_device;
   /* Keys: the segment's local key (for local buffers) is per window; a
    * per-QP 8-byte sink for the result of a non-fetching atomic. */
   uint64_t sink_addr;
