@@ -55,8 +55,11 @@ MORI_DEVICE_INLINE void mori_atomic_store_release_u32(uint32_t *p, uint32_t v) {
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 }
+MORI_DEVICE_INLINE uint64_t mori_atomic_add_relaxed_device_u64(uint64_t *p, uint64_t v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
 /* A compare-and-swap that returns the value it saw (desired was stored
- * when that equals expected); the five below differ only in order. */
+ * when that equals expected); the six below differ only in order. */
 #define MORI_CAS(name, T, success, failure)                                   \
   MORI_DEVICE_INLINE T name(T *p, T expected, T desired) {                    \
     __atomic_compare_exchange_n(p, &expected, desired, 0, success, failure); \
@@ -66,6 +69,7 @@ MORI_CAS(mori_atomic_cas_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 MORI_CAS(mori_atomic_cas_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 MORI_CAS(mori_atomic_cas_device_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 MORI_CAS(mori_atomic_cas_device_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+MORI_CAS(mori_atomic_cas_relaxed_device_u64, uint64_t, __ATOMIC_RELAXED, __ATOMIC_RELAXED)
 MORI_CAS(mori_atomic_cas_release_u32, uint32_t, __ATOMIC_RELEASE, __ATOMIC_RELAXED)
 MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)
 #undef MORI_CAS
@@ -133,8 +137,14 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
   asm volatile("atom.release.sys.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
   return old;
 }
+/* A counter in this GPU's memory that only its kernels move. */
+MORI_DEVICE_INLINE uint64_t mori_atomic_add_relaxed_device_u64(uint64_t *p, uint64_t v) {
+  uint64_t old;
+  asm volatile("atom.relaxed.gpu.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
 /* A compare-and-swap as one PTX instruction that returns the value it saw;
- * the five below differ only in order and scope (.gpu: a word in this GPU's
+ * the six below differ only in order and scope (.gpu: a word in this GPU's
  * own memory that only its kernels touch). reg: "r" 32-bit, "l" 64-bit. */
 #define MORI_CAS(name, T, op, reg)                                                                \
   MORI_DEVICE_INLINE T name(T *p, T expected, T desired) {                                      \
@@ -146,6 +156,7 @@ MORI_CAS(mori_atomic_cas_u32, uint32_t, "atom.acq_rel.sys.cas.b32", "r")
 MORI_CAS(mori_atomic_cas_u64, uint64_t, "atom.acq_rel.sys.cas.b64", "l")
 MORI_CAS(mori_atomic_cas_device_u32, uint32_t, "atom.acq_rel.gpu.cas.b32", "r")
 MORI_CAS(mori_atomic_cas_device_u64, uint64_t, "atom.acq_rel.gpu.cas.b64", "l")
+MORI_CAS(mori_atomic_cas_relaxed_device_u64, uint64_t, "atom.relaxed.gpu.cas.b64", "l")
 MORI_CAS(mori_atomic_cas_release_u32, uint32_t, "atom.release.sys.cas.b32", "r")
 MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, "atom.acquire.sys.cas.b32", "r")
 #undef MORI_CAS
@@ -199,7 +210,10 @@ MORI_DEVICE_INLINE void mori_atomic_store_release_u32(uint32_t *p, uint32_t v) {
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
 }
-/* A compare-and-swap that returns the value it saw; the five below differ
+MORI_DEVICE_INLINE uint64_t mori_atomic_add_relaxed_device_u64(uint64_t *p, uint64_t v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+/* A compare-and-swap that returns the value it saw; the six below differ
  * only in order and scope (AGENT: this device only). */
 #define MORI_CAS(name, T, success, failure, scope)                                          \
   MORI_DEVICE_INLINE T name(T *p, T expected, T desired) {                                 \
@@ -210,6 +224,7 @@ MORI_CAS(mori_atomic_cas_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HI
 MORI_CAS(mori_atomic_cas_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
 MORI_CAS(mori_atomic_cas_device_u32, uint32_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT)
 MORI_CAS(mori_atomic_cas_device_u64, uint64_t, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT)
+MORI_CAS(mori_atomic_cas_relaxed_device_u64, uint64_t, __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT)
 MORI_CAS(mori_atomic_cas_release_u32, uint32_t, __ATOMIC_RELEASE, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)
 MORI_CAS(mori_atomic_cas_acquire_u32, uint32_t, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)
 #undef MORI_CAS

@@ -5,18 +5,20 @@
  * table below: one switch per step, one case per family.
  *
  * Ordering without locks. A claimant takes [r, r + n) of the send queue
- * with a compare-and-swap on qp->reserved, and only while the queue has
- * room (r + n - completed <= wqe_cnt), so a slot is never handed out twice
- * and a claim never waits once made; it writes its WQEs, waits until
- * qp->rung == r (the claimants before it have rung), rings and sets
- * rung = r + n. The claim's and rung's atomics are at GPU scope: only this
- * GPU's kernels move those counters, and a system-scope release would wait
- * for the poster's earlier stores to the queues to arrive, a PCIe round
- * trip each; the doorbell's own releases are system-scope for a queue in
- * host memory, GPU-scope for one in device memory. What the writers read
- * of a QP (mori_gda_qp_desc) is loaded before the claim, and the claim's
- * loads (failure flag, counters, rung) go out together: after an acquire
- * every load goes back to L2, one round trip each. Completions: a poller claims CQE ci with a
+ * with a fetch-and-add on qp->reserved, so a slot is never handed out
+ * twice; it may use the slots once the queue has room for them
+ * (r + n - completed <= wqe_cnt), polling the CQ until then, and gives
+ * them back when that wait fails (or, with a claim behind it, marks the
+ * QP abandoned); it writes its WQEs, waits until qp->rung == r (the
+ * claimants before it have rung), rings and sets rung = r + n. The
+ * claim's and rung's atomics are at GPU scope: only this GPU's kernels
+ * move those counters, and a system-scope release would wait for the
+ * poster's earlier stores to the queues to arrive, a PCIe round trip
+ * each; the doorbell's own releases are system-scope for a queue in host
+ * memory, GPU-scope for one in device memory. What the writers read of a
+ * QP (mori_gda_qp_desc) and the claim's words (failure flag, `completed`,
+ * `rung`) are loaded together before the claim: after an acquire, or a
+ * branch, every load goes back to L2, one round trip each. Completions: a poller claims CQE ci with a
  * compare-and-swap on qp->cq_claimed once the CQE is ready, writes the
  * CQ's consumer index in claim order, then raises qp->completed to the
  * completed WQE + 1 (the last WQE of every claim asks for a completion,
@@ -189,43 +191,72 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   return 1;
 }
 
-/* Claims n consecutive WQEs of `qp`, waiting (polling its CQ, under the
- * timeout and abort rules of every device wait) while the queue is full.
- * Returns the first index (>= 0) or a negative code; *rung_seen: the QP's
- * `rung` as read with the claim, for mori_gda_ring. */
+/* What a claim reads of a QP: its failure flag and counters. */
+typedef struct mori_gda_claim_words {
+  uint32_t failed;
+  uint64_t completed, rung;
+} mori_gda_claim_words_t;
+
+/* The claim's words as relaxed loads in flight at once, one round trip to
+ * L2 (an acquire, or a branch between them, would send them one after the
+ * other); a caller issues them beside its other loads of the QP, and the
+ * fence after a successful claim makes each an acquire. */
+MORI_DEVICE_INLINE mori_gda_claim_words_t mori_gda_claim_load(mori_gda_qp_t *qp) {
+  mori_gda_claim_words_t w;
+  w.failed = *(volatile uint32_t *)&qp->failed;
+  w.completed = mori_load_volatile_u64(&qp->completed);
+  w.rung = mori_load_volatile_u64(&qp->rung);
+  return w;
+}
+
+/* A claim [r, r + n) whose wait for room ended with `rc`: given back when
+ * no claim was made after it (`reserved` is still r + n), else the QP is
+ * marked abandoned (later claimants would wait for its doorbell forever). */
+MORI_DEVICE_INLINE int64_t mori_gda_unclaim(mori_gda_qp_t *qp, uint64_t r, uint32_t n, int rc) {
+  if (mori_atomic_cas_relaxed_device_u64(&qp->reserved, r + n, r) != r + n) mori_atomic_cas_u32(&qp->failed, 0, MORI_GDA_QP_ABANDONED);
+  return rc;
+}
+
+/* Claims n consecutive WQEs of `qp` (wqe_cnt deep) with one fetch-and-add,
+ * the words `w` read of it beforehand: `completed` only grows, so the room
+ * they showed is there. Without room the claimant polls the QP's CQ until
+ * the NIC frees it, under the timeout and abort rules of every device wait;
+ * a wait that fails gives the claim back (mori_gda_unclaim). Returns the
+ * first index (>= 0) or a negative code; *rung_seen: the QP's `rung` as
+ * read with the claim, for mori_gda_ring. */
+MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint32_t n, uint32_t wqe_cnt,
+                                          mori_gda_claim_words_t w, uint64_t timeout_ns, uint64_t *rung_seen) {
+  if (n == 0 || n > wqe_cnt) return MORI_DEVICE_EINVAL;
+  if (w.failed) return MORI_DEVICE_EIO;
+  /* Relaxed: nothing before it is published through `reserved`. */
+  uint64_t r = mori_atomic_add_relaxed_device_u64(&qp->reserved, n);
+  uint64_t start = 0;
+  for (uint32_t spin = 0; r + n - w.completed > wqe_cnt;) {
+    int rc = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
+    if (rc == 0) {
+      rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
+                           r + n - wqe_cnt, w.completed);
+      if (rc == MORI_DEVICE_OK) mori_pause();
+    } else if (rc > 0) {
+      rc = MORI_DEVICE_OK;
+    }
+    if (rc != MORI_DEVICE_OK) return mori_gda_unclaim(qp, r, n, rc);
+    w = mori_gda_claim_load(qp);
+    if (w.failed) return mori_gda_unclaim(qp, r, n, MORI_DEVICE_EIO);
+  }
+  /* This claimant's WQE stores stay after the completion that freed their
+   * slots (`completed`), and its doorbell after the doorbells of the claims
+   * before it when `rung` already showed them. */
+  mori_fence_acq_rel_device();
+  *rung_seen = w.rung;
+  return (int64_t)r;
+}
+
+/* mori_gda_claim with the QP's depth and words read now (together). */
 MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint32_t n,
                                             uint64_t timeout_ns, uint64_t *rung_seen) {
-  if (n == 0 || n > qp->wqe_cnt) return MORI_DEVICE_EINVAL;
-  uint64_t start = 0;
   uint32_t wqe_cnt = qp->wqe_cnt;
-  for (uint32_t spin = 0;;) {
-    /* Four relaxed loads in flight at once, one round trip to L2 (an
-     * acquire, or a branch between them, would send them one after the
-     * other); the fence after the claim makes each an acquire. */
-    uint32_t failed = *(volatile uint32_t *)&qp->failed;
-    uint64_t r = mori_load_volatile_u64(&qp->reserved);
-    uint64_t done = mori_load_volatile_u64(&qp->completed);
-    uint64_t rung = mori_load_volatile_u64(&qp->rung);
-    if (failed) return MORI_DEVICE_EIO;
-    if (r + n - done <= wqe_cnt) {
-      if (mori_atomic_cas_device_u64(&qp->reserved, r, r + n) == r) {
-        /* This claimant's WQE stores stay after the completion that freed
-         * their slots (`completed`), and its doorbell after the doorbells
-         * of the claims before it when `rung` already showed them. */
-        mori_fence_acq_rel_device();
-        *rung_seen = rung;
-        return (int64_t)r;
-      }
-      continue; /* another claimant moved it: look again */
-    }
-    int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
-    if (got < 0) return got;
-    if (got) continue;
-    int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
-                             r + n - qp->wqe_cnt, done);
-    if (rc != MORI_DEVICE_OK) return rc;
-    mori_pause();
-  }
+  return mori_gda_claim(win, qp, qp_index, n, wqe_cnt, mori_gda_claim_load(qp), timeout_ns, rung_seen);
 }
 
 /* Rings the doorbell for the claim [first, first + n) once every earlier
@@ -240,6 +271,7 @@ MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, c
   uint64_t start = 0, seen = rung_seen;
   for (uint32_t spin = 0; seen != first; spin++) {
     if ((seen = mori_atomic_load_acquire_device_u64(&qp->rung)) == first) break;
+    if (*(volatile uint32_t *)&qp->failed == MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO; /* never rung before it */
     int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
@@ -253,6 +285,8 @@ MORI_DEVICE_INLINE int mori_gda_wait_completed(mori_window_dev_t win, mori_gda_q
                                                uint64_t timeout_ns) {
   uint64_t start = 0, done = 0;
   for (uint32_t spin = 0; (done = mori_atomic_load_acquire_u64(&qp->completed)) < target;) {
+    /* An abandoned claim is never rung: what follows it never completes. */
+    if (*(volatile uint32_t *)&qp->failed == MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
     int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
     if (got < 0) return got;
     if (got) continue;
@@ -275,11 +309,17 @@ MORI_DEVICE_INLINE int mori_gda_refuse(mori_window_dev_t win, uint32_t op, int p
   return mori_device_report(win, MORI_DEVICE_ERANGE, peer, MORI_PROXY_REFUSED_CHANNEL + op, win.size, offset, bytes);
 }
 
+/* The registered address of local bytes [p, p + bytes) in the segment
+ * [base, base + size), or 0. */
+MORI_DEVICE_INLINE uint64_t mori_gda_local_in(uint64_t base, uint64_t size, const void *p, uint64_t bytes) {
+  uint64_t a = (uint64_t)(uintptr_t)p;
+  if (a < base || a - base > size || bytes > size - (a - base)) return 0;
+  return a;
+}
+
 /* The registered address of local window bytes [p, p + bytes), or 0. */
 MORI_DEVICE_INLINE uint64_t mori_gda_local_addr(const mori_gda_window_t *g, const void *p, uint64_t bytes) {
-  uint64_t a = (uint64_t)(uintptr_t)p;
-  if (a < g->local_base || a - g->local_base > g->local_size || bytes > g->local_size - (a - g->local_base)) return 0;
-  return a;
+  return mori_gda_local_in(g->local_base, g->local_size, p, bytes);
 }
 
 MORI_DEVICE_INLINE int mori_gda_check_remote(mori_window_dev_t win, uint32_t op, int peer, uint64_t offset, uint64_t bytes) {
@@ -308,14 +348,40 @@ MORI_DEVICE_INLINE int mori_gda_post_rdma(mori_window_dev_t win, int peer, int q
 
 MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int get, uint64_t remote_offset, void *local,
                                          uint64_t bytes, uint64_t timeout_ns) {
-  if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_EUNREACHABLE;
+  const mori_gda_window_t *g = win.gda;
+  if (!g) return MORI_DEVICE_EUNREACHABLE;
+  /* Loads in two round trips before the claim's fetch-and-add: every
+   * word of the window's table the transfer needs, then the QP's
+   * descriptor, the peer's segment and key and the claim's words; the
+   * checks come after them (a branch between loads would wait for each). */
+  mori_gda_qp_t *qps = g->qp;
+  int num_qp = g->num_qp, world = g->world_size;
+  const uint64_t *remote_base = g->remote_base;
+  const uint32_t *rkeys = g->rkey;
+  uint32_t lkey = g->lkey;
+  uint64_t local_base = g->local_base, local_size = g->local_size;
+  if (peer < 0 || peer >= world) return MORI_DEVICE_EUNREACHABLE;
+  int q = num_qp == 1 ? 0 : (int)(mori_atomic_add_u32(&g->next_qp[peer], 1) % (uint32_t)num_qp);
+  mori_gda_qp_t *qp = &qps[(size_t)peer * (size_t)num_qp + (size_t)q];
+  const mori_gda_qp_t d = mori_gda_qp_desc(qp);
+  uint64_t rbase = remote_base[peer];
+  uint32_t rkey = rkeys[peer];
+  mori_gda_claim_words_t w = mori_gda_claim_load(qp);
+  if (d.wqe_cnt == 0) return MORI_DEVICE_EUNREACHABLE; /* a peer has all its QPs or none */
   uint32_t op = get ? MORI_PROXY_GET : MORI_PROXY_PUT;
   int rc = mori_gda_check_remote(win, op, peer, remote_offset, bytes);
   if (rc) return rc;
-  uint64_t laddr = mori_gda_local_addr(win.gda, local, bytes);
+  uint64_t laddr = mori_gda_local_in(local_base, local_size, local, bytes);
   if (!laddr) return MORI_DEVICE_EINVAL;
   if (bytes == 0) return MORI_DEVICE_OK;
-  int q = mori_gda_pick_qp(win.gda, peer);
+  if (bytes <= MORI_GDA_MAX_PIECE) {
+    uint64_t rung = 0;
+    int64_t at = mori_gda_claim(win, qp, q, 1, d.wqe_cnt, w, timeout_ns, &rung);
+    if (at < 0) return (int)at;
+    uint64_t db = mori_gda_write_rdma(&d, (uint64_t)at, get, MORI_GDA_SIGNALED, rbase + win.segment_offset + remote_offset, rkey,
+                                      laddr, lkey, (uint32_t)bytes);
+    return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns);
+  }
   for (uint64_t done = 0; done < bytes;) {
     uint64_t len = bytes - done < MORI_GDA_MAX_PIECE ? bytes - done : MORI_GDA_MAX_PIECE;
     rc = mori_gda_post_rdma(win, peer, q, get, remote_offset + done, laddr + done, (uint32_t)len, timeout_ns);
@@ -517,22 +583,38 @@ enum mori_gda_warp_stores {
 MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
                                               uint64_t timeout_ns, int stores) {
   int lane = MORI_THREAD_RANK_WARP(), count = MORI_THREAD_COUNT_WARP();
-  if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_EUNREACHABLE;
   const mori_gda_window_t *g = win.gda;
-  int bad = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes) != 0 ||
-            !mori_gda_local_addr(g, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
+  if (!g) return MORI_DEVICE_EUNREACHABLE;
+  /* As mori_gda_transfer: the table's words, then the QP's descriptor, the
+   * peer's segment and key and (lane 0) the claim's words, then the checks. */
+  mori_gda_qp_t *qps = g->qp;
+  int num_qp = g->num_qp, world = g->world_size;
+  const uint64_t *remote_base = g->remote_base;
+  const uint32_t *rkeys = g->rkey;
+  uint32_t lkey = g->lkey;
+  uint64_t local_base = g->local_base, local_size = g->local_size;
+  if (peer < 0 || peer >= world) return MORI_DEVICE_EUNREACHABLE;
   long long q = 0, at = 0;
-  if (lane == 0) q = mori_gda_pick_qp(g, peer);
-  q = MORI_GDA_BROADCAST_WARP(q);
-  mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, (int)q);
+  if (num_qp > 1) { /* the same for every lane */
+    if (lane == 0) q = (long long)(mori_atomic_add_u32(&g->next_qp[peer], 1) % (uint32_t)num_qp);
+    q = MORI_GDA_BROADCAST_WARP(q);
+  }
+  mori_gda_qp_t *qp = &qps[(size_t)peer * (size_t)num_qp + (size_t)q];
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
+  uint64_t rbase = remote_base[peer];
+  uint32_t rkey = rkeys[peer];
+  mori_gda_claim_words_t w = {0, 0, 0};
+  if (lane == 0) w = mori_gda_claim_load(qp);
+  if (d.wqe_cnt == 0) return MORI_DEVICE_EUNREACHABLE;
+  int bad = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes) != 0 ||
+            !mori_gda_local_in(local_base, local_size, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
   /* A lane with a bad request still writes a WQE (an empty write), so the
    * claim is filled; it says so in its return. */
-  uint64_t raddr = mori_gda_remote_addr(win, peer, bad ? 0 : dst_offset), laddr = bad ? g->local_base : (uint64_t)(uintptr_t)src;
-  uint32_t rkey = g->rkey[peer], lkey = g->lkey, len = bad ? 0u : (uint32_t)bytes;
+  uint64_t raddr = rbase + win.segment_offset + (bad ? 0 : dst_offset), laddr = bad ? local_base : (uint64_t)(uintptr_t)src;
+  uint32_t len = bad ? 0u : (uint32_t)bytes;
   uint32_t flags = lane + 1 == count ? MORI_GDA_SIGNALED : 0;
   uint64_t rung = 0;
-  if (lane == 0) at = mori_gda_reserve(win, qp, (int)q, (uint32_t)count, timeout_ns, &rung);
+  if (lane == 0) at = mori_gda_claim(win, qp, (int)q, (uint32_t)count, d.wqe_cnt, w, timeout_ns, &rung);
   at = MORI_GDA_BROADCAST_WARP(at);
   if (at < 0) return (int)at;
   uint64_t index = (uint64_t)at + (uint64_t)lane;
