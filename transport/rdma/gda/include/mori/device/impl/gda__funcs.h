@@ -350,28 +350,23 @@ MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int ge
                                          uint64_t bytes, uint64_t timeout_ns) {
   const mori_gda_window_t *g = win.gda;
   if (!g) return MORI_DEVICE_EUNREACHABLE;
-  /* Loads in two round trips before the claim's fetch-and-add: every
-   * word of the window's table the transfer needs, then the QP's
-   * descriptor, the peer's segment and key and the claim's words; the
-   * checks come after them (a branch between loads would wait for each). */
-  mori_gda_qp_t *qps = g->qp;
-  int num_qp = g->num_qp, world = g->world_size;
-  const uint64_t *remote_base = g->remote_base;
-  const uint32_t *rkeys = g->rkey;
-  uint32_t lkey = g->lkey;
-  uint64_t local_base = g->local_base, local_size = g->local_size;
-  if (peer < 0 || peer >= world) return MORI_DEVICE_EUNREACHABLE;
-  int q = num_qp == 1 ? 0 : (int)(mori_atomic_add_u32(&g->next_qp[peer], 1) % (uint32_t)num_qp);
-  mori_gda_qp_t *qp = &qps[(size_t)peer * (size_t)num_qp + (size_t)q];
+  /* Loads in two round trips before the claim's fetch-and-add: the
+   * window's table (every word at once), then the QP's descriptor, the
+   * peer's segment and key and the claim's words; the checks come after
+   * them (a branch between loads would wait for each). */
+  const mori_gda_window_t t = *g;
+  if (peer < 0 || peer >= t.world_size) return MORI_DEVICE_EUNREACHABLE;
+  int q = t.num_qp == 1 ? 0 : (int)(mori_atomic_add_u32(&t.next_qp[peer], 1) % (uint32_t)t.num_qp);
+  mori_gda_qp_t *qp = &t.qp[(size_t)peer * (size_t)t.num_qp + (size_t)q];
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
-  uint64_t rbase = remote_base[peer];
-  uint32_t rkey = rkeys[peer];
+  uint64_t rbase = t.remote_base[peer];
+  uint32_t rkey = t.rkey[peer], lkey = t.lkey;
   mori_gda_claim_words_t w = mori_gda_claim_load(qp);
   if (d.wqe_cnt == 0) return MORI_DEVICE_EUNREACHABLE; /* a peer has all its QPs or none */
   uint32_t op = get ? MORI_PROXY_GET : MORI_PROXY_PUT;
   int rc = mori_gda_check_remote(win, op, peer, remote_offset, bytes);
   if (rc) return rc;
-  uint64_t laddr = mori_gda_local_in(local_base, local_size, local, bytes);
+  uint64_t laddr = mori_gda_local_in(t.local_base, t.local_size, local, bytes);
   if (!laddr) return MORI_DEVICE_EINVAL;
   if (bytes == 0) return MORI_DEVICE_OK;
   if (bytes <= MORI_GDA_MAX_PIECE) {
@@ -585,32 +580,27 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
   int lane = MORI_THREAD_RANK_WARP(), count = MORI_THREAD_COUNT_WARP();
   const mori_gda_window_t *g = win.gda;
   if (!g) return MORI_DEVICE_EUNREACHABLE;
-  /* As mori_gda_transfer: the table's words, then the QP's descriptor, the
-   * peer's segment and key and (lane 0) the claim's words, then the checks. */
-  mori_gda_qp_t *qps = g->qp;
-  int num_qp = g->num_qp, world = g->world_size;
-  const uint64_t *remote_base = g->remote_base;
-  const uint32_t *rkeys = g->rkey;
-  uint32_t lkey = g->lkey;
-  uint64_t local_base = g->local_base, local_size = g->local_size;
-  if (peer < 0 || peer >= world) return MORI_DEVICE_EUNREACHABLE;
+  /* As mori_gda_transfer: the table, then the QP's descriptor, the peer's
+   * segment and key and (lane 0) the claim's words, then the checks. */
+  const mori_gda_window_t t = *g;
+  if (peer < 0 || peer >= t.world_size) return MORI_DEVICE_EUNREACHABLE;
   long long q = 0, at = 0;
-  if (num_qp > 1) { /* the same for every lane */
-    if (lane == 0) q = (long long)(mori_atomic_add_u32(&g->next_qp[peer], 1) % (uint32_t)num_qp);
+  if (t.num_qp > 1) { /* the same for every lane */
+    if (lane == 0) q = (long long)(mori_atomic_add_u32(&t.next_qp[peer], 1) % (uint32_t)t.num_qp);
     q = MORI_GDA_BROADCAST_WARP(q);
   }
-  mori_gda_qp_t *qp = &qps[(size_t)peer * (size_t)num_qp + (size_t)q];
+  mori_gda_qp_t *qp = &t.qp[(size_t)peer * (size_t)t.num_qp + (size_t)q];
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
-  uint64_t rbase = remote_base[peer];
-  uint32_t rkey = rkeys[peer];
+  uint64_t rbase = t.remote_base[peer];
+  uint32_t rkey = t.rkey[peer], lkey = t.lkey;
   mori_gda_claim_words_t w = {0, 0, 0};
   if (lane == 0) w = mori_gda_claim_load(qp);
   if (d.wqe_cnt == 0) return MORI_DEVICE_EUNREACHABLE;
   int bad = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes) != 0 ||
-            !mori_gda_local_in(local_base, local_size, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
+            !mori_gda_local_in(t.local_base, t.local_size, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
   /* A lane with a bad request still writes a WQE (an empty write), so the
    * claim is filled; it says so in its return. */
-  uint64_t raddr = rbase + win.segment_offset + (bad ? 0 : dst_offset), laddr = bad ? local_base : (uint64_t)(uintptr_t)src;
+  uint64_t raddr = rbase + win.segment_offset + (bad ? 0 : dst_offset), laddr = bad ? t.local_base : (uint64_t)(uintptr_t)src;
   uint32_t len = bad ? 0u : (uint32_t)bytes;
   uint32_t flags = lane + 1 == count ? MORI_GDA_SIGNALED : 0;
   uint64_t rung = 0;
