@@ -170,6 +170,10 @@ int mori_platform_dmabuf_close(int fd) {
 int gpu_is_device_memory(const void *p, bool *yes) {
   hipPointerAttribute_t a;
   memset(&a, 0, sizeof(a));
-  *yes = gpu.pointerGetAttributes(&a, p) == hipSuccess && MORI_HIP_POINTER_TYPE(a) == hipMemoryTypeDevice;
+  hipError_t e = gpu.pointerGetAttributes(&a, p);
+  /* Host memory the runtime does not know is an error on older runtimes:
+   * cleared, so the caller's next hipGetLastError does not see it. */
+  if (e != hipSuccess) (void)gpu.getLastError();
+  *yes = e == hipSuccess && MORI_HIP_POINTER_TYPE(a) == hipMemoryTypeDevice;
   return 0;
 }

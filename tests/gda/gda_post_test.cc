@@ -500,47 +500,6 @@ TEST(GdaPost, StalledNicFullQueueTimesOut) {
   EXPECT_EQ(nic.problem, "");
 }
 
-// Two claimants wait for room on a stalled, full queue, the second's
-// claim behind the first's. The first's wait times out: its slots can be
-// neither given back (a claim stands behind them) nor rung, so the QP is
-// marked abandoned and every later call on it fails at once (EIO) instead
-// of waiting for a doorbell that never comes; the second gives its own
-// claim back. Other peers are still served. (A lone claimant's timed-out
-// claim is given back: StalledNicFullQueueTimesOut.)
-TEST(GdaPost, AClaimThatCannotBeFilledAbandonsItsQp) {
-  World w(3, 1, 4, 4);
-  TestNic nic(w);
-  nic.stalled = true;
-  mori_gda_qp_t &qp = w.dev_qps[1];
-  for (int k = 0; k < 4; k++) ASSERT_EQ(mori_gda_put(w.win, 1, (uint64_t)k * 8, w.local(), 8, kSecond), MORI_DEVICE_OK);
-  auto reserved = [&] { return __atomic_load_n(&qp.reserved, __ATOMIC_ACQUIRE); };
-  auto wait_reserved = [&](uint64_t n) {
-    for (int i = 0; i < 20000 && reserved() != n; i++) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    return reserved();
-  };
-  std::atomic<int> first{-100}, second{-100};
-  std::thread a([&] { first = mori_gda_put(w.win, 1, 64, w.local(), 8, 300ull * 1000 * 1000); });
-  ASSERT_EQ(wait_reserved(5), 5u) << "the first claimant holds slot 4";
-  std::thread b([&] { second = mori_gda_put(w.win, 1, 72, w.local(), 8, 20 * kSecond); });
-  ASSERT_EQ(wait_reserved(6), 6u) << "the second holds slot 5";
-  a.join();
-  b.join();
-  EXPECT_EQ(first.load(), MORI_DEVICE_ETIMEDOUT);
-  EXPECT_EQ(second.load(), MORI_DEVICE_EIO) << "the claim behind the abandoned one gives up at once";
-  EXPECT_EQ(qp.failed, MORI_GDA_QP_ABANDONED);
-  EXPECT_EQ(reserved(), 5u) << "the second claim given back, the first's slot left";
-  mori_device_error_t e = w.TakeRecord();
-  EXPECT_EQ((int)e.code, MORI_DEVICE_ETIMEDOUT);
-  EXPECT_EQ(e.peer, 1);
-  EXPECT_EQ(e.channel, MORI_GDA_FULL_CHANNEL + 0);
-  EXPECT_EQ(mori_gda_put(w.win, 1, 80, w.local(), 8, 20 * kSecond), MORI_DEVICE_EIO);
-  nic.stalled = false;
-  EXPECT_EQ(mori_gda_quiet_peer(w.win, 1, 20 * kSecond), MORI_DEVICE_EIO) << "no wait for the slot never rung";
-  for (int k = 0; k < 8; k++) ASSERT_EQ(mori_gda_put(w.win, 2, (uint64_t)k * 8, w.local(), 8, kSecond), MORI_DEVICE_OK);
-  EXPECT_EQ(mori_gda_quiet_peer(w.win, 2, kSecond), MORI_DEVICE_OK);
-  EXPECT_EQ(nic.problem, "");
-}
-
 // A warp of one lane on the host: the warp call is a batch of one.
 TEST(GdaPost, WarpCallOnTheHost) {
   World w(2, 1, 8, 8);

@@ -18,7 +18,7 @@ WHAT = {
 }
 
 FORMS = {
-    "library": "mori (a fetch-and-add claim, its words read with the QP's, orderings by where the queue lives)",
+    "library": "mori (the claim's words read with the QP's, orderings by where the queue lives)",
     "system_scope": "system-scope claim, QP read after it",
     "fenced": "full system fences around the doorbell",
     # older result files
@@ -87,8 +87,8 @@ LAYOUTS = {
 
 CLAIMS = {
     "check_then_load": "failure flag read, then the counters, then compare-and-swap",
-    "loads_together": "the three loads together, then compare-and-swap",
-    "fetch_add": "fetch-and-add, then the room check (mori)",
+    "loads_together": "the three loads together, then compare-and-swap (mori's, with the QP's loads)",
+    "fetch_add": "fetch-and-add, then the room check",
 }
 
 

@@ -80,8 +80,9 @@ static void copy_bbs(const struct swcx_qp *q, uint16_t first, uint32_t n, uint8_
  * doorbell record. Device queues: the doorbell register's last value (the
  * control segment's first 8 bytes of the last WQE rung: its wqe_index and
  * ds name the position after it); a value that would put the producer
- * behind what was taken, or more than a ring ahead, is not a doorbell this
- * QP's producer wrote in order, and is ignored. */
+ * behind the last doorbell taken, or more than a ring ahead of what was
+ * taken, is not a doorbell this QP's producer wrote in order, and is
+ * ignored. */
 static uint16_t producer_position(struct swcx_qp *q) {
   if (!q->c->device_queues) return (uint16_t)be32toh(__atomic_load_n(&q->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE));
   uint64_t v = __atomic_load_n((uint64_t *)q->bf, __ATOMIC_ACQUIRE);
@@ -91,7 +92,7 @@ static uint16_t producer_position(struct swcx_qp *q) {
   struct swcx_wqe w;
   swcx_parse_ctrl(ctrl, &w);
   uint16_t pi = (uint16_t)(w.index + (w.ds ? swcx_wqe_bbs(w.ds) : 1));
-  if ((uint16_t)(pi - q->pos) > q->wqe_cnt) return q->doorbell_pi;
+  if ((uint16_t)(pi - q->pos) > q->wqe_cnt || (uint16_t)(pi - q->doorbell_pi) > q->wqe_cnt) return q->doorbell_pi;
   q->doorbell_seen = v;
   q->doorbell_pi = pi;
   return pi;
@@ -102,6 +103,9 @@ static uint16_t producer_position(struct swcx_qp *q) {
 static int fetch_ring(struct swcx_context *c, struct swcx_qp *q, uint16_t upto) {
   uint32_t n = (uint16_t)(upto - q->fetched), first = q->fetched & (q->wqe_cnt - 1);
   if (!n) return 0;
+  if (n > q->wqe_cnt)
+    return mori_error_set(MORI_EINVAL, "software ConnectX: QP 0x%x: fetching %u blocks of a %u-block ring", q->qp.qp_num, n,
+                          q->wqe_cnt);
   uint32_t head = n < q->wqe_cnt - first ? n : q->wqe_cnt - first;
   int rc = mori_platform_queue_copy(c->ring_reader, q->shadow + (size_t)first * SWCX_BB, q->sq + (size_t)first * SWCX_BB,
                                     (size_t)head * SWCX_BB);

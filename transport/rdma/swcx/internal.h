@@ -14,7 +14,7 @@
  * on the host platform, pinned host memory mapped for the GPU (the same
  * address on both sides) on CUDA and ROCm. With MORI_RDMA_SWCX_QUEUES=device
  * (the default) each send ring and its doorbell record are in device memory
- * instead, as a ConnectX's queues in GPU memory are; the BlueFlame register
+ * instead, as GPU-posting libraries place a NIC's queues; the BlueFlame register
  * and the CQs stay in mapped host memory.
  *
  * The engine (engine.c), per QP, in order:

@@ -137,6 +137,7 @@ static struct ibv_context *open_device(struct ibv_device *dev) {
   }
   if (!(c->inner = (p->verbs->ibv_open_device)(dev))) {
     int err = errno;
+    if (c->ring_reader) mori_platform_queue_destroy(c->ring_reader);
     pthread_mutex_destroy(&c->lock);
     free(c);
     errno = err;
@@ -151,6 +152,7 @@ static struct ibv_context *open_device(struct ibv_device *dev) {
   if ((rc = swcx_engine_start(c)) != 0) {
     MORI_WARN("software ConnectX: %s", mori_last_error());
     (p->verbs->ibv_close_device)(c->inner);
+    if (c->ring_reader) mori_platform_queue_destroy(c->ring_reader);
     pthread_mutex_destroy(&c->lock);
     free(c);
     errno = ENOMEM;
@@ -336,7 +338,7 @@ static void free_qp(struct swcx_qp *q) {
   free(q->bounce);
   free_queue(q->c, q->sq);
   free_queue(q->c, q->dbrec);
-  free(q->shadow);
+  free_mapped(q->shadow);
   free_mapped(q->bf);
   free_mapped(q->rq);
   free(q->ops);
@@ -383,8 +385,9 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr
   q->rq_cnt = pow2_at_least(attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1);
   int rc = alloc_queue(c, (size_t)q->wqe_cnt * SWCX_BB, (void **)&q->sq);
   if (!rc) rc = alloc_queue(c, 64, (void **)&q->dbrec);
-  if (!rc && c->device_queues && !(q->shadow = calloc(q->wqe_cnt, SWCX_BB)))
-    rc = mori_error_set(MORI_ENOMEM, "software ConnectX: a send ring's fetched copy");
+  /* Pinned: a copy engine writes it (ROCm's refuses memory its runtime
+   * does not know). */
+  if (!rc && c->device_queues) rc = alloc_mapped(c, (size_t)q->wqe_cnt * SWCX_BB, (void **)&q->shadow);
   q->sq_read = c->device_queues ? q->shadow : q->sq;
   if (!rc) rc = alloc_mapped(c, 2 * SWCX_BF_SIZE, &q->bf);
   if (!rc) rc = alloc_mapped(c, (size_t)q->rq_cnt * 16, &q->rq);

@@ -55,9 +55,6 @@ MORI_DEVICE_INLINE void mori_atomic_store_release_u32(uint32_t *p, uint32_t v) {
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 }
-MORI_DEVICE_INLINE uint64_t mori_atomic_add_relaxed_device_u64(uint64_t *p, uint64_t v) {
-  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
 /* A compare-and-swap that returns the value it saw (desired was stored
  * when that equals expected); the six below differ only in order. */
 #define MORI_CAS(name, T, success, failure)                                   \
@@ -137,12 +134,6 @@ MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v)
   asm volatile("atom.release.sys.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
   return old;
 }
-/* A counter in this GPU's memory that only its kernels move. */
-MORI_DEVICE_INLINE uint64_t mori_atomic_add_relaxed_device_u64(uint64_t *p, uint64_t v) {
-  uint64_t old;
-  asm volatile("atom.relaxed.gpu.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
-  return old;
-}
 /* A compare-and-swap as one PTX instruction that returns the value it saw;
  * the six below differ only in order and scope (.gpu: a word in this GPU's
  * own memory that only its kernels touch). reg: "r" 32-bit, "l" 64-bit. */
@@ -209,9 +200,6 @@ MORI_DEVICE_INLINE void mori_atomic_store_release_u32(uint32_t *p, uint32_t v) {
 }
 MORI_DEVICE_INLINE uint64_t mori_atomic_add_release_u64(uint64_t *p, uint64_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
-}
-MORI_DEVICE_INLINE uint64_t mori_atomic_add_relaxed_device_u64(uint64_t *p, uint64_t v) {
-  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
 /* A compare-and-swap that returns the value it saw; the six below differ
  * only in order and scope (AGENT: this device only). */

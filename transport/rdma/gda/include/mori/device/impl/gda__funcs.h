@@ -5,12 +5,12 @@
  * table below: one switch per step, one case per family.
  *
  * Ordering without locks. A claimant takes [r, r + n) of the send queue
- * with a fetch-and-add on qp->reserved, so a slot is never handed out
- * twice; it may use the slots once the queue has room for them
- * (r + n - completed <= wqe_cnt), polling the CQ until then, and gives
- * them back when that wait fails (or, with a claim behind it, marks the
- * QP abandoned); it writes its WQEs, waits until qp->rung == r (the
- * claimants before it have rung), rings and sets rung = r + n. The
+ * with a compare-and-swap on qp->reserved, and only while the queue has
+ * room (r + n - completed <= wqe_cnt), so a slot is never handed out twice
+ * and a claim never waits once made (a claim taken before there is room
+ * could be neither given back nor rung once a later claim stood behind
+ * it, should its wait fail); it writes its WQEs, waits until qp->rung == r
+ * (the claimants before it have rung), rings and sets rung = r + n. The
  * claim's and rung's atomics are at GPU scope: only this GPU's kernels
  * move those counters, and a system-scope release would wait for the
  * poster's earlier stores to the queues to arrive, a PCIe round trip
@@ -194,7 +194,7 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
 /* What a claim reads of a QP: its failure flag and counters. */
 typedef struct mori_gda_claim_words {
   uint32_t failed;
-  uint64_t completed, rung;
+  uint64_t reserved, completed, rung;
 } mori_gda_claim_words_t;
 
 /* The claim's words as relaxed loads in flight at once, one round trip to
@@ -204,52 +204,45 @@ typedef struct mori_gda_claim_words {
 MORI_DEVICE_INLINE mori_gda_claim_words_t mori_gda_claim_load(mori_gda_qp_t *qp) {
   mori_gda_claim_words_t w;
   w.failed = *(volatile uint32_t *)&qp->failed;
+  w.reserved = mori_load_volatile_u64(&qp->reserved);
   w.completed = mori_load_volatile_u64(&qp->completed);
   w.rung = mori_load_volatile_u64(&qp->rung);
   return w;
 }
 
-/* A claim [r, r + n) whose wait for room ended with `rc`: given back when
- * no claim was made after it (`reserved` is still r + n), else the QP is
- * marked abandoned (later claimants would wait for its doorbell forever). */
-MORI_DEVICE_INLINE int64_t mori_gda_unclaim(mori_gda_qp_t *qp, uint64_t r, uint32_t n, int rc) {
-  if (mori_atomic_cas_relaxed_device_u64(&qp->reserved, r + n, r) != r + n) mori_atomic_cas_u32(&qp->failed, 0, MORI_GDA_QP_ABANDONED);
-  return rc;
-}
-
-/* Claims n consecutive WQEs of `qp` (wqe_cnt deep) with one fetch-and-add,
- * the words `w` read of it beforehand: `completed` only grows, so the room
- * they showed is there. Without room the claimant polls the QP's CQ until
- * the NIC frees it, under the timeout and abort rules of every device wait;
- * a wait that fails gives the claim back (mori_gda_unclaim). Returns the
- * first index (>= 0) or a negative code; *rung_seen: the QP's `rung` as
- * read with the claim, for mori_gda_ring. */
+/* Claims n consecutive WQEs of `qp` (wqe_cnt deep), starting from the
+ * words `w` read of it: a compare-and-swap on `reserved`, made only while
+ * the queue has room, so a claim never waits once made (read again after
+ * a lost race, and while the queue is full: it then polls its CQ, under
+ * the timeout and abort rules of every device wait). Returns the first
+ * index (>= 0) or a negative code; *rung_seen: the QP's `rung` as read
+ * with the claim, for mori_gda_ring. */
 MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint32_t n, uint32_t wqe_cnt,
                                           mori_gda_claim_words_t w, uint64_t timeout_ns, uint64_t *rung_seen) {
   if (n == 0 || n > wqe_cnt) return MORI_DEVICE_EINVAL;
-  if (w.failed) return MORI_DEVICE_EIO;
-  /* Relaxed: nothing before it is published through `reserved`. */
-  uint64_t r = mori_atomic_add_relaxed_device_u64(&qp->reserved, n);
   uint64_t start = 0;
-  for (uint32_t spin = 0; r + n - w.completed > wqe_cnt;) {
-    int rc = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
-    if (rc == 0) {
-      rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
-                           r + n - wqe_cnt, w.completed);
-      if (rc == MORI_DEVICE_OK) mori_pause();
-    } else if (rc > 0) {
-      rc = MORI_DEVICE_OK;
+  for (uint32_t spin = 0;; w = mori_gda_claim_load(qp)) {
+    if (w.failed) return MORI_DEVICE_EIO;
+    if (w.reserved + n - w.completed <= wqe_cnt) {
+      /* Relaxed: nothing before it is published through `reserved`. */
+      if (mori_atomic_cas_relaxed_device_u64(&qp->reserved, w.reserved, w.reserved + n) == w.reserved) {
+        /* This claimant's WQE stores stay after the completion that freed
+         * their slots (`completed`), and its doorbell after the doorbells
+         * of the claims before it when `rung` already showed them. */
+        mori_fence_acq_rel_device();
+        *rung_seen = w.rung;
+        return (int64_t)w.reserved;
+      }
+      continue; /* another claimant moved it: look again */
     }
-    if (rc != MORI_DEVICE_OK) return mori_gda_unclaim(qp, r, n, rc);
-    w = mori_gda_claim_load(qp);
-    if (w.failed) return mori_gda_unclaim(qp, r, n, MORI_DEVICE_EIO);
+    int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
+    if (got < 0) return got;
+    if (got) continue;
+    int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
+                             w.reserved + n - wqe_cnt, w.completed);
+    if (rc != MORI_DEVICE_OK) return rc;
+    mori_pause();
   }
-  /* This claimant's WQE stores stay after the completion that freed their
-   * slots (`completed`), and its doorbell after the doorbells of the claims
-   * before it when `rung` already showed them. */
-  mori_fence_acq_rel_device();
-  *rung_seen = w.rung;
-  return (int64_t)r;
 }
 
 /* mori_gda_claim with the QP's depth and words read now (together). */
@@ -271,7 +264,6 @@ MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, c
   uint64_t start = 0, seen = rung_seen;
   for (uint32_t spin = 0; seen != first; spin++) {
     if ((seen = mori_atomic_load_acquire_device_u64(&qp->rung)) == first) break;
-    if (*(volatile uint32_t *)&qp->failed == MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO; /* never rung before it */
     int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
@@ -285,8 +277,6 @@ MORI_DEVICE_INLINE int mori_gda_wait_completed(mori_window_dev_t win, mori_gda_q
                                                uint64_t timeout_ns) {
   uint64_t start = 0, done = 0;
   for (uint32_t spin = 0; (done = mori_atomic_load_acquire_u64(&qp->completed)) < target;) {
-    /* An abandoned claim is never rung: what follows it never completes. */
-    if (*(volatile uint32_t *)&qp->failed == MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
     int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
     if (got < 0) return got;
     if (got) continue;
@@ -350,7 +340,7 @@ MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int ge
                                          uint64_t bytes, uint64_t timeout_ns) {
   const mori_gda_window_t *g = win.gda;
   if (!g) return MORI_DEVICE_EUNREACHABLE;
-  /* Loads in two round trips before the claim's fetch-and-add: the
+  /* Loads in two round trips before the claim's compare-and-swap: the
    * window's table (every word at once), then the QP's descriptor, the
    * peer's segment and key and the claim's words; the checks come after
    * them (a branch between loads would wait for each). */
@@ -593,7 +583,7 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t rbase = t.remote_base[peer];
   uint32_t rkey = t.rkey[peer], lkey = t.lkey;
-  mori_gda_claim_words_t w = {0, 0, 0};
+  mori_gda_claim_words_t w = {0, 0, 0, 0};
   if (lane == 0) w = mori_gda_claim_load(qp);
   if (d.wqe_cnt == 0) return MORI_DEVICE_EUNREACHABLE;
   int bad = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes) != 0 ||
@@ -630,7 +620,7 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
   }
   db = MORI_GDA_SHUFFLE_WARP(db, count - 1); /* the last WQE's doorbell value */
   /* The warp barrier orders every lane's WQE stores before lane 0's
-   * doorbell, whose system-scope release is cumulative over them. */
+   * doorbell, whose release is cumulative over them. */
   MORI_SYNC_WARP();
   int rc = MORI_DEVICE_OK;
   if (lane == 0) rc = mori_gda_ring(win, qp, &d, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, rung, timeout_ns);

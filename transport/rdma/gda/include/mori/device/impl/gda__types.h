@@ -62,8 +62,7 @@ typedef struct mori_gda_qp {
   uint64_t completed; /* WQEs known complete (a completion of WQE k completes every earlier one) */
   uint64_t cq_claimed;  /* CQEs claimed by pollers */
   uint64_t cq_consumed; /* CQEs whose consumption the CQ's record shows, in order */
-  uint32_t failed;    /* 0, 0x100 | the syndrome of the first error completion (the QP is in error),
-                        or MORI_GDA_QP_ABANDONED */
+  uint32_t failed;    /* 0, or 0x100 | the syndrome of the first error completion (the QP is in error) */
   uint32_t vendor_syndrome;
 } mori_gda_qp_t;
 
@@ -83,12 +82,6 @@ typedef struct mori_gda_window {
   int32_t world_size;
   int32_t reserved0;
 } mori_gda_window_t;
-
-/* qp->failed of a QP with a claim nobody will fill: a claimant's wait for
- * room failed (timeout, abort, the QP in error) while a later claim stood
- * behind it, so its slots can neither be given back nor rung; every later
- * call on the QP fails (MORI_DEVICE_EIO) instead of waiting for them. */
-#define MORI_GDA_QP_ABANDONED 0x200u
 
 /* A decoded completion (any family). */
 typedef struct mori_gda_cqe {
