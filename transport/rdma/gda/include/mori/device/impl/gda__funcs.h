@@ -16,8 +16,8 @@
  * poster's earlier stores to the queues to arrive, a PCIe round trip
  * each; the doorbell's own releases are system-scope for a queue in host
  * memory, GPU-scope for one in device memory. What the writers read of a
- * QP (mori_gda_qp_desc) and the claim's words (failure flag, `completed`,
- * `rung`) are loaded together before the claim: after an acquire, or a
+ * QP (mori_gda_qp_desc) and the claim's words (failure flag, `reserved`,
+ * `completed`, `rung`) are loaded together before the claim: after an acquire, or a
  * branch, every load goes back to L2, one round trip each. Completions: a poller claims CQE ci with a
  * compare-and-swap on qp->cq_claimed once the CQE is ready, writes the
  * CQ's consumer index in claim order, then raises qp->completed to the
