@@ -318,13 +318,14 @@ MORI_DEVICE_INLINE void mori_ep_impl_publish(const mori_ep_dev_t *e, uint64_t fl
   for (int r = 0; r < e->world_size; r++) (void)mori_signal_set(e->win, r, flags + (uint64_t)e->rank * 8, epoch);
 }
 
-/* Until every source's flag at `flags` holds >= epoch (thread 0 polls,
- * then the block reads what they guard). A wait that times out or is
- * aborted leaves its record (peer, channel) and returns the error. */
-MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch, uint32_t channel) {
+/* Until the flags at `flags` of sources [from, to) hold >= epoch (thread
+ * 0 polls, then the block reads what they guard). A wait that times out or
+ * is aborted leaves its record (peer, channel) and returns the error. */
+MORI_DEVICE_INLINE int mori_ep_impl_wait_sources(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch, uint32_t channel,
+                                                 int from, int to) {
   int rc = MORI_DEVICE_OK;
   if (MORI_THREAD_RANK_BLOCK() == 0) {
-    for (int s = 0; s < e->world_size && !rc; s++) {
+    for (int s = from; s < to && !rc; s++) {
       uint64_t *flag = (uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8), start = 0, seen;
       /* Plain polling, then one acquire: an acquire load per spin would
        * drop the L1 cache of the whole multiprocessor every time, and the
@@ -339,6 +340,11 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t fl
     }
   }
   return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_ETIMEDOUT : MORI_DEVICE_OK;
+}
+
+/* Until every source's flag at `flags` holds >= epoch. */
+MORI_DEVICE_INLINE int mori_ep_impl_wait_all(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch, uint32_t channel) {
+  return mori_ep_impl_wait_sources(e, flags, epoch, channel, 0, e->world_size);
 }
 
 /* Block 0 fetches what the ranks outside the load/store team published for
@@ -412,6 +418,50 @@ MORI_DEVICE_INLINE int mori_ep_impl_source(const uint32_t *pre, int n, uint32_t 
   return lo;
 }
 
+/* Dispatch's output row i, by one warp: a token's row, its top-k weights
+ * (NULL: zeros) and indices, and its scales (NULL: zeros). */
+MORI_DEVICE_INLINE void mori_ep_impl_emit_row(const mori_ep_dev_t *e, uint32_t i, const char *row, const float *w,
+                                              const int32_t *idx, const char *scale, int lane, int lanes) {
+  uint32_t K = e->top_k, tb = e->token_bytes, sb = e->scale_bytes;
+  char *out = mori_ep_impl_local(e, e->off_out_tok), *out_sc = mori_ep_impl_local(e, e->off_out_scale);
+  float *out_w = (float *)mori_ep_impl_local(e, e->off_out_w);
+  int32_t *out_idx = (int32_t *)mori_ep_impl_local(e, e->off_out_idx);
+  mori_copy_cooperative(out + (uint64_t)i * tb, row, tb, lane, lanes);
+  for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+    out_w[(uint64_t)i * K + j] = w ? w[j] : 0.0f;
+    out_idx[(uint64_t)i * K + j] = idx[j];
+  }
+  if (sb && scale) mori_copy_cooperative(out_sc + (uint64_t)i * sb, scale, sb, lane, lanes);
+  else if (sb)
+    for (uint32_t j = (uint32_t)lane; j < sb; j += (uint32_t)lanes) out_sc[(uint64_t)i * sb + j] = 0;
+}
+
+/* A fused dispatch's rows from this rank to itself, by the block that
+ * placed them: the tokens of its own chunk listed for this rank go from
+ * the input straight to output rows pre_me + their place in the list.
+ * Nothing here waits for another block: the places are this block's own
+ * (scan_place), and pre_me (the rows of lower ranks) is known. */
+MORI_DEVICE_INLINE void mori_ep_impl_own_rows(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p, uint32_t pre_me,
+                                              uint32_t block, uint32_t grid) {
+  int n = e->world_size, me = e->rank;
+  uint32_t K = e->top_k, M = e->max_tokens, tb = e->token_bytes, sb = e->scale_bytes;
+  int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
+  uint32_t bw = (uint32_t)(MORI_THREAD_RANK_BLOCK() / lanes), nbw = (uint32_t)((MORI_THREAD_COUNT_BLOCK() + lanes - 1) / lanes);
+  const int32_t *pos = (const int32_t *)mori_ep_impl_local(e, e->off_pos) + p * (uint64_t)M * (uint64_t)n;
+  int32_t *src_pos = (int32_t *)mori_ep_impl_local(e, e->off_src_pos);
+  uint32_t lo, hi;
+  mori_ep_impl_chunk(a->num_tokens, block, grid, &lo, &hi);
+  for (uint32_t t = lo + bw; t < hi; t += nbw) {
+    int32_t o = pos[(uint64_t)t * (uint64_t)n + (uint64_t)me];
+    if (o < 0) continue;
+    uint32_t i = pre_me + (uint32_t)o;
+    if (lane == 0) src_pos[i] = me * (int32_t)M + (int32_t)t;
+    mori_ep_impl_emit_row(e, i, (const char *)a->input + (uint64_t)t * tb, a->weights ? a->weights + (uint64_t)t * K : NULL,
+                          a->indices + (uint64_t)t * K, a->scales ? (const char *)a->scales + (uint64_t)t * sb : NULL, lane,
+                          lanes);
+  }
+}
+
 MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
   /* A private copy: read through the kernel parameter's address, every store
    * of the loops below might alias the context and force it to be read again. */
@@ -458,11 +508,26 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
     }
   }
   if (recv) {
+    uint32_t *pre = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+    /* A fused call with every rank in reach copies this rank's rows to
+     * itself first, each block those of its own chunk: they wait only for
+     * the lower ranks' headers (where this rank's rows start), not for the
+     * grid's arrival or the higher ranks. At world size 1 that is the
+     * whole dispatch. The gather below leaves them out. */
+    int own = fused && !e->remote;
+    if (own && !rc) rc = mori_ep_impl_wait_sources(e, e->off_dflag, epoch, 0, 0, me);
+    if (own && !rc) {
+      if (MORI_THREAD_RANK_BLOCK() == 0) {
+        pre[0] = 0;
+        for (int s = 0; s < me; s++) pre[s + 1] = pre[s] + (uint32_t)mori_ep_impl_hdr(e, s, p)[MORI_EP_HDR_COUNTS + me];
+      }
+      MORI_SYNC_BLOCK();
+      mori_ep_impl_own_rows(e, a, p, pre[me], block, grid);
+    }
     /* A block whose lists failed does not wait for this rank's own flag,
      * which stays down. */
-    if (!rc) rc = mori_ep_impl_wait_all(e, e->off_dflag, epoch, 0);
+    if (!rc) rc = mori_ep_impl_wait_sources(e, e->off_dflag, epoch, 0, own ? me : 0, n);
     if (e->remote) rc = mori_ep_impl_fetch_remote(e, p, epoch, 0, block, rc);
-    uint32_t *pre = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
     if (!rc && MORI_THREAD_RANK_BLOCK() == 0) {
       int32_t *base = (int32_t *)mori_ep_impl_local(e, e->off_base) + p * (uint64_t)(n + 1);
       pre[0] = 0;
@@ -487,12 +552,15 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
       }
     }
     MORI_SYNC_BLOCK();
-    uint32_t rows = rc ? 0 : pre[n];
+    /* The rows left to gather: every source's, less this rank's own when
+     * they went first (j counts them without that gap). */
+    uint32_t rows = rc ? 0 : pre[n], gap_at = rc ? 0 : pre[me], gap = rc || !own ? 0 : pre[me + 1] - pre[me];
     char *out = mori_ep_impl_local(e, e->off_out_tok), *out_sc = mori_ep_impl_local(e, e->off_out_scale);
     float *out_w = (float *)mori_ep_impl_local(e, e->off_out_w);
     int32_t *out_idx = (int32_t *)mori_ep_impl_local(e, e->off_out_idx);
     int32_t *src_pos = (int32_t *)mori_ep_impl_local(e, e->off_src_pos);
-    for (uint32_t i = warp; i < rows; i += warps) {
+    for (uint32_t j = warp; j < rows - gap; j += warps) {
+      uint32_t i = j < gap_at ? j : j + gap;
       int s = mori_ep_impl_source(pre, n, i);
       uint32_t t = (uint32_t)mori_ep_impl_list(e, s, p)[i - pre[s]];
       if (lane == 0) src_pos[i] = s * (int32_t)M + (int32_t)t;
@@ -505,18 +573,12 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
         if (r && !rc) rc = r;
         continue;
       }
+      uint64_t at = p * M + t;
       const char *row = s == me && fused ? (const char *)a->input + (uint64_t)t * tb
-                                         : mori_ep_impl_peer(e, s, e->off_stage_tok) + (p * M + t) * (uint64_t)tb;
-      mori_copy_cooperative(out + (uint64_t)i * tb, row, tb, lane, lanes);
-      const float *w = (const float *)mori_ep_impl_peer(e, s, e->off_stage_w) + (p * M + t) * (uint64_t)K;
-      const int32_t *idx = (const int32_t *)mori_ep_impl_peer(e, s, e->off_stage_idx) + (p * M + t) * (uint64_t)K;
-      for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
-        out_w[(uint64_t)i * K + j] = w[j];
-        out_idx[(uint64_t)i * K + j] = idx[j];
-      }
-      if (sb)
-        mori_copy_cooperative(out_sc + (uint64_t)i * sb, mori_ep_impl_peer(e, s, e->off_stage_scale) + (p * M + t) * (uint64_t)sb,
-                              sb, lane, lanes);
+                                         : mori_ep_impl_peer(e, s, e->off_stage_tok) + at * (uint64_t)tb;
+      mori_ep_impl_emit_row(e, i, row, (const float *)mori_ep_impl_peer(e, s, e->off_stage_w) + at * (uint64_t)K,
+                            (const int32_t *)mori_ep_impl_peer(e, s, e->off_stage_idx) + at * (uint64_t)K,
+                            mori_ep_impl_peer(e, s, e->off_stage_scale) + at * (uint64_t)sb, lane, lanes);
     }
     rc = mori_ep_impl_quiet_block(e, rc);
   }
@@ -629,112 +691,147 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
     if (mori_ep_impl_last_block(&st->done[2], grid)) mori_ep_impl_publish(e, e->off_cflag, epoch);
   }
   if (recv) {
-    rc = mori_ep_impl_wait_all(e, e->off_cflag, epoch, 1);
-    if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
-    uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
-    if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
-      for (int d = 0; d < n; d++) {
-        const int32_t *b = (const int32_t *)mori_ep_impl_peer(e, d, e->off_base + dp * (uint64_t)(n + 1) * 4);
-        bases[d] = (uint32_t)(b ? b[me] : ((const int32_t *)mori_ep_impl_local(e, e->off_rbase))[d]);
-      }
-    MORI_SYNC_BLOCK();
-    uint32_t T = rc ? 0 : a->num_tokens;
     const int32_t *pos = (const int32_t *)mori_ep_impl_local(e, e->off_pos) + dp * (uint64_t)M * (uint64_t)n;
     char *out = mori_ep_impl_local(e, e->off_comb_out);
     float *out_w = (float *)mori_ep_impl_local(e, e->off_comb_w_out);
-    /* Copies on ranks outside the load/store team first come through the
-     * proxy into fetch[t][c] (c: the copy's place among t's destinations). */
-    uint64_t fetch_row = (uint64_t)H * e->comb_elem_bytes;
-    char *fetch = mori_ep_impl_local(e, e->off_fetch);
-    float *fetch_w = (float *)mori_ep_impl_local(e, e->off_fetch_w);
-    if (e->remote) {
-      for (uint32_t t = warp; t < T; t += warps) {
-        const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
-        for (int d = 0, c = 0; d < n; d++) {
-          if (tp[d] < 0) continue;
-          uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d], slot = (uint64_t)t * e->copies + (uint64_t)c++;
-          if (mori_ep_impl_peer(e, d, 0)) continue;
-          int r = mori_get_warp(e->win, d, fetch + slot * fetch_row, e->off_comb_in + row * rs, rs);
-          if (!r && a->has_weights) r = mori_get_warp(e->win, d, fetch_w + slot * K, e->off_comb_w_in + row * K * 4, (uint64_t)K * 4);
-          if (r && !rc) rc = r;
-        }
-      }
-      rc = mori_ep_impl_quiet_block(e, rc);
-      if (rc) T = 0;
-    }
     int vec = H % 8 == 0 && (((uintptr_t)in & 15) == 0 || !external);
-    for (uint32_t t = warp; t < T; t += warps) {
-      const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
-      /* Where copy d of token t is: the caller's input (this rank's own
-       * rows, fused call), the destination's registered input, or fetch. */
-#define MORI_EP_COPY_ROW(d, c)                                                                      \
-  (d == me && fused && external                 ? in + ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs \
-   : mori_ep_impl_peer(e, d, e->off_comb_in) ? mori_ep_impl_peer(e, d, e->off_comb_in) +              \
-                                                  ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs         \
-                                                : fetch + ((uint64_t)t * e->copies + (uint64_t)(c)) * fetch_row)
-      int copies = 0, only = 0;
-      for (int d = 0; d < n; d++)
-        if (tp[d] >= 0 && copies++ == 0) only = d;
-      if (vec && copies == 1) {
-        /* One copy (every expert of the token on one rank, as always at
-         * world size 1): the sum is that copy, so it is a plain copy, eight
-         * 16-byte loads in flight per lane and no conversions. Widening a
-         * half or a float and rounding it back gives the value itself;
-         * only a negative zero, which 0 + x would make positive, keeps its
-         * sign here. */
-        mori_copy_cooperative(out + (uint64_t)t * rs, MORI_EP_COPY_ROW(only, 0), rs, lane, lanes);
-      } else if (vec) {
-        /* Four groups of 8 elements per lane at a time: four independent
-         * 16-byte loads in flight per copy. */
-        uint32_t G = H / 8, step = (uint32_t)lanes;
-        uint64_t esz = rs / H;
-        for (uint32_t g0 = (uint32_t)lane; g0 < G; g0 += 4 * step) {
-          float acc[4][8];
-          MORI_EP_UNROLL
-          for (int u = 0; u < 4; u++) {
-            MORI_EP_UNROLL
-            for (int k = 0; k < 8; k++) acc[u][k] = 0;
+    /* A fused call first finishes the tokens that need nothing from this
+     * call's other halves: those with no copy (zeros) and those whose only
+     * copy is on this rank (every token at world size 1). That copy is in
+     * the caller's input or the registered one (written before the call),
+     * its weights in the caller's weights (has_weights: given), its row
+     * where this rank's previous dispatch put it. A block left with no
+     * other token does not wait for the flags at all. */
+    int own = fused && vec, others = !own;
+    if (own) {
+      uint32_t own_base = (uint32_t)((const int32_t *)mori_ep_impl_local(e, e->off_base))[dp * (uint64_t)(n + 1) + (uint64_t)me];
+      for (uint32_t t = warp; t < a->num_tokens; t += warps) {
+        const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
+        int copies = 0, only = 0;
+        for (int d = 0; d < n; d++)
+          if (tp[d] >= 0 && copies++ == 0) only = d;
+        if (copies > 1 || (copies == 1 && only != me)) {
+          others = 1;
+          continue;
+        }
+        uint64_t row = (uint64_t)own_base + (uint64_t)(copies ? tp[me] : 0);
+        if (copies) mori_copy_cooperative(out + (uint64_t)t * rs, (external ? in : reg) + row * rs, rs, lane, lanes);
+        else
+          for (uint64_t x = (uint64_t)lane; x < rs / 16; x += (uint64_t)lanes) {
+            mori_vec16_t zero = {0, 0};
+            ((mori_vec16_t *)(out + (uint64_t)t * rs))[x] = zero;
           }
+        if (a->has_weights)
+          for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes)
+            out_w[(uint64_t)t * K + j] = copies ? a->weights[row * K + j] : 0.0f;
+      }
+    }
+    /* (With the proxy, every block takes part: block 0 starts the fetches
+     * that the others wait for.) */
+    if (MORI_SYNC_BLOCK_OR(others) || e->remote) {
+      rc = mori_ep_impl_wait_all(e, e->off_cflag, epoch, 1);
+      if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
+      uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
+      if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
+        for (int d = 0; d < n; d++) {
+          const int32_t *b = (const int32_t *)mori_ep_impl_peer(e, d, e->off_base + dp * (uint64_t)(n + 1) * 4);
+          bases[d] = (uint32_t)(b ? b[me] : ((const int32_t *)mori_ep_impl_local(e, e->off_rbase))[d]);
+        }
+      MORI_SYNC_BLOCK();
+      uint32_t T = rc ? 0 : a->num_tokens;
+      /* Copies on ranks outside the load/store team first come through the
+       * proxy into fetch[t][c] (c: the copy's place among t's destinations). */
+      uint64_t fetch_row = (uint64_t)H * e->comb_elem_bytes;
+      char *fetch = mori_ep_impl_local(e, e->off_fetch);
+      float *fetch_w = (float *)mori_ep_impl_local(e, e->off_fetch_w);
+      if (e->remote) {
+        for (uint32_t t = warp; t < T; t += warps) {
+          const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
           for (int d = 0, c = 0; d < n; d++) {
             if (tp[d] < 0) continue;
-            const char *row = MORI_EP_COPY_ROW(d, c);
+            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d], slot = (uint64_t)t * e->copies + (uint64_t)c++;
+            if (mori_ep_impl_peer(e, d, 0)) continue;
+            int r = mori_get_warp(e->win, d, fetch + slot * fetch_row, e->off_comb_in + row * rs, rs);
+            if (!r && a->has_weights) r = mori_get_warp(e->win, d, fetch_w + slot * K, e->off_comb_w_in + row * K * 4, (uint64_t)K * 4);
+            if (r && !rc) rc = r;
+          }
+        }
+        rc = mori_ep_impl_quiet_block(e, rc);
+        if (rc) T = 0;
+      }
+      for (uint32_t t = warp; t < T; t += warps) {
+        const int32_t *tp = pos + (uint64_t)t * (uint64_t)n;
+        /* Where copy d of token t is: the caller's input (this rank's own
+         * rows, fused call), the destination's registered input, or fetch. */
+#define MORI_EP_COPY_ROW(d, c)                                                                  \
+  (d == me && fused && external              ? in + ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs \
+   : mori_ep_impl_peer(e, d, e->off_comb_in) ? mori_ep_impl_peer(e, d, e->off_comb_in) +        \
+                                                   ((uint64_t)bases[d] + (uint64_t)tp[d]) * rs  \
+                                               : fetch + ((uint64_t)t * e->copies + (uint64_t)(c)) * fetch_row)
+        int copies = 0, only = 0;
+        for (int d = 0; d < n; d++)
+          if (tp[d] >= 0 && copies++ == 0) only = d;
+        if (own && (copies == 0 || (copies == 1 && only == me))) continue; /* done above */
+        if (vec && copies == 1) {
+          /* One copy (every expert of the token on one rank): the sum is
+           * that copy, so it is a plain copy, eight 16-byte loads in flight
+           * per lane and no conversions. Widening a half or a float and
+           * rounding it back gives the value itself; only a negative zero,
+           * which 0 + x would make positive, keeps its sign here. */
+          mori_copy_cooperative(out + (uint64_t)t * rs, MORI_EP_COPY_ROW(only, 0), rs, lane, lanes);
+        } else if (vec) {
+          /* Four groups of 8 elements per lane at a time: four independent
+           * 16-byte loads in flight per copy. */
+          uint32_t G = H / 8, step = (uint32_t)lanes;
+          uint64_t esz = rs / H;
+          for (uint32_t g0 = (uint32_t)lane; g0 < G; g0 += 4 * step) {
+            float acc[4][8];
+            MORI_EP_UNROLL
+            for (int u = 0; u < 4; u++) {
+              MORI_EP_UNROLL
+              for (int k = 0; k < 8; k++) acc[u][k] = 0;
+            }
+            for (int d = 0, c = 0; d < n; d++) {
+              if (tp[d] < 0) continue;
+              const char *row = MORI_EP_COPY_ROW(d, c);
+              MORI_EP_UNROLL
+              for (int u = 0; u < 4; u++) {
+                uint32_t g = g0 + (uint32_t)u * step;
+                if (g < G) mori_ep_impl_add8(acc[u], row + (uint64_t)g * 8 * esz, dtype);
+              }
+              c++;
+            }
             MORI_EP_UNROLL
             for (int u = 0; u < 4; u++) {
               uint32_t g = g0 + (uint32_t)u * step;
-              if (g < G) mori_ep_impl_add8(acc[u], row + (uint64_t)g * 8 * esz, dtype);
+              if (g < G) mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * esz, acc[u], dtype);
             }
-            c++;
           }
-          MORI_EP_UNROLL
-          for (int u = 0; u < 4; u++) {
-            uint32_t g = g0 + (uint32_t)u * step;
-            if (g < G) mori_ep_impl_store8(out + (uint64_t)t * rs + (uint64_t)g * 8 * esz, acc[u], dtype);
+        } else {
+          for (uint32_t x = (uint32_t)lane; x < H; x += (uint32_t)lanes) {
+            float acc = 0;
+            for (int d = 0, c = 0; d < n; d++) {
+              if (tp[d] < 0) continue;
+              acc += mori_coll_impl_load_elem(MORI_EP_COPY_ROW(d, c), x, dtype);
+              c++;
+            }
+            mori_coll_impl_store_elem(out + (uint64_t)t * rs, x, dtype, acc);
           }
         }
-      } else {
-        for (uint32_t x = (uint32_t)lane; x < H; x += (uint32_t)lanes) {
-          float acc = 0;
-          for (int d = 0, c = 0; d < n; d++) {
-            if (tp[d] < 0) continue;
-            acc += mori_coll_impl_load_elem(MORI_EP_COPY_ROW(d, c), x, dtype);
-            c++;
-          }
-          mori_coll_impl_store_elem(out + (uint64_t)t * rs, x, dtype, acc);
-        }
-      }
 #undef MORI_EP_COPY_ROW
-      if (a->has_weights)
-        for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
-          float acc = 0;
-          for (int d = 0, c = 0; d < n; d++) {
-            if (tp[d] < 0) continue;
-            uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
-            const float *w = (const float *)mori_ep_impl_peer(e, d, e->off_comb_w_in);
-            acc += w ? w[row * K + j] : fetch_w[((uint64_t)t * e->copies + (uint64_t)c) * K + j];
-            c++;
+        if (a->has_weights)
+          for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
+            float acc = 0;
+            for (int d = 0, c = 0; d < n; d++) {
+              if (tp[d] < 0) continue;
+              uint64_t row = (uint64_t)bases[d] + (uint64_t)tp[d];
+              const float *w = (const float *)mori_ep_impl_peer(e, d, e->off_comb_w_in);
+              acc += w ? w[row * K + j] : fetch_w[((uint64_t)t * e->copies + (uint64_t)c) * K + j];
+              c++;
+            }
+            out_w[(uint64_t)t * K + j] = acc;
           }
-          out_w[(uint64_t)t * K + j] = acc;
-        }
+      }
     }
   }
   if (mori_ep_impl_last_block(&st->done[3], grid)) {
