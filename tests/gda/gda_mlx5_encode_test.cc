@@ -148,6 +148,23 @@ TEST(GdaMlx5, WholeRdmaWqes) {
   }
 }
 
+// Zero bytes: no data segment at all (ds 2), as libmlx5 leaves out a
+// zero-length one; a data segment's byte_count of 0 means 2^31 bytes to a
+// ConnectX. The third 16 bytes are zero (a warp stores whole WQEs).
+TEST(GdaMlx5, ZeroByteRdmaWqeHasNoDataSegment) {
+  Block mine, theirs;
+  memset(&mine, 0xa5, sizeof(mine));
+  memset(&theirs, 0, sizeof(theirs));
+  mori_mlx5_wqe_rdma(mine.b, 0x1234, 0x4242, MLX5_OPCODE_RDMA_WRITE, 0, 0x7f00aa00bb00ull, 0x11223344u, 0x7f00cc00dd00ull,
+                     0x55667788u, 0);
+  mlx5dv_set_ctrl_seg(reinterpret_cast<struct mlx5_wqe_ctrl_seg *>(theirs.b), 0x1234, MLX5_OPCODE_RDMA_WRITE, 0, 0x4242, 0, 2, 0,
+                      0);
+  auto *r = reinterpret_cast<struct mlx5_wqe_raddr_seg *>(theirs.b + 16);
+  r->raddr = htobe64(0x7f00aa00bb00ull);
+  r->rkey = htobe32(0x11223344u);
+  ExpectSame(mine.b, theirs.b, 48, "zero-byte write");
+}
+
 TEST(GdaMlx5, WholeInlineWriteWqe) {
   uint64_t value = 0x0123456789abcdefull;
   Block mine, theirs;

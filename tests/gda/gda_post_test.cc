@@ -198,15 +198,19 @@ class TestNic {
         uint32_t len = bc & ~MLX5_INLINE_SEG;
         if (ds != 2 + (4 + len + 15) / 16) Problem("inline ds " + std::to_string(ds));
         memcpy(raddr, seg + 4, len);
+      } else if (ds == 2) {
+        // A zero-byte write: no data segment.
       } else {
         auto *dseg = reinterpret_cast<struct mlx5_wqe_data_seg *>(seg);
         if (ds != 3) Problem("write ds " + std::to_string(ds));
         if (be32toh(dseg->lkey) != kLkey) Problem("lkey");
-        memcpy(raddr, (void *)(uintptr_t)be64toh(dseg->addr), be32toh(dseg->byte_count));
+        if (dseg->byte_count == 0) Problem("a data segment of byte_count 0 (2^31 bytes to a ConnectX)");
+        else memcpy(raddr, (void *)(uintptr_t)be64toh(dseg->addr), be32toh(dseg->byte_count));
       }
     } else if (opcode == MLX5_OPCODE_RDMA_READ) {
       auto *dseg = reinterpret_cast<struct mlx5_wqe_data_seg *>(seg);
       if (ds != 3) Problem("read ds");
+      if (dseg->byte_count == 0) Problem("a read's byte_count of 0 (2^31 bytes to a ConnectX)");
       memcpy((void *)(uintptr_t)be64toh(dseg->addr), raddr, be32toh(dseg->byte_count));
     } else if (opcode == MLX5_OPCODE_ATOMIC_FA) {
       auto *a = reinterpret_cast<struct mlx5_wqe_atomic_seg *>(seg);
@@ -393,10 +397,16 @@ TEST(GdaPost, SendQueueRoomWaitsForTheConsumerIndex) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(__atomic_load_n(&qp.completed, __ATOMIC_ACQUIRE), 0u)
       << "send-queue room freed while the CQ's consumer index (" << be32toh(w.qps[1].cq_dbrec) << ") still holds its CQE";
+  // An abort does not end the poller's turn: given up, CQE 1 would never
+  // be consumed and the QP's completions would stop for good.
+  w.control.abort_flag = 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(got.load(), -100) << "the poller left its turn";
   // CQE 0's poller goes on: its consumer index, then CQE 1's poller finishes.
   w.qps[1].cq_dbrec = htobe32(1);
   __atomic_store_n(&qp.cq_consumed, 1, __ATOMIC_RELEASE);
   poller.join();
+  w.control.abort_flag = 0;
   EXPECT_EQ(got.load(), 1);
   EXPECT_EQ(be32toh(w.qps[1].cq_dbrec), 2u);
   EXPECT_EQ(qp.completed, 2u) << "CQE 1 (WQE 1) completes WQEs 0 and 1";
@@ -500,6 +510,67 @@ TEST(GdaPost, StalledNicFullQueueTimesOut) {
   EXPECT_EQ(nic.problem, "");
 }
 
+// A claimant waits for the claims before it to ring (its turn). An abort
+// does not end that wait: it ends by itself, and a turn given up would
+// leave the QP's counters where no later claim could pass (the QPs are the
+// comm's, every window's).
+TEST(GdaPost, AnAbortDoesNotEndATurn) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  mori_gda_qp_t &qp = w.dev_qps[1];
+  uint64_t rung = 0;
+  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung), 0) << "the test holds WQE 0";
+  memset(w.local(), 0x61, 16);
+  std::atomic<int> rc{-100};
+  std::thread later([&] { rc = mori_gda_put(w.win, 1, 4096, w.local(), 8, 10 * kSecond); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  w.control.abort_flag = 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(rc.load(), -100) << "an abort ended a wait that only the claims before it end";
+  // The held claim is written and rung: the later put's turn comes.
+  const mori_gda_qp_t d = mori_gda_qp_desc(&qp);
+  uint64_t db = mori_gda_write_rdma(&d, 0, 0, MORI_GDA_SIGNALED, mori_gda_remote_addr(w.win, 1, 8192), kRkey,
+                                    (uint64_t)(uintptr_t)w.local(), kLkey, 8);
+  ASSERT_EQ(mori_gda_ring(w.win, &qp, &d, 0, 0, 1, db, rung, kSecond), MORI_DEVICE_OK);
+  later.join();
+  EXPECT_EQ(rc.load(), MORI_DEVICE_OK);
+  w.control.abort_flag = 0;
+  ASSERT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(memcmp(w.windows[1] + 4096, w.local(), 8), 0);
+  EXPECT_EQ(memcmp(w.windows[1] + 8192, w.local(), 8), 0);
+  EXPECT_EQ(w.control.error.code, 0u) << "no record: nothing failed";
+  EXPECT_EQ(nic.problem, "");
+}
+
+// A claim that is never rung (its claimant never came back): the next
+// claimant's turn times out with a record, and the QP is marked abandoned,
+// so every later put and quiet on it fails at once instead of waiting out
+// a timeout of its own; other peers are still served.
+TEST(GdaPost, ATurnThatTimesOutAbandonsTheQueuePair) {
+  World w(3, 1, 8, 8);
+  TestNic nic(w);
+  mori_gda_qp_t &qp = w.dev_qps[1];
+  uint64_t rung = 0;
+  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung), 0) << "a claim nobody rings";
+  const uint64_t timeout = 50ull * 1000 * 1000;
+  EXPECT_EQ(mori_gda_put(w.win, 1, 64, w.local(), 8, timeout), MORI_DEVICE_ETIMEDOUT);
+  mori_device_error_t e = w.TakeRecord();
+  EXPECT_EQ((int)e.code, MORI_DEVICE_ETIMEDOUT);
+  EXPECT_EQ(e.peer, 1);
+  EXPECT_EQ(e.channel, MORI_GDA_FULL_CHANNEL + 0);
+  EXPECT_EQ(e.expected, 1u) << "its turn: after WQE 0";
+  EXPECT_EQ(e.seen, 0u);
+  EXPECT_GE(e.waited_ns, timeout);
+  EXPECT_NE(qp.failed & MORI_GDA_QP_ABANDONED, 0u);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(mori_gda_put(w.win, 1, 128, w.local(), 8, 10 * kSecond), MORI_DEVICE_EIO);
+  EXPECT_EQ(mori_gda_quiet_peer(w.win, 1, 10 * kSecond), MORI_DEVICE_EIO);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "at once, not after a timeout";
+  ASSERT_EQ(mori_gda_put(w.win, 2, 64, w.local(), 8, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_quiet_peer(w.win, 2, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(nic.problem, "");
+}
+
 // A warp of one lane on the host: the warp call is a batch of one.
 TEST(GdaPost, WarpCallOnTheHost) {
   World w(2, 1, 8, 8);
@@ -508,8 +579,29 @@ TEST(GdaPost, WarpCallOnTheHost) {
   EXPECT_EQ(mori_gda_put_warp(w.win, 1, 256, w.local(), 32, kSecond), MORI_DEVICE_OK);
   EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
   EXPECT_EQ(memcmp(w.windows[1] + 256, w.local(), 32), 0);
+  // A lane with a bad request fills its slot with a zero-byte write.
   EXPECT_EQ(mori_gda_put_warp(w.win, 1, kWindow, w.local(), 32, kSecond), MORI_DEVICE_EINVAL);
   EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(nic.problem, "");
+}
+
+// Zero bytes in a put with signal or in a batch: the WQE carries no data
+// segment (a byte_count of 0 would be 2^31 bytes to a ConnectX); the
+// signal still lands, the batch's other puts too.
+TEST(GdaPost, ZeroBytePutsPostNoDataSegment) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  memset(w.local(), 0x3c, 64);
+  ASSERT_EQ(mori_gda_put_signal(w.win, 1, 4096, w.local(), 0, 128, 5, kSecond), MORI_DEVICE_OK);
+  uint64_t dst[2] = {8192, 8256};
+  const void *src[2] = {w.local(), w.local()};
+  uint64_t bytes[2] = {0, 64};
+  ASSERT_EQ(mori_gda_put_batch(w.win, 1, 2, dst, src, bytes, kSecond), MORI_DEVICE_OK);
+  ASSERT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(*reinterpret_cast<uint64_t *>(w.windows[1] + 128), 5u);
+  EXPECT_EQ(memcmp(w.windows[1] + 8256, w.local(), 64), 0);
+  EXPECT_EQ(w.windows[1][8192], 0) << "nothing written by the zero-byte put";
+  EXPECT_EQ(nic.problem, "");
 }
 
 }  // namespace

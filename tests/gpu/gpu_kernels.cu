@@ -574,27 +574,31 @@ int gpu_proxy_get(mori_window_dev_t view, int peer, uint64_t dst_offset, uint64_
   return 0;
 }
 
-// Warp batches over GPU posting: every lane puts its own source slot (a
-// length that changes with lane and batch) into its destination slot, one
-// claim and one doorbell per batch; the batches wrap the send queue.
+// Warp batches over GPU posting: every thread puts its own source slot (a
+// length that changes with thread and batch) into its destination slot, one
+// claim and one doorbell per warp and batch; the batches wrap the send
+// queue. A block size that is not a multiple of the warp's leaves a last
+// warp with fewer lanes, whose batches are that much shorter.
 __global__ void gda_warp_batches_kernel(mori_window_dev_t view, int peer, uint64_t slot, uint64_t recv, int batches, int *rc) {
-  int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
+  int tid = MORI_THREAD_RANK_BLOCK(), threads = MORI_THREAD_COUNT_BLOCK();
   const char *base = (const char *)mori_local_ptr(view, 0);
   int r = 0;
   for (int b = 0; b < batches && !r; b++) {
-    uint64_t bytes = gpu_gda_warp_batch_bytes(lane, b);
-    uint64_t dst = recv + ((uint64_t)(b % GPU_GDA_WARP_BATCH_SETS) * (uint64_t)lanes + (uint64_t)lane) * slot;
-    r = mori_gda_put_warp(view, peer, dst, base + (uint64_t)lane * slot, bytes, 10000000000ull);
+    uint64_t bytes = gpu_gda_warp_batch_bytes(tid, b);
+    uint64_t dst = recv + ((uint64_t)(b % GPU_GDA_WARP_BATCH_SETS) * (uint64_t)threads + (uint64_t)tid) * slot;
+    r = mori_gda_put_warp(view, peer, dst, base + (uint64_t)tid * slot, bytes, 10000000000ull);
   }
-  if (lane == 0 && !r) r = mori_gda_quiet(view, 10000000000ull);
+  __syncthreads();
+  if (tid == 0 && !r) r = mori_gda_quiet(view, 10000000000ull);
   if (r) atomicCAS(rc, 0, r);
 }
 
-int gpu_gda_warp_batches(mori_window_dev_t view, int peer, uint64_t slot, uint64_t recv, int batches, int *device_rc) {
+int gpu_gda_warp_batches(mori_window_dev_t view, int peer, uint64_t slot, uint64_t recv, int batches, int threads,
+                         int *device_rc) {
   int *rc = 0;
   GPU_TRY(gpuMalloc((void **)&rc, sizeof(int)));
   GPU_TRY(gpuMemset(rc, 0, sizeof(int)));
-  gda_warp_batches_kernel<<<1, 32>>>(view, peer, slot, recv, batches, rc);
+  gda_warp_batches_kernel<<<1, threads>>>(view, peer, slot, recv, batches, rc);
   GPU_TRY(gpuGetLastError());
   if (wait_launched()) return -1;
   GPU_TRY(gpuMemcpy(device_rc, rc, sizeof(int), gpuMemcpyDeviceToHost));

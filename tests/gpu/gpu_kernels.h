@@ -56,13 +56,16 @@ int gpu_proxy_exchange(mori_window_dev_t view, int peer, uint64_t slot, int bloc
 // mori_get_block of `bytes` from the peer's window at src_offset into this
 // window at dst_offset, then mori_quiet_window.
 int gpu_proxy_get(mori_window_dev_t view, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes, int *device_rc);
-// One warp posts `batches` batches with mori_gda_put_warp (GPU posting
-// only): lane l of batch b puts gpu_gda_warp_batch_bytes(l, b) bytes from
-// this window's slot l into the peer's slot (b % GPU_GDA_WARP_BATCH_SETS) *
-// warp size + l after `recv`; then mori_gda_quiet.
+// One block of `threads` threads posts `batches` batches per warp with
+// mori_gda_put_warp (GPU posting only): thread l of batch b puts
+// gpu_gda_warp_batch_bytes(l, b) bytes from this window's slot l into the
+// peer's slot (b % GPU_GDA_WARP_BATCH_SETS) * threads + l after `recv`;
+// then mori_gda_quiet. `threads` not a multiple of the warp size: the last
+// warp is short.
 #define GPU_GDA_WARP_BATCH_SETS 4
 MORI_HOST_DEVICE uint64_t gpu_gda_warp_batch_bytes(int lane, int batch) { return 16 + 16 * (uint64_t)((lane + 3 * batch) % 8); }
-int gpu_gda_warp_batches(mori_window_dev_t view, int peer, uint64_t slot, uint64_t recv, int batches, int *device_rc);
+int gpu_gda_warp_batches(mori_window_dev_t view, int peer, uint64_t slot, uint64_t recv, int batches, int threads,
+                         int *device_rc);
 // Ring benchmarks, CUDA events around `iters` launches (microseconds per
 // request). Throughput: one block of `threads` threads, each submitting
 // `per_thread` puts of `bytes` (distinct offsets) then one quiet per launch.

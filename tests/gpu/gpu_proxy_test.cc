@@ -207,11 +207,11 @@ TEST(GpuProxy, PutsSignalsAtomicsAndGetsReachThePeerThroughTheRing) {
   });
 }
 
-// GPU posting only: a warp's batch is one claim and one doorbell, and the
-// warp stores its WQEs together in 16-byte pieces (mori_gda_put_warp). The
-// software ConnectX reads every WQE as the PRM lays it out, so a piece put
-// in the wrong place is a wrong address, key or length: every destination
-// slot holds exactly the longest put it got, and nothing after it.
+// GPU posting only: a warp's batch is one claim and one doorbell
+// (mori_gda_put_warp), a warp cut short by the block's size included. The
+// software ConnectX reads every WQE as the PRM lays it out, so a WQE in the
+// wrong place is a wrong address, key or length: every destination slot
+// holds exactly the longest put it got, and nothing after it.
 TEST(GpuProxy, WarpBatchesOfGpuPostingLandEveryLanesBytes) {
   if (!mori_test_gpu_rdma_install) GTEST_SKIP() << "GPU posting is gpu_gda_test's";
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
@@ -220,43 +220,48 @@ TEST(GpuProxy, WarpBatchesOfGpuPostingLandEveryLanesBytes) {
     ASSERT_TRUE(w.ok());
     int peer = rank ^ 1;
     ASSERT_LT(peer, size) << "an even number of ranks";
-    const int lanes = 32, sets = GPU_GDA_WARP_BATCH_SETS, batches = 400;  // 12 800 WQEs: the queue wraps
-    const uint64_t slot = 256, recv = lanes * slot, bytes = recv + (uint64_t)sets * lanes * slot;
-    void *p = nullptr;
-    MORI_ASSERT_OK(mori_mem_alloc(bytes, nullptr, &p));
-    ASSERT_EQ(gpu_zero(p, bytes), 0) << gpu_last_error();
-    std::vector<uint32_t> src(recv / 4);
-    for (size_t i = 0; i < src.size(); i++) src[i] = ProxyWord(rank, 7, 0, i);
-    ASSERT_EQ(gpu_copy_in(p, src.data(), recv), 0) << gpu_last_error();
-    mori_window_t *win = nullptr;
-    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
-    mori_window_dev_t view = mori_window_device_view(win);
-    ASSERT_NE(view.gda, nullptr) << "GPU posting was not chosen";
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    int rc = -1, device = -1;
-    MORI_ASSERT_OK(mori_platform_current_device(&device));
-    ASSERT_EQ(gpu_gda_warp_batches(view, peer, slot, recv, batches, &rc), 0) << gpu_last_error();
-    EXPECT_EQ(rc, 0);
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    std::vector<uint32_t> got((bytes - recv) / 4);
-    MORI_ASSERT_OK(mori_platform_memcpy(device, got.data(), (char *)p + recv, bytes - recv));
-    size_t wrong = 0;
-    for (int set = 0; set < sets; set++)
-      for (int lane = 0; lane < lanes; lane++) {
-        uint64_t longest = 0;
-        for (int b = set; b < batches; b += sets) longest = std::max(longest, gpu_gda_warp_batch_bytes(lane, b));
-        const uint32_t *at = got.data() + ((uint64_t)set * lanes + (uint64_t)lane) * slot / 4;
-        for (uint64_t i = 0; i < slot / 4; i++) {
-          uint32_t want = i * 4 < longest ? ProxyWord(peer, 7, 0, (uint64_t)lane * slot / 4 + i) : 0;
-          if (at[i] != want && wrong++ < 8)
-            ADD_FAILURE() << "set " << set << " lane " << lane << " word " << i << ": " << at[i] << ", want " << want;
+    // 32 threads: one warp; 48: a second warp of 16 lanes, short by the
+    // block's size, posting beside the first on the same queue pairs.
+    for (const int lanes : {32, 48}) {
+      SCOPED_TRACE(std::to_string(lanes) + " threads");
+      const int sets = GPU_GDA_WARP_BATCH_SETS, batches = 400;  // 12 800 WQEs or more: the queue wraps
+      const uint64_t slot = 256, recv = lanes * slot, bytes = recv + (uint64_t)sets * lanes * slot;
+      void *p = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc(bytes, nullptr, &p));
+      ASSERT_EQ(gpu_zero(p, bytes), 0) << gpu_last_error();
+      std::vector<uint32_t> src(recv / 4);
+      for (size_t i = 0; i < src.size(); i++) src[i] = ProxyWord(rank, 7, 0, i);
+      ASSERT_EQ(gpu_copy_in(p, src.data(), recv), 0) << gpu_last_error();
+      mori_window_t *win = nullptr;
+      MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+      mori_window_dev_t view = mori_window_device_view(win);
+      ASSERT_NE(view.gda, nullptr) << "GPU posting was not chosen";
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      int rc = -1, device = -1;
+      MORI_ASSERT_OK(mori_platform_current_device(&device));
+      ASSERT_EQ(gpu_gda_warp_batches(view, peer, slot, recv, batches, lanes, &rc), 0) << gpu_last_error();
+      EXPECT_EQ(rc, 0);
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      std::vector<uint32_t> got((bytes - recv) / 4);
+      MORI_ASSERT_OK(mori_platform_memcpy(device, got.data(), (char *)p + recv, bytes - recv));
+      size_t wrong = 0;
+      for (int set = 0; set < sets; set++)
+        for (int lane = 0; lane < lanes; lane++) {
+          uint64_t longest = 0;
+          for (int b = set; b < batches; b += sets) longest = std::max(longest, gpu_gda_warp_batch_bytes(lane, b));
+          const uint32_t *at = got.data() + ((uint64_t)set * lanes + (uint64_t)lane) * slot / 4;
+          for (uint64_t i = 0; i < slot / 4; i++) {
+            uint32_t want = i * 4 < longest ? ProxyWord(peer, 7, 0, (uint64_t)lane * slot / 4 + i) : 0;
+            if (at[i] != want && wrong++ < 8)
+              ADD_FAILURE() << "set " << set << " lane " << lane << " word " << i << ": " << at[i] << ", want " << want;
+          }
         }
-      }
-    EXPECT_EQ(wrong, 0u);
-    MORI_EXPECT_OK(mori_window_check(win));
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    MORI_EXPECT_OK(mori_window_destroy(win));
-    MORI_EXPECT_OK(mori_mem_free(p));
+      EXPECT_EQ(wrong, 0u);
+      MORI_EXPECT_OK(mori_window_check(win));
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      MORI_EXPECT_OK(mori_window_destroy(win));
+      MORI_EXPECT_OK(mori_mem_free(p));
+    }
   });
 }
 

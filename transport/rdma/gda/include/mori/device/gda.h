@@ -53,7 +53,7 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
 MORI_DEVICE_INLINE int mori_gda_put_signal(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
                                            uint64_t signal_offset, uint64_t signal_value, uint64_t timeout_ns);
 /* Batches with one doorbell: n puts from one thread, or one put per lane
- * of a warp (every lane calls it). */
+ * of a warp (the lanes present call it together). */
 MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint32_t n, const uint64_t *dst_offset,
                                           const void *const *src, const uint64_t *bytes, uint64_t timeout_ns);
 MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,

@@ -7,10 +7,11 @@
  * Ordering without locks. A claimant takes [r, r + n) of the send queue
  * with a compare-and-swap on qp->reserved, and only while the queue has
  * room (r + n - completed <= wqe_cnt), so a slot is never handed out twice
- * and a claim never waits once made (a claim taken before there is room
- * could be neither given back nor rung once a later claim stood behind
- * it, should its wait fail); it writes its WQEs, waits until qp->rung == r
- * (the claimants before it have rung), rings and sets rung = r + n. The
+ * and a claim never waits for room once made (a claim taken before there
+ * is room could be neither given back nor rung once a later claim stood
+ * behind it, should its wait fail); it writes its WQEs, waits until
+ * qp->rung == r (its turn: the claimants before it have rung; a wait that
+ * only they end, mori_gda_wait_turn), rings and sets rung = r + n. The
  * claim's and rung's atomics are at GPU scope: only this GPU's kernels
  * move those counters, and a system-scope release would wait for the
  * poster's earlier stores to the queues to arrive, a PCIe round trip
@@ -149,9 +150,38 @@ MORI_DEVICE_INLINE void mori_gda_atomic_max_u64(uint64_t *p, uint64_t v) {
   }
 }
 
+/* Marks the QP abandoned (keeping the error completion's mark). */
+MORI_DEVICE_INLINE void mori_gda_abandon(mori_gda_qp_t *qp) {
+  uint32_t cur = *(volatile uint32_t *)&qp->failed;
+  for (uint32_t seen; (cur & MORI_GDA_QP_ABANDONED) == 0; cur = seen)
+    if ((seen = mori_atomic_cas_u32(&qp->failed, cur, cur | MORI_GDA_QP_ABANDONED)) == cur) break;
+}
+
+/* What a claimant checks at each spin of a wait it makes after its claim:
+ * for the claims before it to ring (mori_gda_ring), or for the pollers
+ * before it to consume their CQEs (mori_gda_poll_one). Such a wait ends by
+ * itself: every claimant finishes its turn without waiting for anything
+ * but the claimants before it. So an abort does not end it: a turn given
+ * up leaves the QP's counters where no later claim can pass, and the QPs
+ * are the comm's, shared by every window. Only the timeout does, as a
+ * guard against a claimant that never comes back (a kernel killed
+ * mid-post); it leaves the usual record and marks the QP abandoned, so
+ * every later claim, turn and quiet on it fails at once (MORI_DEVICE_EIO)
+ * rather than after a timeout of its own. */
+MORI_DEVICE_INLINE int mori_gda_wait_turn(mori_window_dev_t win, mori_gda_qp_t *qp, uint32_t spin, uint64_t *start,
+                                          uint64_t timeout_ns, uint32_t channel, uint64_t expected, uint64_t seen) {
+  if (spin == 0) *start = mori_clock_ns();
+  if ((spin & 255) != 255) return MORI_DEVICE_OK;
+  if (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
+  uint64_t waited = mori_clock_ns() - *start;
+  if (!timeout_ns || waited <= timeout_ns) return MORI_DEVICE_OK;
+  mori_gda_abandon(qp);
+  return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, qp->peer, channel, waited, expected, seen);
+}
+
 /* Takes at most one ready completion of `qp`: 1 when one was taken (by
  * this thread or, meanwhile, another), 0 when none is ready, or a negative
- * code (a wait for the claimant before it timed out or was aborted). The
+ * code (its turn to consume the CQE timed out, or the QP was abandoned). The
  * first error completion of a QP marks it failed and leaves a mailbox
  * record naming the peer and the syndrome; the flushed ones after it only
  * complete their requests. */
@@ -178,7 +208,7 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   /* The consumer index moves in claim order (the NIC reads it as a count). */
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->cq_consumed)) != ci; spin++) {
-    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, ci, seen);
+    int rc = mori_gda_wait_turn(win, qp, spin, &start, timeout_ns, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, ci, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
   mori_gda_family_cq_consumed(qp, ci + 1);
@@ -221,7 +251,10 @@ MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *
                                           mori_gda_claim_words_t w, uint64_t timeout_ns, uint64_t *rung_seen) {
   if (n == 0 || n > wqe_cnt) return MORI_DEVICE_EINVAL;
   uint64_t start = 0;
-  for (uint32_t spin = 0;; w = mori_gda_claim_load(qp)) {
+  /* Every round counts toward the timeout, a lost race and a completion
+   * taken too: a claim of many WQEs that single ones keep beating to each
+   * freed slot still ends. */
+  for (uint32_t spin = 0;; spin++, w = mori_gda_claim_load(qp)) {
     if (w.failed) return MORI_DEVICE_EIO;
     if (w.reserved + n - w.completed <= wqe_cnt) {
       /* Relaxed: nothing before it is published through `reserved`. */
@@ -233,15 +266,15 @@ MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *
         *rung_seen = w.rung;
         return (int64_t)w.reserved;
       }
-      continue; /* another claimant moved it: look again */
+      /* another claimant moved it: look again */
+    } else {
+      int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
+      if (got < 0) return got;
+      if (!got) mori_pause();
     }
-    int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
-    if (got < 0) return got;
-    if (got) continue;
-    int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
+    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
                              w.reserved + n - wqe_cnt, w.completed);
     if (rc != MORI_DEVICE_OK) return rc;
-    mori_pause();
   }
 }
 
@@ -264,7 +297,7 @@ MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, c
   uint64_t start = 0, seen = rung_seen;
   for (uint32_t spin = 0; seen != first; spin++) {
     if ((seen = mori_atomic_load_acquire_device_u64(&qp->rung)) == first) break;
-    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
+    int rc = mori_gda_wait_turn(win, qp, spin, &start, timeout_ns, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
   mori_gda_family_ring(desc, first + n, last_doorbell);
@@ -280,6 +313,8 @@ MORI_DEVICE_INLINE int mori_gda_wait_completed(mori_window_dev_t win, mori_gda_q
     int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
     if (got < 0) return got;
     if (got) continue;
+    /* Claims never rung never complete. */
+    if (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
     int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_QUIET_CHANNEL + (uint32_t)qp_index, target, done);
     if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
@@ -511,15 +546,36 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
   return mori_gda_ring(win, qp, &d, q, (uint64_t)at, n, db, rung, timeout_ns);
 }
 
-/* One value from lane `lane` to every lane of the warp (all lanes present). */
+/* The lanes of the warp present at a call (a warp that the block's size
+ * cuts short has fewer, and so has one whose lanes took different
+ * branches): a warp's batch is theirs. A lane's place in the batch is its
+ * rank among them; the first claims and rings, the last's WQE asks for the
+ * completion. */
 #if defined(MORI_DEVICE_COMPILER_CUDA)
-#define MORI_GDA_SHUFFLE_WARP(v, lane) __shfl_sync(0xffffffffu, (v), (lane))
+typedef uint32_t mori_gda_lanes_t;
+#define MORI_GDA_LANES_PRESENT() ((mori_gda_lanes_t)__activemask())
+#define MORI_GDA_LANES_COUNT(m) ((int)__popc(m))
+#define MORI_GDA_LANES_FIRST(m) ((int)__ffs(m) - 1)
+#define MORI_GDA_LANES_LAST(m) (31 - (int)__clz(m))
+#define MORI_GDA_SHUFFLE(m, v, lane) __shfl_sync((m), (v), (lane))
+#define MORI_GDA_SYNC_LANES(m) __syncwarp(m)
 #elif defined(MORI_DEVICE_COMPILER_HIP)
-#define MORI_GDA_SHUFFLE_WARP(v, lane) __shfl((v), (lane))
+typedef unsigned long long mori_gda_lanes_t;
+#define MORI_GDA_LANES_PRESENT() ((mori_gda_lanes_t)__ballot(1))
+#define MORI_GDA_LANES_COUNT(m) ((int)__popcll(m))
+#define MORI_GDA_LANES_FIRST(m) ((int)__ffsll((unsigned long long)(m)) - 1)
+#define MORI_GDA_LANES_LAST(m) (63 - (int)__clzll((long long)(m)))
+#define MORI_GDA_SHUFFLE(m, v, lane) __shfl((v), (lane))
+#define MORI_GDA_SYNC_LANES(m) __builtin_amdgcn_wave_barrier()
 #else
-#define MORI_GDA_SHUFFLE_WARP(v, lane) (v)
+typedef uint32_t mori_gda_lanes_t;
+#define MORI_GDA_LANES_PRESENT() ((mori_gda_lanes_t)1u)
+#define MORI_GDA_LANES_COUNT(m) ((int)__builtin_popcount(m))
+#define MORI_GDA_LANES_FIRST(m) 0
+#define MORI_GDA_LANES_LAST(m) 0
+#define MORI_GDA_SHUFFLE(m, v, lane) (v)
+#define MORI_GDA_SYNC_LANES(m) ((void)0)
 #endif
-#define MORI_GDA_BROADCAST_WARP(v) MORI_GDA_SHUFFLE_WARP(v, 0)
 
 #if defined(MORI_DEVICE_COMPILER_HOST)
 #define MORI_GDA_UNROLL
@@ -527,27 +583,28 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
 #define MORI_GDA_UNROLL _Pragma("unroll")
 #endif
 
-/* Stores a warp's WQEs [first, first + count), WQE `first + l` built by
- * lane l in `mine` (its 64 bytes), as whole 16-byte pieces: at step j lane
- * l stores piece l % 4 of WQE 8j + l / 4, so each store instruction of the
- * warp covers 512 contiguous bytes of the ring (written by the lane that
- * built it, each store instruction touches every WQE of the batch). One of
- * the forms bench_gda times against the library's. count: a multiple of 8. */
+/* Stores a full warp's WQEs [first, first + count), WQE `first + l` built
+ * by lane l in `mine` (its 64 bytes), as whole 16-byte pieces: at step j
+ * (of 4) lane l stores piece l % 4 of WQE (count / 4) j + l / 4, so each
+ * store instruction of the warp covers count * 16 contiguous bytes of the
+ * ring (written by the lane that built it, each store instruction touches
+ * every WQE of the batch). One of the forms bench_gda times against the
+ * library's. Every lane present; count: the warp's size, a multiple of 4. */
 MORI_DEVICE_INLINE void mori_gda_store_wqes_warp(const mori_gda_qp_t *desc, uint64_t first, const uint32_t mine[16], int lane,
-                                                 int count) {
+                                                 int count, mori_gda_lanes_t lanes) {
   typedef struct {
     uint32_t w[4];
   } __attribute__((aligned(16))) mori_gda_piece_t;
   int part = lane & 3;
-  for (int j = 0; j < count / 8; j++) {
-    int owner = 8 * j + lane / 4;
+  for (int j = 0; j < 4; j++) {
+    int owner = (count / 4) * j + lane / 4;
     mori_gda_piece_t piece;
     MORI_GDA_UNROLL
     for (int i = 0; i < 4; i++) {
       /* Every lane takes word i of each of the owner's four pieces (a
        * shuffle reads one register for the whole warp), then keeps its own. */
-      uint32_t p0 = MORI_GDA_SHUFFLE_WARP(mine[i], owner), p1 = MORI_GDA_SHUFFLE_WARP(mine[4 + i], owner);
-      uint32_t p2 = MORI_GDA_SHUFFLE_WARP(mine[8 + i], owner), p3 = MORI_GDA_SHUFFLE_WARP(mine[12 + i], owner);
+      uint32_t p0 = MORI_GDA_SHUFFLE(lanes, mine[i], owner), p1 = MORI_GDA_SHUFFLE(lanes, mine[4 + i], owner);
+      uint32_t p2 = MORI_GDA_SHUFFLE(lanes, mine[8 + i], owner), p3 = MORI_GDA_SHUFFLE(lanes, mine[12 + i], owner);
       piece.w[i] = part == 0 ? p0 : part == 1 ? p1 : part == 2 ? p2 : p3;
     }
     *(mori_gda_piece_t *)(mori_gda_wqe_at(desc, first + (uint64_t)owner) + 16 * part) = piece;
@@ -557,7 +614,8 @@ MORI_DEVICE_INLINE void mori_gda_store_wqes_warp(const mori_gda_qp_t *desc, uint
 /* How a warp's lanes store the WQEs of its batch (bench_gda times each):
  * each lane its own WQE with the encoder's 4- and 8-byte stores, each lane
  * its own WQE as four 16-byte pieces, or the warp's WQEs as contiguous
- * 512-byte runs of pieces (mori_gda_store_wqes_warp). */
+ * runs of pieces (mori_gda_store_wqes_warp; a full warp only, else the
+ * encoder's stores). */
 enum mori_gda_warp_stores {
   MORI_GDA_WARP_STORES_ENCODER = 0,
   MORI_GDA_WARP_STORES_PIECES = 1,
@@ -567,39 +625,43 @@ enum mori_gda_warp_stores {
 /* mori_gda_put_warp, with the WQE stores of `stores`. */
 MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
                                               uint64_t timeout_ns, int stores) {
-  int lane = MORI_THREAD_RANK_WARP(), count = MORI_THREAD_COUNT_WARP();
+  mori_gda_lanes_t lanes = MORI_GDA_LANES_PRESENT();
+  int lane = MORI_THREAD_RANK_WARP(), count = MORI_GDA_LANES_COUNT(lanes);
+  int head = MORI_GDA_LANES_FIRST(lanes), tail = MORI_GDA_LANES_LAST(lanes);
+  int rank = MORI_GDA_LANES_COUNT(lanes & (((mori_gda_lanes_t)1 << lane) - 1)); /* present lanes below this one */
   const mori_gda_window_t *g = win.gda;
   if (!g) return MORI_DEVICE_EUNREACHABLE;
   /* As mori_gda_transfer: the table, then the QP's descriptor, the peer's
-   * segment and key and (lane 0) the claim's words, then the checks. */
+   * segment and key and (the head lane) the claim's words, then the checks. */
   const mori_gda_window_t t = *g;
   if (peer < 0 || peer >= t.world_size) return MORI_DEVICE_EUNREACHABLE;
   long long q = 0, at = 0;
   if (t.num_qp > 1) { /* the same for every lane */
-    if (lane == 0) q = (long long)(mori_atomic_add_u32(&t.next_qp[peer], 1) % (uint32_t)t.num_qp);
-    q = MORI_GDA_BROADCAST_WARP(q);
+    if (lane == head) q = (long long)(mori_atomic_add_u32(&t.next_qp[peer], 1) % (uint32_t)t.num_qp);
+    q = MORI_GDA_SHUFFLE(lanes, q, head);
   }
   mori_gda_qp_t *qp = &t.qp[(size_t)peer * (size_t)t.num_qp + (size_t)q];
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t rbase = t.remote_base[peer];
   uint32_t rkey = t.rkey[peer], lkey = t.lkey;
   mori_gda_claim_words_t w = {0, 0, 0, 0};
-  if (lane == 0) w = mori_gda_claim_load(qp);
+  if (lane == head) w = mori_gda_claim_load(qp);
   if (d.wqe_cnt == 0) return MORI_DEVICE_EUNREACHABLE;
   int bad = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes) != 0 ||
             !mori_gda_local_in(t.local_base, t.local_size, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
-  /* A lane with a bad request still writes a WQE (an empty write), so the
-   * claim is filled; it says so in its return. */
+  /* A lane with a bad request still writes a WQE (a write of zero bytes),
+   * so the claim is filled; it says so in its return. */
   uint64_t raddr = rbase + win.segment_offset + (bad ? 0 : dst_offset), laddr = bad ? t.local_base : (uint64_t)(uintptr_t)src;
   uint32_t len = bad ? 0u : (uint32_t)bytes;
-  uint32_t flags = lane + 1 == count ? MORI_GDA_SIGNALED : 0;
+  uint32_t flags = rank + 1 == count ? MORI_GDA_SIGNALED : 0;
   uint64_t rung = 0;
-  if (lane == 0) at = mori_gda_claim(win, qp, (int)q, (uint32_t)count, d.wqe_cnt, w, timeout_ns, &rung);
-  at = MORI_GDA_BROADCAST_WARP(at);
+  if (lane == head) at = mori_gda_claim(win, qp, (int)q, (uint32_t)count, d.wqe_cnt, w, timeout_ns, &rung);
+  at = MORI_GDA_SHUFFLE(lanes, at, head);
   if (at < 0) return (int)at;
-  uint64_t index = (uint64_t)at + (uint64_t)lane;
+  uint64_t index = (uint64_t)at + (uint64_t)rank;
+  int full = count == MORI_THREAD_COUNT_WARP() && count % 4 == 0;
   long long db;
-  if (stores == MORI_GDA_WARP_STORES_ENCODER || (stores == MORI_GDA_WARP_STORES_RUNS && count % 8 != 0)) {
+  if (stores == MORI_GDA_WARP_STORES_ENCODER || (stores == MORI_GDA_WARP_STORES_RUNS && !full)) {
     db = (long long)mori_gda_write_rdma(&d, index, 0, flags, raddr, rkey, laddr, lkey, len);
   } else {
     typedef struct {
@@ -611,26 +673,28 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
     } wqe;
     db = (long long)mori_gda_encode_rdma(&d, wqe.w, index, 0, flags, raddr, rkey, laddr, lkey, len);
     if (stores == MORI_GDA_WARP_STORES_RUNS) {
-      mori_gda_store_wqes_warp(&d, (uint64_t)at, wqe.w, lane, count);
+      mori_gda_store_wqes_warp(&d, (uint64_t)at, wqe.w, lane, count, lanes);
     } else {
       mori_gda_piece_t *slot = (mori_gda_piece_t *)mori_gda_wqe_at(&d, index);
       MORI_GDA_UNROLL
       for (int i = 0; i < 4; i++) slot[i] = wqe.piece[i];
     }
   }
-  db = MORI_GDA_SHUFFLE_WARP(db, count - 1); /* the last WQE's doorbell value */
-  /* The warp barrier orders every lane's WQE stores before lane 0's
+  db = MORI_GDA_SHUFFLE(lanes, db, tail); /* the last WQE's doorbell value */
+  /* The lanes' barrier orders every lane's WQE stores before the head's
    * doorbell, whose release is cumulative over them. */
-  MORI_SYNC_WARP();
+  MORI_GDA_SYNC_LANES(lanes);
   int rc = MORI_DEVICE_OK;
-  if (lane == 0) rc = mori_gda_ring(win, qp, &d, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, rung, timeout_ns);
-  rc = (int)MORI_GDA_BROADCAST_WARP(rc);
+  if (lane == head) rc = mori_gda_ring(win, qp, &d, (int)q, (uint64_t)at, (uint32_t)count, (uint64_t)db, rung, timeout_ns);
+  rc = (int)MORI_GDA_SHUFFLE(lanes, rc, head);
   return rc ? rc : bad ? MORI_DEVICE_EINVAL : MORI_DEVICE_OK;
 }
 
-/* Every lane of a warp puts its own (dst_offset, src, bytes) to `peer`:
- * lane 0 claims warp-size WQEs and rings once; each lane writes its WQE
- * (the fastest of the three ways bench_gda times). Every lane of the warp must call it with the same peer. */
+/* Every lane of a warp present at the call puts its own (dst_offset, src,
+ * bytes) to `peer`: the first claims as many WQEs as there are lanes and
+ * rings once; each lane writes its WQE (the fastest of the three ways
+ * bench_gda times). The lanes present must call it together, with the same
+ * peer. */
 MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
                                          uint64_t timeout_ns) {
   return mori_gda_impl_put_warp(win, peer, dst_offset, src, bytes, timeout_ns, MORI_GDA_WARP_STORES_ENCODER);

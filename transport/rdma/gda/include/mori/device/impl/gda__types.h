@@ -62,9 +62,14 @@ typedef struct mori_gda_qp {
   uint64_t completed; /* WQEs known complete (a completion of WQE k completes every earlier one) */
   uint64_t cq_claimed;  /* CQEs claimed by pollers */
   uint64_t cq_consumed; /* CQEs whose consumption the CQ's record shows, in order */
-  uint32_t failed;    /* 0, or 0x100 | the syndrome of the first error completion (the QP is in error) */
+  uint32_t failed;    /* 0, or 0x100 | the syndrome of the first error completion (the QP is in error),
+                       * | MORI_GDA_QP_ABANDONED once a claimant gave up its turn (mori_gda_wait_turn) */
   uint32_t vendor_syndrome;
 } mori_gda_qp_t;
+
+/* In mori_gda_qp_t.failed: a claimant timed out waiting for its turn after
+ * its claim, so the QP's counters can no longer move. */
+#define MORI_GDA_QP_ABANDONED 0x200u
 
 /* Per window (device memory): everything a kernel needs to reach a peer's
  * part of the window over RDMA. The QPs are the comm's (every window of the

@@ -98,13 +98,23 @@ MORI_HOST_DEVICE uint32_t mori_mlx5_inline_seg(void *seg, const void *data, uint
  * low 16 bits go into the control segment); fm_ce_se: MORI_MLX5_CTRL_*.
  * Each returns the doorbell value of the WQE (mori_mlx5_ctrl_seg's). */
 
-/* RDMA write or read of `len` bytes: control, remote address, data (3 x 16). */
+/* RDMA write or read of `len` bytes: control, remote address, data (3 x
+ * 16). Zero bytes: no data segment (ds 2), as libmlx5 leaves out a
+ * zero-length one; a ConnectX reads a byte_count of 0 as 2^31 bytes. The
+ * third 16 bytes are zeroed then, so a warp storing whole WQEs stores no
+ * stale bytes. */
 MORI_HOST_DEVICE uint64_t mori_mlx5_wqe_rdma(void *wqe, uint16_t pi, uint32_t qpn, uint8_t opcode, uint8_t fm_ce_se,
                                              uint64_t raddr, uint32_t rkey, uint64_t laddr, uint32_t lkey, uint32_t len) {
   uint8_t *b = (uint8_t *)wqe;
   mori_mlx5_raddr_seg(b + 16, raddr, rkey);
-  mori_mlx5_data_seg(b + 32, len, lkey, laddr);
-  return mori_mlx5_ctrl_seg(b, pi, opcode, 0, qpn, fm_ce_se, 3, 0);
+  if (len) {
+    mori_mlx5_data_seg(b + 32, len, lkey, laddr);
+  } else {
+    uint64_t *z = (uint64_t *)(b + 32);
+    z[0] = 0;
+    z[1] = 0;
+  }
+  return mori_mlx5_ctrl_seg(b, pi, opcode, 0, qpn, fm_ce_se, len ? 3 : 2, 0);
 }
 
 /* RDMA write of up to MORI_GDA_MAX_INLINE bytes carried in the WQE. */
@@ -140,7 +150,15 @@ MORI_HOST_DEVICE uint64_t mori_mlx5_wqe_fetch_add(void *wqe, uint16_t pi, uint32
  * `rung`. */
 MORI_DEVICE_INLINE void mori_mlx5_ring(const mori_gda_qp_t *qp, uint64_t next, uint64_t last_ctrl) {
   uint32_t rec = mori_mlx5_be32((uint32_t)(next & 0xffffu));
-  if (qp->sq_in_device) {
+#if defined(MORI_DEVICE_COMPILER_HIP)
+  /* Not on ROCm: there an agent-scope release does not write the L2 back
+   * (only a system-scope one does), and a peer device's reads of device
+   * memory need not go through this GPU's L2. */
+  int device_scope = 0;
+#else
+  int device_scope = qp->sq_in_device;
+#endif
+  if (device_scope) {
     /* Ring and record in this GPU's memory: performed at GPU scope they are
      * in its L2, where the NIC's reads of them (issued once the register
      * is written) are served. The register's reader (a NIC, the software
