@@ -311,6 +311,40 @@ TEST(Ep, BlocksBuildTheListsOfTheirChunksInTokenOrder) {
   });
 }
 
+// World size 1 (one rank, whatever the suite's count): every row stays on
+// the rank, so a fused call's blocks copy their own chunk's rows and
+// combine's tokens without reading a flag. Every call checked, with one,
+// three and eight blocks, fused and split calls, scales and fp8 on every
+// other call, the registered input, and the vectorised and unvectorised
+// widths.
+TEST(Ep, WorldSizeOneWithSeveralBlocks) {
+  EXPECT_RANKS_PASS(1, [](int rank, int size) {
+    setenv("MORI_EP_HOST_BLOCKS", "8", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    for (int blocks : {1, 3, MORI_EP_HOST_MAX_BLOCKS})
+      for (uint32_t hidden : {64u, 40u}) {
+        Shape s;
+        s.experts_per_rank = 8;
+        s.hidden = hidden;
+        s.scale_dim = 3;
+        s.scale_size = 4;
+        mori_ep_config_t c = Config(s, rank, size);
+        c.block_num = blocks;
+        mori_ep_t *ep = nullptr;
+        MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+        int calls = EnvInt("MORI_EP_TEST_CALLS", 400 / kSlowdown);
+        for (int call = 0; call < calls; call++) {
+          Options o = CallOptions(call);
+          o.scales = call % 2 == 0;
+          ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o)) << blocks << " blocks, hidden " << hidden;
+        }
+        MORI_EXPECT_OK(mori_ep_check(ep));
+        MORI_EXPECT_OK(mori_ep_destroy(ep));
+      }
+  });
+}
+
 void ExpectRefused(int rc, int code, const std::string &text) {
   EXPECT_EQ(rc, code) << mori_last_error();
   EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << mori_last_error();
