@@ -571,6 +571,36 @@ TEST(GdaPost, ATurnThatTimesOutAbandonsTheQueuePair) {
   EXPECT_EQ(nic.problem, "");
 }
 
+// Abandoned with work already rung: quiet still waits for that work (the
+// NIC may be reading its memory) and only then says EIO; an error
+// completion after the mark still leaves its record.
+TEST(GdaPost, AnAbandonedQueuePairStillWaitsForWorkAlreadyRung) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  mori_gda_qp_t &qp = w.dev_qps[1];
+  nic.stalled = true;
+  nic.fail_peer = 1;
+  nic.fail_at = 0;
+  ASSERT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_OK) << "WQE 0, rung";
+  uint64_t rung = 0;
+  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung), 1) << "WQE 1, never rung";
+  EXPECT_EQ(mori_gda_put(w.win, 1, 64, w.local(), 8, 50ull * 1000 * 1000), MORI_DEVICE_ETIMEDOUT);
+  w.TakeRecord();
+  ASSERT_NE(qp.failed & MORI_GDA_QP_ABANDONED, 0u);
+  std::atomic<int> rc{-100};
+  std::thread quiet([&] { rc = mori_gda_quiet_peer(w.win, 1, 10 * kSecond); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(rc.load(), -100) << "quiet returned while WQE 0 was still with the NIC";
+  nic.stalled = false;  // WQE 0 completes, with an error
+  quiet.join();
+  EXPECT_EQ(rc.load(), MORI_DEVICE_EIO);
+  EXPECT_GE(qp.completed, 1u);
+  mori_device_error_t e = w.TakeRecord();
+  EXPECT_EQ((int)e.code, MORI_DEVICE_EIO) << "the error completion's record";
+  EXPECT_EQ(e.expected, 0x13u);
+  EXPECT_EQ(qp.failed & 0x1ffu, 0x113u);
+}
+
 // A warp of one lane on the host: the warp call is a batch of one.
 TEST(GdaPost, WarpCallOnTheHost) {
   World w(2, 1, 8, 8);

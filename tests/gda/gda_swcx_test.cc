@@ -159,6 +159,43 @@ TEST(GdaSwcx, DeviceApiPutsGetsAtomicsAndSignals) {
   });
 }
 
+// Zero bytes: a put with signal of no data, a batch with an empty entry,
+// and a refused lane of a warp's batch post WQEs with no data segment (a
+// ConnectX reads a length of 0 as 2 GiB). The software ConnectX executes
+// them as zero-byte writes: the signal and the other puts land, nothing
+// fails, and the queue pair goes on serving.
+TEST(GdaSwcx, ZeroBytePutsCarryNoDataAndComplete) {
+  SKIP_WITHOUT_RDMA_DEVICE();
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    JoinAsTwoNodesOverSwcx(rank, size);
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_NO_FATAL_FAILURE(ExpectGpuPosting(w));
+    Win win(w.comm, 1 << 20);
+    int other = Partner(rank, size);
+    for (int i = 0; i < 4096; i++) *win.at(i) = (uint8_t)(rank * 13 + i);
+    ASSERT_EQ(mori_gda_put_signal(win.view, other, 8192, win.at(0), 0, 200000, 77, 10 * kSecond), MORI_DEVICE_OK);
+    uint64_t dst[2] = {16384, 16384 + 256}, bytes[2] = {0, 200};
+    const void *src[2] = {win.at(0), win.at(100)};
+    ASSERT_EQ(mori_gda_put_batch(win.view, other, 2, dst, src, bytes, 10 * kSecond), MORI_DEVICE_OK);
+    // One lane (the host's warp) whose request leaves the window.
+    EXPECT_EQ(mori_gda_put_warp(win.view, other, 1 << 20, win.at(0), 64, 10 * kSecond), MORI_DEVICE_EINVAL);
+    ASSERT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_put_thread(win.view, other, 32768, win.at(0), 64), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    EXPECT_EQ(win.word(200000), 77u);
+    EXPECT_EQ(*win.at(8192), 0) << "nothing written by the zero-byte put";
+    EXPECT_EQ(*win.at(16384), 0);
+    for (int i = 0; i < 200; i++) ASSERT_EQ(*win.at(16384 + 256 + i), (uint8_t)(other * 13 + 100 + i)) << "byte " << i;
+    for (int i = 0; i < 64; i++) ASSERT_EQ(*win.at(32768 + i), (uint8_t)(other * 13 + i)) << "byte " << i;
+    // The refused lane's record, and no other.
+    EXPECT_EQ(mori_window_check(win.win), MORI_ERANGE);
+    EXPECT_NE(std::string(mori_last_error()).find("refused a put"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(mori_window_check(win.win), 0) << mori_last_error();
+    ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+  });
+}
+
 // The world barrier and remote_sync's signals across nodes go through GPU
 // posting too (the synchronisation area's view has its own table): data
 // put before the barrier is there after it, and signals count. Three QPs

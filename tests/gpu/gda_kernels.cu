@@ -110,7 +110,11 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
   long long c2 = clock64();
   uint32_t rec = mori_mlx5_be32((uint32_t)(((uint64_t)at + 1) & 0xffffu));
   int fenced = mode == GDA_MODE_FENCED;
+#if defined(MORI_DEVICE_COMPILER_HIP)
+  int device_scope = 0; /* as mori_mlx5_ring orders them on ROCm */
+#else
   int device_scope = mode == GDA_MODE_LIBRARY && d.sq_in_device; /* as mori_mlx5_ring orders them */
+#endif
   if (fenced) {
     mori_fence_system();
     *(volatile uint32_t *)d.sq_dbrec = rec;

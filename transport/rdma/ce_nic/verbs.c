@@ -371,8 +371,10 @@ static struct ce_mr *local_region(struct ce_context *c, uint32_t lkey, uint64_t 
  * itself is malformed (ibv_post_send fails, as a NIC's would). */
 static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_wr *wr, uint32_t *len) {
   bool inline_data = wr->send_flags & IBV_SEND_INLINE;
-  if (wr->num_sge != 1) return -1;
-  const struct ibv_sge *sge = &wr->sg_list[0];
+  /* No scatter entry: zero bytes, as verbs allow (a zero-length write). */
+  static const struct ibv_sge no_data = {0, 0, 0};
+  if (wr->num_sge > 1 || (wr->num_sge == 0 && inline_data)) return -1;
+  const struct ibv_sge *sge = wr->num_sge ? &wr->sg_list[0] : &no_data;
   *len = sge->length;
   uint64_t remote_addr;
   uint32_t rkey;
@@ -399,7 +401,7 @@ static int execute(struct ce_context *c, struct ce_qp *q, const struct ibv_send_
   /* An inline write of one word is what the transport sends as a signal;
    * longer inline data is not carried. */
   if (inline_data && sge->length != 8) return IBV_WC_LOC_LEN_ERR;
-  if (!inline_data && !local_region(c, sge->lkey, sge->addr, sge->length, need_local)) return IBV_WC_LOC_PROT_ERR;
+  if (!inline_data && wr->num_sge && !local_region(c, sge->lkey, sge->addr, sge->length, need_local)) return IBV_WC_LOC_PROT_ERR;
   enum ibv_wc_status status = IBV_WC_SUCCESS;
   struct ce_remote *r = ce_find_remote(c, q->dgid, rkey, &status);
   if (!r) return status;

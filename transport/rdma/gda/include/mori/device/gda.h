@@ -9,10 +9,15 @@
  * Every call may be made by any number of threads of any kernels at once:
  * send-queue slots are claimed with atomics in device memory, doorbells
  * are rung in claim order, completions are claimed the same way. Nothing
- * here takes a lock or makes a system call. Every wait (a full queue, a
- * doorbell behind an earlier claimant, quiet) honours the window's abort
- * flag and timeout_ns (0: none) and leaves a mailbox record instead of
- * hanging. An error completion marks its QP failed and leaves a record
+ * here takes a lock or makes a system call on a GPU. A full queue and
+ * quiet honour the window's abort flag and timeout_ns (0: none) and leave
+ * a mailbox record instead of hanging. The waits a claimant makes after
+ * its claim (its doorbell behind the earlier claimants', a poller's turn at
+ * the CQ) end by themselves and so only at the timeout, which marks the QP
+ * abandoned (MORI_GDA_QP_ABANDONED: later calls for that peer's QP return
+ * MORI_DEVICE_EIO). On AMD GPUs two lanes of one wavefront must not post to
+ * the same QP (one would wait for the other, which cannot run meanwhile).
+ * An error completion marks its QP failed and leaves a record
  * (code MORI_DEVICE_EIO, the peer, channel MORI_GDA_CQE_ERROR_CHANNEL + the
  * QP's index, expected = the NIC's syndrome, seen = the vendor syndrome);
  * later calls for that peer return MORI_DEVICE_EIO, other peers are served.

@@ -158,21 +158,23 @@ MORI_DEVICE_INLINE void mori_gda_abandon(mori_gda_qp_t *qp) {
 }
 
 /* What a claimant checks at each spin of a wait it makes after its claim:
- * for the claims before it to ring (mori_gda_ring), or for the pollers
- * before it to consume their CQEs (mori_gda_poll_one). Such a wait ends by
- * itself: every claimant finishes its turn without waiting for anything
- * but the claimants before it. So an abort does not end it: a turn given
- * up leaves the QP's counters where no later claim can pass, and the QPs
- * are the comm's, shared by every window. Only the timeout does, as a
- * guard against a claimant that never comes back (a kernel killed
- * mid-post); it leaves the usual record and marks the QP abandoned, so
- * every later claim, turn and quiet on it fails at once (MORI_DEVICE_EIO)
- * rather than after a timeout of its own. */
-MORI_DEVICE_INLINE int mori_gda_wait_turn(mori_window_dev_t win, mori_gda_qp_t *qp, uint32_t spin, uint64_t *start,
+ * for the claims before it to ring (mori_gda_ring, ring = 1), or for the
+ * pollers before it to consume their CQEs (mori_gda_poll_one, ring = 0).
+ * Such a wait ends by itself: every claimant finishes its turn without
+ * waiting for anything but the claimants before it. So an abort does not
+ * end it: a turn given up leaves the QP's counters where no later claim
+ * can pass, and the QPs are the comm's, shared by every window. Only the
+ * timeout does, as a guard against a claimant that never comes back (a
+ * kernel killed mid-post); it leaves the usual record and marks the QP
+ * abandoned, so every later claim and ring turn on it fails at once
+ * (MORI_DEVICE_EIO) rather than after a timeout of its own. (A poller's
+ * turn goes on: the WQEs already rung still complete, and their CQEs are
+ * consumed in order.) */
+MORI_DEVICE_INLINE int mori_gda_wait_turn(mori_window_dev_t win, mori_gda_qp_t *qp, int ring, uint32_t spin, uint64_t *start,
                                           uint64_t timeout_ns, uint32_t channel, uint64_t expected, uint64_t seen) {
   if (spin == 0) *start = mori_clock_ns();
   if ((spin & 255) != 255) return MORI_DEVICE_OK;
-  if (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
+  if (ring && (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED)) return MORI_DEVICE_EIO;
   uint64_t waited = mori_clock_ns() - *start;
   if (!timeout_ns || waited <= timeout_ns) return MORI_DEVICE_OK;
   mori_gda_abandon(qp);
@@ -198,8 +200,12 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   uint64_t base = mori_atomic_load_acquire_u64(&qp->completed);
   uint64_t wqe = base + (uint64_t)(int64_t)(int16_t)(uint16_t)(c.wqe_counter - (uint16_t)base);
   if (c.error) {
-    uint32_t mark = 0x100u | (c.syndrome & 0xffu);
-    if (mori_atomic_cas_u32(&qp->failed, 0, mark) == 0) {
+    /* The first error completion marks the QP (beside an abandoned mark)
+     * and leaves the record. */
+    uint32_t cur = *(volatile uint32_t *)&qp->failed, seen_failed = 0;
+    while ((cur & 0x100u) == 0 && (seen_failed = mori_atomic_cas_u32(&qp->failed, cur, cur | 0x100u | (c.syndrome & 0xffu))) != cur)
+      cur = seen_failed;
+    if ((cur & 0x100u) == 0) {
       qp->vendor_syndrome = c.vendor_syndrome;
       mori_device_report(win, MORI_DEVICE_EIO, qp->peer, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, c.wqe_counter,
                          c.syndrome, c.vendor_syndrome);
@@ -208,7 +214,7 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   /* The consumer index moves in claim order (the NIC reads it as a count). */
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->cq_consumed)) != ci; spin++) {
-    int rc = mori_gda_wait_turn(win, qp, spin, &start, timeout_ns, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, ci, seen);
+    int rc = mori_gda_wait_turn(win, qp, 0, spin, &start, timeout_ns, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, ci, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
   mori_gda_family_cq_consumed(qp, ci + 1);
@@ -272,8 +278,10 @@ MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *
       if (got < 0) return got;
       if (!got) mori_pause();
     }
-    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index,
-                             w.reserved + n - wqe_cnt, w.completed);
+    /* expected: the completions room needs (0: there was room, the races were lost) */
+    uint64_t need = w.reserved + n - w.completed > wqe_cnt ? w.reserved + n - wqe_cnt : 0;
+    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, need,
+                             w.completed);
     if (rc != MORI_DEVICE_OK) return rc;
   }
 }
@@ -297,7 +305,7 @@ MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, c
   uint64_t start = 0, seen = rung_seen;
   for (uint32_t spin = 0; seen != first; spin++) {
     if ((seen = mori_atomic_load_acquire_device_u64(&qp->rung)) == first) break;
-    int rc = mori_gda_wait_turn(win, qp, spin, &start, timeout_ns, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
+    int rc = mori_gda_wait_turn(win, qp, 1, spin, &start, timeout_ns, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
   mori_gda_family_ring(desc, first + n, last_doorbell);
@@ -313,8 +321,10 @@ MORI_DEVICE_INLINE int mori_gda_wait_completed(mori_window_dev_t win, mori_gda_q
     int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
     if (got < 0) return got;
     if (got) continue;
-    /* Claims never rung never complete. */
-    if (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
+    /* On an abandoned QP the claims never rung never complete: wait only
+     * for the rung ones (the NIC may still be reading their memory). */
+    if ((*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) && done >= mori_atomic_load_acquire_device_u64(&qp->rung))
+      return MORI_DEVICE_EIO;
     int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_QUIET_CHANNEL + (uint32_t)qp_index, target, done);
     if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
@@ -552,30 +562,66 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
  * rank among them; the first claims and rings, the last's WQE asks for the
  * completion. */
 #if defined(MORI_DEVICE_COMPILER_CUDA)
+/* PTX rather than the toolkit's intrinsics: the Triton bitcode compiles
+ * these headers with clang and no CUDA headers. Lane ids are the
+ * hardware's (%laneid), whatever the block's shape. */
 typedef uint32_t mori_gda_lanes_t;
-#define MORI_GDA_LANES_PRESENT() ((mori_gda_lanes_t)__activemask())
-#define MORI_GDA_LANES_COUNT(m) ((int)__popc(m))
-#define MORI_GDA_LANES_FIRST(m) ((int)__ffs(m) - 1)
-#define MORI_GDA_LANES_LAST(m) (31 - (int)__clz(m))
+MORI_DEVICE_INLINE mori_gda_lanes_t mori_gda_lanes_present(void) {
+  uint32_t m;
+  asm volatile("activemask.b32 %0;" : "=r"(m));
+  return m;
+}
+MORI_DEVICE_INLINE int mori_gda_lane_id(void) {
+  uint32_t l;
+  asm("mov.u32 %0, %%laneid;" : "=r"(l));
+  return (int)l;
+}
+MORI_DEVICE_INLINE mori_gda_lanes_t mori_gda_lanes_below(void) {
+  uint32_t m;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+  return m;
+}
+MORI_DEVICE_INLINE int mori_gda_lanes_count(mori_gda_lanes_t m) {
+  uint32_t c;
+  asm("popc.b32 %0, %1;" : "=r"(c) : "r"(m));
+  return (int)c;
+}
+MORI_DEVICE_INLINE int mori_gda_lanes_last(mori_gda_lanes_t m) {
+  uint32_t b;
+  asm("bfind.u32 %0, %1;" : "=r"(b) : "r"(m));
+  return (int)b;
+}
 #define MORI_GDA_SHUFFLE(m, v, lane) __shfl_sync((m), (v), (lane))
-#define MORI_GDA_SYNC_LANES(m) __syncwarp(m)
+#define MORI_GDA_SYNC_LANES(m) asm volatile("bar.warp.sync %0;" ::"r"(m) : "memory")
 #elif defined(MORI_DEVICE_COMPILER_HIP)
 typedef unsigned long long mori_gda_lanes_t;
-#define MORI_GDA_LANES_PRESENT() ((mori_gda_lanes_t)__ballot(1))
-#define MORI_GDA_LANES_COUNT(m) ((int)__popcll(m))
-#define MORI_GDA_LANES_FIRST(m) ((int)__ffsll((unsigned long long)(m)) - 1)
-#define MORI_GDA_LANES_LAST(m) (63 - (int)__clzll((long long)(m)))
+MORI_DEVICE_INLINE mori_gda_lanes_t mori_gda_lanes_present(void) { return (mori_gda_lanes_t)__ballot(1); }
+/* The compiler's builtins: HIP's __lane_id() reads the device library's
+ * wavefront size, which these kernels do not link. */
+MORI_DEVICE_INLINE int mori_gda_lane_id(void) {
+  return (int)__builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+}
+MORI_DEVICE_INLINE mori_gda_lanes_t mori_gda_lanes_below(void) {
+  return ((mori_gda_lanes_t)1 << mori_gda_lane_id()) - 1;
+}
+MORI_DEVICE_INLINE int mori_gda_lanes_count(mori_gda_lanes_t m) { return (int)__popcll(m); }
+MORI_DEVICE_INLINE int mori_gda_lanes_last(mori_gda_lanes_t m) { return 63 - (int)__clzll((long long)m); }
 #define MORI_GDA_SHUFFLE(m, v, lane) __shfl((v), (lane))
 #define MORI_GDA_SYNC_LANES(m) __builtin_amdgcn_wave_barrier()
 #else
 typedef uint32_t mori_gda_lanes_t;
-#define MORI_GDA_LANES_PRESENT() ((mori_gda_lanes_t)1u)
-#define MORI_GDA_LANES_COUNT(m) ((int)__builtin_popcount(m))
-#define MORI_GDA_LANES_FIRST(m) 0
-#define MORI_GDA_LANES_LAST(m) 0
+MORI_DEVICE_INLINE mori_gda_lanes_t mori_gda_lanes_present(void) { return 1u; }
+MORI_DEVICE_INLINE int mori_gda_lane_id(void) { return 0; }
+MORI_DEVICE_INLINE mori_gda_lanes_t mori_gda_lanes_below(void) { return 0u; }
+MORI_DEVICE_INLINE int mori_gda_lanes_count(mori_gda_lanes_t m) { return __builtin_popcount(m); }
+MORI_DEVICE_INLINE int mori_gda_lanes_last(mori_gda_lanes_t m) { return 31 - __builtin_clz(m); }
 #define MORI_GDA_SHUFFLE(m, v, lane) (v)
 #define MORI_GDA_SYNC_LANES(m) ((void)0)
 #endif
+/* The lowest lane of m (m not empty): the count of the zeros below it. */
+MORI_DEVICE_INLINE int mori_gda_lanes_first(mori_gda_lanes_t m) {
+  return mori_gda_lanes_count((mori_gda_lanes_t)((m & (0 - m)) - 1));
+}
 
 #if defined(MORI_DEVICE_COMPILER_HOST)
 #define MORI_GDA_UNROLL
@@ -587,8 +633,8 @@ typedef uint32_t mori_gda_lanes_t;
  * by lane l in `mine` (its 64 bytes), as whole 16-byte pieces: at step j
  * (of 4) lane l stores piece l % 4 of WQE (count / 4) j + l / 4, so each
  * store instruction of the warp covers count * 16 contiguous bytes of the
- * ring (written by the lane that built it, each store instruction touches
- * every WQE of the batch). One of the forms bench_gda times against the
+ * ring (written by the lane that built it; each store instruction touches
+ * a quarter of the batch's WQEs). One of the forms bench_gda times against the
  * library's. Every lane present; count: the warp's size, a multiple of 4. */
 MORI_DEVICE_INLINE void mori_gda_store_wqes_warp(const mori_gda_qp_t *desc, uint64_t first, const uint32_t mine[16], int lane,
                                                  int count, mori_gda_lanes_t lanes) {
@@ -625,10 +671,10 @@ enum mori_gda_warp_stores {
 /* mori_gda_put_warp, with the WQE stores of `stores`. */
 MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, uint64_t dst_offset, const void *src, uint64_t bytes,
                                               uint64_t timeout_ns, int stores) {
-  mori_gda_lanes_t lanes = MORI_GDA_LANES_PRESENT();
-  int lane = MORI_THREAD_RANK_WARP(), count = MORI_GDA_LANES_COUNT(lanes);
-  int head = MORI_GDA_LANES_FIRST(lanes), tail = MORI_GDA_LANES_LAST(lanes);
-  int rank = MORI_GDA_LANES_COUNT(lanes & (((mori_gda_lanes_t)1 << lane) - 1)); /* present lanes below this one */
+  mori_gda_lanes_t lanes = mori_gda_lanes_present();
+  int lane = mori_gda_lane_id(), count = mori_gda_lanes_count(lanes);
+  int head = mori_gda_lanes_first(lanes), tail = mori_gda_lanes_last(lanes);
+  int rank = mori_gda_lanes_count(lanes & mori_gda_lanes_below()); /* present lanes below this one */
   const mori_gda_window_t *g = win.gda;
   if (!g) return MORI_DEVICE_EUNREACHABLE;
   /* As mori_gda_transfer: the table, then the QP's descriptor, the peer's
