@@ -289,6 +289,20 @@ static int check_call(mori_ep_t *ep, const char *what) {
   return 0;
 }
 
+/* A fused call's blocks write their outputs while other blocks still read
+ * the call's inputs (this rank's own rows go first), so an input inside
+ * the outputs it would overwrite is refused: `name` of `bytes` at p against
+ * this context's window bytes [from, to). */
+static int check_apart(const mori_ep_t *ep, const char *what, const char *name, const void *p, uint64_t bytes, uint64_t from,
+                       uint64_t to, const char *outputs) {
+  uintptr_t a = (uintptr_t)p, lo = (uintptr_t)ep->memory + from, hi = (uintptr_t)ep->memory + to;
+  if (!p || !bytes || a >= hi || (a < lo && lo - a >= bytes)) return 0;
+  return mori_error_set(MORI_EINVAL,
+                        "%s: rank %d: the %s (%llu bytes at %p) overlaps this context's %s, which the call writes while it "
+                        "reads its inputs; pass a copy, or make the call in its two halves",
+                        what, ep->config.rank, name, (unsigned long long)bytes, p, outputs);
+}
+
 static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
                          uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream, uint32_t phases,
                          const char *what) {
@@ -301,6 +315,16 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
                           c->rank, num_tokens, c->max_num_inp_token_per_rank);
   if (num_tokens && (!input || !indices))
     return mori_error_set(MORI_EINVAL, "%s: rank %d: input and indices are required for %u tokens", what, c->rank, num_tokens);
+  if (phases == (MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV)) {
+    const mori_ep_dev_t *v = &ep->view;
+    uint64_t T = num_tokens, K = c->num_experts_per_token, lo = v->off_out_tok, hi = v->off_comb_in;
+    const char *outs = "dispatch outputs";
+    if ((rc = check_apart(ep, what, "input", input, T * v->token_bytes, lo, hi, outs)) ||
+        (rc = check_apart(ep, what, "weights", weights, T * K * 4, lo, hi, outs)) ||
+        (rc = check_apart(ep, what, "scales", scales, T * v->scale_bytes, lo, hi, outs)) ||
+        (rc = check_apart(ep, what, "indices", indices, T * K * 4, lo, hi, outs)))
+      return rc;
+  }
   mori_ep_args_t a = {
       .input = input, .weights = weights, .scales = scales, .indices = indices, .num_tokens = num_tokens, .phases = phases};
   ep->last_num_tokens = num_tokens;
@@ -346,6 +370,15 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
   if (elem_bytes((int)dtype) > ep->comb_elem_bytes)
     return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s takes %u bytes, the buffers hold %u (max_token_type_size)",
                           what, ep->config.rank, dtype_name((int)dtype), elem_bytes((int)dtype), ep->comb_elem_bytes);
+  if (phases == (MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV)) {
+    const mori_ep_dev_t *v = &ep->view;
+    uint64_t R = (uint64_t)ep->config.world_size * ep->config.max_num_inp_token_per_rank, K = ep->config.num_experts_per_token;
+    const char *outs = "combine outputs";
+    if ((rc = check_apart(ep, what, "input", input, R * ep->config.hidden_dim * elem_bytes((int)dtype), v->off_comb_out,
+                          v->off_rhdr, outs)) ||
+        (rc = check_apart(ep, what, "weights", weights, R * K * 4, v->off_comb_out, v->off_rhdr, outs)))
+      return rc;
+  }
   mori_ep_args_t a = {.input = input,
                       .weights = weights,
                       .num_tokens = ep->last_num_tokens,

@@ -388,6 +388,18 @@ TEST(Ep, Refusals) {
                   "input and indices are required");
     ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FP8_E4M3FN, nullptr, nullptr, nullptr), MORI_EINVAL,
                   "combine dtype float8_e4m3fn (3) is not float32, bfloat16 or float16");
+    // A fused call writes its outputs while it still reads its inputs: an
+    // input inside them is refused (the halves, one after the other, take it).
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    ExpectRefused(mori_ep_dispatch(ep, b.dispatch_tokens, nullptr, nullptr, idx.data(), 2, nullptr, nullptr), MORI_EINVAL,
+                  "the input (" + std::to_string(2 * s.hidden * 2) + " bytes at");
+    ExpectRefused(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, b.src_token_pos, 2, nullptr, nullptr), MORI_EINVAL,
+                  "the indices");
+    EXPECT_NE(std::string(mori_last_error()).find("overlaps this context's dispatch outputs"), std::string::npos);
+    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, b.combine_weights, nullptr, nullptr), MORI_EINVAL,
+                  "the weights");
+    EXPECT_NE(std::string(mori_last_error()).find("overlaps this context's combine outputs"), std::string::npos);
     // The context still works.
     for (int call = 0; call < 3; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
     MORI_EXPECT_OK(mori_ep_check(ep));

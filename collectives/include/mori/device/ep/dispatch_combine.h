@@ -12,11 +12,16 @@
  * flag on every rank. The receive half waits for every source's flag,
  * takes the counts in source order (the rows from source s start at the sum
  * of the earlier sources' counts) and gathers the rows from the sources'
- * windows: the output is ordered by (source rank, source token).
+ * windows: the output is ordered by (source rank, source token). A fused
+ * call with every rank in reach copies this rank's rows to itself first,
+ * each block those of its own chunk, once the lower ranks' flags are up.
  * Combine's send half makes this rank's processed rows readable (the
  * registered combine input) and raises its flag; the receive half sums,
  * for each of this rank's tokens, the copies on each distinct destination
- * rank, in fp32 and in rank order.
+ * rank, in fp32 and in rank order (a fused call finishes the tokens with
+ * no copy elsewhere before reading any flag). A fused call writes its
+ * outputs while other blocks still read its inputs: they must not overlap
+ * (mori/ep.h refuses it).
  *
  * Every function is grid scope: every thread of every block of the kernel
  * calls it, with the block's index and the grid size (every block must be

@@ -484,9 +484,12 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
     int32_t *idx = (int32_t *)mori_ep_impl_local(e, e->off_stage_idx) + p * (uint64_t)M * K;
     char *sc = mori_ep_impl_local(e, e->off_stage_scale) + p * (uint64_t)M * sb;
     for (uint32_t t = warp; t < a->num_tokens; t += warps) {
-      /* Rows only this rank reads are read from the input by the fused call. */
-      if (!fused || mori_ep_impl_leaves(e, a->indices, t))
-        mori_copy_cooperative(tok + (uint64_t)t * tb, (const char *)a->input + (uint64_t)t * tb, tb, lane, lanes);
+      /* Rows only this rank reads are read from the input by the fused
+       * call, and with every rank in reach their weights, indices and
+       * scales too (mori_ep_impl_own_rows): nothing of them is staged. */
+      int leaves = !fused || mori_ep_impl_leaves(e, a->indices, t);
+      if (leaves) mori_copy_cooperative(tok + (uint64_t)t * tb, (const char *)a->input + (uint64_t)t * tb, tb, lane, lanes);
+      else if (!e->remote) continue;
       for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) {
         idx[(uint64_t)t * K + j] = a->indices[(uint64_t)t * K + j];
         w[(uint64_t)t * K + j] = a->weights ? a->weights[(uint64_t)t * K + j] : 0.0f;
@@ -729,7 +732,8 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
     /* (With the proxy, every block takes part: block 0 starts the fetches
      * that the others wait for.) */
     if (MORI_SYNC_BLOCK_OR(others) || e->remote) {
-      rc = mori_ep_impl_wait_all(e, e->off_cflag, epoch, 1);
+      int waited = mori_ep_impl_wait_all(e, e->off_cflag, epoch, 1);
+      if (!rc) rc = waited; /* the first failure (the send half's wait for the readers, or this one) */
       if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
       uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
       if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
