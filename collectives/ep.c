@@ -132,6 +132,9 @@ static int make_window(mori_ep_t *ep, int rc) {
   if (!rc) rc = mori_mem_alloc(total, &attr, &mem);
   if (!rc && !(zeros = calloc(1, control))) rc = mori_error_set(MORI_ENOMEM, "ep_create: %llu bytes", (unsigned long long)control);
   if (!rc) rc = mori_device_upload(ep->device, mem, zeros, control);
+  /* recv_num_token too: a new context has delivered nothing, whatever an
+   * earlier owner of the memory left there. */
+  if (!rc) rc = mori_device_upload(ep->device, (char *)mem + ep->view.off_recv_num, zeros, 4);
   free(zeros);
   rc = mori_agree(ep->comm, rc, "ep_create: buffers");
   mori_window_t *win = NULL;
@@ -289,6 +292,21 @@ static int check_call(mori_ep_t *ep, const char *what) {
   return 0;
 }
 
+/* The halves come in pairs: a send half's receive half next, nothing else
+ * between them (a call in between would move the parity the receive half
+ * reads, or wait for a flag the pending half never raises). `recv_of`: the
+ * send half this call is the receive half of (NULL: a call that starts
+ * something new). */
+static int check_halves(const mori_ep_t *ep, const char *what, const char *recv_of) {
+  if (recv_of && (!ep->waiting || strcmp(ep->waiting, recv_of) != 0))
+    return mori_error_set(MORI_EINVAL, "%s: rank %d: no ep_%s is waiting for this receive half%s%s%s", what, ep->config.rank,
+                          recv_of, ep->waiting ? " (ep_" : "", ep->waiting ? ep->waiting : "", ep->waiting ? " is)" : "");
+  if (!recv_of && ep->waiting)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d: ep_%s is still waiting for its receive half; call it first", what,
+                          ep->config.rank, ep->waiting);
+  return 0;
+}
+
 /* A fused call's blocks write their outputs while other blocks still read
  * the call's inputs (this rank's own rows go first), so an input inside
  * the outputs it would overwrite is refused: `name` of `bytes` at p against
@@ -307,6 +325,7 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
                          uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream, uint32_t phases,
                          const char *what) {
   int rc = check_call(ep, what);
+  if (!rc) rc = check_halves(ep, what, NULL);
   if (rc) return rc;
   MORI_TRACE_SCOPE(what, MORI_TA("tokens", num_tokens));
   const mori_ep_config_t *c = &ep->config;
@@ -328,7 +347,9 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
   mori_ep_args_t a = {
       .input = input, .weights = weights, .scales = scales, .indices = indices, .num_tokens = num_tokens, .phases = phases};
   ep->last_num_tokens = num_tokens;
-  return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, num_tokens), stream);
+  rc = mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, num_tokens), stream);
+  if (!rc && phases == MORI_EP_PHASE_SEND) ep->waiting = "dispatch_send";
+  return rc;
 }
 
 int mori_ep_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
@@ -343,17 +364,20 @@ int mori_ep_dispatch_send(mori_ep_t *ep, const void *input, const float *weights
                        "ep_dispatch_send");
 }
 
-/* A receive phase's call: checked, on the tokens of the last dispatch. */
-static int recv_args(mori_ep_t *ep, const char *what, mori_ep_args_t *a) {
+/* A receive phase's call: checked (its send half is the one waiting), on
+ * the tokens of the last dispatch. */
+static int recv_args(mori_ep_t *ep, const char *what, const char *recv_of, mori_ep_args_t *a) {
   int rc = check_call(ep, what);
+  if (!rc) rc = check_halves(ep, what, recv_of);
   if (rc) return rc;
+  ep->waiting = NULL;
   *a = (mori_ep_args_t){.num_tokens = ep->last_num_tokens, .phases = MORI_EP_PHASE_RECV};
   return 0;
 }
 
 int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
   mori_ep_args_t a;
-  int rc = recv_args(ep, "ep_dispatch_recv", &a);
+  int rc = recv_args(ep, "ep_dispatch_recv", "dispatch_send", &a);
   if (rc) return rc;
   MORI_TRACE_SCOPE("ep_dispatch_recv");
   return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, a.num_tokens), stream);
@@ -362,6 +386,7 @@ int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *s
 static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
                         const mori_ep_launch_t *launch, void *stream, uint32_t phases, const char *what) {
   int rc = check_call(ep, what);
+  if (!rc) rc = check_halves(ep, what, NULL);
   if (rc) return rc;
   MORI_TRACE_SCOPE(what, MORI_TA("dtype", dtype));
   if (dtype != MORI_EP_FLOAT32 && dtype != MORI_EP_BFLOAT16 && dtype != MORI_EP_FLOAT16)
@@ -387,7 +412,9 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
                       .has_weights = weights != NULL};
   ep->comb_dtype = a.dtype;
   ep->comb_has_weights = a.has_weights;
-  return mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+  rc = mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+  if (!rc && phases == MORI_EP_PHASE_SEND) ep->waiting = "combine_send";
+  return rc;
 }
 
 int mori_ep_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
@@ -402,7 +429,7 @@ int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype
 
 int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
   mori_ep_args_t a;
-  int rc = recv_args(ep, "ep_combine_recv", &a);
+  int rc = recv_args(ep, "ep_combine_recv", "combine_send", &a);
   if (rc) return rc;
   MORI_TRACE_SCOPE("ep_combine_recv");
   a.dtype = ep->comb_dtype;

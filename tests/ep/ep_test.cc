@@ -198,7 +198,8 @@ TEST(Ep, EveryDtypeWithScales) {
 
 // Identity experts (AMD mori's definition): combining the dispatch output
 // gives the input times the number of distinct destination ranks, and the
-// weights summed the same way. reset() clears recv_num_token.
+// weights summed the same way. reset() clears recv_num_token, and nothing
+// a combine of the last dispatch needs.
 TEST(Ep, IdentityExpertsAndReset) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;
@@ -216,6 +217,9 @@ TEST(Ep, IdentityExpertsAndReset) {
       for (size_t i = 0; i < in.rows.size() / 2; i++)  // sane bf16 values: small multiples of 1/8
         ((uint16_t *)in.rows.data())[i] = mori_coll_impl_float_to_bf16((float)((int)(i % 23) - 11) / 8.0f);
       MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+      // A reset between a dispatch and its combine clears recv_num_token
+      // only: the combine still sends back every row the dispatch delivered.
+      if (call % 2) MORI_ASSERT_OK(mori_ep_reset(ep, nullptr));
       MORI_ASSERT_OK(mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, b.dispatch_weights, nullptr, nullptr));
       for (uint32_t t = 0; t < in.tokens; t++) {
         float copies = (float)Dests(s, in, t).size();
@@ -400,6 +404,27 @@ TEST(Ep, Refusals) {
     ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, b.combine_weights, nullptr, nullptr), MORI_EINVAL,
                   "the weights");
     EXPECT_NE(std::string(mori_last_error()).find("overlaps this context's combine outputs"), std::string::npos);
+    // The halves come in pairs, nothing between them: a receive half
+    // without its send half, a call while a send half waits (a fused combine
+    // there waited out the whole timeout; a lone dispatch_recv returned
+    // stale rows).
+    ExpectRefused(mori_ep_dispatch_recv(ep, nullptr, nullptr), MORI_EINVAL,
+                  "ep_dispatch_recv: rank " + std::to_string(rank) + ": no ep_dispatch_send is waiting");
+    ExpectRefused(mori_ep_combine_recv(ep, nullptr, nullptr), MORI_EINVAL, "no ep_combine_send is waiting");
+    {
+      Inputs in = MakeInputs(s, rank, size, 7);
+      MORI_ASSERT_OK(mori_ep_dispatch_send(ep, in.rows.data(), nullptr, nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+      ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
+                    "ep_dispatch_send is still waiting for its receive half");
+      ExpectRefused(mori_ep_combine_recv(ep, nullptr, nullptr), MORI_EINVAL, "(ep_dispatch_send is)");
+      MORI_ASSERT_OK(mori_ep_dispatch_recv(ep, nullptr, nullptr));
+      MORI_ASSERT_OK(mori_ep_combine_send(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
+      ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
+                    "ep_combine_send is still waiting");
+      ExpectRefused(mori_ep_dispatch(ep, in.rows.data(), nullptr, nullptr, in.indices.data(), in.tokens, nullptr, nullptr),
+                    MORI_EINVAL, "ep_combine_send is still waiting");
+      MORI_ASSERT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+    }
     // The context still works.
     for (int call = 0; call < 3; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
     MORI_EXPECT_OK(mori_ep_check(ep));

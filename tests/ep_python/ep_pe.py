@@ -167,6 +167,9 @@ class Pe:
             (ValueError, lambda: op.dispatch(x.t().contiguous().t(), w, None, idx), ("not contiguous",)),
             (ValueError, lambda: op.dispatch(x[0], w, None, idx), ("2-D tensor",)),
             (TypeError, lambda: op.dispatch(x, w, None, idx.tolist()), ("must be a torch.Tensor",)),
+            (ValueError, lambda: op.dispatch(x.to("meta"), w, None, idx), ("input is on meta",)),
+            (TypeError, lambda: op.dispatch(x, w, None, idx, block_num=None), ("block_num=None",)),
+            (TypeError, lambda: op.dispatch(x, w, None, idx, block_num=2**40), (f"block_num={2**40}",)),
         ]
         for kind, fn, says in bad_dispatch:
             expect_raises(kind, fn, says)
@@ -180,6 +183,9 @@ class Pe:
             (ValueError, lambda: op.combine(y[:, :3].contiguous(), ow, idx), (f"(n, {HIDDEN})".replace("n", str(n)),)),
             (ValueError, lambda: op.combine(y, ow[:, :2].contiguous(), idx), ("weights has shape",)),
             (ValueError, lambda: op.combine(y, ow, idx[:, :1]), ("indices has shape",)),
+            (TypeError, lambda: op.combine(y, ow.tolist(), idx), ("weights must be a torch.Tensor or None",)),
+            (TypeError, lambda: op.combine(y, ow, idx.tolist()), ("indices must be a torch.Tensor or None",)),
+            (ValueError, lambda: op.combine(y.to("meta"), ow, idx), ("input is on meta",)),
         ]
         if n:  # fewer rows than the dispatch delivered
             bad_combine.append((ValueError, lambda: op.combine(y[:n - 1], ow, idx),
@@ -210,6 +216,7 @@ class Pe:
             (dict(world_size=world + 1), (f"world_size={world + 1}",)),
             (dict(num_experts_per_token=world * EXPERTS_PER_RANK + 1), ("exceeds",)),
             (dict(hidden_dim=0), ("hidden_dim=0",)),
+            (dict(hidden_dim=2**32 + HIDDEN), (f"hidden_dim={2**32 + HIDDEN}", "below 2**31")),
             (dict(max_token_type_size=1), ("max_token_type_size=1",)),
             (dict(scale_dim=-1), ("scale_dim=-1",)),
             (dict(kernel_type=9), ("kernel_type=9",)),

@@ -123,8 +123,16 @@ def _typed(raw, dtype, shape):
     return torch.empty(0, dtype=dtype, device=raw.device).set_(raw.untyped_storage(), 0, tuple(shape), tuple(stride))
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def _launch(block_num, rdma_block_num, warp_per_block):
-    return C.Launch(int(block_num), int(rdma_block_num), int(warp_per_block))
+    for name, value in (("block_num", block_num), ("rdma_block_num", rdma_block_num),
+                        ("warp_per_block", warp_per_block)):
+        # (an int32 field: a larger value would be cut to its low bits)
+        if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= _INT32_MAX:
+            raise TypeError(f"EpDispatchCombineOp: {name}={value!r}; expected an int, -1 for the config's")
+    return C.Launch(block_num, rdma_block_num, warp_per_block)
 
 
 class EpDispatchCombineOp:
@@ -204,12 +212,13 @@ class EpDispatchCombineOp:
         for name in ("hidden_dim", "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
                      "max_token_type_size"):
             value = getattr(c, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{where}: {name}={value!r}; expected a positive int")
+            # (the C config's fields are 32-bit: a larger value would be cut to its low bits)
+            if not isinstance(value, int) or not 0 < value <= _INT32_MAX:
+                raise ValueError(f"{where}: {name}={value!r}; expected a positive int below 2**31")
         for name in ("scale_dim", "scale_type_size"):
             value = getattr(c, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{where}: {name}={value!r}; expected an int >= 0")
+            if not isinstance(value, int) or not 0 <= value <= _INT32_MAX:
+                raise ValueError(f"{where}: {name}={value!r}; expected an int >= 0 below 2**31")
         if c.scale_dim > 0 and c.scale_type_size <= 0:
             raise ValueError(f"{where}: scale_dim={c.scale_dim} needs scale_type_size > 0")
         size = torch.empty((), dtype=c.data_type).element_size()
@@ -310,7 +319,7 @@ class EpDispatchCombineOp:
             raise self._bad(call, f"{name} is {t.dtype}; the config says {dtype}")
         if t.shape != shape:
             raise self._bad(call, f"{name} has shape {tuple(t.shape)}; expected {tuple(shape)}")
-        if t.is_cuda != self._on_gpu and t.numel():
+        if t.device != self.device and (t.numel() or t.device.type == "meta"):
             raise self._bad(call, f"{name} is on {t.device}; this context's buffers are on {self.device}")
         if not t.is_contiguous():
             raise self._bad(call, f"{name} is not contiguous")
@@ -360,8 +369,13 @@ class EpDispatchCombineOp:
         if dtype not in self._combine_outputs:
             self._check_combine_dtype(call, dtype)
         self._check_tensor(call, "input", input, dtype, (rows, c.hidden_dim))
+        for name, t in (("weights", weights), ("indices", indices)):
+            if t is not None and not isinstance(t, torch.Tensor):
+                raise TypeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: {name} must be a torch.Tensor "
+                                f"or None, not {type(t).__name__}")
         if weights is not None:
-            self._check_tensor(call, "weights", weights, torch.float32, (weights.shape[0], c.num_experts_per_token))
+            rows_w = weights.shape[0] if weights.dim() else 0
+            self._check_tensor(call, "weights", weights, torch.float32, (rows_w, c.num_experts_per_token))
             if weights.shape[0] > self.max_recv_tokens:
                 raise self._bad(call, f"weights has {weights.shape[0]} rows; at most {self.max_recv_tokens}")
         if indices is not None and (indices.dim() != 2 or indices.shape[1] != c.num_experts_per_token):
@@ -469,15 +483,16 @@ class EpDispatchCombineOp:
         n = -1
         if (not _is_compiling() and type(input) is _Tensor and type(indices) is _Tensor and input.dtype is self._dtype
                 and indices.dtype is _int32 and input.is_cuda is self._on_gpu and indices.is_cuda is self._on_gpu
+                and not input.is_meta and not indices.is_meta
                 and len(shape := input.shape) == 2 and shape[1] == self._hidden
                 and (n := shape[0]) <= self._max_tokens and indices.shape == (n, self._topk)
                 and input.is_contiguous() and indices.is_contiguous()
                 and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
                                          and weights.is_cuda is self._on_gpu and weights.shape == (n, self._topk)
-                                         and weights.is_contiguous()))
+                                         and not weights.is_meta and weights.is_contiguous()))
                 and (scales is None or (self._scale_dim and type(scales) is _Tensor and scales.dtype in self._scale_dtypes
-                                        and scales.is_cuda is self._on_gpu and scales.shape == (n, self._scale_dim)
-                                        and scales.is_contiguous()))
+                                        and scales.is_cuda is self._on_gpu and not scales.is_meta
+                                        and scales.shape == (n, self._scale_dim) and scales.is_contiguous()))
                 and self._ep is not None):
             launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
             rc = lib.mori_ep_dispatch(self._ep, input.data_ptr(), None if weights is None else weights.data_ptr(),
@@ -549,12 +564,12 @@ class EpDispatchCombineOp:
         is the input times the number of distinct ranks it went to."""
         # The fast path, as in dispatch.
         if (not _is_compiling() and type(input) is _Tensor and (out := self._combine_outputs.get(input.dtype)) is not None
-                and input.is_cuda is self._on_gpu and len(shape := input.shape) == 2 and shape[1] == self._hidden
-                and (rows := shape[0]) <= self.max_recv_tokens and input.is_contiguous()
+                and input.is_cuda is self._on_gpu and not input.is_meta and len(shape := input.shape) == 2
+                and shape[1] == self._hidden and (rows := shape[0]) <= self.max_recv_tokens and input.is_contiguous()
                 and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
                                          and weights.is_cuda is self._on_gpu and len(wshape := weights.shape) == 2
                                          and wshape[1] == self._topk and wshape[0] <= self.max_recv_tokens
-                                         and weights.is_contiguous()))
+                                         and not weights.is_meta and weights.is_contiguous()))
                 and (indices is None or (type(indices) is _Tensor and len(ishape := indices.shape) == 2
                                          and ishape[1] == self._topk))
                 and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))

@@ -682,7 +682,9 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
      * rank's rows of the previous combine before they are overwritten
      * (with a dispatch in between this holds already). */
     rc = mori_ep_impl_wait_all(e, e->off_cdone, epoch - 1, 4);
-    uint32_t rows = (uint32_t)*(volatile int32_t *)mori_ep_impl_local(e, e->off_recv_num);
+    /* The rows the dispatch delivered: its own count (base[n]), which a
+     * reset (recv_num := 0) leaves alone. */
+    uint32_t rows = (uint32_t)((const volatile int32_t *)mori_ep_impl_local(e, e->off_base))[dp * (uint64_t)(n + 1) + (uint64_t)n];
     const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(e, e->off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
       /* Rows that came from this rank are read from the input by the fused call. */
