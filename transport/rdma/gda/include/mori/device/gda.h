@@ -34,7 +34,7 @@
 
 /* The longest single RDMA transfer; longer puts and gets go in pieces. */
 #define MORI_GDA_MAX_PIECE (1ull << 30)
-/* How long the device API's posts wait for room in a send queue. */
+/* How long the device API's posts wait for room in a send queue, and for their turn. */
 #define MORI_GDA_POST_TIMEOUT_NS (10ull * 1000 * 1000 * 1000)
 
 /* Whether GPU posting reaches `peer` from this window. */
