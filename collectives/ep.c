@@ -124,6 +124,7 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
  * peer can write it (the window's rendezvous comes after). Collective: a
  * rank whose allocation failed still takes part, and every rank fails. */
 static int make_window(mori_ep_t *ep, int rc) {
+  int earlier = rc; /* a failure before this step keeps its own message */
   uint64_t control = 0, total = plan_layout(ep, &control);
   mori_mem_attr_t attr;
   mori_mem_attr_init(&attr);
@@ -141,7 +142,7 @@ static int make_window(mori_ep_t *ep, int rc) {
   if (!rc) rc = mori_window_create(ep->comm, mem, &win);
   if (rc) {
     mori_mem_free(mem);
-    return mori_error_context(rc, "ep_create: %llu bytes of buffers per rank", (unsigned long long)total);
+    return earlier ? rc : mori_error_context(rc, "ep_create: %llu bytes of buffers per rank", (unsigned long long)total);
   }
   ep->memory = mem;
   ep->win = win;
@@ -176,22 +177,36 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
    * its own and compares. */
   int n = mori_comm_size(comm), me = mori_comm_rank(comm);
   mori_ep_config_t mine = *config, *all = calloc((size_t)n, sizeof(*all));
+  /* What each rank may choose for itself: its rank and its launch shape
+   * (every call may give its own too). */
   mine.rank = 0;
+  mine.warp_num_per_block = mine.block_num = mine.rdma_block_num = mine.use_external_inp_buf = 0;
   if (!all) return mori_error_set(MORI_ENOMEM, "ep_create");
   int arc = mori_agree_gather(comm, rc, "ep_create: config", &mine, all, sizeof(mine));
   if (arc) {
     free(all);
     return arc;
   }
-  for (int r = 0; r < n && !rc; r++)
-    if (memcmp(&all[r], &mine, sizeof(mine)))
-      rc = mori_error_set(MORI_EINVAL,
-                          "ep_create: rank %d's config differs from rank %d's (hidden_dim %u vs %u, data_type %d vs %d, "
-                          "max_num_inp_token_per_rank %u vs %u, experts per rank %u vs %u, top-k %u vs %u, scale_dim %u vs %u)",
-                          r, me, all[r].hidden_dim, mine.hidden_dim, (int)all[r].data_type, (int)mine.data_type,
-                          all[r].max_num_inp_token_per_rank, mine.max_num_inp_token_per_rank, all[r].num_experts_per_rank,
-                          mine.num_experts_per_rank, all[r].num_experts_per_token, mine.num_experts_per_token,
-                          all[r].scale_dim, mine.scale_dim);
+  for (int r = 0; r < n && !rc; r++) {
+    /* The fields the buffers' layout and the routing depend on, by name. */
+#define MORI_EP_SAME(field)                                                                                           \
+  if (!rc && all[r].field != mine.field)                                                                             \
+  rc = mori_error_set(MORI_EINVAL, "ep_create: rank %d's config differs from rank %d's in " #field " (%lld vs %lld)", r, me, \
+                      (long long)all[r].field, (long long)mine.field)
+    MORI_EP_SAME(data_type);
+    MORI_EP_SAME(world_size);
+    MORI_EP_SAME(hidden_dim);
+    MORI_EP_SAME(scale_dim);
+    MORI_EP_SAME(scale_type_size);
+    MORI_EP_SAME(max_token_type_size);
+    MORI_EP_SAME(max_num_inp_token_per_rank);
+    MORI_EP_SAME(num_experts_per_rank);
+    MORI_EP_SAME(num_experts_per_token);
+    MORI_EP_SAME(kernel_type);
+    MORI_EP_SAME(gpu_per_node);
+    MORI_EP_SAME(num_qp_per_pe);
+#undef MORI_EP_SAME
+  }
   free(all);
   mori_ep_t *ep = calloc(1, sizeof(*ep));
   if (!ep && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create");

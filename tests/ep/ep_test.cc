@@ -354,6 +354,41 @@ void ExpectRefused(int rc, int code, const std::string &text) {
   EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << mori_last_error();
 }
 
+// Combine weights given on some ranks only: a rank without them adds zeros
+// for its copies to the sums of the ranks that have them (not what its last
+// combine left).
+TEST(Ep, CombineWeightsGivenOnSomeRanksOnly) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    uint32_t K = s.top_k;
+    for (int call = 0; call < 6; call++) {
+      Inputs in = MakeInputs(s, rank, size, call);
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+      uint32_t rows = (uint32_t)*b.recv_num_token;
+      std::vector<float> cw((size_t)(rows + 1) * K);
+      for (uint32_t i = 0; i < rows * K; i++) cw[i] = b.dispatch_weights[i] + 100.0f * (float)(call + 1);
+      bool mine = (rank + call) % 2 == 0;  // which ranks give weights changes every call
+      MORI_ASSERT_OK(mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, mine ? cw.data() : nullptr, nullptr, nullptr));
+      if (!mine) continue;
+      for (uint32_t t = 0; t < in.tokens; t++)
+        for (uint32_t j = 0; j < K; j++) {
+          float want = 0;
+          for (int d : Dests(s, in, t))
+            if ((d + call) % 2 == 0) want += in.weights[(size_t)t * K + j] + 100.0f * (float)(call + 1);
+          ASSERT_EQ(b.combine_weights[(size_t)t * K + j], want) << "call " << call << " token " << t << " slot " << j;
+        }
+    }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
 // Bad configs fail on every rank with the reason; bad calls locally.
 TEST(Ep, Refusals) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
@@ -379,8 +414,19 @@ TEST(Ep, Refusals) {
                                                                     std::to_string(s.experts_per_rank * size + 1));
     c = Config(s, rank, size);
     if (rank == 1) c.hidden_dim = 65;  // one rank differs: every rank fails
-    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "config differs");
+    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "config differs from rank");
+    EXPECT_NE(std::string(mori_last_error()).find("in hidden_dim ("), std::string::npos) << mori_last_error();
+    EXPECT_EQ(std::string(mori_last_error()).find("bytes of buffers"), std::string::npos) << mori_last_error();
     EXPECT_EQ(ep, nullptr);
+    // A rank's own launch shape is its own.
+    c = Config(s, rank, size);
+    c.block_num = 1 + rank % 2;
+    c.warp_num_per_block = 1 + rank;
+    c.use_external_inp_buf = rank % 2;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, Options()));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+    ep = nullptr;
     c = Config(s, rank, size);
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
     std::vector<uint8_t> rows((s.max_tokens + 1) * s.hidden * 2);

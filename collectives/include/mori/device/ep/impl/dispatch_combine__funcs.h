@@ -690,8 +690,10 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       /* Rows that came from this rank are read from the input by the fused call. */
       if (external && (!fused || src_pos[i] / (int32_t)M != me))
         mori_copy_cooperative(reg + (uint64_t)i * rs, in + (uint64_t)i * rs, rs, lane, lanes);
-      if (a->weights)
-        for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes) reg_w[(uint64_t)i * K + j] = a->weights[(uint64_t)i * K + j];
+      /* Without weights, zeros: a source that sums weights adds nothing for
+       * this rank's copies (rather than the last combine's). */
+      for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes)
+        reg_w[(uint64_t)i * K + j] = a->weights ? a->weights[(uint64_t)i * K + j] : 0.0f;
     }
     if (mori_ep_impl_last_block(&st->done[2], grid)) mori_ep_impl_publish(e, e->off_cflag, epoch);
   }
