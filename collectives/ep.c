@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /* MoE dispatch/combine contexts (mori/ep.h): the checks of a config and of
  * each call, the window that holds every buffer, and the launch shape. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collectives/ep_internal.h"
 #include "core/base/env.h"
 #include "core/base/error.h"
+#include "core/base/log.h"
 #include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "mori/bootstrap.h"
@@ -336,13 +338,10 @@ static int check_apart(const mori_ep_t *ep, const char *what, const char *name, 
                         what, ep->config.rank, name, (unsigned long long)bytes, p, outputs);
 }
 
-static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
-                         uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream, uint32_t phases,
-                         const char *what) {
-  int rc = check_call(ep, what);
-  if (!rc) rc = check_halves(ep, what, NULL);
-  if (rc) return rc;
-  MORI_TRACE_SCOPE(what, MORI_TA("tokens", num_tokens));
+/* A dispatch's input, checked (0, or the error set). */
+static int check_dispatch(const mori_ep_t *ep, const void *input, const float *weights, const void *scales,
+                          const int32_t *indices, uint32_t num_tokens, uint32_t phases, const char *what) {
+  int rc = 0;
   const mori_ep_config_t *c = &ep->config;
   if (num_tokens > c->max_num_inp_token_per_rank)
     return mori_error_set(MORI_EINVAL, "%s: rank %d dispatches %u tokens, more than max_num_inp_token_per_rank %u", what,
@@ -359,6 +358,40 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
         (rc = check_apart(ep, what, "indices", indices, T * K * 4, lo, hi, outs)))
       return rc;
   }
+  return 0;
+}
+
+/* This rank's part of a dispatch whose input it refused (`refusal`, the
+ * error already set): no tokens, the header marked, so the peers' calls
+ * complete and report it; returns the refusal with its message. */
+static int refuse_dispatch(mori_ep_t *ep, int refusal, void *stream, uint32_t phases) {
+  char why[512];
+  snprintf(why, sizeof(why), "%s", mori_last_error());
+  mori_ep_args_t a = {.num_tokens = 0, .phases = phases, .refused = 1};
+  ep->last_num_tokens = 0;
+  ep->refused = 1;
+  int rc = mori_ep_launch_dispatch(ep, &a, choose_shape(ep, NULL, 0), stream);
+  if (rc) MORI_WARN("%s; and this rank's part of the call could not run: %s", why, mori_last_error());
+  return mori_error_set(refusal, "%s", why);
+}
+
+int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream) {
+  int rc = check_call(ep, "ep_dispatch_refused");
+  if (!rc) rc = check_halves(ep, "ep_dispatch_refused", NULL);
+  if (rc) return rc;
+  mori_error_set(MORI_EINVAL, "ep_dispatch: rank %d refused this call", ep->config.rank);
+  return refuse_dispatch(ep, MORI_EINVAL, stream, send_only ? MORI_EP_PHASE_SEND : MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV);
+}
+
+static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
+                         uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream, uint32_t phases,
+                         const char *what) {
+  int rc = check_call(ep, what);
+  if (!rc) rc = check_halves(ep, what, NULL);
+  if (rc) return rc;
+  MORI_TRACE_SCOPE(what, MORI_TA("tokens", num_tokens));
+  rc = check_dispatch(ep, input, weights, scales, indices, num_tokens, phases, what);
+  if (rc) return refuse_dispatch(ep, rc, stream, phases);
   mori_ep_args_t a = {
       .input = input, .weights = weights, .scales = scales, .indices = indices, .num_tokens = num_tokens, .phases = phases};
   ep->last_num_tokens = num_tokens;
@@ -366,6 +399,7 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
   if (!rc && phases == MORI_EP_PHASE_SEND) ep->waiting = "dispatch_send";
   return rc;
 }
+
 
 int mori_ep_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
                      uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream) {
@@ -469,6 +503,16 @@ int mori_ep_check(mori_ep_t *ep) {
     int32_t zero = 0;
     rc = mori_device_upload(ep->device, state + offsetof(mori_ep_state_t, bad_seen), &zero, sizeof(zero));
     if (rc) return rc;
+    /* A refusal this rank made itself was its own call's error already. */
+    if (st.bad_count < 0 && ep->refused) {
+      ep->refused = 0;
+      return wrc;
+    }
+    if (st.bad_count < 0)
+      return mori_error_set(MORI_EINVAL,
+                            "ep: rank %d refused its part of a dispatch (its own error says why): none of its tokens were "
+                            "sent in that call (seen on rank %d)",
+                            st.bad_rank, ep->config.rank);
     return mori_error_set(MORI_EINVAL,
                           "ep: rank %d's token %d has expert index %d in top-k slot %d, outside [0, %llu): %d token(s) of "
                           "that rank were dropped (seen on rank %d)",

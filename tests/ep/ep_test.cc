@@ -354,6 +354,51 @@ void ExpectRefused(int rc, int code, const std::string &text) {
   EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << mori_last_error();
 }
 
+// A dispatch refused on one rank only (more tokens than the config's
+// maximum): that rank's part still runs with no tokens, so every rank's call
+// completes with the other ranks' rows and the ranks stay in step (before,
+// the others paired this call with the refusing rank's next one); the
+// other ranks' check names the refusing rank; later calls are right
+// everywhere.
+TEST(Ep, ARefusalOnOneRankKeepsTheRanksInStep) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    const int bad = size - 1, call = 3;
+    std::vector<Inputs> all;
+    for (int r = 0; r < size; r++) all.push_back(MakeInputs(s, r, size, call));
+    const Inputs &in = all[rank];
+    if (rank == bad) {
+      std::vector<uint8_t> rows((s.max_tokens + 1) * s.hidden * 2);
+      std::vector<int32_t> idx((s.max_tokens + 1) * s.top_k, 0);
+      ExpectRefused(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, idx.data(), s.max_tokens + 1, nullptr, nullptr),
+                    MORI_EINVAL, "more than max_num_inp_token_per_rank");
+    } else {
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr,
+                                      nullptr));
+    }
+    int32_t want = 0;
+    for (int src = 0; src < size; src++)
+      for (uint32_t t = 0; src != bad && t < all[src].tokens; t++) want += Dests(s, all[src], t).count(rank) ? 1 : 0;
+    EXPECT_EQ(*b.recv_num_token, want) << "rows from every rank but the refusing one";
+    if (rank == bad) {
+      MORI_EXPECT_OK(mori_ep_check(ep));  // its own refusal: its call said so already
+    } else {
+      ExpectRefused(mori_ep_check(ep), MORI_EINVAL, "rank " + std::to_string(bad) + " refused its part of a dispatch");
+    }
+    MORI_EXPECT_OK(mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
+    for (int k = 0; k < 20; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, 10 + k, CallOptions(k)));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
 // Combine weights given on some ranks only: a rank without them adds zeros
 // for its copies to the sums of the ranks that have them (not what its last
 // combine left).
@@ -471,6 +516,10 @@ TEST(Ep, Refusals) {
                     MORI_EINVAL, "ep_combine_send is still waiting");
       MORI_ASSERT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
     }
+    // The refused dispatches ran this rank's part with no tokens (so the
+    // ranks stayed in step); a rank's check does not report its own
+    // refusals again (every rank refused here).
+    MORI_EXPECT_OK(mori_ep_check(ep));
     // The context still works.
     for (int call = 0; call < 3; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, Options()));
     MORI_EXPECT_OK(mori_ep_check(ep));

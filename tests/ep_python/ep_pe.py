@@ -232,6 +232,22 @@ class Pe:
                       ("max_token_type_size is 2",))
         op8.destroy()
         op.destroy()
+        # A dispatch refused on one rank only: that rank's part still runs
+        # with no tokens, so the others' calls complete without its tokens,
+        # their check names it, and every rank stays in step.
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        x, w, s, idx = self.inputs(op, 11, "uniform", n=4)[me]
+        if me == world - 1:
+            big = torch.zeros(MAX_TOKENS + 1, HIDDEN, dtype=torch.bfloat16)
+            big_idx = torch.zeros(MAX_TOKENS + 1, TOPK, dtype=torch.int32)
+            expect_raises(ValueError, lambda: op.dispatch(big, None, None, big_idx), ("max_num_inp_token_per_rank",))
+        else:
+            op.dispatch(x, w, None, idx)
+            expect_raises(mori.ops.EpError, op.check, (f"rank {world - 1} refused its part of a dispatch",))
+        op.check()  # cleared; the refusing rank's own refusal is not reported again
+        for seed in (12, 13):
+            self.one_call(op, seed, "uniform", torch.bfloat16)
+        op.destroy()
 
     def launch_modes(self):
         """The config's launch shape reaches the library; with

@@ -21,7 +21,8 @@
  * Bad data found on the device (an expert index out of range) is not a
  * crash: the call completes with that token dropped and the next
  * mori_ep_check on every rank reports MORI_EINVAL naming the rank, the
- * token and the index. */
+ * token and the index. A dispatch whose input one rank refuses is the same
+ * (mori_ep_dispatch_refused). */
 #ifndef MORI_EP_H
 #define MORI_EP_H
 
@@ -118,6 +119,15 @@ MORI_API int mori_ep_dispatch_send(mori_ep_t *ep, const void *input, const float
                                    const int32_t *indices, uint32_t num_tokens, const mori_ep_launch_t *launch,
                                    void *stream);
 MORI_API int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream);
+/* A dispatch (or its send half) this rank refuses: a call with bad input
+ * on one rank only must not leave the others paired with its next call.
+ * mori_ep_dispatch and mori_ep_dispatch_send do this themselves when they
+ * refuse a call's input (too many tokens, missing buffers, an input inside
+ * the outputs): this rank's part runs with no tokens, marked refused, so
+ * every rank's call completes and every rank's mori_ep_check then reports
+ * MORI_EINVAL naming this rank. A binding whose own checks refuse a call
+ * calls this instead. The halves' pairing is not changed by it. */
+MORI_API int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream);
 
 /* Combine the last dispatch: `input` holds this rank's processed rows in
  * its dispatch output's order (NULL: the registered combine_input) of

@@ -456,7 +456,18 @@ class EpDispatchCombineOp:
         call = "dispatch_send" if send_only else "dispatch"
         if self._ep is None:
             raise RuntimeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: the op was destroyed")
-        n, scales = self._check_dispatch(call, input, weights, scales, indices)
+        try:
+            n, scales = self._check_dispatch(call, input, weights, scales, indices)
+            launch = None if torch.compiler.is_compiling() else self._launch_of(block_num, rdma_block_num,
+                                                                                 warp_per_block)
+        except (ValueError, TypeError):
+            # The call still runs here with no tokens, marked refused, so a
+            # call refused on some ranks only does not leave the others paired
+            # with this rank's next one; their check() names this rank.
+            if not torch.compiler.is_compiling():
+                lib.mori_ep_dispatch_refused(self._ep, 1 if send_only else 0, self._stream())
+                self._last_num_tokens = 0
+            raise
         result = self._dispatch_result(scales)
         if torch.compiler.is_compiling():
             torch.ops.mori.ep_dispatch(self._handle, input, weights, scales, indices, block_num, rdma_block_num,
@@ -465,8 +476,7 @@ class EpDispatchCombineOp:
         else:
             if self.check_every_call:
                 self.check()
-            self._raw_dispatch(send_only, input, weights, scales, indices,
-                               self._launch_of(block_num, rdma_block_num, warp_per_block))
+            self._raw_dispatch(send_only, input, weights, scales, indices, launch)
         self._last_num_tokens = n
         return result
 

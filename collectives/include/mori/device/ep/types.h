@@ -15,7 +15,7 @@
 /* Header a rank publishes per call (int32 words, in its own memory, one per
  * parity): bad-index record, token count, then its rows for each rank. */
 enum {
-  MORI_EP_HDR_BAD_COUNT = 0, /* tokens dropped for an expert index out of range */
+  MORI_EP_HDR_BAD_COUNT = 0, /* tokens dropped for an expert index out of range; -1: the rank refused its call */
   MORI_EP_HDR_BAD_TOKEN = 1, /* the first of them */
   MORI_EP_HDR_BAD_SLOT = 2,  /* its top-k slot */
   MORI_EP_HDR_BAD_INDEX = 3, /* and the index found there */
@@ -107,6 +107,7 @@ typedef struct mori_ep_args {
   uint32_t phases; /* MORI_EP_PHASE_* */
   uint32_t dtype;
   uint32_t has_weights; /* combine: the send half was given weights (the receive half sums them) */
+  uint32_t refused;     /* dispatch: this rank refused its call (no tokens; the header says so) */
 } mori_ep_args_t;
 
 #endif

@@ -281,7 +281,7 @@ MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mor
     MORI_SYNC_BLOCK(); /* total is reset for the next group */
   }
   if (last && tid == 0) {
-    hdr[MORI_EP_HDR_BAD_COUNT] = (int32_t)sc->bad_count;
+    hdr[MORI_EP_HDR_BAD_COUNT] = a->refused ? -1 : (int32_t)sc->bad_count;
     hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
     if (sc->bad_count) {
       uint32_t first = sc->bad_first, slot = 0;
@@ -539,7 +539,7 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
         pre[s + 1] = pre[s] + (uint32_t)h[MORI_EP_HDR_COUNTS + me];
         if (block == 0) {
           base[s] = (int32_t)pre[s];
-          if (h[MORI_EP_HDR_BAD_COUNT] > 0 && !st->bad_seen) {
+          if (h[MORI_EP_HDR_BAD_COUNT] != 0 && !st->bad_seen) { /* a dropped token, or a refused call */
             st->bad_rank = s;
             st->bad_token = h[MORI_EP_HDR_BAD_TOKEN];
             st->bad_slot = h[MORI_EP_HDR_BAD_SLOT];
