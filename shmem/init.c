@@ -55,8 +55,13 @@ static void release_all(void) {
     free(b);
   }
   mori_shmem.blocks = NULL;
-  if (mori_comm_destroy(mori_shmem.comm) != 0) MORI_WARN("shmem_finalize: %s", mori_last_error());
-  mori_bootstrap_destroy(mori_shmem.bootstrap);
+  /* A comm with windows still alive (an EP context's, say) is kept, and so
+   * is its bootstrap, which its collective steps across hosts still use:
+   * they go when those windows do not need them, at exit. */
+  if (mori_comm_destroy(mori_shmem.comm) != 0)
+    MORI_WARN("shmem_finalize: %s; the comm and its bootstrap are kept for them (destroy them first)", mori_last_error());
+  else
+    mori_bootstrap_destroy(mori_shmem.bootstrap);
   mori_shmem.comm = NULL;
   mori_shmem.bootstrap = NULL;
   mori_shmem.initialized = false;

@@ -362,6 +362,12 @@ def main(rank, world, uid_path, calls):
         getattr(pe, part)()
         timings[part] = time.time() - start
     timings["back_to_back"] = pe.back_to_back(calls)
+    # MORI Shmem finalized while an op lives: the op's comm and bootstrap
+    # stay (with a warning) until the op is destroyed, which still works.
+    op = mori.ops.EpDispatchCombineOp(pe.config(torch.bfloat16))
+    pe.one_call(op, 21, "uniform", torch.bfloat16)
+    shmem.shmem_finalize()
+    op.destroy()
     mori.finalize()
     print(f"PE {rank} of {world}: ok; {calls} back-to-back calls checked; "
           + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()), flush=True)
