@@ -4,9 +4,11 @@ through a unique-ID file, then EpDispatchCombineOp checked against
 ep_reference in every dtype and routing, back to back, refusing bad input,
 and under torch.compile.
     ep_pe.py <rank> <world> <uid file> <back-to-back calls>"""
+import gc
 import os
 import sys
 import time
+import warnings
 
 import torch
 
@@ -366,6 +368,14 @@ def main(rank, world, uid_path, calls):
     # stay (with a warning) until the op is destroyed, which still works.
     op = mori.ops.EpDispatchCombineOp(pe.config(torch.bfloat16))
     pe.one_call(op, 21, "uniform", torch.bfloat16)
+    # An op collected without destroy() (collective, so not from the
+    # collector) says that its buffers stay.
+    leaked = mori.ops.EpDispatchCombineOp(pe.config(torch.bfloat16))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        del leaked
+        gc.collect()
+    assert any(issubclass(w.category, ResourceWarning) and "without destroy()" in str(w.message) for w in seen), seen
     shmem.shmem_finalize()
     op.destroy()
     mori.finalize()

@@ -688,6 +688,16 @@ class EpDispatchCombineOp:
         return out
 
     # ---- lifetime ---------------------------------------------------------------------------------------
+    def __del__(self):
+        # destroy() is collective, so it cannot run from the garbage
+        # collector: say that the buffers stay instead of losing them quietly.
+        if getattr(self, "_ep", None) is not None:
+            import warnings
+
+            warnings.warn(f"EpDispatchCombineOp on rank {self.rank} was collected without destroy(): its buffers "
+                          f"stay allocated until the process ends; call destroy() (collective) on every rank",
+                          ResourceWarning, stacklevel=2)
+
     def destroy(self):
         """Collective: waits for the device and frees the context. Its views
         must not be used afterwards. Idempotent."""
