@@ -400,7 +400,6 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
   return rc;
 }
 
-
 int mori_ep_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
                      uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream) {
   return send_dispatch(ep, input, weights, scales, indices, num_tokens, launch, stream,

@@ -615,8 +615,8 @@ MORI_DEVICE_INLINE int mori_gda_lane_id(void) { return 0; }
 MORI_DEVICE_INLINE mori_gda_lanes_t mori_gda_lanes_below(void) { return 0u; }
 MORI_DEVICE_INLINE int mori_gda_lanes_count(mori_gda_lanes_t m) { return __builtin_popcount(m); }
 MORI_DEVICE_INLINE int mori_gda_lanes_last(mori_gda_lanes_t m) { return 31 - __builtin_clz(m); }
-#define MORI_GDA_SHUFFLE(m, v, lane) (v)
-#define MORI_GDA_SYNC_LANES(m) ((void)0)
+#define MORI_GDA_SHUFFLE(m, v, lane) ((void)(m), (void)(lane), (v))
+#define MORI_GDA_SYNC_LANES(m) ((void)(m))
 #endif
 /* The lowest lane of m (m not empty): the count of the zeros below it. */
 MORI_DEVICE_INLINE int mori_gda_lanes_first(mori_gda_lanes_t m) {
