@@ -123,7 +123,7 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
   /* A comm maps, registers and signals on its own device only. Checked in
    * the table rather than by the rank alone, so that every rank fails with
    * the same message in this one exchange (a layer above may try a comm
-   * first and agree on another when this fails: torch_backend/group.cc). */
+   * first and agree on another when this fails, as the torch backend does). */
   for (int r = 0; r < size; r++)
     if (all[r].mem_device >= 0 && all[r].mem_device != all[r].device)
       return mori_error_set(MORI_EINVAL, "window_create: rank %d's memory is on device %d, its comm on device %d", r,

@@ -13,10 +13,15 @@ inputs in place) nothing more happens; when it passes copies of them
 (functionalization without re-inplacing, e.g. the aot_eager backend), the
 implementation copies the buffers into them, so the results are right
 either way."""
+import weakref
 from typing import Optional
 
 import torch
 from torch import Tensor
+
+# Live contexts by handle (EpDispatchCombineOp adds itself), for the ops,
+# which take the handle as an int.
+_OPS = weakref.WeakValueDictionary()
 
 _DISPATCH_OUTS = ("out_tokens", "out_weights", "out_scales", "out_indices", "recv_num_token", "src_token_pos")
 
@@ -36,8 +41,6 @@ def _dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv
 
 
 def _op(handle):
-    from .ep import _OPS
-
     op = _OPS.get(handle)
     if op is None or op._ep is None:
         raise RuntimeError(f"torch.ops.mori.ep_*: no live EpDispatchCombineOp with handle {handle:#x}")

@@ -25,7 +25,6 @@ import ctypes
 import dataclasses
 import enum
 import os
-import weakref
 from typing import Optional
 
 import torch
@@ -35,6 +34,7 @@ from mori._lib import lib
 
 from . import _ep_c as C
 from ._ep_c import EpError
+from ._ep_torch_ops import _OPS  # also registers torch.ops.mori.ep_*
 
 __all__ = ["EpDispatchCombineConfig", "EpDispatchCombineKernelType", "EpDispatchCombineOp", "EpError"]
 
@@ -90,9 +90,6 @@ _SCALE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3
                  torch.uint8, torch.int8, torch.int32)
 # A scale dtype by its size, for the scales output when no scales were passed.
 _SCALE_DTYPE_BY_SIZE = {1: torch.uint8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}
-
-# Live contexts by handle, for the custom ops (which take the handle as an int).
-_OPS = weakref.WeakValueDictionary()
 
 
 class _DeviceArray:
@@ -706,5 +703,3 @@ class EpDispatchCombineOp:
             _OPS.pop(self._handle, None)
             C.check("mori_ep_destroy", lib.mori_ep_destroy(ep))
 
-
-from . import _ep_torch_ops  # noqa: E402,F401  (registers torch.ops.mori.ep_*)

@@ -307,8 +307,15 @@ static void push_host(struct swcx_cq *cq, const struct ibv_wc *wc) {
   cq->host_n++;
 }
 
+/* The QP a completion names; NULL when it is gone. Caller holds c->lock. */
+static struct swcx_qp *qp_by_num(struct swcx_context *c, uint32_t qpn) {
+  for (size_t i = 0; i < c->n_qps; i++)
+    if (c->qps[i]->qp.qp_num == qpn) return c->qps[i];
+  return NULL;
+}
+
 static void sort(struct swcx_context *c, struct swcx_cq *cq, struct ibv_wc *wc) {
-  struct swcx_qp *q = swcx_qp_by_num(c, wc->qp_num);
+  struct swcx_qp *q = qp_by_num(c, wc->qp_num);
   if (!q) return; /* its QP is gone */
   if (wc->wr_id & SWCX_WR_DEVICE) {
     uint32_t seq = (uint32_t)wc->wr_id;

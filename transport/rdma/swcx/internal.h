@@ -261,7 +261,6 @@ int64_t swcx_now_ms(void);
  * (NULL: not one of ours). */
 struct swcx_qp *swcx_find_qp(struct ibv_qp *qp);
 struct swcx_cq *swcx_find_cq(struct ibv_cq *cq);
-struct swcx_qp *swcx_qp_by_num(struct swcx_context *c, uint32_t qpn);
 
 #ifdef __cplusplus
 }

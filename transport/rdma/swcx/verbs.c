@@ -475,12 +475,6 @@ static int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
   return 0;
 }
 
-struct swcx_qp *swcx_qp_by_num(struct swcx_context *c, uint32_t qpn) {
-  for (size_t i = 0; i < c->n_qps; i++)
-    if (c->qps[i]->qp.qp_num == qpn) return c->qps[i];
-  return NULL;
-}
-
 /* ---- the proxy path's posting and polling ---- */
 
 static int take_host_slot(struct swcx_qp *q, uint32_t *slot) {
