@@ -212,6 +212,14 @@ void mori_comm_release(mori_comm_t *c) {
   free(c);
 }
 
+int mori_comm_check_live(const mori_comm_t *comm, const char *call) {
+  pthread_mutex_lock(&comms_lock);
+  const mori_comm_t *c = live_comms;
+  while (c && c != comm) c = c->next_live;
+  pthread_mutex_unlock(&comms_lock);
+  return c ? 0 : mori_error_set(MORI_EINVAL, "%s: %p is not a live comm (destroyed already?)", call, (const void *)comm);
+}
+
 void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg) {
   pthread_mutex_lock(&comms_lock);
   for (mori_comm_t *c = live_comms; c; c = c->next_live) fn(c, arg);

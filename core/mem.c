@@ -40,8 +40,11 @@ static void insert_locked(mori_alloc_t *a) {
 }
 
 /* Completes the bookkeeping of memory made elsewhere (mem_register,
- * mem_register_range) and makes it known. */
-static void insert_registered(mori_alloc_t *a, void *base, size_t size, const mori_mem_attr_t *attr) {
+ * mem_register_range) and makes it known, unless [base, +size) overlaps
+ * memory mori knows already: then the base of that memory, and nothing is
+ * inserted. Checked and inserted under one lock, so two threads cannot
+ * register overlapping ranges. */
+static void *insert_registered(mori_alloc_t *a, void *base, size_t size, const mori_mem_attr_t *attr) {
   a->local.base = base;
   a->local.mapped_size = size;
   a->local.device = a->local.mem.device;
@@ -50,8 +53,11 @@ static void insert_registered(mori_alloc_t *a, void *base, size_t size, const mo
   a->registered = true;
   a->refs = 1;
   pthread_mutex_lock(&registry_lock);
-  insert_locked(a);
+  mori_alloc_t *known = overlap_locked(base, size);
+  void *known_base = known ? known->local.base : NULL;
+  if (!known) insert_locked(a);
   pthread_mutex_unlock(&registry_lock);
+  return known_base;
 }
 
 /* Drops one reference; the last one unmaps and releases. */
@@ -207,7 +213,21 @@ int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base_out) {
     free(a);
     return mori_error_context(rc, "mem_register(%p)", ptr);
   }
-  insert_registered(a, base, size, attr);
+  /* What is registered is the whole mapping around ptr: it must hold no
+   * mori memory (a heap chunk's free space, a carve's neighbours). */
+  mori_heap_location_t where;
+  mori_error_saved_t quiet;
+  mori_error_save(&quiet);
+  bool in_heap = mori_heap_locate(ptr, &where) == 0;
+  mori_error_restore(&quiet);
+  known_base = in_heap ? NULL : insert_registered(a, base, size, attr);
+  if (in_heap || known_base) {
+    if (mori_platform_mem_release(&a->local.mem) != 0) MORI_WARN("mem_register: %s", mori_last_error());
+    free(a);
+    return in_heap ? mori_error_set(MORI_EEXIST, "mem_register: %p is inside mori's symmetric heap (chunk %d)", ptr, where.chunk)
+                   : mori_error_set(MORI_EEXIST, "mem_register: the mapping around %p ([%p, +%zu bytes)) holds mori memory at %p",
+                                    ptr, base, size, known_base);
+  }
   if (base_out) *base_out = base;
   return 0;
 }
@@ -229,7 +249,12 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
     free(a);
     return mori_error_context(rc, "mem_register_range(%p, %zu bytes)", ptr, size);
   }
-  insert_registered(a, ptr, size, attr);
+  known_base = insert_registered(a, ptr, size, attr);
+  if (known_base) { /* registered by another thread since the check above */
+    if (mori_platform_mem_release(&a->local.mem) != 0) MORI_WARN("mem_register_range: %s", mori_last_error());
+    free(a);
+    return mori_error_set(MORI_EEXIST, "mem_register_range: [%p, +%zu bytes) overlaps mori memory at %p", ptr, size, known_base);
+  }
   return 0;
 }
 

@@ -101,6 +101,26 @@ static const char *malformed(const mori_rendezvous_info_t *i) {
   return NULL;
 }
 
+/* The comm's shared memory (signal arenas, heap chunks mapped) is made
+ * by every rank together, so it is alike everywhere — unless mori_finalize,
+ * which releases it on the rank that calls it, ran on some ranks only.
+ * Then no window can be made on the comm until every rank has finalized
+ * as often: said here, on every rank, before any step depends on it. */
+static int check_shared_state(const mori_rendezvous_info_t *all, int size) {
+  int r = 1;
+  while (r < size && all[r].arenas == all[0].arenas && all[r].heap_chunks == all[0].heap_chunks &&
+         all[r].finalizes == all[0].finalizes)
+    r++;
+  if (r == size) return 0;
+  return mori_error_set(MORI_EMISMATCH,
+                        "window_create: the ranks' comms hold different shared memory (rank 0: %u signal arena(s), %u heap "
+                        "chunk(s) mapped, mori_finalize %u time(s); rank %d: %u, %u, %u): mori_finalize releases a comm's "
+                        "shared memory on the rank that calls it, so call it on every rank (at the end of the job) or make "
+                        "a new comm",
+                        all[0].arenas, all[0].heap_chunks, all[0].finalizes, r, all[r].arenas, all[r].heap_chunks,
+                        all[r].finalizes);
+}
+
 int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int lsa_base, int lsa_size,
                              const char *const *arg_names) {
   char list[512];
@@ -111,6 +131,8 @@ int mori_rendezvous_validate(const mori_rendezvous_info_t *all, int size, int ls
     return mori_error_set(code, "window_create: rank(s) %s failed before the rendezvous (rank %d: %s)", list, first,
                           mori_err_name(code));
   }
+  int rc0 = check_shared_state(all, size);
+  if (rc0) return rc0;
   bool all_empty = false;
   int rc = check_terms(all, size, arg_names, &all_empty);
   if (rc || all_empty) return rc;

@@ -383,3 +383,12 @@ void mori_signal_arena_destroy_all(mori_comm_t *c) {
   free(all);
   c->arenas = NULL;
 }
+
+int mori_signal_arena_count(mori_comm_t *c) {
+  struct mori_signal_arenas *all = c->arenas;
+  if (!all) return 0;
+  pthread_mutex_lock(&all->lock);
+  int n = all->count;
+  pthread_mutex_unlock(&all->lock);
+  return n;
+}

@@ -11,6 +11,8 @@
 
 int mori_comm_destroy(mori_comm_t *comm) {
   if (!comm) return 0;
+  int rc = mori_comm_check_live(comm, "comm_destroy");
+  if (rc) return rc; /* nothing of it may be read: it may be freed memory */
   MORI_TRACE_SCOPE("comm_destroy", MORI_TA("rank", comm->rank));
   int live = mori_comm_live_windows(comm);
   if (live > 0) return mori_error_set(MORI_EBUSY, "comm_destroy: %d window(s) of this comm are still alive", live);
@@ -21,6 +23,7 @@ int mori_comm_destroy(mori_comm_t *comm) {
 }
 
 static void release_comm_memory(mori_comm_t *comm, void *unused) {
+  comm->finalizes++;
   mori_signal_arena_destroy_all(comm);
   mori_heap_segments_destroy_all(comm);
 }

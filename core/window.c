@@ -198,6 +198,8 @@ int mori_window_create(mori_comm_t *comm, void *ptr, mori_window_t **out) {
 
 int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_window_terms_t *terms, mori_window_t **out) {
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "window_create: comm and out are required");
+  int live_rc = mori_comm_check_live(comm, "window_create");
+  if (live_rc) return live_rc;
   MORI_TRACE_SCOPE("window_create", MORI_TA("window", comm->next_segment_seq), MORI_TA("ranks", comm->size));
   *out = NULL;
   mori_rendezvous_info_t me;
@@ -207,6 +209,9 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
   me.device = comm->device;
   me.mem_device = comm->device; /* an empty allocation has none: nothing to check */
   me.segment_seq = comm->next_segment_seq;
+  me.arenas = (uint32_t)mori_signal_arena_count(comm);
+  me.heap_chunks = (uint32_t)mori_heap_segments_count(comm);
+  me.finalizes = comm->finalizes;
   /* A failure of this rank's own takes part in step 1 as its status: every
    * rank then fails together, naming it and carrying its message, and no
    * rank skips a later step. */
@@ -288,7 +293,8 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
 
 int mori_window_destroy(mori_window_t *w) {
   if (!w) return 0;
-  MORI_TRACE_SCOPE("window_destroy", MORI_TA("bytes", w->alloc ? w->alloc->size : 0));
+  /* Nothing of w is read before it is found live: a second destroy passes
+   * freed memory. */
   pthread_mutex_lock(&windows_lock);
   bool live = false;
   for (mori_window_t **p = &live_windows; *p; p = &(*p)->next)
@@ -300,6 +306,7 @@ int mori_window_destroy(mori_window_t *w) {
     }
   pthread_mutex_unlock(&windows_lock);
   if (!live) return mori_error_set(MORI_EINVAL, "window_destroy: %p is not a live window (destroyed twice?)", (void *)w);
+  MORI_TRACE_SCOPE("window_destroy", MORI_TA("bytes", w->alloc ? w->alloc->size : 0));
   teardown(w);
   return 0;
 }

@@ -50,11 +50,17 @@ struct mori_comm {
   struct mori_heap_segments *heap_segments; /* the device heap's chunks mapped across this comm */
   struct mori_node_channel *channel; /* NULL: collective steps go through the bootstrap */
   void *locality_dev;                /* locality.c: the peers' locality words on the device, made on first use */
+  /* Times mori_finalize released this comm's shared memory on this rank
+   * (window creation compares it across ranks: see rendezvous.h). */
+  uint32_t finalizes;
   struct mori_comm *next_live; /* the process's list of comms (teardown) */
 };
 
 /* The process's comms, for mori_finalize: calls fn on each under the lock. */
 void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg);
+/* 0 when `comm` is one of the process's live comms, else MORI_EINVAL naming
+ * `call` (a comm destroyed already, or a pointer that never was one). */
+int mori_comm_check_live(const mori_comm_t *comm, const char *call);
 /* Removes the comm from the list and releases it (plug-ins' fini, tables). */
 void mori_comm_release(mori_comm_t *comm);
 /* mori_comm_allgather for one of core's own collective steps: `what` names

@@ -35,6 +35,9 @@ typedef struct mori_rendezvous_info {
   uint64_t segment_seq; /* the rank's next segment sequence number */
   uint64_t args[2];     /* the caller's arguments, alike on every rank */
   mori_arena_proposal_t arena; /* the run this rank proposes for the window's signal slots */
+  /* What the comm shares on this rank, the same on every rank while every
+   * rank's mori_finalize (which releases it) has run equally often. */
+  uint32_t arenas, heap_chunks, finalizes, reserved;
 } mori_rendezvous_info_t;
 
 /* 0 when the `size` records agree and each is consistent (every record
@@ -42,8 +45,9 @@ typedef struct mori_rendezvous_info {
  * ranks: a rank that failed before the rendezvous (its code when it is one
  * of mori's, else MORI_EIO), memory mori does not own (MORI_ENOT_OWNED), a
  * malformed record (MORI_EPROTO), memory on a device other than the
- * rank's comm (MORI_EINVAL, naming the rank and both devices), a
- * disagreement (MORI_EMISMATCH: sizes,
+ * rank's comm (MORI_EINVAL, naming the rank and both devices), comms
+ * whose shared state differs (MORI_EMISMATCH: mori_finalize ran on some
+ * ranks only), a disagreement (MORI_EMISMATCH: sizes,
  * terms, the caller's arguments, or with MORI_RENDEZVOUS_SAME_PLACE the
  * heap offsets), or the same place asked of memory outside the heap
  * (MORI_ENOTSUP). lsa_base/lsa_size: this rank's load/store team;

@@ -50,6 +50,9 @@ mori_segment_t *mori_signal_arena_segment(mori_comm_t *comm, const mori_arena_sl
 void mori_signal_arena_flat(mori_comm_t *comm, const mori_arena_slot_t *slot, uint64_t *base, uint64_t *stride);
 /* Releases every arena of the comm (no window may use them any more). */
 void mori_signal_arena_destroy_all(mori_comm_t *comm);
+/* How many arenas the comm holds on this rank (the same on every rank,
+ * unless mori_finalize ran on some ranks only). */
+int mori_signal_arena_count(mori_comm_t *comm);
 
 MORI_EXTERN_C_END
 
