@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Predefined teams and splits, from the comm's topology. */
-#include <string.h>
+#include <stdint.h>
 
 #include "core/base/error.h"
 #include "mori/plugin.h"
@@ -54,12 +54,46 @@ int mori_team_get(const mori_comm_t *comm, mori_team_kind_t kind, mori_team_t *o
   return mori_error_set(MORI_EINVAL, "team_get: unknown team kind %d", (int)kind);
 }
 
+/* What makes *t no team, or NULL. Teams are plain values (collectives take
+ * them by hand, destroy leaves size 0), so a split checks its parent before
+ * its arithmetic: stride 0 divided by zero, a negative one or a wrapped last
+ * member gave children outside the world. */
+static const char *team_defect(const mori_team_t *t) {
+  if (t->stride < 1) return "its stride is below 1";
+  if (t->size < 1) return "its size is below 1";
+  if (t->start < 0) return "its start is negative";
+  if (t->rank < -1 || t->rank >= t->size) return "its rank is neither -1 nor below its size";
+  if ((int64_t)t->start + (int64_t)(t->size - 1) * t->stride > INT32_MAX)
+    return "its last member's world rank does not fit int";
+  return NULL;
+}
+
+static int check_parent(const char *call, const mori_team_t *t) {
+  const char *why = team_defect(t);
+  if (!why) return 0;
+  return mori_error_set(MORI_EINVAL, "%s: parent team {start %d, stride %d, size %d, rank %d} is not a team: %s", call,
+                        t->start, t->stride, t->size, t->rank, why);
+}
+
 int mori_team_split_strided(const mori_team_t *parent, int start, int stride, int size, mori_team_t *out) {
   if (!parent || !out) return mori_error_set(MORI_EINVAL, "team_split_strided: NULL argument");
-  if (start < 0 || stride < 1 || size < 1 || start + (size - 1) * stride >= parent->size)
+  int rc = check_parent("team_split_strided", parent);
+  if (rc) return rc;
+  /* 64 bits: in int, start + (size-1)*stride wrapped negative and passed.
+   * Both terms are below 2^62, so the sum cannot overflow. */
+  if (start < 0 || stride < 1 || size < 1 || (int64_t)start + (int64_t)(size - 1) * stride >= parent->size)
     return mori_error_set(MORI_EINVAL, "team_split_strided: indices %d + k*%d for k < %d leave the parent team of size %d",
                           start, stride, size, parent->size);
-  mori_team_t t = {parent->start + start * parent->stride, stride * parent->stride, size, -1};
+  /* Members inside a sound parent have world ranks that fit int, and so
+   * does the stride between two of them; a single member (size 1) may be
+   * given any stride, whose product with the parent's can still wrap. */
+  int64_t world_stride = (int64_t)stride * parent->stride;
+  if (world_stride > INT32_MAX)
+    return mori_error_set(MORI_EINVAL,
+                          "team_split_strided: indices %d + k*%d for k < %d of the parent team of size %d: the stride in "
+                          "world ranks, %d * %d, does not fit int",
+                          start, stride, size, parent->size, stride, parent->stride);
+  mori_team_t t = {parent->start + start * parent->stride, (int)world_stride, size, -1};
   int my_world = mori_team_to_world(*parent, parent->rank);
   t.rank = my_world < 0 ? -1 : mori_team_from_world(t, my_world);
   *out = t;
@@ -68,17 +102,21 @@ int mori_team_split_strided(const mori_team_t *parent, int start, int stride, in
 
 int mori_team_split_2d(const mori_team_t *parent, int x_size, mori_team_t *x, mori_team_t *y) {
   if (!parent || !x || !y) return mori_error_set(MORI_EINVAL, "team_split_2d: NULL argument");
+  int rc = check_parent("team_split_2d", parent);
+  if (rc) return rc;
   if (x_size < 1 || parent->size % x_size)
     return mori_error_set(MORI_EINVAL, "team_split_2d: x size %d does not divide the team size %d", x_size, parent->size);
   if (parent->rank < 0) return mori_error_set(MORI_EINVAL, "team_split_2d: this rank is not in the parent team");
   int row = parent->rank / x_size, col = parent->rank % x_size;
-  int rc = mori_team_split_strided(parent, row * x_size, 1, x_size, x);
+  rc = mori_team_split_strided(parent, row * x_size, 1, x_size, x);
   if (!rc) rc = mori_team_split_strided(parent, col, x_size, parent->size / x_size, y);
   return rc;
 }
 
+/* No members, but a stride of 1: all zeros had stride 0, and the inline
+ * arithmetic of a destroyed team divided by it. */
 void mori_team_destroy(mori_team_t *team) {
-  if (team) memset(team, 0, sizeof(*team));
+  if (team) *team = (mori_team_t){0, 1, 0, -1};
 }
 
 const char *mori_team_transport_name(const mori_comm_t *comm, int peer) {

@@ -3,12 +3,25 @@
 // splits and translations checked on every rank.
 #include "mori/team.h"
 
+#include <climits>
+#include <initializer_list>
+#include <string>
+
 #include "tests/support/world.h"
 
 using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
+
+// The 2-node layout of the tests below: ranks [0, size/2) on node-0.
+void SimulateTwoNodes(int rank, int size) { setenv("MORI_HOST_ID", rank < size / 2 ? "node-0" : "node-1", 1); }
+
+// The last error names every piece of `parts` (the call, the values given).
+void ExpectErrorNames(std::initializer_list<std::string> parts) {
+  std::string msg = mori_last_error();
+  for (const std::string &p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "\"" << p << "\" not in: " << msg;
+}
 
 TEST(Teams, TwoNodeLayoutGivesNodeLsaRailAndSplits) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
@@ -84,6 +97,140 @@ TEST(Teams, IrregularNodesRefuseNodeTeamsWithAReason) {
     MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_LSA, &t));
     EXPECT_EQ(t.size, 1);
     EXPECT_EQ(t.start, rank);
+  });
+}
+
+// start + (size-1)*stride past INT_MAX wrapped negative and passed the
+// bound check: the team then named world rank INT_MIN.
+TEST(Teams, SplitWhoseIndicesOverflowIntIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    SimulateTwoNodes(rank, size);
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_team_t world, t;
+    MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_WORLD, &world));
+    EXPECT_EQ(mori_team_split_strided(&world, 0, 1 << 30, 3, &t), MORI_EINVAL);
+    ExpectErrorNames({"team_split_strided", "0 + k*1073741824 for k < 3", "size " + std::to_string(size)});
+    EXPECT_EQ(mori_team_split_strided(&world, 1, INT_MAX, 2, &t), MORI_EINVAL);
+    ExpectErrorNames({"team_split_strided", "1 + k*2147483647 for k < 2"});
+    EXPECT_EQ(mori_team_split_strided(&world, size - 1, INT_MAX, INT_MAX, &t), MORI_EINVAL);
+    // One member is inside the parent whatever the stride.
+    MORI_ASSERT_OK(mori_team_split_strided(&world, size - 1, INT_MAX, 1, &t));
+    EXPECT_EQ(mori_team_to_world(t, 0), size - 1);
+    EXPECT_EQ(t.rank, rank == size - 1 ? 0 : -1);
+  });
+}
+
+// stride * parent->stride wrapped: a rail team (stride = ranks per node)
+// split with stride INT_MAX got a negative stride.
+TEST(Teams, SplitWhoseWorldStrideOverflowsIntIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    SimulateTwoNodes(rank, size);
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_team_t world, rail, even, t;
+    MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_WORLD, &world));
+    MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_RAIL, &rail));
+    int per_node = size / 2;
+    if (rail.stride >= 2) {  // 4 ranks and more; 8 ranks: stride 4
+      EXPECT_EQ(mori_team_split_strided(&rail, rail.rank, INT_MAX, 1, &t), MORI_EINVAL);
+      ExpectErrorNames({"team_split_strided", std::to_string(rail.rank) + " + k*2147483647 for k < 1", "size 2"});
+    } else {  // stride 1: the product fits
+      MORI_ASSERT_OK(mori_team_split_strided(&rail, rail.rank, INT_MAX, 1, &t));
+      EXPECT_EQ(t.stride, INT_MAX);
+    }
+    // Stride 2 at every rank count.
+    MORI_ASSERT_OK(mori_team_split_strided(&world, 0, 2, size / 2, &even));
+    EXPECT_EQ(mori_team_split_strided(&even, 0, INT_MAX, 1, &t), MORI_EINVAL);
+    ExpectErrorNames({"team_split_strided", "0 + k*2147483647 for k < 1", "size " + std::to_string(per_node)});
+    // The largest product that fits is accepted.
+    MORI_ASSERT_OK(mori_team_split_strided(&even, 0, INT_MAX / 2, 1, &t));
+    EXPECT_EQ(t.stride, INT_MAX - 1);
+    EXPECT_GE(t.stride, 1);
+    EXPECT_EQ(mori_team_to_world(t, 0), 0);
+    EXPECT_EQ(t.rank, rank == 0 ? 0 : -1);
+  });
+}
+
+// Teams are plain values (collectives take them by hand): a split checks
+// its parent before dividing by its stride. Stride 0 was SIGFPE.
+TEST(Teams, SplitOfAnUnsoundParentIsRefusedSayingWhy) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_team_t t, x, y;
+    struct Case {
+      mori_team_t parent;
+      const char *why;
+    } cases[] = {
+        {{0, 0, size, rank}, "stride is below 1"},
+        {{0, -1, size, rank}, "stride is below 1"},
+        {{0, 1, 0, -1}, "size is below 1"},
+        {{0, 1, -3, -1}, "size is below 1"},
+        {{0, 1, size, size}, "rank is neither -1 nor"},
+        {{0, 1, size, -2}, "rank is neither -1 nor"},
+        {{-1, 1, size, rank}, "start is negative"},
+        {{INT_MAX - 1, 2, 2, -1}, "does not fit int"},  // the last member's world rank
+    };
+    for (const Case &c : cases) {
+      const mori_team_t &p = c.parent;
+      std::string parent = "{start " + std::to_string(p.start) + ", stride " + std::to_string(p.stride) + ", size " +
+                           std::to_string(p.size) + ", rank " + std::to_string(p.rank) + "}";
+      EXPECT_EQ(mori_team_split_strided(&p, 0, 1, 1, &t), MORI_EINVAL) << parent;
+      ExpectErrorNames({"team_split_strided", parent, c.why});
+      EXPECT_EQ(mori_team_split_2d(&p, 1, &x, &y), MORI_EINVAL) << parent;
+      ExpectErrorNames({"team_split_2d", parent, c.why});
+    }
+    // The same arithmetic on a sound parent works: the largest start that fits.
+    mori_team_t top = {INT_MAX - 1, 1, 2, -1};
+    MORI_ASSERT_OK(mori_team_split_strided(&top, 1, 1, 1, &t));
+    EXPECT_EQ(mori_team_to_world(t, 0), INT_MAX);
+  });
+}
+
+// The inline arithmetic divides by the stride: a team whose stride is below 1
+// or that has no members has no members, on the host and in kernels.
+TEST(Teams, ArithmeticOnAStrideBelowOneOrNoMembersFindsNone) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_team_t bad[] = {{0, 0, size, rank}, {0, -2, size, rank}, {0, 1, 0, -1}, {0, 1, -1, -1}};
+    mori_team_t world = {0, 1, size, rank};
+    for (const mori_team_t &t : bad) {
+      for (int r = -1; r <= size; r++) {
+        EXPECT_FALSE(mori_team_is_member(t, r)) << t.stride << " " << t.size << " world " << r;
+        EXPECT_EQ(mori_team_from_world(t, r), -1);
+        EXPECT_EQ(mori_team_to_world(t, r), -1);
+        EXPECT_EQ(mori_team_translate(world, r, t), -1);
+        EXPECT_EQ(mori_team_translate(t, r, world), -1);
+      }
+      EXPECT_EQ(mori_team_from_world(t, INT_MIN), -1);
+      EXPECT_EQ(mori_team_from_world(t, INT_MAX), -1);
+    }
+  });
+}
+
+// destroy used to zero the team: stride 0, so is_member divided by zero.
+TEST(Teams, DestroyedTeamHasNoMembers) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    SimulateTwoNodes(rank, size);
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_team_t world, node, t, x, y;
+    MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_WORLD, &world));
+    MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_NODE, &node));
+    mori_team_destroy(&node);
+    EXPECT_EQ(mori_team_size(node), 0);
+    EXPECT_EQ(mori_team_rank(node), -1);
+    EXPECT_GE(node.stride, 1);
+    for (int r = -1; r <= size; r++) {
+      EXPECT_FALSE(mori_team_is_member(node, r)) << "world " << r;
+      EXPECT_EQ(mori_team_to_world(node, r), -1) << "index " << r;
+      EXPECT_EQ(mori_team_from_world(node, r), -1) << "world " << r;
+      EXPECT_EQ(mori_team_translate(world, r, node), -1);
+      EXPECT_EQ(mori_team_translate(node, r, world), -1);
+    }
+    EXPECT_EQ(mori_team_split_strided(&node, 0, 1, 1, &t), MORI_EINVAL);
+    EXPECT_EQ(mori_team_split_2d(&node, 1, &x, &y), MORI_EINVAL);
+    mori_team_destroy(&node);  // twice is fine
+    EXPECT_EQ(node.size, 0);
+    mori_team_destroy(nullptr);
   });
 }
 

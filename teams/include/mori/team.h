@@ -21,12 +21,16 @@ typedef enum mori_team_kind {
 /* A predefined team. NODE and RAIL need a regular layout (nodes of equal
  * size, each a contiguous block of ranks); otherwise MORI_ENOTSUP says why. */
 MORI_API int mori_team_get(const mori_comm_t *comm, mori_team_kind_t kind, mori_team_t *out);
-/* Indices start, start + stride, … (size of them) of the parent. */
+/* Indices start, start + stride, … (size of them) of the parent. MORI_EINVAL
+ * when the parent is no team (stride or size below 1, start negative, rank
+ * neither -1 nor an index, members past INT_MAX), when an index leaves the
+ * parent, or when the stride in world ranks does not fit int. */
 MORI_API int mori_team_split_strided(const mori_team_t *parent, int start, int stride, int size, mori_team_t *out);
 /* Parent as an x_size-wide grid: x = this rank's row (consecutive indices),
  * y = this rank's column (indices x_size apart). */
 MORI_API int mori_team_split_2d(const mori_team_t *parent, int x_size, mori_team_t *x, mori_team_t *y);
-/* Teams are values; destroy only clears (kept for create/destroy symmetry). */
+/* Teams are values; destroy only clears (kept for create/destroy symmetry)
+ * to {start 0, stride 1, size 0, rank -1}: a team without members. */
 MORI_API void mori_team_destroy(mori_team_t *team);
 
 /* The transport that reaches world rank `peer` and its name ("none"). */

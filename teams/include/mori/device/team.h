@@ -8,26 +8,34 @@
 #include "mori/device/portability.h"
 
 typedef struct mori_team {
-  int32_t start;  /* world rank of index 0 */
+  int32_t start;  /* world rank of index 0, >= 0 */
   int32_t stride; /* >= 1 */
-  int32_t size;
+  int32_t size;   /* 0 after mori_team_destroy */
   int32_t rank;   /* this rank's index, or -1 when not a member */
 } mori_team_t;
 
 MORI_STATIC_ASSERT(sizeof(mori_team_t) == 16, "mori_team_t is four int32");
+
+/* Teams are plain values that callers may fill by hand (or destroy), so
+ * the functions below treat a stride below 1 or a size below 1 as a team
+ * without members instead of dividing by it: one compare, no trap on the
+ * host, no garbage in a kernel. */
 
 MORI_HOST_DEVICE int mori_team_rank(mori_team_t t) { return t.rank; }
 MORI_HOST_DEVICE int mori_team_size(mori_team_t t) { return t.size; }
 
 /* World rank of team index `index` (-1 when out of range). */
 MORI_HOST_DEVICE int mori_team_to_world(mori_team_t t, int index) {
-  return (index >= 0 && index < t.size) ? t.start + index * t.stride : -1;
+  return (t.stride >= 1 && index >= 0 && index < t.size) ? t.start + index * t.stride : -1;
 }
 
 /* Team index of world rank `world` (-1 when not a member). */
 MORI_HOST_DEVICE int mori_team_from_world(mori_team_t t, int world) {
+  /* world < start before the subtraction: world - start cannot overflow
+   * (start >= 0 in a sound team) even for world near INT_MIN. */
+  if (t.stride < 1 || world < t.start) return -1;
   int d = world - t.start;
-  if (d < 0 || d % t.stride) return -1;
+  if (d % t.stride) return -1;
   int index = d / t.stride;
   return index < t.size ? index : -1;
 }
