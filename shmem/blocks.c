@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "mori/mem.h"
 #include "shmem/internal/state.h"
@@ -24,6 +25,12 @@ mori_shmem_block_t *mori_shmem_find_block(const void *ptr) {
   for (mori_shmem_block_t *b = mori_shmem.blocks; b; b = b->next)
     if ((const char *)ptr >= (const char *)b->base && (const char *)ptr < (const char *)b->base + (b->size ? b->size : 1))
       return b;
+  return NULL;
+}
+
+mori_shmem_block_t *mori_shmem_find_overlap(const void *ptr, size_t size) {
+  for (mori_shmem_block_t *b = mori_shmem.blocks; b; b = b->next)
+    if (mori_ranges_overlap(ptr, size, b->base, b->size ? b->size : 1)) return b;
   return NULL;
 }
 

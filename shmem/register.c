@@ -37,21 +37,25 @@ static int adopt(void *ptr, size_t size, void **adopted) {
     *adopted = ptr;
     return 0;
   }
+  /* Copied first: the message written next is built in the same buffer. */
+  char range_reason[512];
+  snprintf(range_reason, sizeof(range_reason), "%s", mori_last_error());
   return mori_error_set(rc, "shmem_buffer_register: PE %d cannot share [%p, +%zu bytes): not a virtual-memory mapping (%s), "
                             "and not memory of the runtime's allocator either (%s)",
-                        mori_shmem.rank, ptr, size, vmm_reason, mori_last_error());
+                        mori_shmem.rank, ptr, size, vmm_reason, range_reason);
 }
 
-/* This PE's side: the checks, and the memory adopted for the window. */
-static int prepare(void *ptr, size_t size, void **adopted) {
+/* This PE's side: the checks, the memory adopted for the window, and
+ * where the buffer sits in the memory the window covers. */
+static int prepare(void *ptr, size_t size, void **adopted, uint64_t *offset) {
   *adopted = NULL;
+  *offset = 0;
   if (!ptr || size == 0) return mori_error_set(MORI_EINVAL, "shmem_buffer_register: pointer %p, %zu bytes", ptr, size);
   size_t end;
   if (mori_add_overflows((size_t)(uintptr_t)ptr, size, &end))
     return mori_error_set(MORI_ERANGE, "shmem_buffer_register: [%p, +%zu bytes) runs past the end of the address space", ptr,
                           size);
-  mori_shmem_block_t *b = mori_shmem_find_block(ptr);
-  if (!b) b = mori_shmem_find_block((const char *)ptr + size - 1);
+  mori_shmem_block_t *b = mori_shmem_find_overlap(ptr, size);
   if (b)
     return mori_error_set(MORI_EEXIST, "shmem_buffer_register: [%p, +%zu) overlaps %s at %p", ptr, size,
                           b->registered ? "a registered buffer" : "a shmem allocation", b->base);
@@ -69,6 +73,37 @@ static int prepare(void *ptr, size_t size, void **adopted) {
     mori_mem_free(*adopted);
     *adopted = NULL;
   }
+  if (!rc) *offset = info.offset;
+  return rc;
+}
+
+/* Every PE's buffer with the same size at the same offset of its window's
+ * memory: a peer's address is that peer's window base plus this PE's
+ * offset (shmem_ptr_p2p, the address maps, the device API), so a buffer
+ * placed otherwise on some PE would be reached at the wrong bytes there.
+ * Decided on every PE from the same table, so all fail together. */
+static int agree_placement(int status, uint64_t offset, uint64_t size) {
+  int n = mori_shmem.npes;
+  uint64_t mine[2] = {offset, size};
+  uint64_t *all = calloc((size_t)n, sizeof(mine));
+  if (!all && !status) status = mori_error_set(MORI_ENOMEM, "shmem_buffer_register: PE %d's table", mori_shmem.rank);
+  /* With a failed PE `all` is not written (nor needed: NULL is fine). */
+  int rc = mori_agree_gather(mori_shmem.comm, status, "shmem_buffer_register", mine, all, sizeof(mine));
+  for (int pe = 1; !rc && pe < n; pe++) {
+    unsigned long long o = all[2 * pe], s = all[2 * pe + 1], o0 = all[0], s0 = all[1];
+    if (s != s0)
+      rc = mori_error_set(MORI_EMISMATCH,
+                          "shmem_buffer_register: PE %d registers %llu bytes, PE 0 %llu (a registered buffer has the same "
+                          "size on every PE)",
+                          pe, s, s0);
+    else if (o != o0)
+      rc = mori_error_set(MORI_EMISMATCH,
+                          "shmem_buffer_register: PE %d's buffer starts %llu bytes into its allocation, PE 0's %llu bytes: "
+                          "peers would be reached at the wrong place (register buffers at the same offset of same-sized "
+                          "allocations, e.g. each allocation whole)",
+                          pe, o, o0);
+  }
+  free(all);
   return rc;
 }
 
@@ -77,7 +112,9 @@ int shmem_buffer_register(void *ptr, size_t size) {
   if (rc) return rc;
   void *adopted = NULL;
   mori_window_t *win = NULL;
-  rc = mori_shmem_agree(mori_shmem.comm, prepare(ptr, size, &adopted), "shmem_buffer_register");
+  uint64_t offset = 0;
+  int status = prepare(ptr, size, &adopted, &offset);
+  rc = agree_placement(status, offset, size);
   if (!rc) rc = mori_window_create(mori_shmem.comm, ptr, &win); /* fails together */
   mori_shmem_block_t *b = NULL;
   if (!rc) {

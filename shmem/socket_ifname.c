@@ -61,9 +61,12 @@ int mori_shmem_pick_address(struct sockaddr_storage *addr, socklen_t *len, char 
       }
     }
   }
-  /* Nothing named or found: loopback serves a job on one machine. */
+  /* Nothing named or found: loopback serves a job on one machine, unless
+   * the exclusion list names it. */
   for (const struct ifaddrs *ifa = all; !best && !(list && !exclude) && ifa; ifa = ifa->ifa_next)
-    if (usable(ifa) && (ifa->ifa_flags & IFF_LOOPBACK) && ifa->ifa_addr->sa_family == AF_INET) best = ifa;
+    if (usable(ifa) && (ifa->ifa_flags & IFF_LOOPBACK) && ifa->ifa_addr->sa_family == AF_INET &&
+        !(list && listed(list, ifa->ifa_name)))
+      best = ifa;
   if (!best) {
     char names[256] = "";
     size_t used = 0;

@@ -61,6 +61,9 @@ static inline int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *ste
 
 /* The block holding `ptr` (interior pointers allowed), or NULL. */
 mori_shmem_block_t *mori_shmem_find_block(const void *ptr);
+/* The first block sharing a byte with [ptr, +size), or NULL (size > 0,
+ * ptr + size not wrapping). */
+mori_shmem_block_t *mori_shmem_find_overlap(const void *ptr, size_t size);
 void mori_shmem_add_block(mori_shmem_block_t *b);
 /* The end of a call that makes a block over [base, base + size) with win
  * (under the lock, after the PEs agreed on rc): on success b records them

@@ -570,6 +570,23 @@ TEST(RdmaEnv, DeviceListsPickedDirectly) {
   EXPECT_EQ(rdma_pick_device(&empty, names, 0, 0, &none), MORI_ENODEV);
 }
 
+// MORI_ENABLE_RAIL_ONLY reads as every switch does: "false", "off", "no"
+// and "0" are off (any other word was taken as on, dropping the cross-rail
+// queue pairs).
+TEST(RdmaEnv, RailOnlyIsReadAsASwitch) {
+  auto rail_only = [](const char *v) {
+    if (v) setenv("MORI_ENABLE_RAIL_ONLY", v, 1);
+    else unsetenv("MORI_ENABLE_RAIL_ONLY");
+    rdma_config c;
+    rdma_config_read(&c);
+    return c.rail_only;
+  };
+  for (const char *off : {"0", "false", "off", "no", "FALSE", "Off"}) EXPECT_FALSE(rail_only(off)) << off;
+  for (const char *on : {"1", "true", "on", "yes", "TRUE"}) EXPECT_TRUE(rail_only(on)) << on;
+  EXPECT_FALSE(rail_only(nullptr));
+  unsetenv("MORI_ENABLE_RAIL_ONLY");
+}
+
 // GID index, service level and traffic class reach every QP's RTR.
 void Path(const Env &env, int gid, int sl, int tc) {
   OnNodes(2, 1, env, [=](int rank, World &w) {

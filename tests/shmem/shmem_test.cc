@@ -3,6 +3,7 @@
 // way the Shmem Guide's unique-ID example does (rank 0 writes the ID to a
 // file): every call of the guide, the device API in CPU PEs, registered
 // buffers, init -> finalize -> init.
+#include <ifaddrs.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
@@ -222,6 +223,66 @@ TEST(Shmem, BufferRegisterMakesExistingMemoryReachableUntilDeregistered) {
   });
 }
 
+// A registered buffer is symmetric: the same size at the same offset of
+// each PE's allocation (a peer's address is its window base plus this PE's
+// offset). Placements or sizes that differ are refused on every PE, naming
+// the PE, instead of peers being reached at the wrong bytes; a buffer that
+// contains a registered one is refused too.
+TEST(Shmem, BufferRegisterRefusesPlacementsThatDifferAndOverlaps) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "placement"));
+    size_t map_bytes = 1 << 16;
+    char *mapping = (char *)SharedMapping(map_bytes);
+    ASSERT_NE(mapping, nullptr);
+    int last = size - 1;
+    char *at = mapping + 4096 * (rank == last ? 2 : 1);
+    EXPECT_EQ(shmem_buffer_register(at, 4096), MORI_EMISMATCH);
+    EXPECT_NE(std::string(mori_last_error()).find("PE " + std::to_string(last) + "'s buffer starts 8192 bytes into"),
+              std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(shmem_buffer_register(mapping + 4096, rank == last ? 2048 : 4096), MORI_EMISMATCH);
+    EXPECT_NE(std::string(mori_last_error()).find("PE " + std::to_string(last) + " registers 2048 bytes, PE 0 4096"),
+              std::string::npos)
+        << mori_last_error();
+    EXPECT_EQ(shmem_ptr_p2p(mapping + 4096, rank, rank), nullptr) << "nothing stays registered";
+    uint64_t *inner = (uint64_t *)(mapping + 16384);
+    MORI_ASSERT_OK(shmem_buffer_register(inner, 64 * 8 * size));
+    ExchangeThroughPeerPointers(inner, rank, size, 64);
+    EXPECT_EQ(shmem_buffer_register(mapping, map_bytes), MORI_EEXIST) << "it contains the registered buffer";
+    EXPECT_NE(std::string(mori_last_error()).find("overlaps a registered buffer"), std::string::npos) << mori_last_error();
+    MORI_EXPECT_OK(shmem_buffer_deregister(inner, 64 * 8 * size));
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_finalize());
+    munmap(mapping, map_bytes);
+  });
+}
+
+// Memory that is neither a shareable mapping nor the runtime's: the error
+// carries both reasons, each as it was written.
+TEST(Shmem, BufferRegisterOfPrivateMemoryNamesBothReasons) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "private"));
+    // PE 0 alone passes private memory (so its own message is the one part
+    // of the verdict, whole); the others pass what they could share.
+    std::vector<char> heap_memory(8192);
+    char *shared = (char *)SharedMapping(4096);
+    ASSERT_NE(shared, nullptr);
+    EXPECT_NE(shmem_buffer_register(rank == 0 ? heap_memory.data() : shared, 4096), 0);
+    std::string msg = mori_last_error();
+    if (rank == 0) {
+      EXPECT_NE(msg.find("not a virtual-memory mapping ("), std::string::npos) << msg;
+      size_t second = msg.find("not memory of the runtime's allocator either (");
+      ASSERT_NE(second, std::string::npos) << msg;
+      EXPECT_NE(msg.find("mem_register_range", second), std::string::npos) << "the second reason as written: " << msg;
+    }
+    EXPECT_EQ(shmem_ptr_p2p(shared, rank, rank), nullptr) << "nothing stays registered";
+    MORI_EXPECT_OK(shmem_finalize());
+    munmap(shared, 4096);
+  });
+}
+
 TEST(Shmem, FinalizeThenInitAgainWorksRoundAfterRound) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();
@@ -290,6 +351,16 @@ TEST(Shmem, SocketIfnameChoosesTheBootstrapInterface) {
       EXPECT_NE(std::string(mori_last_error()).find("MORI_SOCKET_IFNAME=\"no-such-nic\" matches no interface"),
                 std::string::npos)
           << mori_last_error();
+      // Every interface excluded, loopback too: no fallback to loopback.
+      std::string all = "^";
+      struct ifaddrs *ifs = nullptr;
+      ASSERT_EQ(getifaddrs(&ifs), 0);
+      for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+        if (all.find("," + std::string(i->ifa_name) + ",") == std::string::npos) all += std::string(i->ifa_name) + ",";
+      freeifaddrs(ifs);
+      setenv("MORI_SOCKET_IFNAME", all.c_str(), 1);
+      EXPECT_EQ(shmem_get_unique_id(&id), MORI_EINVAL) << all;
+      EXPECT_NE(std::string(mori_last_error()).find("matches no interface"), std::string::npos) << mori_last_error();
     }
   });
 }

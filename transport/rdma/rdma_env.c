@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "transport/rdma/internal.h"
@@ -48,11 +49,6 @@ static const char *alias(const char *name, const char *old) {
   return (b && *b) ? old : name;
 }
 
-static bool flag(const char *name) {
-  const char *s = getenv(name);
-  return s && *s && strcmp(s, "0") != 0;
-}
-
 void rdma_config_read(struct rdma_config *c) {
   memset(c, 0, sizeof(*c));
   const char *devices = alias("MORI_RDMA_DEVICES", "MORI_RDMA_DEVICE");
@@ -68,7 +64,8 @@ void rdma_config_read(struct rdma_config *c) {
   c->gid_index = rdma_env_range(alias("MORI_IB_GID_INDEX", "MORI_RDMA_GID_INDEX"), 0, 255, -1);
   c->sl = rdma_env_range("MORI_RDMA_SL", 0, 15, 0);
   c->tc = rdma_env_range("MORI_RDMA_TC", 0, 255, 0);
-  c->rail_only = flag("MORI_ENABLE_RAIL_ONLY");
+  /* Read as every switch is (0/1, true/false, on/off, yes/no): "false" is off. */
+  c->rail_only = mori_env_bool_or("MORI_ENABLE_RAIL_ONLY", false);
   c->port = rdma_env_range("MORI_RDMA_PORT", 1, 255, 1);
   c->max_msg = rdma_env_int("MORI_RDMA_MAX_MSG", 0);
 }
