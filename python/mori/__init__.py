@@ -10,7 +10,12 @@ functions for Triton kernels (`mori.triton.lib`: mori's device library).
 
 Importing `mori` itself loads nothing: the platform (host, cuda or hip) is
 chosen when a module that calls the C library is first imported, or by
-platform()."""
+platform(). The Shmem Guide's style, `import mori` then `mori.shmem.X`,
+works too: a subpackage named as an attribute of `mori` (shmem, ops,
+address_map, triton, allocator, info, triton_lib) is imported then, on
+first use, as `import mori.X` would (with its ImportError when it cannot
+be, e.g. mori.triton without triton); `import mori` alone imports none of
+them, and so no torch."""
 try:
     from mori._version import __version__  # generated from bazel/version.bzl by the build
 except ImportError:  # a source checkout run in place (PYTHONPATH=python): the same file, read
@@ -30,6 +35,23 @@ except ImportError:  # a source checkout run in place (PYTHONPATH=python): the s
     __version__ = _source_version()
 
 __all__ = ["__version__", "finalize", "platform"]
+
+# The public subpackages and modules, imported when first named (PEP 562).
+# Not in __all__: `from mori import *` must stay as light as `import mori`.
+_SUBMODULES = ("address_map", "allocator", "info", "ops", "shmem", "triton", "triton_lib")
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+
+        # Binds mori.<name> too, so later uses do not come here again.
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES))
 
 
 def platform():

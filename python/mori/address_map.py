@@ -251,8 +251,9 @@ def shmem_address_map(ptr):
     Local; ShmemError for a pointer outside every live allocation."""
     from mori._lib import AddressMap as CMap
     from mori._lib import lib
-    from mori.shmem.api import _check
+    from mori.shmem.api import _POINTER, _check, _int
 
+    ptr = _int("shmem_address_map", "ptr", ptr, _POINTER)  # ctypes would wrap it
     m = CMap()
     _check("shmem_address_map", lib.mori_shmem_address_map(ptr, ctypes.byref(m)))
     # The host table, through ptr itself (a registered buffer need not
@@ -275,8 +276,10 @@ def shmem_translate(ptr, pe):
     """ptr (inside a live shmem allocation) as seen on `pe`; ShmemError says
     why when it cannot be (freed, PE out of range, not reachable)."""
     from mori._lib import lib
-    from mori.shmem.api import _check
+    from mori.shmem.api import _INT, _POINTER, _check, _int
 
+    ptr = _int("shmem_translate", "ptr", ptr, _POINTER)  # ctypes would wrap both: PE 2**32 is PE 0
+    pe = _int("shmem_translate", "pe", pe, _INT)
     out = ctypes.c_void_p()
     _check("shmem_translate", lib.mori_shmem_translate(ptr, pe, ctypes.byref(out)))
     return out.value

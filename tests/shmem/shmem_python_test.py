@@ -51,6 +51,26 @@ def pe_main(rank, size, uid_path):
     got = [ctypes.c_uint64.from_address(ptr + 8 * w).value for w in range(n)]
     assert got == [1000 * w + me for w in range(n)], got
     assert shmem.shmem_ptr_p2p(ptr, me, n) == 0  # out of range: 0, as the guide says
+    # Integers are checked before ctypes, which would wrap them: PE 2**32 + p
+    # is not PE p, 2**64 bytes are not 0 bytes (refused on every PE alike,
+    # before the collective, so nothing is left half done).
+    for pe in range(n):
+        try:
+            shmem.shmem_ptr_p2p(ptr, me, 2**32 + pe)
+            raise AssertionError(f"dest_pe 2**32 + {pe} was accepted")
+        except ValueError as e:
+            assert f"shmem_ptr_p2p: dest_pe {2**32 + pe} " in str(e), e
+        try:
+            shmem.shmem_translate(ptr, 2**32 + pe)
+            raise AssertionError(f"shmem_translate to PE 2**32 + {pe} was accepted")
+        except ValueError as e:
+            assert f"shmem_translate: pe {2**32 + pe} " in str(e), e
+    for size in (2**64, -1):
+        try:
+            shmem.shmem_malloc(size)
+            raise AssertionError(f"shmem_malloc({size}) was accepted")
+        except ValueError as e:
+            assert f"shmem_malloc: size {size} " in str(e), e
     try:
         shmem.shmem_malloc_align(3000, 64)
         raise AssertionError("alignment 3000 was accepted")
@@ -86,8 +106,9 @@ def pe_main(rank, size, uid_path):
 
 def run_python(code, **env):
     """(exit code, output) of `code` in a fresh interpreter that finds the
-    package here."""
+    package here (a variable given as None is unset there)."""
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **env)
+    env = {k: v for k, v in env.items() if v is not None}
     p = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=60)
     return p.returncode, p.stdout
@@ -109,6 +130,146 @@ class ShmemPythonTest(unittest.TestCase):
                     self.assertIn(f"PE {r} of {n}: ok", out)
                 # The unique ID is a secret: the file that carried it is this user's alone.
                 self.assertEqual(os.stat(uid_path).st_mode & 0o777, 0o600)
+
+    def test_import_mori_then_any_subpackage(self):
+        """The guide's `import mori` then `mori.shmem.X`: each public
+        subpackage is imported when first named, not by `import mori`
+        (which still loads no library and no torch)."""
+        code, out = run_python(
+            "import sys, mori\n"
+            "names = ('address_map', 'allocator', 'info', 'ops', 'shmem', 'triton', 'triton_lib')\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith('mori.') and m != 'mori._version')\n"
+            "assert not loaded, f'import mori imported {loaded}'\n"
+            "assert set(names) <= set(dir(mori)), dir(mori)\n"
+            "try:\n    mori.shmem.shmem_mype()\nexcept mori.shmem.ShmemError as e:\n    print('MYPE', e.name)\n"
+            "print('SHMEM', mori.shmem is sys.modules['mori.shmem'])\n"
+            "print('MAP', mori.address_map.shmem_translate is mori.shmem.shmem_translate)\n"
+            "print('TORCH', 'torch' in sys.modules)\n"
+            "print('OPS', mori.ops.__name__, 'INFO', callable(mori.info.report))\n"
+            "try:\n    print('TRITON ok', mori.triton.__name__)\n"
+            "except ModuleNotFoundError as e:\n    print('TRITON missing', e.name)\n"
+            "try:\n    mori.allocator\nexcept ImportError as e:\n    print('ALLOCATOR', e)\n"
+            "try:\n    mori.nothing\nexcept AttributeError as e:\n    print('NOTHING', e)\n")
+        self.assertEqual(code, 0, out)
+        self.assertIn("MYPE MORI_ENOT_INITIALIZED", out)
+        self.assertIn("SHMEM True", out)
+        self.assertIn("MAP True", out)
+        self.assertIn("TORCH False", out)
+        self.assertIn("OPS mori.ops INFO True", out)
+        self.assertRegex(out, r"TRITON (ok mori\.triton|missing triton)")
+        self.assertIn("ALLOCATOR mori.allocator: mori's platform is host", out)
+        self.assertIn("NOTHING module 'mori' has no attribute 'nothing'", out)
+
+    def test_integers_are_checked_before_c(self):
+        """Every integer a wrapper hands to C is checked against its C type
+        first (ctypes would wrap it): ValueError out of range, TypeError for
+        a non-int, naming the call, the argument and the value."""
+        from mori import shmem
+
+        uid, uniq, mpi = bytes(128), shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, shmem.MORI_SHMEM_INIT_WITH_MPI_COMM
+        size_t = "size_t (0 to 18446744073709551615)"
+        int32 = "int (-2147483648 to 2147483647)"
+        cases = [
+            (shmem.shmem_malloc, (2**64, ), ValueError,
+             f"shmem_malloc: size 18446744073709551616 is out of range for {size_t}"),
+            (shmem.shmem_malloc, (-1, ), ValueError, f"shmem_malloc: size -1 is out of range for {size_t}"),
+            (shmem.shmem_malloc, (1.5, ), TypeError, "shmem_malloc: size must be an int, not float (1.5)"),
+            (shmem.shmem_malloc, (True, ), TypeError, "shmem_malloc: size must be an int, not bool (True)"),
+            (shmem.shmem_malloc_align, (2**64, 64), ValueError, "shmem_malloc_align: alignment 18446744073709551616 "),
+            (shmem.shmem_malloc_align, (64, -5), ValueError, "shmem_malloc_align: size -5 "),
+            (shmem.shmem_ext_malloc_with_flags, (64, 2**32), ValueError,
+             "shmem_ext_malloc_with_flags: flags 4294967296 is out of range for unsigned int (0 to 4294967295)"),
+            (shmem.shmem_ext_malloc_with_flags, (-64, 0), ValueError, "shmem_ext_malloc_with_flags: size -64 "),
+            (shmem.shmem_ext_malloc_with_flags, (64, "0"), TypeError,
+             "shmem_ext_malloc_with_flags: flags must be an int"),
+            (shmem.shmem_free, (-4096, ), ValueError, "shmem_free: ptr -4096 is out of range for a pointer"),
+            (shmem.shmem_free, (2**64, ), ValueError, "shmem_free: ptr 18446744073709551616 "),
+            (shmem.shmem_free, ("0x1000", ), TypeError, "shmem_free: ptr must be an int, not str ('0x1000')"),
+            (shmem.shmem_buffer_register, (4096, 2**64), ValueError,
+             "shmem_buffer_register: size 18446744073709551616 "),
+            (shmem.shmem_buffer_register, (-1, 64), ValueError, "shmem_buffer_register: ptr -1 "),
+            (shmem.shmem_buffer_deregister, (4096, -1), ValueError, "shmem_buffer_deregister: size -1 "),
+            (shmem.shmem_buffer_deregister, (2**65, 64), ValueError, f"shmem_buffer_deregister: ptr {2**65} "),
+            (shmem.shmem_ptr_p2p, (4096, 2**32, 0), ValueError,
+             f"shmem_ptr_p2p: my_pe 4294967296 is out of range for {int32}"),
+            (shmem.shmem_ptr_p2p, (4096, 0, -2**31 - 1), ValueError, "shmem_ptr_p2p: dest_pe -2147483649 "),
+            (shmem.shmem_ptr_p2p, (4096, 0, 1.0), TypeError, "shmem_ptr_p2p: dest_pe must be an int, not float"),
+            (shmem.shmem_ptr_p2p, (2**64 + 4096, 0, 0), ValueError, f"shmem_ptr_p2p: ptr {2**64 + 4096} "),
+            (shmem.shmem_init_attr, (uniq, 2**32, 2, uid), ValueError,
+             f"shmem_init_attr: rank 4294967296 is out of range for {int32}"),
+            (shmem.shmem_init_attr, (uniq, 0, 2**31, uid), ValueError, "shmem_init_attr: world_size 2147483648 "),
+            (shmem.shmem_init_attr, (2**32 + uniq, 0, 2, uid), ValueError, "shmem_init_attr: flags 4294967297 "),
+            (shmem.shmem_init_attr, (-1, 0, 2, uid), ValueError, "shmem_init_attr: flags -1 "),
+            (shmem.shmem_init_attr, ("1", 0, 2, uid), TypeError, "shmem_init_attr: flags must be an int, not str"),
+            (shmem.shmem_init_attr, (uniq, 0.0, 2, uid), TypeError, "shmem_init_attr: rank must be an int, not float"),
+            (shmem.shmem_init_attr, (mpi, 0, 2, -8), ValueError, "shmem_init_attr: arg (the MPI_Comm handle) -8 "),
+            (shmem.shmem_module_init, (2**64, ), ValueError,
+             "shmem_module_init: module_handle 18446744073709551616 "),
+            (shmem.shmem_module_init, (b"", ), TypeError,
+             "shmem_module_init: module_handle must be an int, not bytes"),
+        ]
+        for fn, args, kind, says in cases:
+            with self.subTest(call=fn.__name__, args=args):
+                with self.assertRaises(kind) as caught:
+                    fn(*args)
+                self.assertIn(says, str(caught.exception))
+        # The bounds themselves pass the check (and reach the library:
+        # nothing is initialised here), as do ints of other kinds.
+        class Index:
+            def __index__(self):
+                return 4096
+
+        with self.assertRaises(shmem.ShmemError) as caught:
+            shmem.shmem_malloc(2**64 - 1)
+        self.assertEqual(caught.exception.name, "MORI_ENOT_INITIALIZED")
+        with self.assertRaises(shmem.ShmemError):
+            shmem.shmem_malloc(Index())
+        self.assertEqual(shmem.shmem_ptr_p2p(Index(), 2**31 - 1, -2**31), 0)
+        with self.assertRaises(shmem.ShmemError) as caught:
+            shmem.shmem_init_attr(uniq, 2**31 - 1, 2**31 - 1, uid)  # a valid range; the all-zero ID is refused
+        self.assertNotIn("out of range", str(caught.exception))
+
+    def test_what_differs_from_the_guide(self):
+        """docs/shmem.md lists, under "What differs from the guide", what the
+        library does: one PE per process (a second init, from another
+        thread, is MORI_EEXIST), no shmem under MORI_SHMEM_MODE=isolation
+        (MORI_ENOTSUP), WARN as the default log level; and MORI_PRECOMPILE /
+        MORI_DISABLE_JIT as mori.triton.lib's, not as missing."""
+        code = ("import sys, threading\n"
+                "from mori import shmem\n"
+                "init = lambda: shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, "
+                "shmem.shmem_get_unique_id())\n"
+                "try:\n    init()\nexcept shmem.ShmemError as e:\n    print('INIT', e.name, e)\n"
+                "    raise SystemExit(0)\n"
+                "def second():\n"
+                "    try:\n        init()\n    except shmem.ShmemError as e:\n        print('THREAD', e.name, e)\n"
+                "t = threading.Thread(target=second)\nt.start()\nt.join()\n"
+                "print('STILL PE', shmem.shmem_mype(), 'OF', shmem.shmem_npes())\n"
+                "shmem.shmem_finalize()\n")
+        quiet = dict(MORI_SHMEM_HEAP_SIZE="64M", MORI_GLOBAL_LOG_LEVEL=None, MORI_LOG_LEVEL=None)
+        rc, out = run_python(code, **quiet)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("THREAD MORI_EEXIST shmem_init_attr: MORI_EEXIST: shmem_init_attr: already initialised as PE 0 "
+                      "of 1", out)
+        self.assertIn("STILL PE 0 OF 1", out)
+        self.assertNotIn("INFO", out)  # WARN by default
+        rc, out = run_python(code, **dict(quiet, MORI_GLOBAL_LOG_LEVEL="INFO"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("INFO pid", out)
+        self.assertIn("shmem: PE 0 of 1", out)
+        rc, out = run_python(code, **dict(quiet, MORI_SHMEM_MODE="isolation"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("INIT MORI_ENOTSUP", out)
+        self.assertIn("shmem needs the symmetric heap (MORI_SHMEM_MODE static or vmm)", out)
+
+        with open(os.path.join(ROOT, "docs", "shmem.md")) as f:
+            doc = f.read()
+        differs = doc.split("## What differs from the guide", 1)[1].split("\n## ", 1)[0]
+        for says in ("**One PE per process.**", "`MORI_EEXIST`", "`MORI_SHMEM_MODE=isolation`", "`MORI_ENOTSUP`",
+                     "defaults to `WARN`", "`MORI_GLOBAL_LOG_LEVEL=INFO`", "`MORI_PRECOMPILE`", "`MORI_DISABLE_JIT`",
+                     "`mori.triton.lib`"):
+            self.assertIn(says, differs)
+        self.assertNotIn("Not implemented", doc)
 
     def test_version_platform_and_finalize_before_anything(self):
         """`import mori` loads no library; finalize() then loads none either;

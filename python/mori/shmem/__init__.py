@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """mori.shmem: the MORI Shmem API (OpenSHMEM-style symmetric memory) of the
-Shmem Guide. `from mori import shmem` or `import mori.shmem`; importing it
+Shmem Guide. `from mori import shmem`, `import mori.shmem`, or the guide's
+`import mori` then `mori.shmem.X` (imported on first use); importing it
 does not import torch (only a tensor view of a device table asks for it).
-Calls go to libmori.so, the library the torch backend uses too."""
+Calls go to libmori.so, the library the torch backend uses too. Integers
+are checked against their C types before a call (see mori.shmem.api)."""
 from mori.address_map import ShmemAddressMap, shmem_address_map, shmem_translate
 from .api import (
     MORI_SHMEM_INIT_WITH_MPI_COMM,

@@ -4,8 +4,18 @@
 Addresses are ints. A failed call raises ShmemError (its `code` is the
 negative MORI_E* value, its message says which PE and which sizes), except
 shmem_ptr_p2p, which answers 0 for "not reachable by load/store or not a
-valid pointer", as the guide says."""
+valid pointer", as the guide says.
+
+Every integer is checked against the C type it is passed as before the
+call (ctypes would silently wrap it: 2**64 bytes would be 0 bytes, PE 2**32
+would be PE 0): sizes and alignments fit size_t, PEs and ranks int, flags
+unsigned int, addresses and handles a pointer (0 to 2**64 - 1). A value out
+of range is a ValueError, a value that is not an int (bool included) a
+TypeError, each naming the call, the argument and the value; both are
+raised before any PE enters a collective, so every PE that passed the same
+value raises the same way and none is left waiting."""
 import ctypes
+import operator
 
 from mori._lib import UNIQUEID_BYTES, CallError, UniqueId, lib
 
@@ -20,6 +30,30 @@ MORI_SHMEM_MALLOC_CACHED = 1 << 1
 class ShmemError(CallError):
     """A MORI Shmem call failed: `code` (negative), `name` (MORI_E...), and
     the message the library left (which PE, which sizes)."""
+
+
+def _int_range(ctype, signed):
+    bits = 8 * ctypes.sizeof(ctype)
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
+# What an argument is passed to C as: (the name in messages, lowest, highest).
+_SIZE = ("size_t", *_int_range(ctypes.c_size_t, False))
+_INT = ("int", *_int_range(ctypes.c_int, True))
+_UINT = ("unsigned int", *_int_range(ctypes.c_uint, False))
+_POINTER = ("a pointer", *_int_range(ctypes.c_void_p, False))
+
+
+def _int(call, name, value, ctype):
+    """`value` as an int that fits `ctype` (one of the tuples above), or
+    TypeError / ValueError naming the call, the argument and the value."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{call}: {name} must be an int, not {type(value).__name__} ({value!r})")
+    value = operator.index(value)
+    what, low, high = ctype
+    if not low <= value <= high:
+        raise ValueError(f"{call}: {name} {value} is out of range for {what} ({low} to {high})")
+    return value
 
 
 def _check(call, rc):
@@ -69,7 +103,13 @@ def _mpi_comm_handle(comm):
 def shmem_init_attr(flags, rank, world_size, arg):
     """Collective. flags MORI_SHMEM_INIT_WITH_UNIQUEID: arg is the 128 bytes
     of shmem_get_unique_id; MORI_SHMEM_INIT_WITH_MPI_COMM: arg is an mpi4py
-    communicator (Open MPI) or its handle."""
+    communicator (Open MPI) or its handle. rank and world_size are ints of
+    C's int range (the library checks 0 <= rank < world_size)."""
+    flags = _int("shmem_init_attr", "flags", flags, _UINT)
+    rank = _int("shmem_init_attr", "rank", rank, _INT)
+    world_size = _int("shmem_init_attr", "world_size", world_size, _INT)
+    if flags == MORI_SHMEM_INIT_WITH_MPI_COMM:  # checked before anything starts, as the others
+        comm = _int("shmem_init_attr", "arg (the MPI_Comm handle)", _mpi_comm_handle(arg), _POINTER)
     _list_plugins()
     if flags == MORI_SHMEM_INIT_WITH_UNIQUEID:
         if not isinstance(arg, (bytes, bytearray, memoryview)):
@@ -77,7 +117,7 @@ def shmem_init_attr(flags, rank, world_size, arg):
         uid = _unique_id(arg)
         rc = lib.shmem_init_attr(flags, rank, world_size, ctypes.cast(ctypes.byref(uid), ctypes.c_void_p))
     elif flags == MORI_SHMEM_INIT_WITH_MPI_COMM:
-        handle = ctypes.c_void_p(_mpi_comm_handle(arg))
+        handle = ctypes.c_void_p(comm)
         rc = lib.shmem_init_attr(flags, rank, world_size, ctypes.cast(ctypes.byref(handle), ctypes.c_void_p))
     else:
         rc = lib.shmem_init_attr(flags, rank, world_size, None)
@@ -121,37 +161,56 @@ def _alloc(call, fn, *args):
     return out.value or 0
 
 
+def _address(call, name, ptr):
+    """An address for C: None stays NULL, an int must fit a pointer."""
+    return None if ptr is None else _int(call, name, ptr, _POINTER) or None
+
+
 def shmem_malloc(size):
     """Collective: `size` bytes at the same heap offset on every PE; the address."""
+    size = _int("shmem_malloc", "size", size, _SIZE)
     return _alloc("shmem_malloc", lib.shmem_malloc, size)
 
 
 def shmem_malloc_align(alignment, size):
+    alignment = _int("shmem_malloc_align", "alignment", alignment, _SIZE)
+    size = _int("shmem_malloc_align", "size", size, _SIZE)
     return _alloc("shmem_malloc_align", lib.shmem_malloc_align, alignment, size)
 
 
 def shmem_ext_malloc_with_flags(size, flags):
+    size = _int("shmem_ext_malloc_with_flags", "size", size, _SIZE)
+    flags = _int("shmem_ext_malloc_with_flags", "flags", flags, _UINT)
     return _alloc("shmem_ext_malloc_with_flags", lib.shmem_ext_malloc_with_flags, size, flags)
 
 
 def shmem_free(ptr):
     """Collective."""
-    _check("shmem_free", lib.shmem_free(ptr or None))
+    _check("shmem_free", lib.shmem_free(_address("shmem_free", "ptr", ptr)))
 
 
 def shmem_buffer_register(ptr, size):
     """Collective; 0 on success."""
+    ptr = _address("shmem_buffer_register", "ptr", ptr)
+    size = _int("shmem_buffer_register", "size", size, _SIZE)
     return _check("shmem_buffer_register", lib.shmem_buffer_register(ptr, size))
 
 
 def shmem_buffer_deregister(ptr, size):
     """0 on success."""
+    ptr = _address("shmem_buffer_deregister", "ptr", ptr)
+    size = _int("shmem_buffer_deregister", "size", size, _SIZE)
     return _check("shmem_buffer_deregister", lib.shmem_buffer_deregister(ptr, size))
 
 
 def shmem_ptr_p2p(ptr, my_pe, dest_pe):
     """The load/store address of `ptr` on dest_pe, or 0 (another node,
-    MORI_DISABLE_P2P, or not a valid pointer)."""
+    MORI_DISABLE_P2P, a PE out of range, or not a valid pointer). An
+    argument that is no C value at all (not an int, or outside a pointer's
+    or C int's range) raises, as everywhere in this module."""
+    ptr = _address("shmem_ptr_p2p", "ptr", ptr)
+    my_pe = _int("shmem_ptr_p2p", "my_pe", my_pe, _INT)
+    dest_pe = _int("shmem_ptr_p2p", "dest_pe", dest_pe, _INT)
     return lib.shmem_ptr_p2p(ptr, my_pe, dest_pe) or 0
 
 
@@ -162,4 +221,5 @@ def shmem_barrier_all():
 def shmem_module_init(module_handle):
     """Copies the device state into the module's globalGpuStates (a
     CUmodule / hipModule_t handle as an int, e.g. a Triton kernel's)."""
+    module_handle = _address("shmem_module_init", "module_handle", module_handle)
     _check("shmem_module_init", lib.shmem_module_init(module_handle))
