@@ -145,17 +145,20 @@ static int number_local_ranks(mori_comm_t *c) {
 /* The LSA team: the contiguous run of load/store-reachable ranks around this
  * one. Kept only if every rank finds a run of the same size (else the flat
  * window arithmetic would differ per rank): then it collapses to self. */
-static int compute_lsa(mori_comm_t *c, const bool *load_store) {
+/* Collective, and the routes' one step: it carries this rank's status of
+ * what came before (local_rc), so a rank that failed there fails every
+ * rank here, named, rather than skipping the step. */
+static int compute_lsa(mori_comm_t *c, const bool *load_store, int local_rc) {
   int lo = c->rank, hi = c->rank;
-  while (lo > 0 && load_store[lo - 1]) lo--;
-  while (hi + 1 < c->size && load_store[hi + 1]) hi++;
+  while (!local_rc && lo > 0 && load_store[lo - 1]) lo--;
+  while (!local_rc && hi + 1 < c->size && load_store[hi + 1]) hi++;
   int32_t mine[2] = {lo, hi - lo + 1};
   int32_t *all = calloc((size_t)c->size * 2, sizeof(int32_t));
-  if (!all) return mori_error_set(MORI_ENOMEM, "comm: LSA");
-  int rc = mori_bootstrap_allgather(c->bootstrap, mine, all, sizeof(mine));
+  if (!all && !local_rc) local_rc = mori_error_set(MORI_ENOMEM, "comm: LSA");
+  int rc = mori_agree_gather(c, local_rc, "comm_create: the load/store team", mine, all, sizeof(mine));
   if (rc) {
     free(all);
-    return mori_error_context(rc, "comm: agreeing on the LSA team");
+    return rc;
   }
   bool uniform = true;
   for (int r = 0; r < c->size; r++) uniform &= all[2 * r + 1] == mine[1] && (r - all[2 * r]) < mine[1] && r >= all[2 * r];
@@ -172,14 +175,17 @@ static int compute_lsa(mori_comm_t *c, const bool *load_store) {
   return 0;
 }
 
-static int compute_routes(mori_comm_t *c) {
+/* Collective (one step, in compute_lsa), carrying local_rc: this rank's
+ * status of what came just before. */
+static int compute_routes(mori_comm_t *c, int local_rc) {
   uint32_t *caps = calloc((size_t)(c->num_transports ? c->num_transports : 1) * c->size, sizeof(uint32_t));
   bool *load_store = calloc((size_t)c->size, sizeof(bool));
-  int rc = (!caps || !load_store) ? mori_error_set(MORI_ENOMEM, "comm: capability table") : 0;
+  int rc = local_rc;
+  if (!rc && (!caps || !load_store)) rc = mori_error_set(MORI_ENOMEM, "comm: capability table");
   if (!rc) rc = gather_caps(c, caps);
   if (!rc) rc = check_requirements(c, caps);
   for (int p = 0; !rc && p < c->size; p++) load_store[p] = provider(c, caps, p, MORI_CAP_LOAD_STORE) >= 0;
-  if (!rc) rc = compute_lsa(c, load_store);
+  rc = compute_lsa(c, load_store, rc);
   for (int p = 0; !rc && p < c->size; p++) {
     bool in_lsa = p >= c->lsa_base && p < c->lsa_base + c->lsa_size;
     mori_route_t *r = &c->routes[p];
@@ -314,23 +320,97 @@ static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *
     if (!(optional & (1u << i))) continue;
     MORI_INFO("comm: optional transport %s initialised: rank %d has %d peer(s) the others do not reach", given[i]->name,
               needy, count);
-    if ((rc = init_transport(c, given[i])) != 0)
-      return mori_error_context(rc, "comm_create: optional transport (needed: rank %d has %d peer(s) the others do not reach)",
-                                needy, count);
+    if ((rc = init_transport(c, given[i])) != 0) {
+      rc = mori_error_context(rc, "comm_create: optional transport (needed: rank %d has %d peer(s) the others do not reach)",
+                              needy, count);
+      break;
+    }
   }
-  return compute_routes(c);
+  return compute_routes(c, rc); /* its step carries a failed init to every rank */
+}
+
+/* What a rank asks of the comm: its handle libraries and transports (by
+ * name, in list order, which are optional) and MORI_DISABLE_P2P. The
+ * plug-ins' collective init steps pair up only when every rank asks the
+ * same; a rank that left one out would otherwise wait in a step the others
+ * never take, or make a comm that reaches fewer peers than theirs. */
+static uint64_t hash_mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
+static uint64_t asked_of_the_comm(const mori_comm_attr_t *attr) {
+  uint64_t h = hash_mix(1469598103934665603ull, p2p_disabled());
+  for (int i = 0; i < attr->num_handles; i++)
+    h = hash_mix(h, attr->handles[i] && attr->handles[i]->name ? hash_string(attr->handles[i]->name) : 0);
+  h = hash_mix(h, 0x7a5b); /* between the lists: [a][b] is not [a, b][] */
+  for (int i = 0; i < attr->num_transports; i++)
+    h = hash_mix(h, attr->transports[i] && attr->transports[i]->name ? hash_string(attr->transports[i]->name) : 0);
+  return hash_mix(h, attr->optional_transports);
+}
+
+/* "p2p, rdma (optional)" for this rank's own message. */
+static void describe_asked(const mori_comm_attr_t *attr, char *out, size_t len) {
+  size_t used = (size_t)snprintf(out, len, "handle libraries");
+  for (int i = 0; i < attr->num_handles && used < len; i++)
+    used += (size_t)snprintf(out + used, len - used, "%s%s", i ? ", " : " ",
+                             attr->handles[i] && attr->handles[i]->name ? attr->handles[i]->name : "?");
+  if (used < len) used += (size_t)snprintf(out + used, len - used, "; transports");
+  for (int i = 0; i < attr->num_transports && used < len; i++)
+    used += (size_t)snprintf(out + used, len - used, "%s%s%s", i ? ", " : " ",
+                             attr->transports[i] && attr->transports[i]->name ? attr->transports[i]->name : "?",
+                             (attr->optional_transports >> i) & 1 ? " (optional)" : "");
+  if (attr->num_transports == 0 && used < len) used += (size_t)snprintf(out + used, len - used, " none");
+  if (p2p_disabled() && used < len) snprintf(out + used, len - used, "; MORI_DISABLE_P2P set");
+}
+
+/* Step 1 of creation: every rank's description, what it asks of the comm,
+ * and its status, so that a rank that failed before (its arguments, its
+ * environment, its device) fails every rank at once, named with its
+ * message, instead of leaving them waiting in a later step. */
+typedef struct mori_comm_record {
+  mori_peer_info_t info;
+  uint64_t asked;
+} mori_comm_record_t;
+
+static int exchange_records(mori_comm_t *c, const mori_comm_attr_t *attr, int local_rc) {
+  mori_comm_record_t mine, *all = calloc((size_t)c->size, sizeof(*all));
+  memset(&mine, 0, sizeof(mine));
+  if (!local_rc && !all) local_rc = mori_error_set(MORI_ENOMEM, "comm_create: rank %d's table", c->rank);
+  if (!local_rc) local_rc = describe_self(c, &mine.info);
+  if (!local_rc) mine.asked = asked_of_the_comm(attr);
+  int rc = mori_agree_gather(c, local_rc, "comm_create", &mine, all, sizeof(mine));
+  for (int r = 0; !rc && r < c->size; r++) {
+    if (all[r].info.rank != r)
+      rc = mori_error_set(MORI_EPROTO, "comm_create: rank %d published the record of rank %d", r, all[r].info.rank);
+    else if (all[r].asked != all[0].asked) {
+      char asked[512];
+      describe_asked(attr, asked, sizeof(asked));
+      rc = mori_error_set(MORI_EMISMATCH,
+                          "comm_create: rank %d lists other handle libraries, transports or MORI_DISABLE_P2P than rank "
+                          "0 (every rank lists the same, in the same order; this rank, %d: %s)",
+                          r, c->rank, asked);
+    }
+  }
+  for (int r = 0; !rc && r < c->size; r++) c->peers[r] = all[r].info;
+  free(all);
+  return rc;
+}
+
+/* The caller's arguments, checked as this rank's status of step 1. */
+static int check_attr(const mori_comm_attr_t *attr) {
+  if (attr->num_transports < 0 || attr->num_transports > MORI_MAX_PLUGINS || attr->num_handles > MORI_MAX_PLUGINS)
+    return mori_error_set(MORI_EINVAL, "comm_create: at most %d transports and %d handle libraries (given %d and %d)",
+                          MORI_MAX_PLUGINS, MORI_MAX_PLUGINS, attr->num_transports, attr->num_handles);
+  if (attr->num_handles < 1 || !attr->handles) return mori_error_set(MORI_EINVAL, "comm_create: no handle library given");
+  if (attr->num_transports > 0 && !attr->transports)
+    return mori_error_set(MORI_EINVAL, "comm_create: %d transports given, and no list", attr->num_transports);
+  if (attr->num_transports < 32 && attr->optional_transports >> attr->num_transports)
+    return mori_error_set(MORI_EINVAL, "comm_create: optional_transports 0x%x names transports beyond the %d listed",
+                          attr->optional_transports, attr->num_transports);
+  return 0;
 }
 
 int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   if (!attr || !out || !attr->bootstrap) return mori_error_set(MORI_EINVAL, "comm_create: attr, bootstrap and out are required");
   *out = NULL;
-  if (attr->num_transports < 0 || attr->num_transports > MORI_MAX_PLUGINS || attr->num_handles > MORI_MAX_PLUGINS)
-    return mori_error_set(MORI_EINVAL, "comm_create: at most %d transports and %d handle libraries", MORI_MAX_PLUGINS,
-                          MORI_MAX_PLUGINS);
-  if (attr->num_handles < 1) return mori_error_set(MORI_EINVAL, "comm_create: no handle library given");
-  if (attr->optional_transports >> attr->num_transports)
-    return mori_error_set(MORI_EINVAL, "comm_create: optional_transports 0x%x names transports beyond the %d listed",
-                          attr->optional_transports, attr->num_transports);
   (void)mori_trace_setup(mori_bootstrap_rank(attr->bootstrap)); /* before the first event; its error comes below */
   MORI_TRACE_SCOPE("comm_create", MORI_TA("ranks", mori_bootstrap_size(attr->bootstrap)));
   mori_comm_t *c = calloc(1, sizeof(*c));
@@ -341,33 +421,30 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   mori_log_set_rank(c->rank);
   mori_version_log_once();
   c->device = attr->device;
-  int rc = 0;
-  mori_peer_info_t me;
+  int rc = check_attr(attr);
   c->peers = calloc((size_t)c->size, sizeof(*c->peers));
   c->routes = calloc((size_t)c->size, sizeof(*c->routes));
-  if (!c->peers || !c->routes) rc = mori_error_set(MORI_ENOMEM, "comm_create: peer table");
+  if (!rc && (!c->peers || !c->routes)) rc = mori_error_set(MORI_ENOMEM, "comm_create: peer table");
   if (!rc && c->device < 0) rc = mori_platform_current_device(&c->device);
   /* Every MORI_* variable set: one that does not parse fails here, on every
-   * rank (the allgather below), before anything reads it. */
+   * rank (the exchange below), before anything reads it. */
   if (!rc) rc = mori_env_check();
   if (!rc) rc = mori_trace_setup(c->rank);
-  /* A rank that failed locally still takes part in the allgather, so that
+  /* A rank that failed locally still takes part in the exchange, so that
    * every rank learns it (and no rank waits for it). */
-  int local_rc = rc ? rc : describe_self(c, &me);
-  if (local_rc) memset(&me, 0, sizeof(me));
-  me.rank = local_rc ? -1 : c->rank;
-  if (c->peers) rc = mori_bootstrap_allgather(c->bootstrap, &me, c->peers, sizeof(me));
-  if (!rc) rc = local_rc;
-  for (int r = 0; !rc && r < c->size; r++)
-    if (c->peers[r].rank != r) rc = mori_error_set(MORI_EIO, "comm_create: rank %d could not describe itself", r);
-  if (rc) goto fail;
+  if ((rc = exchange_records(c, attr, rc)) != 0) goto fail;
   if ((rc = number_local_ranks(c)) != 0) goto fail;
   bool one_host = true;
   for (int r = 1; r < c->size; r++) one_host = one_host && c->peers[r].host_hash == c->peers[0].host_hash;
   if ((rc = mori_node_channel_create(c->bootstrap, c->rank, c->size, one_host, &c->channel)) != 0) goto fail;
-  if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
-  if ((rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
-  if ((rc = compute_routes(c)) != 0) goto fail;
+  /* A plug-in that fails on one rank after its own collective steps would
+   * leave the others going on into steps it skips: each phase ends in a
+   * step that carries every rank's status (the routes' carries the
+   * transports'), so all go on, or all fail naming who failed. */
+  rc = init_handles(c, attr->handles, attr->num_handles);
+  if ((rc = mori_agree(c, rc, "comm_create: handle libraries")) != 0) goto fail;
+  rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports);
+  if ((rc = compute_routes(c, rc)) != 0) goto fail;
   if ((rc = init_optional_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
   MORI_INFO("comm: rank %d of %d on device %d, handle %s, LSA team [%d, %d)", c->rank, c->size, c->device,
             mori_handle_type_name(c->handle_type), c->lsa_base, c->lsa_base + c->lsa_size);

@@ -19,20 +19,51 @@ struct posix_fd_state {
   int timeout_ms;
 };
 
+/* The step that ends setup: every rank's status, so that all go on or all
+ * fail naming who (a rank that returned early would leave the others
+ * waiting in a step it never takes). The failed rank keeps its own
+ * message. */
+static int agree(mori_comm_t *comm, int rc, const char *step) {
+  int n = mori_comm_size(comm);
+  int32_t mine = rc, *all = calloc((size_t)n, sizeof(*all));
+  if (!all) return rc ? rc : mori_error_set(MORI_ENOMEM, "posix_fd: %s", step);
+  int grc = mori_comm_allgather(comm, &mine, all, sizeof(mine));
+  int failed = -1;
+  for (int r = 0; !grc && r < n && failed < 0; r++)
+    if (all[r]) failed = r;
+  int code = failed >= 0 ? all[failed] : 0;
+  free(all);
+  if (rc) return rc;
+  if (grc) return mori_error_context(grc, "posix_fd: %s", step);
+  if (failed >= 0)
+    return mori_error_set(code < 0 ? code : MORI_EIO, "posix_fd: %s: rank %d failed (%s; its own error says why)", step,
+                          failed, mori_err_name(code < 0 ? code : MORI_EIO));
+  return 0;
+}
+
 static int posix_fd_init(mori_comm_t *comm, void **state) {
-  uint64_t secrets[2] = {0, 0}; /* socket-name nonce, token */
-  if (mori_comm_rank(comm) == 0 && getrandom(secrets, sizeof(secrets), 0) != sizeof(secrets))
-    return mori_error_errno("posix_fd: drawing the channel token");
-  int rc = mori_bootstrap_bcast(mori_comm_bootstrap(comm), secrets, sizeof(secrets), 0);
-  if (rc) return mori_error_context(rc, "posix_fd: sharing the channel token");
+  /* Socket-name nonce, token, and rank 0's status: it broadcasts either
+   * way, so a failed draw fails every rank instead of leaving them waiting. */
+  uint64_t secrets[3] = {0, 0, 0};
+  int rc = 0;
+  if (mori_comm_rank(comm) == 0 && getrandom(secrets, 2 * sizeof(uint64_t), 0) != 2 * sizeof(uint64_t)) {
+    rc = mori_error_errno("posix_fd: drawing the channel token");
+    secrets[2] = 1;
+  }
+  int brc = mori_bootstrap_bcast(mori_comm_bootstrap(comm), secrets, sizeof(secrets), 0);
+  if (rc) return rc;
+  if (brc) return mori_error_context(brc, "posix_fd: sharing the channel token");
+  if (secrets[2]) return mori_error_set(MORI_EIO, "posix_fd: rank 0 could not draw the channel token (its own error says why)");
   struct posix_fd_state *s = calloc(1, sizeof(*s));
-  if (!s) return mori_error_set(MORI_ENOMEM, "posix_fd");
-  s->timeout_ms = mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
+  if (!s) rc = mori_error_set(MORI_ENOMEM, "posix_fd");
   int size = mori_comm_size(comm);
-  rc = fd_channel_open(secrets[0], secrets[1], mori_comm_rank(comm), size, &s->channel);
+  if (!rc) {
+    s->timeout_ms = mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
+    rc = fd_channel_open(secrets[0], secrets[1], mori_comm_rank(comm), size, &s->channel);
+  }
   if (rc) {
     free(s);
-    return rc;
+    return agree(comm, rc, "opening the fd channel");
   }
   /* Only the job's processes may connect (checked at accept), by pid where
    * the rank shares this process's pid namespace. */
@@ -44,7 +75,7 @@ static int posix_fd_init(mori_comm_t *comm, void **state) {
     else fd_channel_set_pid(s->channel, r, peer->pid);
   }
   /* No rank may send before every socket is bound. */
-  rc = mori_bootstrap_barrier(mori_comm_bootstrap(comm));
+  rc = agree(comm, 0, "opening the fd channel");
   if (rc) {
     fd_channel_close(s->channel);
     free(s);

@@ -4,6 +4,10 @@
 // a crash or a silent mismatch: a comm destroyed twice or used after its
 // destroy, a window destroyed twice with tracing on, mori_finalize on some
 // ranks only, and registering memory mori already holds.
+#include <fcntl.h>
+#include <sys/resource.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -93,6 +97,98 @@ TEST(Misuse, FinalizeOnSomeRanksFailsTheNextWindowOnEveryRankUntilAllHaveFinaliz
     window_round(MORI_EMISMATCH, "mori_finalize");  // and stays so, on every rank
     if (rank != 0) MORI_EXPECT_OK(mori_finalize());
     window_round(0, "");
+  });
+}
+
+// A comm made by ranks that list different plug-ins, or with a bad
+// argument on one rank, or whose handle library fails on one rank: every
+// rank fails at once (well inside the timeout), naming the rank, and the
+// bootstrap stays usable.
+struct Attr {
+  const mori_handle_ops_t *handles[1] = {&mori_handle_posix_fd_ops};
+  const mori_transport_ops_t *transports[1] = {&mori_transport_p2p_ops};
+  mori_comm_attr_t attr;
+  explicit Attr(mori_bootstrap_t *b) {
+    mori_comm_attr_init(&attr);
+    attr.bootstrap = b;
+    attr.handles = handles;
+    attr.num_handles = 1;
+    attr.transports = transports;
+    attr.num_transports = 1;
+  }
+};
+
+void ExpectEveryRankFailsAtOnce(mori_bootstrap_t *b, const mori_comm_attr_t &attr, int code, const std::string &words) {
+  auto start = std::chrono::steady_clock::now();
+  mori_comm_t *comm = nullptr;
+  ExpectError(mori_comm_create(&attr, &comm), code, words);
+  EXPECT_EQ(comm, nullptr);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10.0) << "failed only after waiting for a rank (the timeout is 30 s)";
+  MORI_EXPECT_OK(mori_bootstrap_barrier(b));  // the bootstrap is in step
+}
+
+TEST(Misuse, RanksThatListOtherTransportsFailCommCreationTogether) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = mori_test::Bootstrap(30000);
+    ASSERT_NE(b, nullptr);
+    Attr a(b);
+    if (rank == size - 1) a.attr.num_transports = 0;
+    ExpectEveryRankFailsAtOnce(b, a.attr, MORI_EMISMATCH, "rank " + std::to_string(size - 1) + " lists other");
+    mori_bootstrap_destroy(b);
+  });
+}
+
+TEST(Misuse, ABadArgumentOnOneRankFailsCommCreationOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = mori_test::Bootstrap(30000);
+    ASSERT_NE(b, nullptr);
+    Attr a(b);
+    if (rank == size - 1) a.attr.num_handles = 0;
+    ExpectEveryRankFailsAtOnce(b, a.attr, MORI_EINVAL, rank == size - 1 ? "no handle library given" : "rank(s) " + std::to_string(size - 1) + " failed");
+    // The next creation, with the same arguments everywhere, works.
+    Attr good(b);
+    mori_comm_t *comm = nullptr;
+    MORI_ASSERT_OK(mori_comm_create(&good.attr, &comm));
+    MORI_EXPECT_OK(mori_comm_destroy(comm));
+    mori_bootstrap_destroy(b);
+  });
+}
+
+// (A rank without descriptors fails already in the probe of what its
+// device can export, before the handle libraries start.)
+TEST(Misuse, ARankOutOfDescriptorsFailsCommCreationOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    mori_bootstrap_t *b = mori_test::Bootstrap(30000);
+    ASSERT_NE(b, nullptr);
+    Attr a(b);
+    struct rlimit saved;
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    if (rank == size - 1) {
+      // No new descriptor: the fd channel's socket cannot be opened.
+      int highest = 0;
+      for (int fd = 0; fd < 4096; fd++)
+        if (fcntl(fd, F_GETFD) != -1) highest = fd;
+      struct rlimit tight = saved;
+      tight.rlim_cur = (rlim_t)highest + 1;
+      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    }
+    auto start = std::chrono::steady_clock::now();
+    mori_comm_t *comm = nullptr;
+    int rc = mori_comm_create(&a.attr, &comm);
+    std::string msg = mori_last_error();
+    if (rank == size - 1) {
+      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    }
+    EXPECT_NE(rc, 0);
+    EXPECT_EQ(comm, nullptr);
+    if (rank != size - 1) {
+      EXPECT_NE(msg.find("rank " + std::to_string(size - 1) + ": "), std::string::npos) << "names the rank: " << msg;
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 10.0) << "failed only after waiting for a rank (the timeout is 30 s)";
+    MORI_EXPECT_OK(mori_bootstrap_barrier(b));
+    mori_bootstrap_destroy(b);
   });
 }
 
