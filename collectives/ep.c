@@ -493,6 +493,10 @@ int mori_ep_reset(mori_ep_t *ep, void *stream) {
 int mori_ep_check(mori_ep_t *ep) {
   int rc = check_call(ep, "ep_check");
   if (rc) return rc;
+  /* The record is written by kernels on the caller's streams, which may be
+   * non-blocking ones the copy below does not wait for: a record read
+   * half-written, or a clear landing after a new report, would lose it. */
+  if ((rc = mori_ep_device_wait(ep->device)) != 0) return rc;
   mori_ep_state_t st;
   char *state = (char *)ep->memory + ep->view.off_state;
   rc = mori_device_copy(ep->device, &st, state, sizeof(st));

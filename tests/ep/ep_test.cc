@@ -33,30 +33,38 @@ struct Options {
   mori_ep_dtype_t combine = MORI_EP_BFLOAT16;
 };
 
-// Combine of the last dispatch (which delivered `row` rows and used
-// `mine` on this rank): each rank's expert writes ExpertValue(..., values).
-bool CheckCombine(mori_ep_t *ep, const Shape &s, int me, int n, int call, int values, const Options &o, const Inputs &mine,
-                  uint32_t row, const mori_ep_buffers_t &b) {
+// What a combine's send reads, kept alive until the call has read it.
+struct CombineInput {
+  std::vector<uint8_t> external;
+  std::vector<float> weights;
+};
+
+// This rank's expert output for the last dispatch (which delivered `row`
+// rows): ExpertValue(..., values) per row, weights dispatch weight + rank.
+// Returns the send half's code (o.split) or the whole combine's.
+int SendCombine(mori_ep_t *ep, const Shape &s, int me, int values, const Options &o, uint32_t row, const mori_ep_buffers_t &b,
+                CombineInput &keep) {
   uint32_t K = s.top_k, M = s.max_tokens;
-  // Combine: this rank's expert writes ExpertValue for each row it got.
   uint32_t cb = ElemBytes(o.combine), crb = s.hidden * cb;
-  std::vector<uint8_t> external((size_t)row * crb + 16);
-  uint8_t *cin = o.registered ? (uint8_t *)b.combine_input : external.data();
-  std::vector<float> cw((size_t)(row + 1) * K);  // never empty: NULL would mean no weights
+  keep.external.assign((size_t)row * crb + 16, 0);
+  uint8_t *cin = o.registered ? (uint8_t *)b.combine_input : keep.external.data();
+  keep.weights.assign((size_t)(row + 1) * K, 0.0f);  // never empty: NULL would mean no weights
   for (uint32_t i = 0; i < row; i++) {
     int src = b.src_token_pos[i] / (int)M;
     uint32_t t = (uint32_t)(b.src_token_pos[i] % (int)M);
     for (uint32_t h = 0; h < s.hidden; h++) StoreAs(cin + (size_t)i * crb, h, o.combine, ExpertValue(src, t, h, me, values));
-    for (uint32_t j = 0; j < K; j++) cw[(size_t)i * K + j] = b.dispatch_weights[(size_t)i * K + j] + (float)me;
+    for (uint32_t j = 0; j < K; j++) keep.weights[(size_t)i * K + j] = b.dispatch_weights[(size_t)i * K + j] + (float)me;
   }
   const void *input = o.registered ? nullptr : cin;
-  const float *cweights = o.weights ? cw.data() : nullptr;
-  if (o.split) {
-    MORI_EXPECT_OK(mori_ep_combine_send(ep, input, o.combine, cweights, nullptr, nullptr));
-    MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
-  } else {
-    MORI_EXPECT_OK(mori_ep_combine(ep, input, o.combine, cweights, nullptr, nullptr));
-  }
+  const float *cweights = o.weights ? keep.weights.data() : nullptr;
+  return o.split ? mori_ep_combine_send(ep, input, o.combine, cweights, nullptr, nullptr)
+                 : mori_ep_combine(ep, input, o.combine, cweights, nullptr, nullptr);
+}
+
+// The combine output of `mine` against the reference: every distinct
+// destination rank's ExpertValue(..., values) summed, and the weights.
+bool VerifyCombine(const Shape &s, int me, int call, int values, const Options &o, const Inputs &mine, const mori_ep_buffers_t &b) {
+  uint32_t K = s.top_k, crb = s.hidden * ElemBytes(o.combine);
   for (uint32_t t = 0; t < mine.tokens; t++) {
     std::set<int> dests = Dests(s, mine, t);
     for (uint32_t h = 0; h < s.hidden; h++) {
@@ -74,6 +82,16 @@ bool CheckCombine(mori_ep_t *ep, const Shape &s, int me, int n, int call, int va
     }
   }
   return true;
+}
+
+// Combine of the last dispatch (which delivered `row` rows and used
+// `mine` on this rank): each rank's expert writes ExpertValue(..., values).
+bool CheckCombine(mori_ep_t *ep, const Shape &s, int me, int n, int call, int values, const Options &o, const Inputs &mine,
+                  uint32_t row, const mori_ep_buffers_t &b) {
+  CombineInput keep;
+  MORI_EXPECT_OK(SendCombine(ep, s, me, values, o, row, b, keep));
+  if (o.split) MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+  return VerifyCombine(s, me, call, values, o, mine, b);
 }
 
 // One call's dispatch and combine on rank `me`, checked against the
@@ -624,6 +642,48 @@ TEST(Ep, TwoCombinesOfOneDispatch) {
       ASSERT_TRUE(CheckCombine(ep, s, rank, size, call, call + 1000, o, mine, (uint32_t)*b.recv_num_token, b));
     }
     MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// A second combine of one dispatch whose wait for the last rank's reading
+// of the first times out: it copies nothing and raises no flag, so the
+// late rank, reading the first combine afterwards, gets the first
+// combine's rows, not a mix with the second's.
+TEST(Ep, ACombineThatTimesOutWaitingForALateReaderLeavesItsRowsAlone) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w(20000);
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 1000));
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));  // the steps below outwait the EP timeout
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    Options o;
+    o.split = true;
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, o));
+    Inputs mine = MakeInputs(s, rank, size, 1);
+    MORI_ASSERT_OK(mori_ep_dispatch(ep, mine.rows.data(), mine.weights.data(), nullptr, mine.indices.data(), mine.tokens, nullptr,
+                                    nullptr));
+    uint32_t rows = (uint32_t)*b.recv_num_token;
+    CombineInput first, second;
+    MORI_ASSERT_OK(SendCombine(ep, s, rank, 100, o, rows, b, first));
+    bool late = rank == size - 1;
+    if (!late) {
+      MORI_ASSERT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+      EXPECT_TRUE(VerifyCombine(s, rank, 1, 100, o, mine, b));
+      // The late rank has not read this combine yet: the next one's send
+      // waits for it, times out, and must leave the rows as they are.
+      EXPECT_EQ(SendCombine(ep, s, rank, 200, o, rows, b, second), MORI_EDEVICE_TIMEOUT) << mori_last_error();
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));  // the others' second sends have given up
+    if (late) {
+      MORI_ASSERT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+      EXPECT_TRUE(VerifyCombine(s, rank, 1, 100, o, mine, b)) << "the late rank reads the first combine whole";
+    }
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
 }

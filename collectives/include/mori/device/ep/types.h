@@ -29,6 +29,7 @@ typedef struct mori_ep_state {
   uint64_t combine_epoch;
   uint32_t done[4];        /* blocks past a point of the running kernel: dispatch mid/end, combine mid/end */
   uint32_t scan_failed;    /* blocks of the running dispatch whose lists are incomplete (a wait failed) */
+  uint32_t send_failed;    /* blocks of the running combine send whose wait for the last readers failed */
   int32_t bad_seen;        /* a bad-index record arrived (cleared by mori_ep_check) */
   int32_t bad_rank, bad_token, bad_slot, bad_index, bad_count;
 } mori_ep_state_t;

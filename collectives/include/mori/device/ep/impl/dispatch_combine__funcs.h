@@ -683,8 +683,13 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
      * (with a dispatch in between this holds already). */
     rc = mori_ep_impl_wait_all(e, e->off_cdone, epoch - 1, 4);
     /* The rows the dispatch delivered: its own count (base[n]), which a
-     * reset (recv_num := 0) leaves alone. */
-    uint32_t rows = (uint32_t)((const volatile int32_t *)mori_ep_impl_local(e, e->off_base))[dp * (uint64_t)(n + 1) + (uint64_t)n];
+     * reset (recv_num := 0) leaves alone. A block whose wait failed copies
+     * nothing (a slow peer may still be reading those rows) and keeps the
+     * flag down, so every peer's wait for it ends in its timeout, reported,
+     * rather than in rows half overwritten. */
+    const volatile int32_t *bases = (const volatile int32_t *)mori_ep_impl_local(e, e->off_base);
+    uint32_t rows = rc != MORI_DEVICE_OK ? 0 : (uint32_t)bases[dp * (uint64_t)(n + 1) + (uint64_t)n];
+    if (rc != MORI_DEVICE_OK && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->send_failed, 1);
     const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(e, e->off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
       /* Rows that came from this rank are read from the input by the fused call. */
@@ -695,7 +700,10 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes)
         reg_w[(uint64_t)i * K + j] = a->weights ? a->weights[(uint64_t)i * K + j] : 0.0f;
     }
-    if (mori_ep_impl_last_block(&st->done[2], grid)) mori_ep_impl_publish(e, e->off_cflag, epoch);
+    if (mori_ep_impl_last_block(&st->done[2], grid)) {
+      if (!*(volatile uint32_t *)&st->send_failed) mori_ep_impl_publish(e, e->off_cflag, epoch);
+      *(volatile uint32_t *)&st->send_failed = 0;
+    }
   }
   if (recv) {
     const int32_t *pos = (const int32_t *)mori_ep_impl_local(e, e->off_pos) + dp * (uint64_t)M * (uint64_t)n;
