@@ -10,6 +10,7 @@ MORI_SDK_LIBS = [
     "//handles/legacy_ipc",
     "//handles/posix_fd",
     "//shmem",
+    "//shmem:all_plugins",
     "//shmem:local_plugins",
     "//teams",
     "//tools/info",

@@ -27,6 +27,12 @@ mori_shmem_state_t mori_shmem = {.lock = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
 
 int mori_shmem_use_plugins(const mori_handle_ops_t *const *handles, int num_handles,
                            const mori_transport_ops_t *const *transports, int num_transports) {
+  return mori_shmem_use_plugins_optional(handles, num_handles, transports, num_transports, 0);
+}
+
+int mori_shmem_use_plugins_optional(const mori_handle_ops_t *const *handles, int num_handles,
+                                    const mori_transport_ops_t *const *transports, int num_transports,
+                                    uint32_t optional_transports) {
   if (num_handles < 1 || num_handles > MORI_SHMEM_MAX_PLUGINS || !handles || num_transports < 0 ||
       num_transports > MORI_SHMEM_MAX_PLUGINS || (num_transports && !transports))
     return mori_error_set(MORI_EINVAL, "mori_shmem_use_plugins: 1..%d handle libraries and 0..%d transports (got %d, %d)",
@@ -40,6 +46,7 @@ int mori_shmem_use_plugins(const mori_handle_ops_t *const *handles, int num_hand
     for (int i = 0; i < num_transports; i++) mori_shmem.transports[i] = transports[i];
     mori_shmem.num_handles = num_handles;
     mori_shmem.num_transports = num_transports;
+    mori_shmem.optional_transports = optional_transports;
   }
   pthread_mutex_unlock(&mori_shmem.lock);
   return rc;
@@ -67,6 +74,24 @@ static void release_all(void) {
   mori_shmem.initialized = false;
   mori_shmem.rank = -1;
   mori_shmem.npes = 0;
+}
+
+/* PEs no listed transport reaches are usable only through the host (their
+ * shmem_ptr_p2p is NULL, device puts to them fail): said once at init, as
+ * it usually means a transport was not listed or found no device. */
+static void warn_unreached(int rank, int npes) {
+  char list[256] = "";
+  size_t used = 0;
+  int n = 0;
+  for (int pe = 0; pe < npes; pe++) {
+    if (pe == rank || mori_comm_transport_for(mori_shmem.comm, pe)) continue;
+    if (used + 16 < sizeof(list)) used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", n ? ", " : "", pe);
+    n++;
+  }
+  if (n)
+    MORI_WARN("shmem: PE %d reaches %d PE(s) by no transport (%s%s): list the rdma transport for PEs on other nodes, "
+              "or see its INFO lines (MORI_GLOBAL_LOG_LEVEL=INFO) for why it has no device",
+              rank, n, list, used + 16 >= sizeof(list) ? ", ..." : "");
 }
 
 static int start(unsigned int flags, int rank, int npes, const void *arg) {
@@ -98,7 +123,9 @@ static int start(unsigned int flags, int rank, int npes, const void *arg) {
   attr.num_handles = mori_shmem.num_handles;
   attr.transports = mori_shmem.transports;
   attr.num_transports = mori_shmem.num_transports;
+  attr.optional_transports = mori_shmem.optional_transports;
   if ((rc = mori_comm_create(&attr, &mori_shmem.comm)) != 0) return rc;
+  warn_unreached(rank, npes);
   mori_shmem.rank = rank;
   mori_shmem.npes = npes;
   mori_shmem.device = mori_comm_device(mori_shmem.comm);

@@ -191,6 +191,7 @@ _SIGNATURES = {
     "mori_last_error": (ctypes.c_char_p, []),
     "mori_finalize": (_c_int, []),
     "mori_shmem_use_local_plugins": (_c_int, []),
+    "mori_shmem_use_all_plugins": (_c_int, []),
     "shmem_get_unique_id": (_c_int, [ctypes.POINTER(UniqueId)]),
     "mori_shmem_uniqueid_from_bytes": (_c_int, [ctypes.c_char_p, _c_size, ctypes.POINTER(UniqueId)]),
     "shmem_init_attr": (_c_int, [_c_uint, _c_int, _c_int, _c_void_p]),

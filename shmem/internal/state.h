@@ -44,6 +44,7 @@ typedef struct mori_shmem_state {
   const mori_handle_ops_t *handles[MORI_SHMEM_MAX_PLUGINS];
   const mori_transport_ops_t *transports[MORI_SHMEM_MAX_PLUGINS];
   int num_handles, num_transports;
+  uint32_t optional_transports; /* mori_comm_attr_t's bits */
 } mori_shmem_state_t;
 
 extern mori_shmem_state_t mori_shmem;

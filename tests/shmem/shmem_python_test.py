@@ -104,6 +104,23 @@ def pe_main(rank, size, uid_path):
     print(f"PE {me} of {n}: ok", flush=True)
 
 
+def two_nodes_pe_main(rank, size, uid_path):
+    """One PE of a job on two (simulated) nodes: the rdma transport is
+    listed and, the other node's PEs being unreachable otherwise, opened."""
+    from mori import shmem
+
+    uid = share_unique_id(shmem, rank, uid_path)
+    shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, uid)
+    ptr = shmem.shmem_malloc(4096)
+    other = (rank + size // 2) % size  # with two nodes, the same place on the other one
+    reached = shmem.shmem_ptr_p2p(ptr, rank, other) != 0
+    assert reached == (os.environ["NODES"] == "1"), reached
+    shmem.shmem_barrier_all()
+    shmem.shmem_free(ptr)
+    shmem.shmem_finalize()
+    print(f"PE {rank} of {size}: ok", flush=True)
+
+
 def run_python(code, **env):
     """(exit code, output) of `code` in a fresh interpreter that finds the
     package here (a variable given as None is unset there)."""
@@ -130,6 +147,34 @@ class ShmemPythonTest(unittest.TestCase):
                     self.assertIn(f"PE {r} of {n}: ok", out)
                 # The unique ID is a secret: the file that carried it is this user's alone.
                 self.assertEqual(os.stat(uid_path).st_mode & 0o777, 0o600)
+
+    def test_pes_on_two_nodes_open_the_rdma_transport(self):
+        """mori.shmem lists the rdma transport (optional: opened only when a
+        PE is on another node), so a job across nodes has it; where it finds
+        no device, each PE says so and warns which PEs nothing reaches. On
+        one node it is not opened at all."""
+        for n, nodes in ((2, 2), (4, 2), (2, 1)):
+            with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+                uid_path = os.path.join(tmp, "uid")
+                procs = []
+                for r in range(n):
+                    env = dict(os.environ, MORI_SHMEM_HEAP_SIZE="64M", MORI_BOOTSTRAP_TIMEOUT_MS="20000",
+                               MORI_GLOBAL_LOG_LEVEL="INFO", MORI_HOST_ID=f"node-{r * nodes // n}",
+                               MORI_RDMA_DEVICES="no-such-nic", NODES=str(nodes))
+                    procs.append(subprocess.Popen([sys.executable, __file__, "two_nodes", str(r), str(n), uid_path],
+                                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+                outs = [p.communicate(timeout=120)[0] for p in procs]
+                for r, (p, out) in enumerate(zip(procs, outs)):
+                    what = f"PE {r} of {n} on {nodes} node(s):\n{out}"
+                    self.assertEqual(p.returncode, 0, what)
+                    self.assertIn(f"PE {r} of {n}: ok", out)
+                    if nodes == 2:
+                        self.assertIn("optional transport rdma initialised", out, what)
+                        self.assertIn("has no usable RDMA device", out, what)
+                        self.assertIn(f"shmem: PE {r} reaches {n // 2} PE(s) by no transport", out, what)
+                    else:
+                        self.assertNotIn("rdma", out, what)
+                        self.assertNotIn("by no transport", out, what)
 
     def test_import_mori_then_any_subpackage(self):
         """The guide's `import mori` then `mori.shmem.X`: each public
@@ -352,5 +397,7 @@ class ShmemPythonTest(unittest.TestCase):
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "pe":
         pe_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif len(sys.argv) > 1 and sys.argv[1] == "two_nodes":
+        two_nodes_pe_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     else:
         unittest.main()

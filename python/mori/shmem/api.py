@@ -66,10 +66,12 @@ _plugins_listed = False
 
 
 def _list_plugins():
-    # This library links the single-node plug-ins (p2p, fd and fabric handles).
+    # Every plug-in libmori.so holds: the single-node set, and the rdma
+    # transport marked optional, so that it opens a NIC only when some PE is
+    # on another node (libibverbs is loaded then, not before).
     global _plugins_listed
     if not _plugins_listed:
-        _check("mori_shmem_use_local_plugins", lib.mori_shmem_use_local_plugins())
+        _check("mori_shmem_use_all_plugins", lib.mori_shmem_use_all_plugins())
         _plugins_listed = True
 
 

@@ -58,6 +58,13 @@ enum {
  * (mori/shmem_local_plugins.h). MORI_EBUSY while initialised. */
 MORI_API int mori_shmem_use_plugins(const mori_handle_ops_t *const *handles, int num_handles,
                                     const mori_transport_ops_t *const *transports, int num_transports);
+/* The same, with transports marked optional (bit i: transports[i] is
+ * initialised only when some PE has a peer the others do not reach, as
+ * mori_comm_attr_t.optional_transports says): p2p plus an optional rdma
+ * opens no NIC in a one-node job and reaches every PE across nodes. */
+MORI_API int mori_shmem_use_plugins_optional(const mori_handle_ops_t *const *handles, int num_handles,
+                                             const mori_transport_ops_t *const *transports, int num_transports,
+                                             uint32_t optional_transports);
 
 /* Rank 0 (or whoever hands the ID out) makes one: it picks the bootstrap
  * address (MORI_SOCKET_IFNAME, else the first interface that is up and not
