@@ -3,6 +3,11 @@
  * on one host and the payload fits a mailbox, else over the bootstrap. In a
  * file of its own so that the agreement (core/agreement.c) and comm
  * creation (core/comm.c) both use it without using each other. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/trace.h"
 #include "core/internal/comm.h"
@@ -13,8 +18,27 @@
 static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
   MORI_TRACE_SCOPE("comm_allgather", MORI_TS("step", what), MORI_TA("bytes", bytes), MORI_TA("ranks", c->size));
   uint64_t t = mori_profile_now();
-  int rc = c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD ? mori_node_channel_allgather(c->channel, what, send, recv, bytes)
-                                                             : mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
+  int rc;
+  if (c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD) {
+    rc = mori_node_channel_allgather(c->channel, what, send, recv, bytes);
+  } else {
+    /* With a channel, a large step still takes one through it first (its
+     * size alone): ranks that disagree on the size, one side of the
+     * channel's limit each, then meet in the channel, which names them at
+     * once, instead of waiting in different transports until the timeout. */
+    uint64_t size = bytes, *sizes = c->channel ? calloc((size_t)c->size, sizeof(*sizes)) : NULL;
+    rc = c->channel && !sizes ? mori_error_set(MORI_ENOMEM, "%s: rank %d's size table", what, c->rank) : 0;
+    /* Its own name, so that a rank gathering 8 bytes is never paired with it. */
+    char header[160];
+    snprintf(header, sizeof(header), "%s (the size of a step through the bootstrap)", what);
+    if (!rc && c->channel) rc = mori_node_channel_allgather(c->channel, header, &size, sizes, sizeof(size));
+    for (int r = 0; !rc && sizes && r < c->size; r++)
+      if (sizes[r] != bytes)
+        rc = mori_error_set(MORI_EMISMATCH, "%s: rank %d gathers %llu bytes per rank, rank %d %zu", what, r,
+                            (unsigned long long)sizes[r], c->rank, bytes);
+    free(sizes);
+    if (!rc) rc = mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
+  }
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
 }
 

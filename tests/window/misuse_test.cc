@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "mori/heap.h"
 #include "tests/support/world.h"
@@ -189,6 +190,30 @@ TEST(Misuse, ARankOutOfDescriptorsFailsCommCreationOnEveryRank) {
     EXPECT_LT(seconds, 10.0) << "failed only after waiting for a rank (the timeout is 30 s)";
     MORI_EXPECT_OK(mori_bootstrap_barrier(b));
     mori_bootstrap_destroy(b);
+  });
+}
+
+// mori_comm_allgather with sizes that differ across ranks: above the node
+// channel's mailbox on every rank, each rank fails at once naming one that
+// differs and the comm goes on; across the mailbox's limit (one rank small,
+// another large), every rank fails at once instead of waiting in two
+// different transports until the timeout.
+TEST(Misuse, AllgatherSizesThatDifferFailAtOnce) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w(30000);
+    ASSERT_TRUE(w.ok());
+    std::vector<char> send(20000, (char)rank), recv(20000 * (size_t)size);
+    auto start = std::chrono::steady_clock::now();
+    size_t large = rank == size - 1 ? 10000 : 9000;
+    ExpectError(mori_comm_allgather(w.comm, send.data(), recv.data(), large), MORI_EMISMATCH, "bytes per rank");
+    size_t same = 9000;
+    MORI_EXPECT_OK(mori_comm_allgather(w.comm, send.data(), recv.data(), same));
+    for (int r = 0; r < size; r++) EXPECT_EQ(recv[(size_t)r * same + 17], (char)r);
+    size_t straddling = rank == size - 1 ? 100 : 9000;
+    EXPECT_NE(mori_comm_allgather(w.comm, send.data(), recv.data(), straddling), 0);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 10.0) << "a rank waited for the timeout (30 s)";
+    MORI_EXPECT_OK(mori_bootstrap_barrier(w.bootstrap));  // the bootstrap is in step
   });
 }
 
