@@ -115,6 +115,26 @@ TEST(Shmem, MallocPutsEveryAllocationAtTheSameHeapOffsetAndPeersReachIt) {
 // the same heap offset with the same arguments. A step that came back
 // (a separate agreement on the arguments, the offsets or the outcome)
 // fails this test. shmem_free and shmem_malloc(0): one step each.
+// A shmem_malloc larger than a heap chunk (vmm mode) names the size, the
+// chunk and the variable that fixes it, on every PE; nothing stays.
+TEST(Shmem, MallocLargerThanAChunkNamesTheVariable) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();  // vmm, 4 MiB chunks
+    MORI_ASSERT_OK(InitPe(rank, size, "bigger"));
+    void *p = nullptr;
+    int held = mori_mem_count();  // shmem's own (its device state)
+    EXPECT_EQ(shmem_malloc(8 << 20, &p), MORI_ENOTSUP);
+    std::string msg = mori_last_error();
+    EXPECT_NE(msg.find("8388608 bytes: larger than one chunk of the symmetric heap (4194304 bytes)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MORI_SHMEM_VMM_CHUNK_SIZE"), std::string::npos) << msg;
+    EXPECT_EQ(p, nullptr);
+    EXPECT_EQ(mori_mem_count(), held) << "nothing stays allocated";
+    MORI_ASSERT_OK(shmem_malloc(1 << 20, &p));  // the next one works
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 TEST(Shmem, MallocTakesOneCollectiveStepAndFreeOne) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();
