@@ -16,9 +16,21 @@
  * channel for good: the first such failure is recorded in the shared
  * header, where every rank sees it in its current or next step, and every
  * later call fails naming the ranks. Each mailbox also carries what the call
- * is and its size, so different calls are never paired. */
+ * is and its size, so different calls are never paired.
+ *
+ * A rank that exited or crashed never arrives: rather than wait for it
+ * until the timeout (the TCP bootstrap notices a closed connection at
+ * once), a waiting rank checks every few milliseconds whether the process
+ * it waits for still exists, and fails the channel for good naming it.
+ *
+ * The area's name carries its creator's pid and pid namespace in the form
+ * the host platform's sweep of /dev/shm knows (host_shm_sweep.c): a rank 0
+ * killed between creating it and unlinking it leaves it behind, and the
+ * next process's sweep removes it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,6 +48,7 @@
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/base/pid_namespace.h"
 #include "core/internal/node_channel.h"
 #include "mori/bootstrap.h"
 
@@ -50,13 +63,16 @@ typedef struct mailbox {
   uint8_t pad[40]; /* a multiple of the cache line */
 } mailbox_t;
 
+/* Why the channel failed, beyond its code: the other ranks' messages say it. */
+enum { FAILED_OTHERWISE = 0, FAILED_EXITED = 1 /* the culprit's process ended */ };
+
 /* The channel's first failure, once set never changed: the rank that found
- * it, the rank it concerns, the step and the code (see pack_failure). */
+ * it, the rank it concerns, the step, why and the code (see pack_failure). */
 struct area_header {
   uint64_t magic;
   uint64_t size;
-  _Atomic uint32_t failure_claimed; /* the first rank to fail it sets this, then the step, then the word */
-  uint32_t reserved;
+  _Atomic uint32_t failure_claimed; /* the first rank to fail it sets this, then the step and why, then the word */
+  uint32_t failure_why;             /* FAILED_* */
   uint64_t failure_step;
   _Atomic uint64_t failure; /* 0: none */
   /* Every rank adds one after publishing a step, so step n is complete once
@@ -76,6 +92,7 @@ struct mori_node_channel {
   int rank, size;
   uint64_t step;
   int timeout_ms;
+  pid_t *pids;       /* [rank]: its process, to tell whether it still exists; 0: not judged (see member_t) */
   int failed_code;   /* 0 until the channel has failed */
   char failed[400];  /* why, repeated by every later call */
 };
@@ -96,7 +113,9 @@ static int open_area(mori_bootstrap_t *b, int rank, int size, char *name, void *
   if (rank == 0) {
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) nonce = now_ns() ^ (uint64_t)getpid();
-    snprintf(name, NAME_BYTES, "/mori-node-%d-%016llx", (int)getpid(), (unsigned long long)nonce);
+    /* The form host_shm_sweep.c parses: creator's pid, then pid namespace. */
+    snprintf(name, NAME_BYTES, "/mori-node.%d.%016llx.p%llx", (int)getpid(), (unsigned long long)nonce,
+             (unsigned long long)mori_pid_namespace());
     fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) rc = mori_error_errno("node channel: shm_open(%s)", name);
     if (!rc && ftruncate(fd, (off_t)bytes) != 0) rc = mori_error_errno("node channel: sizing %zu bytes", bytes);
@@ -105,6 +124,7 @@ static int open_area(mori_bootstrap_t *b, int rank, int size, char *name, void *
   int brc = mori_bootstrap_bcast(b, name, NAME_BYTES, 0);
   if (brc) {
     if (fd >= 0) close(fd);
+    if (rank == 0 && name[0]) shm_unlink(name); /* nobody will open it */
     return brc;
   }
   if (rank != 0 && !name[0]) return mori_error_set(MORI_EIO, "node channel: rank 0 could not create it");
@@ -120,21 +140,45 @@ static int open_area(mori_bootstrap_t *b, int rank, int size, char *name, void *
   return 0;
 }
 
+/* What each rank tells the others once it has tried to map the area. */
+typedef struct member {
+  int32_t failed; /* it could not map the area */
+  int32_t pid;
+  uint64_t pid_namespace; /* 0: unknown */
+} member_t;
+
+/* The pid by which this rank judges whether `m` still exists, or 0: only a
+ * pid of this very pid namespace names the same process here (ranks in
+ * other containers of the host have pids of their own), and an unknown
+ * namespace is not assumed to be this one, as a wrong "it exited" would
+ * fail a healthy comm where a wrong "it lives" only waits to the timeout. */
+static pid_t judged_pid(const member_t *m, uint64_t my_ns) {
+  if (m->pid <= 0 || !my_ns || m->pid_namespace != my_ns || m->pid == (int32_t)getpid()) return 0;
+  return (pid_t)m->pid;
+}
+
 int mori_node_channel_create(mori_bootstrap_t *b, int rank, int size, bool one_host, mori_node_channel_t **out) {
   *out = NULL;
   if (!one_host || size < 2 || !mori_env_bool_or("MORI_NODE_CHANNEL", true)) return 0;
   char name[NAME_BYTES] = "";
   void *base = NULL;
   int rc = open_area(b, rank, size, name, &base);
-  /* Every rank learns whether every rank has the area mapped. */
-  int32_t mine = rc ? 1 : 0, *all = calloc((size_t)size, sizeof(int32_t));
-  int arc = all ? mori_bootstrap_allgather(b, &mine, all, sizeof(mine)) : MORI_ENOMEM;
+  /* Every rank learns whether every rank has the area mapped, and which
+   * process each rank is (for the waits, see rank_exited). */
+  uint64_t my_ns = mori_pid_namespace();
+  member_t mine = {.failed = rc ? 1 : 0, .pid = (int32_t)getpid(), .pid_namespace = my_ns};
+  member_t *all = calloc((size_t)size, sizeof(member_t));
+  pid_t *pids = calloc((size_t)size, sizeof(pid_t));
+  int arc = all && pids ? mori_bootstrap_allgather(b, &mine, all, sizeof(mine))
+                        : mori_error_set(MORI_ENOMEM, "node channel: rank %d's table of %d ranks", rank, size);
   bool everyone = arc == 0;
-  for (int r = 0; everyone && r < size; r++) everyone = all[r] == 0;
+  for (int r = 0; everyone && r < size; r++) everyone = all[r].failed == 0;
+  for (int r = 0; everyone && r < size; r++) pids[r] = judged_pid(&all[r], my_ns);
   free(all);
   if (rank == 0 && name[0]) shm_unlink(name); /* mapped everywhere (or abandoned): the name is done */
   if (!everyone) {
     if (base) munmap(base, area_bytes(size));
+    free(pids);
     if (arc) return arc; /* the bootstrap itself failed: the comm cannot go on */
     MORI_INFO("node channel: not available (%s); collective steps use the bootstrap", rc ? mori_last_error() : "a peer failed");
     return 0;
@@ -142,9 +186,11 @@ int mori_node_channel_create(mori_bootstrap_t *b, int rank, int size, bool one_h
   mori_node_channel_t *ch = calloc(1, sizeof(*ch));
   if (!ch) {
     munmap(base, area_bytes(size));
+    free(pids);
     return mori_error_set(MORI_ENOMEM, "node channel");
   }
   ch->area = base;
+  ch->pids = pids;
   ch->boxes = (mailbox_t *)((char *)base + sizeof(struct area_header));
   ch->area_bytes = area_bytes(size);
   ch->rank = rank;
@@ -161,10 +207,15 @@ int mori_node_channel_create(mori_bootstrap_t *b, int rank, int size, bool one_h
 void mori_node_channel_destroy(mori_node_channel_t *ch) {
   if (!ch) return;
   munmap(ch->area, ch->area_bytes);
+  free(ch->pids);
   free(ch);
 }
 
-enum { SPINS_BEFORE_SLEEP = 64, SLEEP_SLICE_MS = 50 };
+/* A sleeping rank wakes at least every slice to re-check its deadline and
+ * whether the rank it waits for still exists (rank_exited): a slice bounds
+ * how late a death is noticed, and costs a wake-up and a few system calls
+ * per waiting rank. */
+enum { SPINS_BEFORE_SLEEP = 64, SLEEP_SLICE_MS = 10 };
 
 #ifdef __linux__
 /* Shared (not FUTEX_PRIVATE): the word lives in memory mapped by several
@@ -203,7 +254,7 @@ static void wait_a_little(struct area_header *h, mailbox_t *box, uint64_t step, 
   atomic_fetch_add(&h->sleepers, 1);
   uint32_t seen = atomic_load(&h->arrivals);
   if (atomic_load(&box->seq) != step && !atomic_load(&h->failure)) {
-    uint64_t slice = (uint64_t)SLEEP_SLICE_MS * 1000000ull;
+    const uint64_t slice = (uint64_t)SLEEP_SLICE_MS * 1000000ull;
     futex_wait(&h->arrivals, seen, left_ns < slice ? left_ns + 1 : slice);
   }
   atomic_fetch_sub(&h->sleepers, 1);
@@ -216,9 +267,11 @@ static uint64_t pack_failure(int reporter, int culprit, int code) {
 }
 
 /* The channel cannot go on: remember why here, and tell the other ranks
- * (the first failure of any rank wins). Returns code with the error set. */
-static int fail_channel(mori_node_channel_t *ch, int code, int culprit, const char *fmt, ...) MORI_PRINTF(4, 5);
-static int fail_channel(mori_node_channel_t *ch, int code, int culprit, const char *fmt, ...) {
+ * (the first failure of any rank wins); `why` (FAILED_*) lets their
+ * messages say what happened to the culprit. Returns code with the error
+ * set. */
+static int fail_channel(mori_node_channel_t *ch, int code, int culprit, uint32_t why, const char *fmt, ...) MORI_PRINTF(5, 6);
+static int fail_channel(mori_node_channel_t *ch, int code, int culprit, uint32_t why, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(ch->failed, sizeof(ch->failed), fmt, ap);
@@ -227,6 +280,7 @@ static int fail_channel(mori_node_channel_t *ch, int code, int culprit, const ch
   uint32_t unclaimed = 0;
   if (atomic_compare_exchange_strong(&ch->area->failure_claimed, &unclaimed, 1)) {
     ch->area->failure_step = ch->step;
+    ch->area->failure_why = why;
     atomic_store(&ch->area->failure, pack_failure(ch->rank, culprit, code));
     wake_sleepers(ch->area);
   }
@@ -238,7 +292,11 @@ static int failed_elsewhere(mori_node_channel_t *ch, uint64_t word) {
   int reporter = (int)(word & 0xffff) - 1, culprit = (int)((word >> 16) & 0xffff) - 1;
   int code = -(int)(uint32_t)(word >> 32);
   unsigned long long at = (unsigned long long)ch->area->failure_step;
-  if (culprit >= 0)
+  if (culprit >= 0 && ch->area->failure_why == FAILED_EXITED)
+    snprintf(ch->failed, sizeof(ch->failed),
+             "node channel: rank %d exited or crashed (rank %d found it gone at step %llu); rank %d was at step %llu", culprit,
+             reporter, at, ch->rank, (unsigned long long)ch->step);
+  else if (culprit >= 0)
     snprintf(ch->failed, sizeof(ch->failed), "node channel: rank %d failed step %llu because of rank %d (%s); rank %d was at step %llu",
              reporter, at, culprit, mori_err_name(code), ch->rank, (unsigned long long)ch->step);
   else
@@ -246,6 +304,35 @@ static int failed_elsewhere(mori_node_channel_t *ch, uint64_t word) {
              mori_err_name(code), ch->rank, (unsigned long long)ch->step);
   ch->failed_code = code;
   return mori_error_set(code, "%s; this comm's collective steps cannot go on", ch->failed);
+}
+
+/* Whether process `pid` (of this pid namespace) has ended. pidfd_open
+ * (Linux 5.3) also sees a process that ended and that its parent has not
+ * reaped yet (a zombie, which kill() still finds: a launcher that reaps its
+ * ranks late would hide a crash until the timeout); without it (an older
+ * kernel, a seccomp filter), kill(pid, 0) failing with ESRCH. A process of
+ * another user (EPERM) counts as alive. A pid the kernel has handed on to
+ * another process since the rank ended (pid reuse) looks alive too: that
+ * wait then lasts to the timeout, as every wait did before this check. */
+static bool process_ended(pid_t pid) {
+#if defined(__linux__) && defined(SYS_pidfd_open)
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, 0); /* readable once the process has ended */
+    close(fd);
+    return n == 1 && (p.revents & POLLIN);
+  }
+  if (errno == ESRCH) return true;
+#endif
+  return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Whether rank r, which has not published `step` in `box`, is gone for good.
+ * Its box is read again after its process is found ended: a rank that
+ * published the step and then exited (its work done) did arrive. */
+static bool rank_exited(mori_node_channel_t *ch, int r, mailbox_t *box, uint64_t step) {
+  return ch->pids[r] && process_ended(ch->pids[r]) && atomic_load(&box->seq) < step;
 }
 
 static uint32_t call_identity(const char *what) {
@@ -273,7 +360,8 @@ int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const
    * increment comes after every rank published this step) wakes the rest. */
   uint32_t arrived = atomic_fetch_add(&ch->area->arrivals, 1) + 1;
   if (arrived == (uint32_t)(step * (uint64_t)ch->size)) wake_sleepers(ch->area);
-  uint64_t start = now_ns(), limit = (uint64_t)ch->timeout_ms * 1000000ull;
+  const uint64_t slice = (uint64_t)SLEEP_SLICE_MS * 1000000ull;
+  uint64_t start = now_ns(), limit = (uint64_t)ch->timeout_ms * 1000000ull, next_check = start + slice;
   for (int r = 0; r < ch->size; r++) {
     mailbox_t *box = &ch->boxes[r * 2 + parity];
     for (unsigned spins = 0;; spins++) {
@@ -281,9 +369,18 @@ int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const
       if (seen == step) break;
       if ((word = atomic_load(&ch->area->failure)) != 0) return failed_elsewhere(ch, word);
       if (seen > step)
-        return fail_channel(ch, MORI_EMISMATCH, r, "node channel: rank %d is at step %llu, rank %d at %llu (a collective was skipped)", r,
+        return fail_channel(ch, MORI_EMISMATCH, r, FAILED_OTHERWISE,
+                            "node channel: rank %d is at step %llu, rank %d at %llu (a collective was skipped)", r,
                             (unsigned long long)seen, ch->rank, (unsigned long long)step);
-      uint64_t waited = now_ns() - start;
+      uint64_t now = now_ns(), waited = now - start;
+      /* Once a slice, not on every spin: the check costs system calls. */
+      if (now >= next_check) {
+        next_check = now + slice;
+        if (rank_exited(ch, r, box, step))
+          return fail_channel(ch, MORI_ERANK_TIMEOUT, r, FAILED_EXITED,
+                              "node channel: rank %d (pid %d) exited or crashed before step %llu (rank %d waiting)", r,
+                              (int)ch->pids[r], (unsigned long long)step, ch->rank);
+      }
       if (waited > limit) {
         char missing[256];
         size_t used = 0;
@@ -291,13 +388,14 @@ int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const
         for (int q = r; q < ch->size && used + 12 < sizeof(missing); q++)
           if (atomic_load_explicit(&ch->boxes[q * 2 + parity].seq, memory_order_acquire) != step)
             used += (size_t)snprintf(missing + used, sizeof(missing) - used, "%s%d", count++ ? ", " : "", q);
-        return fail_channel(ch, MORI_ERANK_TIMEOUT, r, "node channel: %s %s did not arrive within %d ms (step %llu, rank %d waiting)",
+        return fail_channel(ch, MORI_ERANK_TIMEOUT, r, FAILED_OTHERWISE,
+                            "node channel: %s %s did not arrive within %d ms (step %llu, rank %d waiting)",
                             count > 1 ? "ranks" : "rank", missing, ch->timeout_ms, (unsigned long long)step, ch->rank);
       }
       wait_a_little(ch->area, box, step, spins, limit - waited);
     }
     if (box->bytes != bytes || box->what != id)
-      return fail_channel(ch, MORI_EMISMATCH, r,
+      return fail_channel(ch, MORI_EMISMATCH, r, FAILED_OTHERWISE,
                           "node channel: at step %llu rank %d made another call (%llu bytes, call %08x) than rank %d (%s: %zu bytes, "
                           "call %08x)",
                           (unsigned long long)step, r, (unsigned long long)box->bytes, box->what, ch->rank,

@@ -31,7 +31,10 @@ void mori_node_channel_destroy(mori_node_channel_t *ch);
 /* `bytes` (<= MORI_NODE_CHANNEL_PAYLOAD) from every rank into recv[rank];
  * `what` names the call, which every rank must make at the same step with
  * the same size. A rank that does not arrive within the bootstrap's timeout
- * (mori_bootstrap_timeout_ms) is named. A timeout, a rank at another step
+ * (mori_bootstrap_timeout_ms) is named; so is, within a few milliseconds, a
+ * rank whose process exited or crashed (when it is in this process's pid
+ * namespace: others' pids cannot be judged here, and they are waited for
+ * to the timeout). A timeout, a dead rank, a rank at another step
  * or in another call fails the channel on every rank for good: the ranks
  * can no longer tell which of their calls belong together, so every later
  * call fails, naming the rank that failed and the rank it waited for. */

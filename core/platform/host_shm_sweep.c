@@ -30,6 +30,28 @@ static long creator_of(const char *name, uint64_t mine, uint64_t *ns) {
   return end_ns > end && name[end_ns] == '\0' ? pid : -1;
 }
 
+/* The creator of a node channel's area (core/node_channel.c), named while
+ * its comm is being created: "mori-node.<pid>.<nonce>.p<ns>". A rank 0
+ * killed before unlinking it left it for good. Earlier versions named it
+ * "mori-node-<pid>-<nonce>", without the namespace: taken as this one's,
+ * as above (removing a live creator's area only sends that comm's steps
+ * through its bootstrap: a rank that cannot open it says so, and the
+ * channel is not used). */
+static long channel_creator_of(const char *name, uint64_t mine, uint64_t *ns) {
+  long pid = -1;
+  unsigned long long nonce = 0;
+  unsigned long in_name = 0;
+  int end = 0;
+  *ns = mine;
+  if (sscanf(name, "mori-node.%ld.%llx.p%lx%n", &pid, &nonce, &in_name, &end) == 3 && end > 0 && name[end] == '\0') {
+    *ns = in_name;
+    return pid > 0 ? pid : -1;
+  }
+  end = 0;
+  if (sscanf(name, "mori-node-%ld-%llx%n", &pid, &nonce, &end) == 2 && end > 0 && name[end] == '\0') return pid > 0 ? pid : -1;
+  return -1;
+}
+
 int mori_host_shm_sweep(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return 0;
@@ -39,6 +61,7 @@ int mori_host_shm_sweep(const char *dir) {
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     uint64_t ns = 0;
     long pid = creator_of(e->d_name, my_ns, &ns);
+    if (pid < 0) pid = channel_creator_of(e->d_name, my_ns, &ns);
     /* Another pid namespace's pid (a container sharing /dev/shm) says
      * nothing here: a live process there may have no pid here at all. */
     if (pid < 0 || ns != my_ns || pid == (long)getpid()) continue;

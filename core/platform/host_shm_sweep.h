@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* The host platform's named shared-memory objects (fabric-style handles,
- * /dev/shm/mori.<pid>.<serial>.<salt>.p<pid namespace>) outlive a process that exits without
+ * /dev/shm/mori.<pid>.<serial>.<salt>.p<pid namespace>), and the node
+ * channel's area while its comm is being created (mori-node.<pid>.<nonce>
+ * .p<pid namespace>, core/node_channel.c), outlive a process that exits without
  * releasing them — a crash, a kill, or an exit without mori_finalize — and
  * /dev/shm is memory: they piled up to gigabytes on a CI machine. Before a
  * process makes its first one, it removes those of its own user whose
