@@ -3,10 +3,12 @@
  * ranges sorted by offset (offsets from the heap's base); ranges never span
  * two chunks, so a carve always lies in one chunk's physical memory. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/checked_math.h"
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/base/size_text.h"
@@ -389,9 +391,47 @@ static int resolve_device(int device, int *out) {
   return 0;
 }
 
+/* A heap lives until mori_finalize, whoever made it (shmem_finalize keeps
+ * it, as the torch backend and mori_mem_alloc may share it), so settings
+ * given for a later init do not apply to it: said once per init, naming
+ * each variable set that the heap does not follow. */
+static void warn_if_not_as_asked(int device, mori_heap_t *h, const mori_heap_defaults_t *defaults) {
+  mori_heap_config_t asked;
+  mori_error_saved_t quiet;
+  mori_error_save(&quiet);
+  int rc = mori_heap_config_from_env(defaults, &asked);
+  mori_error_restore(&quiet);
+  if (rc) return; /* a bad value is reported where the variables are checked */
+  static const char *const modes[] = {"static", "vmm", "isolation"};
+  char what[320] = "";
+  size_t used = 0;
+  pthread_mutex_lock(&h->lock);
+  mori_heap_config_t has = h->cfg;
+  pthread_mutex_unlock(&h->lock);
+  if (mori_env_string("MORI_SHMEM_MODE") && asked.mode != has.mode && asked.mode >= 0 && asked.mode < 3 && has.mode >= 0 &&
+      has.mode < 3)
+    used += (size_t)snprintf(what + used, sizeof(what) - used, "%sMORI_SHMEM_MODE=%s (the heap is %s)", used ? ", " : "",
+                             modes[asked.mode], modes[has.mode]);
+  if (mori_env_string("MORI_SHMEM_HEAP_SIZE") && asked.heap_size != has.heap_size && used < sizeof(what))
+    used += (size_t)snprintf(what + used, sizeof(what) - used, "%sMORI_SHMEM_HEAP_SIZE=%s (the heap's is %s)",
+                             used ? ", " : "", MORI_SIZE_TEXT(asked.heap_size), MORI_SIZE_TEXT(has.heap_size));
+  if (mori_env_string("MORI_SHMEM_VMM_CHUNK_SIZE") && asked.chunk_size != has.chunk_size && used < sizeof(what))
+    used += (size_t)snprintf(what + used, sizeof(what) - used, "%sMORI_SHMEM_VMM_CHUNK_SIZE=%s (the heap's is %s)",
+                             used ? ", " : "", MORI_SIZE_TEXT(asked.chunk_size), MORI_SIZE_TEXT(has.chunk_size));
+  if (mori_env_string("MORI_SHMEM_HEAP_TYPE") && asked.uncached != has.uncached && used < sizeof(what))
+    used += (size_t)snprintf(what + used, sizeof(what) - used, "%sMORI_SHMEM_HEAP_TYPE=%s (the heap's is %s)",
+                             used ? ", " : "", asked.uncached ? "uncached" : "normal", has.uncached ? "uncached" : "normal");
+  if (used)
+    MORI_WARN("heap of device %d: made earlier in this process and kept until mori_finalize(), so %s do(es) not apply "
+              "to it; call mori_finalize() (mori.finalize() in Python) first for a heap made as now asked",
+              device, what);
+}
+
 static int heap_init(int device, const mori_heap_defaults_t *defaults) {
   int rc = resolve_device(device, &device);
   mori_heap_t *h = NULL;
+  if (!rc && device >= 0 && device < MORI_MAX_DEVICES && (h = existing_heap(device)) != NULL)
+    warn_if_not_as_asked(device, h, defaults);
   if (!rc) rc = heap_of_device(device, defaults, &h);
   if (!rc && h) rc = mori_heap_grow_to(h, 1);
   return rc ? mori_error_context(rc, "heap_init") : 0;
