@@ -216,7 +216,7 @@ TEST(ShmemBadInput, DivergingSizesFlagsOrHeapHistoriesAreNamed) {
     // offset to agree on; refused on every PE, nothing left allocated.
     mori_heap_stats_t before, after;
     MORI_ASSERT_OK(mori_heap_stats(-1, &before));
-    EXPECT_ERROR(shmem_malloc(5 << 20, &p), MORI_ENOTSUP, "at most one heap chunk per allocation");
+    EXPECT_ERROR(shmem_malloc(5 << 20, &p), MORI_ENOTSUP, "larger than one chunk of the symmetric heap (4194304 bytes)");
     EXPECT_EQ(p, nullptr);
     MORI_ASSERT_OK(mori_heap_stats(-1, &after));
     EXPECT_EQ(after.allocations, before.allocations);
