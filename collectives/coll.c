@@ -9,6 +9,9 @@
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/trace.h"
+#include "core/internal/agreement.h"
+#include "core/internal/window_live.h"
+#include "core/internal/window_terms.h"
 #include "mori/device/coll.h"
 #include "mori/mem.h"
 #include "mori/runtime.h"
@@ -47,37 +50,50 @@ static mori_coll_dev_t make_view(const mori_coll_t *c);
 /* Bytes of the ready slots, rounded so that staging stays 256-aligned. */
 static size_t ready_bytes(const mori_coll_t *c) { return ((size_t)c->team.size * 8 + 255) / 256 * 256; }
 
-static int make_workspace(mori_coll_t *c, size_t staging) {
+/* A new workspace (window of the comm, collective) into *mem / *win,
+ * leaving the context as it is. local_rc: this rank's failure so far,
+ * which takes part in the rendezvous so that every rank fails together. */
+static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **mem_out, mori_window_t **win_out) {
+  *mem_out = NULL;
+  *win_out = NULL;
   staging = (staging + 255) / 256 * 256; /* each half 16-byte aligned (LL lines), and more */
-  size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t) + ready_bytes(c), total;
-  if (mori_add_overflows(HEADER_BYTES + flags, staging, &total))
-    return mori_error_set(MORI_ERANGE, "collectives: a workspace of %zu bytes overflows", staging);
+  size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t) + ready_bytes(c), total = 0;
+  int rc = local_rc;
+  if (!rc && mori_add_overflows(HEADER_BYTES + flags, staging, &total))
+    rc = mori_error_set(MORI_ERANGE, "collectives: a workspace of %zu bytes overflows", staging);
   mori_mem_attr_t attr;
   mori_mem_attr_init(&attr);
   attr.device = c->device;
   void *mem = NULL;
-  int rc = mori_mem_alloc(total, &attr, &mem);
-  /* Epochs and flags start at 0 (allocations are not zeroed); no peer
-   * writes them before the rendezvous below completes. */
-  size_t control = HEADER_BYTES + flags;
-  void *zeros = rc ? NULL : calloc(1, control);
-  if (!rc && !zeros) rc = mori_error_set(MORI_ENOMEM, "collectives: workspace header");
-  if (!rc) rc = mori_device_upload(c->device, mem, zeros, control);
+  if (!rc) rc = mori_mem_alloc(total, &attr, &mem);
+  /* All of it zeroed (allocations are not; heap memory is reused): epochs
+   * and flags start at 0, and staging holds no LL line of an earlier
+   * workspace, whose epochs the new one's would repeat. No peer writes it
+   * before the rendezvous below completes. */
+  void *zeros = rc ? NULL : calloc(1, total);
+  if (!rc && !zeros) rc = mori_error_set(MORI_ENOMEM, "collectives: zeroing a workspace of %zu bytes", total);
+  if (!rc) rc = mori_device_upload(c->device, mem, zeros, total);
   free(zeros);
   mori_window_t *win = NULL;
-  /* Every rank takes part in the rendezvous even if its allocation failed,
-   * so that all fail together. */
-  int wrc = mori_window_create(c->comm, mem, &win);
+  /* Every rank takes part in the rendezvous even if it failed, so that all
+   * fail together, naming it. */
+  mori_window_terms_t terms = {.local_status = rc};
+  int wrc = mori_window_create_with_terms(c->comm, rc ? NULL : mem, &terms, &win);
   if (!rc) rc = wrc;
   if (rc) {
     mori_mem_free(mem);
     return mori_error_context(rc, "collectives: workspace of %zu bytes per rank", total);
   }
+  *mem_out = mem;
+  *win_out = win;
+  return 0;
+}
+
+static void use_workspace(mori_coll_t *c, void *mem, mori_window_t *win, size_t staging) {
   c->memory = mem;
   c->win = win;
-  c->staging_bytes = staging;
+  c->staging_bytes = (staging + 255) / 256 * 256;
   c->view = make_view(c);
-  return 0;
 }
 
 static void drop_workspace(mori_coll_t *c) {
@@ -100,7 +116,9 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   if (team.size == 0) team = (mori_team_t){base, 1, size, me - base};
   else team.rank = mori_team_from_world(team, me);
   int rc = 0;
-  for (int i = 0; i < team.size && !rc; i++) {
+  /* Only a member checks the members: a rank outside the team has another
+   * load/store team, and its verdict is not the members'. */
+  for (int i = 0; team.rank >= 0 && i < team.size && !rc; i++) {
     int w = mori_team_to_world(team, i);
     if (w < base || w >= base + size)
       rc = mori_error_set(MORI_EUNREACHABLE, "coll_create: member %d (world rank %d) is outside rank %d's load/store team [%d, %d)",
@@ -115,22 +133,21 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
     c->flag_slots = 2ull * (uint64_t)(team.size > 0 ? team.size : 1) * MAX_SLICES;
     int grc = mori_coll_grid(c->device, &c->grid);
     if (!rc) rc = grc;
-    uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_default_timeout_ms();
+    /* The deadline the caller gave the comm's bootstrap, as the header says. */
+    uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
     c->timeout_ns = timeout_ms * 1000000ull;
   }
-  /* The window is collective over the comm: create it even after a local
-   * error so the other ranks are not left waiting (make_workspace passes
-   * the error on as foreign memory, and every rank fails). */
+  /* The window is collective over the comm: made even after a local error,
+   * which make_workspace passes on, so every rank fails together. */
   size_t staging = attr->workspace_bytes ? attr->workspace_bytes : (size_t)1 << 20;
-  if (c) {
-    int wrc = make_workspace(c, staging);
-    if (!rc) rc = wrc;
-  }
-  if (rc) {
-    if (c && c->win) drop_workspace(c);
+  void *mem = NULL;
+  mori_window_t *win = NULL;
+  if (c) rc = make_workspace(c, staging, rc, &mem, &win);
+  if (rc || !c) {
     free(c);
-    return rc;
+    return rc ? rc : mori_error_set(MORI_ENOMEM, "coll_create");
   }
+  use_workspace(c, mem, win, staging);
   *out = c;
   return 0;
 }
@@ -142,12 +159,29 @@ int mori_coll_destroy(mori_coll_t *c) {
   return 0;
 }
 
+/* Collective: every rank takes part in one agreement of the sizes asked
+ * (a rank whose workspace is large enough too, so that no rank skips the
+ * step the others take), and the workspace grows to the largest, a new one
+ * made before the old one goes, so a failure leaves the context as it was. */
 int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   if (!c) return mori_error_set(MORI_EINVAL, "coll_reserve: NULL context");
-  if (bytes <= c->staging_bytes) return 0;
-  size_t grown = c->staging_bytes * 2 > bytes ? c->staging_bytes * 2 : bytes;
+  MORI_TRACE_SCOPE("coll_reserve", MORI_TA("bytes", bytes));
+  int n = mori_comm_size(c->comm);
+  uint64_t mine = bytes, *all = calloc((size_t)n, sizeof(*all));
+  int rc = all ? 0 : mori_error_set(MORI_ENOMEM, "coll_reserve: rank %d's table", mori_comm_rank(c->comm));
+  rc = mori_agree_gather(c->comm, rc, "coll_reserve", &mine, all, sizeof(mine));
+  uint64_t want = 0;
+  for (int r = 0; !rc && r < n; r++)
+    if (all[r] > want) want = all[r];
+  free(all);
+  if (rc || want <= c->staging_bytes) return rc;
+  size_t grown = c->staging_bytes * 2 > want ? c->staging_bytes * 2 : (size_t)want;
+  void *mem = NULL;
+  mori_window_t *win = NULL;
+  if ((rc = make_workspace(c, grown, 0, &mem, &win)) != 0) return rc;
   drop_workspace(c);
-  return make_workspace(c, grown);
+  use_workspace(c, mem, win, grown);
+  return 0;
 }
 
 mori_team_t mori_coll_team(const mori_coll_t *c) { return c->team; }
@@ -263,7 +297,10 @@ static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, siz
 int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, void *stream) {
   MORI_TRACE_SCOPE("all_to_all", MORI_TA("bytes", bytes));
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
-  if (rc) return rc;
+  /* Nothing to move: no launch and no epoch. A call that synchronised
+   * nobody but took an epoch would let a rank run a call ahead into the
+   * staging a peer still reads. */
+  if (rc || bytes == 0) return rc;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes, false, &a);
   if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return rc;
@@ -275,10 +312,12 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
 int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes,
                            void *stream) {
   if (!c || !out_win) return mori_error_set(MORI_EINVAL, "all_to_all_window: NULL context or window");
+  int live = mori_window_check_live(out_win, "all_to_all_window");
+  if (live) return live;
   MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
   char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all_window");
-  if (rc) return rc;
+  if (rc || bytes == 0) return rc; /* nothing to move: no launch, no epoch (see mori_all_to_all) */
   int me = mori_comm_rank(c->comm);
   if (mori_window_comm(out_win) != c->comm)
     return mori_error_set(MORI_EINVAL, "all_to_all_window: rank %d's output window is of another comm than the context",
@@ -320,6 +359,8 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
   MORI_TRACE_SCOPE("all_to_all_v", MORI_TS("op", what), MORI_TA("row_bytes", row_bytes), MORI_TA("experts", experts));
   if (!c || !out_win || !in_splits || !out_splits_offsets || (!in && row_bytes))
     return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
+  int live = mori_window_check_live(out_win, what);
+  if (live) return live;
   int me = mori_comm_rank(c->comm);
   if (row_bytes == 0) return mori_error_set(MORI_EINVAL, "%s: rank %d gave rows of 0 bytes", what, me);
   if (experts == 0 || align == 0)
@@ -455,8 +496,15 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
   if (dtype != MORI_FLOAT32 && dtype != MORI_BFLOAT16 && dtype != MORI_FLOAT16)
     return mori_error_set(MORI_EINVAL, "all_reduce: unknown dtype %d", (int)dtype);
   if (op < MORI_REDOP_SUM || op > MORI_REDOP_MIN) return mori_error_set(MORI_EINVAL, "all_reduce: unknown op %d", (int)op);
+  size_t span;
+  if (mori_mul_overflows(count, (size_t)mori_coll_impl_dtype_size(dtype), &span))
+    return mori_error_set(MORI_ERANGE, "all_reduce: %zu elements of %u bytes overflow", count,
+                          (unsigned)mori_coll_impl_dtype_size(dtype));
+  if (in != out && mori_ranges_overlap(in, span, out, span))
+    return mori_error_set(MORI_EINVAL, "all_reduce: in and out overlap without being the same buffer (in place is in == out)");
   int rc = member_or_fail(c, "all_reduce");
-  if (rc) return rc;
+  /* Nothing to reduce: no launch and no epoch (see mori_all_to_all). */
+  if (rc || count == 0) return rc;
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
   if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return rc;

@@ -33,6 +33,7 @@ constexpr int kThreads = 512;  // the most a block has; MORI_COLL_THREADS may as
 #define NO_BEGIN(c, a, epoch) ((void)0)
 #define COLL_KERNEL(name, Args, begin, item)                                                 \
   __global__ void __launch_bounds__(kThreads) name(mori_coll_dev_t c, Args a) {             \
+    c.call_start_ns = mori_clock_ns(); /* the call's waits count from here */                \
     uint64_t epoch = mori_coll_epoch(c, blockIdx.x);                                         \
     if (blockIdx.x == 0) begin(c, &a, epoch);                                                \
     uint32_t first, stride, last;                                                            \

@@ -19,6 +19,7 @@ int mori_coll_grid(int device, uint32_t *grid) {
 #define RUN_CALL(c, a, begin, item)                              \
   do {                                                           \
     mori_coll_dev_t d_ = (c)->view;                              \
+    d_.call_start_ns = mori_clock_ns(); /* the call's waits */   \
     uint64_t epoch_ = mori_coll_epoch(d_, 0);                    \
     int rc_ = 0;                                                 \
     begin(d_, (a), epoch_);                                      \

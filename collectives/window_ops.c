@@ -3,6 +3,7 @@
 #include "collectives/internal.h"
 #include "core/base/error.h"
 #include "core/base/trace.h"
+#include "core/internal/window_live.h"
 #include "mori/plugin.h"
 #include "mori/window_ops.h"
 
@@ -51,6 +52,8 @@ static int check_signal(mori_window_t *win, const mori_window_dev_t *v, const mo
 
 int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_barrier: NULL window");
+  int live = mori_window_check_live(win, "window_barrier");
+  if (live) return live;
   MORI_TRACE_SCOPE("window_barrier", MORI_TA("channel", channel));
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
   int rc = check_channel(&v, channel, "window_barrier");
@@ -64,6 +67,8 @@ int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, vo
 static int signal_op(mori_window_t *win, int op, int peer, int channel, uint64_t timeout_ns, void *stream,
                      const char *what) {
   if (!win) return mori_error_set(MORI_EINVAL, "%s: NULL window", what);
+  int live = mori_window_check_live(win, what);
+  if (live) return live;
   MORI_TRACE_SCOPE(what, MORI_TA("peer", peer), MORI_TA("channel", channel));
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
   int rc = check_signal(win, &v, &sync, peer, channel, what);

@@ -51,6 +51,7 @@
 #include "core/internal/block_pool.h"
 #include "core/internal/rendezvous.h"
 #include "core/internal/window.h"
+#include "core/internal/window_live.h"
 #include "core/internal/window_terms.h"
 
 static pthread_mutex_t windows_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -309,6 +310,14 @@ int mori_window_destroy(mori_window_t *w) {
   MORI_TRACE_SCOPE("window_destroy", MORI_TA("bytes", w->alloc ? w->alloc->size : 0));
   teardown(w);
   return 0;
+}
+
+int mori_window_check_live(const mori_window_t *win, const char *call) {
+  pthread_mutex_lock(&windows_lock);
+  const mori_window_t *w = live_windows;
+  while (w && w != win) w = w->next;
+  pthread_mutex_unlock(&windows_lock);
+  return w ? 0 : mori_error_set(MORI_EINVAL, "%s: %p is not a live window (destroyed already?)", call, (const void *)win);
 }
 
 void mori_window_destroy_all(void) {

@@ -168,6 +168,12 @@ int mori_window_check(mori_window_t *w) {
   if (code == MORI_ERANGE)
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",
                           e.waiter_rank, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);
+  if (code == MORI_EINVAL && e.peer >= 0)
+    return mori_error_set(code, "a kernel on rank %d was given %lld (negative) as the rows or offset for rank %d (expert %u)",
+                          e.waiter_rank, (long long)e.expected, e.peer, e.channel);
+  if (code == MORI_ECHANNEL && e.channel >= MORI_BARRIER_CHANNELS && e.seen == MORI_BARRIER_CHANNELS)
+    return mori_error_set(code, "a kernel on rank %d used barrier channel %u; there are %d", e.waiter_rank, e.channel,
+                          MORI_BARRIER_CHANNELS);
   if (code == MORI_ECHANNEL)
     return mori_error_set(code,
                           "a kernel on rank %d used signal channel %u (peer %d), which needs %llu bytes of signal pad; "

@@ -8,7 +8,16 @@
  *
  * Buffers (in, out) are any device memory of this rank; they need not be
  * symmetric. Calls on one context must be issued in the same order on every
- * rank, on one stream per rank (the epoch counts calls). */
+ * rank, on one stream per rank (the epoch counts calls), with the same
+ * sizes. A call with nothing to move (count or bytes 0) launches nothing
+ * and takes no epoch. A call one member refuses (its own arguments: in and
+ * out overlapping, a size that overflows) while the others launch leaves
+ * the context's calls out of step: the others' call ends in its timeout
+ * naming that member, and later calls may pair different calls, so after
+ * such a refusal destroy the context and make a new one (the checks are
+ * the same on every rank, so arguments alike everywhere are refused
+ * everywhere, and the context goes on). Every wait of a call counts from
+ * the call's start: a call ends within its timeout. */
 #ifndef MORI_COLLECTIVES_H
 #define MORI_COLLECTIVES_H
 

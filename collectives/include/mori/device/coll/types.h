@@ -49,6 +49,11 @@ typedef struct mori_coll_dev {
    * started (what a direct all-to-all waits for before it writes into
    * member j's output). */
   uint64_t ready_offset;
+  /* When the running call started on this thread (set at the start of each
+   * block of a call): every wait of the call counts from it, so the call
+   * as a whole ends within the timeout, not each wait. 0: each wait counts
+   * from its own start. */
+  uint64_t call_start_ns;
 } mori_coll_dev_t;
 
 enum mori_a2a_algo {

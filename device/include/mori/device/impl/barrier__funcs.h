@@ -60,7 +60,10 @@ MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t c
 
 MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
   int rc = MORI_DEVICE_OK;
-  if (!win.signal_pads) return MORI_DEVICE_EUNREACHABLE;
+  if (!win.signal_pads) {
+    if (MORI_THREAD_RANK_BLOCK() == 0) mori_device_report(win, MORI_DEVICE_EUNREACHABLE, -1, channel, 0, 0, 0);
+    return MORI_DEVICE_EUNREACHABLE;
+  }
   /* Checked once for the block, so every thread leaves alike. */
   if (mori_pad_bytes_needed(win, channel) > win.signal_pad_size) {
     if (MORI_THREAD_RANK_BLOCK() == 0)
@@ -94,7 +97,16 @@ MORI_HOST_DEVICE uint64_t *mori_barrier_word(mori_window_dev_t win, int lsa_inde
  * release store: no round trip) and waits until every peer's epoch in
  * this rank's area has arrived (acquire). */
 MORI_DEVICE_INLINE int mori_lsa_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
-  if (!win.barrier_base || channel >= MORI_BARRIER_CHANNELS) return MORI_DEVICE_EUNREACHABLE;
+  /* As every error of these barriers, with a record (one thread's). */
+  if (channel >= MORI_BARRIER_CHANNELS) {
+    if (MORI_THREAD_RANK_BLOCK() == 0)
+      mori_device_report(win, MORI_DEVICE_ECHANNEL, -1, channel, 0, channel, MORI_BARRIER_CHANNELS);
+    return MORI_DEVICE_ECHANNEL;
+  }
+  if (!win.barrier_base) {
+    if (MORI_THREAD_RANK_BLOCK() == 0) mori_device_report(win, MORI_DEVICE_EUNREACHABLE, -1, channel, 0, 0, 0);
+    return MORI_DEVICE_EUNREACHABLE;
+  }
   int n = win.lsa_size, me = win.lsa_rank, count = MORI_THREAD_COUNT_BLOCK(), rc = MORI_DEVICE_OK;
   uint64_t *counter = mori_barrier_word(win, me, (uint64_t)MORI_BARRIER_CHANNELS * n + channel);
   uint64_t epoch = *(volatile uint64_t *)counter + 1;

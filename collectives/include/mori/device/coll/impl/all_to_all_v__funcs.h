@@ -20,14 +20,30 @@ MORI_HOST_DEVICE uint64_t mori_coll_impl_a2av_matrix_bytes(int n, uint32_t exper
   return (uint64_t)n * (uint64_t)n * experts * 16;
 }
 
-/* Block 0, before its items: this member's row, to every member. */
+/* What a negative split (or offset) is published as: more rows than any
+ * output holds, so every member's range check refuses it (recorded) and no
+ * row of it is copied, while sums of such entries cannot wrap. */
+#define MORI_A2AV_BAD_ROWS (1ull << 40)
+
+/* Block 0, before its items: this member's row, to every member. A
+ * negative split or offset is recorded here (MORI_DEVICE_EINVAL, naming the
+ * member it was for and the value) and published as MORI_A2AV_BAD_ROWS. */
 MORI_DEVICE_INLINE void mori_a2av_begin(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch) {
   int n = c.team.size, me = c.team.rank;
   uint64_t E = a->experts, cols = (uint64_t)n * E, flag = (uint64_t)(uint32_t)epoch << 32;
   for (uint64_t t = (uint64_t)MORI_THREAD_RANK_BLOCK(); t < (uint64_t)n * cols; t += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
     int member = (int)(t / cols);
     uint64_t q = t % cols, d = q / E, e = q % E;
-    uint64_t rows = (uint64_t)a->in_splits[a->layout == MORI_A2AV_COMBINE ? e * (uint64_t)n + d : q];
+    int combine = a->layout == MORI_A2AV_COMBINE;
+    int64_t split = a->in_splits[combine ? e * (uint64_t)n + d : q];
+    int64_t offset = combine ? a->in_splits[(E + e) * (uint64_t)n + d] : 0;
+    uint64_t rows = (uint64_t)split;
+    if (split < 0 || offset < 0) {
+      if (member == me)
+        mori_device_report(c.win, MORI_DEVICE_EINVAL, mori_team_to_world(c.team, (int)d), (uint32_t)e, 0,
+                           (uint64_t)(split < 0 ? split : offset), 0);
+      rows = MORI_A2AV_BAD_ROWS;
+    }
     mori_store_ll_line(mori_coll_impl_a2av_line(c, a, member, epoch, me, q), (rows & 0xffffffffull) | flag, (rows >> 32) | flag);
   }
 }
@@ -123,6 +139,13 @@ MORI_HOST_DEVICE void mori_coll_impl_a2av_piece(uint64_t bytes, uint32_t P, uint
 MORI_DEVICE_INLINE int mori_coll_impl_a2av_send(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch, int dst, uint32_t j) {
   int me = c.team.rank, rc = MORI_DEVICE_OK;
   uint64_t rb = a->row_bytes, total = 0;
+  /* A negative split of this member's (recorded by begin) spoils where
+   * every later segment starts in `in` (the splits are summed): nothing is
+   * sent. In the combine layout each segment's start is given, and only
+   * the bad segment itself is skipped (below). */
+  for (int q = 0; a->layout != MORI_A2AV_COMBINE && q < c.team.size; q++)
+    for (uint64_t x = 0; x < a->experts; x++)
+      if (mori_coll_impl_a2av_entry(c, a, epoch, me, q, x) >= MORI_A2AV_BAD_ROWS) return MORI_DEVICE_EINVAL;
   for (uint64_t e = 0; e < a->experts; e++) total += mori_coll_impl_a2av_entry(c, a, epoch, me, dst, e);
   uint64_t pb, pe, seg = 0;
   mori_coll_impl_a2av_piece(total * rb, a->pieces, j, &pb, &pe);
@@ -131,7 +154,7 @@ MORI_DEVICE_INLINE int mori_coll_impl_a2av_send(mori_coll_dev_t c, const mori_a2
     uint64_t b = pb > seg ? pb : seg, end = pe < seg + len ? pe : seg + len;
     if (b < end) {
       uint64_t at = mori_coll_impl_a2av_out_row(c, a, epoch, me, dst, e);
-      if (at + rows > a->out_rows) {
+      if (rows > a->out_rows || at > a->out_rows - rows) { /* at + rows, without wrapping */
         if (MORI_THREAD_RANK_BLOCK() == 0)
           mori_device_report(c.win, MORI_DEVICE_ERANGE, mori_team_to_world(c.team, dst), 0, 0, at + rows, a->out_rows);
         rc = MORI_DEVICE_ERANGE;

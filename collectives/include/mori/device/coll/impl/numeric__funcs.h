@@ -87,10 +87,12 @@ MORI_HOST_DEVICE void mori_coll_impl_store_elem(void *p, uint64_t i, uint32_t dt
   else ((uint16_t *)p)[i] = dtype == MORI_BFLOAT16 ? mori_coll_impl_float_to_bf16(v) : mori_coll_impl_float_to_fp16(v);
 }
 
-/* acc := acc (op) v; the first operand of a reduction starts acc. */
+/* acc := acc (op) v; the first operand of a reduction starts acc. A NaN
+ * wins MAX and MIN whichever rank holds it (as torch's max and min), not
+ * only when it comes first. */
 MORI_HOST_DEVICE float mori_coll_impl_reduce(float acc, float v, uint32_t op) {
-  if (op == MORI_REDOP_MAX) return v > acc ? v : acc;
-  if (op == MORI_REDOP_MIN) return v < acc ? v : acc;
+  if (op == MORI_REDOP_MAX) return (v > acc || v != v) ? v : acc;
+  if (op == MORI_REDOP_MIN) return (v < acc || v != v) ? v : acc;
   return acc + v;
 }
 

@@ -47,15 +47,19 @@ MORI_DEVICE_INLINE void mori_coll_impl_signal_block(uint64_t *flag, uint64_t epo
 /* Until this rank's `flag` holds >= epoch (acquire). One thread polls; the
  * block then reads what the flag guards. A wait that times out or is
  * aborted leaves a record in the mailbox (channel: the flag's slot) and
- * returns the error; the data read after it is not valid. */
+ * returns the error; the data read after it is not valid. The timeout
+ * counts from the call's start (c.call_start_ns): once one wait has used
+ * it up, the call's later waits give up after 64 polls (the clock is read
+ * at the 64th and then every 1024th, so a wait that is met soon reads it
+ * never). */
 MORI_DEVICE_INLINE int mori_coll_impl_wait_block(mori_coll_dev_t c, const uint64_t *flag, uint64_t epoch, int peer_world,
                                             uint32_t channel) {
   int rc = MORI_DEVICE_OK;
   if (MORI_THREAD_RANK_BLOCK() == 0) {
     uint64_t start = 0, seen = 0;
     for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64((uint64_t *)flag)) < epoch; spin++) {
-      if (spin == 0) start = mori_clock_ns();
-      if ((spin & 1023) == 1023) {
+      if (spin == 0) start = c.call_start_ns ? c.call_start_ns : mori_clock_ns();
+      if ((spin & 1023) == 1023 || spin == 63) {
         uint64_t waited = mori_clock_ns() - start;
         if (mori_aborted(c.win)) {
           rc = mori_device_report(c.win, MORI_DEVICE_EABORTED, peer_world, channel, waited, epoch, seen);
@@ -83,8 +87,8 @@ MORI_DEVICE_INLINE int mori_coll_impl_wait_ll_line(mori_coll_dev_t c, const uint
   for (uint32_t spin = 0;; spin++) {
     mori_load_ll_line(line, &lo, &hi);
     if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
-    if (spin == 0) start = mori_clock_ns();
-    if ((spin & 1023) == 1023) {
+    if (spin == 0) start = c.call_start_ns ? c.call_start_ns : mori_clock_ns(); /* see wait_block */
+    if ((spin & 1023) == 1023 || spin == 63) {
       uint64_t waited = mori_clock_ns() - start;
       int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
               : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+/* Whether a window handle is one of the process's live windows (window.c),
+ * for calls above core that take a handle and would otherwise read a
+ * destroyed window's freed memory (the window ops of collectives/). */
+#ifndef MORI_CORE_INTERNAL_WINDOW_LIVE_H
+#define MORI_CORE_INTERNAL_WINDOW_LIVE_H
+
+#include "mori/window.h"
+
+MORI_EXTERN_C_BEGIN
+
+/* 0 when `win` is live, else MORI_EINVAL naming `call` (destroyed already,
+ * or never a window). */
+int mori_window_check_live(const mori_window_t *win, const char *call);
+
+MORI_EXTERN_C_END
+
+#endif

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+// The collectives' unhappy and edge paths in CPU ranks (host platform):
+// calls with nothing to move, sizes that overflow, buffers that half
+// overlap, a workspace reused from the heap, a call's timeout, negative
+// all-to-all-v splits, reserve across ranks, teams of other ranks,
+// destroyed windows, barrier channels and NaN in max/min. Each of these was
+// a wrong result, a crash or a hang before.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mori/collectives.h"
+#include "mori/device/barrier.h"
+#include "mori/heap.h"
+#include "mori/mem.h"
+#include "mori/window_ops.h"
+#include "tests/support/world.h"
+
+using mori_test::TestRanks;
+using mori_test::World;
+
+namespace {
+
+void ExpectError(int rc, int code, const std::string &words) {
+  EXPECT_EQ(rc, code) << mori_err_name(rc) << ": " << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find(words), std::string::npos) << mori_last_error();
+}
+
+mori_coll_t *MakeColl(World &w, uint64_t timeout_ms = 0, size_t workspace = 16 << 20) {
+  mori_coll_attr_t attr;
+  mori_coll_attr_init(&attr);
+  attr.workspace_bytes = workspace;
+  attr.timeout_ms = timeout_ms;
+  mori_coll_t *coll = nullptr;
+  EXPECT_EQ(mori_coll_create(w.comm, &attr, &coll), 0) << mori_last_error();
+  return coll;
+}
+
+// Sum all-reduce of `count` floats, value rank + call on every element.
+void SumRound(mori_coll_t *coll, int rank, int size, size_t count, int call) {
+  std::vector<float> in(count, (float)(rank + call)), out(count, -1.0f);
+  MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), out.data(), count, MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
+  float want = (float)(size * (size - 1) / 2 + size * call);
+  for (size_t i = 0; i < count; i += 997) ASSERT_EQ(out[i], want) << "call " << call << " element " << i;
+}
+
+// A call with nothing to move launches nothing and takes no epoch: calls of
+// 0 elements or bytes between real ones keep every rank's calls paired.
+TEST(CollMisuse, CallsWithNothingToMoveKeepTheRanksPaired) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    for (const char *algo : {"oneshot", "ll", "rsag"}) {
+      setenv("MORI_ALLREDUCE_ALGO", algo, 1);
+      for (int call = 0; call < 40; call++) {
+        SumRound(coll, rank, size, 65536, call);
+        MORI_ASSERT_OK(mori_all_reduce(coll, nullptr, nullptr, 0, MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
+        MORI_ASSERT_OK(mori_all_to_all(coll, nullptr, nullptr, 0, nullptr));
+      }
+    }
+    unsetenv("MORI_ALLREDUCE_ALGO");
+    MORI_EXPECT_OK(mori_coll_check(coll));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+TEST(CollMisuse, AllReduceRefusesSizesThatOverflowAndBuffersThatHalfOverlap) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    std::vector<float> buf(4096);
+    ExpectError(mori_all_reduce(coll, buf.data(), buf.data(), SIZE_MAX, MORI_FLOAT32, MORI_REDOP_SUM, nullptr), MORI_ERANGE,
+                "overflow");
+    ExpectError(mori_all_reduce(coll, buf.data(), buf.data() + 4, 1024, MORI_FLOAT32, MORI_REDOP_SUM, nullptr), MORI_EINVAL,
+                "overlap");
+    SumRound(coll, rank, size, 1000, 1);  // refused alike on every rank: the context goes on
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// A new context's workspace, carved where an old one was, holds no LL line
+// of it: with epochs starting over, a stale line of the same epoch would
+// be read as this call's (a rank arriving late showed it).
+TEST(CollMisuse, ANewWorkspaceReadsNothingOfAnOldOne) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    setenv("MORI_ALLREDUCE_ALGO", "ll", 1);
+    for (int round = 0; round < 3; round++) {
+      mori_coll_t *coll = MakeColl(w, 0, 1 << 20);
+      ASSERT_NE(coll, nullptr);
+      if (rank == size - 1 && round > 0) usleep(300 * 1000);  // late: the others read before it writes
+      std::vector<float> in(1024, (float)(rank + 1000 * round)), out(1024);
+      MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), out.data(), 1024, MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
+      float want = (float)(size * (size - 1) / 2 + 1000 * round * size);
+      for (size_t i = 0; i < out.size(); i++) ASSERT_EQ(out[i], want) << "round " << round << " element " << i;
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      MORI_EXPECT_OK(mori_coll_destroy(coll));
+    }
+    unsetenv("MORI_ALLREDUCE_ALGO");
+  });
+}
+
+// A member that never calls: the others' call ends within about its
+// timeout as a whole (each wait used to count from its own start, so a
+// call of many waits took many timeouts).
+TEST(CollMisuse, ACallEndsWithinItsTimeout) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w, 100);
+    ASSERT_NE(coll, nullptr);
+    if (rank != size - 1) {
+      for (const char *algo : {"ll", "rsag"}) {
+        setenv("MORI_ALLREDUCE_ALGO", algo, 1);
+        std::vector<float> in(65536, 1.0f), out(65536);
+        auto start = std::chrono::steady_clock::now();
+        EXPECT_EQ(mori_all_reduce(coll, in.data(), out.data(), in.size(), MORI_FLOAT32, MORI_REDOP_SUM, nullptr),
+                  MORI_EDEVICE_TIMEOUT);
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_LT(seconds, 2.0) << algo << ": a 100 ms timeout took " << seconds << " s";
+        (void)mori_coll_check(coll);
+      }
+      unsetenv("MORI_ALLREDUCE_ALGO");
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// A negative split is refused by the kernel, naming it, and nothing of it
+// is written (it was a huge copy into the peer's window).
+TEST(CollMisuse, NegativeSplitsAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    size_t rows = 4 * (size_t)size, row_bytes = 64;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(rows * row_bytes, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    memset(mem, 0xee, rows * row_bytes);
+    std::vector<uint8_t> in(rows * row_bytes, (uint8_t)rank);
+    std::vector<int64_t> splits(size, 1), got(2 * size);
+    if (rank == size - 1) splits[0] = -1;
+    int rc = mori_all_to_all_v(coll, in.data(), splits.data(), win, 0, rows, row_bytes, got.data(), nullptr);
+    if (rank == size - 1) ExpectError(rc, MORI_EINVAL, "-1 (negative)");
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {  // the negative split's destination: refused, and nothing of it written
+      EXPECT_EQ(rc, MORI_ERANGE) << mori_last_error();
+      for (size_t b = (size_t)(size - 1) * row_bytes; b < rows * row_bytes; b++)
+        ASSERT_EQ(((uint8_t *)mem)[b], 0xee) << "byte " << b;
+    } else if (rank != size - 1) {
+      MORI_EXPECT_OK(rc);
+    }
+    (void)mori_coll_check(coll);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// Reserve is one step every rank takes, whatever it asks: the workspace
+// grows to the largest ask on every rank (a rank asking for less used to
+// skip the step and pair it with its next collective call).
+TEST(CollMisuse, ReserveGrowsEveryRankToTheLargestAsk) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w, 0, 1 << 20);
+    ASSERT_NE(coll, nullptr);
+    size_t ask = rank == size - 1 ? (size_t)8 << 20 : (size_t)1 << 10;
+    MORI_ASSERT_OK(mori_coll_reserve(coll, ask));
+    EXPECT_GE(mori_coll_workspace_bytes(coll), (size_t)8 << 20);
+    // A window made next pairs with the others' (no step left behind).
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    SumRound(coll, rank, size, 300000, 3);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// A team of some ranks: every rank of the comm gets the same outcome (the
+// ranks outside the team used to check the members against their own
+// load/store team, and fail alone).
+TEST(CollMisuse, ATeamOfOneNodeIsMadeOnEveryRankOfTheComm) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 4) GTEST_SKIP() << "needs 4 ranks";
+    setenv("MORI_HOST_ID", rank < size / 2 ? "node-0" : "node-1", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.team = (mori_team_t){0, 1, size / 2, -1};  // the first node
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    if (rank < size / 2) SumRound(coll, mori_coll_team(coll).rank, size / 2, 1000, 0);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+TEST(CollMisuse, WindowCallsOnADestroyedWindowAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.signal_pad_size = 4096;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, &attr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    MORI_ASSERT_OK(mori_window_barrier(win, 0, 10000000000ull, nullptr));
+    MORI_ASSERT_OK(mori_window_destroy(win));
+    ExpectError(mori_window_barrier(win, 0, 1000000, nullptr), MORI_EINVAL, "not a live window");
+    ExpectError(mori_window_put_signal(win, 0, 0, 1000000, nullptr), MORI_EINVAL, "not a live window");
+    ExpectError(mori_window_wait_signal(win, 0, 0, 1000000, nullptr), MORI_EINVAL, "not a live window");
+    MORI_EXPECT_OK(mori_mem_free(mem));
+  });
+}
+
+// The LSA barrier's errors come with a record, as every barrier error.
+TEST(CollMisuse, ABarrierChannelOutOfRangeLeavesARecord) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    EXPECT_EQ(mori_lsa_barrier_block(mori_window_device_view(win), MORI_BARRIER_CHANNELS, 1000000), MORI_DEVICE_ECHANNEL);
+    ExpectError(mori_window_check(win), MORI_ECHANNEL, "barrier channel 8");
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+  });
+}
+
+// MAX and MIN keep a NaN whichever rank holds it.
+TEST(CollMisuse, NanWinsMaxAndMinFromAnyRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    for (int holder : {0, size - 1})
+      for (mori_redop_t op : {MORI_REDOP_MAX, MORI_REDOP_MIN}) {
+        std::vector<float> in(16, (float)rank), out(16);
+        if (rank == holder) in[3] = NAN;
+        MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), out.data(), in.size(), MORI_FLOAT32, op, nullptr));
+        EXPECT_TRUE(std::isnan(out[3])) << "op " << op << ", NaN on rank " << holder << ": " << out[3];
+        EXPECT_EQ(out[0], op == MORI_REDOP_MAX ? (float)(size - 1) : 0.0f);
+      }
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+}  // namespace
