@@ -18,15 +18,11 @@
 #include "mori/window_ops.h"
 #include "tests/support/world.h"
 
+using mori_test::ExpectError;
 using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
-
-void ExpectError(int rc, int code, const std::string &words) {
-  EXPECT_EQ(rc, code) << mori_err_name(rc) << ": " << mori_last_error();
-  EXPECT_NE(std::string(mori_last_error()).find(words), std::string::npos) << mori_last_error();
-}
 
 mori_coll_t *MakeColl(World &w, uint64_t timeout_ms = 0, size_t workspace = 16 << 20) {
   mori_coll_attr_t attr;

@@ -21,6 +21,7 @@
 #include "tests/support/world.h"
 #include "transport/rdma/ce_nic/ce_nic.h"
 
+using mori_test::ExpectError;
 using mori_test::TestRanks;
 using mori_test::World;
 
@@ -367,11 +368,6 @@ TEST(Ep, WorldSizeOneWithSeveralBlocks) {
   });
 }
 
-void ExpectRefused(int rc, int code, const std::string &text) {
-  EXPECT_EQ(rc, code) << mori_last_error();
-  EXPECT_NE(std::string(mori_last_error()).find(text), std::string::npos) << mori_last_error();
-}
-
 // A dispatch refused on one rank only (more tokens than the config's
 // maximum): that rank's part still runs with no tokens, so every rank's call
 // completes with the other ranks' rows and the ranks stay in step (before,
@@ -395,7 +391,7 @@ TEST(Ep, ARefusalOnOneRankKeepsTheRanksInStep) {
     if (rank == bad) {
       std::vector<uint8_t> rows((s.max_tokens + 1) * s.hidden * 2);
       std::vector<int32_t> idx((s.max_tokens + 1) * s.top_k, 0);
-      ExpectRefused(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, idx.data(), s.max_tokens + 1, nullptr, nullptr),
+      ExpectError(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, idx.data(), s.max_tokens + 1, nullptr, nullptr),
                     MORI_EINVAL, "more than max_num_inp_token_per_rank");
     } else {
       MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr,
@@ -408,7 +404,7 @@ TEST(Ep, ARefusalOnOneRankKeepsTheRanksInStep) {
     if (rank == bad) {
       MORI_EXPECT_OK(mori_ep_check(ep));  // its own refusal: its call said so already
     } else {
-      ExpectRefused(mori_ep_check(ep), MORI_EINVAL, "rank " + std::to_string(bad) + " refused its part of a dispatch");
+      ExpectError(mori_ep_check(ep), MORI_EINVAL, "rank " + std::to_string(bad) + " refused its part of a dispatch");
     }
     MORI_EXPECT_OK(mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
     for (int k = 0; k < 20; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, 10 + k, CallOptions(k)));
@@ -461,23 +457,23 @@ TEST(Ep, Refusals) {
     mori_ep_t *ep = nullptr;
     mori_ep_config_t c = Config(s, rank, size);
     c.rank = (rank + 1) % size;
-    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "the config says rank " + std::to_string((rank + 1) % size));
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "the config says rank " + std::to_string((rank + 1) % size));
     c = Config(s, rank, size);
     c.world_size = size + 1;
-    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "of world_size " + std::to_string(size + 1));
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "of world_size " + std::to_string(size + 1));
     c = Config(s, rank, size);
     c.hidden_dim = 0;
-    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "hidden_dim is 0");
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "hidden_dim is 0");
     c = Config(s, rank, size);
     c.data_type = (mori_ep_dtype_t)9;
-    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "data_type 9");
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "data_type 9");
     c = Config(s, rank, size);
     c.num_experts_per_token = s.experts_per_rank * size + 1;
-    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "top-k (num_experts_per_token) " +
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "top-k (num_experts_per_token) " +
                                                                     std::to_string(s.experts_per_rank * size + 1));
     c = Config(s, rank, size);
     if (rank == 1) c.hidden_dim = 65;  // one rank differs: every rank fails
-    ExpectRefused(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "config differs from rank");
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "config differs from rank");
     EXPECT_NE(std::string(mori_last_error()).find("in hidden_dim ("), std::string::npos) << mori_last_error();
     EXPECT_EQ(std::string(mori_last_error()).find("bytes of buffers"), std::string::npos) << mori_last_error();
     EXPECT_EQ(ep, nullptr);
@@ -494,43 +490,43 @@ TEST(Ep, Refusals) {
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
     std::vector<uint8_t> rows((s.max_tokens + 1) * s.hidden * 2);
     std::vector<int32_t> idx((s.max_tokens + 1) * s.top_k, 0);
-    ExpectRefused(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, idx.data(), s.max_tokens + 1, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, idx.data(), s.max_tokens + 1, nullptr, nullptr), MORI_EINVAL,
                   "rank " + std::to_string(rank) + " dispatches " + std::to_string(s.max_tokens + 1) +
                       " tokens, more than max_num_inp_token_per_rank " + std::to_string(s.max_tokens));
-    ExpectRefused(mori_ep_dispatch(ep, nullptr, nullptr, nullptr, idx.data(), 1, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_dispatch(ep, nullptr, nullptr, nullptr, idx.data(), 1, nullptr, nullptr), MORI_EINVAL,
                   "input and indices are required");
-    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FP8_E4M3FN, nullptr, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_FP8_E4M3FN, nullptr, nullptr, nullptr), MORI_EINVAL,
                   "combine dtype float8_e4m3fn (3) is not float32, bfloat16 or float16");
     // A fused call writes its outputs while it still reads its inputs: an
     // input inside them is refused (the halves, one after the other, take it).
     mori_ep_buffers_t b;
     MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
-    ExpectRefused(mori_ep_dispatch(ep, b.dispatch_tokens, nullptr, nullptr, idx.data(), 2, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_dispatch(ep, b.dispatch_tokens, nullptr, nullptr, idx.data(), 2, nullptr, nullptr), MORI_EINVAL,
                   "the input (" + std::to_string(2 * s.hidden * 2) + " bytes at");
-    ExpectRefused(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, b.src_token_pos, 2, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, b.src_token_pos, 2, nullptr, nullptr), MORI_EINVAL,
                   "the indices");
     EXPECT_NE(std::string(mori_last_error()).find("overlaps this context's dispatch outputs"), std::string::npos);
-    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, b.combine_weights, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, b.combine_weights, nullptr, nullptr), MORI_EINVAL,
                   "the weights");
     EXPECT_NE(std::string(mori_last_error()).find("overlaps this context's combine outputs"), std::string::npos);
     // The halves come in pairs, nothing between them: a receive half
     // without its send half, a call while a send half waits (a fused combine
     // there waited out the whole timeout; a lone dispatch_recv returned
     // stale rows).
-    ExpectRefused(mori_ep_dispatch_recv(ep, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_dispatch_recv(ep, nullptr, nullptr), MORI_EINVAL,
                   "ep_dispatch_recv: rank " + std::to_string(rank) + ": no ep_dispatch_send is waiting");
-    ExpectRefused(mori_ep_combine_recv(ep, nullptr, nullptr), MORI_EINVAL, "no ep_combine_send is waiting");
+    ExpectError(mori_ep_combine_recv(ep, nullptr, nullptr), MORI_EINVAL, "no ep_combine_send is waiting");
     {
       Inputs in = MakeInputs(s, rank, size, 7);
       MORI_ASSERT_OK(mori_ep_dispatch_send(ep, in.rows.data(), nullptr, nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
-      ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
+      ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
                     "ep_dispatch_send is still waiting for its receive half");
-      ExpectRefused(mori_ep_combine_recv(ep, nullptr, nullptr), MORI_EINVAL, "(ep_dispatch_send is)");
+      ExpectError(mori_ep_combine_recv(ep, nullptr, nullptr), MORI_EINVAL, "(ep_dispatch_send is)");
       MORI_ASSERT_OK(mori_ep_dispatch_recv(ep, nullptr, nullptr));
       MORI_ASSERT_OK(mori_ep_combine_send(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
-      ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
+      ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
                     "ep_combine_send is still waiting");
-      ExpectRefused(mori_ep_dispatch(ep, in.rows.data(), nullptr, nullptr, in.indices.data(), in.tokens, nullptr, nullptr),
+      ExpectError(mori_ep_dispatch(ep, in.rows.data(), nullptr, nullptr, in.indices.data(), in.tokens, nullptr, nullptr),
                     MORI_EINVAL, "ep_combine_send is still waiting");
       MORI_ASSERT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
     }
@@ -546,7 +542,7 @@ TEST(Ep, Refusals) {
     c = Config(s, rank, size);
     c.max_token_type_size = 2;
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
-    ExpectRefused(mori_ep_combine(ep, nullptr, MORI_EP_FLOAT32, nullptr, nullptr, nullptr), MORI_EINVAL,
+    ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_FLOAT32, nullptr, nullptr, nullptr), MORI_EINVAL,
                   "takes 4 bytes, the buffers hold 2");
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });

@@ -26,6 +26,13 @@ std::string RunRanks(int size, const std::function<void(int rank, int size)> &fn
 // A TCP bootstrap from the environment the harness set; fails the test on error.
 mori_bootstrap_t *Bootstrap(int timeout_ms = 0);
 
+// A call that must fail with `code` and a message (mori_last_error) that
+// holds `words`; a test failure naming both otherwise.
+inline void ExpectError(int rc, int code, const std::string &words) {
+  EXPECT_EQ(rc, code) << mori_err_name(rc) << ": " << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find(words), std::string::npos) << mori_last_error();
+}
+
 }  // namespace mori_test
 
 // Succeeds when the call returned 0, else prints the code and mori_last_error().

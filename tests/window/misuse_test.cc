@@ -15,15 +15,11 @@
 #include "mori/heap.h"
 #include "tests/support/world.h"
 
+using mori_test::ExpectError;
 using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
-
-void ExpectError(int rc, int code, const std::string &words) {
-  EXPECT_EQ(rc, code) << mori_err_name(rc) << ": " << mori_last_error();
-  EXPECT_NE(std::string(mori_last_error()).find(words), std::string::npos) << mori_last_error();
-}
 
 // The second destroy of a comm is an error naming it, and so is a window
 // made on a destroyed comm: neither reads the freed comm.
