@@ -70,9 +70,11 @@ static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **m
    * and flags start at 0, and staging holds no LL line of an earlier
    * workspace, whose epochs the new one's would repeat. No peer writes it
    * before the rendezvous below completes. */
-  void *zeros = rc ? NULL : calloc(1, total);
+  enum { ZEROS = 1 << 20 }; /* uploaded piece by piece: no host buffer as large as the workspace */
+  void *zeros = rc ? NULL : calloc(1, total < ZEROS ? total : ZEROS);
   if (!rc && !zeros) rc = mori_error_set(MORI_ENOMEM, "collectives: zeroing a workspace of %zu bytes", total);
-  if (!rc) rc = mori_device_upload(c->device, mem, zeros, total);
+  for (size_t at = 0; !rc && at < total; at += ZEROS)
+    rc = mori_device_upload(c->device, (char *)mem + at, zeros, total - at < ZEROS ? total - at : ZEROS);
   free(zeros);
   mori_window_t *win = NULL;
   /* Every rank takes part in the rendezvous even if it failed, so that all
@@ -101,6 +103,8 @@ static void drop_workspace(mori_coll_t *c) {
   mori_mem_free(c->memory);
   c->win = NULL;
   c->memory = NULL;
+  c->staging_bytes = 0; /* every call needs more: it says to reserve */
+  memset(&c->view, 0, sizeof(c->view));
 }
 
 int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_t **out) {
@@ -175,11 +179,23 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
     if (all[r] > want) want = all[r];
   free(all);
   if (rc || want <= c->staging_bytes) return rc;
-  size_t grown = c->staging_bytes * 2 > want ? c->staging_bytes * 2 : (size_t)want;
+  size_t grown = c->staging_bytes * 2 > want ? c->staging_bytes * 2 : (size_t)want, before = c->staging_bytes;
+  /* The old one goes first: a heap sized for one workspace holds the new
+   * one once the old is freed. When the new one cannot be made (every rank
+   * fails together), the old size is made again, so the context goes on as
+   * it was; failing that too, it has no workspace and every call says to
+   * reserve. */
+  drop_workspace(c);
   void *mem = NULL;
   mori_window_t *win = NULL;
-  if ((rc = make_workspace(c, grown, 0, &mem, &win)) != 0) return rc;
-  drop_workspace(c);
+  rc = make_workspace(c, grown, 0, &mem, &win);
+  if (rc) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
+    if (make_workspace(c, before, 0, &mem, &win) == 0) use_workspace(c, mem, win, before);
+    mori_error_restore(&cause);
+    return rc;
+  }
   use_workspace(c, mem, win, grown);
   return 0;
 }
@@ -207,7 +223,7 @@ static mori_coll_dev_t make_view(const mori_coll_t *c) {
   return d;
 }
 
-int mori_coll_check(mori_coll_t *c) { return c ? mori_window_check(c->win) : 0; }
+int mori_coll_check(mori_coll_t *c) { return c && c->win ? mori_window_check(c->win) : 0; }
 
 static int enough(const mori_coll_t *c, size_t need, const char *what) {
   if (need <= c->staging_bytes) return 0;

@@ -248,21 +248,28 @@ static int describe_self(mori_comm_t *c, mori_peer_info_t *me) {
 /* Handle libraries: every given one whose type every rank's device can
  * create and export; the preferred type (fabric before posix_fd, or
  * MORI_HANDLE_TYPE) is what new allocations use. */
+/* Each library's init may take collective steps; one that failed on one
+ * rank (or a step before it) must not leave that rank skipping the next
+ * library's steps while the others take them: after each library, a step
+ * carrying every rank's status, so all go on or all stop there, named. */
 static int init_handles(mori_comm_t *c, const mori_handle_ops_t *const *given, int n) {
   unsigned common = ~0u;
   for (int r = 0; r < c->size; r++) common &= c->peers[r].handle_mask;
   int preferred = -1;
   int rc = mori_platform_preferred_handle_type(c->device, &preferred);
-  if (rc) return rc;
   c->handle_type = MORI_HANDLE_NONE;
   for (int i = 0; i < n; i++) {
     mori_handle_ops_t *h = &c->handles[c->num_handles];
-    if ((rc = mori_handle_ops_adopt(given[i], h)) != 0) return rc;
-    if (!(common & (1u << h->handle_type))) continue;
-    if ((rc = h->init(c, &c->handle_state[c->num_handles])) != 0) return mori_error_context(rc, "handle library %s: init", h->name);
-    c->num_handles++;
+    if (!rc) rc = mori_handle_ops_adopt(given[i], h);
+    /* The common mask is every rank's, so every rank skips alike. */
+    bool used = !rc && (common & (1u << h->handle_type));
+    if (used && (rc = h->init(c, &c->handle_state[c->num_handles])) != 0)
+      rc = mori_error_context(rc, "handle library %s: init", h->name);
+    else if (used)
+      c->num_handles++;
+    if ((rc = mori_agree(c, rc, "comm_create: a handle library")) != 0) return rc;
     /* Legacy IPC only carries memory the runtime allocated: never new allocations. */
-    if (h->handle_type == MORI_HANDLE_LEGACY_IPC) continue;
+    if (!used || h->handle_type == MORI_HANDLE_LEGACY_IPC) continue;
     if (h->handle_type == preferred || c->handle_type == MORI_HANDLE_NONE) c->handle_type = h->handle_type;
   }
   if (c->num_handles > 0 && c->handle_type == MORI_HANDLE_NONE)
@@ -291,10 +298,13 @@ static int init_transports(mori_comm_t *c, const mori_transport_ops_t *const *gi
     for (int j = 0; j < i; j++)
       if (given[j] == given[i])
         return mori_error_set(MORI_EINVAL, "comm_create: transport %s is listed twice", given[i] ? given[i]->name : "?");
+  /* As the handle libraries (init_handles): after each transport's init a
+   * step with every rank's status, so no rank skips the next one's steps. */
+  int rc = 0;
   for (int i = 0; i < n; i++) {
     if (optional & (1u << i)) continue;
-    int rc = init_transport(c, given[i]);
-    if (rc) return rc;
+    rc = init_transport(c, given[i]);
+    if ((rc = mori_agree(c, rc, "comm_create: a transport")) != 0) return rc;
   }
   return 0;
 }
@@ -330,14 +340,16 @@ static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *
 }
 
 /* What a rank asks of the comm: its handle libraries and transports (by
- * name, in list order, which are optional) and MORI_DISABLE_P2P. The
- * plug-ins' collective init steps pair up only when every rank asks the
- * same; a rank that left one out would otherwise wait in a step the others
- * never take, or make a comm that reaches fewer peers than theirs. */
+ * name, in list order, and which are optional). The plug-ins' collective
+ * init steps pair up only when every rank asks the same, in the same order;
+ * a rank that left one out would otherwise wait in a step the others never
+ * take, or make a comm that reaches fewer peers than theirs.
+ * (MORI_DISABLE_P2P may differ: the load/store team's agreement already
+ * makes such ranks' teams themselves alone.) */
 static uint64_t hash_mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
 
 static uint64_t asked_of_the_comm(const mori_comm_attr_t *attr) {
-  uint64_t h = hash_mix(1469598103934665603ull, p2p_disabled());
+  uint64_t h = 1469598103934665603ull;
   for (int i = 0; i < attr->num_handles; i++)
     h = hash_mix(h, attr->handles[i] && attr->handles[i]->name ? hash_string(attr->handles[i]->name) : 0);
   h = hash_mix(h, 0x7a5b); /* between the lists: [a][b] is not [a, b][] */
@@ -357,8 +369,7 @@ static void describe_asked(const mori_comm_attr_t *attr, char *out, size_t len) 
     used += (size_t)snprintf(out + used, len - used, "%s%s%s", i ? ", " : " ",
                              attr->transports[i] && attr->transports[i]->name ? attr->transports[i]->name : "?",
                              (attr->optional_transports >> i) & 1 ? " (optional)" : "");
-  if (attr->num_transports == 0 && used < len) used += (size_t)snprintf(out + used, len - used, " none");
-  if (p2p_disabled() && used < len) snprintf(out + used, len - used, "; MORI_DISABLE_P2P set");
+  if (attr->num_transports == 0 && used < len) snprintf(out + used, len - used, " none");
 }
 
 /* Step 1 of creation: every rank's description, what it asks of the comm,
@@ -384,8 +395,8 @@ static int exchange_records(mori_comm_t *c, const mori_comm_attr_t *attr, int lo
       char asked[512];
       describe_asked(attr, asked, sizeof(asked));
       rc = mori_error_set(MORI_EMISMATCH,
-                          "comm_create: rank %d lists other handle libraries, transports or MORI_DISABLE_P2P than rank "
-                          "0 (every rank lists the same, in the same order; this rank, %d: %s)",
+                          "comm_create: rank %d lists other handle libraries or transports than rank 0 (every rank "
+                          "lists the same, in the same order; this rank, %d: %s)",
                           r, c->rank, asked);
     }
   }
@@ -437,12 +448,11 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   bool one_host = true;
   for (int r = 1; r < c->size; r++) one_host = one_host && c->peers[r].host_hash == c->peers[0].host_hash;
   if ((rc = mori_node_channel_create(c->bootstrap, c->rank, c->size, one_host, &c->channel)) != 0) goto fail;
-  /* A plug-in that fails on one rank after its own collective steps would
-   * leave the others going on into steps it skips: each phase ends in a
-   * step that carries every rank's status (the routes' carries the
-   * transports'), so all go on, or all fail naming who failed. */
-  rc = init_handles(c, attr->handles, attr->num_handles);
-  if ((rc = mori_agree(c, rc, "comm_create: handle libraries")) != 0) goto fail;
+  /* Each plug-in's init ends in a step with every rank's status (in
+   * init_handles and init_transports), so a plug-in failing on one rank
+   * stops every rank there, named; a failure inside a plug-in before its
+   * own collective steps is that plug-in's to carry (posix_fd does). */
+  if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
   rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports);
   if ((rc = compute_routes(c, rc)) != 0) goto fail;
   if ((rc = init_optional_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;

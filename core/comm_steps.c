@@ -25,18 +25,24 @@ static int comm_allgather(mori_comm_t *c, const char *what, const void *send, vo
     /* With a channel, a large step still takes one through it first (its
      * size alone): ranks that disagree on the size, one side of the
      * channel's limit each, then meet in the channel, which names them at
-     * once, instead of waiting in different transports until the timeout. */
-    uint64_t size = bytes, *sizes = c->channel ? calloc((size_t)c->size, sizeof(*sizes)) : NULL;
-    rc = c->channel && !sizes ? mori_error_set(MORI_ENOMEM, "%s: rank %d's size table", what, c->rank) : 0;
+     * once, instead of waiting in different transports until the timeout.
+     * The sizes go on the stack for up to 256 ranks (recv may hold `send`,
+     * gathered in place), so only a larger node could fail to allocate. */
+    uint64_t size = bytes, on_stack[256], *sizes = NULL;
+    rc = 0;
+    if (c->channel) {
+      sizes = c->size <= 256 ? on_stack : calloc((size_t)c->size, sizeof(*sizes));
+      if (!sizes) rc = mori_error_set(MORI_ENOMEM, "%s: rank %d's size table", what, c->rank);
+    }
     /* Its own name, so that a rank gathering 8 bytes is never paired with it. */
     char header[160];
     snprintf(header, sizeof(header), "%s (the size of a step through the bootstrap)", what);
-    if (!rc && c->channel) rc = mori_node_channel_allgather(c->channel, header, &size, sizes, sizeof(size));
+    if (!rc && sizes) rc = mori_node_channel_allgather(c->channel, header, &size, sizes, sizeof(size));
     for (int r = 0; !rc && sizes && r < c->size; r++)
       if (sizes[r] != bytes)
         rc = mori_error_set(MORI_EMISMATCH, "%s: rank %d gathers %llu bytes per rank, rank %d %zu", what, r,
                             (unsigned long long)sizes[r], c->rank, bytes);
-    free(sizes);
+    if (sizes != on_stack) free(sizes);
     if (!rc) rc = mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
   }
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);

@@ -23,7 +23,10 @@ int mori_comm_destroy(mori_comm_t *comm) {
 }
 
 static void release_comm_memory(mori_comm_t *comm, void *unused) {
-  comm->finalizes++;
+  /* Counted when it releases something: a finalize that finds nothing
+   * (called twice, or before the comm's first window) changes no state the
+   * ranks share. Only said in messages; the counts decide. */
+  if (mori_signal_arena_count(comm) > 0 || mori_heap_segments_count(comm) > 0) comm->finalizes++;
   mori_signal_arena_destroy_all(comm);
   mori_heap_segments_destroy_all(comm);
 }

@@ -35,8 +35,9 @@ typedef struct mori_rendezvous_info {
   uint64_t segment_seq; /* the rank's next segment sequence number */
   uint64_t args[2];     /* the caller's arguments, alike on every rank */
   mori_arena_proposal_t arena; /* the run this rank proposes for the window's signal slots */
-  /* What the comm shares on this rank, the same on every rank while every
-   * rank's mori_finalize (which releases it) has run equally often. */
+  /* What the comm shares on this rank: the same on every rank unless
+   * mori_finalize (which releases it) ran on some ranks only. finalizes
+   * (the finalizes that released some of it) is only said in messages. */
   uint32_t arenas, heap_chunks, finalizes, reserved;
 } mori_rendezvous_info_t;
 

@@ -37,7 +37,9 @@ except ImportError:  # a source checkout run in place (PYTHONPATH=python): the s
 __all__ = ["__version__", "finalize", "platform"]
 
 # The public subpackages and modules, imported when first named (PEP 562).
-# Not in __all__: `from mori import *` must stay as light as `import mori`.
+# Neither in __all__ nor in dir(mori): `from mori import *`, help(mori) and
+# other tools that list a module's names must stay as light as `import mori`
+# (and not fail where triton or torch is missing).
 _SUBMODULES = ("address_map", "allocator", "info", "ops", "shmem", "triton", "triton_lib")
 
 
@@ -49,9 +51,6 @@ def __getattr__(name):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-def __dir__():
-    return sorted(set(globals()) | set(_SUBMODULES))
 
 
 def platform():

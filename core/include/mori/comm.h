@@ -19,8 +19,10 @@ typedef struct mori_handle_ops mori_handle_ops_t;
 typedef struct mori_comm_attr {
   mori_bootstrap_t *bootstrap; /* borrowed: must outlive the comm */
   int device;                  /* -1: the current device */
-  /* What the program links and wants (any order: transports are chosen by
-   * capability, handle types by what every rank's device supports). */
+  /* What the program links and wants: transports are chosen by capability,
+   * handle types by what every rank's device supports. The same lists, in
+   * the same order, on every rank (their inits take collective steps in
+   * list order): a rank that lists others fails creation on every rank. */
   const mori_handle_ops_t *const *handles;
   int num_handles;
   const mori_transport_ops_t *const *transports;

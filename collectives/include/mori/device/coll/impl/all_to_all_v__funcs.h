@@ -31,13 +31,23 @@ MORI_HOST_DEVICE uint64_t mori_coll_impl_a2av_matrix_bytes(int n, uint32_t exper
 MORI_DEVICE_INLINE void mori_a2av_begin(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch) {
   int n = c.team.size, me = c.team.rank;
   uint64_t E = a->experts, cols = (uint64_t)n * E, flag = (uint64_t)(uint32_t)epoch << 32;
+  /* Outside the combine layout this member's rows are placed by summing
+   * its splits, so one negative split spoils all of them and it sends
+   * nothing (a2av_send): every entry it publishes is then bad, so that
+   * every member expecting rows from it reports, rather than returning
+   * with the rows missing. */
+  int spoiled = 0;
+  for (uint64_t q = (uint64_t)MORI_THREAD_RANK_BLOCK(); a->layout != MORI_A2AV_COMBINE && q < cols;
+       q += (uint64_t)MORI_THREAD_COUNT_BLOCK())
+    spoiled |= a->in_splits[q] < 0;
+  spoiled = MORI_SYNC_BLOCK_OR(spoiled);
   for (uint64_t t = (uint64_t)MORI_THREAD_RANK_BLOCK(); t < (uint64_t)n * cols; t += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
     int member = (int)(t / cols);
     uint64_t q = t % cols, d = q / E, e = q % E;
     int combine = a->layout == MORI_A2AV_COMBINE;
     int64_t split = a->in_splits[combine ? e * (uint64_t)n + d : q];
     int64_t offset = combine ? a->in_splits[(E + e) * (uint64_t)n + d] : 0;
-    uint64_t rows = (uint64_t)split;
+    uint64_t rows = spoiled ? MORI_A2AV_BAD_ROWS : (uint64_t)split;
     if (split < 0 || offset < 0) {
       if (member == me)
         mori_device_report(c.win, MORI_DEVICE_EINVAL, mori_team_to_world(c.team, (int)d), (uint32_t)e, 0,
