@@ -48,14 +48,15 @@ int mori_agreement_verdict(const void *notes, size_t stride, int n, int me, cons
   if (first < 0) return 0;
   char msg[1024];
   size_t used = (size_t)snprintf(msg, sizeof(msg), "%s: %s(s) %s failed", step, who, list);
+  /* This rank's own message first, whole: at many ranks the others' would
+   * fill the message before it. */
+  bool own_first = me >= 0 && me < n && note_at(notes, stride, me)->status && own && *own;
+  if (own_first) used += (size_t)snprintf(msg + used, sizeof(msg) - used, "; %s %d: %s", who, me, own);
   for (int r = first; r < n && used + 8 < sizeof(msg); r++) {
     const mori_agreement_note_t *note = note_at(notes, stride, r);
-    if (!note->status) continue;
-    if (r == me && own && *own)
-      used += (size_t)snprintf(msg + used, sizeof(msg) - used, "; %s %d: %s", who, r, own);
-    else
-      used += (size_t)snprintf(msg + used, sizeof(msg) - used, "; %s %d: %.*s", who, r, (int)sizeof(note->text),
-                               note->text[0] ? note->text : mori_err_name(code_of(note->status)));
+    if (!note->status || (r == me && own_first)) continue;
+    used += (size_t)snprintf(msg + used, sizeof(msg) - used, "; %s %d: %.*s", who, r, (int)sizeof(note->text),
+                             note->text[0] ? note->text : mori_err_name(code_of(note->status)));
   }
   int32_t mine = me >= 0 && me < n ? note_at(notes, stride, me)->status : 0;
   return mori_error_set(mine ? mine : code_of(note_at(notes, stride, first)->status), "%s", msg);

@@ -453,8 +453,9 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
    * stops every rank there, named; a failure inside a plug-in before its
    * own collective steps is that plug-in's to carry (posix_fd does). */
   if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
-  rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports);
-  if ((rc = compute_routes(c, rc)) != 0) goto fail;
+  /* A failure there is every rank's already (its agreements): no further step. */
+  if ((rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
+  if ((rc = compute_routes(c, 0)) != 0) goto fail;
   if ((rc = init_optional_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
   MORI_INFO("comm: rank %d of %d on device %d, handle %s, LSA team [%d, %d)", c->rank, c->size, c->device,
             mori_handle_type_name(c->handle_type), c->lsa_base, c->lsa_base + c->lsa_size);
