@@ -1,12 +1,36 @@
 // SPDX-License-Identifier: MIT
 #include "tests/support/harness.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "mori/mem.h"
 #include "tools/launch/launch.h"
 
 namespace mori_test {
+
+std::string StderrOf(const std::function<void()> &fn) {
+  std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/stderr." +
+                     std::to_string(getpid()) + ".log";
+  int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  EXPECT_GE(fd, 0) << path;
+  int saved = dup(2);
+  if (fd >= 0) {
+    dup2(fd, 2);
+    close(fd);
+  }
+  fn();
+  dup2(saved, 2);
+  close(saved);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  unlink(path.c_str());
+  return text.str();
+}
 
 int TestRanks() {
   const char *s = std::getenv("MORI_TEST_RANKS");

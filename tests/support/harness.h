@@ -26,6 +26,9 @@ std::string RunRanks(int size, const std::function<void(int rank, int size)> &fn
 // A TCP bootstrap from the environment the harness set; fails the test on error.
 mori_bootstrap_t *Bootstrap(int timeout_ms = 0);
 
+// What `fn` wrote to stderr (fd 2, so the library's log lines too).
+std::string StderrOf(const std::function<void()> &fn);
+
 // A call that must fail with `code` and a message (mori_last_error) that
 // holds `words`; a test failure naming both otherwise.
 inline void ExpectError(int rc, int code, const std::string &words) {

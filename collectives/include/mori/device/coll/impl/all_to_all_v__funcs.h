@@ -151,11 +151,11 @@ MORI_DEVICE_INLINE int mori_coll_impl_a2av_send(mori_coll_dev_t c, const mori_a2
   uint64_t rb = a->row_bytes, total = 0;
   /* A negative split of this member's (recorded by begin) spoils where
    * every later segment starts in `in` (the splits are summed): nothing is
-   * sent. In the combine layout each segment's start is given, and only
-   * the bad segment itself is skipped (below). */
-  for (int q = 0; a->layout != MORI_A2AV_COMBINE && q < c.team.size; q++)
-    for (uint64_t x = 0; x < a->experts; x++)
-      if (mori_coll_impl_a2av_entry(c, a, epoch, me, q, x) >= MORI_A2AV_BAD_ROWS) return MORI_DEVICE_EINVAL;
+   * sent. begin then published every entry of this member bad, so its
+   * first entry tells. In the combine layout each segment's start is
+   * given, and only the bad segment itself is skipped (below). */
+  if (a->layout != MORI_A2AV_COMBINE && mori_coll_impl_a2av_entry(c, a, epoch, me, 0, 0) >= MORI_A2AV_BAD_ROWS)
+    return MORI_DEVICE_EINVAL;
   for (uint64_t e = 0; e < a->experts; e++) total += mori_coll_impl_a2av_entry(c, a, epoch, me, dst, e);
   uint64_t pb, pe, seg = 0;
   mori_coll_impl_a2av_piece(total * rb, a->pieces, j, &pb, &pe);
