@@ -5,16 +5,22 @@
 // byte; all-reduce: bit for bit against fp32 accumulation in rank order),
 // random delays on one rank, and the same loop captured in a graph and
 // replayed. Tagged gpu + manual: run by tools/gpu.sh on a GPU machine.
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <vector>
 
 #include "mori/collectives.h"
 #include "mori/mem.h"
+#include "mori/window.h"
 #include "tests/gpu/coll_kernels.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/support/world.h"
 
+using mori_test::ExpectError;
 using mori_test::World;
 
 namespace {
@@ -227,6 +233,105 @@ TEST(GpuCollectives, CapturedInAGraphAndReplayed) {
     gpu_free(rin);
     gpu_free(rout);
     CloseGpu(g);
+  });
+}
+
+// The edge paths the device code reports, on the GPU (the host platform's
+// coll_misuse_test runs the same code in CPU ranks): a NaN wins MAX and MIN
+// from any rank; a negative all-to-all-v split is refused by the kernel
+// (EINVAL on its member, ERANGE on every member expecting its rows, none of
+// them written); and a member that never calls ends the others' call within
+// about its timeout as a whole (each wait counts from the call's start).
+TEST(GpuCollectives, EdgeCasesAreReportedByTheKernels) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    ASSERT_GE(gpu_select_device(rank), 0) << gpu_last_error();
+    World w;
+    ASSERT_TRUE(w.ok());
+    Gpu g;
+    OpenGpu(w, g, 16 << 20);
+    // NaN in MAX / MIN, held by the first or the last rank.
+    const uint64_t count = 4096;
+    void *in = gpu_alloc(count * 4), *out = gpu_alloc(count * 4);
+    for (int holder : {0, size - 1})
+      for (mori_redop_t op : {MORI_REDOP_MAX, MORI_REDOP_MIN}) {
+        std::vector<float> host(count, (float)rank);
+        if (rank == holder) host[3] = host[count - 1] = NAN;
+        ASSERT_EQ(gpu_copy_in(in, host.data(), count * 4), 0) << gpu_last_error();
+        MORI_ASSERT_OK(mori_all_reduce(g.coll, in, out, count, MORI_FLOAT32, op, g.stream));
+        ASSERT_EQ(coll_stream_sync(g.stream), 0);
+        ASSERT_EQ(gpu_copy_out(host.data(), out, count * 4), 0) << gpu_last_error();
+        EXPECT_TRUE(std::isnan(host[3]) && std::isnan(host[count - 1]))
+            << "op " << op << ", NaN on rank " << holder << ": " << host[3] << " " << host[count - 1];
+        EXPECT_EQ(host[0], op == MORI_REDOP_MAX ? (float)(size - 1) : 0.0f) << "op " << op;
+      }
+    MORI_EXPECT_OK(mori_coll_check(g.coll));
+    gpu_free(in);
+    gpu_free(out);
+
+    // A negative split on the last rank.
+    const size_t rows = 4 * (size_t)size, row_bytes = 64;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(rows * row_bytes, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    std::vector<uint8_t> fill(rows * row_bytes, 0xee);
+    ASSERT_EQ(gpu_copy_in(mem, fill.data(), fill.size()), 0) << gpu_last_error();
+    void *rows_in = gpu_alloc(rows * row_bytes);
+    std::vector<uint8_t> mine(rows * row_bytes, (uint8_t)rank);
+    ASSERT_EQ(gpu_copy_in(rows_in, mine.data(), mine.size()), 0) << gpu_last_error();
+    std::vector<int64_t> splits(size, 1);
+    if (rank == size - 1) splits[0] = -1;
+    int64_t *splits_dev = (int64_t *)gpu_alloc(size * sizeof(int64_t));
+    int64_t *got_dev = (int64_t *)gpu_alloc(2 * size * sizeof(int64_t));
+    ASSERT_EQ(gpu_copy_in(splits_dev, splits.data(), size * sizeof(int64_t)), 0) << gpu_last_error();
+    ASSERT_NE(mori_all_to_all_v_workspace(g.coll, 1), 0u);
+    MORI_ASSERT_OK(mori_all_to_all_v(g.coll, rows_in, splits_dev, win, 0, rows, row_bytes, got_dev, g.stream));
+    ASSERT_EQ(coll_stream_sync(g.stream), 0);
+    int rc = mori_coll_check(g.coll);
+    if (rank == size - 1) {
+      ExpectError(rc, MORI_EINVAL, "-1 (negative)");
+    } else {  // told, and nothing of the spoiled member's rows written
+      EXPECT_EQ(rc, MORI_ERANGE) << mori_err_name(rc) << ": " << mori_last_error();
+      ASSERT_EQ(gpu_copy_out(fill.data(), mem, fill.size()), 0) << gpu_last_error();
+      for (size_t b = (size_t)(size - 1) * row_bytes; b < rows * row_bytes; b++)
+        ASSERT_EQ(fill[b], 0xee) << "byte " << b;
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    gpu_free(splits_dev);
+    gpu_free(got_dev);
+    gpu_free(rows_in);
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    CloseGpu(g);
+
+    // A member that never calls: a context with a 200 ms timeout.
+    if (size < 2) return;
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = 16 << 20;
+    attr.timeout_ms = 200;
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    void *stream = coll_stream_new();
+    void *big = gpu_alloc(4 << 20);
+    if (rank != size - 1) {
+      for (const char *algo : {"ll", "rsag"}) {
+        setenv("MORI_ALLREDUCE_ALGO", algo, 1);
+        auto start = std::chrono::steady_clock::now();
+        MORI_ASSERT_OK(mori_all_reduce(coll, big, big, 1 << 20, MORI_FLOAT32, MORI_REDOP_SUM, stream));
+        ASSERT_EQ(coll_stream_sync(stream), 0);
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        ExpectError(mori_coll_check(coll), MORI_EDEVICE_TIMEOUT, "");
+        printf("rank %d: %s all_reduce without the last member ended after %.3f s (timeout 0.2 s)\n", rank, algo,
+               seconds);
+        EXPECT_LT(seconds, 2.0) << algo << ": a 200 ms timeout took " << seconds << " s";
+      }
+      unsetenv("MORI_ALLREDUCE_ALGO");
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    gpu_free(big);
+    coll_stream_free(stream);
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
   });
 }
 
