@@ -47,8 +47,16 @@ void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)
 
 static mori_coll_dev_t make_view(const mori_coll_t *c);
 
-/* Bytes of the ready slots, rounded so that staging stays 256-aligned. */
-static size_t ready_bytes(const mori_coll_t *c) { return ((size_t)c->team.size * 8 + 255) / 256 * 256; }
+/* Bytes of the ready slots, the refusal slots and the grid word
+ * (mori_coll_dev_t), rounded so that staging stays 256-aligned. */
+static size_t ready_bytes(const mori_coll_t *c) {
+  return ((size_t)c->team.size * (1 + MORI_COLL_REFUSALS_KEPT) * 8 + 8 + 255) / 256 * 256;
+}
+
+/* Where the grid word sits: after the refusal slots. */
+static size_t grid_word_offset(const mori_coll_t *c) {
+  return HEADER_BYTES + (size_t)c->flag_slots * 2 * sizeof(uint64_t) + (size_t)c->team.size * (1 + MORI_COLL_REFUSALS_KEPT) * 8;
+}
 
 /* A new workspace (window of the comm, collective) into *mem / *win,
  * leaving the context as it is. local_rc: this rank's failure so far,
@@ -76,6 +84,10 @@ static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **m
   for (size_t at = 0; !rc && at < total; at += ZEROS)
     rc = mori_device_upload(c->device, (char *)mem + at, zeros, total - at < ZEROS ? total - at : ZEROS);
   free(zeros);
+  /* This rank's grid, for a member's refusal to know how many of this
+   * rank's block counters to wait for (grids may differ across devices). */
+  uint64_t grid = c->grid;
+  if (!rc) rc = mori_device_upload(c->device, (char *)mem + grid_word_offset(c), &grid, sizeof(grid));
   mori_window_t *win = NULL;
   /* Every rank takes part in the rendezvous even if it failed, so that all
    * fail together, naming it. */
@@ -217,6 +229,7 @@ static mori_coll_dev_t make_view(const mori_coll_t *c) {
   d.flags_offset = HEADER_BYTES;
   d.flag_slots = c->flag_slots;
   d.ready_offset = HEADER_BYTES + c->flag_slots * 2 * sizeof(uint64_t);
+  d.refused_offset = d.ready_offset + (uint64_t)c->team.size * 8;
   d.data_offset = d.ready_offset + ready_bytes(c);
   d.data_bytes = c->staging_bytes;
   d.timeout_ns = c->timeout_ns;
@@ -234,6 +247,23 @@ static int enough(const mori_coll_t *c, size_t need, const char *what) {
 static int member_or_fail(const mori_coll_t *c, const char *what) {
   if (c->team.rank >= 0) return 0;
   return mori_error_set(MORI_EINVAL, "%s: rank %d is not a member of the context's team", what, mori_comm_rank(c->comm));
+}
+
+/* A call this rank refused (`rc`, its own arguments) while the members
+ * may have launched theirs: this rank's part still runs, taking the call's
+ * epoch and moving nothing (mori_coll_refuse_block), so the context's
+ * calls stay paired and the members' waits end at once naming this rank
+ * (their mori_coll_check says so). Not for a rank outside the team or a
+ * context without a workspace: those take no part in any call. Returns rc,
+ * with its message kept. */
+static int refuse(const mori_coll_t *c, int rc, void *stream) {
+  if (!c || !c->win || c->team.rank < 0) return rc;
+  mori_error_saved_t cause;
+  mori_error_save(&cause);
+  int lrc = mori_coll_launch_refusal(c, stream);
+  mori_error_restore(&cause);
+  if (lrc) return mori_error_context(rc, "(and this rank's part of the refused call could not be launched: %s)", mori_strerror(lrc));
+  return rc;
 }
 
 /* Whether the grid is split among the kinds of items (push, reduce,
@@ -315,25 +345,24 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
   /* Nothing to move: no launch and no epoch. A call that synchronised
    * nobody but took an epoch would let a rank run a call ahead into the
-   * staging a peer still reads. */
-  if (rc || bytes == 0) return rc;
+   * staging a peer still reads. A refused call with something to move
+   * takes its epoch all the same (refuse). */
+  if (rc || bytes == 0) return bytes ? refuse(c, rc, stream) : rc;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes, false, &a);
-  if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return rc;
+  if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return refuse(c, rc, stream);
   a.in = (const char *)in;
   a.out = (char *)out;
   return mori_coll_launch_all_to_all(c, &a, stream);
 }
 
-int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes,
-                           void *stream) {
+/* mori_all_to_all_window's checks of this rank's arguments. */
+static int all_to_all_window_check(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes) {
   if (!c || !out_win) return mori_error_set(MORI_EINVAL, "all_to_all_window: NULL context or window");
-  int live = mori_window_check_live(out_win, "all_to_all_window");
-  if (live) return live;
-  MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
+  int rc = mori_window_check_live(out_win, "all_to_all_window");
+  if (rc) return rc;
   char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
-  int rc = check_all_to_all(c, in, out, bytes, "all_to_all_window");
-  if (rc || bytes == 0) return rc; /* nothing to move: no launch, no epoch (see mori_all_to_all) */
+  if ((rc = check_all_to_all(c, in, out, bytes, "all_to_all_window")) != 0 || bytes == 0) return rc;
   int me = mori_comm_rank(c->comm);
   if (mori_window_comm(out_win) != c->comm)
     return mori_error_set(MORI_EINVAL, "all_to_all_window: rank %d's output window is of another comm than the context",
@@ -347,6 +376,15 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
     if (!mori_window_peer_ptr(out_win, mori_team_to_world(c->team, m)))
       return mori_error_set(MORI_EUNREACHABLE, "all_to_all_window: member %d (world rank %d) cannot be written by rank %d",
                             m, mori_team_to_world(c->team, m), me);
+  return 0;
+}
+
+int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes,
+                           void *stream) {
+  int rc = all_to_all_window_check(c, in, out_win, out_offset, bytes);
+  if (rc || bytes == 0) return bytes ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
+  MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
+  char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
   mori_a2a_args_t a;
   /* Small chunks are faster as LL lines through the staging (no wait for
    * the destination to start: latency decides there), when the workspace
@@ -368,11 +406,10 @@ size_t mori_all_to_all_v_workspace(const mori_coll_t *c, uint32_t experts) {
   return 2 * (size_t)mori_coll_impl_a2av_matrix_bytes(c->team.size, experts ? experts : 1);
 }
 
-/* Every variable all-to-all: checks, then one kernel of the layout. */
-static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint32_t experts, uint64_t align,
-                        const void *in, const int64_t *in_splits, mori_window_t *out_win, size_t out_offset,
-                        size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets, void *stream) {
-  MORI_TRACE_SCOPE("all_to_all_v", MORI_TS("op", what), MORI_TA("row_bytes", row_bytes), MORI_TA("experts", experts));
+/* A variable all-to-all's checks of this rank's arguments. */
+static int all_to_all_v_check(mori_coll_t *c, const char *what, uint32_t experts, uint64_t align, const void *in,
+                              const int64_t *in_splits, mori_window_t *out_win, size_t out_offset, size_t out_rows,
+                              size_t row_bytes, const int64_t *out_splits_offsets) {
   if (!c || !out_win || !in_splits || !out_splits_offsets || (!in && row_bytes))
     return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
   int live = mori_window_check_live(out_win, what);
@@ -396,6 +433,20 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
     if (!mori_window_peer_ptr(out_win, mori_team_to_world(c->team, m)))
       return mori_error_set(MORI_EUNREACHABLE, "%s: member %d (world rank %d) cannot be written by rank %d", what, m,
                             mori_team_to_world(c->team, m), me);
+  return 0;
+}
+
+/* Every variable all-to-all: checks (a refusal still takes the call's
+ * epoch: the sizes are on the device, so every call moves something),
+ * then one kernel of the layout. */
+static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint32_t experts, uint64_t align,
+                        const void *in, const int64_t *in_splits, mori_window_t *out_win, size_t out_offset,
+                        size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets, void *stream) {
+  MORI_TRACE_SCOPE("all_to_all_v", MORI_TS("op", what), MORI_TA("row_bytes", row_bytes), MORI_TA("experts", experts));
+  int rc = all_to_all_v_check(c, what, experts, align, in, in_splits, out_win, out_offset, out_rows, row_bytes,
+                              out_splits_offsets);
+  if (rc) return refuse(c, rc, stream);
+  size_t span = out_rows * row_bytes; /* checked above */
   mori_a2av_args_t a = {.in = (const char *)in,
                         .in_splits = in_splits,
                         .out_splits_offsets = out_splits_offsets,
@@ -505,10 +556,10 @@ size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_
   return ar_staging(c, &a);
 }
 
-int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mori_dtype_t dtype, mori_redop_t op,
-                    void *stream) {
+/* mori_all_reduce's checks of this rank's arguments. */
+static int all_reduce_check(mori_coll_t *c, const void *in, const void *out, size_t count, mori_dtype_t dtype,
+                            mori_redop_t op) {
   if (!c || (count && (!in || !out))) return mori_error_set(MORI_EINVAL, "all_reduce: NULL argument");
-  MORI_TRACE_SCOPE("all_reduce", MORI_TA("count", count), MORI_TA("dtype", dtype), MORI_TA("op", op));
   if (dtype != MORI_FLOAT32 && dtype != MORI_BFLOAT16 && dtype != MORI_FLOAT16)
     return mori_error_set(MORI_EINVAL, "all_reduce: unknown dtype %d", (int)dtype);
   if (op < MORI_REDOP_SUM || op > MORI_REDOP_MIN) return mori_error_set(MORI_EINVAL, "all_reduce: unknown op %d", (int)op);
@@ -518,12 +569,18 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
                           (unsigned)mori_coll_impl_dtype_size(dtype));
   if (in != out && mori_ranges_overlap(in, span, out, span))
     return mori_error_set(MORI_EINVAL, "all_reduce: in and out overlap without being the same buffer (in place is in == out)");
-  int rc = member_or_fail(c, "all_reduce");
+  return member_or_fail(c, "all_reduce");
+}
+
+int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mori_dtype_t dtype, mori_redop_t op,
+                    void *stream) {
+  MORI_TRACE_SCOPE("all_reduce", MORI_TA("count", count), MORI_TA("dtype", dtype), MORI_TA("op", op));
+  int rc = all_reduce_check(c, in, out, count, dtype, op);
   /* Nothing to reduce: no launch and no epoch (see mori_all_to_all). */
-  if (rc || count == 0) return rc;
+  if (rc || count == 0) return count ? refuse(c, rc, stream) : rc;
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
-  if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return rc;
+  if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return refuse(c, rc, stream);
   a.in = in;
   a.out = out;
   a.op = op;

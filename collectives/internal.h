@@ -35,6 +35,10 @@ int mori_coll_grid(int device, uint32_t *grid);
 int mori_coll_launch_all_to_all(const mori_coll_t *c, const mori_a2a_args_t *a, void *stream);
 int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allreduce_args_t *a, void *stream);
 int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *a, void *stream);
+/* This rank's part of a call it refused: every block runs
+ * mori_coll_refuse_block (takes the epoch, marks the call refused in every
+ * member's slots, moves nothing). Host: returns 0 once done. */
+int mori_coll_launch_refusal(const mori_coll_t *c, void *stream);
 
 enum mori_window_op { MORI_WINDOW_OP_BARRIER, MORI_WINDOW_OP_PUT_SIGNAL, MORI_WINDOW_OP_WAIT_SIGNAL };
 /* One window op (arguments already checked) on `stream`, on the window's

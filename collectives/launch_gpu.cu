@@ -46,6 +46,8 @@ COLL_KERNEL(all_to_all_kernel, mori_a2a_args_t, mori_a2a_begin, mori_a2a_item)
 COLL_KERNEL(all_reduce_kernel, mori_allreduce_args_t, NO_BEGIN, mori_allreduce_item)
 COLL_KERNEL(all_to_all_v_kernel, mori_a2av_args_t, mori_a2av_begin, mori_a2av_item)
 
+__global__ void refusal_kernel(mori_coll_dev_t c) { mori_coll_refuse_block(c, blockIdx.x); }
+
 int env_int(const char *name, int fallback) { return (int)mori_env_int_or(name, fallback); }
 
 int fail(status_t e, const char *what) {
@@ -165,4 +167,16 @@ extern "C" int mori_coll_launch_all_reduce(const mori_coll_t *c, const mori_allr
 
 extern "C" int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *a, void *stream) {
   return launch(c, all_to_all_v_kernel, a, stream);
+}
+
+extern "C" int mori_coll_launch_refusal(const mori_coll_t *c, void *stream) {
+  int saved = -1;
+  status_t e = gpu(GetDevice)(&saved);
+  if (e == GPU_SUCCESS && saved != c->device) e = gpu(SetDevice)(c->device);
+  if (e != GPU_SUCCESS) return fail(e, "selecting the context's device");
+  refusal_kernel<<<c->grid, 32, 0, (stream_t)stream>>>(c->view);
+  e = gpu(GetLastError)();
+  int rc = e == GPU_SUCCESS ? 0 : fail(e, "launching a refused call's part");
+  if (saved >= 0 && saved != c->device) (void)gpu(SetDevice)(saved);
+  return rc;
 }

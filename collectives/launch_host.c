@@ -43,6 +43,12 @@ int mori_coll_launch_all_to_all_v(const mori_coll_t *c, const mori_a2av_args_t *
   RUN_CALL(c, a, mori_a2av_begin, mori_a2av_item);
 }
 
+int mori_coll_launch_refusal(const mori_coll_t *c, void *stream) {
+  (void)stream;
+  mori_coll_refuse_block(c->view, 0);
+  return 0;
+}
+
 int mori_launch_window_op(mori_window_t *win, const mori_window_dev_t *v, const mori_window_dev_t *sync, int op, int peer,
                           int channel, uint64_t timeout_ns, void *stream) {
   int rc;

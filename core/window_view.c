@@ -168,6 +168,11 @@ int mori_window_check(mori_window_t *w) {
   if (code == MORI_ERANGE)
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",
                           e.waiter_rank, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);
+  if (code == MORI_EINVAL && e.channel == MORI_COLL_REFUSED_CHANNEL)
+    return mori_error_set(code,
+                          "a collective call (the context's call %llu) on rank %d stopped: rank %d refused its part of "
+                          "that call (its own error says why), so nothing of it is valid on any member",
+                          (unsigned long long)e.expected, e.waiter_rank, e.peer);
   if (code == MORI_EINVAL && e.peer >= 0)
     return mori_error_set(code, "a kernel on rank %d was given %lld (negative) as the rows or offset for rank %d (expert %u)",
                           e.waiter_rank, (long long)e.expected, e.peer, e.channel);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,88 @@ TEST(CollMisuse, NegativeSplitsAreRefused) {
         ASSERT_EQ(((uint8_t *)mem)[b], 0xee) << "byte " << b;
     }
     (void)mori_coll_check(coll);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// A call one member refuses (its own arguments) while the others launch:
+// the refusing member's part still takes the call's epoch and moves
+// nothing, the others' call ends at once (not after its timeout) naming
+// that member, and the context's later calls stay paired. Each kind of
+// call, each all-reduce algorithm, the last rank refusing.
+TEST(CollMisuse, ACallRefusedOnOneMemberEndsTheOthersAtOnceAndKeepsTheCallsPaired) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w, 30000);  // a refusal must not wait this out
+    ASSERT_NE(coll, nullptr);
+    const bool refuser = rank == size - 1;
+    const std::string named = "rank " + std::to_string(size - 1) + " refused its part";
+    size_t rows = 4 * (size_t)size, row_bytes = 64;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(rows * row_bytes, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    std::vector<uint8_t> a2a_in(256 * (size_t)size, (uint8_t)rank), a2a_out(256 * (size_t)size);
+    std::vector<int64_t> splits(size, 1), got(2 * size);
+    std::vector<uint8_t> rows_in(rows * row_bytes, (uint8_t)rank);
+    std::vector<float> buf(4096, 1.0f);
+    struct Case {
+      const char *what;
+      std::function<int()> call;
+    };
+    std::vector<Case> cases;
+    for (const char *algo : {"ll", "rsag", "oneshot"})
+      cases.push_back({algo, [&, algo] {
+                         setenv("MORI_ALLREDUCE_ALGO", algo, 1);
+                         // the refusing member's in and out half overlap
+                         float *out = refuser ? buf.data() + 4 : buf.data() + 2048;
+                         int rc = mori_all_reduce(coll, buf.data(), out, 1024, MORI_FLOAT32, MORI_REDOP_SUM, nullptr);
+                         unsetenv("MORI_ALLREDUCE_ALGO");
+                         return rc;
+                       }});
+    cases.push_back({"all_to_all", [&] {
+                       return mori_all_to_all(coll, refuser ? nullptr : a2a_in.data(), a2a_out.data(), 256, nullptr);
+                     }});
+    cases.push_back({"all_to_all_window", [&] {
+                       // the refusing member's offset leaves the window
+                       size_t offset = refuser ? rows * row_bytes : 0;
+                       return mori_all_to_all_window(coll, a2a_in.data(), win, offset, 64, nullptr);
+                     }});
+    cases.push_back({"all_to_all_v", [&] {
+                       return mori_all_to_all_v(coll, rows_in.data(), refuser ? nullptr : splits.data(), win, 0, rows,
+                                                row_bytes, got.data(), nullptr);
+                     }});
+    for (int call = 0; call < (int)cases.size(); call++) {
+      SCOPED_TRACE(cases[call].what);
+      auto start = std::chrono::steady_clock::now();
+      int rc = cases[call].call();
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (refuser) {
+        EXPECT_TRUE(rc == MORI_EINVAL || rc == MORI_ERANGE) << mori_err_name(rc) << ": " << mori_last_error();
+        MORI_EXPECT_OK(mori_coll_check(coll));  // its own call said it; nothing else to report
+      } else {
+        ExpectError(rc, MORI_EINVAL, named);
+        EXPECT_LT(seconds, 5.0) << "the refusal was waited out: " << seconds << " s";
+        MORI_EXPECT_OK(mori_coll_check(coll));  // reported once
+      }
+      SumRound(coll, rank, size, 1000, call);  // and the calls stay paired
+      SumRound(coll, rank, size, 65536, call);
+    }
+    // Several refusals in a row by one member: it never gets two calls
+    // ahead of the others (it would write into the half of the workspace
+    // they still read), and the next call is paired.
+    for (int k = 0; k < 5; k++) {
+      float *out = refuser ? nullptr : buf.data() + 2048;
+      int rc = mori_all_reduce(coll, buf.data(), out, 1024, MORI_FLOAT32, MORI_REDOP_SUM, nullptr);
+      if (refuser) ExpectError(rc, MORI_EINVAL, "NULL argument");
+      else ExpectError(rc, MORI_EINVAL, named);
+    }
+    SumRound(coll, rank, size, 1000, 99);
+    SumRound(coll, rank, size, 65536, 99);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(mem));

@@ -11,13 +11,12 @@
  * rank, on one stream per rank (the epoch counts calls), with the same
  * sizes. A call with nothing to move (count or bytes 0) launches nothing
  * and takes no epoch. A call one member refuses (its own arguments: in and
- * out overlapping, a size that overflows) while the others launch leaves
- * the context's calls out of step: the others' call ends in its timeout
- * naming that member, and later calls may pair different calls, so after
- * such a refusal destroy the context and make a new one (the checks are
- * the same on every rank, so arguments alike everywhere are refused
- * everywhere, and the context goes on). Every wait of a call counts from
- * the call's start: a call ends within its timeout. */
+ * out overlapping, a size that overflows) returns that member's error, and
+ * its part still runs: it takes the call's epoch and moves nothing, so the
+ * others' call ends at once and their mori_coll_check reports MORI_EINVAL
+ * naming the member; that call's output is not valid anywhere, and the
+ * context's later calls stay paired. Every wait of a call counts from the
+ * call's start: a call ends within its timeout. */
 #ifndef MORI_COLLECTIVES_H
 #define MORI_COLLECTIVES_H
 
@@ -111,7 +110,9 @@ MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_
 /* The device view, for kernels that fuse collectives with their own work. */
 MORI_API mori_coll_dev_t mori_coll_device_view(const mori_coll_t *coll);
 /* Reports (and clears) an error a kernel of this context left in the
- * mailbox (a wait that timed out: who waited for whom, on which slot). */
+ * mailbox: a wait that timed out (who waited for whom, on which slot), a
+ * call a member refused (which member), an output too small (the rows
+ * needed), a negative split. */
 MORI_API int mori_coll_check(mori_coll_t *coll);
 /* The team the context runs over. */
 MORI_API mori_team_t mori_coll_team(const mori_coll_t *coll);

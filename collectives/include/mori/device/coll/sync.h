@@ -24,6 +24,13 @@ MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const
  * (stream-ordered after this one) to take the next. */
 MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block, uint64_t epoch);
 
+/* This rank's part of a call it refused (its own arguments were bad): the
+ * call's epoch is taken and nothing moves, and the members' waits in that
+ * call end at once with a record naming this rank (MORI_EINVAL). A fused
+ * kernel that finds its own arguments bad runs this in every block instead
+ * of the call, so the context's calls stay paired. */
+MORI_DEVICE_INLINE void mori_coll_refuse_block(mori_coll_dev_t c, uint32_t block);
+
 #include "mori/device/coll/impl/sync__funcs.h"
 
 #endif

@@ -10,6 +10,11 @@
 /* The most blocks a collective kernel runs (each has an epoch counter). */
 #define MORI_COLL_MAX_GRID 1024
 
+/* Calls a member's refusals are remembered for (see refused_offset): a
+ * member may refuse this many calls in a row while a peer still waits in
+ * the first of them, and the peer still learns of it. */
+#define MORI_COLL_REFUSALS_KEPT 4
+
 typedef enum mori_dtype {
   MORI_FLOAT32 = 0,
   MORI_BFLOAT16 = 1,
@@ -27,6 +32,7 @@ typedef enum mori_redop {
  * members are all load/store reachable. Each rank's workspace holds
  *   [0, grid*8)                        one epoch per block (local only)
  *   [flags_offset, +2*flag_slots*8)    flags, one set per parity, written by peers
+ *   [ready_offset, ...)                ready slots, then refusal slots (below)
  *   [data_offset, +data_bytes)         staging, two halves (parities)
  * Every kernel on a context runs `grid` blocks, and block b counts the calls
  * in epochs[b]: it reads its own counter at its start and writes it at its
@@ -49,6 +55,15 @@ typedef struct mori_coll_dev {
    * started (what a direct all-to-all waits for before it writes into
    * member j's output). */
   uint64_t ready_offset;
+  /* [refused_offset, +team.size*MORI_COLL_REFUSALS_KEPT*8): slot
+   * j * MORI_COLL_REFUSALS_KEPT + e % MORI_COLL_REFUSALS_KEPT holds e once
+   * member j has refused its part of call e (its own arguments were bad):
+   * that member's call took the epoch and moved nothing, and a wait of call
+   * e that finds the slot ends, naming j, instead of waiting out its
+   * timeout. 0: no slots (every wait waits for its flag or the timeout).
+   * The word after the slots holds the member's grid (its blocks' epoch
+   * counters, which a refusal waits for). */
+  uint64_t refused_offset;
   /* When the running call started on this thread (set at the start of each
    * block of a call): every wait of the call counts from it, so the call
    * as a whole ends within the timeout, not each wait. 0: each wait counts

@@ -44,14 +44,52 @@ MORI_DEVICE_INLINE void mori_coll_impl_signal_block(uint64_t *flag, uint64_t epo
   if (MORI_THREAD_RANK_BLOCK() == 0) mori_atomic_store_release_u64(flag, epoch);
 }
 
+/* The slot in `member`'s workspace where `source` marks call `epoch` refused. */
+MORI_DEVICE_INLINE uint64_t *mori_coll_impl_refusal(mori_coll_dev_t c, int member, int source, uint64_t epoch) {
+  return (uint64_t *)mori_coll_impl_at(c, member,
+                                       c.refused_offset + ((uint64_t)source * MORI_COLL_REFUSALS_KEPT +
+                                                           epoch % MORI_COLL_REFUSALS_KEPT) * 8);
+}
+
+/* The member (as a world rank) that refused call `epoch`, as this rank's
+ * slots say, or -1. Read only when a wait is slow (see wait_block). */
+MORI_DEVICE_INLINE int mori_coll_impl_refused_by(mori_coll_dev_t c, uint64_t epoch) {
+  if (!c.refused_offset) return -1;
+  const char *mine = (const char *)c.epochs; /* this rank's workspace starts with the epochs */
+  for (int m = 0; m < c.team.size; m++) {
+    uint64_t offset = c.refused_offset + ((uint64_t)m * MORI_COLL_REFUSALS_KEPT + epoch % MORI_COLL_REFUSALS_KEPT) * 8;
+    if (mori_atomic_load_acquire_u64((uint64_t *)(mine + offset)) == epoch) return mori_team_to_world(c.team, m);
+  }
+  return -1;
+}
+
+/* What a slow wait of call `epoch` checks at the polls that read the clock:
+ * an abort, a member's refusal of the call, the call's timeout. Leaves the
+ * record and returns its code, or MORI_DEVICE_OK to go on waiting. A
+ * refusal's record: code MORI_DEVICE_EINVAL, peer = the refusing member,
+ * channel MORI_COLL_REFUSED_CHANNEL, expected = the call's epoch, seen =
+ * the rank this wait was for. */
+MORI_DEVICE_INLINE int mori_coll_impl_wait_verdict(mori_coll_dev_t c, uint64_t start, uint64_t epoch, int peer_world,
+                                                   uint32_t channel, uint64_t seen) {
+  uint64_t waited = mori_clock_ns() - start;
+  if (mori_aborted(c.win)) return mori_device_report(c.win, MORI_DEVICE_EABORTED, peer_world, channel, waited, epoch, seen);
+  int refuser = mori_coll_impl_refused_by(c, epoch);
+  if (refuser >= 0)
+    return mori_device_report(c.win, MORI_DEVICE_EINVAL, refuser, MORI_COLL_REFUSED_CHANNEL, waited, epoch,
+                              (uint64_t)peer_world);
+  if (c.timeout_ns && waited > c.timeout_ns)
+    return mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, peer_world, channel, waited, epoch, seen);
+  return MORI_DEVICE_OK;
+}
+
 /* Until this rank's `flag` holds >= epoch (acquire). One thread polls; the
- * block then reads what the flag guards. A wait that times out or is
- * aborted leaves a record in the mailbox (channel: the flag's slot) and
- * returns the error; the data read after it is not valid. The timeout
- * counts from the call's start (c.call_start_ns): once one wait has used
- * it up, the call's later waits give up after 64 polls (the clock is read
- * at the 64th and then every 1024th, so a wait that is met soon reads it
- * never). */
+ * block then reads what the flag guards. A wait that times out, is aborted
+ * or finds the call refused by a member leaves a record in the mailbox
+ * (channel: the flag's slot) and returns the error; the data read after it
+ * is not valid. The timeout counts from the call's start
+ * (c.call_start_ns): once one wait has used it up, the call's later waits
+ * give up after 64 polls (the clock is read at the 64th and then every
+ * 1024th, so a wait that is met soon reads it never). */
 MORI_DEVICE_INLINE int mori_coll_impl_wait_block(mori_coll_dev_t c, const uint64_t *flag, uint64_t epoch, int peer_world,
                                             uint32_t channel) {
   int rc = MORI_DEVICE_OK;
@@ -59,17 +97,9 @@ MORI_DEVICE_INLINE int mori_coll_impl_wait_block(mori_coll_dev_t c, const uint64
     uint64_t start = 0, seen = 0;
     for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64((uint64_t *)flag)) < epoch; spin++) {
       if (spin == 0) start = c.call_start_ns ? c.call_start_ns : mori_clock_ns();
-      if ((spin & 1023) == 1023 || spin == 63) {
-        uint64_t waited = mori_clock_ns() - start;
-        if (mori_aborted(c.win)) {
-          rc = mori_device_report(c.win, MORI_DEVICE_EABORTED, peer_world, channel, waited, epoch, seen);
-          break;
-        }
-        if (c.timeout_ns && waited > c.timeout_ns) {
-          rc = mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, peer_world, channel, waited, epoch, seen);
-          break;
-        }
-      }
+      if (((spin & 1023) == 1023 || spin == 63) &&
+          (rc = mori_coll_impl_wait_verdict(c, start, epoch, peer_world, channel, seen)) != MORI_DEVICE_OK)
+        break;
       mori_pause();
     }
   }
@@ -79,8 +109,8 @@ MORI_DEVICE_INLINE int mori_coll_impl_wait_block(mori_coll_dev_t c, const uint64
 
 /* Until the LL line at `line` (this rank's memory) carries `epoch` in both
  * halves; *word gets its 8 data bytes. One thread, its own line: the data
- * is its own arrival flag. A wait that times out or is aborted leaves a
- * record (peer_world, channel) and returns the error. */
+ * is its own arrival flag. A wait that times out, is aborted or finds the
+ * call refused leaves a record (peer_world, channel) and returns the error. */
 MORI_DEVICE_INLINE int mori_coll_impl_wait_ll_line(mori_coll_dev_t c, const uint64_t *line, uint64_t epoch, int peer_world,
                                               uint32_t channel, uint64_t *word) {
   uint64_t flag = (uint64_t)(uint32_t)epoch << 32, lo, hi, start = 0;
@@ -89,10 +119,8 @@ MORI_DEVICE_INLINE int mori_coll_impl_wait_ll_line(mori_coll_dev_t c, const uint
     if ((lo & 0xffffffff00000000ull) == flag && (hi & 0xffffffff00000000ull) == flag) break;
     if (spin == 0) start = c.call_start_ns ? c.call_start_ns : mori_clock_ns(); /* see wait_block */
     if ((spin & 1023) == 1023 || spin == 63) {
-      uint64_t waited = mori_clock_ns() - start;
-      int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
-              : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
-      if (bad) return mori_device_report(c.win, bad, peer_world, channel, waited, epoch, lo >> 32);
+      int bad = mori_coll_impl_wait_verdict(c, start, epoch, peer_world, channel, lo >> 32);
+      if (bad) return bad;
     }
     mori_pause();
   }
@@ -170,6 +198,53 @@ MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const
 MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block, uint64_t epoch) {
   MORI_SYNC_BLOCK();
   if (MORI_THREAD_RANK_BLOCK() == 0) *(volatile uint64_t *)(c.epochs + block) = epoch;
+}
+
+/* This rank's part of a call it refused (its own arguments). A call may
+ * write into the half (parity) of staging and flags that the call two
+ * before it used, which is safe only once every member is done with that
+ * one: a call that moves data gets there by needing every member's data,
+ * a refusal by waiting for it. So block 0 first waits until every block of
+ * every member has finished the call before (the members' epoch counters),
+ * then marks the call refused in every member's slots; every block takes
+ * the call's epoch and moves nothing. The members' waits in this call then
+ * end at once, naming this rank, and the context's later calls stay
+ * paired. A wait that times out or is aborted leaves the usual record
+ * (peer: the member, channel: its block) and the call goes on without the
+ * mark, as a call whose member never came. */
+MORI_DEVICE_INLINE void mori_coll_refuse_block(mori_coll_dev_t c, uint32_t block) {
+  uint64_t epoch = mori_coll_epoch(c, block);
+  if (block == 0 && c.refused_offset) {
+    uint64_t start = c.call_start_ns ? c.call_start_ns : mori_clock_ns();
+    int rc = MORI_DEVICE_OK;
+    uint64_t total = (uint64_t)c.team.size * MORI_COLL_MAX_GRID;
+    for (uint64_t t = (uint64_t)MORI_THREAD_RANK_BLOCK(); t < total && !rc; t += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
+      int member = (int)(t / MORI_COLL_MAX_GRID);
+      uint32_t b = (uint32_t)(t % MORI_COLL_MAX_GRID);
+      uint64_t grid = mori_load_volatile_u64(
+          (const uint64_t *)mori_coll_impl_at(c, member, c.refused_offset + (uint64_t)c.team.size * MORI_COLL_REFUSALS_KEPT * 8));
+      if (b >= grid) continue; /* the member runs fewer blocks */
+      const uint64_t *done = (const uint64_t *)mori_coll_impl_at(c, member, (uint64_t)b * 8);
+      uint64_t seen = 0;
+      for (uint32_t spin = 0; (seen = mori_load_volatile_u64(done)) + 1 < epoch; spin++) {
+        if ((spin & 1023) == 1023 || spin == 63) {
+          uint64_t waited = mori_clock_ns() - start;
+          int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
+                  : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
+          if (bad) {
+            rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, member), b, waited, epoch - 1, seen);
+            break;
+          }
+        }
+        mori_pause();
+      }
+    }
+    rc = MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK);
+    if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
+      for (int m = 0; m < c.team.size; m++)
+        mori_atomic_store_release_u64(mori_coll_impl_refusal(c, m, c.team.rank, epoch), epoch);
+  }
+  mori_coll_finish_block(c, block, epoch);
 }
 
 #endif

@@ -26,6 +26,11 @@
 #define MORI_GDA_QUIET_CHANNEL 0x73000000u
 #define MORI_GDA_CHANNEL_QPS 0x01000000u /* QP indices a channel range holds */
 
+/* The channel of a collective call's record when a member refused its part
+ * of the call (code MORI_DEVICE_EINVAL; peer = the member that refused,
+ * expected = the call's epoch, seen = the rank the wait was for). */
+#define MORI_COLL_REFUSED_CHANNEL 0x74000000u
+
 /* Stops the kernel and the context with it (what torch's own backend does
  * on a timed-out wait); on the host platform, where a rank's "kernel" is the
  * process itself, nothing. */
