@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mori/collectives.h"
@@ -241,7 +242,9 @@ TEST(GpuCollectives, CapturedInAGraphAndReplayed) {
 // from any rank; a negative all-to-all-v split is refused by the kernel
 // (EINVAL on its member, ERANGE on every member expecting its rows, none of
 // them written); and a member that never calls ends the others' call within
-// about its timeout as a whole (each wait counts from the call's start).
+// about its timeout as a whole (each wait counts from the call's start);
+// a call one member refuses ends the others' at once, naming it, and the
+// next call is paired.
 TEST(GpuCollectives, EdgeCasesAreReportedByTheKernels) {
   EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
     ASSERT_GE(gpu_select_device(rank), 0) << gpu_last_error();
@@ -304,8 +307,48 @@ TEST(GpuCollectives, EdgeCasesAreReportedByTheKernels) {
     MORI_EXPECT_OK(mori_mem_free(mem));
     CloseGpu(g);
 
-    // A member that never calls: a context with a 200 ms timeout.
+    // A call the last member refuses (its in and out half overlap): its
+    // part takes the epoch and moves nothing, the others' call ends at once
+    // naming it, and the next call is paired and right.
     if (size < 2) return;
+    {
+      Gpu r;
+      OpenGpu(w, r, 16 << 20);  // a 20 s timeout: a refusal must not wait it out
+      void *buf = gpu_alloc(8192 * 4);
+      const uint64_t n = 1024;
+      for (const char *algo : {"ll", "rsag", "oneshot"}) {
+        setenv("MORI_ALLREDUCE_ALGO", algo, 1);
+        char *out = (char *)buf + (rank == size - 1 ? 16 : 4 * n * 4);
+        auto start = std::chrono::steady_clock::now();
+        int rc = mori_all_reduce(r.coll, buf, out, n, MORI_FLOAT32, MORI_REDOP_SUM, r.stream);
+        ASSERT_EQ(coll_stream_sync(r.stream), 0);
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (rank == size - 1) {
+          ExpectError(rc, MORI_EINVAL, "overlap");
+          MORI_EXPECT_OK(mori_coll_check(r.coll));
+        } else {
+          MORI_EXPECT_OK(rc);
+          ExpectError(mori_coll_check(r.coll), MORI_EINVAL, "rank " + std::to_string(size - 1) + " refused its part");
+          printf("rank %d: %s all_reduce refused by rank %d ended after %.3f s (timeout 20 s)\n", rank, algo, size - 1,
+                 seconds);
+          EXPECT_LT(seconds, 5.0) << algo;
+        }
+        unsetenv("MORI_ALLREDUCE_ALGO");
+        void *in = gpu_alloc(n * 4), *sum = gpu_alloc(n * 4);
+        unsigned long long before = coll_counter_read(r.bad, r.stream);
+        ASSERT_EQ(coll_fill_values(in, n, MORI_FLOAT32, rank, 7, r.stream), 0);
+        MORI_ASSERT_OK(mori_all_reduce(r.coll, in, sum, n, MORI_FLOAT32, MORI_REDOP_SUM, r.stream));
+        ASSERT_EQ(coll_check_reduce(sum, n, MORI_FLOAT32, MORI_REDOP_SUM, size, 7, r.bad, r.stream), 0);
+        EXPECT_EQ(coll_counter_read(r.bad, r.stream) - before, 0ull) << algo << ": the call after the refusal";
+        MORI_EXPECT_OK(mori_coll_check(r.coll));
+        gpu_free(in);
+        gpu_free(sum);
+      }
+      gpu_free(buf);
+      CloseGpu(r);
+    }
+
+    // A member that never calls: a context with a 200 ms timeout.
     mori_coll_attr_t attr;
     mori_coll_attr_init(&attr);
     attr.workspace_bytes = 16 << 20;
