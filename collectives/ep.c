@@ -369,7 +369,6 @@ static int refuse_dispatch(mori_ep_t *ep, int refusal, void *stream, uint32_t ph
   snprintf(why, sizeof(why), "%s", mori_last_error());
   mori_ep_args_t a = {.num_tokens = 0, .phases = phases, .refused = 1};
   ep->last_num_tokens = 0;
-  ep->refused = 1;
   int rc = mori_ep_launch_dispatch(ep, &a, choose_shape(ep, NULL, 0), stream);
   if (rc) MORI_WARN("%s; and this rank's part of the call could not run: %s", why, mori_last_error());
   return mori_error_set(refusal, "%s", why);
@@ -506,11 +505,6 @@ int mori_ep_check(mori_ep_t *ep) {
     int32_t zero = 0;
     rc = mori_device_upload(ep->device, state + offsetof(mori_ep_state_t, bad_seen), &zero, sizeof(zero));
     if (rc) return rc;
-    /* A refusal this rank made itself was its own call's error already. */
-    if (st.bad_count < 0 && ep->refused) {
-      ep->refused = 0;
-      return wrc;
-    }
     if (st.bad_count < 0)
       return mori_error_set(MORI_EINVAL,
                             "ep: rank %d refused its part of a dispatch (its own error says why): none of its tokens were "

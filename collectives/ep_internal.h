@@ -24,7 +24,6 @@ struct mori_ep {
   uint32_t comb_dtype;       /* of the last combine_send */
   uint32_t comb_has_weights;
   const char *waiting; /* the send half ("dispatch_send", "combine_send") waiting for its receive half, or NULL */
-  int refused;         /* this rank refused a dispatch since the last mori_ep_check (its call said so already) */
   int device;
   int auto_shape;  /* MORI_EP_LAUNCH_CONFIG_MODE=auto, read when the context was made */
   int host_blocks; /* host platform: MORI_EP_HOST_BLOCKS, read when the context was made */

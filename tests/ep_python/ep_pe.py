@@ -250,6 +250,24 @@ class Pe:
         for seed in (12, 13):
             self.one_call(op, seed, "uniform", torch.bfloat16)
         op.destroy()
+        # Without a check before every call (a GPU's default), a refusal of
+        # rank 0's own leaves nothing that hides its next report: a bad
+        # expert index after it is still named there.
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        op.check_every_call = False
+        x, w, s, idx = self.inputs(op, 15, "uniform", n=4)[me]
+        if me == 0:
+            expect_raises(ValueError, lambda: op.dispatch(x.to(torch.float16), w, None, idx), ("input is torch.float16",))
+        else:
+            op.dispatch(x, w, None, idx)
+        bad_idx = idx.clone()
+        bad_idx[1, 2] = world * EXPERTS_PER_RANK + 5
+        op.dispatch(x, w, None, bad_idx)
+        # The others' one record is rank 0's refusal, which came first.
+        expect_raises(mori.ops.EpError, op.check, ("expert index",) if me == 0 else ("rank 0 refused its part",))
+        op.check()
+        self.one_call(op, 16, "uniform", torch.bfloat16)
+        op.destroy()
 
     def launch_modes(self):
         """The config's launch shape reaches the library; with

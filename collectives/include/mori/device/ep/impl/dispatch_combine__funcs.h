@@ -539,7 +539,12 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
         pre[s + 1] = pre[s] + (uint32_t)h[MORI_EP_HDR_COUNTS + me];
         if (block == 0) {
           base[s] = (int32_t)pre[s];
-          if (h[MORI_EP_HDR_BAD_COUNT] != 0 && !st->bad_seen) { /* a dropped token, or a refused call */
+          /* A dropped token, or a refused call: recorded once, until the
+           * host reads it. Not a refusal of a call this rank refused too
+           * (its own call returned the error; a record of it would hide
+           * the next report). */
+          int32_t bad = h[MORI_EP_HDR_BAD_COUNT];
+          if (bad != 0 && !(bad < 0 && a->refused) && !st->bad_seen) {
             st->bad_rank = s;
             st->bad_token = h[MORI_EP_HDR_BAD_TOKEN];
             st->bad_slot = h[MORI_EP_HDR_BAD_SLOT];
