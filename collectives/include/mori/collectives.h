@@ -16,7 +16,9 @@
  * others' call ends at once and their mori_coll_check reports MORI_EINVAL
  * naming the member; that call's output is not valid anywhere, and the
  * context's later calls stay paired. Every wait of a call counts from the
- * call's start: a call ends within its timeout. */
+ * call's start: a call ends within its timeout. A call that timed out (a
+ * member that never came, or came late) leaves the members out of step:
+ * destroy the context and make a new one. */
 #ifndef MORI_COLLECTIVES_H
 #define MORI_COLLECTIVES_H
 
