@@ -350,7 +350,9 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
   if (rc || bytes == 0) return bytes ? refuse(c, rc, stream) : rc;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes, false, &a);
-  if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return refuse(c, rc, stream);
+  /* A workspace too small is the same on every rank (the sizes are): no
+   * part runs, so mori_coll_reserve may follow at once. */
+  if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return rc;
   a.in = (const char *)in;
   a.out = (char *)out;
   return mori_coll_launch_all_to_all(c, &a, stream);
@@ -420,7 +422,6 @@ static int all_to_all_v_check(mori_coll_t *c, const char *what, uint32_t experts
     return mori_error_set(MORI_EINVAL, "%s: rank %d gave %u experts per rank and an alignment of %llu rows", what, me,
                           experts, (unsigned long long)align);
   int rc = member_or_fail(c, what);
-  if (!rc) rc = enough(c, mori_all_to_all_v_workspace(c, experts), what);
   if (rc) return rc;
   if (mori_window_comm(out_win) != c->comm)
     return mori_error_set(MORI_EINVAL, "%s: rank %d's output window is of another comm than the context", what, me);
@@ -446,6 +447,8 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
   int rc = all_to_all_v_check(c, what, experts, align, in, in_splits, out_win, out_offset, out_rows, row_bytes,
                               out_splits_offsets);
   if (rc) return refuse(c, rc, stream);
+  /* A workspace too small: see mori_all_to_all (no part runs). */
+  if ((rc = enough(c, mori_all_to_all_v_workspace(c, experts), what)) != 0) return rc;
   size_t span = out_rows * row_bytes; /* checked above */
   mori_a2av_args_t a = {.in = (const char *)in,
                         .in_splits = in_splits,
@@ -580,7 +583,7 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
   if (rc || count == 0) return count ? refuse(c, rc, stream) : rc;
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
-  if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return refuse(c, rc, stream);
+  if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return rc; /* see mori_all_to_all */
   a.in = in;
   a.out = out;
   a.op = op;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "mori/collectives.h"
 #include "mori/device/barrier.h"
 #include "mori/heap.h"
@@ -241,6 +243,51 @@ TEST(CollMisuse, ACallRefusedOnOneMemberEndsTheOthersAtOnceAndKeepsTheCallsPaire
     }
     SumRound(coll, rank, size, 1000, 99);
     SumRound(coll, rank, size, 65536, 99);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// A direct all-to-all (into a window) that one member refuses while a slow
+// member has not started it yet: by the time the slow one pushes, the
+// refusing member may be in its next call already. The slow one must not
+// write into the refusing member's out for the refused call (it did: the
+// push waited only for the member to have started that call or a later
+// one).
+TEST(CollMisuse, ALateMemberWritesNothingIntoTheOutOfAMemberThatRefusedTheCall) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w, 30000);
+    ASSERT_NE(coll, nullptr);
+    const int refuser = size - 1, late = 0;
+    const size_t chunk = 320 << 10, span = chunk * (size_t)size;  // above 256 KiB: direct, not LL lines
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(2 * span, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    std::vector<uint8_t> in(span);
+    auto call = [&](size_t offset, uint8_t value) {
+      std::fill(in.begin(), in.end(), value);
+      return mori_all_to_all_window(coll, in.data(), win, offset, chunk, nullptr);
+    };
+    MORI_ASSERT_OK(call(span, 1));  // a first call, every member
+    memset(mem, 0xee, span);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == refuser) {
+      ExpectError(call(2 * span, 2), MORI_ERANGE, "window");  // its offset leaves the window
+    } else {
+      if (rank == late) usleep(300 * 1000);
+      ExpectError(call(0, 2), MORI_EINVAL, "rank " + std::to_string(refuser) + " refused its part");
+    }
+    MORI_ASSERT_OK(call(span, 3));  // paired on every member
+    for (int src = 0; src < size; src++)
+      ASSERT_EQ(((uint8_t *)mem)[span + (size_t)src * chunk], 3) << "the chunk from rank " << src;
+    if (rank == refuser) {  // nothing of the refused call landed
+      for (size_t b = 0; b < span; b++) ASSERT_EQ(((uint8_t *)mem)[b], 0xee) << "byte " << b << " of the refused call's out";
+    }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(mem));

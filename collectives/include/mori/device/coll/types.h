@@ -10,9 +10,10 @@
 /* The most blocks a collective kernel runs (each has an epoch counter). */
 #define MORI_COLL_MAX_GRID 1024
 
-/* Calls a member's refusals are remembered for (see refused_offset): a
- * member may refuse this many calls in a row while a peer still waits in
- * the first of them, and the peer still learns of it. */
+/* Calls a member's refusals are remembered for (see refused_offset). One
+ * would do (a refusal of a call waits until every member has finished the
+ * call before, so nobody still waits in that one); a few are kept as a
+ * margin. */
 #define MORI_COLL_REFUSALS_KEPT 4
 
 typedef enum mori_dtype {

@@ -55,8 +55,28 @@ MORI_DEVICE_INLINE void mori_a2a_begin(mori_coll_dev_t c, const mori_a2a_args_t 
 MORI_DEVICE_INLINE int mori_coll_impl_a2a_direct_push(mori_coll_dev_t c, const mori_a2a_args_t *a, uint64_t epoch, int dst,
                                             uint32_t s, uint64_t off, uint64_t len) {
   int me = c.team.rank, dst_world = mori_team_to_world(c.team, dst);
-  int rc = mori_coll_impl_wait_block(c, mori_coll_impl_ready(c, me, dst), epoch, dst_world, (uint32_t)(c.flag_slots + (uint64_t)dst));
+  uint64_t *ready = mori_coll_impl_ready(c, me, dst);
+  uint32_t channel = (uint32_t)(c.flag_slots + (uint64_t)dst);
+  int rc = mori_coll_impl_wait_block(c, ready, epoch, dst_world, channel);
   if (rc) return rc;
+  /* dst has started a later call already: it left this one without this
+   * rank's chunk (a call it refused, or gave up on), which it can do only
+   * that way, so nothing is written into its out. */
+  int gone = 0, refused = 0;
+  if (MORI_THREAD_RANK_BLOCK() == 0) {
+    uint64_t seen = mori_atomic_load_acquire_u64(ready);
+    if (seen > epoch) {
+      gone = 1;
+      int refuser = mori_coll_impl_refused_by(c, epoch);
+      refused = refuser >= 0;
+      if (refused)
+        mori_device_report(c.win, MORI_DEVICE_EINVAL, refuser, MORI_COLL_REFUSED_CHANNEL, 0, epoch, (uint64_t)dst_world);
+      else
+        mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, dst_world, channel, 0, epoch, seen);
+    }
+  }
+  refused = MORI_SYNC_BLOCK_OR(refused);
+  if (MORI_SYNC_BLOCK_OR(gone)) return refused ? MORI_DEVICE_EINVAL : MORI_DEVICE_ETIMEDOUT;
   char *remote = (char *)mori_peer_ptr(a->out_win, dst_world, a->out_offset + (uint64_t)me * a->bytes + off);
   mori_copy_cooperative(remote, a->in + (uint64_t)dst * a->bytes + off, len, MORI_THREAD_RANK_BLOCK(),
                         MORI_THREAD_COUNT_BLOCK());

@@ -204,43 +204,43 @@ MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block
  * write into the half (parity) of staging and flags that the call two
  * before it used, which is safe only once every member is done with that
  * one: a call that moves data gets there by needing every member's data,
- * a refusal by waiting for it. So block 0 first waits until every block of
- * every member has finished the call before (the members' epoch counters),
- * then marks the call refused in every member's slots; every block takes
- * the call's epoch and moves nothing. The members' waits in this call then
+ * a refusal by waiting for it. So every block first waits until every
+ * block of every member has finished the call before (the members' epoch
+ * counters; every block, so that a fused kernel's next call in any block
+ * starts only then), block 0 then marks the call refused in every member's
+ * slots, and every block takes the call's epoch and moves nothing. The members' waits in this call then
  * end at once, naming this rank, and the context's later calls stay
  * paired. A wait that times out or is aborted leaves the usual record
  * (peer: the member, channel: its block) and the call goes on without the
  * mark, as a call whose member never came. */
 MORI_DEVICE_INLINE void mori_coll_refuse_block(mori_coll_dev_t c, uint32_t block) {
   uint64_t epoch = mori_coll_epoch(c, block);
-  if (block == 0 && c.refused_offset) {
+  if (c.refused_offset) {
     uint64_t start = c.call_start_ns ? c.call_start_ns : mori_clock_ns();
     int rc = MORI_DEVICE_OK;
-    uint64_t total = (uint64_t)c.team.size * MORI_COLL_MAX_GRID;
-    for (uint64_t t = (uint64_t)MORI_THREAD_RANK_BLOCK(); t < total && !rc; t += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
-      int member = (int)(t / MORI_COLL_MAX_GRID);
-      uint32_t b = (uint32_t)(t % MORI_COLL_MAX_GRID);
+    for (int member = 0; member < c.team.size && !rc; member++) {
       uint64_t grid = mori_load_volatile_u64(
           (const uint64_t *)mori_coll_impl_at(c, member, c.refused_offset + (uint64_t)c.team.size * MORI_COLL_REFUSALS_KEPT * 8));
-      if (b >= grid) continue; /* the member runs fewer blocks */
-      const uint64_t *done = (const uint64_t *)mori_coll_impl_at(c, member, (uint64_t)b * 8);
-      uint64_t seen = 0;
-      for (uint32_t spin = 0; (seen = mori_load_volatile_u64(done)) + 1 < epoch; spin++) {
-        if ((spin & 1023) == 1023 || spin == 63) {
-          uint64_t waited = mori_clock_ns() - start;
-          int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
-                  : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
-          if (bad) {
-            rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, member), b, waited, epoch - 1, seen);
-            break;
+      if (grid > MORI_COLL_MAX_GRID) grid = MORI_COLL_MAX_GRID;
+      for (uint64_t b = (uint64_t)MORI_THREAD_RANK_BLOCK(); b < grid && !rc; b += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
+        const uint64_t *done = (const uint64_t *)mori_coll_impl_at(c, member, b * 8);
+        uint64_t seen = 0;
+        for (uint32_t spin = 0; (seen = mori_load_volatile_u64(done)) + 1 < epoch; spin++) {
+          if ((spin & 1023) == 1023 || spin == 63) {
+            uint64_t waited = mori_clock_ns() - start;
+            int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
+                    : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
+            if (bad) {
+              rc = mori_device_report(c.win, bad, mori_team_to_world(c.team, member), (uint32_t)b, waited, epoch - 1, seen);
+              break;
+            }
           }
+          mori_pause();
         }
-        mori_pause();
       }
     }
     rc = MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK);
-    if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
+    if (!rc && block == 0 && MORI_THREAD_RANK_BLOCK() == 0)
       for (int m = 0; m < c.team.size; m++)
         mori_atomic_store_release_u64(mori_coll_impl_refusal(c, m, c.team.rank, epoch), epoch);
   }
