@@ -32,22 +32,32 @@ void CheckPair(const at::Tensor &input, const at::Tensor &out, const char *op) {
   TORCH_CHECK(input.numel() == out.numel(), "MORI ", op, ": input has ", input.numel(), " elements, out ", out.numel());
 }
 
-// The group's collective context on `device`, sized by `workspace(coll)`,
-// with a pending kernel error raised first.
+// The group's collective context on `device`, sized by `workspace(coll)`.
+// What a kernel of an earlier call left in the mailbox goes to *pending:
+// the op raises it after making its own call (RaisePending), not before,
+// so that a rank which learns of an earlier failure still takes part in
+// this call and the group's calls stay paired (a member that refused a
+// call takes part in it and goes on; the others must go on with it).
 template <typename Workspace>
-mori_coll_t *Context(const std::string &group, int device, void *stream, const char *op, Workspace workspace) {
+mori_coll_t *Context(const std::string &group, int device, void *stream, const char *op, Workspace workspace,
+                     std::string *pending) {
   Group &g = GroupFor(group, device);
   int capturing = 0;
   int rc = mori_stream_capturing(device, stream, &capturing);
   TORCH_CHECK(rc == 0, "MORI ", op, ": ", mori_last_error());
   mori_coll_t *coll = g.Coll(0, capturing);
   rc = mori_coll_check(coll);
-  TORCH_CHECK(rc == 0, "MORI ", op, " (an earlier call): ", mori_last_error());
+  if (rc != 0) *pending = mori_last_error();
   mori_team_t team = mori_coll_team(coll);
   TORCH_CHECK(team.size == static_cast<int>(g.rank_to_global.size()), "MORI ", op, ": group '", group, "' has ",
               g.rank_to_global.size(), " ranks but only ", team.size,
               " of them are load/store reachable from this rank; the fused collectives need all of them");
   return g.Coll(workspace(coll), capturing);
+}
+
+// After the op's own call: an earlier call's failure (see Context).
+void RaisePending(const std::string &pending, const char *op) {
+  TORCH_CHECK(pending.empty(), "MORI ", op, ": an earlier call on this group failed (this call was made): ", pending);
 }
 
 void AllToAll(const at::Tensor &input, at::Tensor &out, std::string group) {
@@ -56,12 +66,16 @@ void AllToAll(const at::Tensor &input, at::Tensor &out, std::string group) {
   c10::DeviceGuard guard(input.device());
   void *stream = CurrentStream(device);
   size_t bytes = input.numel() * input.element_size();
-  mori_coll_t *coll = Context(group, device, stream, "all_to_all", [&](mori_coll_t *c) {
-    int n = mori_coll_team(c).size;
-    TORCH_CHECK(input.numel() % n == 0, "MORI all_to_all: ", input.numel(), " elements do not split evenly over ", n,
-                " ranks");
-    return mori_all_to_all_workspace(c, bytes / n);
-  });
+  std::string pending;
+  mori_coll_t *coll = Context(
+      group, device, stream, "all_to_all",
+      [&](mori_coll_t *c) {
+        int n = mori_coll_team(c).size;
+        TORCH_CHECK(input.numel() % n == 0, "MORI all_to_all: ", input.numel(), " elements do not split evenly over ", n,
+                    " ranks");
+        return mori_all_to_all_workspace(c, bytes / n);
+      },
+      &pending);
   size_t per_rank = bytes / mori_coll_team(coll).size;
   // A symmetric out (rendezvoused on this group): peers write straight
   // into it, with no staging and no second copy.
@@ -71,6 +85,7 @@ void AllToAll(const at::Tensor &input, at::Tensor &out, std::string group) {
                ? mori_all_to_all_window(coll, input.data_ptr(), out_win->win(), out_offset, per_rank, stream)
                : mori_all_to_all(coll, input.data_ptr(), out.data_ptr(), per_rank, stream);
   TORCH_CHECK(rc == 0, "MORI all_to_all of ", per_rank, " bytes per rank on group '", group, "': ", mori_last_error());
+  RaisePending(pending, "all_to_all");
 }
 
 mori_dtype_t DtypeOf(const at::Tensor &t, const char *op) {
@@ -98,10 +113,13 @@ void AllReduce(const at::Tensor &input, at::Tensor &out, std::string reduce_op, 
   c10::DeviceGuard guard(input.device());
   void *stream = CurrentStream(device);
   size_t count = input.numel();
-  mori_coll_t *coll = Context(group, device, stream, "all_reduce",
-                              [&](mori_coll_t *c) { return mori_all_reduce_workspace(c, count, dtype); });
+  std::string pending;
+  mori_coll_t *coll = Context(
+      group, device, stream, "all_reduce", [&](mori_coll_t *c) { return mori_all_reduce_workspace(c, count, dtype); },
+      &pending);
   int rc = mori_all_reduce(coll, input.data_ptr(), out.data_ptr(), count, dtype, op, stream);
   TORCH_CHECK(rc == 0, "MORI all_reduce of ", count, " elements on group '", group, "': ", mori_last_error());
+  RaisePending(pending, "all_reduce");
 }
 
 // torch's all_to_all_vdev family: rows run along dim 0; `out` must be a MORI
@@ -139,12 +157,16 @@ void AllToAllVdevAny(Vdev kind, const at::Tensor &input, at::Tensor &out, const 
   // Experts per rank, from the splits' sizes (the group's size is known once
   // the context is; the workspace grows with the experts).
   int64_t per = kind == Vdev::kCombine ? in_splits.numel() / 2 : in_splits.numel();
-  mori_coll_t *coll = Context(group, device, stream, op, [&](mori_coll_t *c) {
-    int n = mori_coll_team(c).size;
-    TORCH_CHECK(per % n == 0 && per > 0, "MORI ", op, ": ", in_splits.numel(), " split entries do not fit a group of ",
-                n, " ranks");
-    return mori_all_to_all_v_workspace(c, (uint32_t)(per / n));
-  });
+  std::string pending;
+  mori_coll_t *coll = Context(
+      group, device, stream, op,
+      [&](mori_coll_t *c) {
+        int n = mori_coll_team(c).size;
+        TORCH_CHECK(per % n == 0 && per > 0, "MORI ", op, ": ", in_splits.numel(),
+                    " split entries do not fit a group of ", n, " ranks");
+        return mori_all_to_all_v_workspace(c, (uint32_t)(per / n));
+      },
+      &pending);
   int n = mori_coll_team(coll).size;
   int64_t experts = per / n;
   int64_t want_in = kind == Vdev::kCombine ? 2 * experts * n : experts * n;
@@ -167,6 +189,7 @@ void AllToAllVdevAny(Vdev kind, const at::Tensor &input, at::Tensor &out, const 
                : mori_all_to_all_v_combine(coll, input.data_ptr(), splits, (uint32_t)experts, out_win->win(),
                                            out_offset, out.size(0), row_bytes, result, stream);
   TORCH_CHECK(rc == 0, "MORI ", op, " on group '", group, "': ", mori_last_error());
+  RaisePending(pending, op);
 }
 
 void AllToAllVdev(const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits, at::Tensor &out_splits_offsets,
