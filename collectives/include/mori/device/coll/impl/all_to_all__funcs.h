@@ -67,12 +67,8 @@ MORI_DEVICE_INLINE int mori_coll_impl_a2a_direct_push(mori_coll_dev_t c, const m
     uint64_t seen = mori_atomic_load_acquire_u64(ready);
     if (seen > epoch) {
       gone = 1;
-      int refuser = mori_coll_impl_refused_by(c, epoch);
-      refused = refuser >= 0;
-      if (refused)
-        mori_device_report(c.win, MORI_DEVICE_EINVAL, refuser, MORI_COLL_REFUSED_CHANNEL, 0, epoch, (uint64_t)dst_world);
-      else
-        mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, dst_world, channel, 0, epoch, seen);
+      refused = mori_coll_impl_check_refused(c, epoch, dst_world, 0) != MORI_DEVICE_OK;
+      if (!refused) mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, dst_world, channel, 0, epoch, seen);
     }
   }
   refused = MORI_SYNC_BLOCK_OR(refused);

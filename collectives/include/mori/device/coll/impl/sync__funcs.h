@@ -63,20 +63,26 @@ MORI_DEVICE_INLINE int mori_coll_impl_refused_by(mori_coll_dev_t c, uint64_t epo
   return -1;
 }
 
+/* When a member refused call `epoch`: leaves the refusal's record (code
+ * MORI_DEVICE_EINVAL; peer = the refusing member, channel
+ * MORI_COLL_REFUSED_CHANNEL, expected = the call's epoch, seen = the rank
+ * the caller waited for) and returns its code; else MORI_DEVICE_OK. */
+MORI_DEVICE_INLINE int mori_coll_impl_check_refused(mori_coll_dev_t c, uint64_t epoch, int peer_world, uint64_t waited) {
+  int refuser = mori_coll_impl_refused_by(c, epoch);
+  if (refuser < 0) return MORI_DEVICE_OK;
+  return mori_device_report(c.win, MORI_DEVICE_EINVAL, refuser, MORI_COLL_REFUSED_CHANNEL, waited, epoch,
+                            (uint64_t)peer_world);
+}
+
 /* What a slow wait of call `epoch` checks at the polls that read the clock:
  * an abort, a member's refusal of the call, the call's timeout. Leaves the
- * record and returns its code, or MORI_DEVICE_OK to go on waiting. A
- * refusal's record: code MORI_DEVICE_EINVAL, peer = the refusing member,
- * channel MORI_COLL_REFUSED_CHANNEL, expected = the call's epoch, seen =
- * the rank this wait was for. */
+ * record and returns its code, or MORI_DEVICE_OK to go on waiting. */
 MORI_DEVICE_INLINE int mori_coll_impl_wait_verdict(mori_coll_dev_t c, uint64_t start, uint64_t epoch, int peer_world,
                                                    uint32_t channel, uint64_t seen) {
   uint64_t waited = mori_clock_ns() - start;
   if (mori_aborted(c.win)) return mori_device_report(c.win, MORI_DEVICE_EABORTED, peer_world, channel, waited, epoch, seen);
-  int refuser = mori_coll_impl_refused_by(c, epoch);
-  if (refuser >= 0)
-    return mori_device_report(c.win, MORI_DEVICE_EINVAL, refuser, MORI_COLL_REFUSED_CHANNEL, waited, epoch,
-                              (uint64_t)peer_world);
+  int refused = mori_coll_impl_check_refused(c, epoch, peer_world, waited);
+  if (refused) return refused;
   if (c.timeout_ns && waited > c.timeout_ns)
     return mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, peer_world, channel, waited, epoch, seen);
   return MORI_DEVICE_OK;
