@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -186,6 +187,19 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
     snprintf(result->message, sizeof(result->message), "launch: out of memory for %d ranks", size);
     return MORI_ENOMEM;
   }
+  /* The ranks start together: each waits at this gate until the launcher
+   * has forked them all. Without it rank 0 starts its bootstrap clock while
+   * the later ranks are still being forked, and on a loaded machine (forking
+   * a large process, many ranks) that lag ate whole startup timeouts. */
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) {
+    free(job.pids);
+    free(job.leaders);
+    close(listen_fd);
+    rank_output_finish(output, 0);
+    snprintf(result->message, sizeof(result->message), "launch: cannot make the start gate: %s", strerror(errno));
+    return MORI_EIO;
+  }
   pid_t launcher = getpid();
   int rc = 0;
   for (int r = 0; r < size; r++) {
@@ -196,6 +210,7 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
       break;
     }
     if (pid == 0) {
+      close(gate[1]);
       if (opts->process_groups) setpgid(0, 0);
       if (opts->die_with_launcher) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -216,6 +231,12 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
         close(listen_fd);
         unsetenv("MORI_BOOTSTRAP_LISTEN_FD");
       }
+      /* End of file once the launcher closed its end: every rank is forked
+       * (or a fork failed, and the launcher stops those that were). */
+      char byte;
+      while (read(gate[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      close(gate[0]);
       int code = fn(r, size, arg);
       fflush(stdout);
       fflush(stderr);
@@ -228,6 +249,8 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
     if (output) rank_output_forked(output, r);
   }
   close(listen_fd);
+  close(gate[0]);
+  close(gate[1]);
   if (rc) stop_all(&job);
   long long deadline = now_ms() + timeout_ms;
   while (job.running > 0) {
