@@ -213,8 +213,14 @@ TEST(CollMisuse, ACallRefusedOnOneMemberEndsTheOthersAtOnceAndKeepsTheCallsPaire
                        return mori_all_to_all_window(coll, a2a_in.data(), win, offset, 64, nullptr);
                      }});
     cases.push_back({"all_to_all_v", [&] {
-                       return mori_all_to_all_v(coll, rows_in.data(), refuser ? nullptr : splits.data(), win, 0, rows,
-                                                row_bytes, got.data(), nullptr);
+                       std::fill(got.begin(), got.end(), -7);
+                       int rc = mori_all_to_all_v(coll, rows_in.data(), refuser ? nullptr : splits.data(), win, 0, rows,
+                                                  row_bytes, got.data(), nullptr);
+                       // The splits matrix never came whole: nothing is
+                       // written as splits and offsets (they were read from
+                       // lines of an older call).
+                       for (int i = 0; i < 2 * size; i++) EXPECT_EQ(got[i], -7) << "out_splits_offsets[" << i << "]";
+                       return rc;
                      }});
     for (int call = 0; call < (int)cases.size(); call++) {
       SCOPED_TRACE(cases[call].what);

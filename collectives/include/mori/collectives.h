@@ -78,7 +78,9 @@ MORI_API int mori_all_to_all_window(mori_coll_t *coll, const void *in, mori_wind
  * out_splits_offsets (2 x n int64, device) receives the rows from each
  * member and the row where they start. Rows are `row_bytes` long. A chunk
  * that would not fit is not written: the next mori_coll_check reports
- * MORI_ERANGE with the rows needed. Needs mori_all_to_all_v_workspace
+ * MORI_ERANGE with the rows needed. A call that ends before every
+ * member's splits arrived (timeout, abort, a member that refused it)
+ * leaves out_splits_offsets as it was. Needs mori_all_to_all_v_workspace
  * bytes of staging. */
 MORI_API int mori_all_to_all_v(mori_coll_t *coll, const void *in, const int64_t *in_splits, mori_window_t *out_win,
                                size_t out_offset, size_t out_rows, size_t row_bytes, int64_t *out_splits_offsets,

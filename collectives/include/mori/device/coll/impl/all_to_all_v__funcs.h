@@ -214,8 +214,12 @@ MORI_DEVICE_INLINE int mori_a2av_item(mori_coll_dev_t c, const mori_a2av_args_t 
     return rc ? rc : r;
   }
   if (item < a->kind_end[1]) {
+    /* The splits are written only once the whole matrix is here: after a
+     * failed wait its lines are partly an older call's, and
+     * out_splits_offsets is left as it was. */
+    int matrix = rc;
     if (!rc) rc = mori_coll_impl_a2av_send(c, a, epoch, me, j);
-    if (j == 0) {
+    if (j == 0 && matrix == MORI_DEVICE_OK) {
       int r = mori_coll_impl_a2av_write_splits(c, a, epoch);
       if (!rc) rc = r;
     }
