@@ -266,6 +266,14 @@ static int refuse(const mori_coll_t *c, int rc, void *stream) {
   return rc;
 }
 
+int mori_coll_refuse(mori_coll_t *c, void *stream) {
+  if (!c) return mori_error_set(MORI_EINVAL, "coll_refuse: NULL context");
+  MORI_TRACE_SCOPE("coll_refuse");
+  if (!c->win || c->team.rank < 0) return 0;
+  int rc = mori_coll_launch_refusal(c, stream);
+  return rc ? mori_error_context(rc, "coll_refuse: this rank's part of the refused call") : 0;
+}
+
 /* Whether the grid is split among the kinds of items (push, reduce,
  * receive side by side) or every block takes items in order, kind after
  * kind. Measured on 2 x H200 (tests/gpu/bench_coll): the split moves a

@@ -256,6 +256,73 @@ TEST(CollMisuse, ACallRefusedOnOneMemberEndsTheOthersAtOnceAndKeepsTheCallsPaire
   });
 }
 
+// A caller whose own checks refused a call on one rank (before any mori
+// call: a tensor on the wrong device, say) makes that rank's part with
+// mori_coll_refuse: the members' call ends at once naming the rank, as for
+// a call mori itself refused, and the calls stay paired. NULL is refused.
+TEST(CollMisuse, ACallersOwnRefusalEndsTheMembersCallAtOnce) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w, 30000);  // a refusal must not wait this out
+    ASSERT_NE(coll, nullptr);
+    ExpectError(mori_coll_refuse(nullptr, nullptr), MORI_EINVAL, "NULL");
+    const bool refuser = rank == size - 1;
+    const std::string named = "rank " + std::to_string(size - 1) + " refused its part";
+    std::vector<float> in(4096, 1.0f), out(4096, -1.0f);
+    std::vector<uint8_t> a2a_in(256 * (size_t)size, (uint8_t)rank), a2a_out(256 * (size_t)size, 0xee);
+    for (int round = 0; round < 3; round++) {
+      for (const char *algo : {"ll", "rsag", "oneshot"}) {
+        SCOPED_TRACE(algo);
+        setenv("MORI_ALLREDUCE_ALGO", algo, 1);
+        auto start = std::chrono::steady_clock::now();
+        if (refuser) {
+          MORI_ASSERT_OK(mori_coll_refuse(coll, nullptr));
+        } else {
+          ExpectError(mori_all_reduce(coll, in.data(), out.data(), in.size(), MORI_FLOAT32, MORI_REDOP_SUM, nullptr),
+                      MORI_EINVAL, named);
+          double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          EXPECT_LT(seconds, 5.0) << "the refusal was waited out: " << seconds << " s";
+        }
+        MORI_EXPECT_OK(mori_coll_check(coll));  // said once, by the call
+        unsetenv("MORI_ALLREDUCE_ALGO");
+        SumRound(coll, rank, size, 1000, round);
+      }
+      if (refuser) MORI_ASSERT_OK(mori_coll_refuse(coll, nullptr));
+      else ExpectError(mori_all_to_all(coll, a2a_in.data(), a2a_out.data(), 256, nullptr), MORI_EINVAL, named);
+      SumRound(coll, rank, size, 65536, round);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// A rank outside the context's team takes part in no call: its refusal is
+// a no-op, and the members' calls are not disturbed by it.
+TEST(CollMisuse, ARefusalOutsideTheTeamDoesNothing) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 2) return;
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = 1 << 20;
+    attr.team = (mori_team_t){0, 1, size - 1, -1};  // the last rank is not a member
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    if (rank == size - 1) {
+      MORI_EXPECT_OK(mori_coll_refuse(coll, nullptr));
+    } else {
+      std::vector<float> in(1000, 1.0f), out(1000);
+      MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), out.data(), in.size(), MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
+      EXPECT_EQ(out[999], (float)(size - 1));
+    }
+    MORI_EXPECT_OK(mori_coll_check(coll));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 // A direct all-to-all (into a window) that one member refuses while a slow
 // member has not started it yet: by the time the slow one pushes, the
 // refusing member may be in its next call already. The slow one must not

@@ -111,6 +111,17 @@ MORI_API size_t mori_all_to_all_v_workspace(const mori_coll_t *coll, uint32_t ex
 MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_t count, mori_dtype_t dtype,
                              mori_redop_t op, void *stream);
 
+/* This rank's part of the context's next call, made by a caller whose own
+ * checks refused that call on this rank before it could make it (a buffer
+ * on another device, a type that does not match): as for a call mori's own
+ * checks refuse, the part takes the call's epoch and moves nothing, so the
+ * members' call ends at once, their mori_coll_check naming this rank, and
+ * the context's later calls stay paired. Only for a call that has
+ * something to move (one of 0 elements or bytes takes no epoch on the
+ * others). A rank outside the team, or a context without a workspace,
+ * takes part in no call: 0, nothing done. Stream-ordered, like a call. */
+MORI_API int mori_coll_refuse(mori_coll_t *coll, void *stream);
+
 /* The device view, for kernels that fuse collectives with their own work. */
 MORI_API mori_coll_dev_t mori_coll_device_view(const mori_coll_t *coll);
 /* Reports (and clears) an error a kernel of this context left in the
