@@ -151,6 +151,11 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
     return groups_.Get(name, device, /*agree=*/false);
   }
 
+  Group *ExistingGroupFor(const std::string &name, int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return Finalized() ? nullptr : groups_.Find(name, device);
+  }
+
   int CreateWindow(const std::string &name, int device, void *ptr, Group **group, mori_window_t **out) {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!Finalized(), "MORI: window on group '", name, "' after finalization");
@@ -203,6 +208,7 @@ struct Registration {
 }  // namespace
 
 Group &GroupFor(const std::string &name, int device) { return TheAllocator()->GroupFor(name, device); }
+Group *ExistingGroupFor(const std::string &name, int device) { return TheAllocator()->ExistingGroupFor(name, device); }
 int CreateWindow(const std::string &name, int device, void *ptr, Group **group, mori_window_t **out) {
   return TheAllocator()->CreateWindow(name, device, ptr, group, out);
 }

@@ -14,6 +14,9 @@ namespace mori_torch {
 // The communicator of `name` on `device` (created collectively on first use).
 // Throws a c10::Error naming the group and the cause.
 Group &GroupFor(const std::string &name, int device);
+// The group's communicator on `device` if one was made, else nullptr
+// (never a collective step).
+Group *ExistingGroupFor(const std::string &name, int device);
 // The window of `ptr` (mori memory on `device`) over group `name`, made as a
 // rendezvous makes it (Groups::CreateWindow): mori_window_create's code, its
 // message in mori_last_error(); *group is the communicator's group.

@@ -120,6 +120,11 @@ Group &Groups::Get(const std::string &name, int device, bool agree) {
   return g;
 }
 
+Group *Groups::Find(const std::string &name, int device) const {
+  auto cur = current_.find({name, device});
+  return cur != current_.end() ? cur->second : nullptr;
+}
+
 // Why trying the last communicator first cannot make ranks diverge:
 //  - every rank comes here in the same rendezvous (torch's rendezvous is
 //    collective over the group) with the same history of agreements, so

@@ -45,6 +45,9 @@ class Groups {
   // without a round trip (collective ops call this every time). Throws a
   // c10::Error naming the group and the cause. Caller holds the backend's lock.
   Group &Get(const std::string &name, int device, bool agree);
+  // The communicator Get(name, device, false) would return when one was
+  // agreed already, else nullptr: no collective step, ever.
+  Group *Find(const std::string &name, int device) const;
   // The window of `ptr` (mori memory on `device`) over group `name`, on the
   // communicator Get(name, device, true) would pick, without its device
   // allgather when the devices are those of the group's last agreement:

@@ -55,37 +55,75 @@ mori_coll_t *Context(const std::string &group, int device, void *stream, const c
   return g.Coll(workspace(coll), capturing);
 }
 
+// This rank's part of an op its own checks refused before the op reached
+// mori (mori refuses for itself after that): the group's other ranks may
+// have made theirs, and without this rank's part they would wait out their
+// timeout, the group's later ops then out of step. mori_coll_refuse takes
+// the call's epoch and moves nothing, so theirs ends at once naming this
+// rank. Only where this rank has the group's context on the device already
+// (making one is a collective step), outside graph capture (the part would
+// be captured, not run), and for an op with something to move (an empty
+// one takes no epoch on the others). What the refusal itself meets is not
+// raised: the op's own error is.
+void RefuseHere(const std::string &group, const at::Tensor &input) {
+  int device = input.device().type() == kDeviceType ? input.device().index() : CurrentDevice();
+  Group *g = ExistingGroupFor(group, device);
+  if (!g || !g->coll) return;
+  c10::DeviceGuard guard(GpuDevice(device));
+  void *stream = CurrentStream(device);
+  int capturing = 0;
+  if (mori_stream_capturing(device, stream, &capturing) != 0 || capturing) return;
+  (void)mori_coll_refuse(g->coll, stream);
+}
+
+// Runs an op; `reached` is set by the op just before its mori call. An
+// error before that is this rank's own refusal (RefuseHere).
+template <typename Op>
+void RefusedHereOnError(const std::string &group, const at::Tensor &input, Op op) {
+  bool reached = false;
+  try {
+    op(reached);
+  } catch (const c10::Error &) {
+    if (!reached && input.numel() > 0) RefuseHere(group, input);
+    throw;
+  }
+}
+
 // After the op's own call: an earlier call's failure (see Context).
 void RaisePending(const std::string &pending, const char *op) {
   TORCH_CHECK(pending.empty(), "MORI ", op, ": an earlier call on this group failed (this call was made): ", pending);
 }
 
 void AllToAll(const at::Tensor &input, at::Tensor &out, std::string group) {
-  CheckPair(input, out, "all_to_all");
-  int device = input.device().index();
-  c10::DeviceGuard guard(input.device());
-  void *stream = CurrentStream(device);
-  size_t bytes = input.numel() * input.element_size();
-  std::string pending;
-  mori_coll_t *coll = Context(
-      group, device, stream, "all_to_all",
-      [&](mori_coll_t *c) {
-        int n = mori_coll_team(c).size;
-        TORCH_CHECK(input.numel() % n == 0, "MORI all_to_all: ", input.numel(), " elements do not split evenly over ", n,
-                    " ranks");
-        return mori_all_to_all_workspace(c, bytes / n);
-      },
-      &pending);
-  size_t per_rank = bytes / mori_coll_team(coll).size;
-  // A symmetric out (rendezvoused on this group): peers write straight
-  // into it, with no staging and no second copy.
-  size_t out_offset = 0;
-  std::shared_ptr<WindowState> out_win = WindowOf(out.data_ptr(), group, device, &out_offset);
-  int rc = out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll)
-               ? mori_all_to_all_window(coll, input.data_ptr(), out_win->win(), out_offset, per_rank, stream)
-               : mori_all_to_all(coll, input.data_ptr(), out.data_ptr(), per_rank, stream);
-  TORCH_CHECK(rc == 0, "MORI all_to_all of ", per_rank, " bytes per rank on group '", group, "': ", mori_last_error());
-  RaisePending(pending, "all_to_all");
+  RefusedHereOnError(group, input, [&](bool &reached) {
+    CheckPair(input, out, "all_to_all");
+    int device = input.device().index();
+    c10::DeviceGuard guard(input.device());
+    void *stream = CurrentStream(device);
+    size_t bytes = input.numel() * input.element_size();
+    std::string pending;
+    mori_coll_t *coll = Context(
+        group, device, stream, "all_to_all",
+        [&](mori_coll_t *c) {
+          int n = mori_coll_team(c).size;
+          TORCH_CHECK(input.numel() % n == 0, "MORI all_to_all: ", input.numel(),
+                      " elements do not split evenly over ", n, " ranks");
+          return mori_all_to_all_workspace(c, bytes / n);
+        },
+        &pending);
+    size_t per_rank = bytes / mori_coll_team(coll).size;
+    // A symmetric out (rendezvoused on this group): peers write straight
+    // into it, with no staging and no second copy.
+    size_t out_offset = 0;
+    std::shared_ptr<WindowState> out_win = WindowOf(out.data_ptr(), group, device, &out_offset);
+    reached = true;
+    int rc = out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll)
+                 ? mori_all_to_all_window(coll, input.data_ptr(), out_win->win(), out_offset, per_rank, stream)
+                 : mori_all_to_all(coll, input.data_ptr(), out.data_ptr(), per_rank, stream);
+    TORCH_CHECK(rc == 0, "MORI all_to_all of ", per_rank, " bytes per rank on group '", group,
+                "': ", mori_last_error());
+    RaisePending(pending, "all_to_all");
+  });
 }
 
 mori_dtype_t DtypeOf(const at::Tensor &t, const char *op) {
@@ -106,20 +144,23 @@ mori_redop_t OpOf(const std::string &name) {
 }
 
 void AllReduce(const at::Tensor &input, at::Tensor &out, std::string reduce_op, std::string group) {
-  CheckPair(input, out, "all_reduce");
-  mori_dtype_t dtype = DtypeOf(input, "all_reduce");
-  mori_redop_t op = OpOf(reduce_op);
-  int device = input.device().index();
-  c10::DeviceGuard guard(input.device());
-  void *stream = CurrentStream(device);
-  size_t count = input.numel();
-  std::string pending;
-  mori_coll_t *coll = Context(
-      group, device, stream, "all_reduce", [&](mori_coll_t *c) { return mori_all_reduce_workspace(c, count, dtype); },
-      &pending);
-  int rc = mori_all_reduce(coll, input.data_ptr(), out.data_ptr(), count, dtype, op, stream);
-  TORCH_CHECK(rc == 0, "MORI all_reduce of ", count, " elements on group '", group, "': ", mori_last_error());
-  RaisePending(pending, "all_reduce");
+  RefusedHereOnError(group, input, [&](bool &reached) {
+    CheckPair(input, out, "all_reduce");
+    mori_dtype_t dtype = DtypeOf(input, "all_reduce");
+    mori_redop_t op = OpOf(reduce_op);
+    int device = input.device().index();
+    c10::DeviceGuard guard(input.device());
+    void *stream = CurrentStream(device);
+    size_t count = input.numel();
+    std::string pending;
+    mori_coll_t *coll = Context(
+        group, device, stream, "all_reduce", [&](mori_coll_t *c) { return mori_all_reduce_workspace(c, count, dtype); },
+        &pending);
+    reached = true;
+    int rc = mori_all_reduce(coll, input.data_ptr(), out.data_ptr(), count, dtype, op, stream);
+    TORCH_CHECK(rc == 0, "MORI all_reduce of ", count, " elements on group '", group, "': ", mori_last_error());
+    RaisePending(pending, "all_reduce");
+  });
 }
 
 // torch's all_to_all_vdev family: rows run along dim 0; `out` must be a MORI
@@ -133,63 +174,67 @@ enum class Vdev { kRanks, kExperts, kCombine };
 
 void AllToAllVdevAny(Vdev kind, const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits,
                      at::Tensor &out_splits_offsets, const std::string &group, int64_t major_align) {
-  const char *op = kind == Vdev::kRanks ? "all_to_all_vdev" : kind == Vdev::kExperts ? "all_to_all_vdev_2d"
-                                                                                     : "all_to_all_vdev_2d_offset";
-  TORCH_CHECK(input.device().type() == kDeviceType && out.device() == input.device() &&
-                  in_splits.device() == input.device() && out_splits_offsets.device() == input.device(),
-              "MORI ", op, ": every tensor must be on the same GPU");
-  TORCH_CHECK(input.is_contiguous() && out.is_contiguous() && in_splits.is_contiguous() &&
-                  out_splits_offsets.is_contiguous(),
-              "MORI ", op, ": tensors must be contiguous");
-  TORCH_CHECK(input.scalar_type() == out.scalar_type(), "MORI ", op, ": input is ", input.scalar_type(), ", out is ",
-              out.scalar_type());
-  TORCH_CHECK(in_splits.scalar_type() == c10::ScalarType::Long && out_splits_offsets.scalar_type() == c10::ScalarType::Long,
-              "MORI ", op, ": splits must be int64");
-  TORCH_CHECK(input.dim() >= 1 && out.dim() >= 1, "MORI ", op, ": input and out need a dim 0 (rows)");
-  TORCH_CHECK(major_align >= 1, "MORI ", op, ": major_align must be at least 1 (got ", major_align, ")");
-  size_t row_bytes = input.size(0) ? input.numel() / input.size(0) * input.element_size() : 0;
-  size_t out_row_bytes = out.size(0) ? out.numel() / out.size(0) * out.element_size() : 0;
-  TORCH_CHECK(row_bytes > 0 && row_bytes == out_row_bytes, "MORI ", op, ": rows of input (", row_bytes,
-              " bytes) and out (", out_row_bytes, " bytes) must match and be non-empty");
-  int device = input.device().index();
-  c10::DeviceGuard guard(input.device());
-  void *stream = CurrentStream(device);
-  // Experts per rank, from the splits' sizes (the group's size is known once
-  // the context is; the workspace grows with the experts).
-  int64_t per = kind == Vdev::kCombine ? in_splits.numel() / 2 : in_splits.numel();
-  std::string pending;
-  mori_coll_t *coll = Context(
-      group, device, stream, op,
-      [&](mori_coll_t *c) {
-        int n = mori_coll_team(c).size;
-        TORCH_CHECK(per % n == 0 && per > 0, "MORI ", op, ": ", in_splits.numel(),
-                    " split entries do not fit a group of ", n, " ranks");
-        return mori_all_to_all_v_workspace(c, (uint32_t)(per / n));
-      },
-      &pending);
-  int n = mori_coll_team(coll).size;
-  int64_t experts = per / n;
-  int64_t want_in = kind == Vdev::kCombine ? 2 * experts * n : experts * n;
-  TORCH_CHECK(in_splits.numel() == want_in && out_splits_offsets.numel() == 2 * experts * n, "MORI ", op, ": group '",
-              group, "' has ", n, " ranks and ", experts, " experts per rank: the splits need ", want_in,
-              " entries (have ", in_splits.numel(), "), out_splits_offsets ", 2 * experts * n, " (has ",
-              out_splits_offsets.numel(), ")");
-  size_t out_offset = 0;
-  std::shared_ptr<WindowState> out_win = WindowOf(out.data_ptr(), group, device, &out_offset);
-  TORCH_CHECK(out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll), "MORI ", op, ": out must be a",
-              " MORI tensor rendezvoused on group '", group, "' (symm_mem.empty + symm_mem.rendezvous)");
-  const int64_t *splits = in_splits.data_ptr<int64_t>();
-  int64_t *result = out_splits_offsets.data_ptr<int64_t>();
-  int rc = kind == Vdev::kRanks
-               ? mori_all_to_all_v(coll, input.data_ptr(), splits, out_win->win(), out_offset, out.size(0), row_bytes,
-                                   result, stream)
-           : kind == Vdev::kExperts
-               ? mori_all_to_all_v_experts(coll, input.data_ptr(), splits, (uint32_t)experts, (size_t)major_align,
-                                           out_win->win(), out_offset, out.size(0), row_bytes, result, stream)
-               : mori_all_to_all_v_combine(coll, input.data_ptr(), splits, (uint32_t)experts, out_win->win(),
-                                           out_offset, out.size(0), row_bytes, result, stream);
-  TORCH_CHECK(rc == 0, "MORI ", op, " on group '", group, "': ", mori_last_error());
-  RaisePending(pending, op);
+  RefusedHereOnError(group, input, [&](bool &reached) {
+    const char *op = kind == Vdev::kRanks ? "all_to_all_vdev" : kind == Vdev::kExperts ? "all_to_all_vdev_2d"
+                                                                                       : "all_to_all_vdev_2d_offset";
+    TORCH_CHECK(input.device().type() == kDeviceType && out.device() == input.device() &&
+                    in_splits.device() == input.device() && out_splits_offsets.device() == input.device(),
+                "MORI ", op, ": every tensor must be on the same GPU");
+    TORCH_CHECK(input.is_contiguous() && out.is_contiguous() && in_splits.is_contiguous() &&
+                    out_splits_offsets.is_contiguous(),
+                "MORI ", op, ": tensors must be contiguous");
+    TORCH_CHECK(input.scalar_type() == out.scalar_type(), "MORI ", op, ": input is ", input.scalar_type(), ", out is ",
+                out.scalar_type());
+    TORCH_CHECK(in_splits.scalar_type() == c10::ScalarType::Long &&
+                    out_splits_offsets.scalar_type() == c10::ScalarType::Long,
+                "MORI ", op, ": splits must be int64");
+    TORCH_CHECK(input.dim() >= 1 && out.dim() >= 1, "MORI ", op, ": input and out need a dim 0 (rows)");
+    TORCH_CHECK(major_align >= 1, "MORI ", op, ": major_align must be at least 1 (got ", major_align, ")");
+    size_t row_bytes = input.size(0) ? input.numel() / input.size(0) * input.element_size() : 0;
+    size_t out_row_bytes = out.size(0) ? out.numel() / out.size(0) * out.element_size() : 0;
+    TORCH_CHECK(row_bytes > 0 && row_bytes == out_row_bytes, "MORI ", op, ": rows of input (", row_bytes,
+                " bytes) and out (", out_row_bytes, " bytes) must match and be non-empty");
+    int device = input.device().index();
+    c10::DeviceGuard guard(input.device());
+    void *stream = CurrentStream(device);
+    // Experts per rank, from the splits' sizes (the group's size is known once
+    // the context is; the workspace grows with the experts).
+    int64_t per = kind == Vdev::kCombine ? in_splits.numel() / 2 : in_splits.numel();
+    std::string pending;
+    mori_coll_t *coll = Context(
+        group, device, stream, op,
+        [&](mori_coll_t *c) {
+          int n = mori_coll_team(c).size;
+          TORCH_CHECK(per % n == 0 && per > 0, "MORI ", op, ": ", in_splits.numel(),
+                      " split entries do not fit a group of ", n, " ranks");
+          return mori_all_to_all_v_workspace(c, (uint32_t)(per / n));
+        },
+        &pending);
+    int n = mori_coll_team(coll).size;
+    int64_t experts = per / n;
+    int64_t want_in = kind == Vdev::kCombine ? 2 * experts * n : experts * n;
+    TORCH_CHECK(in_splits.numel() == want_in && out_splits_offsets.numel() == 2 * experts * n, "MORI ", op, ": group '",
+                group, "' has ", n, " ranks and ", experts, " experts per rank: the splits need ", want_in,
+                " entries (have ", in_splits.numel(), "), out_splits_offsets ", 2 * experts * n, " (has ",
+                out_splits_offsets.numel(), ")");
+    size_t out_offset = 0;
+    std::shared_ptr<WindowState> out_win = WindowOf(out.data_ptr(), group, device, &out_offset);
+    TORCH_CHECK(out_win && mori_window_comm(out_win->win()) == mori_coll_comm(coll), "MORI ", op, ": out must be a",
+                " MORI tensor rendezvoused on group '", group, "' (symm_mem.empty + symm_mem.rendezvous)");
+    const int64_t *splits = in_splits.data_ptr<int64_t>();
+    int64_t *result = out_splits_offsets.data_ptr<int64_t>();
+    reached = true;
+    int rc = kind == Vdev::kRanks
+                 ? mori_all_to_all_v(coll, input.data_ptr(), splits, out_win->win(), out_offset, out.size(0), row_bytes,
+                                     result, stream)
+             : kind == Vdev::kExperts
+                 ? mori_all_to_all_v_experts(coll, input.data_ptr(), splits, (uint32_t)experts, (size_t)major_align,
+                                             out_win->win(), out_offset, out.size(0), row_bytes, result, stream)
+                 : mori_all_to_all_v_combine(coll, input.data_ptr(), splits, (uint32_t)experts, out_win->win(),
+                                             out_offset, out.size(0), row_bytes, result, stream);
+    TORCH_CHECK(rc == 0, "MORI ", op, " on group '", group, "': ", mori_last_error());
+    RaisePending(pending, op);
+  });
 }
 
 void AllToAllVdev(const at::Tensor &input, at::Tensor &out, const at::Tensor &in_splits, at::Tensor &out_splits_offsets,

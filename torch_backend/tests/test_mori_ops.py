@@ -10,6 +10,7 @@ the back-to-back loops default to 1000 calls (MORI_OPS_ITERS)."""
 import os
 import random
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -334,6 +335,41 @@ def _():
         raise AssertionError("accepted median")
     except RuntimeError as e:
         assert "median" in str(e), str(e)
+
+
+@check("an op refused by one rank's own checks ends the others' at once, naming that rank, and the next ops pair")
+def _():
+    needs_ranks(2)
+    last = world - 1
+    a = torch.full((world * 1024,), float(rank + 1), device=dev)
+    out = torch.empty_like(a)
+    torch.ops.mori.all_reduce(a, out, "sum", group.group_name)  # the group's context exists before the refusal
+    torch.cuda.synchronize()
+    bad = [torch.empty(world * 1024, device=dev, dtype=torch.int32),  # all_reduce: another dtype
+           torch.empty(world * 1024 + world, device=dev)]  # all_to_all: another size
+    for call, words in ((lambda o: torch.ops.mori.all_reduce(a, o, "sum", group.group_name), "out is Int"),
+                        (lambda o: torch.ops.mori.all_to_all(a, o, group.group_name), "elements")):
+        start = time.monotonic()
+        if rank == last:
+            try:
+                call(bad.pop(0))
+                raise AssertionError(f"accepted ({words})")
+            except RuntimeError as e:
+                assert words in str(e), str(e)
+        else:
+            call(out)  # launched; its kernel meets the refusal
+        try:
+            # The next op pairs on every rank; the others learn of the
+            # refusal from it (after its own call).
+            torch.ops.mori.all_reduce(a, out, "sum", group.group_name)
+            assert rank == last, "the refusal was not reported"
+        except RuntimeError as e:
+            assert rank != last and f"rank {last} refused its part" in str(e), str(e)
+        torch.cuda.synchronize()
+        took = time.monotonic() - start
+        assert took < 5, f"the refusal was waited out ({took:.1f} s)"
+        want = world * (world + 1) / 2
+        assert torch.all(out == want).item(), f"after the refusal: {out[:4].tolist()} != {want}"
 
 
 ok = summary()
