@@ -256,11 +256,11 @@ static int member_or_fail(const mori_coll_t *c, const char *what) {
  * (their mori_coll_check says so). Not for a rank outside the team or a
  * context without a workspace: those take no part in any call. Returns rc,
  * with its message kept. */
-static int refuse(const mori_coll_t *c, int rc, void *stream) {
-  if (!c || !c->win || c->team.rank < 0) return rc;
+static int refuse(mori_coll_t *c, int rc, void *stream) {
+  if (!c) return rc;
   mori_error_saved_t cause;
   mori_error_save(&cause);
-  int lrc = mori_coll_launch_refusal(c, stream);
+  int lrc = mori_coll_refuse(c, stream);
   mori_error_restore(&cause);
   if (lrc) return mori_error_context(rc, "(and this rank's part of the refused call could not be launched: %s)", mori_strerror(lrc));
   return rc;
