@@ -14,6 +14,7 @@
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/internal/finalize.h"
 #include "core/platform/platform.h"
 #include "mori/heap.h"
 #include "mori/mem.h"
@@ -58,7 +59,10 @@ static void release_all(void) {
     next = b->next;
     if (mori_window_destroy(b->win) != 0) MORI_WARN("shmem_finalize: %s", mori_last_error());
     void *mem = b->registered ? b->adopted : b->base;
-    if (mem && mori_mem_free(mem) != 0) MORI_WARN("shmem_finalize: %s", mori_last_error());
+    bool shared = false; /* a mapping adopted whole goes with the last buffer registered in it */
+    for (const mori_shmem_block_t *o = next; b->registered && o && !shared; o = o->next)
+      shared = o->registered && o->adopted == mem;
+    if (mem && !shared && mori_mem_free(mem) != 0) MORI_WARN("shmem_finalize: %s", mori_last_error());
     free(b);
   }
   mori_shmem.blocks = NULL;
@@ -138,6 +142,10 @@ static int start(unsigned int flags, int rank, int npes, const void *arg) {
   return mori_shmem_device_state_create();
 }
 
+/* mori_finalize releases every window and allocation: shmem's go first,
+ * through shmem_finalize, so that no shmem call goes on using them. */
+static void finalize_hook(void) { (void)shmem_finalize(); }
+
 int shmem_init_attr(unsigned int flags, int rank, int npes, const void *arg) {
   pthread_mutex_lock(&mori_shmem.lock);
   int rc = 0;
@@ -165,6 +173,8 @@ int shmem_init_attr(unsigned int flags, int rank, int npes, const void *arg) {
       snprintf(msg, sizeof(msg), "%s", mori_last_error());
       release_all();
       rc = mori_error_set(rc, "shmem_init_attr (rank %d of %d): %s", rank, npes, msg);
+    } else if ((rc = mori_finalize_hook_add(finalize_hook)) != 0) {
+      release_all();
     } else {
       mori_shmem.initialized = true;
       MORI_INFO("shmem: PE %d of %d on device %d", rank, npes, mori_shmem.device);

@@ -3,7 +3,9 @@
  * of its own over the PEs (collective), so peers reach it through the
  * comm's transports. Memory mori already knows (an allocation of mori's
  * own API, e.g. the torch backend's) is used as it is; other memory is
- * adopted with mori_mem_register. Deregistering is local. */
+ * adopted with mori_mem_register (a mapping adopted whole serves every
+ * buffer registered in it, and is released with the last of them).
+ * Deregistering is local. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,10 +47,22 @@ static int adopt(void *ptr, size_t size, void **adopted) {
                         mori_shmem.rank, ptr, size, vmm_reason, range_reason);
 }
 
-/* This PE's side: the checks, the memory adopted for the window, and
- * where the buffer sits in the memory the window covers. */
-static int prepare(void *ptr, size_t size, void **adopted, uint64_t *offset) {
+/* Whether a registered block other than `except` holds the adoption at
+ * `adopted`: a mapping adopted whole serves every buffer registered in it,
+ * and goes with the last of them. */
+static bool adoption_held(const void *adopted, const mori_shmem_block_t *except) {
+  for (const mori_shmem_block_t *b = mori_shmem.blocks; b; b = b->next)
+    if (b != except && b->registered && b->adopted == adopted) return true;
+  return false;
+}
+
+/* This PE's side: the checks, the memory adopted for the window (*adopted:
+ * by this call, freed if the registration fails; *shared: an earlier
+ * registration's adoption of the same mapping, kept), and where the buffer
+ * sits in the memory the window covers. */
+static int prepare(void *ptr, size_t size, void **adopted, void **shared, uint64_t *offset) {
   *adopted = NULL;
+  *shared = NULL;
   *offset = 0;
   if (!ptr || size == 0) return mori_error_set(MORI_EINVAL, "shmem_buffer_register: pointer %p, %zu bytes", ptr, size);
   size_t end;
@@ -65,6 +79,8 @@ static int prepare(void *ptr, size_t size, void **adopted, uint64_t *offset) {
     mori_clear_error();
     if ((rc = adopt(ptr, size, adopted)) != 0) return rc;
     rc = mori_mem_query(ptr, &info);
+  } else if (adoption_held(info.base, NULL)) {
+    *shared = info.base;
   }
   if (!rc && (info.offset > info.size || size > info.size - info.offset))
     rc = mori_error_set(MORI_EINVAL, "shmem_buffer_register: %zu bytes at %p run past the end of its mapping (%zu bytes at %p)",
@@ -110,10 +126,10 @@ static int agree_placement(int status, uint64_t offset, uint64_t size) {
 int shmem_buffer_register(void *ptr, size_t size) {
   int rc = mori_shmem_lock_initialized("shmem_buffer_register");
   if (rc) return rc;
-  void *adopted = NULL;
+  void *adopted = NULL, *shared = NULL;
   mori_window_t *win = NULL;
   uint64_t offset = 0;
-  int status = prepare(ptr, size, &adopted, &offset);
+  int status = prepare(ptr, size, &adopted, &shared, &offset);
   rc = agree_placement(status, offset, size);
   if (!rc) rc = mori_window_create(mori_shmem.comm, ptr, &win); /* fails together */
   mori_shmem_block_t *b = NULL;
@@ -122,7 +138,7 @@ int shmem_buffer_register(void *ptr, size_t size) {
     rc = mori_shmem_agree(mori_shmem.comm, b ? 0 : mori_error_set(MORI_ENOMEM, "bookkeeping"), "shmem_buffer_register");
   }
   if (!rc) {
-    b->adopted = adopted;
+    b->adopted = adopted ? adopted : shared;
     b->registered = true;
   }
   rc = mori_shmem_keep_block(rc, b, ptr, size, win, adopted);
@@ -143,7 +159,7 @@ int shmem_buffer_deregister(void *ptr, size_t size) {
   if (!rc) {
     mori_shmem_remove_block(b);
     rc = mori_window_destroy(b->win);
-    if (!rc && b->adopted) rc = mori_mem_free(b->adopted);
+    if (!rc && b->adopted && !adoption_held(b->adopted, NULL)) rc = mori_mem_free(b->adopted);
     free(b);
   }
   pthread_mutex_unlock(&mori_shmem.lock);

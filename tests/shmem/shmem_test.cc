@@ -303,6 +303,63 @@ TEST(Shmem, BufferRegisterOfPrivateMemoryNamesBothReasons) {
   });
 }
 
+// Two buffers registered in one mapping share its adoption: deregistering
+// one leaves the other's memory mori memory (it was released under it),
+// and a third slice registers beside the second.
+TEST(Shmem, BuffersInOneMappingKeepItUntilTheLastIsDeregistered) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "shared_mapping"));
+    size_t map_bytes = 64 << 10;
+    char *mapping = (char *)SharedMapping(map_bytes);
+    ASSERT_NE(mapping, nullptr);
+    uint64_t *a = (uint64_t *)(mapping + 4096), *b = (uint64_t *)(mapping + 16384), *c = (uint64_t *)(mapping + 32768);
+    size_t bytes = 64 * 8 * size;
+    MORI_ASSERT_OK(shmem_buffer_register(a, bytes));
+    MORI_ASSERT_OK(shmem_buffer_register(b, bytes));
+    MORI_ASSERT_OK(shmem_buffer_deregister(a, bytes));
+    mori_mem_info_t info;
+    MORI_EXPECT_OK(mori_mem_query(b, &info));  // still mori memory
+    EXPECT_NE(shmem_ptr_p2p(b, rank, rank), nullptr);
+    ExchangeThroughPeerPointers(b, rank, size, 64);
+    MORI_ASSERT_OK(shmem_buffer_register(c, bytes));
+    ExchangeThroughPeerPointers(c, rank, size, 64);
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_ASSERT_OK(shmem_buffer_deregister(b, bytes));
+    MORI_EXPECT_OK(mori_mem_query(c, &info));
+    MORI_ASSERT_OK(shmem_buffer_deregister(c, bytes));
+    EXPECT_EQ(mori_mem_query(c, &info), MORI_ENOT_OWNED) << "the last one took the adoption with it";
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_finalize());
+    munmap(mapping, map_bytes);
+  });
+}
+
+// mori_finalize while MORI Shmem is initialised finalizes it first: its
+// calls then say so instead of using the windows mori_finalize released
+// (shmem_ptr_p2p crashed), shmem_finalize after it is a no-op, and MORI
+// Shmem initialises again.
+TEST(Shmem, MoriFinalizeFinalizesShmemFirst) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "mori_finalize0"));
+    void *p = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(64 * 8 * size, &p));
+    MORI_ASSERT_OK(shmem_barrier_all());
+    MORI_ASSERT_OK(mori_finalize());
+    EXPECT_EQ(shmem_mype(), MORI_ENOT_INITIALIZED);
+    EXPECT_EQ(shmem_ptr_p2p(p, rank, (rank + 1) % size), nullptr);
+    EXPECT_NE(shmem_free(p), 0);
+    MORI_EXPECT_OK(shmem_finalize());
+    EXPECT_EQ(mori_mem_count(), 0);
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "mori_finalize1"));
+    MORI_ASSERT_OK(shmem_malloc(64 * 8 * size, &p));
+    ExchangeThroughPeerPointers((uint64_t *)p, rank, size, 64);
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 TEST(Shmem, FinalizeThenInitAgainWorksRoundAfterRound) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();

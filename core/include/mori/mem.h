@@ -62,9 +62,12 @@ MORI_API int mori_mem_query(const void *ptr, mori_mem_info_t *info);
 /* Live allocations of this process (registered ones included). */
 MORI_API int mori_mem_count(void);
 
-/* Tears down everything mori holds in this process, in order: windows
- * (deregister, unmap, release), then allocations. Idempotent; never
- * collective. Use it before the GPU runtime shuts down. */
+/* Tears down everything mori holds in this process, in order: MORI Shmem
+ * (as shmem_finalize), then windows (deregister, unmap, release), then
+ * allocations. Collective and EP contexts made before it refuse every
+ * call after it (MORI_EINVAL: make them anew); destroying them is still
+ * right. Comms stay usable. Idempotent; never collective. Use it before
+ * the GPU runtime shuts down. */
 MORI_API int mori_finalize(void);
 
 MORI_EXTERN_C_END
