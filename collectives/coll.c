@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Collective contexts: the workspace window, and the plan of each call
  * (slices, items, which all-reduce algorithm) from its sizes. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "core/base/error.h"
 #include "core/base/trace.h"
 #include "core/internal/agreement.h"
+#include "core/internal/finalize.h"
 #include "core/internal/window_live.h"
 #include "core/internal/window_terms.h"
 #include "mori/device/coll.h"
@@ -64,11 +66,11 @@ static size_t grid_word_offset(const mori_coll_t *c) {
 static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **mem_out, mori_window_t **win_out) {
   *mem_out = NULL;
   *win_out = NULL;
-  staging = (staging + 255) / 256 * 256; /* each half 16-byte aligned (LL lines), and more */
   size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t) + ready_bytes(c), total = 0;
   int rc = local_rc;
-  if (!rc && mori_add_overflows(HEADER_BYTES + flags, staging, &total))
+  if (!rc && (staging > SIZE_MAX - 255 || mori_add_overflows(HEADER_BYTES + flags, (staging + 255) / 256 * 256, &total)))
     rc = mori_error_set(MORI_ERANGE, "collectives: a workspace of %zu bytes overflows", staging);
+  staging = rc ? 0 : (staging + 255) / 256 * 256; /* each half 16-byte aligned (LL lines), and more */
   mori_mem_attr_t attr;
   mori_mem_attr_init(&attr);
   attr.device = c->device;
@@ -143,6 +145,7 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   mori_coll_t *c = calloc(1, sizeof(*c));
   if (!rc && !c) rc = mori_error_set(MORI_ENOMEM, "coll_create");
   if (c) {
+    c->finalizes = mori_finalize_count();
     c->comm = comm;
     c->team = team;
     c->device = mori_comm_device(comm);
@@ -151,7 +154,7 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
     if (!rc) rc = grc;
     /* The deadline the caller gave the comm's bootstrap, as the header says. */
     uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
-    c->timeout_ns = timeout_ms * 1000000ull;
+    c->timeout_ns = timeout_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : timeout_ms * 1000000ull; /* saturates */
   }
   /* The window is collective over the comm: made even after a local error,
    * which make_workspace passes on, so every rank fails together. */
@@ -168,9 +171,19 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   return 0;
 }
 
+/* mori_finalize released every window and allocation of the process,
+ * this context's workspace too: its calls refuse from then on. */
+static bool released(const mori_coll_t *c) { return c->finalizes != mori_finalize_count(); }
+
+static int released_or_fail(const mori_coll_t *c, const char *what) {
+  if (!released(c)) return 0;
+  return mori_error_set(MORI_EINVAL, "%s: mori_finalize released the context's workspace: destroy the context and make a new one",
+                        what);
+}
+
 int mori_coll_destroy(mori_coll_t *c) {
   if (!c) return 0;
-  drop_workspace(c);
+  if (!released(c)) drop_workspace(c);
   free(c);
   return 0;
 }
@@ -184,7 +197,8 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   MORI_TRACE_SCOPE("coll_reserve", MORI_TA("bytes", bytes));
   int n = mori_comm_size(c->comm);
   uint64_t mine = bytes, *all = calloc((size_t)n, sizeof(*all));
-  int rc = all ? 0 : mori_error_set(MORI_ENOMEM, "coll_reserve: rank %d's table", mori_comm_rank(c->comm));
+  int rc = all ? released_or_fail(c, "coll_reserve")
+               : mori_error_set(MORI_ENOMEM, "coll_reserve: rank %d's table", mori_comm_rank(c->comm));
   rc = mori_agree_gather(c->comm, rc, "coll_reserve", &mine, all, sizeof(mine));
   uint64_t want = 0;
   for (int r = 0; !rc && r < n; r++)
@@ -212,7 +226,7 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   return 0;
 }
 
-mori_team_t mori_coll_team(const mori_coll_t *c) { return c->team; }
+mori_team_t mori_coll_team(const mori_coll_t *c) { return c ? c->team : (mori_team_t){0, 0, 0, -1}; }
 mori_comm_t *mori_coll_comm(const mori_coll_t *c) { return c ? c->comm : NULL; }
 size_t mori_coll_workspace_bytes(const mori_coll_t *c) { return c ? c->staging_bytes : 0; }
 
@@ -236,7 +250,10 @@ static mori_coll_dev_t make_view(const mori_coll_t *c) {
   return d;
 }
 
-int mori_coll_check(mori_coll_t *c) { return c && c->win ? mori_window_check(c->win) : 0; }
+int mori_coll_check(mori_coll_t *c) {
+  if (!c || !c->win) return 0;
+  return released(c) ? released_or_fail(c, "coll_check") : mori_window_check(c->win);
+}
 
 static int enough(const mori_coll_t *c, size_t need, const char *what) {
   if (need <= c->staging_bytes) return 0;
@@ -245,7 +262,8 @@ static int enough(const mori_coll_t *c, size_t need, const char *what) {
 }
 
 static int member_or_fail(const mori_coll_t *c, const char *what) {
-  if (c->team.rank >= 0) return 0;
+  int rc = released_or_fail(c, what);
+  if (rc || c->team.rank >= 0) return rc;
   return mori_error_set(MORI_EINVAL, "%s: rank %d is not a member of the context's team", what, mori_comm_rank(c->comm));
 }
 
@@ -257,7 +275,7 @@ static int member_or_fail(const mori_coll_t *c, const char *what) {
  * context without a workspace: those take no part in any call. Returns rc,
  * with its message kept. */
 static int refuse(mori_coll_t *c, int rc, void *stream) {
-  if (!c) return rc;
+  if (!c || released(c)) return rc;
   mori_error_saved_t cause;
   mori_error_save(&cause);
   int lrc = mori_coll_refuse(c, stream);
@@ -269,8 +287,9 @@ static int refuse(mori_coll_t *c, int rc, void *stream) {
 int mori_coll_refuse(mori_coll_t *c, void *stream) {
   if (!c) return mori_error_set(MORI_EINVAL, "coll_refuse: NULL context");
   MORI_TRACE_SCOPE("coll_refuse");
-  if (!c->win || c->team.rank < 0) return 0;
-  int rc = mori_coll_launch_refusal(c, stream);
+  int rc = released_or_fail(c, "coll_refuse");
+  if (rc || !c->win || c->team.rank < 0) return rc;
+  rc = mori_coll_launch_refusal(c, stream);
   return rc ? mori_error_context(rc, "coll_refuse: this rank's part of the refused call") : 0;
 }
 
@@ -328,11 +347,22 @@ static void plan_all_to_all(const mori_coll_t *c, size_t bytes, bool direct, mor
 }
 
 /* Staging a planned staged all-to-all needs (both halves, every source). */
+/* a * b * c, or SIZE_MAX when it does not fit (a need no workspace has). */
+static size_t saturating_product(uint64_t a, uint64_t b, uint64_t c) {
+  size_t ab, abc;
+  if (mori_mul_overflows((size_t)a, (size_t)b, &ab) || mori_mul_overflows(ab, (size_t)c, &abc)) return SIZE_MAX;
+  return abc;
+}
+
 static size_t a2a_staging(const mori_coll_t *c, const mori_a2a_args_t *a) {
-  return 2 * (size_t)c->team.size * mori_coll_impl_a2a_slot_bytes(a);
+  /* slice * slices covers the chunk, so it overflows only with it: from
+   * the chunk itself (rounded up to 8 bytes, times 2 for LL lines). */
+  uint64_t slot = a->bytes > SIZE_MAX - 64 ? SIZE_MAX : mori_coll_impl_a2a_slot_bytes(a);
+  return saturating_product(2, (uint64_t)c->team.size, slot);
 }
 
 size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
+  if (!c) return 0;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes_per_rank, false, &a);
   return a2a_staging(c, &a);
@@ -358,9 +388,13 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
   if (rc || bytes == 0) return bytes ? refuse(c, rc, stream) : rc;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes, false, &a);
-  /* A workspace too small is the same on every rank (the sizes are): no
-   * part runs, so mori_coll_reserve may follow at once. */
-  if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return rc;
+  /* A workspace too small is refused as any other argument: it is the same
+   * on every rank when the sizes are, but a member that refused the call
+   * for another reason takes the call's epoch, and so must every rank
+   * (the next call was paired with the one after it). The part in flight
+   * does not keep mori_coll_reserve from following at once: an old
+   * workspace's memory is reused only after a device synchronisation. */
+  if ((rc = enough(c, a2a_staging(c, &a), "all_to_all")) != 0) return refuse(c, rc, stream);
   a.in = (const char *)in;
   a.out = (char *)out;
   return mori_coll_launch_all_to_all(c, &a, stream);
@@ -413,6 +447,7 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
 /* ---- all-to-all with sizes on the device ---- */
 
 size_t mori_all_to_all_v_workspace(const mori_coll_t *c, uint32_t experts) {
+  if (!c) return 0;
   return 2 * (size_t)mori_coll_impl_a2av_matrix_bytes(c->team.size, experts ? experts : 1);
 }
 
@@ -429,6 +464,13 @@ static int all_to_all_v_check(mori_coll_t *c, const char *what, uint32_t experts
   if (experts == 0 || align == 0)
     return mori_error_set(MORI_EINVAL, "%s: rank %d gave %u experts per rank and an alignment of %llu rows", what, me,
                           experts, (unsigned long long)align);
+  /* Row counts are summed on the device: bounded, they cannot wrap. */
+  if (out_rows >= MORI_A2AV_BAD_ROWS)
+    return mori_error_set(MORI_ERANGE, "%s: rank %d's out of %zu rows; at most %llu rows", what, me, out_rows,
+                          MORI_A2AV_BAD_ROWS - 1);
+  if (align > out_rows)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d gave an alignment of %llu rows, more than its out of %zu rows", what,
+                          me, (unsigned long long)align, out_rows);
   int rc = member_or_fail(c, what);
   if (rc) return rc;
   if (mori_window_comm(out_win) != c->comm)
@@ -455,8 +497,8 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
   int rc = all_to_all_v_check(c, what, experts, align, in, in_splits, out_win, out_offset, out_rows, row_bytes,
                               out_splits_offsets);
   if (rc) return refuse(c, rc, stream);
-  /* A workspace too small: see mori_all_to_all (no part runs). */
-  if ((rc = enough(c, mori_all_to_all_v_workspace(c, experts), what)) != 0) return rc;
+  /* A workspace too small: see mori_all_to_all (refused as well). */
+  if ((rc = enough(c, mori_all_to_all_v_workspace(c, experts), what)) != 0) return refuse(c, rc, stream);
   size_t span = out_rows * row_bytes; /* checked above */
   mori_a2av_args_t a = {.in = (const char *)in,
                         .in_splits = in_splits,
@@ -556,12 +598,14 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
 /* Staging a planned all-reduce needs (both halves). */
 static size_t ar_staging(const mori_coll_t *c, const mori_allreduce_args_t *a) {
   uint64_t n = (uint64_t)c->team.size, esize = mori_coll_impl_dtype_size(a->dtype);
-  if (a->algo == MORI_ALLREDUCE_LL) return 2 * n * ((a->count * esize + 7) / 8) * 16;
+  if (a->count > SIZE_MAX / 64) return SIZE_MAX; /* no workspace holds it (and the sums below would wrap) */
+  if (a->algo == MORI_ALLREDUCE_LL) return saturating_product(2 * n, (a->count * esize + 7) / 8, 16);
   uint64_t regions = a->algo == MORI_ALLREDUCE_ONESHOT ? 1 : 2;
-  return 2 * regions * n * a->part_elems * esize;
+  return saturating_product(2 * regions * n, a->part_elems, esize);
 }
 
 size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_t dtype) {
+  if (!c) return 0;
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
   return ar_staging(c, &a);
@@ -591,7 +635,7 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
   if (rc || count == 0) return count ? refuse(c, rc, stream) : rc;
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
-  if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return rc; /* see mori_all_to_all */
+  if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return refuse(c, rc, stream); /* see mori_all_to_all */
   a.in = in;
   a.out = out;
   a.op = op;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* MoE dispatch/combine contexts (mori/ep.h): the checks of a config and of
  * each call, the window that holds every buffer, and the launch shape. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,14 @@
 #include "core/base/log.h"
 #include "core/base/trace.h"
 #include "core/internal/agreement.h"
+#include "core/internal/finalize.h"
 #include "mori/bootstrap.h"
 #include "mori/mem.h"
 #include "mori/runtime.h"
+
+/* mori_finalize released every window and allocation of the process, the
+ * context's buffers too: from then on its calls refuse. */
+static bool released(const mori_ep_t *ep) { return ep->finalizes != mori_finalize_count(); }
 
 void mori_ep_config_init(mori_ep_config_t *config) {
   memset(config, 0, sizeof(*config));
@@ -213,6 +219,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   mori_ep_t *ep = calloc(1, sizeof(*ep));
   if (!ep && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create");
   if (ep) {
+    ep->finalizes = mori_finalize_count();
     ep->comm = comm;
     ep->config = *config;
     ep->device = mori_comm_device(comm);
@@ -257,15 +264,21 @@ int mori_ep_destroy(mori_ep_t *ep) {
   /* No peer may still read this rank's buffers. */
   int arc = mori_agree(ep->comm, rc, "ep_destroy");
   if (!rc) rc = arc;
-  int wrc = mori_window_destroy(ep->win);
-  if (!rc) rc = wrc;
-  mori_mem_free(ep->memory);
+  if (!released(ep)) { /* else mori_finalize released them */
+    int wrc = mori_window_destroy(ep->win);
+    if (!rc) rc = wrc;
+    mori_mem_free(ep->memory);
+  }
   free(ep);
   return rc;
 }
 
+static int check_call(const mori_ep_t *ep, const char *what);
+
 int mori_ep_buffers(const mori_ep_t *ep, mori_ep_buffers_t *out) {
   if (!ep || !out) return mori_error_set(MORI_EINVAL, "ep_buffers: NULL argument");
+  int crc = check_call(ep, "ep_buffers");
+  if (crc) return crc;
   char *base = (char *)ep->memory;
   const mori_ep_dev_t *v = &ep->view;
   memset(out, 0, sizeof(*out));
@@ -304,8 +317,10 @@ static mori_ep_shape_t choose_shape(const mori_ep_t *ep, const mori_ep_launch_t 
   return s;
 }
 
-static int check_call(mori_ep_t *ep, const char *what) {
+static int check_call(const mori_ep_t *ep, const char *what) {
   if (!ep) return mori_error_set(MORI_EINVAL, "%s: NULL context", what);
+  if (released(ep))
+    return mori_error_set(MORI_EINVAL, "%s: mori_finalize released the context's buffers: destroy it and make a new one", what);
   return 0;
 }
 

@@ -28,6 +28,7 @@ struct mori_ep {
   int auto_shape;  /* MORI_EP_LAUNCH_CONFIG_MODE=auto, read when the context was made */
   int host_blocks; /* host platform: MORI_EP_HOST_BLOCKS, read when the context was made */
   char arch[32];   /* the device's, for the launch table */
+  uint64_t finalizes; /* mori_finalize_count() at creation: a later finalize released the buffers */
 };
 
 /* A launch shape asked for: blocks and warps per block (> 0). The GPU

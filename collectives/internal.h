@@ -22,6 +22,7 @@ struct mori_coll {
   uint32_t grid;        /* blocks of every kernel on this context (fixed at creation) */
   uint64_t flag_slots;  /* per parity */
   int device;
+  uint64_t finalizes;   /* mori_finalize_count() at creation: a later finalize released the workspace */
 };
 
 /* The grid of every kernel on a context of `device`: the blocks the device

@@ -33,8 +33,9 @@ static int check_remote(mori_window_t *win, const mori_window_dev_t *v, const mo
 static int check_pad(const mori_window_dev_t *v, int peer, int channel, const char *what) {
   if (!v->signal_pads)
     return mori_error_set(MORI_EINVAL, "%s: the window has no signal pad (its memory was allocated with pad size 0)", what);
+  if (channel < 0) return mori_error_set(MORI_EINVAL, "%s: channel %d is negative", what, channel);
   uint64_t needed = ((uint64_t)channel + 1) * (uint64_t)v->world_size * 4;
-  if (channel < 0 || needed > v->signal_pad_size)
+  if (needed > v->signal_pad_size)
     return mori_error_set(MORI_EINVAL, "%s: channel %d needs %llu bytes of signal pad, the window has %llu", what, channel,
                           (unsigned long long)needed, (unsigned long long)v->signal_pad_size);
   return 0;

@@ -323,6 +323,144 @@ TEST(CollMisuse, ARefusalOutsideTheTeamDoesNothing) {
   });
 }
 
+// A call one member refuses (its own arguments) while the others find the
+// workspace too small for it: every rank takes the call's epoch (ENOMEM is
+// refused as well), so the next calls pair. Before, the refusing member
+// alone took it: the next all-reduce paired its call with the others'
+// following one and returned their data as its own.
+TEST(CollMisuse, ARefusalBesideAWorkspaceTooSmallKeepsTheCallsPaired) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w, 30000, 4096);
+    ASSERT_NE(coll, nullptr);
+    const bool refuser = rank == size - 1;
+    size_t big = 64 << 10;
+    std::vector<char> buf(big * (size_t)size * 2);
+    for (const char *what : {"all_to_all", "all_reduce"}) {
+      SCOPED_TRACE(what);
+      int rc;
+      if (std::string(what) == "all_to_all")
+        rc = refuser ? mori_all_to_all(coll, buf.data(), buf.data() + 16, big, nullptr)  // in and out overlap
+                     : mori_all_to_all(coll, buf.data(), buf.data() + big * size, big, nullptr);
+      else
+        rc = mori_all_reduce(coll, buf.data(), buf.data(), big / 4, MORI_FLOAT32,
+                             refuser ? (mori_redop_t)9 : MORI_REDOP_SUM, nullptr);
+      if (refuser) EXPECT_EQ(rc, MORI_EINVAL) << mori_last_error();
+      else EXPECT_EQ(rc, MORI_ENOMEM) << mori_last_error();
+      (void)mori_coll_check(coll);
+      for (int call = 0; call < 3; call++) SumRound(coll, rank, size, 16, call);  // paired: each its own sum
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// Sizes that would wrap: a workspace of SIZE_MAX (rounding it up made it 0
+// bytes, accepted), the workspace a huge call needs (it read 0, so the call
+// passed the check), a timeout whose nanoseconds overflow (it ended calls
+// after half a millisecond), and the getters given NULL.
+TEST(CollMisuse, SizesThatWouldWrapAreRefusedOrSaturate) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.workspace_bytes = SIZE_MAX - 10;
+    mori_coll_t *coll = nullptr;
+    ExpectError(mori_coll_create(w.comm, &attr, &coll), MORI_ERANGE, "overflows");
+    EXPECT_EQ(coll, nullptr);
+    attr.workspace_bytes = 1 << 20;
+    attr.timeout_ms = 18446744073710ull;  // * 10^6 wraps to about 0.5 ms
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    ExpectError(mori_coll_reserve(coll, SIZE_MAX), MORI_ERANGE, "overflows");
+    EXPECT_EQ(mori_coll_workspace_bytes(coll), (size_t)1 << 20) << "the context goes on as it was";
+    EXPECT_EQ(mori_all_reduce_workspace(coll, (size_t)1 << 60, MORI_FLOAT32), SIZE_MAX);
+    EXPECT_EQ(mori_all_to_all_workspace(coll, (size_t)1 << 62), SIZE_MAX);
+    EXPECT_EQ(mori_all_to_all_workspace(nullptr, 64), 0u);
+    EXPECT_EQ(mori_all_reduce_workspace(nullptr, 64, MORI_FLOAT32), 0u);
+    EXPECT_EQ(mori_coll_team(nullptr).size, 0);
+    // A call whose member comes 300 ms late still meets it: the timeout
+    // saturates instead of wrapping.
+    if (rank == 0) usleep(300 * 1000);
+    SumRound(coll, rank, size, 1000, 0);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// Row counts that cannot fit (more rows than out holds, 2^62 rows that
+// summed past 2^64) and an alignment past out: refused, reported, and no
+// row written over another (an alignment of 2^63 put expert 2's rows at
+// row 0).
+TEST(CollMisuse, SplitsAndAlignmentsTooLargeForOutAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    const uint32_t experts = 4;
+    const size_t rows = 64, row_bytes = 16;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(rows * row_bytes, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    std::vector<uint8_t> in(rows * row_bytes, (uint8_t)(rank + 1));
+    std::vector<int64_t> splits((size_t)size * experts, 1), got(2 * (size_t)size * experts, -7);
+    const int last = size - 1;
+    if (rank == last)
+      for (int64_t &s : splits) s = (int64_t)1 << 62;
+    memset(mem, 0xee, rows * row_bytes);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    int rc = mori_all_to_all_v_experts(coll, in.data(), splits.data(), experts, 1, win, 0, rows, row_bytes, got.data(),
+                                       nullptr);
+    if (rc == 0) rc = mori_coll_check(coll);
+    EXPECT_EQ(rc, MORI_ERANGE) << mori_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    for (size_t b = 0; b < rows * row_bytes; b++)  // the last rank's rows are nowhere
+      ASSERT_NE(((uint8_t *)mem)[b], (uint8_t)(last + 1)) << "byte " << b;
+    (void)mori_coll_check(coll);
+    // An alignment no out can hold: refused on the host, on every rank.
+    std::fill(splits.begin(), splits.end(), 1);
+    ExpectError(mori_all_to_all_v_experts(coll, in.data(), splits.data(), experts, (size_t)1 << 63, win, 0, rows, row_bytes,
+                                          got.data(), nullptr),
+                MORI_EINVAL, "alignment");
+    (void)mori_coll_check(coll);
+    SumRound(coll, rank, size, 1000, 0);  // paired
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
+// mori_finalize releases every window and allocation, a context's
+// workspace too: the context's calls then refuse, saying so (they ran on
+// freed memory), on every rank alike for the collective reserve, and
+// destroying it is still right.
+TEST(CollMisuse, AContextAfterMoriFinalizeRefusesItsCalls) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    SumRound(coll, rank, size, 1000, 0);
+    MORI_ASSERT_OK(mori_finalize());
+    std::vector<float> in(1000, 1.0f), out(1000);
+    ExpectError(mori_all_reduce(coll, in.data(), out.data(), in.size(), MORI_FLOAT32, MORI_REDOP_SUM, nullptr),
+                MORI_EINVAL, "mori_finalize released");
+    ExpectError(mori_coll_refuse(coll, nullptr), MORI_EINVAL, "mori_finalize released");
+    ExpectError(mori_coll_check(coll), MORI_EINVAL, "mori_finalize released");
+    ExpectError(mori_coll_reserve(coll, 4 << 20), MORI_EINVAL, "mori_finalize released");
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+    coll = MakeColl(w);  // the comm goes on: a new context works
+    ASSERT_NE(coll, nullptr);
+    SumRound(coll, rank, size, 1000, 1);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 // A direct all-to-all (into a window) that one member refuses while a slow
 // member has not started it yet: by the time the slow one pushes, the
 // refusing member may be in its next call already. The slow one must not

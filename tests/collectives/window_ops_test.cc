@@ -82,6 +82,9 @@ TEST(WindowOps, TimeoutsNameThePeerAndBadArgumentsFail) {
     EXPECT_EQ(mori_window_put_signal(win.win, size, 0, 0, nullptr), MORI_EINVAL);
     EXPECT_EQ(mori_window_put_signal(win.win, peer, 1, 0, nullptr), MORI_EINVAL) << "channel 1 needs a larger pad";
     EXPECT_NE(std::string(mori_last_error()).find("bytes of signal pad"), std::string::npos) << mori_last_error();
+    // A negative channel is said to be one (it read "needs 0 bytes").
+    EXPECT_EQ(mori_window_put_signal(win.win, peer, -5, 0, nullptr), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("channel -5 is negative"), std::string::npos) << mori_last_error();
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     // A barrier whose peers never come: timed out, the peer named.
     if (rank == 0) {

@@ -183,6 +183,32 @@ TEST(Ep, BackToBackNewRoutingEveryCall) {
   });
 }
 
+// mori_finalize releases every window and allocation, the context's
+// buffers too: its calls then refuse, saying so (they ran on freed
+// memory), destroying it is still right, and a new context works.
+TEST(Ep, AContextAfterMoriFinalizeRefusesItsCalls) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, CallOptions(0)));
+    MORI_ASSERT_OK(mori_finalize());
+    mori_ep_buffers_t b;
+    EXPECT_EQ(mori_ep_buffers(ep, &b), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("mori_finalize released"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(mori_ep_reset(ep, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_ep_dispatch_refused(ep, 0, nullptr), MORI_EINVAL);
+    EXPECT_EQ(mori_ep_check(ep), MORI_EINVAL);
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 1, CallOptions(1)));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
 // Every dispatch dtype (fp8 as bytes), with scales, combined in each type.
 TEST(Ep, EveryDtypeWithScales) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {

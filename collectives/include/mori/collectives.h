@@ -53,7 +53,8 @@ MORI_API int mori_coll_reserve(mori_coll_t *coll, size_t bytes);
 /* Staging bytes per rank the workspace has now. */
 MORI_API size_t mori_coll_workspace_bytes(const mori_coll_t *coll);
 /* Staging bytes a call needs; a call with too little fails with MORI_ENOMEM
- * and names the size to reserve. */
+ * and names the size to reserve (its part still runs as a refused call's,
+ * so a member that refused it for another reason stays paired). */
 MORI_API size_t mori_all_to_all_workspace(const mori_coll_t *coll, size_t bytes_per_rank);
 MORI_API size_t mori_all_reduce_workspace(const mori_coll_t *coll, size_t count, mori_dtype_t dtype);
 

@@ -20,14 +20,21 @@ MORI_HOST_DEVICE uint64_t mori_coll_impl_a2av_matrix_bytes(int n, uint32_t exper
   return (uint64_t)n * (uint64_t)n * experts * 16;
 }
 
-/* What a negative split (or offset) is published as: more rows than any
- * output holds, so every member's range check refuses it (recorded) and no
- * row of it is copied, while sums of such entries cannot wrap. */
+/* What a bad split (or offset) is published as: more rows than any
+ * output holds (the host refuses outs of as many rows), so every member's
+ * range check refuses it (recorded) and no row of it is copied, while sums
+ * of such entries cannot wrap. */
 #define MORI_A2AV_BAD_ROWS (1ull << 40)
 
-/* Block 0, before its items: this member's row, to every member. A
- * negative split or offset is recorded here (MORI_DEVICE_EINVAL, naming the
- * member it was for and the value) and published as MORI_A2AV_BAD_ROWS. */
+/* Whether split (or offset) `v` is bad: negative, or more rows than any
+ * member's out holds (summed, such counts wrapped past 2^64). */
+MORI_HOST_DEVICE int mori_coll_impl_a2av_bad(int64_t v, uint64_t out_rows) { return v < 0 || (uint64_t)v > out_rows; }
+
+/* Block 0, before its items: this member's row, to every member. A bad
+ * split or offset is recorded here (a negative one MORI_DEVICE_EINVAL,
+ * naming the member it was for and the value; one past out
+ * MORI_DEVICE_ERANGE with the rows and out's rows) and published as
+ * MORI_A2AV_BAD_ROWS. */
 MORI_DEVICE_INLINE void mori_a2av_begin(mori_coll_dev_t c, const mori_a2av_args_t *a, uint64_t epoch) {
   int n = c.team.size, me = c.team.rank;
   uint64_t E = a->experts, cols = (uint64_t)n * E, flag = (uint64_t)(uint32_t)epoch << 32;
@@ -39,7 +46,7 @@ MORI_DEVICE_INLINE void mori_a2av_begin(mori_coll_dev_t c, const mori_a2av_args_
   int spoiled = 0;
   for (uint64_t q = (uint64_t)MORI_THREAD_RANK_BLOCK(); a->layout != MORI_A2AV_COMBINE && q < cols;
        q += (uint64_t)MORI_THREAD_COUNT_BLOCK())
-    spoiled |= a->in_splits[q] < 0;
+    spoiled |= mori_coll_impl_a2av_bad(a->in_splits[q], a->out_rows);
   spoiled = MORI_SYNC_BLOCK_OR(spoiled);
   for (uint64_t t = (uint64_t)MORI_THREAD_RANK_BLOCK(); t < (uint64_t)n * cols; t += (uint64_t)MORI_THREAD_COUNT_BLOCK()) {
     int member = (int)(t / cols);
@@ -48,10 +55,13 @@ MORI_DEVICE_INLINE void mori_a2av_begin(mori_coll_dev_t c, const mori_a2av_args_
     int64_t split = a->in_splits[combine ? e * (uint64_t)n + d : q];
     int64_t offset = combine ? a->in_splits[(E + e) * (uint64_t)n + d] : 0;
     uint64_t rows = spoiled ? MORI_A2AV_BAD_ROWS : (uint64_t)split;
-    if (split < 0 || offset < 0) {
-      if (member == me)
+    if (mori_coll_impl_a2av_bad(split, a->out_rows) || (combine && (offset < 0 || (uint64_t)offset >= MORI_A2AV_BAD_ROWS))) {
+      if (member == me && (split < 0 || offset < 0))
         mori_device_report(c.win, MORI_DEVICE_EINVAL, mori_team_to_world(c.team, (int)d), (uint32_t)e, 0,
                            (uint64_t)(split < 0 ? split : offset), 0);
+      else if (member == me)
+        mori_device_report(c.win, MORI_DEVICE_ERANGE, mori_team_to_world(c.team, (int)d), 0, 0,
+                           (uint64_t)(mori_coll_impl_a2av_bad(split, a->out_rows) ? split : offset), a->out_rows);
       rows = MORI_A2AV_BAD_ROWS;
     }
     mori_store_ll_line(mori_coll_impl_a2av_line(c, a, member, epoch, me, q), (rows & 0xffffffffull) | flag, (rows >> 32) | flag);
