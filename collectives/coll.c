@@ -346,7 +346,7 @@ static void plan_all_to_all(const mori_coll_t *c, size_t bytes, bool direct, mor
   share_blocks(c, bytes > (4u << 20), a->kind_end, a->share);
 }
 
-/* Staging a planned staged all-to-all needs (both halves, every source). */
+/* Staging a planned staged all-to-all needs (every source; both halves, both parts). */
 /* a * b * c, or SIZE_MAX when it does not fit (a need no workspace has). */
 static size_t saturating_product(uint64_t a, uint64_t b, uint64_t c) {
   size_t ab, abc;
@@ -354,11 +354,16 @@ static size_t saturating_product(uint64_t a, uint64_t b, uint64_t c) {
   return abc;
 }
 
+/* Staging is two halves (parities), and each half two parts, raw data and
+ * LL lines (mori_coll_impl_ll_staging), each taking one of them: a call
+ * whose staging takes `extent` bytes of its part needs 4 * extent. */
+enum { STAGING_PER_EXTENT = 4 };
+
 static size_t a2a_staging(const mori_coll_t *c, const mori_a2a_args_t *a) {
   /* slice * slices covers the chunk, so it overflows only with it: from
    * the chunk itself (rounded up to 8 bytes, times 2 for LL lines). */
   uint64_t slot = a->bytes > SIZE_MAX - 64 ? SIZE_MAX : mori_coll_impl_a2a_slot_bytes(a);
-  return saturating_product(2, (uint64_t)c->team.size, slot);
+  return saturating_product(STAGING_PER_EXTENT, (uint64_t)c->team.size, slot);
 }
 
 size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
@@ -448,7 +453,7 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
 
 size_t mori_all_to_all_v_workspace(const mori_coll_t *c, uint32_t experts) {
   if (!c) return 0;
-  return 2 * (size_t)mori_coll_impl_a2av_matrix_bytes(c->team.size, experts ? experts : 1);
+  return saturating_product(STAGING_PER_EXTENT, mori_coll_impl_a2av_matrix_bytes(c->team.size, experts ? experts : 1), 1);
 }
 
 /* A variable all-to-all's checks of this rank's arguments. */
@@ -595,13 +600,13 @@ static void plan_all_reduce(const mori_coll_t *c, size_t count, mori_dtype_t dty
   share_blocks(c, false, a->kind_end, a->share);
 }
 
-/* Staging a planned all-reduce needs (both halves). */
+/* Staging a planned all-reduce needs (both halves, both parts). */
 static size_t ar_staging(const mori_coll_t *c, const mori_allreduce_args_t *a) {
   uint64_t n = (uint64_t)c->team.size, esize = mori_coll_impl_dtype_size(a->dtype);
   if (a->count > SIZE_MAX / 64) return SIZE_MAX; /* no workspace holds it (and the sums below would wrap) */
-  if (a->algo == MORI_ALLREDUCE_LL) return saturating_product(2 * n, (a->count * esize + 7) / 8, 16);
+  if (a->algo == MORI_ALLREDUCE_LL) return saturating_product(STAGING_PER_EXTENT * n, (a->count * esize + 7) / 8, 16);
   uint64_t regions = a->algo == MORI_ALLREDUCE_ONESHOT ? 1 : 2;
-  return saturating_product(2 * regions * n, a->part_elems, esize);
+  return saturating_product(STAGING_PER_EXTENT * regions * n, a->part_elems, esize);
 }
 
 size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_t dtype) {

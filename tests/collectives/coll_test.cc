@@ -337,6 +337,71 @@ void CheckAllReduce(mori_coll_t *coll, int me, int n, size_t count, mori_dtype_t
   }
 }
 
+// LL lines carry their call's epoch in the data words. A sliced
+// all-to-all (call 1) leaves raw data in the staging half that call 3
+// uses again; data whose odd int32 words equal 3 looked like call 3's
+// lines there, and a member that reads before the late member wrote took
+// call 1's bytes for call 3's (65536 wrong words, MORI_OK). LL lines now
+// have a part of each half that raw data never enters. Each LL kind:
+// all-to-all, all-reduce, the all-to-all-v splits matrix.
+TEST(Collectives, RawDataLeftInStagingIsNeverTakenForALaterCallsLines) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    const size_t raw_bytes = 512 << 10, ll_bytes = 256 << 10;  // the late member's lines land in call 1's data
+    const int late = size - 1;
+    for (const char *victim : {"all_to_all", "all_reduce", "all_to_all_v"}) {
+      SCOPED_TRACE(victim);
+      mori_coll_attr_t attr;
+      mori_coll_attr_init(&attr);
+      attr.workspace_bytes = 4 * (size_t)size * raw_bytes;
+      attr.timeout_ms = 20000;
+      mori_coll_t *coll = nullptr;
+      MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+      // Call 1 (epoch 1): sliced, staged; every odd int32 word is 3.
+      std::vector<int32_t> in(raw_bytes / 4 * size), out(raw_bytes / 4 * size);
+      for (size_t i = 0; i < in.size(); i++) in[i] = (i & 1) ? 3 : 1000 + rank;
+      setenv("MORI_A2A_ALGO", "slices", 1);
+      MORI_ASSERT_OK(mori_all_to_all(coll, in.data(), out.data(), raw_bytes, nullptr));
+      unsetenv("MORI_A2A_ALGO");
+      // Call 2 (epoch 2): the other half.
+      float one = 1, sum = 0;
+      MORI_ASSERT_OK(mori_all_reduce(coll, &one, &sum, 1, MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
+      ASSERT_EQ(sum, (float)size);
+      // Call 3 (epoch 3, call 1's half), an LL call the last member starts late.
+      if (rank == late) usleep(300 * 1000);
+      std::string v = victim;
+      if (v == "all_to_all") {
+        for (size_t i = 0; i < ll_bytes / 4 * size; i++) in[i] = 7000000 + rank * 1000 + (int)(i % 1000);
+        setenv("MORI_A2A_ALGO", "ll", 1);
+        MORI_ASSERT_OK(mori_all_to_all(coll, in.data(), out.data(), ll_bytes, nullptr));
+        unsetenv("MORI_A2A_ALGO");
+        for (int src = 0; src < size; src++)
+          for (size_t i = 0; i < ll_bytes / 4; i++)
+            ASSERT_EQ(out[src * ll_bytes / 4 + i], 7000000 + src * 1000 + (int)((rank * ll_bytes / 4 + i) % 1000))
+                << "word " << i << " from rank " << src;
+      } else if (v == "all_reduce") {
+        std::vector<float> x(ll_bytes / 4, (float)(rank + 1)), y(ll_bytes / 4, -1);
+        setenv("MORI_ALLREDUCE_ALGO", "ll", 1);
+        MORI_ASSERT_OK(mori_all_reduce(coll, x.data(), y.data(), x.size(), MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
+        unsetenv("MORI_ALLREDUCE_ALGO");
+        for (size_t i = 0; i < y.size(); i++) ASSERT_EQ(y[i], (float)(size * (size + 1) / 2)) << "element " << i;
+      } else {
+        SymmetricBuffer rows(w, 64 * 8);
+        std::vector<int64_t> splits(size, 0), got(2 * (size_t)size, -7);
+        if (rank == late) splits[0] = 2;  // two rows to rank 0, nothing else from anyone
+        std::vector<char> data(64 * 8);
+        MORI_ASSERT_OK(mori_all_to_all_v(coll, data.data(), splits.data(), rows.win, 0, 64, 8, got.data(), nullptr));
+        for (int src = 0; src < size; src++)
+          ASSERT_EQ(got[src], rank == 0 && src == late ? 2 : 0) << "rows from rank " << src;
+      }
+      MORI_EXPECT_OK(mori_coll_check(coll));
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      MORI_EXPECT_OK(mori_coll_destroy(coll));
+    }
+  });
+}
+
 TEST(Collectives, AllReduceBothAlgorithmsEveryTypeAndOp) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;

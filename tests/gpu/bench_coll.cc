@@ -119,7 +119,7 @@ int main() {
     else unsetenv("MORI_COLL_MAX_BLOCKS");
     mori_coll_attr_t attr;
     mori_coll_attr_init(&attr);
-    attr.workspace_bytes = 256ull << 20;
+    attr.workspace_bytes = 512ull << 20;  // a 64 MiB all-reduce: 4 x its 128 MiB of staging (raw and LL parts, two halves)
     mori_coll_t *coll = nullptr;
     if (mori_coll_create(w.comm, &attr, &coll)) {
       fprintf(stderr, "bench_coll: %s\n", mori_last_error());

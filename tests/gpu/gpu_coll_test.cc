@@ -67,7 +67,7 @@ TEST(GpuCollectives, AllToAllBackToBackWithDelays) {
     World w;
     ASSERT_TRUE(w.ok());
     Gpu g;
-    OpenGpu(w, g, 64 << 20);
+    OpenGpu(w, g, 128 << 20);
     std::mt19937 rng(1234 + rank);
     for (uint64_t bytes : {(uint64_t)256 << 10, (uint64_t)4 << 20}) {
       void *in = gpu_alloc(bytes * size), *out = gpu_alloc(bytes * size);
@@ -103,7 +103,7 @@ TEST(GpuCollectives, AllToAllIntoAWindowBackToBackWithDelays) {
     World w;
     ASSERT_TRUE(w.ok());
     Gpu g;
-    OpenGpu(w, g, 1 << 20);
+    OpenGpu(w, g, 2 << 20);
     std::mt19937 rng(4321 + rank);
     const uint64_t max_bytes = 4 << 20;
     mori_mem_attr_t attr;
@@ -163,7 +163,7 @@ TEST(GpuCollectives, AllReduceBothAlgorithmsBackToBackWithDelays) {
     World w;
     ASSERT_TRUE(w.ok());
     Gpu g;
-    OpenGpu(w, g, 128 << 20);
+    OpenGpu(w, g, 256 << 20);
     std::mt19937 rng(99 + rank);
     struct Case {
       uint64_t count;
@@ -204,7 +204,7 @@ TEST(GpuCollectives, CapturedInAGraphAndReplayed) {
     World w;
     ASSERT_TRUE(w.ok());
     Gpu g;
-    OpenGpu(w, g, 64 << 20);
+    OpenGpu(w, g, 128 << 20);
     const uint64_t bytes = 1 << 20, count = 8192;
     void *in = gpu_alloc(bytes * size), *out = gpu_alloc(bytes * size);
     void *rin = gpu_alloc(count * 2), *rout = gpu_alloc(count * 2);
@@ -351,12 +351,12 @@ TEST(GpuCollectives, EdgeCasesAreReportedByTheKernels) {
     // A member that never calls: a context with a 200 ms timeout.
     mori_coll_attr_t attr;
     mori_coll_attr_init(&attr);
-    attr.workspace_bytes = 16 << 20;
+    attr.workspace_bytes = 32 << 20;
     attr.timeout_ms = 200;
     mori_coll_t *coll = nullptr;
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
     void *stream = coll_stream_new();
-    void *big = gpu_alloc(1 << 20);  // 1 MiB: both algorithms fit the 16 MiB workspace
+    void *big = gpu_alloc(1 << 20);  // 1 MiB: both algorithms fit the 32 MiB workspace
     if (rank != size - 1) {
       for (const char *algo : {"ll", "rsag"}) {
         setenv("MORI_ALLREDUCE_ALGO", algo, 1);

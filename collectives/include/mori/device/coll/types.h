@@ -34,7 +34,9 @@ typedef enum mori_redop {
  *   [0, grid*8)                        one epoch per block (local only)
  *   [flags_offset, +2*flag_slots*8)    flags, one set per parity, written by peers
  *   [ready_offset, ...)                ready slots, then refusal slots (below)
- *   [data_offset, +data_bytes)         staging, two halves (parities)
+ *   [data_offset, +data_bytes)         staging, two halves (parities); in each,
+ *                                      raw data in the first half, LL lines
+ *                                      in the second (mori_coll_impl_ll_staging)
  * Every kernel on a context runs `grid` blocks, and block b counts the calls
  * in epochs[b]: it reads its own counter at its start and writes it at its
  * end, so no block waits for another and no atomic sits on the critical

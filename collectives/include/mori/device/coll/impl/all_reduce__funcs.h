@@ -51,7 +51,7 @@ MORI_DEVICE_INLINE int mori_coll_impl_ar_ll_item(mori_coll_dev_t c, const mori_a
        * out may be the same buffer. */
       for (int k = 0; k < n; k++) {
         int dst = (me + k) % n;
-        uint64_t *line = (uint64_t *)mori_coll_impl_staging(c, dst, epoch, ((uint64_t)me * lines + l) * 16);
+        uint64_t *line = (uint64_t *)mori_coll_impl_ll_staging(c, dst, epoch, ((uint64_t)me * lines + l) * 16);
         mori_store_ll_line(line, lo, hi);
       }
     }
@@ -61,7 +61,7 @@ MORI_DEVICE_INLINE int mori_coll_impl_ar_ll_item(mori_coll_dev_t c, const mori_a
     float acc[4] = {0, 0, 0, 0};
     for (int src = 0; src < n; src++) {
       uint64_t w;
-      const uint64_t *line = (const uint64_t *)mori_coll_impl_staging(c, me, epoch, ((uint64_t)src * lines + l) * 16);
+      const uint64_t *line = (const uint64_t *)mori_coll_impl_ll_staging(c, me, epoch, ((uint64_t)src * lines + l) * 16);
       rc = mori_coll_impl_wait_ll_line(c, line, epoch, mori_team_to_world(c.team, src), (uint32_t)l, &w);
       if (rc) break;
       mori_coll_impl_ar_accumulate(acc, w, src == 0, a->dtype, a->op);

@@ -23,14 +23,14 @@ MORI_DEVICE_INLINE int mori_coll_impl_a2a_ll_item(mori_coll_dev_t c, const mori_
   uint64_t flag = (uint64_t)(uint32_t)epoch << 32, line0 = off / 8, lines = (len + 7) / 8;
   if (kind == 0) { /* push to member */
     const char *src = a->in + (uint64_t)member * a->bytes;
-    uint64_t *dst = (uint64_t *)mori_coll_impl_staging(c, member, epoch, (uint64_t)me * mori_coll_impl_a2a_slot_bytes(a));
+    uint64_t *dst = (uint64_t *)mori_coll_impl_ll_staging(c, member, epoch, (uint64_t)me * mori_coll_impl_a2a_slot_bytes(a));
     for (uint64_t l = (uint64_t)t; l < lines; l += (uint64_t)threads) {
       uint64_t w = mori_coll_impl_ar_load_word(src, off + l * 8, a->bytes);
       mori_store_ll_line(dst + 2 * (line0 + l), (w & 0xffffffffull) | flag, (w >> 32) | flag);
     }
     return rc;
   }
-  const uint64_t *lines_in = (const uint64_t *)mori_coll_impl_staging(c, me, epoch, (uint64_t)member * mori_coll_impl_a2a_slot_bytes(a));
+  const uint64_t *lines_in = (const uint64_t *)mori_coll_impl_ll_staging(c, me, epoch, (uint64_t)member * mori_coll_impl_a2a_slot_bytes(a));
   char *out = a->out + (uint64_t)member * a->bytes;
   for (uint64_t l = (uint64_t)t; l < lines; l += (uint64_t)threads) {
     uint64_t w;

@@ -12,7 +12,7 @@
 MORI_DEVICE_INLINE uint64_t *mori_coll_impl_a2av_line(mori_coll_dev_t c, const mori_a2av_args_t *a, int member, uint64_t epoch,
                                             int r, uint64_t q) {
   uint64_t cols = (uint64_t)c.team.size * a->experts;
-  return (uint64_t *)mori_coll_impl_staging(c, member, epoch, ((uint64_t)r * cols + q) * 16);
+  return (uint64_t *)mori_coll_impl_ll_staging(c, member, epoch, ((uint64_t)r * cols + q) * 16);
 }
 
 /* Staging bytes the matrix takes per parity. */

@@ -32,6 +32,16 @@ MORI_DEVICE_INLINE char *mori_coll_impl_staging(mori_coll_dev_t c, int member, u
   return mori_coll_impl_at(c, member, c.data_offset + parity * (c.data_bytes / 2) + offset);
 }
 
+/* Byte `offset` of the LL part of the staging half of `parity` in
+ * `member`'s workspace: the second half of each half. LL lines carry their
+ * call's epoch in the data words, so a word of raw data (what the slices,
+ * RS/AG and one-shot algorithms stage, in the first part) that a call left
+ * there would read as a line of a later call whenever it holds that epoch;
+ * raw data never enters this part, and LL lines never leave it. */
+MORI_DEVICE_INLINE char *mori_coll_impl_ll_staging(mori_coll_dev_t c, int member, uint64_t epoch, uint64_t offset) {
+  return mori_coll_impl_staging(c, member, epoch, c.data_bytes / 4 + offset);
+}
+
 /* Member `member`'s ready slot for `source` (see mori_coll_dev_t). */
 MORI_DEVICE_INLINE uint64_t *mori_coll_impl_ready(mori_coll_dev_t c, int member, int source) {
   return (uint64_t *)mori_coll_impl_at(c, member, c.ready_offset + (uint64_t)source * 8);
