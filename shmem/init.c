@@ -80,6 +80,38 @@ static void release_all(void) {
   mori_shmem.npes = 0;
 }
 
+/* Every PE's heap made, and of the same kind: the mode and chunk size (a
+ * symmetric allocation sits at the same chunk and offset everywhere) and
+ * the memory type (MORI_SHMEM_HEAP_TYPE: on AMD, fine- and coarse-grained
+ * memory mixed in one symmetric allocation). Every PE fails alike, naming
+ * the first that differs from PE 0 and the variable. */
+static int agree_heap(int rc) {
+  mori_heap_stats_t st;
+  memset(&st, 0, sizeof(st));
+  if (!rc) rc = mori_heap_stats(mori_shmem.device, &st);
+  uint64_t mine[3] = {(uint64_t)st.mode, (uint64_t)st.uncached, (uint64_t)st.chunk_size};
+  int n = mori_comm_size(mori_shmem.comm);
+  uint64_t *all = calloc((size_t)n, sizeof(mine));
+  if (!all && !rc) rc = mori_error_set(MORI_ENOMEM, "shmem_init_attr: PE %d's heap table", mori_comm_rank(mori_shmem.comm));
+  rc = mori_agree_gather(mori_shmem.comm, rc, "making the symmetric heap", mine, all, sizeof(mine));
+  for (int pe = 1; !rc && pe < n; pe++) {
+    const uint64_t *them = all + 3 * pe;
+    if (them[0] != all[0] || them[2] != all[2])
+      rc = mori_error_set(MORI_EMISMATCH,
+                          "making the symmetric heap: PE %d's heap is %s with chunks of %llu bytes, PE 0's %s with %llu "
+                          "(MORI_SHMEM_MODE, MORI_SHMEM_HEAP_SIZE, MORI_SHMEM_VMM_CHUNK_SIZE must be the same on every PE)",
+                          pe, them[0] == MORI_HEAP_STATIC ? "static" : "vmm", (unsigned long long)them[2],
+                          all[0] == MORI_HEAP_STATIC ? "static" : "vmm", (unsigned long long)all[2]);
+    else if (them[1] != all[1])
+      rc = mori_error_set(MORI_EMISMATCH,
+                          "making the symmetric heap: PE %d's heap memory is %s, PE 0's %s (MORI_SHMEM_HEAP_TYPE must be "
+                          "the same on every PE)",
+                          pe, them[1] ? "uncached" : "normal", all[1] ? "uncached" : "normal");
+  }
+  free(all);
+  return rc;
+}
+
 /* PEs no listed transport reaches are usable only through the host (their
  * shmem_ptr_p2p is NULL, device puts to them fail): said once at init, as
  * it usually means a transport was not listed or found no device. */
@@ -138,7 +170,7 @@ static int start(unsigned int flags, int rank, int npes, const void *arg) {
    * heap already (made by mori_mem_alloc or the torch backend). Agreed, so
    * that a PE without a heap size fails with the others, not alone. */
   rc = mori_heap_init_defaults(mori_shmem.device, MORI_HEAP_STATIC, 1, "the shmem API's");
-  if ((rc = mori_shmem_agree(mori_shmem.comm, rc, "making the symmetric heap")) != 0) return rc;
+  if ((rc = agree_heap(rc)) != 0) return rc;
   return mori_shmem_device_state_create();
 }
 

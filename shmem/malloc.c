@@ -68,26 +68,33 @@ static int carve(const char *call, size_t size, size_t alignment, unsigned flags
     return mori_error_set(MORI_EINVAL, "%s: alignment %zu is not a power of two", call, alignment);
   int rc = check_flags(call, flags);
   if (rc || size == 0) return rc;
-  mori_mem_attr_t attr;
-  mori_mem_attr_init(&attr);
-  attr.alignment = alignment;
-  attr.device = mori_shmem.device;
-  if ((rc = mori_mem_alloc(size, &attr, p)) != 0) return mori_error_context(rc, "%s of %zu bytes", call, size);
-  /* A request larger than a chunk is mapped on its own, outside the heap,
-   * where no offset is the same on every PE: said here, with the variable
-   * that fixes it, rather than by the rendezvous in general terms. */
-  mori_mem_info_t info;
+  /* A request larger than a chunk would be mapped on its own, outside the
+   * heap, where no offset is the same on every PE: said here, with the
+   * variable that fixes it, rather than by the rendezvous in general terms
+   * (or by an allocation of that size that fails first). Checked before
+   * allocating where the chunk is known, and after, as the heap placed it. */
   mori_heap_stats_t st;
-  if (mori_mem_query(*p, &info) == 0 && !info.heap) {
-    size_t chunk = mori_heap_stats(mori_shmem.device, &st) == 0 ? st.chunk_size : 0;
-    mori_mem_free(*p);
-    *p = NULL;
+  size_t chunk = mori_heap_stats(mori_shmem.device, &st) == 0 ? st.chunk_size : 0;
+  mori_mem_info_t info;
+  bool outside = chunk && size > chunk;
+  if (!outside) {
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.alignment = alignment;
+    attr.device = mori_shmem.device;
+    if ((rc = mori_mem_alloc(size, &attr, p)) != 0) return mori_error_context(rc, "%s of %zu bytes", call, size);
+    outside = mori_mem_query(*p, &info) == 0 && !info.heap;
+    if (outside) {
+      mori_mem_free(*p);
+      *p = NULL;
+    }
+  }
+  if (outside)
     return mori_error_set(MORI_ENOTSUP,
                           "%s of %zu bytes: larger than one chunk of the symmetric heap (%zu bytes), and a shmem "
                           "allocation must lie in one chunk: raise MORI_SHMEM_VMM_CHUNK_SIZE (vmm) or "
                           "MORI_SHMEM_HEAP_SIZE (static) to at least the largest allocation",
                           call, size, chunk);
-  }
   *b = calloc(1, sizeof(**b));
   return *b ? 0 : mori_error_set(MORI_ENOMEM, "%s: bookkeeping", call);
 }

@@ -347,4 +347,30 @@ TEST(ShmemBadInput, TheGuidesHeapDefaultsHoldAndTheHeapSizeIsRequired) {
   });
 }
 
+// A heap of another kind on one PE (MORI_SHMEM_HEAP_TYPE, the mode, the
+// chunk size) fails init on every PE, naming the PE and the variable: a
+// PE with uncached memory beside PEs with normal memory initialised, and
+// on AMD one symmetric allocation then mixed fine- and coarse-grained
+// memory.
+TEST(ShmemBadInput, HeapsOfAnotherKindOnOnePeFailInitOnEveryPe) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 2) return;
+    UseSmallHeap();
+    int last = size - 1;
+    if (rank == last) setenv("MORI_SHMEM_HEAP_TYPE", "uncached", 1);
+    EXPECT_ERROR(InitPe(rank, size, "heap-type"), MORI_EMISMATCH, "MORI_SHMEM_HEAP_TYPE");
+    EXPECT_NE(std::string(mori_last_error()).find("PE " + std::to_string(last) + "'s heap memory is uncached"),
+              std::string::npos)
+        << mori_last_error();
+    MORI_ASSERT_OK(mori_finalize());  // the heaps go; the next init makes them anew
+    UseSmallHeap();
+    if (rank == last) setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "8M", 1);
+    EXPECT_ERROR(InitPe(rank, size, "chunk-size"), MORI_EMISMATCH, "MORI_SHMEM_VMM_CHUNK_SIZE");
+    MORI_ASSERT_OK(mori_finalize());
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "alike"));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 }  // namespace

@@ -303,6 +303,48 @@ TEST(Shmem, BufferRegisterOfPrivateMemoryNamesBothReasons) {
   });
 }
 
+// A device put or get whose range leaves the heap chunk it starts in is
+// refused (ERANGE) and writes nothing: a peer's chunks are mapped apart,
+// so its end went into whatever mapping follows (a SIGSEGV here); within
+// a chunk, and to this PE, it runs. A request larger than a chunk is
+// refused before anything is allocated, naming the variable.
+TEST(Shmem, DevicePutsThatLeaveTheirChunkAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();  // vmm, 4 MiB chunks
+    MORI_ASSERT_OK(InitPe(rank, size, "span"));
+    char *x = nullptr, *y = nullptr;
+    // shmem's own state takes the start of chunk 0: x fills the rest of
+    // it, y starts chunk 1.
+    MORI_ASSERT_OK(shmem_malloc((4 << 20) - 4096, (void **)&x));
+    MORI_ASSERT_OK(shmem_malloc(4096, (void **)&y));
+    ASSERT_EQ(x + (4 << 20) - 4096, y) << "the layout this test needs";
+    mori_shmem_device_state_t st;
+    MORI_ASSERT_OK(mori_shmem_device_state(&st));
+    memset(y - 8, '.', 16);
+    MORI_ASSERT_OK(shmem_barrier_all());
+    int peer = (rank + 1) % size;
+    const char src[9] = "ABCDEFGH";
+    char back[8];
+    if (size > 1) {
+      EXPECT_EQ(shmem_dev_putmem_thread(st, y - 4, src, 8, peer), MORI_DEVICE_ERANGE);
+      EXPECT_EQ(shmem_dev_getmem_thread(st, back, y - 4, 8, peer), MORI_DEVICE_ERANGE);
+    }
+    EXPECT_EQ(shmem_dev_putmem_thread(st, y - 8, src, 8, peer), MORI_DEVICE_OK);  // the end of chunk 0
+    MORI_ASSERT_OK(shmem_barrier_all());
+    EXPECT_EQ(std::string(y - 8, 16), "ABCDEFGH........") << "only the put within its chunk landed";
+    MORI_ASSERT_OK(shmem_barrier_all());
+    // Larger than a chunk, and than the machine: the chunk is the reason
+    // given, found before anything is allocated (it was "1 TiB of shared
+    // memory asked for, but only ... is free", after trying).
+    void *big = nullptr;
+    EXPECT_EQ(shmem_malloc((size_t)1 << 40, &big), MORI_ENOTSUP);
+    EXPECT_NE(std::string(mori_last_error()).find("larger than one chunk"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(shmem_free(y));
+    MORI_ASSERT_OK(shmem_free(x));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 // Two buffers registered in one mapping share its adoption: deregistering
 // one leaves the other's memory mori memory (it was released under it),
 // and a third slice registers beside the second.

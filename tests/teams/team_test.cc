@@ -187,10 +187,18 @@ TEST(Teams, SplitOfAnUnsoundParentIsRefusedSayingWhy) {
 }
 
 // The inline arithmetic divides by the stride: a team whose stride is below 1
-// or that has no members has no members, on the host and in kernels.
+// or that has no members has no members, on the host and in kernels; so has
+// one with a negative start (world - start overflowed: UBSan, and
+// from_world returned -2147483644), and a member whose world rank would
+// pass INT_MAX is none (start + index * stride overflowed).
 TEST(Teams, ArithmeticOnAStrideBelowOneOrNoMembersFindsNone) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
-    mori_team_t bad[] = {{0, 0, size, rank}, {0, -2, size, rank}, {0, 1, 0, -1}, {0, 1, -1, -1}};
+    mori_team_t huge = {INT_MAX - 1, INT_MAX / 2, 4, -1};
+    EXPECT_EQ(mori_team_to_world(huge, 0), INT_MAX - 1);
+    EXPECT_EQ(mori_team_to_world(huge, 1), -1) << "past INT_MAX";
+    EXPECT_EQ(mori_team_to_world(huge, 3), -1) << "past INT_MAX";
+    mori_team_t bad[] = {{0, 0, size, rank}, {0, -2, size, rank}, {0, 1, 0, -1}, {0, 1, -1, -1}, {-4, 1, size + 4, -1},
+                         {INT_MIN, 3, 8, -1}};
     mori_team_t world = {0, 1, size, rank};
     for (const mori_team_t &t : bad) {
       for (int r = -1; r <= size; r++) {

@@ -43,51 +43,74 @@ MORI_HOST_DEVICE void *shmem_dev_ptr_p2p(mori_shmem_device_state_t st, const voi
   return base ? (void *)(uintptr_t)(base + (at - chunk * st.chunk_size)) : (void *)0;
 }
 
-/* ---- put: local src -> `dest` (a heap address) on PE pe ---- */
+/* [ptr, +bytes) of PE pe's heap as one run of this process's addresses
+ * (*out), or why not: MORI_DEVICE_EUNREACHABLE (no load/store path, or no
+ * allocation there) or MORI_DEVICE_ERANGE (the run leaves the heap chunk it
+ * starts in: a peer's chunks are mapped apart, so its end would land in
+ * whatever mapping follows). Internal to the puts and gets below. */
+MORI_HOST_DEVICE int shmem_dev_impl_span_p2p(mori_shmem_device_state_t st, const void *ptr, uint64_t bytes, int pe, char **out) {
+  *out = (char *)shmem_dev_ptr_p2p(st, ptr, pe);
+  if (!*out) return MORI_DEVICE_EUNREACHABLE;
+  if (bytes <= 1) return MORI_DEVICE_OK;
+  uint64_t last = (uint64_t)(uintptr_t)ptr + bytes - 1;
+  if (last < (uint64_t)(uintptr_t)ptr) return MORI_DEVICE_ERANGE; /* wraps */
+  char *end = (char *)shmem_dev_ptr_p2p(st, (const void *)(uintptr_t)last, pe);
+  return end == *out + (bytes - 1) ? MORI_DEVICE_OK : MORI_DEVICE_ERANGE;
+}
+
+/* ---- put: local src -> `dest` (a heap address) on PE pe ----
+ * MORI_DEVICE_ERANGE when [dest, +bytes) leaves the heap chunk it starts in
+ * (nothing is written), MORI_DEVICE_EUNREACHABLE when PE pe is not reached. */
 MORI_DEVICE_INLINE int shmem_dev_putmem_thread(mori_shmem_device_state_t st, void *dest, const void *src, uint64_t bytes,
                                                int pe) {
-  void *to = shmem_dev_ptr_p2p(st, dest, pe);
-  if (!to) return MORI_DEVICE_EUNREACHABLE;
+  char *to;
+  int rc = shmem_dev_impl_span_p2p(st, dest, bytes, pe, &to);
+  if (rc) return rc;
   mori_copy_cooperative(to, src, bytes, 0, 1);
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int shmem_dev_putmem_warp(mori_shmem_device_state_t st, void *dest, const void *src, uint64_t bytes,
                                              int pe) {
-  void *to = shmem_dev_ptr_p2p(st, dest, pe);
-  if (!to) return MORI_DEVICE_EUNREACHABLE;
+  char *to;
+  int rc = shmem_dev_impl_span_p2p(st, dest, bytes, pe, &to);
+  if (rc) return rc;
   mori_copy_cooperative(to, src, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
   MORI_SYNC_WARP();
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int shmem_dev_putmem_block(mori_shmem_device_state_t st, void *dest, const void *src, uint64_t bytes,
                                               int pe) {
-  void *to = shmem_dev_ptr_p2p(st, dest, pe);
-  if (!to) return MORI_DEVICE_EUNREACHABLE;
+  char *to;
+  int rc = shmem_dev_impl_span_p2p(st, dest, bytes, pe, &to);
+  if (rc) return rc;
   mori_copy_cooperative(to, src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
   MORI_SYNC_BLOCK();
   return MORI_DEVICE_OK;
 }
 
-/* ---- get: `source` (a heap address) on PE pe -> local dest ---- */
+/* ---- get: `source` (a heap address) on PE pe -> local dest (errors as for put) ---- */
 MORI_DEVICE_INLINE int shmem_dev_getmem_thread(mori_shmem_device_state_t st, void *dest, const void *source, uint64_t bytes,
                                                int pe) {
-  const void *from = shmem_dev_ptr_p2p(st, source, pe);
-  if (!from) return MORI_DEVICE_EUNREACHABLE;
+  char *from;
+  int rc = shmem_dev_impl_span_p2p(st, source, bytes, pe, &from);
+  if (rc) return rc;
   mori_copy_cooperative(dest, from, bytes, 0, 1);
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int shmem_dev_getmem_warp(mori_shmem_device_state_t st, void *dest, const void *source, uint64_t bytes,
                                              int pe) {
-  const void *from = shmem_dev_ptr_p2p(st, source, pe);
-  if (!from) return MORI_DEVICE_EUNREACHABLE;
+  char *from;
+  int rc = shmem_dev_impl_span_p2p(st, source, bytes, pe, &from);
+  if (rc) return rc;
   mori_copy_cooperative(dest, from, bytes, MORI_THREAD_RANK_WARP(), MORI_THREAD_COUNT_WARP());
   MORI_SYNC_WARP();
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int shmem_dev_getmem_block(mori_shmem_device_state_t st, void *dest, const void *source, uint64_t bytes,
                                               int pe) {
-  const void *from = shmem_dev_ptr_p2p(st, source, pe);
-  if (!from) return MORI_DEVICE_EUNREACHABLE;
+  char *from;
+  int rc = shmem_dev_impl_span_p2p(st, source, bytes, pe, &from);
+  if (rc) return rc;
   mori_copy_cooperative(dest, from, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
   MORI_SYNC_BLOCK();
   return MORI_DEVICE_OK;

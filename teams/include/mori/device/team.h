@@ -17,23 +17,26 @@ typedef struct mori_team {
 MORI_STATIC_ASSERT(sizeof(mori_team_t) == 16, "mori_team_t is four int32");
 
 /* Teams are plain values that callers may fill by hand (or destroy), so
- * the functions below treat a stride below 1 or a size below 1 as a team
- * without members instead of dividing by it: one compare, no trap on the
- * host, no garbage in a kernel. */
+ * the functions below treat a start below 0, a stride below 1 or a size
+ * below 1 as a team without members instead of dividing by it or
+ * overflowing: a few compares, no trap on the host, no garbage in a
+ * kernel. */
 
 MORI_HOST_DEVICE int mori_team_rank(mori_team_t t) { return t.rank; }
 MORI_HOST_DEVICE int mori_team_size(mori_team_t t) { return t.size; }
 
 /* World rank of team index `index` (-1 when out of range). */
 MORI_HOST_DEVICE int mori_team_to_world(mori_team_t t, int index) {
-  return (t.stride >= 1 && index >= 0 && index < t.size) ? t.start + index * t.stride : -1;
+  if (t.start < 0 || t.stride < 1 || index < 0 || index >= t.size) return -1;
+  long long world = (long long)t.start + (long long)index * t.stride; /* 64-bit: no overflow */
+  return world <= 2147483647LL ? (int)world : -1;
 }
 
 /* Team index of world rank `world` (-1 when not a member). */
 MORI_HOST_DEVICE int mori_team_from_world(mori_team_t t, int world) {
   /* world < start before the subtraction: world - start cannot overflow
    * (start >= 0 in a sound team) even for world near INT_MIN. */
-  if (t.stride < 1 || world < t.start) return -1;
+  if (t.start < 0 || t.stride < 1 || world < t.start) return -1;
   int d = world - t.start;
   if (d % t.stride) return -1;
   int index = d / t.stride;
