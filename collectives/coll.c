@@ -346,7 +346,6 @@ static void plan_all_to_all(const mori_coll_t *c, size_t bytes, bool direct, mor
   share_blocks(c, bytes > (4u << 20), a->kind_end, a->share);
 }
 
-/* Staging a planned staged all-to-all needs (every source; both halves, both parts). */
 /* a * b * c, or SIZE_MAX when it does not fit (a need no workspace has). */
 static size_t saturating_product(uint64_t a, uint64_t b, uint64_t c) {
   size_t ab, abc;
@@ -359,6 +358,7 @@ static size_t saturating_product(uint64_t a, uint64_t b, uint64_t c) {
  * whose staging takes `extent` bytes of its part needs 4 * extent. */
 enum { STAGING_PER_EXTENT = 4 };
 
+/* Staging a planned staged all-to-all needs (every source; both halves, both parts). */
 static size_t a2a_staging(const mori_coll_t *c, const mori_a2a_args_t *a) {
   /* slice * slices covers the chunk, so it overflows only with it: from
    * the chunk itself (rounded up to 8 bytes, times 2 for LL lines). */
