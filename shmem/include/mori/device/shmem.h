@@ -33,7 +33,9 @@ MORI_HOST_DEVICE int shmem_dev_npes(mori_shmem_device_state_t st) { return st.np
 
 /* Where this process reaches byte `ptr` (this PE's heap address) of PE
  * `pe`'s heap by load/store; NULL outside the heap, for a PE not reached
- * by load/store, or where no shmem allocation lives. */
+ * by load/store, or in a chunk not mapped. The device knows chunks, not
+ * allocations: an address in a mapped chunk but in no allocation still
+ * translates (the host's shmem_ptr_p2p answers NULL there). */
 MORI_HOST_DEVICE void *shmem_dev_ptr_p2p(mori_shmem_device_state_t st, const void *ptr, int pe) {
   uint64_t at = (uint64_t)(uintptr_t)ptr - st.heap_base; /* wraps to huge below the heap */
   if (pe < 0 || pe >= st.npes || st.chunk_size == 0) return (void *)0;
