@@ -69,6 +69,21 @@ static int check_config(mori_comm_t *comm, const mori_ep_config_t *c) {
   if (experts > 0x7fffffffull) return mori_error_set(MORI_EINVAL, "ep_create: rank %d: %llu experts overflow int32 indices", me, (unsigned long long)experts);
   if (c->scale_dim && !c->scale_type_size)
     return mori_error_set(MORI_EINVAL, "ep_create: rank %d: scale_dim %u with scale_type_size 0", me, c->scale_dim);
+  /* Row sizes are 32-bit in the device view, token positions and counts
+   * int32: what would wrap is refused (a scale_dim of 2^30 x 4 bytes wrapped
+   * to no scales at all). */
+  uint64_t widest = c->max_token_type_size > 4 ? c->max_token_type_size : 4;
+  if ((uint64_t)c->hidden_dim * widest > 0xffffffffull)
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: hidden_dim %u x %llu bytes per element overflows a 32-bit row size",
+                          me, c->hidden_dim, (unsigned long long)widest);
+  if ((uint64_t)c->scale_dim * c->scale_type_size > 0xffffffffull)
+    return mori_error_set(MORI_EINVAL, "ep_create: rank %d: scale_dim %u x scale_type_size %u overflows a 32-bit row size",
+                          me, c->scale_dim, c->scale_type_size);
+  if ((uint64_t)n * c->max_num_inp_token_per_rank > 0x7fffffffull)
+    return mori_error_set(MORI_EINVAL,
+                          "ep_create: rank %d: world_size %d x max_num_inp_token_per_rank %u overflows the int32 token "
+                          "positions and counts",
+                          me, n, c->max_num_inp_token_per_rank);
   if (c->max_token_type_size && c->max_token_type_size < elem_bytes((int)c->data_type))
     return mori_error_set(MORI_EINVAL, "ep_create: rank %d: max_token_type_size %u is smaller than data_type %s's %u bytes", me,
                           c->max_token_type_size, dtype_name((int)c->data_type), elem_bytes((int)c->data_type));
@@ -382,10 +397,15 @@ static int check_dispatch(const mori_ep_t *ep, const void *input, const float *w
 static int refuse_dispatch(mori_ep_t *ep, int refusal, void *stream, uint32_t phases) {
   char why[512];
   snprintf(why, sizeof(why), "%s", mori_last_error());
-  mori_ep_args_t a = {.num_tokens = 0, .phases = phases, .refused = 1};
+  /* A refused send half runs its receive half at once: this rank's outputs
+   * (what the peers sent it, where the next combine finds its rows) are
+   * then this call's, whether or not the receive half is called, which
+   * then does nothing. */
+  mori_ep_args_t a = {.num_tokens = 0, .phases = MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV, .refused = 1};
   ep->last_num_tokens = 0;
   int rc = mori_ep_launch_dispatch(ep, &a, choose_shape(ep, NULL, 0), stream);
   if (rc) MORI_WARN("%s; and this rank's part of the call could not run: %s", why, mori_last_error());
+  ep->refused_half = phases == MORI_EP_PHASE_SEND ? "dispatch_send" : NULL;
   return mori_error_set(refusal, "%s", why);
 }
 
@@ -403,6 +423,7 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
   int rc = check_call(ep, what);
   if (!rc) rc = check_halves(ep, what, NULL);
   if (rc) return rc;
+  ep->refused_half = NULL;
   MORI_TRACE_SCOPE(what, MORI_TA("tokens", num_tokens));
   rc = check_dispatch(ep, input, weights, scales, indices, num_tokens, phases, what);
   if (rc) return refuse_dispatch(ep, rc, stream, phases);
@@ -427,11 +448,14 @@ int mori_ep_dispatch_send(mori_ep_t *ep, const void *input, const float *weights
 }
 
 /* A receive phase's call: checked (its send half is the one waiting), on
- * the tokens of the last dispatch. */
-static int recv_args(mori_ep_t *ep, const char *what, const char *recv_of, mori_ep_args_t *a) {
+ * the tokens of the last dispatch. *ran: the refused send half ran it
+ * already (nothing to launch). */
+static int recv_args(mori_ep_t *ep, const char *what, const char *recv_of, mori_ep_args_t *a, int *ran) {
   int rc = check_call(ep, what);
-  if (!rc) rc = check_halves(ep, what, recv_of);
-  if (rc) return rc;
+  *ran = !rc && !ep->waiting && ep->refused_half && strcmp(ep->refused_half, recv_of) == 0;
+  ep->refused_half = NULL;
+  if (rc || *ran) return rc;
+  if ((rc = check_halves(ep, what, recv_of)) != 0) return rc;
   ep->waiting = NULL;
   *a = (mori_ep_args_t){.num_tokens = ep->last_num_tokens, .phases = MORI_EP_PHASE_RECV};
   return 0;
@@ -439,10 +463,58 @@ static int recv_args(mori_ep_t *ep, const char *what, const char *recv_of, mori_
 
 int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
   mori_ep_args_t a;
-  int rc = recv_args(ep, "ep_dispatch_recv", "dispatch_send", &a);
-  if (rc) return rc;
+  int ran = 0, rc = recv_args(ep, "ep_dispatch_recv", "dispatch_send", &a, &ran);
+  if (rc || ran) return rc;
   MORI_TRACE_SCOPE("ep_dispatch_recv");
   return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, a.num_tokens), stream);
+}
+
+/* This rank's part of a combine whose arguments it refused (`refusal`,
+ * the error already set): nothing sent, its flag marked refused, so the
+ * peers' receive halves end at once, sum nothing and record it (their
+ * mori_ep_check names this rank), and every rank stays in step (the peers
+ * waited out the timeout and then paired later combines wrongly). A
+ * refused send half runs its receive half at once, as for dispatch. */
+static int refuse_combine(mori_ep_t *ep, int refusal, void *stream, uint32_t phases) {
+  char why[512];
+  snprintf(why, sizeof(why), "%s", mori_last_error());
+  mori_ep_args_t a = {.num_tokens = ep->last_num_tokens,
+                      .phases = MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV,
+                      .dtype = (uint32_t)MORI_EP_BFLOAT16,
+                      .refused = 1};
+  int rc = mori_ep_launch_combine(ep, &a, choose_shape(ep, NULL, ep->last_num_tokens), stream);
+  if (rc) MORI_WARN("%s; and this rank's part of the call could not run: %s", why, mori_last_error());
+  ep->refused_half = phases == MORI_EP_PHASE_SEND ? "combine_send" : NULL;
+  return mori_error_set(refusal, "%s", why);
+}
+
+int mori_ep_combine_refused(mori_ep_t *ep, int send_only, void *stream) {
+  int rc = check_call(ep, "ep_combine_refused");
+  if (!rc) rc = check_halves(ep, "ep_combine_refused", NULL);
+  if (rc) return rc;
+  mori_error_set(MORI_EINVAL, "ep_combine: rank %d refused this call", ep->config.rank);
+  return refuse_combine(ep, MORI_EINVAL, stream, send_only ? MORI_EP_PHASE_SEND : MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV);
+}
+
+/* A combine's checks of this rank's arguments. */
+static int check_combine(const mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights, uint32_t phases,
+                         const char *what) {
+  if (dtype != MORI_EP_FLOAT32 && dtype != MORI_EP_BFLOAT16 && dtype != MORI_EP_FLOAT16)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s (%d) is not float32, bfloat16 or float16", what,
+                          ep->config.rank, dtype_name((int)dtype), (int)dtype);
+  if (elem_bytes((int)dtype) > ep->comb_elem_bytes)
+    return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s takes %u bytes, the buffers hold %u (max_token_type_size)",
+                          what, ep->config.rank, dtype_name((int)dtype), elem_bytes((int)dtype), ep->comb_elem_bytes);
+  int rc = 0;
+  if (phases == (MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV)) {
+    const mori_ep_dev_t *v = &ep->view;
+    uint64_t R = (uint64_t)ep->config.world_size * ep->config.max_num_inp_token_per_rank, K = ep->config.num_experts_per_token;
+    const char *outs = "combine outputs";
+    if ((rc = check_apart(ep, what, "input", input, R * ep->config.hidden_dim * elem_bytes((int)dtype), v->off_comb_out,
+                          v->off_rhdr, outs)) == 0)
+      rc = check_apart(ep, what, "weights", weights, R * K * 4, v->off_comb_out, v->off_rhdr, outs);
+  }
+  return rc;
 }
 
 static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
@@ -450,22 +522,9 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
   int rc = check_call(ep, what);
   if (!rc) rc = check_halves(ep, what, NULL);
   if (rc) return rc;
+  ep->refused_half = NULL;
   MORI_TRACE_SCOPE(what, MORI_TA("dtype", dtype));
-  if (dtype != MORI_EP_FLOAT32 && dtype != MORI_EP_BFLOAT16 && dtype != MORI_EP_FLOAT16)
-    return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s (%d) is not float32, bfloat16 or float16", what,
-                          ep->config.rank, dtype_name((int)dtype), (int)dtype);
-  if (elem_bytes((int)dtype) > ep->comb_elem_bytes)
-    return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s takes %u bytes, the buffers hold %u (max_token_type_size)",
-                          what, ep->config.rank, dtype_name((int)dtype), elem_bytes((int)dtype), ep->comb_elem_bytes);
-  if (phases == (MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV)) {
-    const mori_ep_dev_t *v = &ep->view;
-    uint64_t R = (uint64_t)ep->config.world_size * ep->config.max_num_inp_token_per_rank, K = ep->config.num_experts_per_token;
-    const char *outs = "combine outputs";
-    if ((rc = check_apart(ep, what, "input", input, R * ep->config.hidden_dim * elem_bytes((int)dtype), v->off_comb_out,
-                          v->off_rhdr, outs)) ||
-        (rc = check_apart(ep, what, "weights", weights, R * K * 4, v->off_comb_out, v->off_rhdr, outs)))
-      return rc;
-  }
+  if ((rc = check_combine(ep, input, dtype, weights, phases, what)) != 0) return refuse_combine(ep, rc, stream, phases);
   mori_ep_args_t a = {.input = input,
                       .weights = weights,
                       .num_tokens = ep->last_num_tokens,
@@ -491,8 +550,8 @@ int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype
 
 int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
   mori_ep_args_t a;
-  int rc = recv_args(ep, "ep_combine_recv", "combine_send", &a);
-  if (rc) return rc;
+  int ran = 0, rc = recv_args(ep, "ep_combine_recv", "combine_send", &a, &ran);
+  if (rc || ran) return rc;
   MORI_TRACE_SCOPE("ep_combine_recv");
   a.dtype = ep->comb_dtype;
   a.has_weights = ep->comb_has_weights;
@@ -501,6 +560,7 @@ int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *st
 
 int mori_ep_reset(mori_ep_t *ep, void *stream) {
   int rc = check_call(ep, "ep_reset");
+  if (!rc) ep->refused_half = NULL;
   return rc ? rc : mori_ep_launch_reset(ep, stream);
 }
 
@@ -520,6 +580,11 @@ int mori_ep_check(mori_ep_t *ep) {
     int32_t zero = 0;
     rc = mori_device_upload(ep->device, state + offsetof(mori_ep_state_t, bad_seen), &zero, sizeof(zero));
     if (rc) return rc;
+    if (st.bad_count == MORI_EP_REFUSED_COMBINE)
+      return mori_error_set(MORI_EINVAL,
+                            "ep: rank %d refused its part of a combine (its own error says why): nothing of that call "
+                            "was summed, its output is not valid (seen on rank %d)",
+                            st.bad_rank, ep->config.rank);
     if (st.bad_count < 0)
       return mori_error_set(MORI_EINVAL,
                             "ep: rank %d refused its part of a dispatch (its own error says why): none of its tokens were "

@@ -24,6 +24,10 @@ struct mori_ep {
   uint32_t comb_dtype;       /* of the last combine_send */
   uint32_t comb_has_weights;
   const char *waiting; /* the send half ("dispatch_send", "combine_send") waiting for its receive half, or NULL */
+  /* The send half this rank refused last ("dispatch_send", "combine_send"):
+   * its receive half ran with it, so the receive half called next does
+   * nothing; any other call forgets it. NULL: none. */
+  const char *refused_half;
   int device;
   int auto_shape;  /* MORI_EP_LAUNCH_CONFIG_MODE=auto, read when the context was made */
   int host_blocks; /* host platform: MORI_EP_HOST_BLOCKS, read when the context was made */

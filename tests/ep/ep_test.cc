@@ -6,6 +6,7 @@
 // rank's "expert" writes a value of (source rank, token, element, rank), and
 // the source sums one copy per distinct destination rank).
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -435,6 +436,124 @@ TEST(Ep, ARefusalOnOneRankKeepsTheRanksInStep) {
     MORI_EXPECT_OK(mori_ep_combine(ep, b.dispatch_tokens, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
     for (int k = 0; k < 20; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, 10 + k, CallOptions(k)));
     MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// A combine refused on one rank only (a dtype wider than its buffers hold):
+// that rank's part still runs, sending nothing, its flag marked refused;
+// the others' receive halves end at once (not at the timeout), sum
+// nothing, and their check names the rank; every rank stays in step (the
+// others' later combines timed out one epoch behind, the refusing rank's
+// returned 0 with wrong sums). Fused, then the send half alone.
+TEST(Ep, ACombineRefusedOnOneRankKeepsTheRanksInStep) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    c.max_token_type_size = 2;  // combine in fp32 does not fit
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    const int bad = size - 1;
+    for (int split = 0; split < 2; split++) {
+      SCOPED_TRACE(split ? "combine_send" : "combine");
+      ASSERT_TRUE(CheckCall(ep, s, rank, size, 1 + split, CallOptions(0)));
+      Inputs in = MakeInputs(s, rank, size, 5);
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr,
+                                      nullptr));
+      auto start = std::chrono::steady_clock::now();
+      mori_ep_dtype_t dtype = rank == bad ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+      int rc = split ? mori_ep_combine_send(ep, b.dispatch_tokens, dtype, nullptr, nullptr, nullptr)
+                     : mori_ep_combine(ep, b.dispatch_tokens, dtype, nullptr, nullptr, nullptr);
+      if (split && rc == 0) rc = mori_ep_combine_recv(ep, nullptr, nullptr);
+      if (split && rank == bad) MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));  // ran already: nothing
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (rank == bad) {
+        ExpectError(rc, MORI_EINVAL, "the buffers hold 2");
+        MORI_EXPECT_OK(mori_ep_check(ep));  // its own refusal: its call said so
+      } else {
+        MORI_EXPECT_OK(rc);
+        EXPECT_LT(seconds, 5.0) << "the refusal was waited out";
+        ExpectError(mori_ep_check(ep), MORI_EINVAL, "rank " + std::to_string(bad) + " refused its part of a combine");
+      }
+      for (int k = 0; k < 6; k++) {  // in step (combines in bf16: the buffers hold no wider type)
+        Options o = CallOptions(k);
+        o.combine = MORI_EP_BFLOAT16;
+        ASSERT_TRUE(CheckCall(ep, s, rank, size, 10 + k, o));
+      }
+      MORI_EXPECT_OK(mori_ep_check(ep));
+    }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// A dispatch_send refused on one rank runs its receive half with it: that
+// rank's outputs are this call's (its next combine read the row count of
+// the dispatch two calls before, past the end of the caller's input), and
+// the dispatch_recv it calls next does nothing (it was refused as having
+// no send half waiting).
+TEST(Ep, ARefusedDispatchSendRunsItsReceiveHalf) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    const int bad = size - 1;
+    for (int k = 0; k < 3; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, k, CallOptions(k)));
+    std::vector<Inputs> all;
+    for (int r = 0; r < size; r++) all.push_back(MakeInputs(s, r, size, 7));
+    const Inputs &in = all[rank];
+    if (rank == bad) {
+      ExpectError(mori_ep_dispatch_send(ep, in.rows.data(), in.weights.data(), nullptr, nullptr, in.tokens, nullptr, nullptr),
+                  MORI_EINVAL, "input and indices are required");
+    } else {
+      MORI_ASSERT_OK(mori_ep_dispatch_send(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens,
+                                           nullptr, nullptr));
+    }
+    MORI_ASSERT_OK(mori_ep_dispatch_recv(ep, nullptr, nullptr));
+    int32_t want = 0;
+    for (int src = 0; src < size; src++)
+      for (uint32_t t = 0; src != bad && t < all[src].tokens; t++) want += Dests(s, all[src], t).count(rank) ? 1 : 0;
+    EXPECT_EQ(*b.recv_num_token, want) << "this call's rows, on the refusing rank too";
+    (void)mori_ep_check(ep);
+    // A combine of exactly the rows delivered reads no further.
+    std::vector<uint16_t> rows((size_t)want * s.hidden, 0x3f80);
+    MORI_ASSERT_OK(mori_ep_combine(ep, rows.data(), MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
+    for (int k = 0; k < 6; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, 20 + k, CallOptions(k)));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// Configs whose sizes would wrap 32 bits in the device view are refused on
+// every rank (a scale_dim of 2^30 x 4 bytes made a context without scales).
+TEST(Ep, ConfigsWhoseSizesWouldWrapAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_t *ep = nullptr;
+    mori_ep_config_t c = Config(s, rank, size);
+    c.scale_dim = 1u << 30;
+    c.scale_type_size = 4;
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "scale_type_size 4 overflows");
+    c = Config(s, rank, size);
+    c.hidden_dim = 1u << 30;
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "overflows a 32-bit row size");
+    c = Config(s, rank, size);
+    c.max_num_inp_token_per_rank = 0x7fffffffu;
+    if (size > 1) ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "int32 token positions");
+    EXPECT_EQ(ep, nullptr);
+    c = Config(s, rank, size);
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));  // and a sound one still works
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, CallOptions(0)));
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
 }

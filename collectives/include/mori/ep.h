@@ -21,8 +21,10 @@
  * Bad data found on the device (an expert index out of range) is not a
  * crash: the call completes with that token dropped and the next
  * mori_ep_check on every rank reports MORI_EINVAL naming the rank, the
- * token and the index. A dispatch whose input one rank refuses is the same
- * (mori_ep_dispatch_refused). */
+ * token and the index. A dispatch or combine whose arguments one rank
+ * refuses is the same (mori_ep_dispatch_refused, mori_ep_combine_refused):
+ * reported by every rank that did not refuse that call itself (its own
+ * call returned the error). */
 #ifndef MORI_EP_H
 #define MORI_EP_H
 
@@ -65,7 +67,9 @@ typedef struct mori_ep_config {
   int32_t warp_num_per_block;         /* launch shape; <= 0: chosen */
   int32_t block_num;                  /* host platform: threads of the calling rank per call, up to MORI_EP_HOST_BLOCKS */
   int32_t rdma_block_num;
-  int32_t use_external_inp_buf;       /* combine reads the caller's input (1) or the registered buffer (0) */
+  int32_t use_external_inp_buf;       /* Python binding: combine reads the caller's input (1) or copies it into the
+                                         registered buffer first (0); in C, the call's `input` decides (NULL: the
+                                         registered buffer) */
   mori_ep_kernel_type_t kernel_type;
   int32_t gpu_per_node;               /* <= 0: from the comm's locality */
   int32_t num_qp_per_pe;              /* <= 0: the transport's */
@@ -124,9 +128,11 @@ MORI_API int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch
  * mori_ep_dispatch and mori_ep_dispatch_send do this themselves when they
  * refuse a call's input (too many tokens, missing buffers, an input inside
  * the outputs): this rank's part runs with no tokens, marked refused, so
- * every rank's call completes and every rank's mori_ep_check then reports
- * MORI_EINVAL naming this rank. A binding whose own checks refuse a call
- * calls this instead. The halves' pairing is not changed by it. */
+ * every rank's call completes and every other rank's mori_ep_check then
+ * reports MORI_EINVAL naming this rank. A binding whose own checks refuse a
+ * call calls this instead. A refused send half runs its receive half at
+ * once (this rank's outputs are that call's, as the next combine needs):
+ * no receive half waits, and the receive half called next does nothing. */
 MORI_API int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream);
 
 /* Combine the last dispatch: `input` holds this rank's processed rows in
@@ -139,6 +145,13 @@ MORI_API int mori_ep_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t d
 MORI_API int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
                                   const mori_ep_launch_t *launch, void *stream);
 MORI_API int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream);
+/* A combine (or its send half) this rank refuses, as mori_ep_dispatch_refused:
+ * mori_ep_combine and mori_ep_combine_send do it themselves when they refuse
+ * a call's arguments (a dtype the buffers cannot hold, an input inside the
+ * outputs). This rank sends nothing and its flag says so: the other ranks'
+ * receive halves end at once, sum nothing, and their mori_ep_check reports
+ * MORI_EINVAL naming this rank; every rank stays in step. */
+MORI_API int mori_ep_combine_refused(mori_ep_t *ep, int send_only, void *stream);
 
 /* Stream-ordered: clears recv_num_token and the per-call state (the
  * MORI-EP guide's reset()). Not needed between calls. */

@@ -75,6 +75,7 @@ _SIGNATURES = {
     "mori_ep_dispatch_send": (ctypes.c_int, [_vp, _vp, _vp, _vp, _vp, _u32, _P(Launch), _vp]),
     "mori_ep_dispatch_recv": (ctypes.c_int, [_vp, _P(Launch), _vp]),
     "mori_ep_dispatch_refused": (ctypes.c_int, [_vp, ctypes.c_int, _vp]),
+    "mori_ep_combine_refused": (ctypes.c_int, [_vp, ctypes.c_int, _vp]),
     "mori_ep_combine": (ctypes.c_int, [_vp, _vp, ctypes.c_int, _vp, _P(Launch), _vp]),
     "mori_ep_combine_send": (ctypes.c_int, [_vp, _vp, ctypes.c_int, _vp, _P(Launch), _vp]),
     "mori_ep_combine_recv": (ctypes.c_int, [_vp, _P(Launch), _vp]),

@@ -531,7 +531,15 @@ class EpDispatchCombineOp:
         call = "combine_send" if send_only else "combine"
         if self._ep is None:
             raise RuntimeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: the op was destroyed")
-        external = self._check_combine(call, input, weights, indices, use_external_inp_buf)
+        try:
+            external = self._check_combine(call, input, weights, indices, use_external_inp_buf)
+        except (ValueError, TypeError):
+            # As for dispatch: this rank's part still runs, sending nothing,
+            # so the others' calls end at once (their check() names this
+            # rank) and every rank stays in step.
+            if not torch.compiler.is_compiling():
+                lib.mori_ep_combine_refused(self._ep, 1 if send_only else 0, self._stream())
+            raise
         dtype = input.dtype
         if not external:  # the kernel reads the registered buffer: put the input there unless it is there
             registered = self.get_registered_combine_input_buffer(dtype)

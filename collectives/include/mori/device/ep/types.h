@@ -12,6 +12,14 @@
 /* The most blocks of a call on the host platform (one thread each). */
 #define MORI_EP_HOST_MAX_BLOCKS 8
 
+/* Set in a combine flag (beside the epoch) by a rank that refused that
+ * combine; the waits compare the epoch alone. */
+#define MORI_EP_FLAG_REFUSED (1ull << 62)
+
+/* bad_count in mori_ep_state_t: a refused dispatch (-1) or combine (-2). */
+#define MORI_EP_REFUSED_DISPATCH (-1)
+#define MORI_EP_REFUSED_COMBINE (-2)
+
 /* Header a rank publishes per call (int32 words, in its own memory, one per
  * parity): bad-index record, token count, then its rows for each rank. */
 enum {
@@ -108,7 +116,10 @@ typedef struct mori_ep_args {
   uint32_t phases; /* MORI_EP_PHASE_* */
   uint32_t dtype;
   uint32_t has_weights; /* combine: the send half was given weights (the receive half sums them) */
-  uint32_t refused;     /* dispatch: this rank refused its call (no tokens; the header says so) */
+  /* This rank refused its call. Dispatch: no tokens, the header says so.
+   * Combine: nothing sent, and its flag carries MORI_EP_FLAG_REFUSED, so
+   * the peers' receive halves end at once, write nothing and record it. */
+  uint32_t refused;
 } mori_ep_args_t;
 
 #endif

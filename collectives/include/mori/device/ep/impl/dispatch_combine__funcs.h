@@ -281,7 +281,7 @@ MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mor
     MORI_SYNC_BLOCK(); /* total is reset for the next group */
   }
   if (last && tid == 0) {
-    hdr[MORI_EP_HDR_BAD_COUNT] = a->refused ? -1 : (int32_t)sc->bad_count;
+    hdr[MORI_EP_HDR_BAD_COUNT] = a->refused ? MORI_EP_REFUSED_DISPATCH : (int32_t)sc->bad_count;
     hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
     if (sc->bad_count) {
       uint32_t first = sc->bad_first, slot = 0;
@@ -331,7 +331,7 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_sources(const mori_ep_dev_t *e, uint64_
        * drop the L1 cache of the whole multiprocessor every time, and the
        * blocks that share it (still building their lists) would then miss
        * on every load. */
-      for (uint32_t spin = 0; (seen = mori_load_volatile_u64(flag)) < epoch; spin++) {
+      for (uint32_t spin = 0; ((seen = mori_load_volatile_u64(flag)) & ~MORI_EP_FLAG_REFUSED) < epoch; spin++) {
         rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen);
         if (rc) break;
         mori_pause();
@@ -340,6 +340,15 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_sources(const mori_ep_dev_t *e, uint64_
     }
   }
   return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_ETIMEDOUT : MORI_DEVICE_OK;
+}
+
+/* The first source whose flag at `flags` says it refused call `epoch`, or
+ * -1 (thread 0, after the waits). */
+MORI_DEVICE_INLINE int mori_ep_impl_refused_source(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch) {
+  for (int s = 0; s < e->world_size; s++)
+    if (mori_load_volatile_u64((const uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8)) == (epoch | MORI_EP_FLAG_REFUSED))
+      return s;
+  return -1;
 }
 
 /* Until every source's flag at `flags` holds >= epoch. */
@@ -693,7 +702,7 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
      * flag down, so every peer's wait for it ends in its timeout, reported,
      * rather than in rows half overwritten. */
     const volatile int32_t *bases = (const volatile int32_t *)mori_ep_impl_local(e, e->off_base);
-    uint32_t rows = rc != MORI_DEVICE_OK ? 0 : (uint32_t)bases[dp * (uint64_t)(n + 1) + (uint64_t)n];
+    uint32_t rows = rc != MORI_DEVICE_OK || a->refused ? 0 : (uint32_t)bases[dp * (uint64_t)(n + 1) + (uint64_t)n];
     if (rc != MORI_DEVICE_OK && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->send_failed, 1);
     const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(e, e->off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
@@ -706,11 +715,13 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
         reg_w[(uint64_t)i * K + j] = a->weights ? a->weights[(uint64_t)i * K + j] : 0.0f;
     }
     if (mori_ep_impl_last_block(&st->done[2], grid)) {
-      if (!*(volatile uint32_t *)&st->send_failed) mori_ep_impl_publish(e, e->off_cflag, epoch);
+      if (!*(volatile uint32_t *)&st->send_failed)
+        mori_ep_impl_publish(e, e->off_cflag, a->refused ? epoch | MORI_EP_FLAG_REFUSED : epoch);
       *(volatile uint32_t *)&st->send_failed = 0;
     }
   }
-  if (recv) {
+  /* A refused call reads nothing: the receive half only says it is done. */
+  if (recv && !a->refused) {
     const int32_t *pos = (const int32_t *)mori_ep_impl_local(e, e->off_pos) + dp * (uint64_t)M * (uint64_t)n;
     char *out = mori_ep_impl_local(e, e->off_comb_out);
     float *out_w = (float *)mori_ep_impl_local(e, e->off_comb_w_out);
@@ -751,6 +762,16 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
     if (MORI_SYNC_BLOCK_OR(others) || e->remote) {
       int waited = mori_ep_impl_wait_all(e, e->off_cflag, epoch, 1);
       if (!rc) rc = waited; /* the first failure (the send half's wait for the readers, or this one) */
+      /* A rank that refused this combine sent nothing: no token is summed
+       * (block 0 records it, once, until the host reads it). */
+      int refuser = -1;
+      if (!rc && MORI_THREAD_RANK_BLOCK() == 0) refuser = mori_ep_impl_refused_source(e, e->off_cflag, epoch);
+      if (refuser >= 0 && block == 0 && !st->bad_seen) {
+        st->bad_rank = refuser;
+        st->bad_count = MORI_EP_REFUSED_COMBINE;
+        st->bad_seen = 1;
+      }
+      int skip = MORI_SYNC_BLOCK_OR(refuser >= 0);
       if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
       uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
       if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
@@ -759,7 +780,7 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
           bases[d] = (uint32_t)(b ? b[me] : ((const int32_t *)mori_ep_impl_local(e, e->off_rbase))[d]);
         }
       MORI_SYNC_BLOCK();
-      uint32_t T = rc ? 0 : a->num_tokens;
+      uint32_t T = rc || skip ? 0 : a->num_tokens;
       /* Copies on ranks outside the load/store team first come through the
        * proxy into fetch[t][c] (c: the copy's place among t's destinations). */
       uint64_t fetch_row = (uint64_t)H * e->comb_elem_bytes;
