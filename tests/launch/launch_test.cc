@@ -7,6 +7,8 @@
 // (sanitizers, other tests), where a stop can take a few hundred ms.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +69,47 @@ TEST(Launch, ADeadRankStopsTheOthers) {
   EXPECT_EQ(res.failed_rank, 1);
   EXPECT_EQ(res.exit_code[1], -SIGKILL);
   EXPECT_NE(std::string(res.message).find("rank 1 was killed by signal 9"), std::string::npos) << res.message;
+}
+
+// Rank 2 is killed; the others exit with an error as soon as it is dead (a
+// zombie not yet reaped), as a mori job's peers do: all end in one batch of
+// the launcher's reaping, where waitpid returns the oldest child first. The
+// killed rank is the cause (rank 0, exiting 4, was named).
+volatile pid_t *g_crashed_pid;
+
+int CrashAndPeersExit(int rank, int, void *) {
+  if (rank == 2) {
+    *g_crashed_pid = getpid();
+    kill(getpid(), SIGKILL);
+  }
+  while (*g_crashed_pid == 0) SleepMs(0);
+  std::string stat = "/proc/" + std::to_string(*g_crashed_pid) + "/stat";
+  for (;;) {
+    FILE *f = fopen(stat.c_str(), "r");
+    char state = 'Z';
+    if (f) {
+      if (fscanf(f, "%*d %*s %c", &state) != 1) state = 'Z';
+      fclose(f);
+    }
+    if (state == 'Z' || state == 'X') break;
+    timespec t = {0, 100000};
+    nanosleep(&t, nullptr);
+  }
+  return 4;
+}
+
+TEST(Launch, ARankKilledIsTheCauseBeforePeersThatExitWithAnError) {
+  auto *shared = static_cast<pid_t *>(mmap(nullptr, sizeof(pid_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  g_crashed_pid = shared;
+  for (int round = 0; round < 5; round++) {
+    *shared = 0;
+    static mori_launch_result_t res;
+    EXPECT_EQ(mori_launch_local(6, 60000, CrashAndPeersExit, nullptr, &res), MORI_EIO);
+    EXPECT_EQ(res.failed_rank, 2) << "round " << round << ": " << res.message;
+    EXPECT_EQ(res.exit_code[2], -SIGKILL) << res.message;
+  }
+  munmap(shared, sizeof(pid_t));
 }
 
 int HangingRank(int rank, int, void *) {

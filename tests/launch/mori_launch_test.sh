@@ -32,6 +32,25 @@ echo "$err" | grep -q 'rank 1 was killed by signal 11' || fail "the message does
 echo "$err" | grep -q 'ranks 0, 2, 3 stopped' || fail "the message does not name the stopped ranks: $err"
 [ "$took" -lt 1500 ] || fail "the job took $took ms: more than a second after rank 1 died at 500 ms"
 
+echo "== a reader that leaves (| head -1) ends the output, not the job"
+t0=$(ms)
+"$launch" -n 2 -t 60 sh -c 'seq 1 200000; echo done > "'"$tmp"'/done.$MORI_RANK"' 2>"$tmp/err" | head -1 >/dev/null
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || fail "exit status $rc when the reader left, want 0 (the ranks finished): $(cat "$tmp/err")"
+[ -f "$tmp/done.0" ] && [ -f "$tmp/done.1" ] || fail "the ranks did not finish after the reader left (SIGPIPE killed the job)"
+rm -f "$tmp"/done.*
+
+echo "== a slow reader still gets every line"
+"$launch" -n 1 -t 60 sh -c 'seq 1 20000' | (sleep 1; cat) >"$tmp/slow"
+last=$(tail -1 "$tmp/slow")
+[ "$last" = "[0] 20000" ] || fail "the last line a slow reader got is '$last', want '[0] 20000'"
+
+echo "== ranks that handle SIGTERM and exit 1 at -t are stopped ranks, not failed ones"
+run -n 2 -t 1 sh -c 'trap "exit 1" TERM; while :; do sleep 0.1; done'
+echo "$err"
+[ "$rc" -eq 124 ] || fail "exit status $rc at the time limit, want 124: $err"
+echo "$err" | grep -q 'did not finish' || fail "the message does not say the ranks did not finish: $err"
+
 echo "== a rank that exits 3 gives the launcher's exit status 3 and is named"
 run -n 4 -t 60 sh -c 'if [ "$MORI_RANK" = 2 ]; then exit 3; fi; sleep 30'
 echo "$err"

@@ -83,21 +83,34 @@ static void stop_all(job_t *j) {
   signal_running(j, SIGTERM);
 }
 
-static void record_exit(job_t *j, int r, int status) {
+/* Records rank r's end; returns its code when it failed on its own, else 0. */
+static int record_exit(job_t *j, int r, int status) {
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  bool by_us = j->stop_at && (code == -SIGTERM || code == -SIGKILL);
+  /* After the limit or an interrupt, every end is ours: a rank that
+   * handles SIGTERM and exits 1 was stopped, it did not fail. */
+  bool by_us = j->stop_at && (code == -SIGTERM || code == -SIGKILL || j->result->timed_out || j->result->interrupted);
   j->result->exit_code[r] = by_us ? MORI_LAUNCH_STOPPED : code;
-  if (!by_us && code != 0 && j->result->failed_rank < 0) j->result->failed_rank = r;
   j->pids[r] = 0;
   j->running--;
+  return by_us ? 0 : code;
 }
 
+/* Reaps every rank that ended. The cause, when none is named yet, is
+ * chosen among the ranks of this batch: one killed by a signal before one
+ * that exited with an error (the others of a mori job exit with an error
+ * within milliseconds of a peer's death, and waitpid's order is not the
+ * order in which they died). */
 static void reap(job_t *j) {
-  int status;
+  int status, crashed = -1, exited = -1;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
     for (int r = 0; r < j->size; r++)
-      if (j->pids[r] == pid) record_exit(j, r, status);
+      if (j->pids[r] == pid) {
+        int code = record_exit(j, r, status);
+        if (code < 0 && crashed < 0) crashed = r;
+        if (code > 0 && exited < 0) exited = r;
+      }
+  if (j->result->failed_rank < 0) j->result->failed_rank = crashed >= 0 ? crashed : exited;
 }
 
 /* Appends the text to the result's message, "; " between parts. */
@@ -280,7 +293,9 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
   if (result->timed_out)
     for (int r = 0; r < size; r++)
       if (result->exit_code[r] == MORI_LAUNCH_STOPPED) result->exit_code[r] = MORI_LAUNCH_HUNG;
-  rank_output_finish(output, 200);
+  /* The ranks' last output, at the pace of whoever reads the launcher's
+   * (a pipe to a slow reader held about a pipe's worth when 200 ms ran out). */
+  rank_output_finish(output, 10000);
   if (!rc) {
     describe(&job, timeout_ms);
     if (result->failed_rank >= 0) rc = MORI_EIO;

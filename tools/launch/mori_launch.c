@@ -48,6 +48,7 @@ static void usage(FILE *to, const char *argv0) {
 static int exec_rank(int rank, int size, void *arg) {
   (void)size;
   (void)arg;
+  signal(SIGPIPE, SIG_DFL); /* the launcher ignores it; the program gets the default */
   execvp(program_argv[0], program_argv);
   fprintf(stderr, "mori_launch: rank %d: cannot run %s: %s\n", rank, program_argv[0], strerror(errno));
   return EXIT_CANNOT_RUN;
@@ -108,6 +109,9 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  /* A reader that leaves (mori_launch ... | head -1) ends the launcher's
+   * output, not the job: writes to it fail and the output is dropped. */
+  signal(SIGPIPE, SIG_IGN);
 
   mori_launch_options_t opts = {
       .size = (int)size,

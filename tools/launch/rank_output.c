@@ -26,6 +26,7 @@ struct rank_output {
   int count; /* size * STREAMS */
   stream_t *streams;
   struct pollfd *fds;
+  unsigned long long bytes_read; /* from every stream so far */
 };
 
 static void write_all(int fd, const char *p, size_t n) {
@@ -137,7 +138,10 @@ static int read_ready(rank_output_t *o, int wait_ms) {
     if (ev & (POLLIN | POLLHUP | POLLERR)) {
       char buf[LINE_MAX_BYTES];
       ssize_t r = read(s->read_fd, buf, sizeof(buf));
-      if (r > 0) take(s, buf, (size_t)r);
+      if (r > 0) {
+        o->bytes_read += (unsigned long long)r;
+        take(s, buf, (size_t)r);
+      }
       else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         close(s->read_fd);
         s->read_fd = -1;
@@ -158,8 +162,17 @@ static long long now_ms(void) {
 
 void rank_output_finish(rank_output_t *o, int linger_ms) {
   if (!o) return;
-  long long end = now_ms() + linger_ms;
-  while (read_ready(o, 10) > 0 && now_ms() < end) {
+  /* Until every stream ends, while output still flows (a slow reader of
+   * ours paces it), for at most linger_ms; a stream idle for 200 ms is one
+   * a process the rank started still holds open, not worth waiting for. */
+  long long end = now_ms() + linger_ms, idle_since = now_ms();
+  for (unsigned long long seen = o->bytes_read; read_ready(o, 10) > 0 && now_ms() < end;) {
+    if (o->bytes_read != seen) {
+      seen = o->bytes_read;
+      idle_since = now_ms();
+    } else if (now_ms() - idle_since >= 200) {
+      break;
+    }
   }
   for (int i = 0; i < o->count; i++) {
     stream_t *s = &o->streams[i];

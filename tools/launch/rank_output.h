@@ -16,8 +16,9 @@ void rank_output_attach_child(rank_output_t *o, int rank);
 void rank_output_forked(rank_output_t *o, int rank);
 /* Copies what has arrived, waiting at most wait_ms for something. */
 void rank_output_pump(rank_output_t *o, int wait_ms);
-/* After the ranks have ended: copies what is left (at most linger_ms for
- * pipes a rank's own children still hold), ends partial lines, frees. */
+/* After the ranks have ended: copies what is left while it still flows
+ * (at most linger_ms; a pipe idle for 200 ms, which a rank's own children
+ * may hold, is not waited for), ends partial lines, frees. */
 void rank_output_finish(rank_output_t *o, int linger_ms);
 
 #endif
