@@ -580,6 +580,11 @@ int mori_ep_check(mori_ep_t *ep) {
     int32_t zero = 0;
     rc = mori_device_upload(ep->device, state + offsetof(mori_ep_state_t, bad_seen), &zero, sizeof(zero));
     if (rc) return rc;
+    if (st.bad_count == MORI_EP_COMBINE_DTYPE_MISMATCH)
+      return mori_error_set(MORI_EINVAL,
+                            "ep: rank %d's combine sent %s rows, rank %d's combines %s: nothing of that call was summed "
+                            "(every rank must combine in the same dtype)",
+                            st.bad_rank, dtype_name(st.bad_index), ep->config.rank, dtype_name(st.bad_slot));
     if (st.bad_count == MORI_EP_REFUSED_COMBINE)
       return mori_error_set(MORI_EINVAL,
                             "ep: rank %d refused its part of a combine (its own error says why): nothing of that call "

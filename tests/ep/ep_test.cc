@@ -490,6 +490,38 @@ TEST(Ep, ACombineRefusedOnOneRankKeepsTheRanksInStep) {
   });
 }
 
+// A combine whose dtype differs on one rank: its rows would be read as the
+// others' type (4.00391 for 4 in fp32, 2 for 4 in bf16, rc 0). Every
+// rank's receive half sums nothing, and check names the ranks and types;
+// the next combines are right.
+TEST(Ep, ACombineInAnotherDtypeOnOneRankIsRefusedByTheOthers) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 2) return;
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    c.max_token_type_size = 4;
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, CallOptions(0)));
+    Options o = CallOptions(1);
+    o.split = false;
+    o.combine = rank == size - 1 ? MORI_EP_FLOAT32 : MORI_EP_BFLOAT16;
+    Inputs in = MakeInputs(s, rank, size, 2);
+    MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr,
+                                    nullptr));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    std::vector<float> rows((size_t)s.max_tokens * size * s.hidden, 1.0f);
+    MORI_EXPECT_OK(mori_ep_combine(ep, rows.data(), o.combine, nullptr, nullptr, nullptr));
+    ExpectError(mori_ep_check(ep), MORI_EINVAL, rank == size - 1 ? "bfloat16 rows" : "float32 rows");  // the other side's
+    for (int k = 0; k < 6; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, 10 + k, CallOptions(k)));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
 // A dispatch_send refused on one rank runs its receive half with it: that
 // rank's outputs are this call's (its next combine read the row count of
 // the dispatch two calls before, past the end of the caller's input), and

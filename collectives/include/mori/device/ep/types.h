@@ -12,13 +12,20 @@
 /* The most blocks of a call on the host platform (one thread each). */
 #define MORI_EP_HOST_MAX_BLOCKS 8
 
-/* Set in a combine flag (beside the epoch) by a rank that refused that
- * combine; the waits compare the epoch alone. */
+/* A flag word: the epoch in its low 56 bits (what the waits compare); a
+ * combine flag also carries the sender's dtype + 1 in bits 56-59 (the
+ * receivers read its rows as that type: one that differs is refused) and
+ * MORI_EP_FLAG_REFUSED from a rank that refused that combine. */
+#define MORI_EP_FLAG_EPOCH ((1ull << 56) - 1)
+#define MORI_EP_FLAG_DTYPE_SHIFT 56
 #define MORI_EP_FLAG_REFUSED (1ull << 62)
 
-/* bad_count in mori_ep_state_t: a refused dispatch (-1) or combine (-2). */
+/* bad_count in mori_ep_state_t: a refused dispatch (-1) or combine (-2), a
+ * combine whose dtype differs from a peer's (-3: bad_index is the peer's,
+ * bad_slot this rank's). */
 #define MORI_EP_REFUSED_DISPATCH (-1)
 #define MORI_EP_REFUSED_COMBINE (-2)
+#define MORI_EP_COMBINE_DTYPE_MISMATCH (-3)
 
 /* Header a rank publishes per call (int32 words, in its own memory, one per
  * parity): bad-index record, token count, then its rows for each rank. */

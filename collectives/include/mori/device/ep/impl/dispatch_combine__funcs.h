@@ -331,7 +331,7 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_sources(const mori_ep_dev_t *e, uint64_
        * drop the L1 cache of the whole multiprocessor every time, and the
        * blocks that share it (still building their lists) would then miss
        * on every load. */
-      for (uint32_t spin = 0; ((seen = mori_load_volatile_u64(flag)) & ~MORI_EP_FLAG_REFUSED) < epoch; spin++) {
+      for (uint32_t spin = 0; ((seen = mori_load_volatile_u64(flag)) & MORI_EP_FLAG_EPOCH) < epoch; spin++) {
         rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen);
         if (rc) break;
         mori_pause();
@@ -342,12 +342,27 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_sources(const mori_ep_dev_t *e, uint64_
   return MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK) ? MORI_DEVICE_ETIMEDOUT : MORI_DEVICE_OK;
 }
 
-/* The first source whose flag at `flags` says it refused call `epoch`, or
- * -1 (thread 0, after the waits). */
-MORI_DEVICE_INLINE int mori_ep_impl_refused_source(const mori_ep_dev_t *e, uint64_t flags, uint64_t epoch) {
-  for (int s = 0; s < e->world_size; s++)
-    if (mori_load_volatile_u64((const uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8)) == (epoch | MORI_EP_FLAG_REFUSED))
-      return s;
+/* A combine's flag word for call `epoch` (see MORI_EP_FLAG_EPOCH). */
+MORI_HOST_DEVICE uint64_t mori_ep_impl_combine_flag(uint64_t epoch, uint32_t dtype, int refused) {
+  return epoch | ((uint64_t)(dtype + 1) << MORI_EP_FLAG_DTYPE_SHIFT) | (refused ? MORI_EP_FLAG_REFUSED : 0);
+}
+
+/* The first source whose combine flag for call `epoch` says it refused the
+ * call (*why = MORI_EP_REFUSED_COMBINE) or combines in another dtype than
+ * `dtype` (*why = MORI_EP_COMBINE_DTYPE_MISMATCH, *theirs its dtype), or -1
+ * (thread 0, after the waits). */
+MORI_DEVICE_INLINE int mori_ep_impl_combine_peer_bad(const mori_ep_dev_t *e, uint64_t epoch, uint32_t dtype, int *why,
+                                                     uint32_t *theirs) {
+  for (int s = 0; s < e->world_size; s++) {
+    uint64_t f = mori_load_volatile_u64((const uint64_t *)mori_ep_impl_local(e, e->off_cflag + (uint64_t)s * 8));
+    if ((f & MORI_EP_FLAG_EPOCH) != epoch) continue; /* a later call's already: nothing to compare */
+    uint32_t d = (uint32_t)((f >> MORI_EP_FLAG_DTYPE_SHIFT) & 15u) - 1u;
+    if (f & MORI_EP_FLAG_REFUSED) *why = MORI_EP_REFUSED_COMBINE;
+    else if (d != dtype) *why = MORI_EP_COMBINE_DTYPE_MISMATCH;
+    else continue;
+    *theirs = d;
+    return s;
+  }
   return -1;
 }
 
@@ -716,7 +731,7 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
     }
     if (mori_ep_impl_last_block(&st->done[2], grid)) {
       if (!*(volatile uint32_t *)&st->send_failed)
-        mori_ep_impl_publish(e, e->off_cflag, a->refused ? epoch | MORI_EP_FLAG_REFUSED : epoch);
+        mori_ep_impl_publish(e, e->off_cflag, mori_ep_impl_combine_flag(epoch, dtype, (int)a->refused));
       *(volatile uint32_t *)&st->send_failed = 0;
     }
   }
@@ -762,16 +777,20 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
     if (MORI_SYNC_BLOCK_OR(others) || e->remote) {
       int waited = mori_ep_impl_wait_all(e, e->off_cflag, epoch, 1);
       if (!rc) rc = waited; /* the first failure (the send half's wait for the readers, or this one) */
-      /* A rank that refused this combine sent nothing: no token is summed
-       * (block 0 records it, once, until the host reads it). */
-      int refuser = -1;
-      if (!rc && MORI_THREAD_RANK_BLOCK() == 0) refuser = mori_ep_impl_refused_source(e, e->off_cflag, epoch);
-      if (refuser >= 0 && block == 0 && !st->bad_seen) {
-        st->bad_rank = refuser;
-        st->bad_count = MORI_EP_REFUSED_COMBINE;
+      /* A rank that refused this combine sent nothing, and rows of another
+       * dtype than this rank's would be summed as garbage: no token is
+       * summed (block 0 records why, once, until the host reads it). */
+      int why = 0, peer = -1;
+      uint32_t theirs = 0;
+      if (!rc && MORI_THREAD_RANK_BLOCK() == 0) peer = mori_ep_impl_combine_peer_bad(e, epoch, dtype, &why, &theirs);
+      if (peer >= 0 && block == 0 && !st->bad_seen) {
+        st->bad_rank = peer;
+        st->bad_count = why;
+        st->bad_index = (int32_t)theirs;
+        st->bad_slot = (int32_t)dtype;
         st->bad_seen = 1;
       }
-      int skip = MORI_SYNC_BLOCK_OR(refuser >= 0);
+      int skip = MORI_SYNC_BLOCK_OR(peer >= 0);
       if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
       uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
       if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
