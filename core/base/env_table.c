@@ -222,6 +222,9 @@ static const mori_env_var_t table[] = {
      .meaning = "The libmori_ce_nic.so the torch suites across declared nodes load as the rdma provider."},
     {"MORI_OPS_RESULT", S(TOOLS), .reader = "torch tests (test_symm_mem_ops)", .default_text = "unset",
      .meaning = "Where the torch.ops.symm_mem check writes one JSON line per op (docs/torch.md's list)."},
+    {"MORI_STRESS_PAD_BYTES", Z(4, 64ull << 20, TOOLS), .reader = "torch tests (test_barrier_stress)", .default_text = "640K",
+     .meaning = "The signal pad size the torch barrier stress test sets: large enough that windows' signal-arena slots "
+                "are released and reused within its runs."},
     {"MORI_STRESS_RUNS", I(1, 1u << 20, TOOLS), .reader = "torch tests (test_barrier_stress), tests (barrier_stress_test)",
      .default_text = "100 (torch), by rank count (tests)", .meaning = "Runs of the barrier stress tests."},
     {"MORI_STRESS_STACKS_AFTER_S", I(1, 86400, TOOLS), .reader = "torch tests (test_barrier_stress)",

@@ -48,6 +48,13 @@ from mori import triton as mt  # noqa: E402
 from mori.address_map import address_map  # noqa: E402
 
 symm_mem.set_backend("MORI")
+# A window's signal pad and barrier area are a slot of its comm's 2 MiB
+# signal arenas; released slots are reused only once 8 arenas are taken. With
+# torch's default pad (9 KiB) that takes about 430 runs of 4 windows; with a
+# pad of 640 KiB an arena holds 3 windows and reuse starts within the first
+# 7 runs, so the default 100 runs do reuse slots (MORI_STRESS_PAD_BYTES).
+_pad = os.environ.get("MORI_STRESS_PAD_BYTES", "640K").strip().upper().rstrip("B").rstrip("I")
+symm_mem.set_signal_pad_size(int(_pad[:-1]) << {"K": 10, "M": 20}[_pad[-1]] if _pad[-1] in "KM" else int(_pad))
 RUNS = int(os.environ.get("MORI_STRESS_RUNS", "100"))
 STALL_S = int(os.environ.get("MORI_STRESS_STALL_S", "20"))
 STACKS_AFTER_S = int(os.environ.get("MORI_STRESS_STACKS_AFTER_S", "60"))
