@@ -391,31 +391,43 @@ static int check_dispatch(const mori_ep_t *ep, const void *input, const float *w
   return 0;
 }
 
-/* This rank's part of a dispatch whose input it refused (`refusal`, the
- * error already set): no tokens, the header marked, so the peers' calls
- * complete and report it; returns the refusal with its message. */
-static int refuse_dispatch(mori_ep_t *ep, int refusal, void *stream, uint32_t phases) {
+/* This rank's part of a call whose arguments it refused (`refusal`, the
+ * error already set), so that a call refused on some ranks only keeps every
+ * rank in step. Dispatch: no tokens, the header marked refused; combine:
+ * nothing sent, its flag marked refused; the peers' calls complete and
+ * their mori_ep_check names this rank. A refused send half runs its
+ * receive half at once: this rank's outputs (what the peers sent it, where
+ * the next combine finds its rows) are then this call's, whether or not the
+ * receive half is called, which then does nothing. Returns the refusal with
+ * its message. */
+static int refuse(mori_ep_t *ep, int combine, int refusal, void *stream, uint32_t phases) {
   char why[512];
   snprintf(why, sizeof(why), "%s", mori_last_error());
-  /* A refused send half runs its receive half at once: this rank's outputs
-   * (what the peers sent it, where the next combine finds its rows) are
-   * then this call's, whether or not the receive half is called, which
-   * then does nothing. */
-  mori_ep_args_t a = {.num_tokens = 0, .phases = MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV, .refused = 1};
-  ep->last_num_tokens = 0;
-  int rc = mori_ep_launch_dispatch(ep, &a, choose_shape(ep, NULL, 0), stream);
+  if (!combine) ep->last_num_tokens = 0;
+  mori_ep_args_t a = {.num_tokens = ep->last_num_tokens,
+                      .phases = MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV,
+                      .dtype = combine ? (uint32_t)MORI_EP_BFLOAT16 : 0,
+                      .refused = 1};
+  mori_ep_shape_t shape = choose_shape(ep, NULL, a.num_tokens);
+  int rc = combine ? mori_ep_launch_combine(ep, &a, shape, stream) : mori_ep_launch_dispatch(ep, &a, shape, stream);
   if (rc) MORI_WARN("%s; and this rank's part of the call could not run: %s", why, mori_last_error());
-  ep->refused_half = phases == MORI_EP_PHASE_SEND ? "dispatch_send" : NULL;
+  ep->refused_half = phases != MORI_EP_PHASE_SEND ? NULL : combine ? "combine_send" : "dispatch_send";
   return mori_error_set(refusal, "%s", why);
 }
 
-int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream) {
-  int rc = check_call(ep, "ep_dispatch_refused");
-  if (!rc) rc = check_halves(ep, "ep_dispatch_refused", NULL);
+/* mori_ep_dispatch_refused and mori_ep_combine_refused: a binding's own
+ * checks refused the call. */
+static int refused_by_caller(mori_ep_t *ep, int combine, int send_only, void *stream) {
+  const char *what = combine ? "ep_combine_refused" : "ep_dispatch_refused";
+  int rc = check_call(ep, what);
+  if (!rc) rc = check_halves(ep, what, NULL);
   if (rc) return rc;
-  mori_error_set(MORI_EINVAL, "ep_dispatch: rank %d refused this call", ep->config.rank);
-  return refuse_dispatch(ep, MORI_EINVAL, stream, send_only ? MORI_EP_PHASE_SEND : MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV);
+  mori_error_set(MORI_EINVAL, "%s: rank %d refused this call", combine ? "ep_combine" : "ep_dispatch", ep->config.rank);
+  return refuse(ep, combine, MORI_EINVAL, stream, send_only ? MORI_EP_PHASE_SEND : MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV);
 }
+
+int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream) { return refused_by_caller(ep, 0, send_only, stream); }
+int mori_ep_combine_refused(mori_ep_t *ep, int send_only, void *stream) { return refused_by_caller(ep, 1, send_only, stream); }
 
 static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights, const void *scales, const int32_t *indices,
                          uint32_t num_tokens, const mori_ep_launch_t *launch, void *stream, uint32_t phases,
@@ -426,7 +438,7 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
   ep->refused_half = NULL;
   MORI_TRACE_SCOPE(what, MORI_TA("tokens", num_tokens));
   rc = check_dispatch(ep, input, weights, scales, indices, num_tokens, phases, what);
-  if (rc) return refuse_dispatch(ep, rc, stream, phases);
+  if (rc) return refuse(ep, 0, rc, stream, phases);
   mori_ep_args_t a = {
       .input = input, .weights = weights, .scales = scales, .indices = indices, .num_tokens = num_tokens, .phases = phases};
   ep->last_num_tokens = num_tokens;
@@ -469,33 +481,6 @@ int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *s
   return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, a.num_tokens), stream);
 }
 
-/* This rank's part of a combine whose arguments it refused (`refusal`,
- * the error already set): nothing sent, its flag marked refused, so the
- * peers' receive halves end at once, sum nothing and record it (their
- * mori_ep_check names this rank), and every rank stays in step (the peers
- * waited out the timeout and then paired later combines wrongly). A
- * refused send half runs its receive half at once, as for dispatch. */
-static int refuse_combine(mori_ep_t *ep, int refusal, void *stream, uint32_t phases) {
-  char why[512];
-  snprintf(why, sizeof(why), "%s", mori_last_error());
-  mori_ep_args_t a = {.num_tokens = ep->last_num_tokens,
-                      .phases = MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV,
-                      .dtype = (uint32_t)MORI_EP_BFLOAT16,
-                      .refused = 1};
-  int rc = mori_ep_launch_combine(ep, &a, choose_shape(ep, NULL, ep->last_num_tokens), stream);
-  if (rc) MORI_WARN("%s; and this rank's part of the call could not run: %s", why, mori_last_error());
-  ep->refused_half = phases == MORI_EP_PHASE_SEND ? "combine_send" : NULL;
-  return mori_error_set(refusal, "%s", why);
-}
-
-int mori_ep_combine_refused(mori_ep_t *ep, int send_only, void *stream) {
-  int rc = check_call(ep, "ep_combine_refused");
-  if (!rc) rc = check_halves(ep, "ep_combine_refused", NULL);
-  if (rc) return rc;
-  mori_error_set(MORI_EINVAL, "ep_combine: rank %d refused this call", ep->config.rank);
-  return refuse_combine(ep, MORI_EINVAL, stream, send_only ? MORI_EP_PHASE_SEND : MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV);
-}
-
 /* A combine's checks of this rank's arguments. */
 static int check_combine(const mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights, uint32_t phases,
                          const char *what) {
@@ -524,7 +509,7 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
   if (rc) return rc;
   ep->refused_half = NULL;
   MORI_TRACE_SCOPE(what, MORI_TA("dtype", dtype));
-  if ((rc = check_combine(ep, input, dtype, weights, phases, what)) != 0) return refuse_combine(ep, rc, stream, phases);
+  if ((rc = check_combine(ep, input, dtype, weights, phases, what)) != 0) return refuse(ep, 1, rc, stream, phases);
   mori_ep_args_t a = {.input = input,
                       .weights = weights,
                       .num_tokens = ep->last_num_tokens,
