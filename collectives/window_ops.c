@@ -51,6 +51,11 @@ static int check_signal(mori_window_t *win, const mori_window_dev_t *v, const mo
   return check_pad(v, peer, channel, what);
 }
 
+/* No timeout (0) means the window's bound for untimed waits. */
+static uint64_t wait_bound(const mori_window_t *win, uint64_t timeout_ns) {
+  return timeout_ns ? timeout_ns : mori_window_untimed_wait_ns(win);
+}
+
 int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, void *stream) {
   if (!win) return mori_error_set(MORI_EINVAL, "window_barrier: NULL window");
   int live = mori_window_check_live(win, "window_barrier");
@@ -61,7 +66,8 @@ int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, vo
   /* Across nodes the barrier meets every rank, or refuses: never half. */
   for (int p = 0; !rc && v.lsa_size < v.world_size && p < v.world_size; p++)
     if (p < v.lsa_base || p >= v.lsa_base + v.lsa_size) rc = check_remote(win, &v, &sync, p, channel, "window_barrier");
-  return rc ? rc : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_BARRIER, -1, channel, timeout_ns, stream);
+  return rc ? rc
+            : mori_launch_window_op(win, &v, &sync, MORI_WINDOW_OP_BARRIER, -1, channel, wait_bound(win, timeout_ns), stream);
 }
 
 /* put_signal and wait_signal: one peer's slot, checked, then the kernel. */
@@ -73,7 +79,7 @@ static int signal_op(mori_window_t *win, int op, int peer, int channel, uint64_t
   MORI_TRACE_SCOPE(what, MORI_TA("peer", peer), MORI_TA("channel", channel));
   mori_window_dev_t v = mori_window_device_view(win), sync = mori_window_sync_view(win);
   int rc = check_signal(win, &v, &sync, peer, channel, what);
-  return rc ? rc : mori_launch_window_op(win, &v, &sync, op, peer, channel, timeout_ns, stream);
+  return rc ? rc : mori_launch_window_op(win, &v, &sync, op, peer, channel, wait_bound(win, timeout_ns), stream);
 }
 
 int mori_window_put_signal(mori_window_t *win, int peer, int channel, uint64_t timeout_ns, void *stream) {

@@ -90,6 +90,14 @@ static uint32_t trap_on_device_error(void) {
   return mori_env_bool_or("MORI_TRAP_ON_DEVICE_ERROR", false);
 }
 
+/* MORI_UNTIMED_WAIT_MS: the longest a window op given no timeout (torch's
+ * default, timeout_ms = 0) waits, so that a peer that never comes ends in
+ * an error naming it rather than a hang; 0 keeps such waits unbounded.
+ * Read at each window's creation, as the trap flag is. */
+static uint64_t untimed_wait_ns(void) {
+  return (uint64_t)mori_env_ms_or("MORI_UNTIMED_WAIT_MS", MORI_UNTIMED_WAIT_DEFAULT_MS) * 1000000ull;
+}
+
 /* Everything a (possibly partly built) window holds, in the design's order. */
 static void teardown(mori_window_t *w) {
   mori_comm_t *c = w->comm;
@@ -188,6 +196,7 @@ static int build(mori_window_t *w, const mori_rendezvous_info_t *all, uint64_t p
   for (int p = 0; w->pad_slot.bytes && p < c->size; p++) w->pads[p] = mori_signal_arena_peer_ptr(c, &w->pad_slot, p);
   publish_tables(w); /* cannot fail: no agreement step follows */
   w->control->trap_on_error = trap_on_device_error();
+  w->untimed_wait_ns = untimed_wait_ns();
   w->view = mori_window_make_view(w);
   w->sync_view = mori_window_make_sync_view(w);
   return 0;

@@ -15,6 +15,7 @@ mori_comm_t *mori_window_comm(const mori_window_t *w) { return w->comm; }
 void *mori_window_local_ptr(const mori_window_t *w) { return w->alloc->local.base; }
 size_t mori_window_offset(const mori_window_t *w) { return w->offset; }
 size_t mori_window_size(const mori_window_t *w) { return w->alloc->size; }
+uint64_t mori_window_untimed_wait_ns(const mori_window_t *w) { return w ? w->untimed_wait_ns : 0; }
 
 void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
   if (peer < 0 || peer >= w->comm->size) return NULL;
@@ -195,10 +196,17 @@ int mori_window_check(mori_window_t *w) {
                           e.peer, (e.channel - MORI_GDA_FULL_CHANNEL) % MORI_GDA_CHANNEL_QPS,
                           e.channel < MORI_GDA_QUIET_CHANNEL ? "waited for room in the send queue" : "waited for completions",
                           (double)e.waited_ns / 1e6, mori_strerror(code));
+  /* A wait given no timeout ends at the window's bound: say so, or the
+   * caller who asked for none reads of a timeout out of nowhere. */
+  char bound[160] = "";
+  if (code == MORI_EDEVICE_TIMEOUT && w->untimed_wait_ns && e.waited_ns >= w->untimed_wait_ns)
+    snprintf(bound, sizeof(bound), "; a wait given no timeout ends after MORI_UNTIMED_WAIT_MS (%llu ms here; 0 waits forever)",
+             (unsigned long long)(w->untimed_wait_ns / 1000000ull));
   if (e.peer >= 0)
-    return mori_error_set(code, "kernel wait on rank %d for rank %d timed out after %.3f ms on channel %u (expected %llu, saw %llu)",
+    return mori_error_set(code,
+                          "kernel wait on rank %d for rank %d timed out after %.3f ms on channel %u (expected %llu, saw %llu)%s",
                           e.waiter_rank, e.peer, (double)e.waited_ns / 1e6, e.channel, (unsigned long long)e.expected,
-                          (unsigned long long)e.seen);
+                          (unsigned long long)e.seen, bound);
   return mori_error_set(code, "kernel wait on rank %d failed after %.3f ms on channel %u (%s)", e.waiter_rank,
                         (double)e.waited_ns / 1e6, e.channel, mori_strerror(code));
 }

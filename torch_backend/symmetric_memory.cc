@@ -3,6 +3,7 @@
 
 #include <c10/core/DeviceGuard.h>
 
+#include <cstdint>
 #include <string>
 
 #include "mori/runtime.h"
@@ -74,12 +75,17 @@ c10::Device MoriSymmetricMemory::get_device() { return GpuDevice(state_->device(
 bool MoriSymmetricMemory::world_within_direct_access() { return lsa_is_world_; }
 
 namespace {
-uint64_t TimeoutNs(size_t timeout_ms) { return (uint64_t)timeout_ms * 1000000ull; }
+// Saturates: a timeout too long to count in nanoseconds is as good as none.
+uint64_t TimeoutNs(size_t timeout_ms) {
+  return (uint64_t)timeout_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : (uint64_t)timeout_ms * 1000000ull;
+}
 }  // namespace
 
 // hdl.barrier / put_signal / wait_signal: stream-ordered kernels of the SDK
-// (mori/window_ops.h). timeout_ms == 0 means forever, as in torch. With a
-// timeout, eager calls wait for their own completion and raise a
+// (mori/window_ops.h). timeout_ms == 0 is torch's "no timeout": the SDK
+// bounds it by MORI_UNTIMED_WAIT_MS (10 minutes unless set; 0 there is
+// forever), and the next call on the handle raises what such a wait left.
+// With a timeout, eager calls wait for their own completion and raise a
 // RuntimeError naming the peer and channel, the GPU context intact.
 template <typename Launch>
 void MoriSymmetricMemory::RunWindowOp(const char *what, bool uses_pads, size_t timeout_ms, Launch launch) {

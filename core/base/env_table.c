@@ -62,6 +62,10 @@ static const mori_env_var_t table[] = {
      .meaning = "No peer is reached by load/store or copy engines: the LSA team is each rank alone."},
     {"MORI_NODE_CHANNEL", B(LIB), .reader = "core (node channel)", .default_text = "on",
      .meaning = "Ranks of one machine exchange collective steps through shared memory; 0 uses the bootstrap."},
+    {"MORI_UNTIMED_WAIT_MS", T(0, 7 * DAY_MS, LIB), .reader = "core (window)", .default_text = "600000",
+     .meaning = "The longest a window op given no timeout (torch's barrier, put_signal and wait_signal with timeout_ms "
+                "0) waits before it is reported as timed out naming the peer; 0 waits forever (read when a window is "
+                "made)."},
     {"MORI_TRAP_ON_DEVICE_ERROR", B(LIB), .reader = "core (window)", .default_text = "off",
      .meaning = "A kernel that records an error in a window's mailbox also traps (read when a window is made)."},
 

@@ -34,6 +34,7 @@ struct mori_window {
   mori_device_control_t *control_dev;
   mori_window_dev_t view;    /* the device view, made once the window is complete */
   mori_window_dev_t sync_view; /* the barrier area's, with the arena's proxy ring (mori_window_sync_view) */
+  uint64_t untimed_wait_ns;  /* MORI_UNTIMED_WAIT_MS: what a window op given no timeout waits at most (0: forever) */
   struct mori_window *next;  /* the process's list of windows */
 };
 

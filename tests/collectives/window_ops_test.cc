@@ -2,6 +2,9 @@
 // Stream-ordered window ops in CPU ranks: the barrier orders every rank's
 // writes before every rank's reads, put/wait signals carry data and leave
 // the pad zero, timeouts are reported naming the peer, bad arguments fail.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -91,6 +94,49 @@ TEST(WindowOps, TimeoutsNameThePeerAndBadArgumentsFail) {
       EXPECT_EQ(mori_window_barrier(win.win, 1, 50 * 1000000ull, nullptr), MORI_EDEVICE_TIMEOUT);
       EXPECT_NE(std::string(mori_last_error()).find("timed out"), std::string::npos) << mori_last_error();
     }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  });
+}
+
+// torch's barrier has no timeout by default (timeout_ms = 0): such a wait
+// is bounded by MORI_UNTIMED_WAIT_MS, so a peer that never comes is an
+// error naming it and the bound, not a hang; 0 keeps it unbounded, and a
+// late peer is still met.
+TEST(WindowOps, AWaitGivenNoTimeoutEndsAtTheWindowsBoundNamingIt) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    setenv("MORI_UNTIMED_WAIT_MS", "300", 1);
+    Window bounded(w.comm, 4096, 4 * size);
+    setenv("MORI_UNTIMED_WAIT_MS", "0", 1);
+    Window unbounded(w.comm, 4096, 4 * size);
+    unsetenv("MORI_UNTIMED_WAIT_MS");
+    Window by_default(w.comm, 4096, 0);
+    EXPECT_EQ(mori_window_untimed_wait_ns(bounded.win), 300ull * 1000000);
+    EXPECT_EQ(mori_window_untimed_wait_ns(unbounded.win), 0ull);
+    EXPECT_EQ(mori_window_untimed_wait_ns(by_default.win), (uint64_t)MORI_UNTIMED_WAIT_DEFAULT_MS * 1000000);
+    EXPECT_EQ(mori_window_untimed_wait_ns(nullptr), 0ull);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      // Its peers never come to this barrier: it ends after the bound.
+      EXPECT_EQ(mori_window_barrier(bounded.win, 2, 0, nullptr), MORI_EDEVICE_TIMEOUT);
+      std::string msg = mori_last_error();
+      EXPECT_NE(msg.find("timed out"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("MORI_UNTIMED_WAIT_MS (300 ms here"), std::string::npos) << msg;
+      // A signal nobody sends, likewise.
+      EXPECT_EQ(mori_window_wait_signal(bounded.win, 1, 0, 0, nullptr), MORI_EDEVICE_TIMEOUT);
+      EXPECT_NE(std::string(mori_last_error()).find("for rank 1"), std::string::npos) << mori_last_error();
+      // A timeout the caller gave is not called the bound.
+      EXPECT_EQ(mori_window_wait_signal(bounded.win, 1, 0, 20 * 1000000ull, nullptr), MORI_EDEVICE_TIMEOUT);
+      EXPECT_EQ(std::string(mori_last_error()).find("MORI_UNTIMED_WAIT_MS"), std::string::npos) << mori_last_error();
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // Unbounded: rank 0 waits out its peers' 1 s delay (three times the
+    // other window's bound) and meets them.
+    if (rank != 0) usleep(1000 * 1000);
+    MORI_ASSERT_OK(mori_window_barrier(unbounded.win, 0, 0, nullptr));
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
   });
 }

@@ -130,6 +130,27 @@ def _():
     torch.cuda.synchronize()
 
 
+@check("a wait given no timeout ends at MORI_UNTIMED_WAIT_MS; the next call raises naming the bound")
+def _():
+    os.environ["MORI_UNTIMED_WAIT_MS"] = "300"  # read when the window is made
+    try:
+        t = symm_mem.empty(1024, dtype=torch.int32, device=dev)
+        hdl = symm_mem.rendezvous(t, group)
+    finally:
+        del os.environ["MORI_UNTIMED_WAIT_MS"]
+    peer = (rank + 1) % world
+    hdl.wait_signal(peer, channel=3)  # nobody signals; torch's default: no timeout
+    torch.cuda.synchronize()  # returns: the kernel ended at the bound
+    try:
+        hdl.barrier(channel=0)
+        raise AssertionError("the wait that reached the bound was not reported")
+    except RuntimeError as e:
+        assert "timed out" in str(e) and f"rank {peer}" in str(e) and "MORI_UNTIMED_WAIT_MS (300 ms" in str(e), str(e)
+    dist.barrier()
+    hdl.barrier(channel=0)  # the GPU context and the handle are intact
+    torch.cuda.synchronize()
+
+
 @check("one_shot_all_reduce matches NCCL")
 def _():
     for numel in [4096, 1 << 19]:

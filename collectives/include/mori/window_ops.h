@@ -4,7 +4,9 @@
  * it in place). These are what torch's SymmetricMemory handle methods map
  * to, and what C programs use between their own kernels.
  *
- * timeout_ns == 0 waits forever (the window's abort flag still ends it). A
+ * timeout_ns == 0 waits up to the window's bound for untimed waits
+ * (mori_window_untimed_wait_ns: MORI_UNTIMED_WAIT_MS, default 10 minutes;
+ * 0 there: forever), and the window's abort flag ends any wait. A
  * wait that times out never traps: it leaves a record in the window's
  * mailbox, which mori_window_check reports (who waited for whom, on which
  * channel, for how long). */

@@ -71,6 +71,13 @@ MORI_API int mori_window_flat_span(const mori_window_t *win, mori_flat_span_t *o
  * never reached the device (their copy failed: the device context is
  * broken; the device getters logged it once). */
 MORI_API int mori_window_check(mori_window_t *win);
+/* The longest a window op given no timeout (timeout_ns == 0, torch's
+ * default) waits: MORI_UNTIMED_WAIT_MS as it was when the window was made,
+ * default MORI_UNTIMED_WAIT_DEFAULT_MS (torch's NCCL watchdog's 10 minutes),
+ * so a peer that never comes is an error naming it, not a hang; 0 when
+ * that variable is 0 (such waits are unbounded). */
+#define MORI_UNTIMED_WAIT_DEFAULT_MS 600000
+MORI_API uint64_t mori_window_untimed_wait_ns(const mori_window_t *win);
 /* Sets the abort flag every device-side wait of this window honours. */
 MORI_API void mori_window_abort(mori_window_t *win);
 
