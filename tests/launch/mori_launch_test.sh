@@ -110,6 +110,23 @@ echo "$err" | grep -q 'rank 1 did not finish in 1 s' || fail "the message does n
 # a rank the limit missed would take its 30 s.
 [ "$took" -lt 4000 ] || fail "-t 1 took $took ms"
 
+echo "== a reader that never reads holds the launcher only until -t"
+# Both of the launcher's streams go to a pipe nobody reads (a process that
+# sleeps); the ranks write until their pipes fill. Before, the launcher
+# blocked in its write until the reader left (30 s), past the limit.
+t0=$(ms)
+mkfifo "$tmp/stalled"
+sleep 30 < "$tmp/stalled" &
+sleeper=$!
+"$launch" -n 2 -t 2 sh -c 'yes "a line of rank $MORI_RANK"' >"$tmp/stalled" 2>&1
+rc=$?
+took=$(($(ms) - t0))
+kill "$sleeper" 2>/dev/null
+wait "$sleeper" 2>/dev/null
+[ "$rc" -eq 124 ] || fail "exit status $rc with a reader that never reads, want 124 (the limit)"
+# 2 s, the grace, the last output's attempt; a launcher held by its reader takes 30 s.
+[ "$took" -lt 9000 ] || fail "-t 2 with a reader that never reads took $took ms"
+
 echo "== SIGTERM to the launcher stops every rank (and what they started)"
 "$launch" -n 2 -t 60 sh -c 'echo $$ > "$0.$MORI_RANK"; sleep 30 & echo $! > "$0.child$MORI_RANK"; wait' "$tmp/pid" >/dev/null 2>&1 &
 launcher=$!

@@ -267,7 +267,8 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
   if (rc) stop_all(&job);
   long long deadline = now_ms() + timeout_ms;
   while (job.running > 0) {
-    if (output) rank_output_pump(output, 5);
+    /* Our reader may hold us until the job's limit, or a stop's grace. */
+    if (output) rank_output_pump(output, 5, job.stop_at ? job.stop_at + MORI_LAUNCH_GRACE_MS : deadline);
     else {
       struct timespec pause = {0, 5 * 1000 * 1000};
       nanosleep(&pause, NULL);

@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tools/launch/launch.h"
+#include "tools/launch/rank_output.h"
 
 /* Exit codes of the launcher itself (a failed rank's code passes through). */
 enum { EXIT_USAGE = 2, EXIT_TIMEOUT = 124, EXIT_CANNOT_RUN = 127, EXIT_SIGNAL_BASE = 128 };
@@ -124,7 +126,14 @@ int main(int argc, char **argv) {
   static mori_launch_result_t result;
   int rc = mori_launch_run(&opts, exec_rank, NULL, &result);
   if (rc == 0) return 0;
-  fprintf(stderr, "mori_launch: %s\n", result.message);
+  /* Bounded like the ranks' lines: a reader that never reads does not
+   * keep the launcher from exiting. */
+  char line[sizeof(result.message) + 32];
+  int n = snprintf(line, sizeof(line), "mori_launch: %s\n", result.message);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  rank_output_write_until(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1,
+                          (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 2000);
   if (result.failed_rank >= 0) {
     int code = result.exit_code[result.failed_rank];
     return code > 0 ? code : EXIT_SIGNAL_BASE - code;

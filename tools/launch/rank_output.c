@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,29 +28,52 @@ struct rank_output {
   stream_t *streams;
   struct pollfd *fds;
   unsigned long long bytes_read; /* from every stream so far */
+  long long write_until; /* how long a write may wait for our reader (ms, monotonic; 0: no limit) */
+  int stalled;           /* a write waited that long: the rest is dropped at once */
 };
 
-static void write_all(int fd, const char *p, size_t n) {
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Pieces of at most PIPE_BUF bytes, each once poll says there is room: a
+ * pipe that has room for any takes one without blocking, so a reader that
+ * never reads holds us only until until_ms, never past the job's limit. */
+int rank_output_write_until(int fd, const char *p, size_t n, long long until_ms) {
   while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return; /* the launcher's own stream is gone: drop the output */
+    if (until_ms) {
+      struct pollfd pfd = {.fd = fd, .events = POLLOUT, .revents = 0};
+      long long left = until_ms - now_ms();
+      int ready = poll(&pfd, 1, left > 0 ? (left > 1000 ? 1000 : (int)left) : 0);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0 || (ready == 0 && left <= 0)) return -1;
+      if (ready == 0) continue;
+      if (pfd.revents & (POLLERR | POLLNVAL)) return -1;
+    }
+    ssize_t w = write(fd, p, n > PIPE_BUF ? PIPE_BUF : n);
+    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (w <= 0) return -1; /* the stream is gone: drop the output */
     p += w;
     n -= (size_t)w;
   }
+  return 0;
 }
 
 /* One write per line, so that concurrent lines never interleave. */
-static void emit(stream_t *s, const char *text, size_t n) {
+static void emit(rank_output_t *o, stream_t *s, const char *text, size_t n) {
+  if (o->stalled) return;
   char out[LINE_MAX_BYTES + 32];
   int head = snprintf(out, 32, "[%d] ", s->rank);
   memcpy(out + head, text, n);
   size_t total = (size_t)head + n;
   if (n == 0 || text[n - 1] != '\n') out[total++] = '\n';
-  write_all(s->dest, out, total);
+  if (rank_output_write_until(s->dest, out, total, o->write_until) != 0 && o->write_until && now_ms() >= o->write_until)
+    o->stalled = 1;
 }
 
-static void take(stream_t *s, const char *p, size_t n) {
+static void take(rank_output_t *o, stream_t *s, const char *p, size_t n) {
   while (n > 0) {
     size_t room = sizeof(s->line) - s->used;
     size_t k = n < room ? n : room;
@@ -60,11 +84,11 @@ static void take(stream_t *s, const char *p, size_t n) {
     size_t start = 0;
     for (size_t i = 0; i < s->used; i++) {
       if (s->line[i] != '\n') continue;
-      emit(s, s->line + start, i + 1 - start);
+      emit(o, s, s->line + start, i + 1 - start);
       start = i + 1;
     }
     if (start == 0 && s->used == sizeof(s->line)) { /* a line longer than the buffer: split it */
-      emit(s, s->line, s->used);
+      emit(o, s, s->line, s->used);
       start = s->used;
     }
     memmove(s->line, s->line + start, s->used - start);
@@ -140,7 +164,7 @@ static int read_ready(rank_output_t *o, int wait_ms) {
       ssize_t r = read(s->read_fd, buf, sizeof(buf));
       if (r > 0) {
         o->bytes_read += (unsigned long long)r;
-        take(s, buf, (size_t)r);
+        take(o, s, buf, (size_t)r);
       }
       else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         close(s->read_fd);
@@ -152,12 +176,9 @@ static int read_ready(rank_output_t *o, int wait_ms) {
   return open_streams;
 }
 
-void rank_output_pump(rank_output_t *o, int wait_ms) { read_ready(o, wait_ms); }
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+void rank_output_pump(rank_output_t *o, int wait_ms, long long write_until) {
+  o->write_until = write_until;
+  read_ready(o, wait_ms);
 }
 
 void rank_output_finish(rank_output_t *o, int linger_ms) {
@@ -166,6 +187,7 @@ void rank_output_finish(rank_output_t *o, int linger_ms) {
    * ours paces it), for at most linger_ms; a stream idle for 200 ms is one
    * a process the rank started still holds open, not worth waiting for. */
   long long end = now_ms() + linger_ms, idle_since = now_ms();
+  o->write_until = end;
   for (unsigned long long seen = o->bytes_read; read_ready(o, 10) > 0 && now_ms() < end;) {
     if (o->bytes_read != seen) {
       seen = o->bytes_read;
@@ -176,7 +198,7 @@ void rank_output_finish(rank_output_t *o, int linger_ms) {
   }
   for (int i = 0; i < o->count; i++) {
     stream_t *s = &o->streams[i];
-    if (s->used) emit(s, s->line, s->used);
+    if (s->used) emit(o, s, s->line, s->used);
     if (s->read_fd >= 0) close(s->read_fd);
     if (s->write_fd >= 0) close(s->write_fd);
   }
