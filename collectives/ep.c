@@ -84,6 +84,11 @@ static int check_config(mori_comm_t *comm, const mori_ep_config_t *c) {
                           "ep_create: rank %d: world_size %d x max_num_inp_token_per_rank %u overflows the int32 token "
                           "positions and counts",
                           me, n, c->max_num_inp_token_per_rank);
+  if (c->max_token_type_size == 1)
+    return mori_error_set(MORI_EINVAL,
+                          "ep_create: rank %d: max_token_type_size 1 holds no combine dtype (bfloat16 and float16 take 2 "
+                          "bytes); 0 picks the size from data_type",
+                          me);
   if (c->max_token_type_size && c->max_token_type_size < elem_bytes((int)c->data_type))
     return mori_error_set(MORI_EINVAL, "ep_create: rank %d: max_token_type_size %u is smaller than data_type %s's %u bytes", me,
                           c->max_token_type_size, dtype_name((int)c->data_type), elem_bytes((int)c->data_type));
@@ -191,6 +196,13 @@ static int make_window(mori_ep_t *ep, int rc) {
   return 0;
 }
 
+/* The widest combine element the buffers hold: max_token_type_size, or
+ * with 0 data_type's size (at least a half's). */
+static uint32_t combine_elem_bytes(const mori_ep_config_t *c) {
+  uint32_t es = elem_bytes((int)c->data_type);
+  return c->max_token_type_size ? c->max_token_type_size : (es > 2 ? es : 2);
+}
+
 int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t **out) {
   if (!comm || !config || !out) return mori_error_set(MORI_EINVAL, "ep_create: comm, config and out are required");
   MORI_TRACE_SCOPE("ep_create");
@@ -204,6 +216,8 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
    * (every call may give its own too). */
   mine.rank = 0;
   mine.warp_num_per_block = mine.block_num = mine.rdma_block_num = mine.use_external_inp_buf = 0;
+  /* 0 means the size data_type needs: ranks that say 0 and that size agree. */
+  mine.max_token_type_size = combine_elem_bytes(config);
   if (!all) return mori_error_set(MORI_ENOMEM, "ep_create");
   int arc = mori_agree_gather(comm, rc, "ep_create: config", &mine, all, sizeof(mine));
   if (arc) {
@@ -243,7 +257,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     int sms = 0, drc = ep->auto_shape ? mori_ep_device_info(ep->device, ep->arch, sizeof(ep->arch), &sms) : 0;
     if (drc && !rc) rc = drc;
     uint32_t es = elem_bytes((int)config->data_type);
-    ep->comb_elem_bytes = config->max_token_type_size ? config->max_token_type_size : (es > 2 ? es : 2);
+    ep->comb_elem_bytes = combine_elem_bytes(config);
     mori_ep_dev_t *v = &ep->view;
     v->rank = me;
     v->world_size = n;
@@ -276,8 +290,17 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
 int mori_ep_destroy(mori_ep_t *ep) {
   if (!ep) return 0;
   int rc = mori_ep_device_wait(ep->device); /* the caller's streams may be non-blocking ones */
-  /* No peer may still read this rank's buffers. */
+  /* No peer may still read this rank's buffers. A peer may still be in a
+   * call's wait that fails only after the context's timeout (a call this
+   * rank's failed one left it waiting for), so this step waits for that
+   * long beyond the comm's own limit: else one failed call made the
+   * comm's every later step fail. */
+  mori_bootstrap_t *bs = mori_comm_bootstrap(ep->comm);
+  int limit = mori_bootstrap_timeout_ms(bs);
+  uint64_t longer = (uint64_t)limit + ep->view.timeout_ns / 1000000ull;
+  (void)mori_bootstrap_set_timeout_ms(bs, longer > 0x7fffffff ? 0x7fffffff : (int)longer);
   int arc = mori_agree(ep->comm, rc, "ep_destroy");
+  (void)mori_bootstrap_set_timeout_ms(bs, limit);
   if (!rc) rc = arc;
   if (!released(ep)) { /* else mori_finalize released them */
     int wrc = mori_window_destroy(ep->win);
@@ -391,6 +414,22 @@ static int check_dispatch(const mori_ep_t *ep, const void *input, const float *w
   return 0;
 }
 
+/* A call that failed once launched (host platform: a wait timed out or
+ * was aborted; GPUs: the launch itself) stops the context. */
+static int note_failure(mori_ep_t *ep, int rc) {
+  if (rc) ep->stopped = 1;
+  return rc;
+}
+
+/* The refusal of every call of a stopped context. */
+static int stopped(const mori_ep_t *ep, const char *what) {
+  return mori_error_set(MORI_ECANCELED,
+                        "%s: rank %d: an earlier call of this context failed (its error said why), so its ranks may be "
+                        "out of step; every later call is refused (the peers' calls end naming this rank): destroy the "
+                        "context and make a new one",
+                        what, ep->config.rank);
+}
+
 /* This rank's part of a call whose arguments it refused (`refusal`, the
  * error already set), so that a call refused on some ranks only keeps every
  * rank in step. Dispatch: no tokens, the header marked refused; combine:
@@ -437,12 +476,12 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
   if (rc) return rc;
   ep->refused_half = NULL;
   MORI_TRACE_SCOPE(what, MORI_TA("tokens", num_tokens));
-  rc = check_dispatch(ep, input, weights, scales, indices, num_tokens, phases, what);
+  rc = ep->stopped ? stopped(ep, what) : check_dispatch(ep, input, weights, scales, indices, num_tokens, phases, what);
   if (rc) return refuse(ep, 0, rc, stream, phases);
   mori_ep_args_t a = {
       .input = input, .weights = weights, .scales = scales, .indices = indices, .num_tokens = num_tokens, .phases = phases};
   ep->last_num_tokens = num_tokens;
-  rc = mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, num_tokens), stream);
+  rc = note_failure(ep, mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, num_tokens), stream));
   if (!rc && phases == MORI_EP_PHASE_SEND) ep->waiting = "dispatch_send";
   return rc;
 }
@@ -478,7 +517,7 @@ int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *s
   int ran = 0, rc = recv_args(ep, "ep_dispatch_recv", "dispatch_send", &a, &ran);
   if (rc || ran) return rc;
   MORI_TRACE_SCOPE("ep_dispatch_recv");
-  return mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, a.num_tokens), stream);
+  return note_failure(ep, mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, a.num_tokens), stream));
 }
 
 /* A combine's checks of this rank's arguments. */
@@ -509,7 +548,8 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
   if (rc) return rc;
   ep->refused_half = NULL;
   MORI_TRACE_SCOPE(what, MORI_TA("dtype", dtype));
-  if ((rc = check_combine(ep, input, dtype, weights, phases, what)) != 0) return refuse(ep, 1, rc, stream, phases);
+  if ((rc = ep->stopped ? stopped(ep, what) : check_combine(ep, input, dtype, weights, phases, what)) != 0)
+    return refuse(ep, 1, rc, stream, phases);
   mori_ep_args_t a = {.input = input,
                       .weights = weights,
                       .num_tokens = ep->last_num_tokens,
@@ -518,7 +558,7 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
                       .has_weights = weights != NULL};
   ep->comb_dtype = a.dtype;
   ep->comb_has_weights = a.has_weights;
-  rc = mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream);
+  rc = note_failure(ep, mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream));
   if (!rc && phases == MORI_EP_PHASE_SEND) ep->waiting = "combine_send";
   return rc;
 }
@@ -540,12 +580,14 @@ int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *st
   MORI_TRACE_SCOPE("ep_combine_recv");
   a.dtype = ep->comb_dtype;
   a.has_weights = ep->comb_has_weights;
-  return mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, a.num_tokens), stream);
+  return note_failure(ep, mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, a.num_tokens), stream));
 }
 
+/* Between a send half and its receive half it is refused like any call;
+ * a refused send half's receive half stays done. */
 int mori_ep_reset(mori_ep_t *ep, void *stream) {
   int rc = check_call(ep, "ep_reset");
-  if (!rc) ep->refused_half = NULL;
+  if (!rc) rc = check_halves(ep, "ep_reset", NULL);
   return rc ? rc : mori_ep_launch_reset(ep, stream);
 }
 
@@ -562,30 +604,41 @@ int mori_ep_check(mori_ep_t *ep) {
   if (rc) return rc;
   int wrc = mori_window_check(ep->win);
   if (st.bad_seen) {
-    int32_t zero = 0;
-    rc = mori_device_upload(ep->device, state + offsetof(mori_ep_state_t, bad_seen), &zero, sizeof(zero));
+    /* A kernel's wait record read above goes with this report, not lost. */
+    char more[640] = "";
+    int used = st.bad_more ? snprintf(more, sizeof(more), "; and %d later report(s) of this rank, not kept", st.bad_more) : 0;
+    if (wrc && used >= 0 && (size_t)used < sizeof(more))
+      snprintf(more + used, sizeof(more) - (size_t)used, "; also: %s", mori_last_error());
+    int32_t zero[2] = {0, 0}; /* bad_seen, bad_more */
+    rc = mori_device_upload(ep->device, state + offsetof(mori_ep_state_t, bad_seen), zero, sizeof(zero));
     if (rc) return rc;
+    if (st.bad_count == MORI_EP_STOPPED)
+      return mori_error_set(MORI_ECANCELED,
+                            "ep: rank %d: a kernel of this context failed a step (a wait timed out or was aborted: its "
+                            "record says which), so its ranks may be out of step; every call since ran as refused (the "
+                            "peers' calls end naming this rank): destroy the context and make a new one%s",
+                            ep->config.rank, more);
     if (st.bad_count == MORI_EP_COMBINE_DTYPE_MISMATCH)
       return mori_error_set(MORI_EINVAL,
                             "ep: rank %d's combine sent %s rows, rank %d's combines %s: nothing of that call was summed "
-                            "(every rank must combine in the same dtype)",
-                            st.bad_rank, dtype_name(st.bad_index), ep->config.rank, dtype_name(st.bad_slot));
+                            "(every rank must combine in the same dtype)%s",
+                            st.bad_rank, dtype_name(st.bad_index), ep->config.rank, dtype_name(st.bad_slot), more);
     if (st.bad_count == MORI_EP_REFUSED_COMBINE)
       return mori_error_set(MORI_EINVAL,
                             "ep: rank %d refused its part of a combine (its own error says why): nothing of that call "
-                            "was summed, its output is not valid (seen on rank %d)",
-                            st.bad_rank, ep->config.rank);
+                            "was summed, its output is not valid (seen on rank %d)%s",
+                            st.bad_rank, ep->config.rank, more);
     if (st.bad_count < 0)
       return mori_error_set(MORI_EINVAL,
                             "ep: rank %d refused its part of a dispatch (its own error says why): none of its tokens were "
-                            "sent in that call (seen on rank %d)",
-                            st.bad_rank, ep->config.rank);
+                            "sent in that call (seen on rank %d)%s",
+                            st.bad_rank, ep->config.rank, more);
     return mori_error_set(MORI_EINVAL,
                           "ep: rank %d's token %d has expert index %d in top-k slot %d, outside [0, %llu): %d token(s) of "
-                          "that rank were dropped (seen on rank %d)",
+                          "that rank were dropped (seen on rank %d)%s",
                           st.bad_rank, st.bad_token, st.bad_index, st.bad_slot,
                           (unsigned long long)ep->config.world_size * ep->config.num_experts_per_rank, st.bad_count,
-                          ep->config.rank);
+                          ep->config.rank, more);
   }
   return wrc;
 }

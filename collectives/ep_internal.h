@@ -28,6 +28,12 @@ struct mori_ep {
    * its receive half ran with it, so the receive half called next does
    * nothing; any other call forgets it. NULL: none. */
   const char *refused_half;
+  /* A call of this context failed (a wait timed out or was aborted, a
+   * launch failed): its ranks may be out of step, so every later call is
+   * refused (its part runs as refused: the peers' calls end naming this
+   * rank) until the context is destroyed. The device keeps the same state
+   * (mori_ep_state_t.stopped) for failures the host does not see. */
+  int stopped;
   int device;
   int auto_shape;  /* MORI_EP_LAUNCH_CONFIG_MODE=auto, read when the context was made */
   int host_blocks; /* host platform: MORI_EP_HOST_BLOCKS, read when the context was made */

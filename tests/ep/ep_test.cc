@@ -5,6 +5,8 @@
 // ordered by source rank, then source token), and its combine output (each
 // rank's "expert" writes a value of (source rank, token, element, rank), and
 // the source sums one copy per distinct destination rank).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -65,7 +67,9 @@ int SendCombine(mori_ep_t *ep, const Shape &s, int me, int values, const Options
 
 // The combine output of `mine` against the reference: every distinct
 // destination rank's ExpertValue(..., values) summed, and the weights.
-bool VerifyCombine(const Shape &s, int me, int call, int values, const Options &o, const Inputs &mine, const mori_ep_buffers_t &b) {
+// quiet: no test failure, only the answer.
+bool VerifyCombine(const Shape &s, int me, int call, int values, const Options &o, const Inputs &mine, const mori_ep_buffers_t &b,
+                   bool quiet = false) {
   uint32_t K = s.top_k, crb = s.hidden * ElemBytes(o.combine);
   for (uint32_t t = 0; t < mine.tokens; t++) {
     std::set<int> dests = Dests(s, mine, t);
@@ -73,13 +77,17 @@ bool VerifyCombine(const Shape &s, int me, int call, int values, const Options &
       float want = 0;
       for (int d : dests) want += ExpertValue(me, t, h, d, values);
       float got = LoadAs((uint8_t *)b.combine_output + (size_t)t * crb, h, o.combine);
-      EXPECT_EQ(got, want) << "call " << call << " rank " << me << ": combine token " << t << " element " << h;
+      if (!quiet) {
+        EXPECT_EQ(got, want) << "call " << call << " rank " << me << ": combine token " << t << " element " << h;
+      }
       if (got != want) return false;
     }
     for (uint32_t j = 0; j < K && o.weights; j++) {
       float want = 0;
       for (int d : dests) want += mine.weights[(size_t)t * K + j] + (float)d;
-      EXPECT_EQ(b.combine_weights[(size_t)t * K + j], want) << "call " << call << " rank " << me << ": weight " << t << "," << j;
+      if (!quiet) {
+        EXPECT_EQ(b.combine_weights[(size_t)t * K + j], want) << "call " << call << " rank " << me << ": weight " << t << "," << j;
+      }
       if (b.combine_weights[(size_t)t * K + j] != want) return false;
     }
   }
@@ -699,6 +707,8 @@ TEST(Ep, Refusals) {
       ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
                     "ep_dispatch_send is still waiting for its receive half");
       ExpectError(mori_ep_combine_recv(ep, nullptr, nullptr), MORI_EINVAL, "(ep_dispatch_send is)");
+      ExpectError(mori_ep_reset(ep, nullptr), MORI_EINVAL, "ep_reset: rank " + std::to_string(rank) +
+                                                              ": ep_dispatch_send is still waiting for its receive half");
       MORI_ASSERT_OK(mori_ep_dispatch_recv(ep, nullptr, nullptr));
       MORI_ASSERT_OK(mori_ep_combine_send(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
       ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
@@ -721,6 +731,16 @@ TEST(Ep, Refusals) {
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
     ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_FLOAT32, nullptr, nullptr, nullptr), MORI_EINVAL,
                   "takes 4 bytes, the buffers hold 2");
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+    // 1 byte holds no combine dtype (every combine would be refused).
+    c = Config(s, rank, size);
+    c.data_type = MORI_EP_FP8_E4M3FN;
+    c.max_token_type_size = 1;
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "max_token_type_size 1 holds no combine dtype");
+    // 0 means the size data_type needs: a rank that says it agrees.
+    c = Config(s, rank, size);
+    c.max_token_type_size = rank % 2 ? 2 : 0;  // bfloat16: 2 bytes either way
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
 }
@@ -749,6 +769,111 @@ TEST(Ep, AMissingPeerTimesOutInsteadOfHanging) {
       EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << mori_last_error();
       EXPECT_NE(std::string(mori_last_error()).find(std::to_string(size - 1)), std::string::npos) << mori_last_error();
     }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// One call's dispatch and combine whatever they return: *wrong_unreported
+// when both returned MORI_OK, mori_ep_check said nothing either, and the
+// combine's output differs from the reference (the one outcome a caller
+// cannot tell from success). Returns the first nonzero of the three.
+int UncheckedCall(mori_ep_t *ep, const Shape &s, int me, int n, int call, bool *wrong_unreported, std::string *error) {
+  Inputs mine = MakeInputs(s, me, n, call);
+  Options o;
+  int d = mori_ep_dispatch(ep, mine.rows.data(), mine.weights.data(), nullptr, mine.indices.data(), mine.tokens, nullptr, nullptr);
+  if (d) *error = mori_last_error();
+  mori_ep_buffers_t b;
+  MORI_EXPECT_OK(mori_ep_buffers(ep, &b));
+  CombineInput keep;
+  int cr = SendCombine(ep, s, me, call, o, d ? 0 : (uint32_t)*b.recv_num_token, b, keep);
+  if (cr && error->empty()) *error = mori_last_error();
+  int chk = mori_ep_check(ep);
+  if (chk && error->empty()) *error = mori_last_error();
+  *wrong_unreported = !d && !cr && !chk && !VerifyCombine(s, me, call, call, o, mine, b, true);
+  return d ? d : cr ? cr : chk;
+}
+
+// A peer later than the timeout: the ranks whose dispatch timed out stop
+// their context (its later calls are refused, their parts run as refused),
+// so the late peer, whose own calls pair with those parts, is told through
+// mori_ep_check instead of summing what its peers never sent (it did,
+// with MORI_OK: the timed-out ranks' combine sent rows of an old call).
+// Destroy then succeeds on every rank without a longer timeout (its step
+// outwaits a peer still in a failed call's wait).
+TEST(Ep, AFailedCallStopsTheContextAndNoLaterCallReturnsWrongDataUnreported) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    World w(20000);
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 1000));
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, Options()));
+    bool late = rank == size - 1;
+    if (late) usleep(2500 * 1000);
+    int reported = 0;
+    for (int call = 1; call <= 4; call++) {
+      bool wrong = false;
+      std::string error;
+      int rc = UncheckedCall(ep, s, rank, size, call, &wrong, &error);
+      EXPECT_FALSE(wrong) << "rank " << rank << " call " << call << ": wrong data with MORI_OK and nothing reported";
+      reported += rc != 0;
+      if (!late && call == 1) {
+        EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << error;
+      }
+      if (!late && call > 1) {
+        EXPECT_EQ(rc, MORI_ECANCELED) << error;
+        EXPECT_NE(error.find("an earlier call of this context failed"), std::string::npos) << error;
+      }
+    }
+    EXPECT_GT(reported, 0) << "rank " << rank << " was told nothing";
+    // Every call since the failure ran as refused on the stopped ranks.
+    if (!late) {
+      EXPECT_EQ(mori_ep_reset(ep, nullptr), 0);
+      EXPECT_EQ(mori_ep_dispatch(ep, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr), MORI_ECANCELED);
+    } else {
+      EXPECT_EQ(mori_ep_dispatch(ep, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr), 0) << mori_last_error();
+      EXPECT_EQ(mori_ep_check(ep), MORI_EINVAL);
+      EXPECT_NE(std::string(mori_last_error()).find("refused its part of a dispatch"), std::string::npos) << mori_last_error();
+    }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// Reports that come while one is kept are counted in its message, and a
+// kernel's wait record read by the same check goes with it.
+TEST(Ep, ReportsThatComeWhileOneIsKeptAreCounted) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    for (int call = 0; call < 3; call++) {  // three calls, each with a bad index on the last rank
+      Inputs in = MakeInputs(s, rank, size, 0);
+      in.tokens = 4;
+      in.rows.resize(4 * s.hidden * 2);
+      in.weights.assign(4 * s.top_k, 1.0f);
+      in.indices.assign(4 * s.top_k, 0);
+      if (rank == size - 1) in.indices[2 * s.top_k + 1] = 999;
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+      MORI_ASSERT_OK(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr));
+    }
+    EXPECT_EQ(mori_ep_check(ep), MORI_EINVAL);
+    std::string msg = mori_last_error();
+    EXPECT_NE(msg.find("has expert index 999"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("and 2 later report(s) of this rank, not kept"), std::string::npos) << msg;
+    MORI_EXPECT_OK(mori_ep_check(ep));  // the count went with the report
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
 }

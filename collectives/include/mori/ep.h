@@ -24,7 +24,14 @@
  * token and the index. A dispatch or combine whose arguments one rank
  * refuses is the same (mori_ep_dispatch_refused, mori_ep_combine_refused):
  * reported by every rank that did not refuse that call itself (its own
- * call returned the error). */
+ * call returned the error).
+ *
+ * A call that failed once it ran (a wait timed out or was aborted, a proxy
+ * request or a launch failed) stops the context on that rank: its ranks may
+ * be out of step, so every later call there is refused (MORI_ECANCELED on
+ * the host platform; on GPUs the kernel refuses it and mori_ep_check says
+ * so), its part still running as refused so that the peers' calls end and
+ * name it. Destroy a stopped context and make a new one. */
 #ifndef MORI_EP_H
 #define MORI_EP_H
 
@@ -154,10 +161,13 @@ MORI_API int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch,
 MORI_API int mori_ep_combine_refused(mori_ep_t *ep, int send_only, void *stream);
 
 /* Stream-ordered: clears recv_num_token and the per-call state (the
- * MORI-EP guide's reset()). Not needed between calls. */
+ * MORI-EP guide's reset()). Not needed between calls; refused between a
+ * send half and its receive half; does not restart a stopped context. */
 MORI_API int mori_ep_reset(mori_ep_t *ep, void *stream);
 /* Reports (and clears) what a kernel of this context left: a wait that
- * timed out, bad data (an index out of range), a refused remote op. */
+ * timed out, bad data (an index out of range), a refused remote op, a
+ * stopped context. The first report is kept until read; the message counts
+ * those that came after it. */
 MORI_API int mori_ep_check(mori_ep_t *ep);
 /* The config the context was made with. */
 MORI_API const mori_ep_config_t *mori_ep_config(const mori_ep_t *ep);

@@ -22,10 +22,12 @@
 
 /* bad_count in mori_ep_state_t: a refused dispatch (-1) or combine (-2), a
  * combine whose dtype differs from a peer's (-3: bad_index is the peer's,
- * bad_slot this rank's). */
+ * bad_slot this rank's), this rank's own context stopped by a failed call
+ * (-4: bad_rank is this rank). */
 #define MORI_EP_REFUSED_DISPATCH (-1)
 #define MORI_EP_REFUSED_COMBINE (-2)
 #define MORI_EP_COMBINE_DTYPE_MISMATCH (-3)
+#define MORI_EP_STOPPED (-4)
 
 /* Header a rank publishes per call (int32 words, in its own memory, one per
  * parity): bad-index record, token count, then its rows for each rank. */
@@ -45,7 +47,11 @@ typedef struct mori_ep_state {
   uint32_t done[4];        /* blocks past a point of the running kernel: dispatch mid/end, combine mid/end */
   uint32_t scan_failed;    /* blocks of the running dispatch whose lists are incomplete (a wait failed) */
   uint32_t send_failed;    /* blocks of the running combine send whose wait for the last readers failed */
+  uint32_t failed;         /* blocks of the running kernel that failed a step (a wait, a proxy request) */
+  uint32_t stopped;        /* a kernel of this context failed a step: its ranks are out of step, and every
+                              later call runs as refused, so that the peers' calls end naming this rank */
   int32_t bad_seen;        /* a bad-index record arrived (cleared by mori_ep_check) */
+  int32_t bad_more;        /* reports that came while one was kept (cleared with it) */
   int32_t bad_rank, bad_token, bad_slot, bad_index, bad_count;
 } mori_ep_state_t;
 

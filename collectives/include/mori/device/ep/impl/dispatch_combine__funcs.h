@@ -26,6 +26,53 @@ MORI_DEVICE_INLINE mori_ep_state_t *mori_ep_impl_state(const mori_ep_dev_t *e) {
   return (mori_ep_state_t *)mori_ep_impl_local(e, e->off_state);
 }
 
+/* A report for mori_ep_check (thread 0 of block 0): kept when none is,
+ * else counted. */
+MORI_DEVICE_INLINE void mori_ep_impl_report(mori_ep_state_t *st, int32_t rank, int32_t count, int32_t token, int32_t slot,
+                                            int32_t index) {
+  if (st->bad_seen) {
+    st->bad_more++;
+    return;
+  }
+  st->bad_rank = rank;
+  st->bad_token = token;
+  st->bad_slot = slot;
+  st->bad_index = index;
+  st->bad_count = count;
+  st->bad_seen = 1;
+}
+
+/* A context stopped by an earlier kernel's failure (its ranks out of step:
+ * a peer that was late, or one that skipped a call, would otherwise pair
+ * this rank's later calls with the wrong ones of its own) runs each call as
+ * refused: `own` is the caller's arguments with the refusal, and a dispatch
+ * sends no token. Each such call is reported once on this rank. Every block
+ * reads the same word: it changes only when a kernel ends. */
+MORI_DEVICE_INLINE const mori_ep_args_t *mori_ep_impl_if_stopped(const mori_ep_dev_t *e, mori_ep_state_t *st,
+                                                                 const mori_ep_args_t *a, mori_ep_args_t *own, int dispatch,
+                                                                 uint32_t block) {
+  if (!*(volatile uint32_t *)&st->stopped) return a;
+  *own = *a;
+  own->refused = 1;
+  if (dispatch && (a->phases & MORI_EP_PHASE_SEND)) own->num_tokens = 0;
+  if (block == 0 && MORI_THREAD_RANK_BLOCK() == 0) mori_ep_impl_report(st, e->rank, MORI_EP_STOPPED, 0, 0, 0);
+  return own;
+}
+
+/* Before a kernel's last block ends it: a block whose steps failed counts. */
+MORI_DEVICE_INLINE void mori_ep_impl_count_failure(mori_ep_state_t *st, int rc) {
+  if (rc != MORI_DEVICE_OK && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->failed, 1);
+}
+
+/* In the last block: a failure of this kernel stops the context for the
+ * kernels after it. */
+MORI_DEVICE_INLINE void mori_ep_impl_settle_failures(mori_ep_state_t *st) {
+  if (*(volatile uint32_t *)&st->failed) {
+    *(volatile uint32_t *)&st->stopped = 1;
+    *(volatile uint32_t *)&st->failed = 0;
+  }
+}
+
 /* This thread's warp among the grid's, and how many there are. */
 MORI_DEVICE_INLINE void mori_ep_impl_warps(uint32_t block, uint32_t grid, uint32_t *warp, uint32_t *warps) {
   uint32_t per = (uint32_t)(MORI_THREAD_COUNT_BLOCK() / MORI_THREAD_COUNT_WARP());
@@ -494,6 +541,8 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
 #endif
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
+  mori_ep_args_t if_stopped;
+  a = mori_ep_impl_if_stopped(e, st, a, &if_stopped, 1, block);
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->dispatch_epoch) + (uint64_t)send, p = epoch & 1;
   int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
@@ -568,14 +617,8 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
            * (its own call returned the error; a record of it would hide
            * the next report). */
           int32_t bad = h[MORI_EP_HDR_BAD_COUNT];
-          if (bad != 0 && !(bad < 0 && a->refused) && !st->bad_seen) {
-            st->bad_rank = s;
-            st->bad_token = h[MORI_EP_HDR_BAD_TOKEN];
-            st->bad_slot = h[MORI_EP_HDR_BAD_SLOT];
-            st->bad_index = h[MORI_EP_HDR_BAD_INDEX];
-            st->bad_count = h[MORI_EP_HDR_BAD_COUNT];
-            st->bad_seen = 1;
-          }
+          if (bad != 0 && !(bad < 0 && a->refused))
+            mori_ep_impl_report(st, s, bad, h[MORI_EP_HDR_BAD_TOKEN], h[MORI_EP_HDR_BAD_SLOT], h[MORI_EP_HDR_BAD_INDEX]);
         }
       }
       if (block == 0) {
@@ -614,7 +657,11 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
     }
     rc = mori_ep_impl_quiet_block(e, rc);
   }
-  if (mori_ep_impl_last_block(&st->done[1], grid) && send) *(volatile uint64_t *)&st->dispatch_epoch = epoch;
+  mori_ep_impl_count_failure(st, rc);
+  if (mori_ep_impl_last_block(&st->done[1], grid)) {
+    mori_ep_impl_settle_failures(st);
+    if (send) *(volatile uint64_t *)&st->dispatch_epoch = epoch;
+  }
   return rc;
 }
 
@@ -693,6 +740,8 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
    * of the loops below might alias the context and force it to be read again. */
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
+  mori_ep_args_t if_stopped;
+  a = mori_ep_impl_if_stopped(e, st, a, &if_stopped, 0, block);
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->combine_epoch) + (uint64_t)send;
   uint64_t dp = mori_load_volatile_u64(&st->dispatch_epoch) & 1; /* the parity of the dispatch being combined */
@@ -783,13 +832,7 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       int why = 0, peer = -1;
       uint32_t theirs = 0;
       if (!rc && MORI_THREAD_RANK_BLOCK() == 0) peer = mori_ep_impl_combine_peer_bad(e, epoch, dtype, &why, &theirs);
-      if (peer >= 0 && block == 0 && !st->bad_seen) {
-        st->bad_rank = peer;
-        st->bad_count = why;
-        st->bad_index = (int32_t)theirs;
-        st->bad_slot = (int32_t)dtype;
-        st->bad_seen = 1;
-      }
+      if (peer >= 0 && block == 0) mori_ep_impl_report(st, peer, why, 0, (int32_t)dtype, (int32_t)theirs);
       int skip = MORI_SYNC_BLOCK_OR(peer >= 0);
       if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
       uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
@@ -895,7 +938,9 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       }
     }
   }
+  mori_ep_impl_count_failure(st, rc);
   if (mori_ep_impl_last_block(&st->done[3], grid)) {
+    mori_ep_impl_settle_failures(st);
     if (recv) { /* this rank has read every copy of this combine */
       mori_ep_impl_publish(e, e->off_cdone, epoch);
       /* Nobody waits for these before the next combine: let them complete
