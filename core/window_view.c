@@ -191,6 +191,15 @@ int mori_window_check(mori_window_t *w) {
                           "error: syndrome 0x%llx, vendor syndrome 0x%llx; that rank is unreachable by GPU posting from now on",
                           e.waiter_rank, e.peer, e.channel - MORI_GDA_CQE_ERROR_CHANNEL, (unsigned long long)e.waited_ns,
                           (unsigned long long)e.expected, (unsigned long long)e.seen);
+  if (e.peer >= 0 && e.channel - MORI_GDA_TURN_CHANNEL < 2 * MORI_GDA_CHANNEL_QPS)
+    return mori_error_set(code,
+                          "a kernel on rank %d posting to rank %d (queue pair %u) waited %.3f ms for its turn to %s: an "
+                          "earlier claimant never finished its own (a kernel stopped mid-post?); the queue pair is "
+                          "abandoned, and its later posts and quiets fail at once (%s)",
+                          e.waiter_rank, e.peer, (e.channel - MORI_GDA_TURN_CHANNEL) % MORI_GDA_CHANNEL_QPS,
+                          (double)e.waited_ns / 1e6,
+                          e.channel - MORI_GDA_TURN_CHANNEL < MORI_GDA_CHANNEL_QPS ? "ring the doorbell" : "consume a completion",
+                          mori_strerror(code));
   if (e.peer >= 0 && e.channel - MORI_GDA_FULL_CHANNEL < 2 * MORI_GDA_CHANNEL_QPS)
     return mori_error_set(code, "a kernel on rank %d posting to rank %d (queue pair %u) %s after %.3f ms (%s)", e.waiter_rank,
                           e.peer, (e.channel - MORI_GDA_FULL_CHANNEL) % MORI_GDA_CHANNEL_QPS,

@@ -161,6 +161,30 @@ TEST(GdaChoice, OneRankMissingAStepGivesEveryRankTheProxy) {
   });
 }
 
+// No rank has an RDMA device (the list excludes the only one): with GPU
+// posting demanded, comm creation fails on every rank saying so (it
+// succeeded with the proxy's "no usable device").
+TEST(GdaChoice, OnWithoutAnyDeviceFailsCommCreation) {
+  int size = TestRanks();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    UseProvider(false);
+    setenv("MORI_RDMA_GDA", "on", 1);
+    setenv("MORI_RDMA_DEVICES", "^mori_ce0", 1);
+    mori_bootstrap_t *b = mori_test::Bootstrap(0);
+    ASSERT_NE(b, nullptr);
+    mori_comm_t *comm = nullptr;
+    EXPECT_EQ(mori_rdma_test::CreateRdmaComm(b, &comm), MORI_ENOTSUP);
+    std::string err = mori_last_error();
+    EXPECT_NE(err.find("MORI_RDMA_GDA=on, but GPU posting needs an RDMA device on every rank"), std::string::npos) << err;
+    EXPECT_NE(err.find("no usable device on rank(s)"), std::string::npos) << err;
+    if (comm) mori_comm_destroy(comm);
+    mori_bootstrap_destroy(b);
+    unsetenv("MORI_RDMA_GDA");
+    unsetenv("MORI_RDMA_DEVICES");
+  });
+}
+
 TEST(GdaChoice, OnFailsCommCreationNamingTheStep) {
   int size = TestRanks();
   EXPECT_RANKS_PASS(size, [](int rank, int size) {

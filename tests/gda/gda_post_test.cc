@@ -557,10 +557,10 @@ TEST(GdaPost, ATurnThatTimesOutAbandonsTheQueuePair) {
   mori_device_error_t e = w.TakeRecord();
   EXPECT_EQ((int)e.code, MORI_DEVICE_ETIMEDOUT);
   EXPECT_EQ(e.peer, 1);
-  EXPECT_EQ(e.channel, MORI_GDA_FULL_CHANNEL + 0);
+  EXPECT_EQ(e.channel, MORI_GDA_TURN_CHANNEL + 0) << "a ring turn";
   EXPECT_EQ(e.expected, 1u) << "its turn: after WQE 0";
   EXPECT_EQ(e.seen, 0u);
-  EXPECT_GE(e.waited_ns, timeout);
+  EXPECT_GE(e.waited_ns, MORI_GDA_TURN_TIMEOUT_NS) << "a turn waits at least that long, whatever the caller's timeout";
   EXPECT_NE(qp.failed & MORI_GDA_QP_ABANDONED, 0u);
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(mori_gda_put(w.win, 1, 128, w.local(), 8, 10 * kSecond), MORI_DEVICE_EIO);
@@ -599,6 +599,51 @@ TEST(GdaPost, AnAbandonedQueuePairStillWaitsForWorkAlreadyRung) {
   EXPECT_EQ((int)e.code, MORI_DEVICE_EIO) << "the error completion's record";
   EXPECT_EQ(e.expected, 0x13u);
   EXPECT_EQ(qp.failed & 0x1ffu, 0x113u);
+}
+
+// Two QPs to a peer: a put fails on one (an error completion); the signal
+// that follows goes on the other after draining the first, and must not be
+// posted (the peer would see the signal without the data). Before, the
+// drain waited for the completion and went on.
+TEST(GdaPost, AnOrderedOpAfterAFailedRequestOnAnotherQueuePairIsNotPosted) {
+  World w(2, 2, 8, 8);
+  TestNic nic(w);
+  nic.fail_peer = 1;
+  nic.fail_at = 0;
+  w.next_qp[1] = 0;  // the put takes QP 0, the signal QP 1
+  ASSERT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 64, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_signal_set(w.win, 1, 4096, 7, kSecond), MORI_DEVICE_EIO);
+  EXPECT_EQ(w.dev_qps[1 * 2 + 1].reserved, 0u) << "nothing was claimed on the other QP";
+  uint64_t signal = 0;
+  memcpy(&signal, w.windows[1] + 4096, 8);
+  EXPECT_EQ(signal, 0u);
+  uint64_t before = 0;
+  EXPECT_EQ(mori_gda_atomic_add(w.win, 1, 4096, 1, nullptr, kSecond), MORI_DEVICE_EIO);
+  EXPECT_EQ(mori_gda_put_signal(w.win, 1, 64, w.local(), 8, 4096, 1, kSecond), MORI_DEVICE_EIO);
+  memcpy(&before, w.windows[1] + 4096, 8);
+  EXPECT_EQ(before, 0u);
+  w.TakeRecord();
+}
+
+// Local buffers must lie in the window, not merely in the registered
+// segment (windows carved from one heap chunk share its registration): a
+// get into the bytes past the window would land in a neighbour.
+TEST(GdaPost, LocalBuffersOutsideTheWindowAreRefused) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  w.win.segment_offset = 4096;  // this window: [4096, 8192) of the segment
+  w.win.size = 4096;
+  uint8_t *mine = w.local() + 4096;
+  EXPECT_EQ(mori_gda_get(w.win, 1, mine + 4096 - 8, 0, 64, kSecond), MORI_DEVICE_EINVAL) << "runs into the neighbour";
+  EXPECT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 64, kSecond), MORI_DEVICE_EINVAL) << "below the window";
+  uint64_t *result = reinterpret_cast<uint64_t *>(w.local() + 8192);
+  EXPECT_EQ(mori_gda_atomic_add(w.win, 1, 0, 1, result, kSecond), MORI_DEVICE_EINVAL) << "a result past the window";
+  const void *srcs[1] = {w.local()};
+  uint64_t dst[1] = {0}, bytes[1] = {64};
+  EXPECT_EQ(mori_gda_put_batch(w.win, 1, 1, dst, srcs, bytes, kSecond), MORI_DEVICE_EINVAL);
+  ASSERT_EQ(mori_gda_get(w.win, 1, mine, 0, 64, kSecond), MORI_DEVICE_OK) << "inside it";
+  EXPECT_EQ(mori_gda_quiet_peer(w.win, 1, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(nic.problem, "");
 }
 
 // A warp of one lane on the host: the warp call is a batch of one.

@@ -280,6 +280,8 @@ struct ibv_mr *rdma_reg_memory(const mori_rdma_provider_t *p, struct ibv_pd *pd,
 /* What rdma_reg_memory will do, before anything is registered. */
 void rdma_memory_plan(const mori_rdma_provider_t *p, const struct rdma_dmabuf_ops *ops, char *how, size_t how_len);
 
+/* MORI_RDMA_GDA=on: GPU posting demanded (a comm without it fails). */
+bool rdma_gda_demanded(void);
 /* gda/ (GPU-initiated posting, gda/gda_host.h). rdma_gda_init: collective,
  * at comm creation once the transport's QPs are connected (`connected`:
  * they are; me/all/entry: the endpoint exchange): chooses GPU posting or

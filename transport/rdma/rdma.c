@@ -161,6 +161,11 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   } else {
     describe_unusable(s, all, entry, local_why);
     rdma_close_local(s);
+    /* Every rank is here (the outcome is the gathered one): with GPU
+     * posting demanded, every rank fails, naming what is missing. */
+    if (rdma_gda_demanded())
+      rc = mori_error_set(MORI_ENOTSUP, "rdma: MORI_RDMA_GDA=on, but GPU posting needs an RDMA device on every rank: %s",
+                          s->unusable);
   }
   free(mine);
   free(all);

@@ -77,6 +77,8 @@ static uint32_t round_up_pow2(uint32_t x) {
   return p;
 }
 
+bool rdma_gda_demanded(void) { return mori_env_enum_or("MORI_RDMA_GDA", RDMA_GDA_AUTO) == RDMA_GDA_ON; }
+
 int rdma_gda_init(struct rdma_state *s, mori_comm_t *comm, bool connected, const struct rdma_endpoint *me, const char *all,
                   size_t entry) {
   struct rdma_gda *g = calloc(1, sizeof(*g));

@@ -2,8 +2,9 @@
 /* Transport: RDMA through libibverbs (loaded with dlopen: a program that does
  * not list this transport never touches libibverbs). MORI_NUM_QP_PER_PE RC
  * queue pairs per peer, one memory region per window; puts, gets and atomic
- * adds are posted by the host (CPU proxy). GPU-initiated posting is not
- * built (see docs/architecture.md). Reaches every peer of the comm (under
+ * adds are posted by the host, and kernels' requests by GPU-initiated
+ * posting where the comm chose it (MORI_RDMA_GDA, mori_rdma_gda_status;
+ * mori/device/gda.h), else by the CPU proxy. Reaches every peer of the comm (under
  * MORI_ENABLE_RAIL_ONLY the same-rail and same-host ones); list it after
  * p2p so that peers on the same host stay load/store.
  *
@@ -26,10 +27,14 @@
  * Transfers of any length are posted in pieces of at most the port's
  * largest message. An atomic add (and a kernel's signal) to a peer is
  * ordered after every earlier put or get to it, whichever QP carried them.
- * A window destroyed while work to a peer is still in flight waits
- * MORI_RDMA_TIMEOUT_MS for it; what has not completed then has its queue
- * pairs moved to error, and that peer is unreachable over rdma
- * (MORI_EUNREACHABLE) for the rest of the comm. A kernel's request through
+ * A window destroyed while work the host or the proxy posted to a peer is
+ * still in flight waits MORI_RDMA_TIMEOUT_MS for it; what has not completed
+ * then has its queue pairs moved to error, and that peer is unreachable
+ * over rdma (MORI_EUNREACHABLE) for the rest of the comm. Work kernels
+ * posted themselves (GPU posting) is not tracked by the host: quiet it in
+ * the kernel (mori_quiet_window) before the window goes, or its late
+ * completions fail (the memory region is gone) and mark that peer's queue
+ * pair failed for the comm. A kernel's request through
  * the proxy is checked against its window as the host calls are: one that
  * leaves it is refused (mori_proxy_quiet: MORI_DEVICE_ERANGE; the window's
  * mailbox names the peer, the offset and the size). */

@@ -25,6 +25,11 @@
 #define MORI_GDA_FULL_CHANNEL 0x72000000u
 #define MORI_GDA_QUIET_CHANNEL 0x73000000u
 #define MORI_GDA_CHANNEL_QPS 0x01000000u /* QP indices a channel range holds */
+/* A claimant's wait for its turn that timed out (an earlier claimant never
+ * finished its own: a kernel stopped mid-post): the QP is abandoned. Ring
+ * turns at + the QP's index, turns to consume a completion at +
+ * MORI_GDA_CHANNEL_QPS + the index. */
+#define MORI_GDA_TURN_CHANNEL 0x75000000u
 
 /* The channel of a collective call's record when a member refused its part
  * of the call (code MORI_DEVICE_EINVAL; peer = the member that refused,

@@ -13,18 +13,27 @@
  * quiet honour the window's abort flag and timeout_ns (0: none) and leave
  * a mailbox record instead of hanging. The waits a claimant makes after
  * its claim (its doorbell behind the earlier claimants', a poller's turn at
- * the CQ) end by themselves and so only at the timeout, which marks the QP
- * abandoned (MORI_GDA_QP_ABANDONED: later calls for that peer's QP return
- * MORI_DEVICE_EIO). On AMD GPUs two lanes of one wavefront must not post to
+ * the CQ) end by themselves and so only at the timeout (at least
+ * MORI_GDA_TURN_TIMEOUT_NS: a caller's short timeout does not give a QP up
+ * while an earlier claimant is merely descheduled), which marks the QP
+ * abandoned (MORI_GDA_QP_ABANDONED: later calls for that peer's QP,
+ * quiets included, return MORI_DEVICE_EIO; record channel
+ * MORI_GDA_TURN_CHANNEL). On AMD GPUs two lanes of one wavefront must not post to
  * the same QP (one would wait for the other, which cannot run meanwhile).
  * An error completion marks its QP failed and leaves a record
  * (code MORI_DEVICE_EIO, the peer, channel MORI_GDA_CQE_ERROR_CHANNEL + the
  * QP's index, expected = the NIC's syndrome, seen = the vendor syndrome);
  * later calls for that peer return MORI_DEVICE_EIO, other peers are served.
  *
+ * An atomic or a signal set on one of several QPs of a peer first waits
+ * for the others' claims to complete and returns MORI_DEVICE_EIO without
+ * posting when one of them failed: the peer never sees a signal whose data
+ * did not arrive.
+ *
  * Offsets are into the window on both sides; local buffers (a put's
  * source, a get's destination, a fetch's result) must lie in this rank's
- * window (the memory the transport registered). */
+ * window (not only in the memory the transport registered, which windows
+ * carved from one heap chunk share). */
 #ifndef MORI_DEVICE_GDA_H
 #define MORI_DEVICE_GDA_H
 
@@ -36,6 +45,8 @@
 #define MORI_GDA_MAX_PIECE (1ull << 30)
 /* How long the device API's posts wait for room in a send queue, and for their turn. */
 #define MORI_GDA_POST_TIMEOUT_NS (10ull * 1000 * 1000 * 1000)
+/* The least a claimant waits for its turn (see above) before it gives the QP up. */
+#define MORI_GDA_TURN_TIMEOUT_NS (1000ull * 1000 * 1000)
 
 /* Whether GPU posting reaches `peer` from this window. */
 MORI_DEVICE_INLINE int mori_gda_reaches(mori_window_dev_t win, int peer);

@@ -170,14 +170,20 @@ MORI_DEVICE_INLINE void mori_gda_abandon(mori_gda_qp_t *qp) {
  * (MORI_DEVICE_EIO) rather than after a timeout of its own. (A poller's
  * turn goes on: the WQEs already rung still complete, and their CQEs are
  * consumed in order.) */
-MORI_DEVICE_INLINE int mori_gda_wait_turn(mori_window_dev_t win, mori_gda_qp_t *qp, int ring, uint32_t spin, uint64_t *start,
-                                          uint64_t timeout_ns, uint32_t channel, uint64_t expected, uint64_t seen) {
+MORI_DEVICE_INLINE int mori_gda_wait_turn(mori_window_dev_t win, mori_gda_qp_t *qp, int ring, int qp_index, uint32_t spin,
+                                          uint64_t *start, uint64_t timeout_ns, uint64_t expected, uint64_t seen) {
   if (spin == 0) *start = mori_clock_ns();
   if ((spin & 255) != 255) return MORI_DEVICE_OK;
-  if (ring && (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED)) return MORI_DEVICE_EIO;
+  /* Abandoned: a turn before this one was given up, so this one never comes. */
+  if (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
+  /* A turn waits only for claimants already past their claim, a few
+   * stores away from done: a caller's short timeout (a quiet of 10 us) is
+   * not a reason to give the QP up while one of them is descheduled. */
+  if (timeout_ns && timeout_ns < MORI_GDA_TURN_TIMEOUT_NS) timeout_ns = MORI_GDA_TURN_TIMEOUT_NS;
   uint64_t waited = mori_clock_ns() - *start;
   if (!timeout_ns || waited <= timeout_ns) return MORI_DEVICE_OK;
   mori_gda_abandon(qp);
+  uint32_t channel = MORI_GDA_TURN_CHANNEL + (ring ? 0u : MORI_GDA_CHANNEL_QPS) + (uint32_t)qp_index;
   return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, qp->peer, channel, waited, expected, seen);
 }
 
@@ -214,7 +220,7 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   /* The consumer index moves in claim order (the NIC reads it as a count). */
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(&qp->cq_consumed)) != ci; spin++) {
-    int rc = mori_gda_wait_turn(win, qp, 0, spin, &start, timeout_ns, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, ci, seen);
+    int rc = mori_gda_wait_turn(win, qp, 0, qp_index, spin, &start, timeout_ns, ci, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
   mori_gda_family_cq_consumed(qp, ci + 1);
@@ -305,7 +311,7 @@ MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, c
   uint64_t start = 0, seen = rung_seen;
   for (uint32_t spin = 0; seen != first; spin++) {
     if ((seen = mori_atomic_load_acquire_device_u64(&qp->rung)) == first) break;
-    int rc = mori_gda_wait_turn(win, qp, 1, spin, &start, timeout_ns, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, first, seen);
+    int rc = mori_gda_wait_turn(win, qp, 1, qp_index, spin, &start, timeout_ns, first, seen);
     if (rc != MORI_DEVICE_OK) return rc;
   }
   mori_gda_family_ring(desc, first + n, last_doorbell);
@@ -352,9 +358,15 @@ MORI_DEVICE_INLINE uint64_t mori_gda_local_in(uint64_t base, uint64_t size, cons
   return a;
 }
 
-/* The registered address of local window bytes [p, p + bytes), or 0. */
-MORI_DEVICE_INLINE uint64_t mori_gda_local_addr(const mori_gda_window_t *g, const void *p, uint64_t bytes) {
-  return mori_gda_local_in(g->local_base, g->local_size, p, bytes);
+/* The registered address of local window bytes [p, p + bytes), or 0: the
+ * window's own part of the registered segment (windows carved from one
+ * heap chunk share its registration), so a get never lands in a neighbour. */
+MORI_DEVICE_INLINE uint64_t mori_gda_local_win(uint64_t local_base, mori_window_dev_t win, const void *p, uint64_t bytes) {
+  return mori_gda_local_in(local_base + win.segment_offset, win.size, p, bytes);
+}
+
+MORI_DEVICE_INLINE uint64_t mori_gda_local_addr(mori_window_dev_t win, const void *p, uint64_t bytes) {
+  return mori_gda_local_win(win.gda->local_base, win, p, bytes);
 }
 
 MORI_DEVICE_INLINE int mori_gda_check_remote(mori_window_dev_t win, uint32_t op, int peer, uint64_t offset, uint64_t bytes) {
@@ -401,7 +413,7 @@ MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int ge
   uint32_t op = get ? MORI_PROXY_GET : MORI_PROXY_PUT;
   int rc = mori_gda_check_remote(win, op, peer, remote_offset, bytes);
   if (rc) return rc;
-  uint64_t laddr = mori_gda_local_in(t.local_base, t.local_size, local, bytes);
+  uint64_t laddr = mori_gda_local_win(t.local_base, win, local, bytes);
   if (!laddr) return MORI_DEVICE_EINVAL;
   if (bytes == 0) return MORI_DEVICE_OK;
   if (bytes <= MORI_GDA_MAX_PIECE) {
@@ -440,6 +452,10 @@ MORI_DEVICE_INLINE int mori_gda_drain_others(mori_window_dev_t win, int peer, in
     mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, i);
     int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns);
     if (rc) return rc;
+    /* Completed is not delivered: a request that failed there (its record
+     * is left) must not be followed by the ordered op, or the peer would
+     * see a signal whose data never came. */
+    if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
   }
   return MORI_DEVICE_OK;
 }
@@ -479,7 +495,7 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
   uint64_t laddr = 0;
   uint32_t lkey = 0;
   if (result) {
-    if (!(laddr = mori_gda_local_addr(g, result, 8)) || laddr % 8) return MORI_DEVICE_EINVAL;
+    if (!(laddr = mori_gda_local_addr(win, result, 8)) || laddr % 8) return MORI_DEVICE_EINVAL;
     lkey = g->lkey;
   }
   int q = mori_gda_pick_qp(g, peer);
@@ -513,7 +529,7 @@ MORI_DEVICE_INLINE int mori_gda_put_signal(mori_window_dev_t win, int peer, uint
   if (!rc) rc = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes);
   if (rc) return rc;
   const mori_gda_window_t *g = win.gda;
-  uint64_t laddr = mori_gda_local_addr(g, src, bytes);
+  uint64_t laddr = mori_gda_local_addr(win, src, bytes);
   if (!laddr || bytes > MORI_GDA_MAX_PIECE) return MORI_DEVICE_EINVAL;
   int q = mori_gda_pick_qp(g, peer);
   if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
@@ -538,7 +554,7 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
   for (uint32_t i = 0; i < n; i++) {
     int rc = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset[i], bytes[i]);
     if (rc) return rc;
-    if (!mori_gda_local_addr(g, src[i], bytes[i]) || bytes[i] > MORI_GDA_MAX_PIECE) return MORI_DEVICE_EINVAL;
+    if (!mori_gda_local_addr(win, src[i], bytes[i]) || bytes[i] > MORI_GDA_MAX_PIECE) return MORI_DEVICE_EINVAL;
   }
   if (n == 0) return MORI_DEVICE_OK;
   int q = mori_gda_pick_qp(g, peer);
@@ -694,7 +710,7 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
   if (lane == head) w = mori_gda_claim_load(qp);
   if (d.wqe_cnt == 0) return MORI_DEVICE_EUNREACHABLE;
   int bad = mori_gda_check_remote(win, MORI_PROXY_PUT, peer, dst_offset, bytes) != 0 ||
-            !mori_gda_local_in(t.local_base, t.local_size, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
+            !mori_gda_local_win(t.local_base, win, src, bytes) || bytes > MORI_GDA_MAX_PIECE;
   /* A lane with a bad request still writes a WQE (a write of zero bytes),
    * so the claim is filled; it says so in its return. */
   uint64_t raddr = rbase + win.segment_offset + (bad ? 0 : dst_offset), laddr = bad ? t.local_base : (uint64_t)(uintptr_t)src;
