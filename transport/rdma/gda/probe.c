@@ -113,10 +113,21 @@ int rdma_gda_init(struct rdma_state *s, mori_comm_t *comm, bool connected, const
   for (int r = 0; !rc && r < s->size && missing < 0; r++)
     if (!((struct gda_outcome *)(every + (size_t)r * stride))->ok) missing = r;
   if (!rc && missing < 0) {
-    rc = rdma_gda_connect_queues(s, g, me, all, entry, (const uint32_t *)(every + sizeof(*o)), stride);
+    /* Each rank connects its own ends, which can still fail: a second
+     * exchange, so that no rank posts from the GPU to one that took the
+     * proxy (every rank takes it then, naming the first that failed). */
+    struct gda_outcome c;
+    memset(&c, 0, sizeof(c));
+    c.ok = rdma_gda_connect_queues(s, g, me, all, entry, (const uint32_t *)(every + sizeof(*o)), stride) == 0;
+    if (!c.ok) snprintf(c.why, sizeof(c.why), "%s", mori_last_error());
+    rc = mori_bootstrap_allgather(mori_comm_bootstrap(comm), &c, every, sizeof(c));
+    for (int r = 0; !rc && r < s->size && missing < 0; r++)
+      if (!((struct gda_outcome *)(every + (size_t)r * sizeof(c)))->ok) missing = r;
     if (rc) {
-      snprintf(g->why, sizeof(g->why), "%s", mori_last_error());
-      rc = 0; /* the proxy still serves: the QPs stay unused */
+      /* reported below */
+    } else if (missing >= 0) {
+      snprintf(g->why, sizeof(g->why), "rank %d: %s", missing, ((struct gda_outcome *)(every + (size_t)missing * sizeof(c)))->why);
+      /* the proxy still serves: the QPs stay unused */
     } else {
       g->enabled = true;
       size_t n = (size_t)s->size * (size_t)s->num_qp, used = 0;
