@@ -216,6 +216,8 @@ static const mori_env_var_t table[] = {
      .meaning = "The EP benchmark sweeps blocks and warps per block and prints the best as a launch-table row."},
     {"MORI_TEST_ALL_K", B(TOOLS), .reader = "tests", .default_text = "off",
      .meaning = "The allocation-failure test goes on after the first failing step."},
+    {"MORI_TEST_ONLY", S(TOOLS), .reader = "torch tests", .default_text = "unset",
+     .meaning = "Only the torch suites' checks whose name contains this text run."},
     {"MORI_TEST_PG_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "torch tests", .default_text = "180",
      .meaning = "The torch process group's timeout in the torch tests, in seconds."},
     {"MORI_TEST_CHECK_STALL_S", I(1, 86400, TOOLS), .reader = "torch tests", .default_text = "120",

@@ -357,10 +357,12 @@ def _():
             except RuntimeError as e:
                 assert words in str(e), str(e)
         else:
-            call(out)  # launched; its kernel meets the refusal
+            call(out)  # launched; its kernel meets the refusal and ends
+            torch.cuda.synchronize()  # at once, not at the timeout (took, below)
         try:
             # The next op pairs on every rank; the others learn of the
-            # refusal from it (after its own call).
+            # refusal from it (after its own call: the record the ended
+            # kernel left).
             torch.ops.mori.all_reduce(a, out, "sum", group.group_name)
             assert rank == last, "the refusal was not reported"
         except RuntimeError as e:
