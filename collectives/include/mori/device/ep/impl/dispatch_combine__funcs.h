@@ -42,19 +42,19 @@ MORI_DEVICE_INLINE void mori_ep_impl_report(mori_ep_state_t *st, int32_t rank, i
   st->bad_seen = 1;
 }
 
-/* A context stopped by an earlier kernel's failure (its ranks out of step:
- * a peer that was late, or one that skipped a call, would otherwise pair
- * this rank's later calls with the wrong ones of its own) runs each call as
- * refused: `own` is the caller's arguments with the refusal, and a dispatch
- * sends no token. Each such call is reported once on this rank. Every block
- * reads the same word: it changes only when a kernel ends. */
-MORI_DEVICE_INLINE const mori_ep_args_t *mori_ep_impl_if_stopped(const mori_ep_dev_t *e, mori_ep_state_t *st,
-                                                                 const mori_ep_args_t *a, mori_ep_args_t *own, int dispatch,
-                                                                 uint32_t block) {
-  if (!*(volatile uint32_t *)&st->stopped) return a;
-  *own = *a;
-  own->refused = 1;
-  if (dispatch && (a->phases & MORI_EP_PHASE_SEND)) own->num_tokens = 0;
+/* The call's arguments, the thread's own copy (see mori_ep_dispatch_grid). A context
+ * stopped by an earlier kernel's failure (its ranks out of step: a peer
+ * that was late, or one that skipped a call, would otherwise pair this
+ * rank's later calls with the wrong ones of its own) runs each call as
+ * refused: a dispatch sends no token. Each such call is reported once on
+ * this rank. Every block reads the same word: it changes only when a
+ * kernel ends. */
+MORI_DEVICE_INLINE mori_ep_args_t mori_ep_impl_args(const mori_ep_dev_t *e, mori_ep_state_t *st, const mori_ep_args_t *a,
+                                                    int dispatch, uint32_t block) {
+  mori_ep_args_t own = *a;
+  if (!*(volatile uint32_t *)&st->stopped) return own;
+  own.refused = 1;
+  if (dispatch && (a->phases & MORI_EP_PHASE_SEND)) own.num_tokens = 0;
   if (block == 0 && MORI_THREAD_RANK_BLOCK() == 0) mori_ep_impl_report(st, e->rank, MORI_EP_STOPPED, 0, 0, 0);
   return own;
 }
@@ -533,16 +533,16 @@ MORI_DEVICE_INLINE void mori_ep_impl_own_rows(const mori_ep_dev_t *e, const mori
   }
 }
 
-MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
-  /* A private copy: read through the kernel parameter's address, every store
-   * of the loops below might alias the context and force it to be read again. */
+MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a_param, uint32_t block, uint32_t grid) {
+  /* Private copies of the context and the arguments: read through the
+   * kernel parameters' addresses, every store of the loops below might
+   * alias them and force them to be read again. */
 #if defined(MORI_DEVICE_COMPILER_HOST)
   if (grid > MORI_EP_HOST_MAX_BLOCKS || block >= grid) return MORI_DEVICE_EINVAL; /* the scan scratch holds no more */
 #endif
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
-  mori_ep_args_t if_stopped;
-  a = mori_ep_impl_if_stopped(e, st, a, &if_stopped, 1, block);
+  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, 1, block), *a = &args;
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->dispatch_epoch) + (uint64_t)send, p = epoch & 1;
   int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
@@ -735,13 +735,13 @@ MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_
   v[0] = x;
 }
 
-MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
-  /* A private copy: read through the kernel parameter's address, every store
-   * of the loops below might alias the context and force it to be read again. */
+MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a_param, uint32_t block, uint32_t grid) {
+  /* Private copies of the context and the arguments: read through the
+   * kernel parameters' addresses, every store of the loops below might
+   * alias them and force them to be read again. */
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
-  mori_ep_args_t if_stopped;
-  a = mori_ep_impl_if_stopped(e, st, a, &if_stopped, 0, block);
+  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, 0, block), *a = &args;
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = mori_load_volatile_u64(&st->combine_epoch) + (uint64_t)send;
   uint64_t dp = mori_load_volatile_u64(&st->dispatch_epoch) & 1; /* the parity of the dispatch being combined */
