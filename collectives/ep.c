@@ -292,15 +292,13 @@ int mori_ep_destroy(mori_ep_t *ep) {
   int rc = mori_ep_device_wait(ep->device); /* the caller's streams may be non-blocking ones */
   /* No peer may still read this rank's buffers. A peer may still be in a
    * call's wait that fails only after the context's timeout (a call this
-   * rank's failed one left it waiting for), so this step waits for that
-   * long beyond the comm's own limit: else one failed call made the
-   * comm's every later step fail. */
-  mori_bootstrap_t *bs = mori_comm_bootstrap(ep->comm);
-  int limit = mori_bootstrap_timeout_ms(bs);
-  uint64_t longer = (uint64_t)limit + ep->view.timeout_ns / 1000000ull;
-  (void)mori_bootstrap_set_timeout_ms(bs, longer > 0x7fffffff ? 0x7fffffff : (int)longer);
-  int arc = mori_agree(ep->comm, rc, "ep_destroy");
-  (void)mori_bootstrap_set_timeout_ms(bs, limit);
+   * rank skipped, or whose part failed, left it waiting), so this step
+   * waits that long beyond the comm's own limit: else one failed call
+   * made destroy, and the comm's every later step, fail on the rank that
+   * came first. (On one host; across hosts the bootstrap's timeout bounds
+   * the step.) */
+  uint64_t grace_ms = ep->view.timeout_ns / 1000000ull;
+  int arc = mori_agree_grace(ep->comm, rc, "ep_destroy", grace_ms > 0x7fffffff ? 0x7fffffff : (int)grace_ms);
   if (!rc) rc = arc;
   if (!released(ep)) { /* else mori_finalize released them */
     int wrc = mori_window_destroy(ep->win);

@@ -62,7 +62,8 @@ int mori_agreement_verdict(const void *notes, size_t stride, int n, int me, cons
   return mori_error_set(mine ? mine : code_of(note_at(notes, stride, first)->status), "%s", msg);
 }
 
-int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const void *mine, void *all, size_t bytes) {
+static int agree(mori_comm_t *comm, int my_status, const char *step, const void *mine, void *all, size_t bytes,
+                 int grace_ms) {
   MORI_TRACE_SCOPE("agree", MORI_TS("step", step), MORI_TA("bytes", bytes), MORI_TA("status", my_status));
   char own[1024] = "";
   if (my_status) snprintf(own, sizeof(own), "%s", mori_last_error());
@@ -80,7 +81,7 @@ int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const 
   int32_t status = my_status;
   memcpy(send, &status, sizeof(status));
   if (bytes) memcpy(send + 8, mine, bytes);
-  int rc = mori_comm_allgather_named(comm, step, send, table, entry);
+  int rc = mori_comm_allgather_grace(comm, step, send, table, entry, grace_ms);
   int failed = 0;
   for (int r = 0; !rc && r < n; r++) {
     int32_t s;
@@ -108,6 +109,14 @@ int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const 
   return rc;
 }
 
+int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const void *mine, void *all, size_t bytes) {
+  return agree(comm, my_status, step, mine, all, bytes, 0);
+}
+
 int mori_agree(mori_comm_t *comm, int my_status, const char *step) {
-  return mori_agree_gather(comm, my_status, step, NULL, NULL, 0);
+  return agree(comm, my_status, step, NULL, NULL, 0, 0);
+}
+
+int mori_agree_grace(mori_comm_t *comm, int my_status, const char *step, int grace_ms) {
+  return agree(comm, my_status, step, NULL, NULL, 0, grace_ms);
 }

@@ -15,12 +15,12 @@
 #include "mori/bootstrap.h"
 
 /* `what` names the call, so that ranks at different calls are never paired. */
-static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
+static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes, int grace_ms) {
   MORI_TRACE_SCOPE("comm_allgather", MORI_TS("step", what), MORI_TA("bytes", bytes), MORI_TA("ranks", c->size));
   uint64_t t = mori_profile_now();
   int rc;
   if (c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD) {
-    rc = mori_node_channel_allgather(c->channel, what, send, recv, bytes);
+    rc = mori_node_channel_allgather_grace(c->channel, what, send, recv, bytes, grace_ms);
   } else {
     /* With a channel, a large step still takes one through it first (its
      * size alone): ranks that disagree on the size, one side of the
@@ -49,9 +49,14 @@ static int comm_allgather(mori_comm_t *c, const char *what, const void *send, vo
 }
 
 int mori_comm_allgather(mori_comm_t *c, const void *send, void *recv, size_t bytes) {
-  return comm_allgather(c, "mori_comm_allgather", send, recv, bytes);
+  return comm_allgather(c, "mori_comm_allgather", send, recv, bytes, 0);
 }
 
 int mori_comm_allgather_named(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
-  return comm_allgather(c, what, send, recv, bytes);
+  return comm_allgather(c, what, send, recv, bytes, 0);
+}
+
+int mori_comm_allgather_grace(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes,
+                              int grace_ms) {
+  return comm_allgather(c, what, send, recv, bytes, grace_ms);
 }

@@ -342,6 +342,11 @@ static uint32_t call_identity(const char *what) {
 }
 
 int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const void *send, void *recv, size_t bytes) {
+  return mori_node_channel_allgather_grace(ch, what, send, recv, bytes, 0);
+}
+
+int mori_node_channel_allgather_grace(mori_node_channel_t *ch, const char *what, const void *send, void *recv,
+                                      size_t bytes, int grace_ms) {
   if (ch->failed_code)
     return mori_error_set(ch->failed_code, "failed earlier: %s; this comm's collective steps cannot go on", ch->failed);
   if (bytes > MORI_NODE_CHANNEL_PAYLOAD)
@@ -361,7 +366,8 @@ int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const
   uint32_t arrived = atomic_fetch_add(&ch->area->arrivals, 1) + 1;
   if (arrived == (uint32_t)(step * (uint64_t)ch->size)) wake_sleepers(ch->area);
   const uint64_t slice = (uint64_t)SLEEP_SLICE_MS * 1000000ull;
-  uint64_t start = now_ns(), limit = (uint64_t)ch->timeout_ms * 1000000ull, next_check = start + slice;
+  uint64_t limit_ms = (uint64_t)ch->timeout_ms + (uint64_t)(grace_ms > 0 ? grace_ms : 0);
+  uint64_t start = now_ns(), limit = limit_ms * 1000000ull, next_check = start + slice;
   for (int r = 0; r < ch->size; r++) {
     mailbox_t *box = &ch->boxes[r * 2 + parity];
     for (unsigned spins = 0;; spins++) {
@@ -389,8 +395,9 @@ int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const
           if (atomic_load_explicit(&ch->boxes[q * 2 + parity].seq, memory_order_acquire) != step)
             used += (size_t)snprintf(missing + used, sizeof(missing) - used, "%s%d", count++ ? ", " : "", q);
         return fail_channel(ch, MORI_ERANK_TIMEOUT, r, FAILED_OTHERWISE,
-                            "node channel: %s %s did not arrive within %d ms (step %llu, rank %d waiting)",
-                            count > 1 ? "ranks" : "rank", missing, ch->timeout_ms, (unsigned long long)step, ch->rank);
+                            "node channel: %s %s did not arrive within %llu ms (step %llu, rank %d waiting)",
+                            count > 1 ? "ranks" : "rank", missing, (unsigned long long)limit_ms, (unsigned long long)step,
+                            ch->rank);
       }
       wait_a_little(ch->area, box, step, spins, limit - waited);
     }

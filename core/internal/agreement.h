@@ -37,6 +37,9 @@ typedef struct mori_agreement_note {
  * rank failed does a second step carry the messages. A failure of the
  * exchange itself (a peer gone) is returned as the transport reported it. */
 int mori_agree(mori_comm_t *comm, int my_status, const char *step);
+/* The same, waiting grace_ms beyond the comm's timeout for ranks that may
+ * come late (mori_comm_allgather_grace: on one host). */
+int mori_agree_grace(mori_comm_t *comm, int my_status, const char *step, int grace_ms);
 
 /* The same step carrying `bytes` of payload per rank: on success all[r]
  * (all: comm size × bytes) holds rank r's `mine`, so a caller can check
