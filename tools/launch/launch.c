@@ -20,12 +20,6 @@
 
 #include "tools/launch/rank_output.h"
 
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int listen_loopback(int *port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
@@ -79,7 +73,7 @@ static void signal_running(job_t *j, int sig) {
 /* Stops every rank still running: SIGTERM now, SIGKILL after the grace. */
 static void stop_all(job_t *j) {
   if (j->stop_at) return;
-  j->stop_at = now_ms();
+  j->stop_at = rank_output_now_ms();
   signal_running(j, SIGTERM);
 }
 
@@ -265,7 +259,7 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
   close(gate[0]);
   close(gate[1]);
   if (rc) stop_all(&job);
-  long long deadline = now_ms() + timeout_ms;
+  long long deadline = rank_output_now_ms() + timeout_ms;
   while (job.running > 0) {
     /* Our reader may hold us until the job's limit, or a stop's grace. */
     if (output) rank_output_pump(output, 5, job.stop_at ? job.stop_at + MORI_LAUNCH_GRACE_MS : deadline);
@@ -275,7 +269,7 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
     }
     reap(&job);
     if (job.running == 0) break;
-    long long now = now_ms();
+    long long now = rank_output_now_ms();
     if (!job.stop_at && result->failed_rank >= 0) stop_all(&job);
     if (!job.stop_at && opts->stop && *opts->stop) {
       result->interrupted = 1;

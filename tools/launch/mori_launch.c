@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tools/launch/launch.h"
@@ -130,10 +129,8 @@ int main(int argc, char **argv) {
    * keep the launcher from exiting. */
   char line[sizeof(result.message) + 32];
   int n = snprintf(line, sizeof(line), "mori_launch: %s\n", result.message);
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
   rank_output_write_until(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1,
-                          (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 2000);
+                          rank_output_now_ms() + 2000);
   if (result.failed_rank >= 0) {
     int code = result.exit_code[result.failed_rank];
     return code > 0 ? code : EXIT_SIGNAL_BASE - code;

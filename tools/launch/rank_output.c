@@ -32,7 +32,7 @@ struct rank_output {
   int stalled;           /* a write waited that long: the rest is dropped at once */
 };
 
-static long long now_ms(void) {
+long long rank_output_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -45,7 +45,7 @@ int rank_output_write_until(int fd, const char *p, size_t n, long long until_ms)
   while (n > 0) {
     if (until_ms) {
       struct pollfd pfd = {.fd = fd, .events = POLLOUT, .revents = 0};
-      long long left = until_ms - now_ms();
+      long long left = until_ms - rank_output_now_ms();
       int ready = poll(&pfd, 1, left > 0 ? (left > 1000 ? 1000 : (int)left) : 0);
       if (ready < 0 && errno == EINTR) continue;
       if (ready < 0 || (ready == 0 && left <= 0)) return -1;
@@ -69,7 +69,8 @@ static void emit(rank_output_t *o, stream_t *s, const char *text, size_t n) {
   memcpy(out + head, text, n);
   size_t total = (size_t)head + n;
   if (n == 0 || text[n - 1] != '\n') out[total++] = '\n';
-  if (rank_output_write_until(s->dest, out, total, o->write_until) != 0 && o->write_until && now_ms() >= o->write_until)
+  if (rank_output_write_until(s->dest, out, total, o->write_until) != 0 && o->write_until &&
+      rank_output_now_ms() >= o->write_until)
     o->stalled = 1;
 }
 
@@ -186,13 +187,13 @@ void rank_output_finish(rank_output_t *o, int linger_ms) {
   /* Until every stream ends, while output still flows (a slow reader of
    * ours paces it), for at most linger_ms; a stream idle for 200 ms is one
    * a process the rank started still holds open, not worth waiting for. */
-  long long end = now_ms() + linger_ms, idle_since = now_ms();
+  long long end = rank_output_now_ms() + linger_ms, idle_since = rank_output_now_ms();
   o->write_until = end;
-  for (unsigned long long seen = o->bytes_read; read_ready(o, 10) > 0 && now_ms() < end;) {
+  for (unsigned long long seen = o->bytes_read; read_ready(o, 10) > 0 && rank_output_now_ms() < end;) {
     if (o->bytes_read != seen) {
       seen = o->bytes_read;
-      idle_since = now_ms();
-    } else if (now_ms() - idle_since >= 200) {
+      idle_since = rank_output_now_ms();
+    } else if (rank_output_now_ms() - idle_since >= 200) {
       break;
     }
   }

@@ -31,5 +31,7 @@ void rank_output_finish(rank_output_t *o, int linger_ms);
  * 0: no limit): 0 when all went, -1 when the reader took longer or the
  * stream is gone (the rest is not written). */
 int rank_output_write_until(int fd, const char *p, size_t n, long long until_ms);
+/* Now, in the ms of CLOCK_MONOTONIC every deadline above counts in. */
+long long rank_output_now_ms(void);
 
 #endif
