@@ -76,7 +76,10 @@ static int parse_size(const mori_env_var_t *var, const char *text, unsigned long
     default: break;
   }
   if (shift && (*end == 'i' || *end == 'I')) end++;
-  if (*end == 'B' || *end == 'b') end++;
+  /* A lowercase b is bits (64Mb, 10Gb are link rates): refused, not read as bytes. */
+  if (*end == 'b')
+    return bad(var, text, MORI_EINVAL, "ends in b, which means bits: write B for bytes (examples: \"64MB\", \"64MiB\", \"64M\")");
+  if (*end == 'B') end++;
   end = skip_space(end);
   if (*end != '\0') return bad(var, text, MORI_EINVAL, accepted);
   if (shift && value > (ULLONG_MAX >> shift)) return out_of_range(var, text);

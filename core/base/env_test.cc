@@ -62,7 +62,7 @@ TEST(EnvSize, SizesParseInPowersOf1024) {
     ASSERT_EQ(mori_env_size("MORI_SHMEM_HEAP_SIZE", &v), 0) << Error();
     EXPECT_EQ(v, (size_t)16 << 40);
   }
-  const std::pair<const char *, size_t> ok[] = {{"6G", (size_t)6 << 30}, {"512MiB", (size_t)512 << 20}, {"64kb", 64 << 10},
+  const std::pair<const char *, size_t> ok[] = {{"6G", (size_t)6 << 30}, {"512MiB", (size_t)512 << 20}, {"64KB", 64 << 10},
                                                 {"1048576", 1 << 20}, {" 4K ", 4096}};
   for (const auto &c : ok) {
     Env e("MORI_SHMEM_HEAP_SIZE", c.first);
@@ -83,6 +83,8 @@ TEST(EnvSize, OutOfRangeAndUnparsableSizesNameVariableAndValue) {
       {"1.5G", MORI_EINVAL},
       {"0x1000", MORI_EINVAL},
       {"6G extra", MORI_EINVAL},
+      {"64Mb", MORI_EINVAL},  // megabits: was read as 64 MiB
+      {"64kb", MORI_EINVAL},
   };
   for (const auto &c : bad) {
     Env e("MORI_SHMEM_HEAP_SIZE", c.first);
