@@ -44,10 +44,10 @@ enum {
 typedef struct mori_ep_state {
   uint64_t dispatch_epoch; /* dispatch calls whose send half finished */
   uint64_t combine_epoch;
-  uint32_t done[4];        /* blocks past a point of the running kernel: dispatch mid/end, combine mid/end */
+  uint32_t done[4];        /* blocks past a point of the running kernel: dispatch mid/end, combine mid/end
+                              (the end counters also count failed blocks, MORI_EP_DONE_FAILED) */
   uint32_t scan_failed;    /* blocks of the running dispatch whose lists are incomplete (a wait failed) */
   uint32_t send_failed;    /* blocks of the running combine send whose wait for the last readers failed */
-  uint32_t failed;         /* blocks of the running kernel that failed a step (a wait, a proxy request) */
   uint32_t stopped;        /* a kernel of this context failed a step: its ranks are out of step, and every
                               later call runs as refused, so that the peers' calls end naming this rank */
   int32_t bad_seen;        /* a bad-index record arrived (cleared by mori_ep_check) */

@@ -42,35 +42,23 @@ MORI_DEVICE_INLINE void mori_ep_impl_report(mori_ep_state_t *st, int32_t rank, i
   st->bad_seen = 1;
 }
 
-/* The call's arguments, the thread's own copy (see mori_ep_dispatch_grid). A context
- * stopped by an earlier kernel's failure (its ranks out of step: a peer
- * that was late, or one that skipped a call, would otherwise pair this
- * rank's later calls with the wrong ones of its own) runs each call as
- * refused: a dispatch sends no token. Each such call is reported once on
- * this rank. Every block reads the same word: it changes only when a
- * kernel ends. */
+/* The call's arguments, the thread's own copy (see mori_ep_dispatch_grid).
+ * A context stopped by an earlier kernel's failure (`stopped`: the state's
+ * word, read by the caller beside its other loads of the state, so that the
+ * kernel's start waits for one round trip, not two; its ranks are out of
+ * step: a peer that was late, or one that skipped a call, would otherwise
+ * pair this rank's later calls with the wrong ones of its own) runs each
+ * call as refused: a dispatch sends no token. Each such call is reported
+ * once on this rank. Every block reads the same word: it changes only when
+ * a kernel ends. */
 MORI_DEVICE_INLINE mori_ep_args_t mori_ep_impl_args(const mori_ep_dev_t *e, mori_ep_state_t *st, const mori_ep_args_t *a,
-                                                    int dispatch, uint32_t block) {
+                                                    uint32_t stopped, int dispatch, uint32_t block) {
   mori_ep_args_t own = *a;
-  if (!*(volatile uint32_t *)&st->stopped) return own;
+  if (!stopped) return own;
   own.refused = 1;
   if (dispatch && (a->phases & MORI_EP_PHASE_SEND)) own.num_tokens = 0;
   if (block == 0 && MORI_THREAD_RANK_BLOCK() == 0) mori_ep_impl_report(st, e->rank, MORI_EP_STOPPED, 0, 0, 0);
   return own;
-}
-
-/* Before a kernel's last block ends it: a block whose steps failed counts. */
-MORI_DEVICE_INLINE void mori_ep_impl_count_failure(mori_ep_state_t *st, int rc) {
-  if (rc != MORI_DEVICE_OK && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->failed, 1);
-}
-
-/* In the last block: a failure of this kernel stops the context for the
- * kernels after it. */
-MORI_DEVICE_INLINE void mori_ep_impl_settle_failures(mori_ep_state_t *st) {
-  if (*(volatile uint32_t *)&st->failed) {
-    *(volatile uint32_t *)&st->stopped = 1;
-    *(volatile uint32_t *)&st->failed = 0;
-  }
 }
 
 /* This thread's warp among the grid's, and how many there are. */
@@ -341,15 +329,24 @@ MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mor
   return MORI_DEVICE_OK;
 }
 
+/* What a block whose steps failed adds to a done counter beside its 1:
+ * the last block to arrive learns from the same atomic whether any block
+ * failed (grids stay far below 2^16 blocks). */
+#define MORI_EP_DONE_FAILED (1u << 16)
+
 /* Every block arrives; returns 1 in thread 0 of the last block to arrive
- * (after every block's stores are visible), 0 elsewhere. */
-MORI_DEVICE_INLINE int mori_ep_impl_last_block(uint32_t *done, uint32_t grid) {
+ * (after every block's stores are visible), 0 elsewhere. failed_here: this
+ * block's steps failed (thread 0's word); *any_failed (in the last block,
+ * when not NULL): some block's did. */
+MORI_DEVICE_INLINE int mori_ep_impl_last_block(uint32_t *done, uint32_t grid, int failed_here, int *any_failed) {
   MORI_SYNC_BLOCK();
   int last = 0;
   if (MORI_THREAD_RANK_BLOCK() == 0) {
     mori_fence_system();
-    last = mori_atomic_add_u32(done, 1) == grid - 1;
+    uint32_t before = mori_atomic_add_u32(done, 1u + (failed_here ? MORI_EP_DONE_FAILED : 0u));
+    last = (before & (MORI_EP_DONE_FAILED - 1u)) == grid - 1;
     if (last) {
+      if (any_failed) *any_failed = failed_here || before >= MORI_EP_DONE_FAILED;
       *(volatile uint32_t *)done = 0; /* every block has arrived: ready for the next kernel */
       mori_fence_system();
     }
@@ -542,9 +539,11 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
 #endif
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
-  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, 1, block), *a = &args;
+  uint32_t stopped = *(volatile uint32_t *)&st->stopped;
+  uint64_t done_before = mori_load_volatile_u64(&st->dispatch_epoch);
+  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, stopped, 1, block), *a = &args;
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
-  uint64_t epoch = mori_load_volatile_u64(&st->dispatch_epoch) + (uint64_t)send, p = epoch & 1;
+  uint64_t epoch = done_before + (uint64_t)send, p = epoch & 1;
   int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
   uint32_t K = e->top_k, M = e->max_tokens, tb = e->token_bytes, sb = e->scale_bytes;
   int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
@@ -578,7 +577,7 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
     /* A block whose lists are incomplete keeps the flag down: no peer reads
      * them, and every rank's wait for this rank ends in its timeout. */
     if (rc && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->scan_failed, 1);
-    if (mori_ep_impl_last_block(&st->done[0], grid)) {
+    if (mori_ep_impl_last_block(&st->done[0], grid, 0, NULL)) {
       if (!*(volatile uint32_t *)&st->scan_failed) mori_ep_impl_publish(e, e->off_dflag, epoch);
       *(volatile uint32_t *)&st->scan_failed = 0;
     }
@@ -657,9 +656,10 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
     }
     rc = mori_ep_impl_quiet_block(e, rc);
   }
-  mori_ep_impl_count_failure(st, rc);
-  if (mori_ep_impl_last_block(&st->done[1], grid)) {
-    mori_ep_impl_settle_failures(st);
+  /* A failure of this kernel stops the context for the kernels after it. */
+  int failed = 0;
+  if (mori_ep_impl_last_block(&st->done[1], grid, rc != MORI_DEVICE_OK, &failed)) {
+    if (failed) *(volatile uint32_t *)&st->stopped = 1;
     if (send) *(volatile uint64_t *)&st->dispatch_epoch = epoch;
   }
   return rc;
@@ -741,10 +741,12 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
    * alias them and force them to be read again. */
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
-  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, 0, block), *a = &args;
-  int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
-  uint64_t epoch = mori_load_volatile_u64(&st->combine_epoch) + (uint64_t)send;
+  uint32_t stopped = *(volatile uint32_t *)&st->stopped;
+  uint64_t done_before = mori_load_volatile_u64(&st->combine_epoch);
   uint64_t dp = mori_load_volatile_u64(&st->dispatch_epoch) & 1; /* the parity of the dispatch being combined */
+  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, stopped, 0, block), *a = &args;
+  int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
+  uint64_t epoch = done_before + (uint64_t)send;
   int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
   uint32_t K = e->top_k, M = e->max_tokens, H = e->hidden_dim, dtype = a->dtype;
   uint64_t rs = (uint64_t)H * mori_coll_impl_dtype_size(dtype);
@@ -778,7 +780,7 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       for (uint32_t j = (uint32_t)lane; j < K; j += (uint32_t)lanes)
         reg_w[(uint64_t)i * K + j] = a->weights ? a->weights[(uint64_t)i * K + j] : 0.0f;
     }
-    if (mori_ep_impl_last_block(&st->done[2], grid)) {
+    if (mori_ep_impl_last_block(&st->done[2], grid, 0, NULL)) {
       if (!*(volatile uint32_t *)&st->send_failed)
         mori_ep_impl_publish(e, e->off_cflag, mori_ep_impl_combine_flag(epoch, dtype, (int)a->refused));
       *(volatile uint32_t *)&st->send_failed = 0;
@@ -938,9 +940,9 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       }
     }
   }
-  mori_ep_impl_count_failure(st, rc);
-  if (mori_ep_impl_last_block(&st->done[3], grid)) {
-    mori_ep_impl_settle_failures(st);
+  int failed = 0; /* as in dispatch */
+  if (mori_ep_impl_last_block(&st->done[3], grid, rc != MORI_DEVICE_OK, &failed)) {
+    if (failed) *(volatile uint32_t *)&st->stopped = 1;
     if (recv) { /* this rank has read every copy of this combine */
       mori_ep_impl_publish(e, e->off_cdone, epoch);
       /* Nobody waits for these before the next combine: let them complete
