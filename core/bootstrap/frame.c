@@ -23,6 +23,7 @@
 static void seal_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
                         const uint8_t digest[MORI_SHA256_BYTES], struct tcp_outgoing *o) {
   memset(o, 0, sizeof(*o));
+  o->peer = p;
   o->fd = p->fd;
   o->payload = payload;
   o->bytes = (size_t)mori_wire_payload_bytes(h);
@@ -46,6 +47,8 @@ void mori_tcp_seal(struct tcp_peer *p, const mori_wire_header_t *h, const void *
 
 bool mori_tcp_out_finished(const struct tcp_outgoing *o) { return o->done == o->head_bytes + o->bytes + o->mac_bytes; }
 
+/* Sends what the socket takes now. The peer is cut while the frame is
+ * part-way out; a frame abandoned there leaves it cut for good. */
 int mori_tcp_out_progress(struct tcp_outgoing *o) {
   while (!mori_tcp_out_finished(o)) {
     struct iovec iov[3];
@@ -66,12 +69,14 @@ int mori_tcp_out_progress(struct tcp_outgoing *o) {
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
     if (sent <= 0) return MORI_ECONNRESET;
     o->done += (size_t)sent;
+    if (o->peer) o->peer->tx_cut = !mori_tcp_out_finished(o);
   }
   return 0;
 }
 
 int mori_tcp_send_frame_hashed(struct tcp_peer *p, const mori_wire_header_t *h, const void *payload,
                                const uint8_t digest[MORI_SHA256_BYTES], int64_t deadline) {
+  if (p->tx_cut) return MORI_EPROTO; /* see tcp_peer.tx_cut: the link is only good for closing */
   struct tcp_outgoing o;
   seal_hashed(p, h, payload, digest, &o);
   for (;;) {

@@ -271,4 +271,47 @@ TEST(FrameIntegrity, AnUnalteredFrameOfAnotherStepIsStillADisagreement) {
   EXPECT_NE(got.second.find("unexpected reply"), std::string::npos) << got.second;
 }
 
+// A frame that went out only in part (its send gave up when the other end
+// stopped reading) leaves the link good only for closing: an ABORT sent
+// after it would be read as the rest of that frame, fail its MAC, and blame
+// this end for an altered frame instead of being heard. It is not sent;
+// a link whose frames all went out whole still takes one.
+TEST(FrameIntegrity, NoFrameFollowsOneThatWentOutInPart) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  int small = 4096;
+  ASSERT_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+  tcp_peer p = Root(sv[0]);
+  std::string big(1 << 20, 'x');
+  mori_wire_header_t data = {};
+  data.op = MORI_WIRE_DATA;
+  data.seq = 5;
+  data.bytes = big.size();
+  // Nobody reads sv[1]: the send gives up part-way.
+  EXPECT_NE(mori_tcp_send_frame(&p, &data, big.data(), mori_net_now_ms() + 50), 0);
+  EXPECT_TRUE(p.tx_cut);
+  uint8_t drained[1 << 16];
+  size_t before = 0;
+  for (ssize_t n; (n = recv(sv[1], drained, sizeof(drained), MSG_DONTWAIT)) > 0;) before += (size_t)n;
+  EXPECT_GT(before, 0u);
+  EXPECT_LT(before, big.size());
+  mori_wire_header_t abort_frame = {};
+  abort_frame.op = MORI_WIRE_ABORT;
+  abort_frame.seq = 5;
+  abort_frame.bytes = 4;
+  EXPECT_EQ(mori_tcp_send_frame(&p, &abort_frame, "bye", mori_net_now_ms() + 200), MORI_EPROTO);
+  EXPECT_EQ(recv(sv[1], drained, sizeof(drained), MSG_DONTWAIT), -1) << "nothing more went out";
+  close(sv[0]);
+  close(sv[1]);
+  // A whole frame leaves the link usable.
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  tcp_peer q = Root(sv[0]);
+  data.bytes = 8;
+  EXPECT_EQ(mori_tcp_send_frame(&q, &data, "12345678", mori_net_now_ms() + 200), 0);
+  EXPECT_FALSE(q.tx_cut);
+  EXPECT_EQ(mori_tcp_send_frame(&q, &abort_frame, "bye", mori_net_now_ms() + 200), 0);
+  close(sv[0]);
+  close(sv[1]);
+}
+
 }  // namespace

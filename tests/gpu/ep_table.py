@@ -9,8 +9,16 @@ copy rate measured in the same run, eager dispatch and combine, and
 dispatch + combine replayed as one CUDA graph, each as time and as the rate
 at which its bytes (read + written) move, and (where recorded) a dispatch
 split into its send and receive kernels; then the summary's medians and
-ranges as a fraction of the copy rate."""
+ranges as a fraction of the copy rate.
+
+    tests/gpu/ep_table.py --builds RESULTS.jsonl
+
+compares builds run in the same GPU run, interleaved: the rounds carry a
+"build" key (the bench_ep binary they came from), and each build's line
+gives the median and range over all its rounds of each kernel's time and
+of its rate as a fraction of the copy rate of the same round."""
 import json
+import statistics
 import sys
 
 
@@ -43,5 +51,31 @@ def main(path):
               f"graph-replayed dispatch + combine {f('graph_vs_copy')}.")
 
 
+def spread(values, digits):
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def builds(path):
+    with open(path) as f:
+        rounds = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("what") == "round"]
+    order = []
+    for r in rounds:
+        if r["build"] not in order:
+            order.append(r["build"])
+    print("| build | rounds | dispatch µs | dispatch / copy | combine µs | combine / copy | graph µs | graph / copy |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for b in order:
+        mine = [r for r in rounds if r["build"] == b]
+        cells = [b, str(len(mine))]
+        for us, gbps in (("dispatch_eager_us", "dispatch_gbps"), ("combine_eager_us", "combine_gbps"),
+                         ("graph_dispatch_combine_us", "graph_gbps")):
+            cells.append(spread([r[us] for r in mine], 2))
+            cells.append(spread([r[gbps] / r["copy_gbps"] for r in mine], 3))
+        print("| " + " | ".join(cells) + " |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--builds":
+        builds(sys.argv[2])
+    else:
+        main(sys.argv[1])

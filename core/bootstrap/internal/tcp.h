@@ -47,6 +47,11 @@ struct tcp_peer {
   mori_sha256_t rx;        /* hash of the payload of the frame being received */
   uint8_t rx_head[MORI_WIRE_HEADER_BYTES]; /* and its header, both under its frame MAC */
   bool forged;             /* a frame failed its MAC: the connection is worth nothing more */
+  /* A frame went out in part (a send that gave up mid-frame): the other end
+   * reads whatever comes next as the rest of it, so no frame may follow (an
+   * ABORT would arrive as a frame that fails its MAC, the sender blamed
+   * for an altered frame instead of heard). */
+  bool tx_cut;
   /* Bytes read from fd that no one has taken yet: ahead[ahead_at, ahead_end). */
   uint32_t ahead_at, ahead_end;
   uint8_t ahead[MORI_TCP_READ_AHEAD];
@@ -55,6 +60,7 @@ struct tcp_peer {
 /* One frame on its way out, sealed as the connection requires: its parts go
  * out together, in one sendmsg when the socket takes them at once. */
 struct tcp_outgoing {
+  struct tcp_peer *peer;
   int fd;
   uint8_t head[MORI_WIRE_SEALED_HEADER_BYTES], mac[MORI_WIRE_MAC_BYTES];
   size_t head_bytes, mac_bytes; /* MORI_WIRE_HEADER_BYTES and 0 on a plain connection */
