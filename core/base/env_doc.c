@@ -54,10 +54,10 @@ int main(void) {
          "# Environment variables\n\n"
          "Every variable any part of mori reads. Values are parsed strictly: a value that does not parse or is out "
          "of range is an error naming the variable and the value when a comm is made (a switch takes 1, true, yes, "
-         "on or 0, false, no, off; a size takes \"6G\", \"512M\", \"64K\" or plain bytes, in powers of 1024; a "
-         "duration takes milliseconds, or seconds with an \"s\"). A set MORI_* variable that mori does not know is "
-         "reported once, with the name it most resembles, so a misspelt one does not pass silently. An empty "
-         "variable counts as unset.\n\n");
+         "on or 0, false, no, off; a size takes \"6G\", \"512M\", \"64KiB\", \"64KB\" or plain bytes, in powers "
+         "of 1024 (a lowercase b, bits, is refused); a duration takes milliseconds, or seconds with an \"s\"). A "
+         "set MORI_* variable that mori does not know is reported once, with the name it most resembles, so a "
+         "misspelt one does not pass silently. An empty variable counts as unset.\n\n");
   section("Read by the library", "libmori reads these; each is checked when a comm is made.", MORI_ENV_LIBRARY,
           MORI_ENV_LIBRARY);
   section("Set by the launcher", "mori_launch (or another launcher) sets these for each rank.", MORI_ENV_LAUNCH,
