@@ -42,23 +42,20 @@ MORI_DEVICE_INLINE void mori_ep_impl_report(mori_ep_state_t *st, int32_t rank, i
   st->bad_seen = 1;
 }
 
-/* The call's arguments, the thread's own copy (see mori_ep_dispatch_grid).
- * A context stopped by an earlier kernel's failure (`stopped`: the state's
+/* A context stopped by an earlier kernel's failure (`stopped`: the state's
  * word, read by the caller beside its other loads of the state, so that the
- * kernel's start waits for one round trip, not two; its ranks are out of
- * step: a peer that was late, or one that skipped a call, would otherwise
- * pair this rank's later calls with the wrong ones of its own) runs each
- * call as refused: a dispatch sends no token. Each such call is reported
- * once on this rank. Every block reads the same word: it changes only when
- * a kernel ends. */
-MORI_DEVICE_INLINE mori_ep_args_t mori_ep_impl_args(const mori_ep_dev_t *e, mori_ep_state_t *st, const mori_ep_args_t *a,
-                                                    uint32_t stopped, int dispatch, uint32_t block) {
-  mori_ep_args_t own = *a;
-  if (!stopped) return own;
-  own.refused = 1;
-  if (dispatch && (a->phases & MORI_EP_PHASE_SEND)) own.num_tokens = 0;
-  if (block == 0 && MORI_THREAD_RANK_BLOCK() == 0) mori_ep_impl_report(st, e->rank, MORI_EP_STOPPED, 0, 0, 0);
-  return own;
+ * kernel's start waits for one round trip, not two) runs each call as
+ * refused, and a dispatch sends no token: its ranks are out of step (a peer
+ * that was late, or one that skipped a call, would otherwise pair this
+ * rank's later calls with the wrong ones of its own). Each such call is
+ * reported once on this rank. Every block reads the same word: it changes
+ * only when a kernel ends. The arguments stay where the kernel's parameters
+ * are (a copy to change them would live in registers the loops need, or be
+ * read through a pointer the loops' stores might alias): the caller keeps
+ * what a stop changes, the token count and the refusal, in scalars. */
+MORI_DEVICE_INLINE void mori_ep_impl_note_stopped(const mori_ep_dev_t *e, mori_ep_state_t *st, uint32_t stopped,
+                                                  uint32_t block) {
+  if (stopped && block == 0 && MORI_THREAD_RANK_BLOCK() == 0) mori_ep_impl_report(st, e->rank, MORI_EP_STOPPED, 0, 0, 0);
 }
 
 /* This thread's warp among the grid's, and how many there are. */
@@ -168,8 +165,9 @@ MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_
  * block) the header, in two steps with the staging of the rows between
  * them (its loads overlap the wait for the earlier chunks).
  *
- * Block b takes the b-th of `grid` contiguous chunks of the tokens
- * (mori_ep_impl_chunk). With one block there is one chunk and one pass.
+ * T: the tokens the call sends (0 for a stopped context's call); refused:
+ * the header says the call was refused. Block b takes the b-th of `grid`
+ * contiguous chunks of the tokens (mori_ep_impl_chunk). With one block there is one chunk and one pass.
  * Otherwise, mori_ep_impl_scan_count counts the chunk's tokens per
  * destination (and its dropped tokens) and publishes the counts, tagged
  * with the call's epoch (device scope: only blocks of this kernel read
@@ -184,15 +182,15 @@ MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_
  * 64 (a pass per 64 destinations beyond). The last block's totals are the
  * header's counts. Returns 0, or the error of a wait for an earlier chunk
  * (its record: this rank, channel 5, the epoch, the count ready seen). */
-MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t epoch, uint32_t block,
-                                                uint32_t grid) {
+MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t T, uint64_t epoch,
+                                                uint32_t block, uint32_t grid) {
   int n = e->world_size;
   uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
   uint32_t lane = (uint32_t)MORI_THREAD_RANK_WARP();
   mori_ep_scan_scratch_t *sc = mori_ep_impl_scan_scratch(e, block);
   uint32_t *mine = (uint32_t *)mori_ep_impl_local(e, e->off_chunk) + (uint64_t)block * (uint64_t)(n + 2);
   uint32_t lo, hi;
-  mori_ep_impl_chunk(a->num_tokens, block, grid, &lo, &hi);
+  mori_ep_impl_chunk(T, block, grid, &lo, &hi);
   if (tid == 0) sc->bad_count = 0, sc->bad_first = 0xffffffffu;
   if (grid == 1) return; /* one chunk: scan_place counts as it places */
   for (int d0 = 0; d0 < n; d0 += MORI_EP_SCAN_DESTS) {
@@ -223,10 +221,10 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mo
   }
 }
 
-MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p, uint64_t epoch,
-                                               uint32_t block, uint32_t grid) {
+MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t T, int refused,
+                                               uint64_t p, uint64_t epoch, uint32_t block, uint32_t grid) {
   int n = e->world_size;
-  uint32_t T = a->num_tokens, K = e->top_k, M = e->max_tokens;
+  uint32_t K = e->top_k, M = e->max_tokens;
   uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
   uint32_t ws = (uint32_t)MORI_THREAD_COUNT_WARP(), lane = (uint32_t)MORI_THREAD_RANK_WARP(), w = tid / ws;
   uint32_t nw = (nt + ws - 1) / ws;
@@ -316,7 +314,7 @@ MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mor
     MORI_SYNC_BLOCK(); /* total is reset for the next group */
   }
   if (last && tid == 0) {
-    hdr[MORI_EP_HDR_BAD_COUNT] = a->refused ? MORI_EP_REFUSED_DISPATCH : (int32_t)sc->bad_count;
+    hdr[MORI_EP_HDR_BAD_COUNT] = refused ? MORI_EP_REFUSED_DISPATCH : (int32_t)sc->bad_count;
     hdr[MORI_EP_HDR_TOKENS] = (int32_t)T;
     if (sc->bad_count) {
       uint32_t first = sc->bad_first, slot = 0;
@@ -509,8 +507,8 @@ MORI_DEVICE_INLINE void mori_ep_impl_emit_row(const mori_ep_dev_t *e, uint32_t i
  * the input straight to output rows pre_me + their place in the list.
  * Nothing here waits for another block: the places are this block's own
  * (scan_place), and pre_me (the rows of lower ranks) is known. */
-MORI_DEVICE_INLINE void mori_ep_impl_own_rows(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint64_t p, uint32_t pre_me,
-                                              uint32_t block, uint32_t grid) {
+MORI_DEVICE_INLINE void mori_ep_impl_own_rows(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t T, uint64_t p,
+                                              uint32_t pre_me, uint32_t block, uint32_t grid) {
   int n = e->world_size, me = e->rank;
   uint32_t K = e->top_k, M = e->max_tokens, tb = e->token_bytes, sb = e->scale_bytes;
   int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
@@ -518,7 +516,7 @@ MORI_DEVICE_INLINE void mori_ep_impl_own_rows(const mori_ep_dev_t *e, const mori
   const int32_t *pos = (const int32_t *)mori_ep_impl_local(e, e->off_pos) + p * (uint64_t)M * (uint64_t)n;
   int32_t *src_pos = (int32_t *)mori_ep_impl_local(e, e->off_src_pos);
   uint32_t lo, hi;
-  mori_ep_impl_chunk(a->num_tokens, block, grid, &lo, &hi);
+  mori_ep_impl_chunk(T, block, grid, &lo, &hi);
   for (uint32_t t = lo + bw; t < hi; t += nbw) {
     int32_t o = pos[(uint64_t)t * (uint64_t)n + (uint64_t)me];
     if (o < 0) continue;
@@ -530,10 +528,10 @@ MORI_DEVICE_INLINE void mori_ep_impl_own_rows(const mori_ep_dev_t *e, const mori
   }
 }
 
-MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a_param, uint32_t block, uint32_t grid) {
-  /* Private copies of the context and the arguments: read through the
-   * kernel parameters' addresses, every store of the loops below might
-   * alias them and force them to be read again. */
+MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  /* A private copy of the context: read through the kernel parameter's
+   * address, every store of the loops below might alias it and force it to
+   * be read again. */
 #if defined(MORI_DEVICE_COMPILER_HOST)
   if (grid > MORI_EP_HOST_MAX_BLOCKS || block >= grid) return MORI_DEVICE_EINVAL; /* the scan scratch holds no more */
 #endif
@@ -541,21 +539,24 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
   mori_ep_state_t *st = mori_ep_impl_state(e);
   uint32_t stopped = *(volatile uint32_t *)&st->stopped;
   uint64_t done_before = mori_load_volatile_u64(&st->dispatch_epoch);
-  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, stopped, 1, block), *a = &args;
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = done_before + (uint64_t)send, p = epoch & 1;
+  /* What a stopped context changes (mori_ep_impl_note_stopped). */
+  int refused = a->refused || stopped;
+  uint32_t T = stopped && send ? 0 : a->num_tokens;
+  mori_ep_impl_note_stopped(e, st, stopped, block);
   int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
   uint32_t K = e->top_k, M = e->max_tokens, tb = e->token_bytes, sb = e->scale_bytes;
   int lane = MORI_THREAD_RANK_WARP(), lanes = MORI_THREAD_COUNT_WARP();
   uint32_t warp, warps;
   mori_ep_impl_warps(block, grid, &warp, &warps);
   if (send) {
-    mori_ep_impl_scan_count(e, a, epoch, block, grid);
+    mori_ep_impl_scan_count(e, a, T, epoch, block, grid);
     char *tok = mori_ep_impl_local(e, e->off_stage_tok) + p * (uint64_t)M * tb;
     float *w = (float *)mori_ep_impl_local(e, e->off_stage_w) + p * (uint64_t)M * K;
     int32_t *idx = (int32_t *)mori_ep_impl_local(e, e->off_stage_idx) + p * (uint64_t)M * K;
     char *sc = mori_ep_impl_local(e, e->off_stage_scale) + p * (uint64_t)M * sb;
-    for (uint32_t t = warp; t < a->num_tokens; t += warps) {
+    for (uint32_t t = warp; t < T; t += warps) {
       /* Rows only this rank reads are read from the input by the fused
        * call, and with every rank in reach their weights, indices and
        * scales too (mori_ep_impl_own_rows): nothing of them is staged. */
@@ -573,7 +574,7 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
           for (uint32_t j = (uint32_t)lane; j < sb; j += (uint32_t)lanes) sc[(uint64_t)t * sb + j] = 0;
       }
     }
-    rc = mori_ep_impl_scan_place(e, a, p, epoch, block, grid);
+    rc = mori_ep_impl_scan_place(e, a, T, refused, p, epoch, block, grid);
     /* A block whose lists are incomplete keeps the flag down: no peer reads
      * them, and every rank's wait for this rank ends in its timeout. */
     if (rc && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->scan_failed, 1);
@@ -597,7 +598,7 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
         for (int s = 0; s < me; s++) pre[s + 1] = pre[s] + (uint32_t)mori_ep_impl_hdr(e, s, p)[MORI_EP_HDR_COUNTS + me];
       }
       MORI_SYNC_BLOCK();
-      mori_ep_impl_own_rows(e, a, p, pre[me], block, grid);
+      mori_ep_impl_own_rows(e, a, T, p, pre[me], block, grid);
     }
     /* A block whose lists failed does not wait for this rank's own flag,
      * which stays down. */
@@ -616,7 +617,7 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
            * (its own call returned the error; a record of it would hide
            * the next report). */
           int32_t bad = h[MORI_EP_HDR_BAD_COUNT];
-          if (bad != 0 && !(bad < 0 && a->refused))
+          if (bad != 0 && !(bad < 0 && refused))
             mori_ep_impl_report(st, s, bad, h[MORI_EP_HDR_BAD_TOKEN], h[MORI_EP_HDR_BAD_SLOT], h[MORI_EP_HDR_BAD_INDEX]);
         }
       }
@@ -735,18 +736,17 @@ MORI_DEVICE_INLINE void mori_ep_impl_store8(char *p, const float acc[8], uint32_
   v[0] = x;
 }
 
-MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a_param, uint32_t block, uint32_t grid) {
-  /* Private copies of the context and the arguments: read through the
-   * kernel parameters' addresses, every store of the loops below might
-   * alias them and force them to be read again. */
+MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_ep_args_t *a, uint32_t block, uint32_t grid) {
+  /* A private copy of the context (see mori_ep_dispatch_grid). */
   const mori_ep_dev_t ctx = *ep, *e = &ctx;
   mori_ep_state_t *st = mori_ep_impl_state(e);
   uint32_t stopped = *(volatile uint32_t *)&st->stopped;
   uint64_t done_before = mori_load_volatile_u64(&st->combine_epoch);
   uint64_t dp = mori_load_volatile_u64(&st->dispatch_epoch) & 1; /* the parity of the dispatch being combined */
-  const mori_ep_args_t args = mori_ep_impl_args(e, st, a_param, stopped, 0, block), *a = &args;
   int send = (a->phases & MORI_EP_PHASE_SEND) != 0, recv = (a->phases & MORI_EP_PHASE_RECV) != 0, fused = send && recv;
   uint64_t epoch = done_before + (uint64_t)send;
+  int refused = a->refused || stopped; /* what a stopped context changes (mori_ep_impl_note_stopped) */
+  mori_ep_impl_note_stopped(e, st, stopped, block);
   int n = e->world_size, me = e->rank, rc = MORI_DEVICE_OK;
   uint32_t K = e->top_k, M = e->max_tokens, H = e->hidden_dim, dtype = a->dtype;
   uint64_t rs = (uint64_t)H * mori_coll_impl_dtype_size(dtype);
@@ -768,7 +768,7 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
      * flag down, so every peer's wait for it ends in its timeout, reported,
      * rather than in rows half overwritten. */
     const volatile int32_t *bases = (const volatile int32_t *)mori_ep_impl_local(e, e->off_base);
-    uint32_t rows = rc != MORI_DEVICE_OK || a->refused ? 0 : (uint32_t)bases[dp * (uint64_t)(n + 1) + (uint64_t)n];
+    uint32_t rows = rc != MORI_DEVICE_OK || refused ? 0 : (uint32_t)bases[dp * (uint64_t)(n + 1) + (uint64_t)n];
     if (rc != MORI_DEVICE_OK && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->send_failed, 1);
     const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(e, e->off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
@@ -782,12 +782,12 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
     }
     if (mori_ep_impl_last_block(&st->done[2], grid, 0, NULL)) {
       if (!*(volatile uint32_t *)&st->send_failed)
-        mori_ep_impl_publish(e, e->off_cflag, mori_ep_impl_combine_flag(epoch, dtype, (int)a->refused));
+        mori_ep_impl_publish(e, e->off_cflag, mori_ep_impl_combine_flag(epoch, dtype, refused));
       *(volatile uint32_t *)&st->send_failed = 0;
     }
   }
   /* A refused call reads nothing: the receive half only says it is done. */
-  if (recv && !a->refused) {
+  if (recv && !refused) {
     const int32_t *pos = (const int32_t *)mori_ep_impl_local(e, e->off_pos) + dp * (uint64_t)M * (uint64_t)n;
     char *out = mori_ep_impl_local(e, e->off_comb_out);
     float *out_w = (float *)mori_ep_impl_local(e, e->off_comb_w_out);
