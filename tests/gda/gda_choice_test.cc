@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "mori/device.h"
@@ -45,14 +46,30 @@ void Describe(struct mlx5dv_qp *q, struct mlx5dv_cq *c, uint32_t stride) {
   c->dbrec = static_cast<__be32 *>(aligned_alloc(4096, 4096));
 }
 
+// The QPs the hook described: GPU posting's own (the transport's QPs are
+// never described).
+std::set<struct ibv_qp *> g_described;
+
 int TestInitObj(struct mlx5dv_obj *obj, uint64_t type) {
   if (g_mode == kRefuse) return EOPNOTSUPP;
   if (!(type & MLX5DV_OBJ_QP) || !(type & MLX5DV_OBJ_CQ)) return EINVAL;
   Describe(obj->qp.out, obj->cq.out, g_mode == kWideStride ? 128 : 64);
+  g_described.insert(obj->qp.in);
   return 0;
 }
 
+// Connecting GPU posting's QPs fails on this rank when set: the step each
+// rank takes alone, after the outcomes were exchanged.
+bool g_fail_gda_connect = false;
+
+int ModifyQpFailingGdaConnect(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  if (g_fail_gda_connect && g_described.count(qp) && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTR)
+    return EIO;
+  return (mori_ce_nic_provider()->verbs->ibv_modify_qp)(qp, attr, mask);
+}
+
 mori_rdma_provider_t g_with_hook;
+struct mori_verbs g_verbs_with_fault;
 
 // The copy-engine NIC, with or without the hook.
 void UseProvider(bool hook) {
@@ -64,6 +81,9 @@ void UseProvider(bool hook) {
   g_with_hook.size = sizeof(g_with_hook);
   g_with_hook.name = "copy-engine NIC with a test mlx5dv_init_obj";
   g_with_hook.mlx5dv_init_obj = TestInitObj;
+  g_verbs_with_fault = *g_with_hook.verbs;
+  g_verbs_with_fault.ibv_modify_qp = ModifyQpFailingGdaConnect;
+  g_with_hook.verbs = &g_verbs_with_fault;
   ASSERT_EQ(mori_rdma_use_provider(&g_with_hook), 0);
 }
 
@@ -158,6 +178,23 @@ TEST(GdaChoice, OneRankMissingAStepGivesEveryRankTheProxy) {
     ASSERT_TRUE(w.ok());
     std::string reason = rank == size - 1 ? "mlx5dv_init_obj failed" : "rank " + std::to_string(size - 1) + ": ";
     ExpectProxyBecause(w, rank, size, reason);
+  });
+}
+
+// Every rank passed the local steps, and one then fails to connect its
+// GPU-posting QPs (each rank connects its own ends after the exchange):
+// every rank takes the proxy, naming that rank, instead of the others
+// posting from the GPU to a rank that took the proxy alone.
+TEST(GdaChoice, OneRankFailingToConnectGivesEveryRankTheProxy) {
+  int size = TestRanks();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    JoinTwoNodes(rank, size);
+    UseProvider(true);
+    g_mode = kPlausible;
+    g_fail_gda_connect = rank == size - 1;
+    World w(0, {&mori_transport_rdma_ops});
+    ASSERT_TRUE(w.ok());
+    ExpectProxyBecause(w, rank, size, "rank " + std::to_string(size - 1) + ": rdma gda: GPU-posting queue pair");
   });
 }
 
