@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* MoE dispatch/combine contexts (mori/ep.h): the checks of a config and of
  * each call, the window that holds every buffer, and the launch shape. */
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,7 +299,7 @@ int mori_ep_destroy(mori_ep_t *ep) {
    * came first. (On one host; across hosts the bootstrap's timeout bounds
    * the step.) */
   uint64_t grace_ms = ep->view.timeout_ns / 1000000ull;
-  int arc = mori_agree_grace(ep->comm, rc, "ep_destroy", grace_ms > 0x7fffffff ? 0x7fffffff : (int)grace_ms);
+  int arc = mori_agree_grace(ep->comm, rc, "ep_destroy", grace_ms > INT_MAX ? INT_MAX : (int)grace_ms);
   if (!rc) rc = arc;
   if (!released(ep)) { /* else mori_finalize released them */
     int wrc = mori_window_destroy(ep->win);

@@ -69,7 +69,7 @@ int mori_tcp_out_progress(struct tcp_outgoing *o) {
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
     if (sent <= 0) return MORI_ECONNRESET;
     o->done += (size_t)sent;
-    if (o->peer) o->peer->tx_cut = !mori_tcp_out_finished(o);
+    o->peer->tx_cut = !mori_tcp_out_finished(o); /* o->peer: every frame is sealed for its peer */
   }
   return 0;
 }

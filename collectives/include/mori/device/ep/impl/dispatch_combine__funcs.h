@@ -167,21 +167,21 @@ MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_
  *
  * T: the tokens the call sends (0 for a stopped context's call); refused:
  * the header says the call was refused. Block b takes the b-th of `grid`
- * contiguous chunks of the tokens (mori_ep_impl_chunk). With one block there is one chunk and one pass.
- * Otherwise, mori_ep_impl_scan_count counts the chunk's tokens per
- * destination (and its dropped tokens) and publishes the counts, tagged
- * with the call's epoch (device scope: only blocks of this kernel read
- * them); mori_ep_impl_scan_place then waits for the counts of every
- * earlier chunk (they are published before any block waits, so no chunk
- * waits on a chain) and starts each destination's list at their sum. It
- * places the chunk's tokens: a round of
- * nt tokens (one per thread; thread i reads token i's row, coalesced) is a
- * warp vote per destination (each warp's count and each lane's place among
- * its warp's tokens) and a pass over the warps (one thread per
- * destination), two block barriers per round whatever the world size up to
- * 64 (a pass per 64 destinations beyond). The last block's totals are the
- * header's counts. Returns 0, or the error of a wait for an earlier chunk
- * (its record: this rank, channel 5, the epoch, the count ready seen). */
+ * contiguous chunks of the tokens (mori_ep_impl_chunk). With one block
+ * there is one chunk and one pass. Otherwise, mori_ep_impl_scan_count
+ * counts the chunk's tokens per destination (and its dropped tokens) and
+ * publishes the counts, tagged with the call's epoch (device scope: only
+ * blocks of this kernel read them); mori_ep_impl_scan_place then waits for
+ * the counts of every earlier chunk (they are published before any block
+ * waits, so no chunk waits on a chain) and starts each destination's list
+ * at their sum. It places the chunk's tokens: a round of nt tokens (one per
+ * thread; thread i reads token i's row, coalesced) is a warp vote per
+ * destination (each warp's count and each lane's place among its warp's
+ * tokens) and a pass over the warps (one thread per destination), two block
+ * barriers per round whatever the world size up to 64 (a pass per 64
+ * destinations beyond). The last block's totals are the header's counts.
+ * Returns 0, or the error of a wait for an earlier chunk (its record: this
+ * rank, channel 5, the epoch, the count ready seen). */
 MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t T, uint64_t epoch,
                                                 uint32_t block, uint32_t grid) {
   int n = e->world_size;
