@@ -40,8 +40,8 @@ want=$(sed -n 's/^#define MORI_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/mo
 
 # bin/mori_info runs from the tree, on the tree's libmori.so.
 info=$(env -u LD_LIBRARY_PATH "$prefix/bin/mori_info" 2>&1)
-echo "$info" | head -1 | grep -qx "mori $want, platform .*" || fail "bin/mori_info: $(echo "$info" | head -3)"
-ldd "$prefix/bin/mori_info" | grep -q "libmori.so => $prefix/bin/../lib/libmori.so" ||
+grep -qx "mori $want, platform .*" <<<"${info%%$'\n'*}" || fail "bin/mori_info: $(echo "$info" | head -3)"
+grep -q "libmori.so => $prefix/bin/../lib/libmori.so" <<<"$(ldd "$prefix/bin/mori_info")" ||
   fail "bin/mori_info does not load the tree's libmori.so: $(ldd "$prefix/bin/mori_info" | grep libmori)"
 
 check_run() { # $1 = label, $2 = program

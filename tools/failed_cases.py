@@ -30,6 +30,22 @@ def one_line(text):
     return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "..."
 
 
+def log_reason(xml_path):
+    """For a test that failed without naming a case (a script's exit code,
+    "exited with error code 1"): the first line of its test.log that says
+    FAIL, else its last non-empty line, so the recap still says why."""
+    log = xml_path[: -len("test.xml")] + "test.log"
+    try:
+        with open(log, errors="replace") as f:
+            lines = [l.strip() for l in f if l.strip()]
+    except OSError:
+        return ""
+    for line in lines:
+        if "FAIL" in line:
+            return line
+    return lines[-1] if lines else ""
+
+
 def failures(path):
     try:
         root = ET.parse(path).getroot()
@@ -40,6 +56,10 @@ def failures(path):
         for f in list(case.iter("failure")) + list(case.iter("error")):
             name = ".".join(x for x in (case.get("classname"), case.get("name")) if x)
             message = f.get("message") or f.text
+            if re.match(r"exited with error code \d+$", (message or "").strip()):
+                reason = log_reason(path)
+                if reason:
+                    message = f"{message.strip()}: {reason}"
             yield f"{target_of(path)}: {name}: {one_line(message)}"
 
 

@@ -71,7 +71,7 @@ no_gpu_fails_cleanly() { # $1 = config, $2 = expected words
   local out rc
   out=$(MORI_RANK=0 MORI_WORLD_SIZE=1 timeout 60 bazel-$1-bin/examples/hello_window 2>&1); rc=$?
   echo "$out"
-  [ "$rc" -eq 1 ] && echo "$out" | grep -q "$2" && echo "$out" | grep -q MORI_ENO_GPU
+  [ "$rc" -eq 1 ] && grep -q "$2" <<<"$out" && grep -q MORI_ENO_GPU <<<"$out"
 }
 gpu_tests="//tests/gpu:gpu_window_test //tests/gpu:gpu_coll_test //tests/gpu:bench_p2p //tests/gpu:bench_coll //tests/gpu:gpu_ep_test //tests/gpu:bench_ep"
 for config in cuda rocm; do
@@ -99,8 +99,8 @@ step "the torch backend needs no torch device library" needs_no_torch_device_lib
 # One SDK per process: the backend links libmori.so (as mori.shmem loads it)
 # and defines none of mori's own functions, hidden or not.
 links_libmori() {
-  readelf -d "$1" | grep -q 'NEEDED.*\[libmori\.so\]' &&
-    ! nm --defined-only "$1" | awk '{print $3}' | grep -v '^mori_torch_' | grep -q '^mori_'
+  grep -q 'NEEDED.*\[libmori\.so\]' <<<"$(readelf -d "$1")" &&
+    ! nm --defined-only "$1" | awk '{print $3}' | grep -v '^mori_torch_' | grep '^mori_' >/dev/null
 }
 step "the torch backend links libmori.so and holds no copy of it" links_libmori "$torch_lib"
 # The Python package: a wheel (cuda), installed into a clean venv with no

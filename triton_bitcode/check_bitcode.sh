@@ -12,6 +12,9 @@
 #     Triton's inliner and code generation treat it as its own).
 # usage: check_bitcode.sh <python/mori/triton/lib.py> <file.bc>...
 set -uo pipefail
+# Under pipefail, `echo "$x" | grep -q` fails at random: grep -q leaves at
+# its first match and echo, writing line by line, can then die of SIGPIPE.
+# Every match below reads a here-string instead.
 llvm=${MORI_BITCODE_LLVM_DIR:-/usr/lib/llvm-15}
 py=$1
 shift
@@ -26,11 +29,11 @@ for bc in "$@"; do
     diff <(echo "$want") <(echo "$have") | sed 's/^/  /'
     fail=1
   fi
-  echo "$syms" | grep -qE '^-+ D globalGpuStates$' || { echo "FAIL: $bc does not define globalGpuStates"; fail=1; }
+  grep -qE '^-+ D globalGpuStates$' <<<"$syms" || { echo "FAIL: $bc does not define globalGpuStates"; fail=1; }
   ir=$("$llvm/bin/llvm-dis" "$bc" -o -) || { echo "FAIL: llvm-dis cannot read $bc"; fail=1; continue; }
   undefined=$(echo "$ir" | grep -E '^declare ' | grep -vE '@llvm\.' || true)
   [ -z "$undefined" ] || { echo "FAIL: $bc leaves functions undefined:"; echo "$undefined" | sed 's/^/  /'; fail=1; }
-  if echo "$ir" | grep -qE '"target-(cpu|features)"'; then echo "FAIL: $bc carries target-cpu/target-features"; fail=1; fi
+  if grep -qE '"target-(cpu|features)"' <<<"$ir"; then echo "FAIL: $bc carries target-cpu/target-features"; fail=1; fi
   [ $fail -ne 0 ] || echo "ok: $bc: $(echo "$have" | wc -l) functions, globalGpuStates, nothing undefined"
 done
 exit $fail
