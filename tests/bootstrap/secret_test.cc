@@ -4,7 +4,9 @@
 // file only this user can read and withdrawn once the job has started.
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -149,6 +151,77 @@ TEST(BootstrapSecret, JobWithASecretFileRuns) {
   });
   unlink(file.c_str());
   rmdir(dir.c_str());
+}
+
+// A rank 0 killed while its secret was published (between start-up's
+// publish and withdraw) cannot withdraw it: the next rank 0 of this user
+// sweeps such files, telling them by the lock a live owner holds; a live
+// rank 0's file, a temporary name still being written, and what else the
+// directory holds are never touched.
+TEST(BootstrapSecret, SecretOfAKilledRankZeroIsSweptALiveOnesNever) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    std::string dir = PrivateDir();
+    setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+    uint8_t secret[MORI_SECRET_LOCAL];
+    // A rank 0 killed mid start-up.
+    pid_t killed = fork();
+    if (killed == 0) {
+      mori_secret_file_t file;
+      if (mori_secret_local_create("127.0.0.1:5001", secret, &file) != 0) _exit(3);
+      raise(SIGKILL);
+      _exit(4);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(killed, &status, 0), killed);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status;
+    MORI_ASSERT_OK(mori_secret_local_read("127.0.0.1:5001", secret));
+    // A live rank 0, in its start-up.
+    int ready[2], done[2];
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(done), 0);
+    pid_t live = fork();
+    if (live == 0) {
+      mori_secret_file_t file;
+      char c = 1;
+      if (mori_secret_local_create("127.0.0.1:5002", secret, &file) != 0) c = 0;
+      if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) != 1) _exit(5);
+      mori_secret_local_remove(&file);
+      _exit(0);
+    }
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    ASSERT_EQ(c, 1) << "the live rank 0 could not publish";
+    // A temporary name of an old crash, one being written now, and a file
+    // of something else.
+    std::string old_tmp = dir + "/mori-bootstrap-00112233445566778899aabbccddeeff.Ab12Cd";
+    std::string new_tmp = dir + "/mori-bootstrap-ffeeddccbbaa99887766554433221100.Xy34Zw";
+    std::string other = dir + "/mori-bootstrap-notes.txt";
+    WriteFile(old_tmp, "x", 0600);
+    WriteFile(new_tmp, "x", 0600);
+    WriteFile(other, "x", 0600);
+    struct timespec hour_ago[2] = {{time(nullptr) - 3600, 0}, {time(nullptr) - 3600, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, old_tmp.c_str(), hour_ago, 0), 0);
+    // The next rank 0.
+    mori_secret_file_t mine;
+    MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:5003", secret, &mine));
+    EXPECT_EQ(mori_secret_local_read("127.0.0.1:5001", secret), MORI_EACCES) << "the killed rank 0's secret is left";
+    EXPECT_EQ(mori_secret_local_read("127.0.0.1:5002", secret), 0) << "the live rank 0's secret was swept";
+    MORI_EXPECT_OK(mori_secret_local_read("127.0.0.1:5003", secret));
+    EXPECT_NE(access(old_tmp.c_str(), F_OK), 0) << "an hour-old temporary file is left";
+    EXPECT_EQ(access(new_tmp.c_str(), F_OK), 0) << "a temporary file being written was swept";
+    EXPECT_EQ(access(other.c_str(), F_OK), 0) << "a file that is not a secret was swept";
+    mori_secret_local_remove(&mine);
+    c = 1;
+    ASSERT_EQ(write(done[1], &c, 1), 1);
+    ASSERT_EQ(waitpid(live, &status, 0), live);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    EXPECT_EQ(mori_secret_local_read("127.0.0.1:5002", secret), MORI_EACCES) << "the live rank 0 did not withdraw";
+    unlink(new_tmp.c_str());
+    unlink(other.c_str());
+    EXPECT_EQ(FilesIn(dir), 0);
+    for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+    rmdir(dir.c_str());
+  });
 }
 
 }  // namespace

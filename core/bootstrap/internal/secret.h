@@ -28,16 +28,19 @@ enum {
  * is unsafe. */
 int mori_secret_from_env(uint8_t *buf, size_t cap, size_t *len);
 
-/* A published secret file: its name, and which file it is (another rank 0
- * of this user may later publish one under the same name). */
+/* A published secret file: its name, which file it is (another rank 0 of
+ * this user may later publish one under the same name), and the open file
+ * whose lock says its publisher is alive. */
 typedef struct mori_secret_file {
   char path[MORI_SECRET_PATH_MAX];
   uint64_t dev, ino;
+  int fd;
 } mori_secret_file_t;
 
 /* Rank 0, once it listens at address: draws a secret for address and
  * publishes it in this user's private directory (replacing a stale one:
- * whoever published it no longer listens there). */
+ * whoever published it no longer listens there), first removing the files
+ * that rank 0s of this user killed while theirs were published left. */
 int mori_secret_local_create(const char *address, uint8_t secret[MORI_SECRET_LOCAL], mori_secret_file_t *file);
 
 /* Any other rank on rank 0's machine: reads the secret rank 0 published for
