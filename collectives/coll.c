@@ -133,7 +133,8 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   mori_team_t team = attr->team;
   if (team.size == 0) team = (mori_team_t){base, 1, size, me - base};
   else team.rank = mori_team_from_world(team, me);
-  int rc = 0;
+  int rc = mori_coll_agree_team(comm, team, 0);
+  if (rc) return rc; /* every rank alike: nothing was made */
   /* Only a member checks the members: a rank outside the team has another
    * load/store team, and its verdict is not the members'. */
   for (int i = 0; team.rank >= 0 && i < team.size && !rc; i++) {

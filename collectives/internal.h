@@ -30,6 +30,13 @@ struct mori_coll {
  * MORI_COLL_MAX_BLOCKS (read when a context is made). Host platform: 1. */
 int mori_coll_grid(int device, uint32_t *grid);
 
+/* Collective over the comm: checks `team` (this rank's, resolved) and
+ * agrees it with every rank's: MORI_EINVAL naming a rank whose team is no
+ * team of the comm, MORI_EMISMATCH naming two members of one team that
+ * name different teams. local_rc (this rank's failure so far) takes part,
+ * so every rank fails together. */
+int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, int local_rc);
+
 /* Runs a call: every item, then the epoch. GPU: one kernel on `stream`
  * with at most as many blocks as the device runs at once; host: in the
  * calling thread. */

@@ -551,6 +551,67 @@ TEST(CollMisuse, ATeamOfOneNodeIsMadeOnEveryRankOfTheComm) {
   });
 }
 
+// A team that is no team of the comm (stride 0, a negative size or start,
+// members past the last rank), on any rank, member or not, and teams that
+// members disagree on, are refused on every rank, naming the rank, before
+// anything is made; the comm goes on. Before, every one of them was made:
+// later calls failed with unrelated messages, a team of 65536 grew the
+// workspace by 516 MiB, and members of different teams returned each
+// other's sums with MORI_OK.
+TEST(CollMisuse, TeamsThatAreNoTeamsOrThatMembersDisagreeOnAreRefusedOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    auto create = [&](mori_team_t team) {
+      mori_coll_attr_t attr;
+      mori_coll_attr_init(&attr);
+      attr.workspace_bytes = 1 << 16;
+      attr.team = team;
+      mori_coll_t *coll = nullptr;
+      int rc = mori_coll_create(w.comm, &attr, &coll);
+      EXPECT_EQ(coll == nullptr, rc != 0);
+      mori_coll_destroy(coll);
+      return rc;
+    };
+    const mori_team_t world = {0, 1, size, -1};
+    const int last = size - 1;
+    // One rank's team is no team: every rank fails, naming it.
+    struct Case {
+      mori_team_t bad;
+      const char *why;
+    } cases[] = {
+        {{0, 0, size, -1}, "stride"},
+        {{0, 1, -1, -1}, "size"},
+        {{-1, 1, size, -1}, "start"},
+        {{0, 1, size + 1, -1}, "past the comm's last rank"},
+        {{100, 1, 1 << 16, -1}, "past the comm's last rank"},
+        {{1, INT32_MAX, 3, -1}, "past the comm's last rank"},
+    };
+    for (const Case &c : cases) {
+      int rc = create(rank == last ? c.bad : world);
+      mori_test::ExpectError(rc, MORI_EINVAL, rank == last ? c.why : "rank " + std::to_string(last));
+      EXPECT_NE(std::string(mori_last_error()).find("coll_create"), std::string::npos) << mori_last_error();
+    }
+    if (size >= 4) {
+      // Ranks 0 and 1 pass {0, 1}; the others pass {0, 2}: rank 0 is a
+      // member of both, and rank 2 of the second.
+      mori_team_t first = {0, 1, 2, -1}, second = {0, 2, 2, -1};
+      int rc = create(rank < 2 ? first : second);
+      mori_test::ExpectError(rc, MORI_EMISMATCH, "disagree on the team");
+      EXPECT_NE(std::string(mori_last_error()).find("{start 0, stride 2, size 2}"), std::string::npos)
+          << mori_last_error();
+      // Disjoint teams of the same shape (pairs) are teams, not a disagreement.
+      MORI_EXPECT_OK(create((mori_team_t){rank - rank % 2, 1, 2, -1}));
+    }
+    // The comm goes on: a context of the world sums.
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    SumRound(coll, rank, size, 1000, 0);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 TEST(CollMisuse, WindowCallsOnADestroyedWindowAreRefused) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;

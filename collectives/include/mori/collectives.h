@@ -32,7 +32,8 @@ typedef struct mori_coll mori_coll_t;
 
 typedef struct mori_coll_attr {
   /* Members (world ranks); every one must be in this rank's LSA team.
-   * size 0: the LSA team. */
+   * size 0: the LSA team. Every member names the same team; a rank outside
+   * the team it names takes part in creation only. */
   mori_team_t team;
   /* Staging bytes per rank to start with (grow with mori_coll_reserve). */
   size_t workspace_bytes;
@@ -42,7 +43,9 @@ typedef struct mori_coll_attr {
 
 MORI_API void mori_coll_attr_init(mori_coll_attr_t *attr);
 /* Collective over the comm (every rank of it, members or not: the workspace
- * is a window of the comm). */
+ * is a window of the comm). Every rank fails alike, naming the rank, when
+ * one names no team of the comm (MORI_EINVAL) or two members of one team
+ * name different teams (MORI_EMISMATCH). */
 MORI_API int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_t **out);
 /* Local. Waits for the device. NULL is a no-op. */
 MORI_API int mori_coll_destroy(mori_coll_t *coll);
