@@ -100,15 +100,18 @@ static int carve(const char *call, size_t size, size_t alignment, unsigned flags
 }
 
 static int symmetric_alloc(const char *call, size_t size, size_t alignment, unsigned flags, void **out) {
-  if (!out) return mori_error_set(MORI_EINVAL, "%s: out is NULL", call);
-  *out = NULL;
+  if (out) *out = NULL;
   int rc = mori_shmem_lock_initialized(call);
   if (rc) return rc;
+  /* A NULL out is this PE's status in the rendezvous like any bad argument:
+   * returning before it left the other PEs waiting out their timeout in a
+   * step this one never took, and the comm out of step for good. */
+  int local = out ? 0 : mori_error_set(MORI_EINVAL, "%s: out is NULL", call);
   void *p = NULL;
   mori_shmem_block_t *b = NULL;
   mori_window_t *win = NULL;
   mori_window_terms_t terms = {
-      .local_status = carve(call, size, alignment, flags, &p, &b),
+      .local_status = local ? local : carve(call, size, alignment, flags, &p, &b),
       .same_place = true,
       .allow_empty = true,
       .args = {alignment, flags},

@@ -188,6 +188,30 @@ TEST(ShmemBadInput, NonPowerOfTwoAlignmentFailsOnEveryPeNamingIt) {
   });
 }
 
+// A NULL out on one PE is that PE's bad argument in the allocation's
+// rendezvous: every PE fails at once, naming it, and the next allocation
+// and barrier work. Before, that PE returned before the rendezvous; the
+// others waited out their timeout and every later collective call failed.
+TEST(ShmemBadInput, ANullOutOnOnePeFailsEveryPeAtOnceAndTheJobGoesOn) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "nullout"));
+    int odd = size - 1;
+    void *p = (void *)1;
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_ERROR(shmem_malloc(4096, rank == odd ? nullptr : &p), MORI_EINVAL, "shmem_malloc: out is NULL");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the other PEs waited for PE " << odd;
+    if (rank != odd) {
+      EXPECT_EQ(p, nullptr);
+      EXPECT_NE(std::string(mori_last_error()).find("rank(s) " + Str(odd) + " failed"), std::string::npos) << mori_last_error();
+    }
+    MORI_ASSERT_OK(shmem_barrier_all());
+    MORI_ASSERT_OK(shmem_malloc(4096, &p));
+    MORI_EXPECT_OK(shmem_free(p));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 TEST(ShmemBadInput, DivergingSizesFlagsOrHeapHistoriesAreNamed) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();
