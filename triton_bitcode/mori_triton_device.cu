@@ -94,7 +94,7 @@ enum { SIGNAL_SET = 0, SIGNAL_ADD = 1 };
 /* One thread: signal `sig` (a heap address) on pe. */
 __device__ __forceinline__ int signal_one(const mori_shmem_device_state_t &st, uint64_t sig, uint64_t value, int op, int pe) {
   if (op != SIGNAL_SET && op != SIGNAL_ADD) return MORI_DEVICE_EINVAL;
-  if (shmem_dev_ptr_p2p(st, (const void *)(uintptr_t)sig, pe))
+  if (shmem_dev_ptr_p2p(st, (const void *)(uintptr_t)sig, pe)) /* load/store: its word checked there */
     return op == SIGNAL_SET ? shmem_dev_signal_set(st, (uint64_t *)(uintptr_t)sig, value, pe)
                             : shmem_dev_signal_add(st, (uint64_t *)(uintptr_t)sig, value, pe);
   uint64_t off;
@@ -107,11 +107,13 @@ __device__ __forceinline__ int signal_one(const mori_shmem_device_state_t &st, u
 __device__ __forceinline__ int put_block(const mori_shmem_device_state_t &st, uint64_t dest, uint64_t src, uint64_t bytes,
                                          int pe) {
   if (pe < 0 || pe >= st.npes) return MORI_DEVICE_EINVAL;
-  void *to = shmem_dev_ptr_p2p(st, (const void *)(uintptr_t)dest, pe);
-  if (to) {
+  char *to;
+  int span = shmem_dev_impl_span_p2p(st, (const void *)(uintptr_t)dest, bytes, pe, &to);
+  if (span == MORI_DEVICE_OK) {
     mori_copy_cooperative(to, (const void *)(uintptr_t)src, bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
     return MORI_DEVICE_OK;
   }
+  if (span != MORI_DEVICE_EUNREACHABLE) return span; /* leaves the chunk: nothing written */
   if (!st.world.proxy) return MORI_DEVICE_EUNREACHABLE;
   uint64_t d, s, last = bytes ? bytes - 1 : 0, unused;
   if (!proxy_offset(st, dest, &d) || !proxy_offset(st, dest + last, &unused) || !proxy_offset(st, src, &s) ||
@@ -167,11 +169,16 @@ MORI_TL int32_t mori_tl_putmem_block(int64_t dest, int64_t src, int64_t bytes, i
 MORI_TL int32_t mori_tl_getmem_block(int64_t dest, int64_t source, int64_t bytes, int32_t pe) {
   if (!state_ready()) return MORI_DEVICE_EUNREACHABLE;
   const mori_shmem_device_state_t &st = globalGpuStates;
-  int rc = MORI_DEVICE_OK;
+  int rc = MORI_DEVICE_OK, span = MORI_DEVICE_EUNREACHABLE;
+  char *from = nullptr;
+  if (bytes >= 0 && pe >= 0 && pe < st.npes)
+    span = shmem_dev_impl_span_p2p(st, (const void *)(uintptr_t)source, (uint64_t)bytes, pe, &from);
   if (bytes < 0 || pe < 0 || pe >= st.npes) {
     rc = MORI_DEVICE_EINVAL;
-  } else if (const void *from = shmem_dev_ptr_p2p(st, (const void *)(uintptr_t)source, pe)) {
+  } else if (span == MORI_DEVICE_OK) {
     mori_copy_cooperative((void *)(uintptr_t)dest, from, (uint64_t)bytes, MORI_THREAD_RANK_BLOCK(), MORI_THREAD_COUNT_BLOCK());
+  } else if (span != MORI_DEVICE_EUNREACHABLE) {
+    rc = span; /* leaves the chunk: nothing read */
   } else if (!st.world.proxy) {
     rc = MORI_DEVICE_EUNREACHABLE;
   } else {

@@ -275,9 +275,14 @@ TEST(DeviceApi, SyncViewFailureLandsInTheWindowsMailbox) {
     mori_window_dev_t sync = mori_window_sync_view(f.win);
     EXPECT_EQ(mori_error_claim_word(sync), mori_error_claim_word(f.view));
     uint64_t *word = mori_remote_word(sync, 0);  // this rank's first barrier word: nobody writes it here
-    EXPECT_EQ(mori_wait_word(sync, word, MORI_CMP_GE, 1, 20 * kMs, (rank + 1) % size, 2, nullptr), MORI_DEVICE_ETIMEDOUT);
+    uint64_t seen = 99;
+    EXPECT_EQ(mori_wait_word(sync, word, MORI_CMP_GE, 1, 20 * kMs, (rank + 1) % size, 2, &seen), MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(seen, 0u) << "a failed wait says what it read last";
     EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
     EXPECT_NE(std::string(mori_last_error()).find("on channel 2"), std::string::npos) << mori_last_error();
+    // A comparison mori does not know is refused at once (it meant ">").
+    EXPECT_EQ(mori_wait_word(sync, word, (mori_cmp_t)7, 1, 20 * kMs, (rank + 1) % size, 2, nullptr), MORI_DEVICE_EINVAL);
+    MORI_EXPECT_OK(mori_window_check(f.win));
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     Release(f);
   });

@@ -345,6 +345,55 @@ TEST(Shmem, DevicePutsThatLeaveTheirChunkAreRefused) {
   });
 }
 
+// A signal is a put of 8 bytes: its word must lie in one chunk (ERANGE, as
+// a put's) and be aligned (EINVAL); a wait's comparison must be one mori
+// knows (EINVAL), and a wait that fails still says what it read last.
+// Before, a signal at a chunk's last 4 bytes stored 8 bytes past it (a
+// fault where the next chunk was not mapped), an unaligned one tore the
+// word beside it, any unknown comparison meant "greater than", and a
+// timed-out wait left *seen_out as it was.
+TEST(Shmem, DeviceSignalsCheckTheirWordAndWaitsTheirComparison) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();  // vmm, 4 MiB chunks
+    MORI_ASSERT_OK(InitPe(rank, size, "signals"));
+    char *x = nullptr, *y = nullptr;
+    MORI_ASSERT_OK(shmem_malloc((4 << 20) - 4096, (void **)&x));
+    MORI_ASSERT_OK(shmem_malloc(4096, (void **)&y));
+    ASSERT_EQ(x + (4 << 20) - 4096, y) << "the layout this test needs";
+    mori_shmem_device_state_t st;
+    MORI_ASSERT_OK(mori_shmem_device_state(&st));
+    memset(y - 16, 0, 32);
+    MORI_ASSERT_OK(shmem_barrier_all());
+    int peer = (rank + 1) % size;
+    if (size > 1) {
+      EXPECT_EQ(shmem_dev_signal_set(st, (uint64_t *)(y - 4), 1, peer), MORI_DEVICE_ERANGE);
+      EXPECT_EQ(shmem_dev_signal_add(st, (uint64_t *)(y - 4), 1, peer), MORI_DEVICE_ERANGE);
+    }
+    EXPECT_EQ(shmem_dev_signal_set(st, (uint64_t *)(y - 13), 1, peer), MORI_DEVICE_EINVAL);
+    EXPECT_EQ(shmem_dev_signal_add(st, (uint64_t *)(y - 13), 1, peer), MORI_DEVICE_EINVAL);
+    EXPECT_EQ(shmem_dev_signal_set(st, (uint64_t *)(y - 8), 7, peer), MORI_DEVICE_OK);  // the end of chunk 0
+    MORI_ASSERT_OK(shmem_barrier_all());
+    uint64_t words[4];
+    memcpy(words, y - 16, sizeof(words));
+    EXPECT_EQ(words[0], 0u) << "an unaligned signal wrote";
+    EXPECT_EQ(words[1], 7u);
+    EXPECT_EQ(words[2], 0u) << "a signal across the chunk's end wrote";
+    uint64_t *sig = (uint64_t *)(y - 8), seen = 0xdead;
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, (mori_cmp_t)99, 6, 1000000, &seen), MORI_DEVICE_EINVAL);
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, (mori_cmp_t)4, 8, 1000000, &seen), MORI_DEVICE_EINVAL);
+    EXPECT_EQ(seen, 0xdeadu) << "an unknown comparison read nothing";
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_EQ, 8, 20ull * 1000 * 1000, &seen), MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(seen, 7u) << "a timed-out wait says what it read last";
+    EXPECT_EQ(mori_shmem_check(), MORI_EDEVICE_TIMEOUT);
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_GT, 6, 1000000, &seen), MORI_DEVICE_OK);
+    EXPECT_EQ(seen, 7u);
+    MORI_ASSERT_OK(shmem_barrier_all());
+    MORI_ASSERT_OK(shmem_free(y));
+    MORI_ASSERT_OK(shmem_free(x));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 // Two buffers registered in one mapping share its adoption: deregistering
 // one leaves the other's memory mori memory (it was released under it),
 // and a third slice registers beside the second.

@@ -26,6 +26,10 @@ typedef enum mori_cmp {
   MORI_CMP_GT = 3,
 } mori_cmp_t;
 
+/* Whether cmp is one of the above: a wait given another returns
+ * MORI_DEVICE_EINVAL at once (before, any other value meant GT). */
+MORI_HOST_DEVICE int mori_cmp_valid(mori_cmp_t cmp);
+
 /* Orders this thread's earlier stores to peers before its later ones. */
 MORI_DEVICE_INLINE void mori_fence(void);
 
@@ -49,7 +53,8 @@ MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t
  * against value, with `win`'s abort flag, timeout and mailbox. `peer` (who
  * is expected to write it; -1 if unknown) and `channel` only label the
  * error record. timeout_ns == 0 waits forever (the abort flag still ends
- * it). *seen_out (may be NULL) gets the last value read. */
+ * it). *seen_out (may be NULL) gets the last value read, also when the
+ * wait fails. An unknown cmp: MORI_DEVICE_EINVAL, nothing read. */
 MORI_DEVICE_INLINE int mori_wait_word(mori_window_dev_t win, uint64_t *word, mori_cmp_t cmp, uint64_t value,
                                       uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out);
 

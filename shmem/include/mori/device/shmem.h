@@ -125,30 +125,48 @@ MORI_DEVICE_INLINE void shmem_dev_fence(void) { mori_fence(); }
 MORI_DEVICE_INLINE void shmem_dev_quiet(void) { mori_quiet(); }
 
 /* ---- signals: a uint64 at a heap address ---- */
+/* The signal word at heap address `sig` on PE pe: its 8 bytes in the heap
+ * chunk `sig` starts in (MORI_DEVICE_ERANGE, as a put's), and aligned
+ * (MORI_DEVICE_EINVAL: an unaligned atomic tears or faults). */
+MORI_HOST_DEVICE int shmem_dev_impl_signal_p2p(mori_shmem_device_state_t st, const uint64_t *sig, int pe, uint64_t **out) {
+  char *at;
+  int rc = shmem_dev_impl_span_p2p(st, sig, sizeof(uint64_t), pe, &at);
+  if (rc) return rc;
+  if ((uintptr_t)sig % sizeof(uint64_t)) return MORI_DEVICE_EINVAL;
+  *out = (uint64_t *)at;
+  return MORI_DEVICE_OK;
+}
 /* PE pe's signal := value (release, system scope: data put before it is
  * visible to a PE that observed it with shmem_dev_signal_wait_until). */
 MORI_DEVICE_INLINE int shmem_dev_signal_set(mori_shmem_device_state_t st, uint64_t *sig, uint64_t value, int pe) {
-  uint64_t *at = (uint64_t *)shmem_dev_ptr_p2p(st, sig, pe);
-  if (!at) return MORI_DEVICE_EUNREACHABLE;
+  uint64_t *at;
+  int rc = shmem_dev_impl_signal_p2p(st, sig, pe, &at);
+  if (rc) return rc;
   mori_atomic_store_release_u64(at, value);
   return MORI_DEVICE_OK;
 }
 MORI_DEVICE_INLINE int shmem_dev_signal_add(mori_shmem_device_state_t st, uint64_t *sig, uint64_t value, int pe) {
-  uint64_t *at = (uint64_t *)shmem_dev_ptr_p2p(st, sig, pe);
-  if (!at) return MORI_DEVICE_EUNREACHABLE;
+  uint64_t *at;
+  int rc = shmem_dev_impl_signal_p2p(st, sig, pe, &at);
+  if (rc) return rc;
   mori_atomic_add_release_u64(at, value);
   return MORI_DEVICE_OK;
 }
 /* Waits until this PE's signal at `sig` satisfies cmp against value.
- * *seen_out (may be NULL) gets the last value read. */
+ * *seen_out (may be NULL) gets the last value read, also when the wait
+ * fails. An unknown cmp: MORI_DEVICE_EINVAL, nothing read. */
 MORI_DEVICE_INLINE int shmem_dev_signal_wait_until(mori_shmem_device_state_t st, uint64_t *sig, mori_cmp_t cmp, uint64_t value,
                                                    uint64_t timeout_ns, uint64_t *seen_out) {
+  if (!mori_cmp_valid(cmp)) return MORI_DEVICE_EINVAL;
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0;; spin++) {
     seen = mori_atomic_load_acquire_u64(sig);
     if (mori_cmp_holds(seen, cmp, value)) break;
     int rc = mori_wait_check(st.world, spin, &start, timeout_ns, -1, 0, value, seen);
-    if (rc != MORI_DEVICE_OK) return rc;
+    if (rc != MORI_DEVICE_OK) {
+      if (seen_out) *seen_out = seen;
+      return rc;
+    }
     mori_pause();
   }
   if (seen_out) *seen_out = seen;

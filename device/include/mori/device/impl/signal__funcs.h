@@ -9,6 +9,8 @@ MORI_DEVICE_INLINE void mori_fence(void) { mori_fence_system(); }
 /* For load/store peers a system fence is enough. */
 MORI_DEVICE_INLINE void mori_quiet(void) { mori_fence_system(); }
 
+MORI_HOST_DEVICE int mori_cmp_valid(mori_cmp_t cmp) { return (unsigned)cmp <= (unsigned)MORI_CMP_GT; }
+
 MORI_HOST_DEVICE int mori_cmp_holds(uint64_t seen, mori_cmp_t cmp, uint64_t value) {
   switch (cmp) {
     case MORI_CMP_EQ: return seen == value;
@@ -34,6 +36,7 @@ MORI_DEVICE_INLINE int mori_signal_add(mori_window_dev_t win, int peer, uint64_t
 
 MORI_DEVICE_INLINE int mori_wait_word(mori_window_dev_t win, uint64_t *word, mori_cmp_t cmp, uint64_t value,
                                       uint64_t timeout_ns, int peer, uint32_t channel, uint64_t *seen_out) {
+  if (!mori_cmp_valid(cmp)) return MORI_DEVICE_EINVAL;
   uint64_t start = 0, seen = 0;
   for (uint32_t spin = 0;; spin++) {
     /* Plain polling, one acquire once the value is there: an acquire per
@@ -43,7 +46,10 @@ MORI_DEVICE_INLINE int mori_wait_word(mori_window_dev_t win, uint64_t *word, mor
     seen = mori_load_volatile_u64(word);
     if (mori_cmp_holds(seen, cmp, value) && mori_cmp_holds(seen = mori_atomic_load_acquire_u64(word), cmp, value)) break;
     int rc = mori_wait_check(win, spin, &start, timeout_ns, peer, channel, value, seen);
-    if (rc != MORI_DEVICE_OK) return rc;
+    if (rc != MORI_DEVICE_OK) {
+      if (seen_out) *seen_out = seen;
+      return rc;
+    }
     mori_pause();
   }
   if (seen_out) *seen_out = seen;
