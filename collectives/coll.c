@@ -374,13 +374,25 @@ size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
   return a2a_staging(c, &a);
 }
 
+/* The calling rank, for messages (-1 without a context). */
+static int rank_of(const mori_coll_t *c) { return c ? mori_comm_rank(c->comm) : -1; }
+
 static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, size_t bytes, const char *what) {
-  if (!c || (bytes && (!in || !out))) return mori_error_set(MORI_EINVAL, "%s: NULL argument", what);
+  if (!c) return mori_error_set(MORI_EINVAL, "%s: NULL context", what);
+  if (bytes && (!in || !out))
+    return mori_error_set(MORI_EINVAL, "%s: rank %d's %s is NULL (%zu bytes per member)", what, rank_of(c),
+                          in ? "out" : "in", bytes);
   size_t span;
   if (mori_mul_overflows(bytes, (size_t)c->team.size, &span))
-    return mori_error_set(MORI_ERANGE, "%s: %zu bytes per member times %d members overflows", what, bytes, c->team.size);
+    return mori_error_set(MORI_ERANGE, "%s: rank %d: %zu bytes per member times %d members overflows", what, rank_of(c),
+                          bytes, c->team.size);
+  /* The sizes in the message: a size far too large makes separate buffers
+   * overlap, and that is what to look at then. */
   if (mori_ranges_overlap(in, span, out, span))
-    return mori_error_set(MORI_EINVAL, "%s: in and out overlap (in place is not supported)", what);
+    return mori_error_set(MORI_EINVAL,
+                          "%s: rank %d's in [%p, +%zu) and out [%p, +%zu) overlap (%zu bytes per member times %d "
+                          "members; in place is not supported)",
+                          what, rank_of(c), in, span, out, span, bytes, c->team.size);
   return member_or_fail(c, what);
 }
 
@@ -620,16 +632,23 @@ size_t mori_all_reduce_workspace(const mori_coll_t *c, size_t count, mori_dtype_
 /* mori_all_reduce's checks of this rank's arguments. */
 static int all_reduce_check(mori_coll_t *c, const void *in, const void *out, size_t count, mori_dtype_t dtype,
                             mori_redop_t op) {
-  if (!c || (count && (!in || !out))) return mori_error_set(MORI_EINVAL, "all_reduce: NULL argument");
+  if (!c) return mori_error_set(MORI_EINVAL, "all_reduce: NULL context");
+  int me = rank_of(c);
+  if (count && (!in || !out))
+    return mori_error_set(MORI_EINVAL, "all_reduce: rank %d's %s is NULL (%zu elements)", me, in ? "out" : "in", count);
   if (dtype != MORI_FLOAT32 && dtype != MORI_BFLOAT16 && dtype != MORI_FLOAT16)
-    return mori_error_set(MORI_EINVAL, "all_reduce: unknown dtype %d", (int)dtype);
-  if (op < MORI_REDOP_SUM || op > MORI_REDOP_MIN) return mori_error_set(MORI_EINVAL, "all_reduce: unknown op %d", (int)op);
+    return mori_error_set(MORI_EINVAL, "all_reduce: rank %d's dtype %d is not float32, bfloat16 or float16", me, (int)dtype);
+  if (op < MORI_REDOP_SUM || op > MORI_REDOP_MIN)
+    return mori_error_set(MORI_EINVAL, "all_reduce: rank %d's op %d is not sum, avg, max or min", me, (int)op);
   size_t span;
   if (mori_mul_overflows(count, (size_t)mori_coll_impl_dtype_size(dtype), &span))
-    return mori_error_set(MORI_ERANGE, "all_reduce: %zu elements of %u bytes overflow", count,
+    return mori_error_set(MORI_ERANGE, "all_reduce: rank %d: %zu elements of %u bytes overflow", me, count,
                           (unsigned)mori_coll_impl_dtype_size(dtype));
   if (in != out && mori_ranges_overlap(in, span, out, span))
-    return mori_error_set(MORI_EINVAL, "all_reduce: in and out overlap without being the same buffer (in place is in == out)");
+    return mori_error_set(MORI_EINVAL,
+                          "all_reduce: rank %d's in [%p, +%zu) and out [%p, +%zu) overlap without being the same buffer "
+                          "(%zu elements; in place is in == out)",
+                          me, in, span, out, span, count);
   return member_or_fail(c, "all_reduce");
 }
 
