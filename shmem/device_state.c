@@ -71,6 +71,23 @@ static int fill_row(mori_window_t *win, int *chunk, bool *fresh) {
   return rc;
 }
 
+/* Why shmem's first allocation (its device state, the heap's first carve)
+ * failed, with what to change: mapping a chunk on every PE takes chunk x
+ * PEs of address space, so a chunk too large for the VA that is left shows
+ * as an ENOMEM there; without a heap there is no carve at all. */
+static int state_window_failed(int rc) {
+  mori_heap_stats_t st;
+  if (mori_heap_stats(mori_shmem.device, &st) != 0 || st.mode == MORI_HEAP_ISOLATION)
+    return mori_error_context(rc, "shmem needs the symmetric heap (MORI_SHMEM_MODE static or vmm)");
+  if (rc == MORI_ENOMEM)
+    return mori_error_context(rc,
+                              "shmem's first allocation: mapping a heap chunk of %zu bytes on all %d PEs takes %zu x %d "
+                              "bytes of address space on each; a smaller %s needs less",
+                              st.chunk_size, mori_shmem.npes, st.chunk_size, mori_shmem.npes,
+                              st.mode == MORI_HEAP_STATIC ? "MORI_SHMEM_HEAP_SIZE (static mode)" : "MORI_SHMEM_VMM_CHUNK_SIZE");
+  return mori_error_context(rc, "shmem's first allocation (its device state)");
+}
+
 int mori_shmem_device_state_create(void) {
   mori_shmem_state_t *s = &mori_shmem;
   memset(&s->dev, 0, sizeof(s->dev));
@@ -85,7 +102,7 @@ int mori_shmem_device_state_create(void) {
   attr.device = s->device;
   mori_window_terms_t terms = {.local_status = mori_mem_alloc(WORLD_BYTES, &attr, &s->world_mem), .same_place = true};
   int rc = mori_window_create_with_terms(s->comm, s->world_mem, &terms, &s->world_win);
-  if (rc) return mori_error_context(rc, "shmem needs the symmetric heap (MORI_SHMEM_MODE static or vmm)");
+  if (rc) return state_window_failed(rc);
   mori_heap_location_t loc;
   int local = mori_heap_locate(s->world_mem, &loc);
   if (!local) local = create_table(&loc);

@@ -371,6 +371,24 @@ TEST(ShmemBadInput, TheGuidesHeapDefaultsHoldAndTheHeapSizeIsRequired) {
   });
 }
 
+// A static heap too large for the address space left: every PE fails
+// init with ENOMEM naming MORI_SHMEM_HEAP_SIZE, the variable to lower (it
+// named MORI_SHMEM_MODE, which was already static), and init works again
+// with a heap that fits.
+TEST(ShmemBadInput, AHeapTooLargeForTheAddressSpaceNamesTheVariableToLower) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    setenv("MORI_SHMEM_MODE", "static", 1);
+    setenv("MORI_SHMEM_HEAP_SIZE", "64T", 1);
+    EXPECT_ERROR(InitPe(rank, size, "huge-heap"), MORI_ENOMEM, "MORI_SHMEM_HEAP_SIZE");
+    EXPECT_EQ(std::string(mori_last_error()).find("MORI_SHMEM_MODE"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_finalize());
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "heap-that-fits"));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 // A heap of another kind on one PE (MORI_SHMEM_HEAP_TYPE, the mode, the
 // chunk size) fails init on every PE, naming the PE and the variable: a
 // PE with uncached memory beside PEs with normal memory initialised, and
