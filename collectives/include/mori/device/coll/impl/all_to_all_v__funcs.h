@@ -20,11 +20,11 @@ MORI_HOST_DEVICE uint64_t mori_coll_impl_a2av_matrix_bytes(int n, uint32_t exper
   return (uint64_t)n * (uint64_t)n * experts * 16;
 }
 
-/* What a bad split (or offset) is published as: more rows than any
- * output holds (the host refuses outs of as many rows), so every member's
- * range check refuses it (recorded) and no row of it is copied, while sums
- * of such entries cannot wrap. */
-#define MORI_A2AV_BAD_ROWS (1ull << 40)
+/* What a bad split (or offset) is published as: MORI_A2AV_BAD_ROWS (more
+ * rows than any output holds; the host refuses outs of as many rows), so
+ * every member's range check refuses it (recorded; the record's decoder
+ * tells it from a real shortfall by its size) and no row of it is copied,
+ * while sums of such entries cannot wrap. */
 
 /* Whether split (or offset) `v` is bad: negative, or more rows than any
  * member's out holds (summed, such counts wrapped past 2^64). */

@@ -36,6 +36,11 @@
  * expected = the call's epoch, seen = the rank the wait was for). */
 #define MORI_COLL_REFUSED_CHANNEL 0x74000000u
 
+/* The rows an all-to-all-v publishes for a split (or offset) its caller
+ * gave wrong: more than any output holds. A MORI_DEVICE_ERANGE record
+ * needing at least this many rows names such a split, not a short output. */
+#define MORI_A2AV_BAD_ROWS (1ull << 40)
+
 /* Stops the kernel and the context with it (what torch's own backend does
  * on a timed-out wait); on the host platform, where a rank's "kernel" is the
  * process itself, nothing. */
