@@ -60,7 +60,10 @@ typedef struct mailbox {
   uint32_t what; /* the call's identity (a hash of its name) */
   uint32_t reserved;
   uint8_t data[MORI_NODE_CHANNEL_PAYLOAD];
-  uint8_t pad[40]; /* a multiple of the cache line */
+  /* The call's name, cut to fit, for the message of a rank in another
+   * call (the hash alone told nobody which); also pads the mailbox to a
+   * multiple of the cache line. */
+  char name[40];
 } mailbox_t;
 
 /* Why the channel failed, beyond its code: the other ranks' messages say it. */
@@ -360,6 +363,7 @@ int mori_node_channel_allgather_grace(mori_node_channel_t *ch, const char *what,
   memcpy(mine->data, send, bytes);
   mine->bytes = bytes;
   mine->what = id;
+  snprintf(mine->name, sizeof(mine->name), "%s", what ? what : "?");
   atomic_store(&mine->seq, step); /* sequentially consistent: ordered before our reads of the failure word */
   /* The step's last arrival (whatever the interleaving, the (step * size)-th
    * increment comes after every rank published this step) wakes the rest. */
@@ -401,12 +405,16 @@ int mori_node_channel_allgather_grace(mori_node_channel_t *ch, const char *what,
       }
       wait_a_little(ch->area, box, step, spins, limit - waited);
     }
-    if (box->bytes != bytes || box->what != id)
+    if (box->bytes != bytes || box->what != id) {
+      char theirs[sizeof(box->name)];
+      memcpy(theirs, box->name, sizeof(theirs));
+      theirs[sizeof(theirs) - 1] = '\0'; /* the peer's bytes: ended here whatever they hold */
       return fail_channel(ch, MORI_EMISMATCH, r, FAILED_OTHERWISE,
-                          "node channel: at step %llu rank %d made another call (%llu bytes, call %08x) than rank %d (%s: %zu bytes, "
-                          "call %08x)",
-                          (unsigned long long)step, r, (unsigned long long)box->bytes, box->what, ch->rank,
+                          "node channel: at step %llu rank %d made another call (%s: %llu bytes, call %08x) than rank %d (%s: "
+                          "%zu bytes, call %08x)",
+                          (unsigned long long)step, r, theirs, (unsigned long long)box->bytes, box->what, ch->rank,
                           what ? what : "?", bytes, id);
+    }
     memcpy((char *)recv + (size_t)r * bytes, box->data, bytes);
   }
   /* A peer that gave up on this step after we had published it: fail it here

@@ -32,6 +32,23 @@ TEST(Agreement, AllSucceedInOneStepAndEveryRankGetsEveryPayload) {
   });
 }
 
+// A rank in another collective step (the same size, another name) fails
+// every rank, and each names both steps: the other rank's by its name, not
+// only by a hash of it.
+TEST(Agreement, ARankInAnotherStepIsNamedWithThatStepsName) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 2) return;
+    World w;
+    ASSERT_TRUE(w.ok());
+    int other = size - 1;
+    int rc = mori_agree(w.comm, 0, rank == other ? "the other step" : "this step");
+    EXPECT_EQ(rc, MORI_EMISMATCH) << mori_last_error();
+    std::string msg = mori_last_error();
+    EXPECT_TRUE(Has(msg, "this step")) << msg;
+    EXPECT_TRUE(Has(msg, "the other step")) << msg;
+  });
+}
+
 TEST(Agreement, OneRankFailsAndEveryRankNamesItWithItsMessage) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;
