@@ -6,13 +6,67 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/trace.h"
 #include "core/internal/comm.h"
 #include "core/internal/node_channel.h"
 #include "mori/bootstrap.h"
+
+/* What a step through the bootstrap carries before its payload: the
+ * call's name (cut to fit) and a hash of the whole name. The node channel's
+ * mailboxes carry both; the bootstrap's frames carry only the step's
+ * number, so without this a rank in another call of the same size (one
+ * that timed out and went on, say) was paired with it silently. */
+typedef struct step_tag {
+  uint32_t id;
+  char name[44];
+} step_tag_t;
+
+static step_tag_t tag_of(const char *what) {
+  step_tag_t t;
+  memset(&t, 0, sizeof(t));
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (const char *p = what; p && *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
+  t.id = h;
+  snprintf(t.name, sizeof(t.name), "%s", what ? what : "?");
+  return t;
+}
+
+/* The bootstrap's allgather of `bytes` per rank, each behind its call's
+ * tag; every rank sees the same table, so all fail alike when one rank is
+ * in another call. */
+static int bootstrap_step(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
+  size_t slot = sizeof(step_tag_t) + bytes, total;
+  if (bytes > SIZE_MAX - sizeof(step_tag_t) || mori_mul_overflows(slot, (size_t)c->size, &total))
+    return mori_error_set(MORI_ERANGE, "%s: %zu bytes per rank from %d ranks overflow", what, bytes, c->size);
+  char *mine = malloc(slot), *all = malloc(total);
+  if (!mine || !all) {
+    free(mine);
+    free(all);
+    return mori_error_set(MORI_ENOMEM, "%s: rank %d's buffers for a step of %d x %zu bytes", what, c->rank, c->size, slot);
+  }
+  step_tag_t tag = tag_of(what);
+  memcpy(mine, &tag, sizeof(tag));
+  if (bytes) memcpy(mine + sizeof(tag), send, bytes); /* before recv, which may hold send */
+  int rc = mori_bootstrap_allgather(c->bootstrap, mine, all, slot);
+  for (int r = 0; !rc && r < c->size; r++) {
+    step_tag_t theirs;
+    memcpy(&theirs, all + (size_t)r * slot, sizeof(theirs));
+    theirs.name[sizeof(theirs.name) - 1] = '\0';
+    if (theirs.id != tag.id || memcmp(theirs.name, tag.name, sizeof(tag.name)) != 0)
+      rc = mori_error_set(MORI_EMISMATCH, "%s: rank %d is in another collective step (%s) than rank %d (%s)", what, r,
+                          theirs.name, c->rank, tag.name);
+  }
+  for (int r = 0; !rc && bytes && r < c->size; r++)
+    memcpy((char *)recv + (size_t)r * bytes, all + (size_t)r * slot + sizeof(tag), bytes);
+  free(mine);
+  free(all);
+  return rc;
+}
 
 /* `what` names the call, so that ranks at different calls are never paired. */
 static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes, int grace_ms) {
@@ -43,7 +97,8 @@ static int comm_allgather(mori_comm_t *c, const char *what, const void *send, vo
         rc = mori_error_set(MORI_EMISMATCH, "%s: rank %d gathers %llu bytes per rank, rank %d %zu", what, r,
                             (unsigned long long)sizes[r], c->rank, bytes);
     if (sizes != on_stack) free(sizes);
-    if (!rc) rc = mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
+    if (!rc) rc = sizes ? mori_bootstrap_allgather(c->bootstrap, send, recv, bytes) /* named in the channel */
+                        : bootstrap_step(c, what, send, recv, bytes);
   }
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
 }
