@@ -149,7 +149,14 @@ static int start(unsigned int flags, int rank, int npes, const void *arg) {
   boot.address = info.address;
   boot.secret = info.secret;
   boot.secret_len = sizeof(info.secret);
-  boot.listen_fd = rank == 0 ? mori_shmem_uid_take_listener(info.token) : -1;
+  bool used_before = false;
+  boot.listen_fd = rank == 0 ? mori_shmem_uid_take_listener(info.token, &used_before) : -1;
+  /* The address of an ID used before is the first job's (or closed): rank
+   * 0 would report another process holding it, while the fault is here. */
+  if (used_before)
+    return mori_error_set(MORI_EINVAL,
+                          "PE 0: this unique ID was used by an earlier shmem_init_attr of this process: every init needs "
+                          "a new ID from shmem_get_unique_id");
   rc = mori_bootstrap_tcp_create(&boot, &mori_shmem.bootstrap);
   if (rc) return mori_error_context(rc, "bootstrap at %s (%s)", info.address, info.ifname);
   mori_comm_attr_t attr;

@@ -39,6 +39,8 @@ enum {
   OFF_CHECKSUM = 120,
   /* IDs made but not yet used by an init in this process. */
   MAX_LISTENERS = 8,
+  /* IDs already used by an init in this process, the latest ones. */
+  MAX_USED = 32,
 };
 static const char uid_magic[8] = "MORISHM";
 
@@ -48,6 +50,8 @@ static struct {
   int fd;
 } listeners[MAX_LISTENERS];
 static unsigned listeners_next;
+static uint64_t used[MAX_USED];
+static unsigned used_next;
 
 static uint64_t checksum(const uint8_t *bytes) {
   uint64_t h = 1469598103934665603ull;
@@ -72,8 +76,9 @@ static void keep_listener(uint64_t token, int fd) {
   pthread_mutex_unlock(&listeners_lock);
 }
 
-int mori_shmem_uid_take_listener(uint64_t token) {
+int mori_shmem_uid_take_listener(uint64_t token, bool *used_before) {
   int fd = -1;
+  *used_before = false;
   pthread_mutex_lock(&listeners_lock);
   for (int i = 0; i < MAX_LISTENERS && fd < 0; i++)
     if (listeners[i].token == token && listeners[i].fd >= 0) {
@@ -81,6 +86,8 @@ int mori_shmem_uid_take_listener(uint64_t token) {
       listeners[i].token = 0;
       listeners[i].fd = -1;
     }
+  for (int i = 0; i < MAX_USED && fd < 0 && !*used_before; i++) *used_before = token && used[i] == token;
+  if (fd >= 0) used[used_next++ % MAX_USED] = token;
   pthread_mutex_unlock(&listeners_lock);
   return fd;
 }

@@ -6,6 +6,9 @@
 #ifndef MORI_SHMEM_INTERNAL_UNIQUE_ID_H
 #define MORI_SHMEM_INTERNAL_UNIQUE_ID_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "mori/shmem.h"
 
 MORI_EXTERN_C_BEGIN
@@ -22,8 +25,10 @@ int mori_shmem_uid_compose(const mori_shmem_uid_info_t *info, mori_shmem_uniquei
 /* Checks magic, version and checksum; MORI_EINVAL says what is wrong. */
 int mori_shmem_uid_parse(const mori_shmem_uniqueid_t *id, mori_shmem_uid_info_t *out);
 /* The listening socket made with the ID of `token` in this process
- * (removed from the list: the caller owns it), or -1. */
-int mori_shmem_uid_take_listener(uint64_t token);
+ * (removed from the list: the caller owns it), or -1; *used_before is set
+ * when an earlier call of this process took it already (an ID used twice:
+ * its socket belongs to the job that used it first). */
+int mori_shmem_uid_take_listener(uint64_t token, bool *used_before);
 
 MORI_EXTERN_C_END
 

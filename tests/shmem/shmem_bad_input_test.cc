@@ -92,6 +92,24 @@ TEST(ShmemBadInput, InitTwiceIsRefusedAndTheFirstInitStands) {
   });
 }
 
+// An ID used a second time by the process that made it is refused at once,
+// saying so (it read "another process holds that address"); a new ID works.
+TEST(ShmemBadInput, AUniqueIdUsedTwiceIsNamedAsSuch) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    UseSmallHeap();
+    mori_shmem_uniqueid_t id, fresh;
+    MORI_ASSERT_OK(mori_shmem_use_local_plugins());
+    MORI_ASSERT_OK(shmem_get_unique_id(&id));
+    MORI_ASSERT_OK(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, &id));
+    MORI_ASSERT_OK(shmem_finalize());
+    EXPECT_ERROR(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, &id), MORI_EINVAL,
+                 "this unique ID was used by an earlier shmem_init_attr of this process");
+    MORI_ASSERT_OK(shmem_get_unique_id(&fresh));
+    MORI_ASSERT_OK(shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, &fresh));
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 TEST(ShmemBadInput, UniqueIdOfTheWrongLengthOrDamagedIsRefused) {
   EXPECT_RANKS_PASS(1, [](int, int) {
     mori_shmem_uniqueid_t id, out;
