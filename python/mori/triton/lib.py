@@ -87,6 +87,8 @@ CMP_EQ = tl.constexpr(0)
 CMP_NE = tl.constexpr(1)
 CMP_GE = tl.constexpr(2)
 CMP_GT = tl.constexpr(3)
+CMP_LT = tl.constexpr(4)
+CMP_LE = tl.constexpr(5)
 # pe_accessible
 ACCESS_NONE = tl.constexpr(0)
 ACCESS_LOAD_STORE = tl.constexpr(1)
@@ -363,9 +365,10 @@ def putmem_signal_block(dest, src, nbytes, sig, value, op, pe):
 @triton.jit
 def signal_wait_until_block(sig, cmp, value, timeout_ns):
     """Waits until this PE's uint64 at heap address `sig` compares (CMP_EQ,
-    CMP_NE, CMP_GE, CMP_GT) with `value`, acquiring; timeout_ns 0 waits for
-    good (shmem's abort flag still ends it). A timeout returns ETIMEDOUT and
-    leaves a record that mori_shmem_check reports."""
+    CMP_NE, CMP_GE, CMP_GT, CMP_LT, CMP_LE; any other: EINVAL) with
+    `value`, acquiring; timeout_ns 0 waits for good (shmem's abort flag
+    still ends it). A timeout returns ETIMEDOUT and leaves a record that
+    mori_shmem_check reports."""
     return _signal_wait_until_block(_addr(sig), tl.cast(cmp, tl.int32), tl.cast(value, tl.int64),
                                     tl.cast(timeout_ns, tl.int64))
 

@@ -24,6 +24,8 @@ typedef enum mori_cmp {
   MORI_CMP_NE = 1,
   MORI_CMP_GE = 2, /* the usual "counter reached" test */
   MORI_CMP_GT = 3,
+  MORI_CMP_LT = 4, /* 4 and 5 as OpenSHMEM numbers them (its GE and GT are 3 and 2) */
+  MORI_CMP_LE = 5,
 } mori_cmp_t;
 
 /* Whether cmp is one of the above: a wait given another returns
