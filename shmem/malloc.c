@@ -33,7 +33,10 @@ static unsigned freed_next;
 
 bool mori_shmem_was_freed(const void *ptr, const void **base, size_t *size) {
   const char *p = (const char *)ptr;
-  for (unsigned i = 0; i < FREED_MEMORY; i++) {
+  /* Newest first: the heap reuses places, and the latest free at a place
+   * is the allocation the caller last had there. */
+  for (unsigned k = 1; k <= FREED_MEMORY; k++) {
+    unsigned i = (freed_next - k) % FREED_MEMORY;
     const char *b = (const char *)recently_freed[i].base;
     if (b && p >= b && p < b + (recently_freed[i].size ? recently_freed[i].size : 1)) {
       if (base) *base = b;

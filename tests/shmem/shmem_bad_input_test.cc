@@ -300,6 +300,23 @@ TEST(ShmemBadInput, ForeignFreedOrDivergingFreesFailOnEveryPeAndFreeNothing) {
   });
 }
 
+// A pointer into freed memory is named with the allocation freed there
+// last: the heap reuses places, and it named the oldest one it remembered.
+TEST(ShmemBadInput, AFreedPointerIsNamedWithTheLatestAllocationFreedThere) {
+  EXPECT_RANKS_PASS(1, [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "freed-latest"));
+    void *first = nullptr, *second = nullptr, *out = nullptr;
+    MORI_ASSERT_OK(shmem_malloc(16, &first));
+    MORI_ASSERT_OK(shmem_free(first));
+    MORI_ASSERT_OK(shmem_malloc(64, &second));
+    MORI_ASSERT_OK(shmem_free(second));
+    if (second != first) GTEST_SKIP() << "the heap did not reuse the place";
+    EXPECT_ERROR(mori_shmem_translate(second, 0, &out), MORI_ENOT_OWNED, "(64 bytes)");
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 TEST(ShmemBadInput, PointerTranslationAndRegistrationRefuseWhatTheyCannotServe) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();
