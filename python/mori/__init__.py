@@ -69,9 +69,17 @@ def finalize():
     bootstrap), then everything else mori holds (mori_finalize), so nothing
     is left behind. Local (never collective) and idempotent; a part never
     imported is not loaded for it. shmem_init_attr works again afterwards.
-    RuntimeError naming the call when one fails."""
+    RuntimeError naming the call when one fails, and, before anything is
+    released, while an EpDispatchCombineOp is alive (its tensors are views
+    of memory this releases: destroy() it first)."""
     import sys
 
+    ops = sys.modules.get("mori.ops._ep_torch_ops")
+    live = [op for op in list(getattr(ops, "_OPS", {}).values()) if getattr(op, "_ep", None) is not None]
+    if live:
+        raise RuntimeError(f"mori.finalize: {len(live)} EpDispatchCombineOp(s) of rank {live[0].rank} are alive; their "
+                           f"buffers and output tensors are views of memory mori.finalize releases: call destroy() "
+                           f"(collective) on them first")
     backend = sys.modules.get("mori._torch_backend")
     if getattr(backend, "lib", None) is not None:
         backend.lib.mori_torch_finalize()

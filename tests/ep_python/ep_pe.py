@@ -4,8 +4,10 @@ through a unique-ID file, then EpDispatchCombineOp checked against
 ep_reference in every dtype and routing, back to back, refusing bad input,
 and under torch.compile.
     ep_pe.py <rank> <world> <uid file> <back-to-back calls>"""
+import copy
 import gc
 import os
+import pickle
 import sys
 import time
 import warnings
@@ -202,6 +204,10 @@ class Pe:
         op.dispatch(x, w, None, bad_idx)
         err = expect_raises(mori.ops.EpError, op.check, ("MORI_EINVAL",))
         assert err.code < 0, err
+        # Sent to another process (multiprocessing pickles it), it arrives
+        # whole: rebuilding it used to fail (or read the last error anew).
+        for back in (pickle.loads(pickle.dumps(err)), copy.copy(err)):
+            assert type(back) is mori.ops.EpError and str(back) == str(err), (back, err)
         op.check()  # cleared
         self.one_call(op, 8, "uniform", torch.bfloat16)  # and the context goes on
         # ... and as an exception from the next call when check_every_call (the default)
@@ -222,6 +228,14 @@ class Pe:
             (dict(max_token_type_size=1), ("max_token_type_size=1",)),
             (dict(scale_dim=-1), ("scale_dim=-1",)),
             (dict(kernel_type=9), ("kernel_type=9",)),
+            # 32-bit fields: cut to their low bits before (block_num 2**32 + 3
+            # ran as 3), and a bool passed as 1.
+            (dict(block_num=2**32 + 3), (f"block_num={2**32 + 3}",)),
+            (dict(warp_num_per_block=-(2**40)), (f"warp_num_per_block={-(2**40)}",)),
+            (dict(gpu_per_node=2**31), (f"gpu_per_node={2**31}",)),
+            (dict(num_qp_per_pe=-2), ("num_qp_per_pe=-2",)),
+            (dict(warp_num_per_block=True), ("warp_num_per_block=True",)),
+            (dict(hidden_dim=True), ("hidden_dim=True",)),
         ]
         for kw, says in bad_configs:
             expect_raises(ValueError, lambda: mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, **kw)),
@@ -395,6 +409,9 @@ def main(rank, world, uid_path, calls):
         gc.collect()
     assert any(issubclass(w.category, ResourceWarning) and "without destroy()" in str(w.message) for w in seen), seen
     shmem.shmem_finalize()
+    # mori.finalize releases the memory the op's tensors view: refused while
+    # the op lives (reading a dispatch output afterwards crashed).
+    expect_raises(RuntimeError, mori.finalize, ("1 EpDispatchCombineOp(s)", f"rank {rank}", "destroy()"))
     op.destroy()
     mori.finalize()
     print(f"PE {rank} of {world}: ok; {calls} back-to-back calls checked; "

@@ -126,6 +126,34 @@ class DocExampleTest(unittest.TestCase):
                 self.assertRegex(p.stdout, rf"rank {r}: received \d+ tokens, combine matches")
 
 
+class ExitTest(unittest.TestCase):
+    def test_an_op_alive_at_exit_prints_no_traceback(self):
+        """An op never destroyed, alive when the interpreter exits: its
+        __del__ ran with the import machinery gone and printed a traceback
+        ("Exception ignored in ... __del__ ... ImportError") on every rank."""
+        import mori.ops.ep as ep
+
+        if ep.C.MISSING:
+            self.skipTest(f"libmori.so lacks {', '.join(ep.C.MISSING)}")
+        code = (
+            "import torch, mori.ops\n"
+            "from mori import shmem\n"
+            "uid = shmem.shmem_get_unique_id()\n"
+            "shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, 0, 1, uid)\n"
+            "op = mori.ops.EpDispatchCombineOp(mori.ops.EpDispatchCombineConfig(data_type=torch.bfloat16, rank=0,\n"
+            "    world_size=1, hidden_dim=16, max_num_inp_token_per_rank=4, num_experts_per_rank=2,\n"
+            "    num_experts_per_token=2, gpu_per_node=1, scale_dim=0, scale_type_size=0, max_token_type_size=2))\n"
+            "print('made', flush=True)\n")
+        env = dict(os.environ, MORI_SHMEM_VMM_CHUNK_SIZE="4M", MORI_SHMEM_HEAP_SIZE="64M", MORI_RANK="0",
+                   PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+        p = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertIn("made", p.stdout)
+        self.assertNotIn("Exception ignored", p.stdout)
+        self.assertNotIn("Traceback", p.stdout)
+
+
 class MultiPeTest(unittest.TestCase):
     def test_dispatch_combine_at_2_4_and_8_pes(self):
         import mori.ops.ep as ep

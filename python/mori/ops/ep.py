@@ -25,6 +25,8 @@ import ctypes
 import dataclasses
 import enum
 import os
+import sys
+import warnings
 from typing import Optional
 
 import torch
@@ -206,16 +208,26 @@ class EpDispatchCombineOp:
         if (c.rank, c.world_size) != (me, npes):
             raise ValueError(f"{where}: rank={c.rank}, world_size={c.world_size}, but MORI Shmem's world is "
                              f"PE {me} of {npes}")
+        # The C config's fields are 32-bit: a larger value would be cut to
+        # its low bits. A bool is an int to Python, never a size here.
+        def whole(value):
+            return isinstance(value, int) and not isinstance(value, bool)
+
         for name in ("hidden_dim", "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
                      "max_token_type_size"):
             value = getattr(c, name)
-            # (the C config's fields are 32-bit: a larger value would be cut to its low bits)
-            if not isinstance(value, int) or not 0 < value <= _INT32_MAX:
+            if not whole(value) or not 0 < value <= _INT32_MAX:
                 raise ValueError(f"{where}: {name}={value!r}; expected a positive int below 2**31")
         for name in ("scale_dim", "scale_type_size"):
             value = getattr(c, name)
-            if not isinstance(value, int) or not 0 <= value <= _INT32_MAX:
+            if not whole(value) or not 0 <= value <= _INT32_MAX:
                 raise ValueError(f"{where}: {name}={value!r}; expected an int >= 0 below 2**31")
+        # Launch and placement fields: <= 0 lets the library choose; -1 is
+        # the usual spelling, and nothing below it means anything else.
+        for name in ("warp_num_per_block", "block_num", "rdma_block_num", "gpu_per_node", "num_qp_per_pe"):
+            value = getattr(c, name)
+            if not whole(value) or not -1 <= value <= _INT32_MAX:
+                raise ValueError(f"{where}: {name}={value!r}; expected an int from -1 (chosen) below 2**31")
         if c.scale_dim > 0 and c.scale_type_size <= 0:
             raise ValueError(f"{where}: scale_dim={c.scale_dim} needs scale_type_size > 0")
         size = torch.empty((), dtype=c.data_type).element_size()
@@ -696,9 +708,9 @@ class EpDispatchCombineOp:
     def __del__(self):
         # destroy() is collective, so it cannot run from the garbage
         # collector: say that the buffers stay instead of losing them quietly.
-        if getattr(self, "_ep", None) is not None:
-            import warnings
-
+        # At interpreter exit the process ends anyway, and the warnings
+        # machinery may already be gone: nothing to say then.
+        if getattr(self, "_ep", None) is not None and not sys.is_finalizing():
             warnings.warn(f"EpDispatchCombineOp on rank {self.rank} was collected without destroy(): its buffers "
                           f"stay allocated until the process ends; call destroy() (collective) on every rank",
                           ResourceWarning, stacklevel=2)
