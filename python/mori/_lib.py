@@ -229,9 +229,17 @@ class CallError(RuntimeError):
     left (which rank or PE, which sizes). mori.shmem and mori.ops raise
     their own subclasses."""
 
-    def __init__(self, call, code):
+    def __init__(self, call, code, name=None, detail=None):
         self.call = call
         self.code = code
-        self.name = lib.mori_err_name(code).decode()
-        self.detail = lib.mori_last_error().decode(errors="replace")
+        # name and detail are given when the error is rebuilt (unpickled,
+        # copied): the library's last error is then another thread's or
+        # process's, not this one's.
+        self.name = lib.mori_err_name(code).decode() if name is None else name
+        self.detail = lib.mori_last_error().decode(errors="replace") if detail is None else detail
         super().__init__(f"{call}: {self.name}: {self.detail}")
+
+    def __reduce__(self):
+        # What multiprocessing and concurrent.futures use to send an error
+        # to another process: it arrives whole, message included.
+        return (type(self), (self.call, self.code, self.name, self.detail))

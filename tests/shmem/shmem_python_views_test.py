@@ -5,8 +5,10 @@ platform, at 2, 4 and 8 PEs on one node and at 4 PEs on two simulated nodes
 (MORI_HOST_ID): the maps of two allocations and of an interior pointer, the
 device table against the host tuple, translations peers wrote through,
 refusals with their reason, and no torch imported on the way."""
+import copy
 import ctypes
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -85,6 +87,11 @@ def pe_main(rank, size, uid_path, nodes):
     assert e.name == "MORI_EINVAL", e
     e = expect_raises(shmem.ShmemError, shmem.shmem_address_map, id(e), says=("not inside a live shmem allocation",))
     assert e.name == "MORI_ENOT_OWNED", e
+    # An error sent to another process (multiprocessing pickles it) arrives
+    # whole; rebuilding it read the library's last error, or failed.
+    for back in (pickle.loads(pickle.dumps(e)), copy.copy(e)):
+        assert type(back) is shmem.ShmemError and str(back) == str(e), (back, e)
+        assert (back.call, back.code, back.name, back.detail) == (e.call, e.code, e.name, e.detail), back
     shmem.shmem_barrier_all()
     shmem.shmem_free(b)
     expect_raises(shmem.ShmemError, shmem.shmem_address_map, b + 8, says=(f"that PE {me} freed",))
@@ -102,6 +109,9 @@ def pe_main(rank, size, uid_path, nodes):
     shmem.shmem_barrier_all()
     shmem.shmem_free(a)
     shmem.shmem_finalize()
+    # The table is released with shmem: the property says so instead of
+    # handing out a view of released memory.
+    expect_raises(shmem.ShmemError, lambda: loc.table, says=("ShmemLocality.table", "not initialised"))
     print(f"PE {me} of {n}: ok", flush=True)
 
 

@@ -45,10 +45,31 @@ class ShmemLocality:
     @property
     def table(self):
         """The device table as an int32 torch tensor sharing its memory
-        (needs torch)."""
+        (needs torch). ShmemError after shmem_finalize, and for a locality
+        of an earlier init: the table it names was released (a tensor taken
+        before stays a view of released memory: do not keep it past
+        shmem_finalize)."""
+        if _current_table("ShmemLocality.table") != self.table_address:
+            from .api import ShmemError
+
+            raise ShmemError("ShmemLocality.table", -22, "MORI_EINVAL",
+                             "this locality is of an earlier shmem_init_attr: its table was released at "
+                             "shmem_finalize; call shmem_locality() again")
         from .device_view import tensor_over
 
         return tensor_over(self.table_address, len(self.peers), "int32")
+
+
+def _current_table(call):
+    """The device address of the locality table of shmem as it is now
+    (ShmemError naming `call` when shmem is not initialised)."""
+    from .api import _check
+
+    comm = ctypes.c_void_p()
+    _check(call, lib.mori_shmem_comm(ctypes.byref(comm)))
+    table = ctypes.c_void_p()
+    _check(call, lib.mori_comm_locality_dev(comm, ctypes.byref(table)))
+    return table.value
 
 
 def shmem_locality():
