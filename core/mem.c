@@ -242,6 +242,17 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
   pthread_mutex_unlock(&registry_lock);
   if (known)
     return mori_error_set(MORI_EEXIST, "mem_register_range: [%p, +%zu bytes) overlaps mori memory at %p", ptr, size, known_base);
+  /* The heap's free space is mori memory too: a range there would be
+   * handed out again by mori_mem_alloc, two allocations on the same bytes. */
+  mori_heap_location_t where;
+  mori_error_saved_t quiet;
+  mori_error_save(&quiet);
+  bool first = mori_heap_locate(ptr, &where) == 0;
+  bool last = !first && mori_heap_locate((const char *)ptr + size - 1, &where) == 0;
+  mori_error_restore(&quiet);
+  if (first || last)
+    return mori_error_set(MORI_EEXIST, "mem_register_range: [%p, +%zu bytes) lies in mori's symmetric heap (chunk %d)", ptr,
+                          size, where.chunk);
   mori_alloc_t *a = calloc(1, sizeof(*a));
   if (!a) return mori_error_set(MORI_ENOMEM, "mem_register_range");
   int rc = mori_platform_ipc_describe(ptr, size, attr ? attr->device : -1, &a->local.mem);
@@ -259,6 +270,7 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
 }
 
 int mori_mem_query(const void *ptr, mori_mem_info_t *info) {
+  if (!info) return mori_error_set(MORI_EINVAL, "mem_query(%p): info is NULL", ptr);
   pthread_mutex_lock(&registry_lock);
   mori_alloc_t *a = find_locked(ptr);
   bool live = a && !a->freed;

@@ -162,6 +162,20 @@ TEST(LegacyIpc, BadRangesAreRefusedNamingWhy) {
     munmap(priv, 65536);
     EXPECT_EQ(mori_mem_register_range(nullptr, 4096, nullptr), MORI_EINVAL);
     EXPECT_EQ(mori_mem_register_range(f.base, 0, nullptr), MORI_EINVAL);
+    // The heap's free space is mori memory: registered, it was handed out
+    // again by the next allocation, two allocations on the same bytes.
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    void *carve = nullptr, *again = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &carve));
+    MORI_ASSERT_OK(mori_mem_free(carve));
+    rc = mori_mem_register_range(carve, 4096, nullptr);
+    EXPECT_EQ(rc, MORI_EEXIST) << "free heap space was registered: " << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("symmetric heap"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &again));
+    MORI_EXPECT_OK(mori_mem_free(again));
+    mori_mem_info_t info;
+    EXPECT_EQ(mori_mem_query(f.base, nullptr), MORI_EINVAL) << "a NULL info crashed";
+    EXPECT_EQ(mori_mem_query(f.base, &info), MORI_ENOT_OWNED);
     EXPECT_EQ(mori_mem_count(), 0) << "nothing registered is left behind on rank " << rank;
   });
 }
