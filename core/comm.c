@@ -245,6 +245,35 @@ static int describe_self(mori_comm_t *c, mori_peer_info_t *me) {
   return rc;
 }
 
+/* The handle type new allocations use, the same on every rank: each
+ * rank's preference (MORI_HANDLE_TYPE, else what its device does best)
+ * that every rank supports. Ranks preferring two different such types
+ * (MORI_HANDLE_TYPE set differently) fail together, named: each made its
+ * heap with its own, and their first heap window waited in two different
+ * handle exchanges until the timeout. */
+static int agree_preferred_handle(mori_comm_t *c, int rc, unsigned common, int *preferred) {
+  int32_t mine = rc ? -1 : *preferred, *all = calloc((size_t)c->size, sizeof(*all));
+  if (!all && !rc) rc = mori_error_set(MORI_ENOMEM, "comm_create: rank %d's table of handle types", c->rank);
+  rc = mori_agree_gather(c, rc, "comm_create: the handle type for new allocations", &mine, all, sizeof(mine));
+  int chosen = -1, by = -1;
+  for (int r = 0; !rc && r < c->size; r++) {
+    int p = all[r];
+    if (p < 0 || p >= 32 || !(common & (1u << p))) continue; /* not every rank's: not a choice */
+    if (chosen < 0) {
+      chosen = p;
+      by = r;
+    } else if (p != chosen) {
+      rc = mori_error_set(MORI_EMISMATCH,
+                          "comm_create: rank %d makes new allocations with %s handles, rank %d with %s (set "
+                          "MORI_HANDLE_TYPE alike on every rank, or on none)",
+                          by, mori_handle_type_name(chosen), r, mori_handle_type_name(p));
+    }
+  }
+  free(all);
+  if (!rc) *preferred = chosen;
+  return rc;
+}
+
 /* Handle libraries: every given one whose type every rank's device can
  * create and export; the preferred type (fabric before posix_fd, or
  * MORI_HANDLE_TYPE) is what new allocations use. */
@@ -257,6 +286,7 @@ static int init_handles(mori_comm_t *c, const mori_handle_ops_t *const *given, i
   for (int r = 0; r < c->size; r++) common &= c->peers[r].handle_mask;
   int preferred = -1;
   int rc = mori_platform_preferred_handle_type(c->device, &preferred);
+  if ((rc = agree_preferred_handle(c, rc, common, &preferred)) != 0) return rc;
   c->handle_type = MORI_HANDLE_NONE;
   for (int i = 0; i < n; i++) {
     mori_handle_ops_t *h = &c->handles[c->num_handles];

@@ -54,7 +54,8 @@ static const mori_env_var_t table[] = {
     /* ---- platform, comm, windows ---- */
     {"MORI_HANDLE_TYPE", E("posix_fd|fabric", LIB), .reader = "core/platform (probe)",
      .default_text = "fabric where it works, else posix_fd",
-     .meaning = "The handle type memory is shared with between processes."},
+     .meaning = "The handle type memory is shared with between processes; set alike on every rank (ranks set "
+                "differently fail comm creation, named)."},
     {"MORI_HOST_ID", S(LIB), .reader = "core (comm)", .default_text = "host name and boot id",
      .meaning = "The node this rank counts as on: ranks with different ids act as if on different machines "
                 "(simulates several nodes on one)."},

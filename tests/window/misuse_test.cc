@@ -21,6 +21,43 @@ using mori_test::World;
 
 namespace {
 
+// Ranks told to make new memory with different handle types
+// (MORI_HANDLE_TYPE) fail comm creation together, at once, naming the
+// variable. Before, each rank's heap took its own type and the first heap
+// window waited in two different handle exchanges until the timeout.
+TEST(Misuse, RanksPreferringDifferentHandleTypesFailCommCreationNamingIt) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 2) return;
+    setenv("MORI_HANDLE_TYPE", rank == size - 1 ? "posix_fd" : "fabric", 1);
+    mori_bootstrap_t *b = mori_test::Bootstrap(20000);
+    ASSERT_NE(b, nullptr);
+    static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
+    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops};
+    mori_comm_attr_t attr;
+    mori_comm_attr_init(&attr);
+    attr.bootstrap = b;
+    attr.handles = handles;
+    attr.num_handles = 2;
+    attr.transports = transports;
+    attr.num_transports = 1;
+    mori_comm_t *comm = nullptr;
+    auto start = std::chrono::steady_clock::now();
+    ExpectError(mori_comm_create(&attr, &comm), MORI_EMISMATCH, "MORI_HANDLE_TYPE");
+    EXPECT_EQ(comm, nullptr);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    unsetenv("MORI_HANDLE_TYPE");  // alike again: a comm is made over the same bootstrap
+    MORI_ASSERT_OK(mori_comm_create(&attr, &comm));
+    void *p = nullptr;
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
+    MORI_ASSERT_OK(mori_window_create(comm, p, &win));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+    MORI_EXPECT_OK(mori_comm_destroy(comm));
+    mori_bootstrap_destroy(b);
+  });
+}
+
 // The second destroy of a comm is an error naming it, and so is a window
 // made on a destroyed comm: neither reads the freed comm.
 TEST(Misuse, ACommDestroyedTwiceOrUsedAfterItsDestroyIsAnError) {
