@@ -18,6 +18,12 @@ int mori_window_flat_span(const mori_window_t *w, mori_flat_span_t *out) {
                           "window_flat_span: rank %d reaches ranks [%d, %d) of the world of %d by load/store; a flat "
                           "span needs every rank in its load/store team",
                           c->rank, c->lsa_base, c->lsa_base + c->lsa_size, c->size);
+  if ((!w->flat_stride || !w->flat_base) && !w->alloc->heap)
+    return mori_error_set(MORI_ENOTSUP,
+                          "window_flat_span: the window of %zu bytes on rank %d is over memory mori did not allocate "
+                          "(%s handles), which each peer's runtime maps where it chooses, so it has no flat span; the "
+                          "pointer tables reach every rank",
+                          bytes, c->rank, mori_handle_type_name(w->alloc->local.mem.handle_type));
   if (!w->flat_stride || !w->flat_base)
     return mori_error_set(MORI_ENOTSUP,
                           "window_flat_span: the window of %zu bytes on rank %d sits at different heap offsets on "
