@@ -41,6 +41,15 @@ int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_co
   if (out->mode == MORI_HEAP_VMM && out->chunk_size > out->heap_size)
     return mori_error_set(MORI_EINVAL, "MORI_SHMEM_VMM_CHUNK_SIZE=%s is larger than MORI_SHMEM_HEAP_SIZE=%s (the growth limit)",
                           MORI_SIZE_TEXT(out->chunk_size), MORI_SIZE_TEXT(out->heap_size));
+  /* A vmm heap grows by whole chunks: a limit between two multiples was cut
+   * to the lower one without a word, and "no room" then quoted the cut. */
+  if (out->mode == MORI_HEAP_VMM && out->heap_size % out->chunk_size != 0)
+    return mori_error_set(MORI_EINVAL,
+                          "MORI_SHMEM_HEAP_SIZE=%s is not a whole number of MORI_SHMEM_VMM_CHUNK_SIZE=%s chunks (a vmm "
+                          "heap grows by whole chunks): give %s or %s",
+                          MORI_SIZE_TEXT(out->heap_size), MORI_SIZE_TEXT(out->chunk_size),
+                          MORI_SIZE_TEXT(out->heap_size / out->chunk_size * out->chunk_size),
+                          MORI_SIZE_TEXT((out->heap_size / out->chunk_size + 1) * out->chunk_size));
   if (out->mode == MORI_HEAP_VMM && out->heap_size / out->chunk_size > MAX_CHUNKS)
     return mori_error_set(MORI_EINVAL,
                           "MORI_SHMEM_HEAP_SIZE=%s in chunks of MORI_SHMEM_VMM_CHUNK_SIZE=%s makes %zu chunks; a heap "

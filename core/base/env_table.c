@@ -39,8 +39,8 @@ static const mori_env_var_t table[] = {
                 "(vmm), or a mapping per allocation (isolation)."},
     {"MORI_SHMEM_HEAP_SIZE", Z(4 * KIB, 64 * TIB, LIB), .reader = "core (heap)",
      .default_text = "vmm: 512G of address space; static: none (required)",
-     .meaning = "static: the heap's size; vmm: the most the heap may grow to (address space reserved at once: lower "
-                "it under a virtual-memory limit such as ulimit -v)."},
+     .meaning = "static: the heap's size; vmm: the most the heap may grow to, a whole number of chunks (address "
+                "space reserved at once: lower it under a virtual-memory limit such as ulimit -v)."},
     {"MORI_SHMEM_VMM_CHUNK_SIZE", Z(4 * KIB, 1 * TIB, LIB), .reader = "core (heap)", .default_text = "1G",
      .meaning = "vmm: the heap grows by this much at a time; at most MORI_SHMEM_HEAP_SIZE, and the heap holds at most "
                 "16777216 (2^24) chunks."},

@@ -307,6 +307,19 @@ TEST(Heap, SizesOutOfRangeOrInconsistentAreErrorsNamingVariableAndValue) {
     EXPECT_NE(std::string(mori_last_error()).find("MORI_SHMEM_VMM_CHUNK_SIZE=128 MiB is larger than MORI_SHMEM_HEAP_SIZE=64 MiB"),
               std::string::npos)
         << mori_last_error();
+    // A limit between two multiples of the chunk was cut to the lower one
+    // without a word (3.5 MiB in 1 MiB chunks grew to 3 MiB, and "no room"
+    // quoted 3 MiB as MORI_SHMEM_HEAP_SIZE).
+    setenv("MORI_SHMEM_HEAP_SIZE", "3584K", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "1M", 1);
+    EXPECT_EQ(mori_mem_alloc(100, nullptr, &p), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("MORI_SHMEM_HEAP_SIZE=3.5 MiB is not a whole number of "
+                                                  "MORI_SHMEM_VMM_CHUNK_SIZE=1 MiB chunks"),
+              std::string::npos)
+        << mori_last_error();
+    setenv("MORI_SHMEM_HEAP_SIZE", "4M", 1);
+    MORI_ASSERT_OK(mori_mem_alloc(100, nullptr, &p));
+    MORI_EXPECT_OK(mori_mem_free(p));
   });
 }
 
