@@ -385,11 +385,7 @@ static mori_heap_t *existing_heap(int device) {
   return h;
 }
 
-static int resolve_device(int device, int *out) {
-  *out = device;
-  if (device < 0) return mori_platform_current_device(out);
-  return 0;
-}
+static int resolve_device(int device, int *out) { return mori_platform_resolve_device(device, "heap", out); }
 
 /* A heap lives until mori_finalize, whoever made it (shmem_finalize keeps
  * it, as the torch backend and mori_mem_alloc may share it), so settings

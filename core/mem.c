@@ -144,9 +144,8 @@ int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
   size_t alignment = attr->alignment ? attr->alignment : DEFAULT_ALIGNMENT;
   if (alignment & (alignment - 1))
     return mori_error_set(MORI_EINVAL, "mem_alloc of %zu bytes: alignment %zu is not a power of two", size, alignment);
-  int device = attr->device, rc = 0;
-  if (device < 0 && (rc = mori_platform_current_device(&device)) != 0)
-    return mori_error_context(rc, "mem_alloc of %zu bytes", size);
+  int device = -1, rc = mori_platform_resolve_device(attr->device, "mem_alloc", &device);
+  if (rc) return mori_error_context(rc, "mem_alloc of %zu bytes", size);
   mori_alloc_t *a = calloc(1, sizeof(*a));
   if (!a) return mori_error_set(MORI_ENOMEM, "mem_alloc: bookkeeping");
   a->size = size;

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/bootstrap/internal/alloc.h"
@@ -166,7 +167,7 @@ static int root_start(struct tcp_state *s, int listen_fd) {
 
 /* A failure before the start-up began: rank 0's listening socket is the
  * bootstrap's once the attributes are valid, so it is closed here too. */
-static int no_memory_early(const mori_bootstrap_tcp_attr_t *attr, int rc) {
+static int fail_early(const mori_bootstrap_tcp_attr_t *attr, int rc) {
   if (attr->rank == 0 && attr->listen_fd >= 0) close(attr->listen_fd);
   return rc;
 }
@@ -189,14 +190,23 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
                           "bootstrap tcp: rank 0 with an inherited socket and no address needs the job's secret");
   if (has_address && strlen(attr->address) >= MORI_TCP_ADDRESS_MAX)
     return mori_error_set(MORI_EINVAL, "bootstrap tcp: address '%.64s...' is too long", attr->address);
+  /* The time limit, read strictly: a bad MORI_BOOTSTRAP_TIMEOUT_MS fails
+   * here, named, before anything starts (it was "using the default" here
+   * and an error at comm creation, after the job had started). */
+  int timeout_ms = attr->timeout_ms;
+  if (timeout_ms <= 0) {
+    timeout_ms = 60000;
+    int trc = mori_env_ms("MORI_BOOTSTRAP_TIMEOUT_MS", &timeout_ms);
+    if (trc) return fail_early(attr, mori_error_context(trc, "bootstrap tcp (rank %d of %d)", attr->rank, attr->size));
+  }
   struct tcp_state *s = mori_bs_calloc(1, sizeof(*s));
   if (!s)
-    return no_memory_early(attr, mori_error_set(MORI_ENOMEM,
+    return fail_early(attr, mori_error_set(MORI_ENOMEM,
                                                 "bootstrap tcp: rank %d of %d has no memory for its state (%zu bytes)",
                                                 attr->rank, attr->size, sizeof(*s)));
   s->rank = attr->rank;
   s->size = attr->size;
-  s->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : mori_bootstrap_default_timeout_ms();
+  s->timeout_ms = timeout_ms;
   snprintf(s->address, sizeof(s->address), "%s", has_address ? attr->address : "(inherited socket)");
   /* Rank 0 holds a connection to every rank, any other rank one to rank 0
    * (each with its read-ahead buffer: 256 of them, touched here, were 150
@@ -205,7 +215,7 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
   s->peers = mori_bs_calloc((size_t)connections, sizeof(*s->peers));
   if (!s->peers) {
     free(s);
-    return no_memory_early(attr, mori_error_set(MORI_ENOMEM,
+    return fail_early(attr, mori_error_set(MORI_ENOMEM,
                                                 "bootstrap tcp: rank %d of %d has no memory for its %d connections "
                                                 "(%zu bytes)",
                                                 attr->rank, attr->size, connections,
@@ -219,7 +229,7 @@ int mori_bootstrap_tcp_create(const mori_bootstrap_tcp_attr_t *attr, mori_bootst
     size_t bytes = 2 * ((size_t)s->rounds + 1) * sizeof(struct tcp_peer);
     s->rounds = 0;
     tcp_fini(s);
-    return no_memory_early(attr, mori_error_set(MORI_ENOMEM,
+    return fail_early(attr, mori_error_set(MORI_ENOMEM,
                                                 "bootstrap tcp: rank %d of %d has no memory for its links (%zu bytes)",
                                                 attr->rank, attr->size, bytes));
   }

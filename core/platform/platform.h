@@ -36,6 +36,10 @@ typedef struct mori_pmem {
 const char *mori_platform_name(void);
 int mori_platform_device_count(int *count);
 int mori_platform_current_device(int *device);
+/* `device` as a caller gave it (`call` names the caller in messages): -1
+ * is the current device; another must be one this process sees, else
+ * MORI_EINVAL naming it and the count. */
+int mori_platform_resolve_device(int device, const char *call, int *out);
 /* A stable identity of the device (UUID on GPUs; zero on the host). */
 int mori_platform_device_uuid(int device, uint8_t uuid[16]);
 int mori_platform_granularity(int device, size_t *granularity);

@@ -41,6 +41,20 @@ TEST(BootstrapEnv, ListenFdThatIsNotANumberIsRefused) {
   }, 30000);
 }
 
+// A time limit that does not parse is refused where it is read, before
+// anything starts: it was "using the default" there (a warning) and then an
+// error at comm creation, both for one value.
+TEST(BootstrapEnv, ATimeLimitThatDoesNotParseIsRefusedAtOnce) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    RankZeroOfTwo();
+    unsetenv("MORI_BOOTSTRAP_LISTEN_FD");
+    for (const char *value : {"-1", "abc", "5 s"}) {
+      setenv("MORI_BOOTSTRAP_TIMEOUT_MS", value, 1);
+      ExpectRefused("MORI_BOOTSTRAP_TIMEOUT_MS", value, "\"" + std::string(value) + "\"");
+    }
+  }, 30000);
+}
+
 TEST(BootstrapEnv, ListenFdThatIsNotAListeningSocketIsRefused) {
   EXPECT_RANKS_PASS(1, [](int, int) {
     RankZeroOfTwo();

@@ -282,6 +282,30 @@ TEST(Heap, BadSettingsNameTheVariable) {
   });
 }
 
+// A device this process does not see, or a negative number other than -1
+// (the current device), is refused naming it: a heap with its address
+// reservation was made for device 3 of a machine with one, and -5 meant
+// the current device.
+TEST(Heap, DevicesThatDoNotExistAreRefused) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    const int count = 1;  // the host platform's one device
+    UseVmmHeap(4 * kMiB, 64 * kMiB);
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.device = count;
+    void *p = nullptr;
+    mori_test::ExpectError(mori_mem_alloc(100, &attr, &p), MORI_EINVAL,
+                           "device " + std::to_string(count) + ": this process sees " + std::to_string(count));
+    EXPECT_EQ(p, nullptr);
+    mori_heap_stats_t st;
+    mori_test::ExpectError(mori_heap_init(count + 4), MORI_EINVAL, "device " + std::to_string(count + 4));
+    mori_test::ExpectError(mori_heap_stats(-5, &st), MORI_EINVAL, "device -5");
+    attr.device = -1;  // the current device
+    MORI_ASSERT_OK(mori_mem_alloc(100, &attr, &p));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
 // Sizes parsed strictly: a value past 64 bits was a 1 GiB limit, and 16 TiB
 // in 4 KiB chunks (2^32 chunks, cut to an int) a heap of one 4 KiB chunk.
 TEST(Heap, SizesOutOfRangeOrInconsistentAreErrorsNamingVariableAndValue) {
