@@ -1,20 +1,26 @@
 // SPDX-License-Identifier: MIT
 /* A device number a caller gave, checked: -1 is the current device, and
- * anything else must be one this process sees. Tables sized for
- * MORI_MAX_DEVICES took any number below that: a heap, with its address
- * reservation, was made for a device that does not exist, and the mistake
- * showed only at the first window. */
+ * anything else must be a device this process has. Before, any number
+ * below MORI_MAX_DEVICES passed (and any negative one meant the current
+ * device): on a GPU a heap, with its address reservation, was made for a
+ * device that does not exist, and the mistake showed only at the first
+ * window. The host platform's devices are names for separate memories of
+ * the one CPU, which the tests of several devices use: every number below
+ * MORI_MAX_DEVICES is one there. */
+#include <string.h>
+
 #include "core/base/error.h"
 #include "core/platform/platform.h"
 
 int mori_platform_resolve_device(int device, const char *call, int *out) {
   *out = device;
   if (device == -1) return mori_platform_current_device(out);
-  int count = 0;
-  int rc = device < -1 ? 0 : mori_platform_device_count(&count);
+  int count = MORI_MAX_DEVICES;
+  int rc = device < -1 || strcmp(mori_platform_name(), "host") == 0 ? 0 : mori_platform_device_count(&count);
   if (rc) return mori_error_context(rc, "%s: device %d", call, device);
+  if (count > MORI_MAX_DEVICES) count = MORI_MAX_DEVICES;
   if (device < -1 || device >= count)
-    return mori_error_set(MORI_EINVAL, "%s: device %d: this process sees %d device(s) (0 to %d, or -1 for the current one)",
-                          call, device, count ? count : 1, (count ? count : 1) - 1);
+    return mori_error_set(MORI_EINVAL, "%s: device %d: this process has %d device(s) (0 to %d, or -1 for the current one)",
+                          call, device, count, count - 1);
   return 0;
 }
