@@ -153,7 +153,9 @@ int shmem_buffer_deregister(void *ptr, size_t size) {
   if (!mori_shmem.initialized) rc = mori_shmem_not_initialized("shmem_buffer_deregister");
   else if (!b || !b->registered || b->base != ptr)
     rc = mori_error_set(b ? MORI_EINVAL : MORI_ENOT_OWNED, "shmem_buffer_deregister: %p is not a registered buffer%s", ptr,
-                        b && !b->registered ? " (it is a shmem allocation: use shmem_free)" : "");
+                        b && !b->registered ? " (it is a shmem allocation: use shmem_free)"
+                        : b                 ? " (it is inside the one registered at its base: deregister that)"
+                                            : "");
   else if (b->size != size)
     rc = mori_error_set(MORI_EINVAL, "shmem_buffer_deregister: %p was registered with %zu bytes, not %zu", ptr, b->size, size);
   if (!rc) {

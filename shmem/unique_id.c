@@ -23,6 +23,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/internal/finalize.h"
 #include "shmem/internal/socket_ifname.h"
 #include "shmem/internal/unique_id.h"
 
@@ -66,7 +67,21 @@ static uint16_t get16(const uint8_t *at) {
   return v;
 }
 
+/* mori_finalize: the sockets of IDs made and never used go too (nothing of
+ * mori is left behind; an ID made before it is not for a later job). */
+static void close_listeners(void) {
+  pthread_mutex_lock(&listeners_lock);
+  for (int i = 0; i < MAX_LISTENERS; i++) {
+    if (listeners[i].fd >= 0 && listeners[i].token) close(listeners[i].fd);
+    listeners[i].token = 0;
+    listeners[i].fd = -1;
+  }
+  pthread_mutex_unlock(&listeners_lock);
+}
+
 static void keep_listener(uint64_t token, int fd) {
+  /* Before the lock: the hook runs under mori_finalize, which takes it. */
+  if (mori_finalize_hook_add(close_listeners) != 0) MORI_WARN("shmem_get_unique_id: %s", mori_last_error());
   pthread_mutex_lock(&listeners_lock);
   unsigned slot = listeners_next++ % MAX_LISTENERS;
   /* The oldest unused ID gives up its socket: its port is closed from now on. */

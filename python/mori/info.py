@@ -38,7 +38,8 @@ def _write(fd, flags):
     rc = fn(fd, flags)
     if rc:
         _lib.lib.mori_last_error.restype = ctypes.c_char_p
-        raise RuntimeError(f"mori_info: {_lib.lib.mori_last_error().decode()} (code {rc})")
+        _lib.lib.mori_err_name.restype = ctypes.c_char_p
+        raise RuntimeError(f"mori_info: {_lib.lib.mori_err_name(rc).decode()}: {_lib.lib.mori_last_error().decode()}")
 
 
 def report(json=False, comm=False):

@@ -3,6 +3,7 @@
 // way the Shmem Guide's unique-ID example does (rank 0 writes the ID to a
 // file): every call of the guide, the device API in CPU PEs, registered
 // buffers, init -> finalize -> init.
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -396,6 +397,35 @@ TEST(Shmem, DeviceSignalsCheckTheirWordAndWaitsTheirComparison) {
     MORI_ASSERT_OK(shmem_free(y));
     MORI_ASSERT_OK(shmem_free(x));
     MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
+// This process's open sockets (the listeners of unique IDs among them).
+int OpenSockets() {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  char target[64];
+  while (dirent *e = readdir(d)) {
+    std::string path = std::string("/proc/self/fd/") + e->d_name;
+    ssize_t len = readlink(path.c_str(), target, sizeof(target) - 1);
+    if (len > 0 && std::string(target, (size_t)len).rfind("socket:", 0) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+// mori_finalize leaves nothing of mori behind: the listening sockets of
+// unique IDs made and never used went on listening until the process ended.
+TEST(Shmem, MoriFinalizeClosesTheSocketsOfUnusedUniqueIds) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    int before = OpenSockets();
+    mori_shmem_uniqueid_t a, b;
+    MORI_ASSERT_OK(shmem_get_unique_id(&a));
+    MORI_ASSERT_OK(shmem_get_unique_id(&b));
+    EXPECT_EQ(OpenSockets(), before + 2);
+    MORI_ASSERT_OK(mori_finalize());
+    EXPECT_EQ(OpenSockets(), before) << "a unique ID's socket outlived mori_finalize";
   });
 }
 
