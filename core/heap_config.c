@@ -37,19 +37,27 @@ int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_co
                           "(e.g. MORI_SHMEM_HEAP_SIZE=6G; or MORI_SHMEM_MODE=vmm, which grows on demand)",
                           defaults->who);
   }
-  if (out->mode == MORI_HEAP_VMM && out->heap_size == 0) out->heap_size = (size_t)512 << GIB_SHIFT;
+  bool limit_given = out->heap_size != 0;
+  if (out->mode == MORI_HEAP_VMM && !limit_given) out->heap_size = (size_t)512 << GIB_SHIFT;
+  /* The default limit is address space, not a promise: whole chunks of it. */
+  if (out->mode == MORI_HEAP_VMM && !limit_given && out->chunk_size <= out->heap_size)
+    out->heap_size = out->heap_size / out->chunk_size * out->chunk_size;
   if (out->mode == MORI_HEAP_VMM && out->chunk_size > out->heap_size)
     return mori_error_set(MORI_EINVAL, "MORI_SHMEM_VMM_CHUNK_SIZE=%s is larger than MORI_SHMEM_HEAP_SIZE=%s (the growth limit)",
                           MORI_SIZE_TEXT(out->chunk_size), MORI_SIZE_TEXT(out->heap_size));
-  /* A vmm heap grows by whole chunks: a limit between two multiples was cut
-   * to the lower one without a word, and "no room" then quoted the cut. */
-  if (out->mode == MORI_HEAP_VMM && out->heap_size % out->chunk_size != 0)
+  /* A vmm heap grows by whole chunks: a limit given between two multiples
+   * was cut to the lower one without a word, and "no room" then quoted the
+   * cut. (The chunk is at most the limit here, so the lower one is >= 1
+   * chunk; the upper one is offered only within the variable's range.) */
+  if (out->mode == MORI_HEAP_VMM && out->heap_size % out->chunk_size != 0) {
+    size_t lower = out->heap_size / out->chunk_size * out->chunk_size, upper = lower + out->chunk_size;
+    bool upper_fits = upper > lower && upper <= (size_t)64 << 40; /* MORI_SHMEM_HEAP_SIZE's most */
     return mori_error_set(MORI_EINVAL,
                           "MORI_SHMEM_HEAP_SIZE=%s is not a whole number of MORI_SHMEM_VMM_CHUNK_SIZE=%s chunks (a vmm "
-                          "heap grows by whole chunks): give %s or %s",
-                          MORI_SIZE_TEXT(out->heap_size), MORI_SIZE_TEXT(out->chunk_size),
-                          MORI_SIZE_TEXT(out->heap_size / out->chunk_size * out->chunk_size),
-                          MORI_SIZE_TEXT((out->heap_size / out->chunk_size + 1) * out->chunk_size));
+                          "heap grows by whole chunks): give %s%s%s",
+                          MORI_SIZE_TEXT(out->heap_size), MORI_SIZE_TEXT(out->chunk_size), MORI_SIZE_TEXT(lower),
+                          upper_fits ? " or " : "", upper_fits ? MORI_SIZE_TEXT(upper) : "");
+  }
   if (out->mode == MORI_HEAP_VMM && out->heap_size / out->chunk_size > MAX_CHUNKS)
     return mori_error_set(MORI_EINVAL,
                           "MORI_SHMEM_HEAP_SIZE=%s in chunks of MORI_SHMEM_VMM_CHUNK_SIZE=%s makes %zu chunks; a heap "

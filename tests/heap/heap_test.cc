@@ -347,6 +347,24 @@ TEST(Heap, SizesOutOfRangeOrInconsistentAreErrorsNamingVariableAndValue) {
   });
 }
 
+// Without MORI_SHMEM_HEAP_SIZE the vmm limit is the default address space,
+// in whole chunks of any size: a chunk that does not divide it (3 MiB into
+// 512 GiB) is not the user's error.
+TEST(Heap, AChunkThatDoesNotDivideTheDefaultLimitIsFine) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    unsetenv("MORI_SHMEM_HEAP_SIZE");
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", "3M", 1);
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(100, nullptr, &p));
+    mori_heap_stats_t st;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &st));
+    EXPECT_EQ(st.limit % st.chunk_size, 0u);
+    EXPECT_GT(st.limit, (size_t)511 << 30);
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define MORI_TEST_UNDER_ASAN 1
