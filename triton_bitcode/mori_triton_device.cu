@@ -220,14 +220,14 @@ MORI_TL int32_t mori_tl_putmem_signal_block(int64_t dest, int64_t src, int64_t b
 }
 
 /* Waits until this PE's uint64 at heap address `sig` compares (0 ==, 1 !=,
- * 2 >=, 3 >, 4 <, 5 <=) with `value`; timeout_ns 0 waits for good (the abort flag still
+ * 2 >=, 3 >, 4 <, 6 <=; 5 and others refused) with `value`; timeout_ns 0 waits for good (the abort flag still
  * ends it). One thread waits, then the block goes on together; a timeout
  * leaves a record for mori_shmem_check / shmem's host calls. */
 MORI_TL int32_t mori_tl_signal_wait_until_block(int64_t sig, int32_t cmp, int64_t value, int64_t timeout_ns) {
   if (!state_ready()) return MORI_DEVICE_EUNREACHABLE;
   int rc = MORI_DEVICE_OK;
   if (leader()) {
-    if (cmp < MORI_CMP_EQ || cmp > MORI_CMP_LE || timeout_ns < 0)
+    if (!mori_cmp_valid((mori_cmp_t)cmp) || timeout_ns < 0)
       rc = MORI_DEVICE_EINVAL;
     else
       rc = shmem_dev_signal_wait_until(globalGpuStates, (uint64_t *)(uintptr_t)sig, (mori_cmp_t)cmp, (uint64_t)value,

@@ -381,14 +381,16 @@ TEST(Shmem, DeviceSignalsCheckTheirWordAndWaitsTheirComparison) {
     EXPECT_EQ(words[2], 0u) << "a signal across the chunk's end wrote";
     uint64_t *sig = (uint64_t *)(y - 8), seen = 0xdead;
     EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, (mori_cmp_t)99, 6, 1000000, &seen), MORI_DEVICE_EINVAL);
-    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, (mori_cmp_t)6, 8, 1000000, &seen), MORI_DEVICE_EINVAL);
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, (mori_cmp_t)5, 8, 1000000, &seen), MORI_DEVICE_EINVAL)
+        << "5 is OpenSHMEM's GE: refused, never another test";
+    EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, (mori_cmp_t)7, 8, 1000000, &seen), MORI_DEVICE_EINVAL);
     EXPECT_EQ(seen, 0xdeadu) << "an unknown comparison read nothing";
     EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_EQ, 8, 20ull * 1000 * 1000, &seen), MORI_DEVICE_ETIMEDOUT);
     EXPECT_EQ(seen, 7u) << "a timed-out wait says what it read last";
     EXPECT_EQ(mori_shmem_check(), MORI_EDEVICE_TIMEOUT);
     EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_GT, 6, 1000000, &seen), MORI_DEVICE_OK);
     EXPECT_EQ(seen, 7u);
-    // OpenSHMEM's LT and LE, with its numbers (4, 5).
+    // LT and LE (mori's numbers 4 and 6).
     EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_LT, 8, 1000000, &seen), MORI_DEVICE_OK);
     EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_LE, 7, 1000000, &seen), MORI_DEVICE_OK);
     EXPECT_EQ(shmem_dev_signal_wait_until(st, sig, MORI_CMP_LT, 7, 1000000, &seen), MORI_DEVICE_ETIMEDOUT);

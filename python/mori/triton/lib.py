@@ -88,7 +88,7 @@ CMP_NE = tl.constexpr(1)
 CMP_GE = tl.constexpr(2)
 CMP_GT = tl.constexpr(3)
 CMP_LT = tl.constexpr(4)
-CMP_LE = tl.constexpr(5)
+CMP_LE = tl.constexpr(6)  # not 5: OpenSHMEM's 5 is GE; pass these names, never raw numbers
 # pe_accessible
 ACCESS_NONE = tl.constexpr(0)
 ACCESS_LOAD_STORE = tl.constexpr(1)

@@ -24,11 +24,14 @@ typedef enum mori_cmp {
   MORI_CMP_NE = 1,
   MORI_CMP_GE = 2, /* the usual "counter reached" test */
   MORI_CMP_GT = 3,
-  MORI_CMP_LT = 4, /* 4 and 5 as OpenSHMEM numbers them (its GE and GT are 3 and 2) */
-  MORI_CMP_LE = 5,
+  MORI_CMP_LT = 4,
+  /* Not 5: OpenSHMEM's 5 is GE (and its 2 GT, its 3 LE), so code that
+   * passes OpenSHMEM's numbers gets an error for 5 rather than another
+   * test. mori's names are mori's numbers; never pass raw numbers. */
+  MORI_CMP_LE = 6,
 } mori_cmp_t;
 
-/* Whether cmp is one of the above: a wait given another returns
+/* Whether cmp is one of the above (5 is not): a wait given another returns
  * MORI_DEVICE_EINVAL at once (before, any other value meant GT). */
 MORI_HOST_DEVICE int mori_cmp_valid(mori_cmp_t cmp);
 

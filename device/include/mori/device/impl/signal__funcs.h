@@ -9,7 +9,9 @@ MORI_DEVICE_INLINE void mori_fence(void) { mori_fence_system(); }
 /* For load/store peers a system fence is enough. */
 MORI_DEVICE_INLINE void mori_quiet(void) { mori_fence_system(); }
 
-MORI_HOST_DEVICE int mori_cmp_valid(mori_cmp_t cmp) { return (unsigned)cmp <= (unsigned)MORI_CMP_LE; }
+MORI_HOST_DEVICE int mori_cmp_valid(mori_cmp_t cmp) {
+  return (unsigned)cmp <= (unsigned)MORI_CMP_LT || cmp == MORI_CMP_LE;
+}
 
 MORI_HOST_DEVICE int mori_cmp_holds(uint64_t seen, mori_cmp_t cmp, uint64_t value) {
   switch (cmp) {
@@ -18,7 +20,8 @@ MORI_HOST_DEVICE int mori_cmp_holds(uint64_t seen, mori_cmp_t cmp, uint64_t valu
     case MORI_CMP_GE: return seen >= value;
     case MORI_CMP_GT: return seen > value;
     case MORI_CMP_LT: return seen < value;
-    default: return seen <= value; /* MORI_CMP_LE: the waits check cmp first */
+    case MORI_CMP_LE: return seen <= value;
+    default: return 0; /* no such test: the waits refuse it before they poll */
   }
 }
 
