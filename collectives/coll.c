@@ -122,9 +122,9 @@ static void drop_workspace(mori_coll_t *c) {
 }
 
 int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_t **out) {
-  if (!comm || !out) return mori_error_set(MORI_EINVAL, "coll_create: comm and out are required");
+  if (!comm) return mori_error_set(MORI_EINVAL, "coll_create: comm is required");
   MORI_TRACE_SCOPE("coll_create");
-  *out = NULL;
+  if (out) *out = NULL;
   mori_coll_attr_t defaults;
   mori_coll_attr_init(&defaults);
   if (!attr) attr = &defaults;
@@ -133,7 +133,9 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   mori_team_t team = attr->team;
   if (team.size == 0) team = (mori_team_t){base, 1, size, me - base};
   else team.rank = mori_team_from_world(team, me);
-  int rc = mori_coll_agree_team(comm, team, 0);
+  /* A NULL out is this rank's status in the first step, as any bad
+   * argument: returning before it left the others waiting in it. */
+  int rc = mori_coll_agree_team(comm, team, out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"));
   if (rc) return rc; /* every rank alike: nothing was made */
   /* Only a member checks the members: a rank outside the team has another
    * load/store team, and its verdict is not the members'. */

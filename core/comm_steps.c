@@ -3,12 +3,12 @@
  * on one host and the payload fits a mailbox, else over the bootstrap. In a
  * file of its own so that the agreement (core/agreement.c) and comm
  * creation (core/comm.c) both use it without using each other. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/checked_math.h"
 #include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/trace.h"
@@ -36,36 +36,26 @@ static step_tag_t tag_of(const char *what) {
   return t;
 }
 
-/* The bootstrap's allgather of `bytes` per rank, each behind its call's
- * tag; every rank sees the same table, so all fail alike when one rank is
- * in another call. */
+/* The bootstrap's allgather of `bytes` per rank, after one of the ranks'
+ * call tags: every rank sees the same tags, so all fail alike when one rank
+ * is in another call, and none takes the payload's step then. The tags go
+ * on the stack up to 256 ranks; the payload goes straight into recv (which
+ * may hold send), so a large step needs no buffer one rank could lack. */
 static int bootstrap_step(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
-  size_t slot = sizeof(step_tag_t) + bytes, total;
-  if (bytes > SIZE_MAX - sizeof(step_tag_t) || mori_mul_overflows(slot, (size_t)c->size, &total))
-    return mori_error_set(MORI_ERANGE, "%s: %zu bytes per rank from %d ranks overflow", what, bytes, c->size);
-  char *mine = malloc(slot), *all = malloc(total);
-  if (!mine || !all) {
-    free(mine);
-    free(all);
-    return mori_error_set(MORI_ENOMEM, "%s: rank %d's buffers for a step of %d x %zu bytes", what, c->rank, c->size, slot);
-  }
-  step_tag_t tag = tag_of(what);
-  memcpy(mine, &tag, sizeof(tag));
-  if (bytes) memcpy(mine + sizeof(tag), send, bytes); /* before recv, which may hold send */
-  int rc = mori_bootstrap_allgather(c->bootstrap, mine, all, slot);
+  step_tag_t tag = tag_of(what), on_stack[256], *tags = on_stack;
+  if (c->size > 256) tags = calloc((size_t)c->size, sizeof(*tags));
+  if (!tags) return mori_error_set(MORI_ENOMEM, "%s: rank %d's table of %d call tags", what, c->rank, c->size);
+  int rc = mori_bootstrap_allgather(c->bootstrap, &tag, tags, sizeof(tag));
   for (int r = 0; !rc && r < c->size; r++) {
-    step_tag_t theirs;
-    memcpy(&theirs, all + (size_t)r * slot, sizeof(theirs));
+    step_tag_t theirs = tags[r];
     theirs.name[sizeof(theirs.name) - 1] = '\0';
     if (theirs.id != tag.id || memcmp(theirs.name, tag.name, sizeof(tag.name)) != 0)
-      rc = mori_error_set(MORI_EMISMATCH, "%s: rank %d is in another collective step (%s) than rank %d (%s)", what, r,
-                          theirs.name, c->rank, tag.name);
+      rc = mori_error_set(MORI_EMISMATCH,
+                          "%s: rank %d is in another collective step (%s, call %08x) than rank %d (%s, call %08x)", what,
+                          r, theirs.name, theirs.id, c->rank, tag.name, tag.id);
   }
-  for (int r = 0; !rc && bytes && r < c->size; r++)
-    memcpy((char *)recv + (size_t)r * bytes, all + (size_t)r * slot + sizeof(tag), bytes);
-  free(mine);
-  free(all);
-  return rc;
+  if (tags != on_stack) free(tags);
+  return rc ? rc : mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
 }
 
 /* `what` names the call, so that ranks at different calls are never paired. */
@@ -96,9 +86,9 @@ static int comm_allgather(mori_comm_t *c, const char *what, const void *send, vo
       if (sizes[r] != bytes)
         rc = mori_error_set(MORI_EMISMATCH, "%s: rank %d gathers %llu bytes per rank, rank %d %zu", what, r,
                             (unsigned long long)sizes[r], c->rank, bytes);
+    bool named = sizes != NULL; /* the size's step named the call in the channel */
     if (sizes != on_stack) free(sizes);
-    if (!rc) rc = sizes ? mori_bootstrap_allgather(c->bootstrap, send, recv, bytes) /* named in the channel */
-                        : bootstrap_step(c, what, send, recv, bytes);
+    if (!rc) rc = named ? mori_bootstrap_allgather(c->bootstrap, send, recv, bytes) : bootstrap_step(c, what, send, recv, bytes);
   }
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
 }

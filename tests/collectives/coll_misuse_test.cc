@@ -596,6 +596,17 @@ TEST(CollMisuse, TeamsThatAreNoTeamsOrThatMembersDisagreeOnAreRefusedOnEveryRank
       mori_test::ExpectError(rc, MORI_EINVAL, rank == last ? c.why : "rank " + std::to_string(last));
       EXPECT_NE(std::string(mori_last_error()).find("coll_create"), std::string::npos) << mori_last_error();
     }
+    // A NULL out on one rank is its bad argument in the first step: every
+    // rank fails at once, naming it (it returned before that step).
+    {
+      mori_coll_attr_t attr;
+      mori_coll_attr_init(&attr);
+      attr.workspace_bytes = 1 << 16;
+      mori_coll_t *coll = nullptr;
+      int rc = mori_coll_create(w.comm, &attr, rank == last ? nullptr : &coll);
+      mori_test::ExpectError(rc, MORI_EINVAL, rank == last ? "out is NULL" : "rank " + std::to_string(last));
+      EXPECT_EQ(coll, nullptr);
+    }
     if (size >= 4) {
       // Ranks 0 and 1 pass {0, 1}; the others pass {0, 2}: rank 0 is a
       // member of both, and rank 2 of the second.
