@@ -10,7 +10,8 @@
  * A rank 0 that is killed while its file is published cannot withdraw it.
  * So the publisher holds a lock on the file (flock) for as long as it is
  * published; the kernel drops the lock with the process, and the next rank
- * 0 of this user removes every secret file it can lock. The directory's own
+ * 0 of this user removes every secret file older than ten minutes that it
+ * can lock. The directory's own
  * lock keeps that sweep and a publisher's rename apart, so a sweep never
  * removes a file renamed into place after it looked. */
 #include "core/bootstrap/internal/secret.h"
@@ -34,10 +35,10 @@
 enum {
   SECRET_MIN = 16,
   /* How long a publisher or a sweep waits for the directory's lock (each
-   * holds it for a rename or a scan), and the age past which a temporary
-   * name, which a publisher holds for one write, was left by a crash. */
+   * holds it for a rename or a scan), and the age a file must have before
+   * a sweep may take it for one a crash left. */
   DIR_LOCK_WAIT_MS = 1000,
-  STALE_TMP_S = 600,
+  STALE_S = 600,
 };
 
 static const char LOCAL_PREFIX[] = "mori-bootstrap-";
@@ -163,15 +164,16 @@ static bool secret_name(const char *name, bool *tmp) {
   return name[n + 32] == '\0' || *tmp;
 }
 
-/* Removes dir/name when it is this user's and nobody holds its lock (its
- * publisher is gone), or, for a temporary name, when it is older than any
- * publisher keeps one. The caller holds the directory's lock. */
+/* Removes dir/name when it is this user's, older than any start-up takes
+ * (a publisher of a release before the lock held none), and, for a secret
+ * file, nobody holds its lock (its publisher is gone). A temporary name is
+ * held for one write only. The caller holds the directory's lock. */
 static void sweep_one(int dir_fd, const char *name, bool tmp) {
   int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;
   struct stat st;
-  bool stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid();
-  if (stale && tmp) stale = st.st_mtime < time(NULL) - STALE_TMP_S;
+  bool stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
+               st.st_mtime < time(NULL) - STALE_S;
   if (stale && !tmp) stale = flock(fd, LOCK_EX | LOCK_NB) == 0;
   if (stale) unlinkat(dir_fd, name, 0);
   close(fd);

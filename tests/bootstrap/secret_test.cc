@@ -155,9 +155,9 @@ TEST(BootstrapSecret, JobWithASecretFileRuns) {
 
 // A rank 0 killed while its secret was published (between start-up's
 // publish and withdraw) cannot withdraw it: the next rank 0 of this user
-// sweeps such files, telling them by the lock a live owner holds; a live
-// rank 0's file, a temporary name still being written, and what else the
-// directory holds are never touched.
+// sweeps such files once they are ten minutes old, telling them by the lock
+// a live owner holds; a live rank 0's file (however old), a temporary name
+// still being written, and what else the directory holds are never touched.
 TEST(BootstrapSecret, SecretOfAKilledRankZeroIsSweptALiveOnesNever) {
   EXPECT_RANKS_PASS(1, [](int, int) {
     std::string dir = PrivateDir();
@@ -201,6 +201,22 @@ TEST(BootstrapSecret, SecretOfAKilledRankZeroIsSweptALiveOnesNever) {
     WriteFile(other, "x", 0600);
     struct timespec hour_ago[2] = {{time(nullptr) - 3600, 0}, {time(nullptr) - 3600, 0}};
     ASSERT_EQ(utimensat(AT_FDCWD, old_tmp.c_str(), hour_ago, 0), 0);
+    // The killed rank 0's secret and the live one's, both an hour old.
+    DIR *d = opendir(dir.c_str());
+    ASSERT_NE(d, nullptr);
+    int aged = 0;
+    while (dirent *e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("mori-bootstrap-", 0) != 0 || name.size() != 15 + 32) continue;
+      EXPECT_EQ(utimensat(AT_FDCWD, (dir + "/" + name).c_str(), hour_ago, 0), 0);
+      aged++;
+    }
+    closedir(d);
+    EXPECT_EQ(aged, 2);
+    // A fresh secret nobody locks (a rank 0 of a release before the lock,
+    // in its start-up) is not taken for a dead one.
+    std::string unlocked = dir + "/mori-bootstrap-0123456789abcdef0123456789abcdef";
+    WriteFile(unlocked, std::string(MORI_SECRET_LOCAL, 'k'), 0600);
     // The next rank 0.
     mori_secret_file_t mine;
     MORI_ASSERT_OK(mori_secret_local_create("127.0.0.1:5003", secret, &mine));
@@ -210,6 +226,7 @@ TEST(BootstrapSecret, SecretOfAKilledRankZeroIsSweptALiveOnesNever) {
     EXPECT_NE(access(old_tmp.c_str(), F_OK), 0) << "an hour-old temporary file is left";
     EXPECT_EQ(access(new_tmp.c_str(), F_OK), 0) << "a temporary file being written was swept";
     EXPECT_EQ(access(other.c_str(), F_OK), 0) << "a file that is not a secret was swept";
+    EXPECT_EQ(access(unlocked.c_str(), F_OK), 0) << "a fresh secret without a lock was swept";
     mori_secret_local_remove(&mine);
     c = 1;
     ASSERT_EQ(write(done[1], &c, 1), 1);
@@ -218,6 +235,7 @@ TEST(BootstrapSecret, SecretOfAKilledRankZeroIsSweptALiveOnesNever) {
     EXPECT_EQ(mori_secret_local_read("127.0.0.1:5002", secret), MORI_EACCES) << "the live rank 0 did not withdraw";
     unlink(new_tmp.c_str());
     unlink(other.c_str());
+    unlink(unlocked.c_str());
     EXPECT_EQ(FilesIn(dir), 0);
     for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
     rmdir(dir.c_str());
