@@ -24,6 +24,7 @@ CUDA graph capture records. docs/ep.md has the whole interface."""
 import ctypes
 import dataclasses
 import enum
+import operator
 import os
 import sys
 import warnings
@@ -175,9 +176,16 @@ class EpDispatchCombineOp:
         self._ep = ep.value
         self._handle = self._ep
         _OPS[self._handle] = self
-        bufs = C.Buffers()
-        C.check("mori_ep_buffers", lib.mori_ep_buffers(self._ep, ctypes.byref(bufs)))
-        self._make_views(bufs)
+        try:
+            bufs = C.Buffers()
+            C.check("mori_ep_buffers", lib.mori_ep_buffers(self._ep, ctypes.byref(bufs)))
+            self._make_views(bufs)
+        except BaseException:
+            # The caller never gets this op: it must not keep mori.finalize
+            # refusing (its context stays until the process ends; __del__
+            # says so).
+            _OPS.pop(self._handle, None)
+            raise
         self._default_launch = _launch(-1, -1, -1)
         self._launches = {(-1, -1, -1): self._default_launch}
         self._last_num_tokens = 0
@@ -209,9 +217,16 @@ class EpDispatchCombineOp:
             raise ValueError(f"{where}: rank={c.rank}, world_size={c.world_size}, but MORI Shmem's world is "
                              f"PE {me} of {npes}")
         # The C config's fields are 32-bit: a larger value would be cut to
-        # its low bits. A bool is an int to Python, never a size here.
+        # its low bits. A bool is an int to Python, never a size here; other
+        # integer types (numpy's) are taken as the ints they stand for.
         def whole(value):
-            return isinstance(value, int) and not isinstance(value, bool)
+            if isinstance(value, bool):
+                return False
+            try:
+                operator.index(value)
+            except TypeError:
+                return False
+            return True
 
         for name in ("hidden_dim", "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
                      "max_token_type_size"):

@@ -4,7 +4,7 @@ reaches it, one uint32 word each, the same layout on the host and in the
 device table kernels read. The decoding here is shared with the torch side
 (mori.address_map.locality)."""
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mori._lib import lib
 
@@ -41,6 +41,9 @@ def decode(words):
 class ShmemLocality:
     peers: tuple  # PeerLocality per PE
     table_address: int  # device address of npes uint32 words, valid until shmem_finalize
+    # Which init it is of: the comm's address (with the table's and the PE
+    # count; a new init may reuse any one of them, hardly all three).
+    _comm: int = field(default=0, repr=False, compare=False)
 
     @property
     def table(self):
@@ -49,7 +52,7 @@ class ShmemLocality:
         of an earlier init: the table it names was released (a tensor taken
         before stays a view of released memory: do not keep it past
         shmem_finalize)."""
-        if _current_table("ShmemLocality.table") != self.table_address:
+        if _current_state("ShmemLocality.table") != (self._comm, self.table_address, len(self.peers)):
             from .api import ShmemError
 
             raise ShmemError("ShmemLocality.table", -22, "MORI_EINVAL",
@@ -60,16 +63,16 @@ class ShmemLocality:
         return tensor_over(self.table_address, len(self.peers), "int32")
 
 
-def _current_table(call):
-    """The device address of the locality table of shmem as it is now
-    (ShmemError naming `call` when shmem is not initialised)."""
+def _current_state(call):
+    """(comm address, locality table address, PE count) of shmem as it is
+    now (ShmemError naming `call` when shmem is not initialised)."""
     from .api import _check
 
     comm = ctypes.c_void_p()
     _check(call, lib.mori_shmem_comm(ctypes.byref(comm)))
     table = ctypes.c_void_p()
     _check(call, lib.mori_comm_locality_dev(comm, ctypes.byref(table)))
-    return table.value
+    return comm.value, table.value, lib.mori_comm_size(comm)
 
 
 def shmem_locality():
@@ -84,4 +87,4 @@ def shmem_locality():
     _check("shmem_locality", lib.mori_comm_locality(comm, words, n))
     table = ctypes.c_void_p()
     _check("shmem_locality", lib.mori_comm_locality_dev(comm, ctypes.byref(table)))
-    return ShmemLocality(peers=decode(list(words)), table_address=table.value)
+    return ShmemLocality(peers=decode(list(words)), table_address=table.value, _comm=comm.value)
