@@ -169,8 +169,7 @@ int mori_window_check(mori_window_t *w) {
   if (code == MORI_ERANGE && e.expected >= MORI_A2AV_BAD_ROWS)
     return mori_error_set(code,
                           "a kernel on rank %d met a split that its sender gave wrong (negative, or more rows than any "
-                          "output holds: the sender's own error says which), for the output of rank %d; none of its "
-                          "rows were copied",
+                          "output holds), for the output of rank %d; none of its rows were copied",
                           e.waiter_rank, e.peer);
   if (code == MORI_ERANGE)
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",

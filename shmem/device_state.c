@@ -77,7 +77,11 @@ static int fill_row(mori_window_t *win, int *chunk, bool *fresh) {
  * as an ENOMEM there; without a heap there is no carve at all. */
 static int state_window_failed(int rc) {
   mori_heap_stats_t st;
-  if (mori_heap_stats(mori_shmem.device, &st) != 0 || st.mode == MORI_HEAP_ISOLATION)
+  mori_error_saved_t cause; /* the window's error, which a failed query would replace */
+  mori_error_save(&cause);
+  bool known = mori_heap_stats(mori_shmem.device, &st) == 0 && st.chunk_size;
+  mori_error_restore(&cause);
+  if (!known || st.mode == MORI_HEAP_ISOLATION)
     return mori_error_context(rc, "shmem needs the symmetric heap (MORI_SHMEM_MODE static or vmm)");
   if (rc == MORI_ENOMEM)
     return mori_error_context(rc,

@@ -155,8 +155,8 @@ static int start(unsigned int flags, int rank, int npes, const void *arg) {
    * 0 would report another process holding it, while the fault is here. */
   if (used_before)
     return mori_error_set(MORI_EINVAL,
-                          "PE 0: this unique ID was used by an earlier shmem_init_attr of this process: every init needs "
-                          "a new ID from shmem_get_unique_id");
+                          "PE 0: this unique ID was used by an earlier shmem_init_attr of this process, or given up (by "
+                          "the IDs made after it, or mori_finalize): every init needs a new ID from shmem_get_unique_id");
   rc = mori_bootstrap_tcp_create(&boot, &mori_shmem.bootstrap);
   if (rc) return mori_error_context(rc, "bootstrap at %s (%s)", info.address, info.ifname);
   mori_comm_attr_t attr;

@@ -72,7 +72,10 @@ static uint16_t get16(const uint8_t *at) {
 static void close_listeners(void) {
   pthread_mutex_lock(&listeners_lock);
   for (int i = 0; i < MAX_LISTENERS; i++) {
-    if (listeners[i].fd >= 0 && listeners[i].token) close(listeners[i].fd);
+    if (listeners[i].fd >= 0 && listeners[i].token) {
+      close(listeners[i].fd);
+      used[used_next++ % MAX_USED] = listeners[i].token; /* given up: not for a later init */
+    }
     listeners[i].token = 0;
     listeners[i].fd = -1;
   }
@@ -85,7 +88,10 @@ static void keep_listener(uint64_t token, int fd) {
   pthread_mutex_lock(&listeners_lock);
   unsigned slot = listeners_next++ % MAX_LISTENERS;
   /* The oldest unused ID gives up its socket: its port is closed from now on. */
-  if (listeners[slot].token && listeners[slot].fd >= 0) close(listeners[slot].fd);
+  if (listeners[slot].token && listeners[slot].fd >= 0) {
+    close(listeners[slot].fd);
+    used[used_next++ % MAX_USED] = listeners[slot].token;
+  }
   listeners[slot].token = token;
   listeners[slot].fd = fd;
   pthread_mutex_unlock(&listeners_lock);

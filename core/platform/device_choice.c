@@ -19,7 +19,9 @@ int mori_platform_resolve_device(int device, const char *call, int *out) {
   int rc = device < -1 || strcmp(mori_platform_name(), "host") == 0 ? 0 : mori_platform_device_count(&count);
   if (rc) return mori_error_context(rc, "%s: device %d", call, device);
   if (count > MORI_MAX_DEVICES) count = MORI_MAX_DEVICES;
-  if (device < -1 || device >= count)
+  if (device < -1)
+    return mori_error_set(MORI_EINVAL, "%s: device %d: a device is 0 or more, or -1 for the current one", call, device);
+  if (device >= count)
     return mori_error_set(MORI_EINVAL, "%s: device %d: this process has %d device(s) (0 to %d, or -1 for the current one)",
                           call, device, count, count - 1);
   return 0;

@@ -360,7 +360,10 @@ TEST(Shmem, DeviceSignalsCheckTheirWordAndWaitsTheirComparison) {
     char *x = nullptr, *y = nullptr;
     MORI_ASSERT_OK(shmem_malloc((4 << 20) - 4096, (void **)&x));
     MORI_ASSERT_OK(shmem_malloc(4096, (void **)&y));
-    ASSERT_EQ(x + (4 << 20) - 4096, y) << "the layout this test needs";
+    mori_heap_location_t at;
+    MORI_ASSERT_OK(mori_heap_locate(y, &at));
+    ASSERT_EQ(at.offset, 0u) << "the layout this test needs: y starts a chunk";
+    ASSERT_EQ(x + (4 << 20) - 4096, y) << "the layout this test needs: x ends the chunk before";
     mori_shmem_device_state_t st;
     MORI_ASSERT_OK(mori_shmem_device_state(&st));
     memset(y - 16, 0, 32);
