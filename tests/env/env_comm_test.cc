@@ -13,22 +13,10 @@
 
 #include "tests/support/world.h"
 
+using mori_test::MakeComm;
 using mori_test::TestRanks;
 
 namespace {
-
-int MakeComm(mori_bootstrap_t *b, mori_comm_t **comm) {
-  static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
-  static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops};
-  mori_comm_attr_t attr;
-  mori_comm_attr_init(&attr);
-  attr.bootstrap = b;
-  attr.handles = handles;
-  attr.num_handles = 2;
-  attr.transports = transports;
-  attr.num_transports = 1;
-  return mori_comm_create(&attr, comm);
-}
 
 TEST(EnvComm, ATimeThatDoesNotParseFailsEveryRankNamingIt) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int) {

@@ -31,22 +31,13 @@ TEST(Misuse, RanksPreferringDifferentHandleTypesFailCommCreationNamingIt) {
     setenv("MORI_HANDLE_TYPE", rank == size - 1 ? "posix_fd" : "fabric", 1);
     mori_bootstrap_t *b = mori_test::Bootstrap(20000);
     ASSERT_NE(b, nullptr);
-    static const mori_handle_ops_t *const handles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
-    const mori_transport_ops_t *transports[] = {&mori_transport_p2p_ops};
-    mori_comm_attr_t attr;
-    mori_comm_attr_init(&attr);
-    attr.bootstrap = b;
-    attr.handles = handles;
-    attr.num_handles = 2;
-    attr.transports = transports;
-    attr.num_transports = 1;
     mori_comm_t *comm = nullptr;
     auto start = std::chrono::steady_clock::now();
-    ExpectError(mori_comm_create(&attr, &comm), MORI_EMISMATCH, "MORI_HANDLE_TYPE");
+    ExpectError(mori_test::MakeComm(b, &comm), MORI_EMISMATCH, "MORI_HANDLE_TYPE");
     EXPECT_EQ(comm, nullptr);
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     unsetenv("MORI_HANDLE_TYPE");  // alike again: a comm is made over the same bootstrap
-    MORI_ASSERT_OK(mori_comm_create(&attr, &comm));
+    MORI_ASSERT_OK(mori_test::MakeComm(b, &comm));
     void *p = nullptr;
     mori_window_t *win = nullptr;
     MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
