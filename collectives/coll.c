@@ -376,8 +376,8 @@ size_t mori_all_to_all_workspace(const mori_coll_t *c, size_t bytes_per_rank) {
   return a2a_staging(c, &a);
 }
 
-/* The calling rank, for messages (-1 without a context). */
-static int rank_of(const mori_coll_t *c) { return c ? mori_comm_rank(c->comm) : -1; }
+/* The calling rank, for messages. */
+static int rank_of(const mori_coll_t *c) { return mori_comm_rank(c->comm); }
 
 static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, size_t bytes, const char *what) {
   if (!c) return mori_error_set(MORI_EINVAL, "%s: NULL context", what);

@@ -29,9 +29,7 @@ typedef struct step_tag {
 static step_tag_t tag_of(const char *what) {
   step_tag_t t;
   memset(&t, 0, sizeof(t));
-  uint32_t h = 2166136261u; /* FNV-1a */
-  for (const char *p = what; p && *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
-  t.id = h;
+  t.id = mori_call_identity(what);
   snprintf(t.name, sizeof(t.name), "%s", what ? what : "?");
   return t;
 }

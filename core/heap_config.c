@@ -51,7 +51,8 @@ int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_co
    * chunk; the upper one is offered only within the variable's range.) */
   if (out->mode == MORI_HEAP_VMM && out->heap_size % out->chunk_size != 0) {
     size_t lower = out->heap_size / out->chunk_size * out->chunk_size, upper = lower + out->chunk_size;
-    bool upper_fits = upper > lower && upper <= (size_t)64 << 40; /* MORI_SHMEM_HEAP_SIZE's most */
+    const mori_env_var_t *var = mori_env_find("MORI_SHMEM_HEAP_SIZE");
+    bool upper_fits = upper > lower && (!var || upper <= var->max);
     return mori_error_set(MORI_EINVAL,
                           "MORI_SHMEM_HEAP_SIZE=%s is not a whole number of MORI_SHMEM_VMM_CHUNK_SIZE=%s chunks (a vmm "
                           "heap grows by whole chunks): give %s%s%s",

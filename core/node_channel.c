@@ -338,7 +338,7 @@ static bool rank_exited(mori_node_channel_t *ch, int r, mailbox_t *box, uint64_t
   return ch->pids[r] && process_ended(ch->pids[r]) && atomic_load(&box->seq) < step;
 }
 
-static uint32_t call_identity(const char *what) {
+uint32_t mori_call_identity(const char *what) {
   uint32_t h = 2166136261u; /* FNV-1a */
   for (; what && *what; what++) h = (h ^ (uint8_t)*what) * 16777619u;
   return h;
@@ -357,7 +357,7 @@ int mori_node_channel_allgather_grace(mori_node_channel_t *ch, const char *what,
   uint64_t word = atomic_load(&ch->area->failure);
   if (word) return failed_elsewhere(ch, word);
   uint64_t step = ++ch->step;
-  uint32_t id = call_identity(what);
+  uint32_t id = mori_call_identity(what);
   int parity = (int)(step & 1);
   mailbox_t *mine = &ch->boxes[ch->rank * 2 + parity];
   memcpy(mine->data, send, bytes);

@@ -39,6 +39,10 @@ void mori_node_channel_destroy(mori_node_channel_t *ch);
  * can no longer tell which of their calls belong together, so every later
  * call fails, naming the rank that failed and the rank it waited for. */
 int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const void *send, void *recv, size_t bytes);
+
+/* A collective call's identity: a hash (FNV-1a) of its name, which every
+ * step carries, through the channel and through the bootstrap alike. */
+uint32_t mori_call_identity(const char *what);
 /* The same step, waiting grace_ms beyond the timeout for ranks that may
  * come late for a reason the caller knows of (a wait of their own that
  * ends only at its timeout). A dead rank is still named at once. */

@@ -40,6 +40,8 @@ int mori_platform_device_count(int *count) {
   return 0;
 }
 
+int mori_platform_device_names(int *count) { return mori_platform_device_count(count); }
+
 static int device_uuid(int device, uint8_t uuid[16]) {
   gpu_uuid_t u;
   GPU_TRY(gpu.deviceGetUuid(&u, device), "UUID of device %d", device);

@@ -35,6 +35,11 @@ int mori_platform_device_count(int *count) {
   return 0;
 }
 
+int mori_platform_device_names(int *count) {
+  *count = MORI_MAX_DEVICES;
+  return 0;
+}
+
 int mori_platform_current_device(int *device) {
   *device = 0;
   return 0;

@@ -35,6 +35,11 @@ typedef struct mori_pmem {
 
 const char *mori_platform_name(void);
 int mori_platform_device_count(int *count);
+/* The device numbers a caller may name, 0 to *count - 1: the devices
+ * there are on GPUs; on the host platform, where a device is a name for
+ * a separate memory of the one CPU (the tests of several devices use
+ * them), MORI_MAX_DEVICES. */
+int mori_platform_device_names(int *count);
 int mori_platform_current_device(int *device);
 /* `device` as a caller gave it (`call` names the caller in messages): -1
  * is the current device; another must be one this process sees, else
