@@ -49,13 +49,19 @@ void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)
 
 static mori_coll_dev_t make_view(const mori_coll_t *c);
 
-/* Bytes of the ready slots, the refusal slots and the grid word
- * (mori_coll_dev_t), rounded so that staging stays 256-aligned. */
-static size_t ready_bytes(const mori_coll_t *c) {
-  return ((size_t)c->team.size * (1 + MORI_COLL_REFUSALS_KEPT) * 8 + 8 + 255) / 256 * 256;
+/* Bytes of the call slots of a context that checks calls: two parities,
+ * a slot per member of the epoch and the signature (mori_coll_dev_t). */
+static size_t call_slot_bytes(const mori_coll_t *c) {
+  return c->check_calls ? 2 * (size_t)c->team.size * (1 + MORI_COLL_SIG_WORDS) * 8 : 0;
 }
 
-/* Where the grid word sits: after the refusal slots. */
+/* Bytes of the ready slots, the refusal slots, the grid word and the call
+ * slots (mori_coll_dev_t), rounded so that staging stays 256-aligned. */
+static size_t ready_bytes(const mori_coll_t *c) {
+  return ((size_t)c->team.size * (1 + MORI_COLL_REFUSALS_KEPT) * 8 + 8 + call_slot_bytes(c) + 255) / 256 * 256;
+}
+
+/* Where the grid word sits: after the refusal slots; the call slots follow it. */
 static size_t grid_word_offset(const mori_coll_t *c) {
   return HEADER_BYTES + (size_t)c->flag_slots * 2 * sizeof(uint64_t) + (size_t)c->team.size * (1 + MORI_COLL_REFUSALS_KEPT) * 8;
 }
@@ -135,7 +141,8 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   else team.rank = mori_team_from_world(team, me);
   /* A NULL out is this rank's status in the first step, as any bad
    * argument: returning before it left the others waiting in it. */
-  int rc = mori_coll_agree_team(comm, team, out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"));
+  bool check_calls = attr->check_calls || mori_env_bool_or("MORI_COLL_CHECK_CALLS", false);
+  int rc = mori_coll_agree_team(comm, team, check_calls, out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"));
   if (rc) return rc; /* every rank alike: nothing was made */
   /* Only a member checks the members: a rank outside the team has another
    * load/store team, and its verdict is not the members'. */
@@ -151,6 +158,7 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
     c->finalizes = mori_finalize_count();
     c->comm = comm;
     c->team = team;
+    c->check_calls = check_calls;
     c->device = mori_comm_device(comm);
     c->flag_slots = 2ull * (uint64_t)(team.size > 0 ? team.size : 1) * MAX_SLICES;
     int grc = mori_coll_grid(c->device, &c->grid);
@@ -248,6 +256,7 @@ static mori_coll_dev_t make_view(const mori_coll_t *c) {
   d.ready_offset = HEADER_BYTES + c->flag_slots * 2 * sizeof(uint64_t);
   d.refused_offset = d.ready_offset + (uint64_t)c->team.size * 8;
   d.data_offset = d.ready_offset + ready_bytes(c);
+  d.calls_offset = c->check_calls ? grid_word_offset(c) + 8 : 0;
   d.data_bytes = c->staging_bytes;
   d.timeout_ns = c->timeout_ns;
   return d;
@@ -285,6 +294,24 @@ static int refuse(mori_coll_t *c, int rc, void *stream) {
   mori_error_restore(&cause);
   if (lrc) return mori_error_context(rc, "(and this rank's part of the refused call could not be launched: %s)", mori_strerror(lrc));
   return rc;
+}
+
+/* A call with nothing to move (count or bytes 0): no launch and no epoch
+ * (a call that synchronised nobody but took an epoch would let a rank run
+ * a call ahead into the staging a peer still reads), unless the context
+ * checks calls: then the call takes its epoch and compares its signature
+ * with the members', which synchronises them (every member has ended its
+ * call before when it gives its signature), and moves nothing. So one
+ * member's 0 beside the others' count is named rather than paired with
+ * its next call. */
+static int nothing_to_move(mori_coll_t *c, mori_coll_call_sig_t sig, void *stream) {
+  if (!c->check_calls || !c->win) return 0;
+  mori_allreduce_args_t none;
+  memset(&none, 0, sizeof(none));
+  none.threads = 32;
+  none.share[0] = c->grid;
+  none.sig = sig;
+  return mori_coll_launch_all_reduce(c, &none, stream);
 }
 
 int mori_coll_refuse(mori_coll_t *c, void *stream) {
@@ -401,13 +428,13 @@ static int check_all_to_all(mori_coll_t *c, const void *in, const void *out, siz
 int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, void *stream) {
   MORI_TRACE_SCOPE("all_to_all", MORI_TA("bytes", bytes));
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
-  /* Nothing to move: no launch and no epoch. A call that synchronised
-   * nobody but took an epoch would let a rank run a call ahead into the
-   * staging a peer still reads. A refused call with something to move
-   * takes its epoch all the same (refuse). */
-  if (rc || bytes == 0) return bytes ? refuse(c, rc, stream) : rc;
+  /* A refused call with something to move takes its epoch all the same
+   * (refuse); one with nothing to move, see nothing_to_move. */
+  if (rc) return bytes ? refuse(c, rc, stream) : rc;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes, false, &a);
+  a.sig = mori_coll_sig_all_to_all(&a, false);
+  if (bytes == 0) return nothing_to_move(c, a.sig, stream);
   /* A workspace too small is refused as any other argument: it is the same
    * on every rank when the sizes are, but a member that refused the call
    * for another reason takes the call's epoch, and so must every rank
@@ -446,7 +473,12 @@ static int all_to_all_window_check(mori_coll_t *c, const void *in, mori_window_t
 int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes,
                            void *stream) {
   int rc = all_to_all_window_check(c, in, out_win, out_offset, bytes);
-  if (rc || bytes == 0) return bytes ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
+  if (rc) return bytes ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
+  if (bytes == 0) {
+    mori_a2a_args_t none;
+    plan_all_to_all(c, 0, false, &none);
+    return nothing_to_move(c, mori_coll_sig_all_to_all(&none, true), stream);
+  }
   MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
   char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
   mori_a2a_args_t a;
@@ -457,6 +489,7 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
   plan_all_to_all(c, bytes, false, &a);
   bool ll = bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) && a2a_staging(c, &a) <= c->staging_bytes;
   if (!ll) plan_all_to_all(c, bytes, true, &a);
+  a.sig = mori_coll_sig_all_to_all(&a, true);
   a.in = (const char *)in;
   a.out = out;
   a.out_win = mori_window_device_view(out_win);
@@ -545,6 +578,7 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
   a.kind_end[2] = a.items;
   a.threads = 256;
   share_blocks(c, false, a.kind_end, a.share);
+  a.sig = mori_coll_sig_all_to_all_v(&a);
   return mori_coll_launch_all_to_all_v(c, &a, stream);
 }
 
@@ -658,13 +692,14 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
                     void *stream) {
   MORI_TRACE_SCOPE("all_reduce", MORI_TA("count", count), MORI_TA("dtype", dtype), MORI_TA("op", op));
   int rc = all_reduce_check(c, in, out, count, dtype, op);
-  /* Nothing to reduce: no launch and no epoch (see mori_all_to_all). */
-  if (rc || count == 0) return count ? refuse(c, rc, stream) : rc;
+  if (rc) return count ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
+  a.op = op;
+  a.sig = mori_coll_sig_all_reduce(&a);
+  if (count == 0) return nothing_to_move(c, a.sig, stream);
   if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return refuse(c, rc, stream); /* see mori_all_to_all */
   a.in = in;
   a.out = out;
-  a.op = op;
   return mori_coll_launch_all_reduce(c, &a, stream);
 }

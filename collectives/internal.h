@@ -4,6 +4,8 @@
 #ifndef MORI_COLLECTIVES_INTERNAL_H
 #define MORI_COLLECTIVES_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "mori/collectives.h"
 #include "mori/window.h"
 
@@ -23,6 +25,7 @@ struct mori_coll {
   uint64_t flag_slots;  /* per parity */
   int device;
   uint64_t finalizes;   /* mori_finalize_count() at creation: a later finalize released the workspace */
+  bool check_calls;     /* the members compare every call's signature (agreed at creation) */
 };
 
 /* The grid of every kernel on a context of `device`: the blocks the device
@@ -33,9 +36,16 @@ int mori_coll_grid(int device, uint32_t *grid);
 /* Collective over the comm: checks `team` (this rank's, resolved) and
  * agrees it with every rank's: MORI_EINVAL naming a rank whose team is no
  * team of the comm, MORI_EMISMATCH naming two members of one team that
- * name different teams. local_rc (this rank's failure so far) takes part,
- * so every rank fails together. */
-int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, int local_rc);
+ * name different teams or of whom one checks calls and one does not.
+ * local_rc (this rank's failure so far) takes part, so every rank fails
+ * together. */
+int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc);
+
+/* A planned call's signature (call_signature.c), which the members of a
+ * context that checks calls compare (mori_coll_check_call). */
+mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, bool window);
+mori_coll_call_sig_t mori_coll_sig_all_reduce(const mori_allreduce_args_t *a);
+mori_coll_call_sig_t mori_coll_sig_all_to_all_v(const mori_a2av_args_t *a);
 
 /* Runs a call: every item, then the epoch. GPU: one kernel on `stream`
  * with at most as many blocks as the device runs at once; host: in the

@@ -28,13 +28,18 @@ namespace {
 
 constexpr int kThreads = 512;  // the most a block has; MORI_COLL_THREADS may ask for fewer
 
-// One call's kernel: block 0 runs begin (the start-of-call step, or
-// NO_BEGIN) first, every block its share of the items, then the epoch.
+// One call's kernel: the members' signatures compared (contexts that check
+// calls), block 0 runs begin (the start-of-call step, or NO_BEGIN), every
+// block its share of the items, then the epoch.
 #define NO_BEGIN(c, a, epoch) ((void)0)
 #define COLL_KERNEL(name, Args, begin, item)                                                 \
   __global__ void __launch_bounds__(kThreads) name(mori_coll_dev_t c, Args a) {             \
     c.call_start_ns = mori_clock_ns(); /* the call's waits count from here */                \
     uint64_t epoch = mori_coll_epoch(c, blockIdx.x);                                         \
+    if (mori_coll_check_call(c, &a.sig, blockIdx.x, epoch)) { /* a member's call differs */  \
+      mori_coll_finish_block(c, blockIdx.x, epoch);                                          \
+      return;                                                                                \
+    }                                                                                        \
     if (blockIdx.x == 0) begin(c, &a, epoch);                                                \
     uint32_t first, stride, last;                                                            \
     mori_coll_block_range(c.grid, blockIdx.x, a.kind_end, a.share, &first, &stride, &last); \

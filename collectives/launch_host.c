@@ -11,8 +11,10 @@ int mori_coll_grid(int device, uint32_t *grid) {
   return 0;
 }
 
-/* One call on the calling rank: begin (block 0's start-of-call step, or
- * NO_BEGIN), every item in index order, then the epoch. A failed item does
+/* One call on the calling rank: the members' signatures compared
+ * (contexts that check calls; a difference skips the call), begin (block
+ * 0's start-of-call step, or NO_BEGIN), every item in index order, then
+ * the epoch. A failed item does
  * not stop the rest (the other ranks wait for them); the first failure is
  * kept and the window's state says what went wrong. */
 #define NO_BEGIN(d, a, epoch) ((void)0)
@@ -21,9 +23,10 @@ int mori_coll_grid(int device, uint32_t *grid) {
     mori_coll_dev_t d_ = (c)->view;                              \
     d_.call_start_ns = mori_clock_ns(); /* the call's waits */   \
     uint64_t epoch_ = mori_coll_epoch(d_, 0);                    \
-    int rc_ = 0;                                                 \
-    begin(d_, (a), epoch_);                                      \
-    for (uint32_t i_ = 0; i_ < (a)->items; i_++) {               \
+    int rc_ = mori_coll_check_call(d_, &(a)->sig, 0, epoch_);    \
+    const int skip_ = rc_; /* a member's call differs */         \
+    if (!rc_) begin(d_, (a), epoch_);                            \
+    for (uint32_t i_ = 0; !skip_ && i_ < (a)->items; i_++) {     \
       int r_ = item(d_, (a), epoch_, i_);                        \
       if (r_ && !rc_) rc_ = r_;                                  \
     }                                                            \

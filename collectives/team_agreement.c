@@ -3,10 +3,13 @@
  * agreed across the comm, before any workspace is made. A team is a plain
  * value the caller may fill by hand, so nothing else stops a stride of 0,
  * members past the comm, or members that each name another team (each then
- * sums with whoever it thinks its members are, and returns MORI_OK). */
+ * sums with whoever it thinks its members are, and returns MORI_OK). The
+ * members also agree on whether the context checks its calls: a member
+ * that checks waits in every call for a signature the others never give. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "collectives/internal.h"
 #include "core/base/error.h"
@@ -24,15 +27,21 @@ static const char *team_defect(mori_team_t t, int ranks) {
   return NULL;
 }
 
-/* Members of one team name the same team; bystanders (ranks outside the
- * team they name) are free. *a and *b get the first pair that breaks it. */
+/* What each rank gives the step: its team and whether it checks calls. */
+enum { START, STRIDE, SIZE, CHECKS, FIELDS };
+
+/* Members of one team name the same team and check calls alike;
+ * bystanders (ranks outside the team they name) are free. *a and *b get
+ * the first pair that breaks it. */
 static bool members_agree(const int32_t *teams, int n, int *a, int *b) {
   for (int r = 0; r < n; r++) {
-    mori_team_t t = {teams[3 * r], teams[3 * r + 1], teams[3 * r + 2], -1};
+    const int32_t *mine = teams + FIELDS * r;
+    mori_team_t t = {mine[START], mine[STRIDE], mine[SIZE], -1};
     if (mori_team_from_world(t, r) < 0) continue;
     for (int m = 0; m < t.size; m++) {
-      int w = mori_team_to_world(t, m);
-      if (teams[3 * w] != t.start || teams[3 * w + 1] != t.stride || teams[3 * w + 2] != t.size) {
+      const int32_t *theirs = teams + FIELDS * mori_team_to_world(t, m);
+      if (memcmp(theirs, mine, FIELDS * sizeof(*mine)) != 0) {
+        int w = mori_team_to_world(t, m);
         *a = r;
         *b = w;
         return false;
@@ -42,25 +51,33 @@ static bool members_agree(const int32_t *teams, int n, int *a, int *b) {
   return true;
 }
 
-int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, int local_rc) {
+int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc) {
   int n = mori_comm_size(comm);
   int rc = local_rc;
   const char *why = rc ? NULL : team_defect(team, n);
   if (why)
     rc = mori_error_set(MORI_EINVAL, "the team it names, {start %d, stride %d, size %d}, is not a team of the comm of %d ranks: %s",
                         team.start, team.stride, team.size, n, why);
-  int32_t mine[3] = {team.start, team.stride, team.size};
+  int32_t mine[FIELDS] = {[START] = team.start, [STRIDE] = team.stride, [SIZE] = team.size, [CHECKS] = check_calls};
   int32_t *all = calloc((size_t)n, sizeof(mine));
   if (!all && !rc) rc = mori_error_set(MORI_ENOMEM, "its table of the teams (%d ranks)", n);
   /* Every rank takes the step, failed or not; each then reads the same
    * table, so all go on or all fail alike. */
   int arc = mori_agree_gather(comm, rc, "coll_create", mine, all, sizeof(mine));
   int a = -1, b = -1;
-  if (!arc && !members_agree(all, n, &a, &b))
-    arc = mori_error_set(MORI_EMISMATCH,
-                         "coll_create: ranks disagree on the team: rank %d names {start %d, stride %d, size %d}, and "
-                         "rank %d, a member of it, names {start %d, stride %d, size %d}",
-                         a, all[3 * a], all[3 * a + 1], all[3 * a + 2], b, all[3 * b], all[3 * b + 1], all[3 * b + 2]);
+  if (!arc && !members_agree(all, n, &a, &b)) {
+    const int32_t *ta = all + FIELDS * a, *tb = all + FIELDS * b;
+    if (memcmp(ta, tb, CHECKS * sizeof(*ta)) != 0)
+      arc = mori_error_set(MORI_EMISMATCH,
+                           "coll_create: ranks disagree on the team: rank %d names {start %d, stride %d, size %d}, and "
+                           "rank %d, a member of it, names {start %d, stride %d, size %d}",
+                           a, ta[START], ta[STRIDE], ta[SIZE], b, tb[START], tb[STRIDE], tb[SIZE]);
+    else
+      arc = mori_error_set(MORI_EMISMATCH,
+                           "coll_create: members of one team disagree on checking calls: rank %d %s, rank %d %s "
+                           "(mori_coll_attr_t.check_calls or MORI_COLL_CHECK_CALLS)",
+                           a, ta[CHECKS] ? "checks them" : "does not", b, tb[CHECKS] ? "checks them" : "does not");
+  }
   free(all);
   return arc;
 }

@@ -145,6 +145,62 @@ static int tables_failure(const mori_window_t *w) {
                         w->tables_error);
 }
 
+/* A collective call's signature word (MORI_COLL_SIG_CALL) in words:
+ * "all_reduce of 1024 float32 elements (sum, ll)". */
+static void describe_call(uint64_t word, char *out, size_t n) {
+  static const char *const a2a_algos[] = {"slices", "ll", "direct"}, *const ar_algos[] = {"ll", "rsag", "oneshot"};
+  static const char *const dtypes[] = {"float32", "bfloat16", "float16"}, *const ops[] = {"sum", "avg", "max", "min"};
+  static const char *const layouts[] = {"all_to_all_v", "all_to_all_v_experts", "all_to_all_v_combine"};
+  unsigned variant = MORI_COLL_SIG_FIELD(word, 56), dtype = MORI_COLL_SIG_FIELD(word, 52), algo = MORI_COLL_SIG_FIELD(word, 48);
+  unsigned long long size = word & MORI_COLL_SIG_SIZE_MASK;
+  switch (word >> 60) {
+  case MORI_COLL_SIG_ALL_TO_ALL:
+    snprintf(out, n, "%s of %llu bytes per member (%s)", variant ? "all_to_all_window" : "all_to_all", size,
+             algo < 3 ? a2a_algos[algo] : "?");
+    return;
+  case MORI_COLL_SIG_ALL_REDUCE:
+    snprintf(out, n, "all_reduce of %llu %s elements (%s, %s)", size, dtype < 3 ? dtypes[dtype] : "?",
+             variant < 4 ? ops[variant] : "?", algo < 3 ? ar_algos[algo] : "?");
+    return;
+  case MORI_COLL_SIG_ALL_TO_ALL_V:
+    snprintf(out, n, "%s with rows of %llu bytes", variant < 3 ? layouts[variant] : "all_to_all_v (?)", size);
+    return;
+  default:
+    snprintf(out, n, "a call mori does not know (0x%llx)", (unsigned long long)word);
+  }
+}
+
+/* A mismatch record (MORI_COLL_MISMATCH_CHANNEL) in words. */
+static int mismatch_error(const mori_device_error_t *e) {
+  char mine[128], theirs[128];
+  unsigned long long call = (unsigned long long)e->waited_ns;
+  const char *after = "; the call moved nothing on any member, and the context's later calls stay paired";
+  switch (e->channel - MORI_COLL_MISMATCH_CHANNEL) {
+  case MORI_COLL_SIG_CALL:
+    describe_call(e->expected, mine, sizeof(mine));
+    describe_call(e->seen, theirs, sizeof(theirs));
+    return mori_error_set(MORI_EMISMATCH, "collective call %llu of a context: rank %d called %s, rank %d %s%s", call,
+                          e->waiter_rank, mine, e->peer, theirs, after);
+  case MORI_COLL_SIG_MORE:
+    return mori_error_set(MORI_EMISMATCH,
+                          "collective call %llu of a context: rank %d gave experts=%llu, align=%llu; rank %d experts=%llu, "
+                          "align=%llu%s",
+                          call, e->waiter_rank, (unsigned long long)(e->expected >> 32),
+                          (unsigned long long)(e->expected & 0xffffffffull), e->peer, (unsigned long long)(e->seen >> 32),
+                          (unsigned long long)(e->seen & 0xffffffffull), after);
+  default:
+    return mori_error_set(MORI_EMISMATCH,
+                          "collective call %llu of a context: rank %d and rank %d made the same call but planned it "
+                          "differently (rank %d: parts=%llu of %llu; rank %d: parts=%llu of %llu): a tuning variable "
+                          "(MORI_COLL_SLICE_BYTES, MORI_A2AV_PIECES, MORI_ALLREDUCE_LL_LINES, ...) is set differently on "
+                          "them%s",
+                          call, e->waiter_rank, e->peer, e->waiter_rank, (unsigned long long)(e->expected >> 48),
+                          (unsigned long long)(e->expected & MORI_COLL_SIG_SIZE_MASK), e->peer,
+                          (unsigned long long)(e->seen >> 48), (unsigned long long)(e->seen & MORI_COLL_SIG_SIZE_MASK),
+                          after);
+  }
+}
+
 int mori_window_check(mori_window_t *w) {
   mori_device_control_t *ctl = w->control;
   uint32_t written = ctl ? __atomic_load_n(&ctl->error.code, __ATOMIC_ACQUIRE) : 0;
@@ -174,6 +230,13 @@ int mori_window_check(mori_window_t *w) {
   if (code == MORI_ERANGE)
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",
                           e.waiter_rank, e.peer, (unsigned long long)e.expected, (unsigned long long)e.seen);
+  if (code == MORI_EMISMATCH && e.channel - MORI_COLL_MISMATCH_CHANNEL < MORI_COLL_SIG_WORDS) return mismatch_error(&e);
+  if (e.channel == MORI_COLL_MISMATCH_CHANNEL + MORI_COLL_SIG_WORDS)
+    return mori_error_set(code,
+                          "a collective call (the context's call %llu) on rank %d waited %.3f ms for rank %d to start it "
+                          "and give its arguments (%s)",
+                          (unsigned long long)e.expected, e.waiter_rank, (double)e.waited_ns / 1e6, e.peer,
+                          mori_strerror(code));
   if (code == MORI_EINVAL && e.channel == MORI_COLL_REFUSED_CHANNEL)
     return mori_error_set(code,
                           "a collective call (the context's call %llu) on rank %d stopped: rank %d refused its part of "

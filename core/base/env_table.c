@@ -127,6 +127,10 @@ static const mori_env_var_t table[] = {
      .meaning = "Faults the software ConnectX injects, for tests: error@N, late@N:MS or stall@N, comma-separated."},
 
     /* ---- fused collectives (tuning) ---- */
+    {"MORI_COLL_CHECK_CALLS", B(LIB), .reader = "collectives", .default_text = "0",
+     .meaning = "Every collective context compares each call's arguments across its members on the device before "
+                "anything moves, and a call they differ on fails with MORI_EMISMATCH naming a member and both calls "
+                "(one more exchange per call: a debugging aid). Read when a context is made; the members must agree."},
     {"MORI_COLL_SLICE_BYTES", Z(16, 1 * GIB, LIB), .reader = "collectives", .default_text = "chosen per call",
      .meaning = "The slice of a flagged transfer."},
     {"MORI_COLL_THREADS", I(1, 1024, LIB), .reader = "collectives", .default_text = "chosen per call",

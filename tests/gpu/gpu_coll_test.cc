@@ -42,11 +42,12 @@ struct Gpu {
   unsigned long long *bad = nullptr;
 };
 
-void OpenGpu(World &w, Gpu &g, size_t workspace) {
+void OpenGpu(World &w, Gpu &g, size_t workspace, int check_calls = 0) {
   mori_coll_attr_t attr;
   mori_coll_attr_init(&attr);
   attr.workspace_bytes = workspace;
   attr.timeout_ms = 20000;
+  attr.check_calls = check_calls;
   MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &g.coll));
   g.stream = coll_stream_new();
   g.bad = coll_counter_new();
@@ -229,6 +230,80 @@ TEST(GpuCollectives, CapturedInAGraphAndReplayed) {
     printf("rank %d: %d graph replays of %d all_to_all + all_reduce: %llu mismatches\n", rank, replays, per_graph, bad);
     EXPECT_EQ(bad, 0ull);
     coll_graph_free(graph);
+    gpu_free(in);
+    gpu_free(out);
+    gpu_free(rin);
+    gpu_free(rout);
+    CloseGpu(g);
+  });
+}
+
+// A context that checks calls, on the GPU (every block of every kernel
+// waits for every member's signature): matched calls back to back with
+// delays, eager and replayed from a graph, are right; a call whose count
+// differs on the last member ends every member's call at once with
+// MORI_EMISMATCH naming both calls, moves nothing, and the next call is
+// paired and right.
+TEST(GpuCollectives, CheckedCallsNameAMismatchAndStayPaired) {
+  EXPECT_RANKS_PASS(Ranks(), [](int rank, int size) {
+    ASSERT_GE(gpu_select_device(rank), 0) << gpu_last_error();
+    World w;
+    ASSERT_TRUE(w.ok());
+    Gpu g;
+    OpenGpu(w, g, 64 << 20, 1);
+    std::mt19937 rng(777 + rank);
+    const uint64_t bytes = 256 << 10, count = 1 << 20;
+    void *in = gpu_alloc(bytes * size), *out = gpu_alloc(bytes * size);
+    void *rin = gpu_alloc(count * 4), *rout = gpu_alloc(count * 4);
+    int iters = Iterations(10000) / 5;
+    for (int it = 0; it < iters; it++) {
+      ASSERT_EQ(coll_fill_a2a(in, bytes, rank, size, it, g.stream), 0);
+      if (rank == 0 && rng() % 8 == 0) {
+        ASSERT_EQ(coll_delay(rng() % 20000, g.stream), 0);
+      }
+      MORI_ASSERT_OK(mori_all_to_all(g.coll, in, out, bytes, g.stream));
+      ASSERT_EQ(coll_check_a2a(out, bytes, rank, size, it, g.bad, g.stream), 0);
+      uint64_t n = it % 2 ? count : 4096;  // LL and reduce-scatter + all-gather
+      ASSERT_EQ(coll_fill_values(rin, n, MORI_FLOAT32, rank, it, g.stream), 0);
+      MORI_ASSERT_OK(mori_all_reduce(g.coll, rin, rout, n, MORI_FLOAT32, MORI_REDOP_SUM, g.stream));
+      ASSERT_EQ(coll_check_reduce(rout, n, MORI_FLOAT32, MORI_REDOP_SUM, size, it, g.bad, g.stream), 0);
+    }
+    unsigned long long bad = coll_counter_read(g.bad, g.stream);
+    MORI_EXPECT_OK(mori_coll_check(g.coll));
+    printf("rank %d: %d checked all_to_all + all_reduce: %llu mismatches\n", rank, iters, bad);
+    EXPECT_EQ(bad, 0ull);
+
+    const int per_graph = 10, replays = 50;
+    ASSERT_EQ(coll_capture_begin(g.stream), 0);
+    for (int it = 0; it < per_graph; it++) {
+      coll_fill_a2a(in, bytes, rank, size, it, g.stream);
+      mori_all_to_all(g.coll, in, out, bytes, g.stream);
+      coll_check_a2a(out, bytes, rank, size, it, g.bad, g.stream);
+    }
+    void *graph = nullptr;
+    ASSERT_EQ(coll_capture_end(g.stream, &graph), 0);
+    for (int r = 0; r < replays; r++) ASSERT_EQ(coll_graph_replay(graph, g.stream), 0);
+    bad = coll_counter_read(g.bad, g.stream);
+    MORI_EXPECT_OK(mori_coll_check(g.coll));
+    printf("rank %d: %d graph replays of %d checked all_to_all: %llu mismatches\n", rank, replays, per_graph, bad);
+    EXPECT_EQ(bad, 0ull);
+    coll_graph_free(graph);
+
+    // The last member's count differs.
+    const bool odd = rank == size - 1;
+    auto start = std::chrono::steady_clock::now();
+    MORI_ASSERT_OK(mori_all_reduce(g.coll, rin, rout, odd ? 512 : 1024, MORI_FLOAT32, MORI_REDOP_SUM, g.stream));
+    ASSERT_EQ(coll_stream_sync(g.stream), 0);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ExpectError(mori_coll_check(g.coll), MORI_EMISMATCH, odd ? "rank 0 all_reduce of 1024 float32" : "all_reduce of 512 float32");
+    printf("rank %d: a mismatched all_reduce ended after %.3f s (timeout 20 s): %s\n", rank, seconds, mori_last_error());
+    EXPECT_LT(seconds, 5.0);
+    unsigned long long before = coll_counter_read(g.bad, g.stream);
+    ASSERT_EQ(coll_fill_values(rin, 4096, MORI_FLOAT32, rank, 9, g.stream), 0);
+    MORI_ASSERT_OK(mori_all_reduce(g.coll, rin, rout, 4096, MORI_FLOAT32, MORI_REDOP_SUM, g.stream));
+    ASSERT_EQ(coll_check_reduce(rout, 4096, MORI_FLOAT32, MORI_REDOP_SUM, size, 9, g.bad, g.stream), 0);
+    EXPECT_EQ(coll_counter_read(g.bad, g.stream) - before, 0ull) << "the call after the mismatch";
+    MORI_EXPECT_OK(mori_coll_check(g.coll));
     gpu_free(in);
     gpu_free(out);
     gpu_free(rin);

@@ -39,6 +39,16 @@ typedef struct mori_coll_attr {
   size_t workspace_bytes;
   /* Every wait inside a kernel; 0: the bootstrap timeout. */
   uint64_t timeout_ms;
+  /* Nonzero: every call first compares its arguments across the members
+   * on the device (kind, sizes, dtype, op, layout, and the plan they
+   * give), and a call they differ on moves nothing: every member's
+   * mori_coll_check reports MORI_EMISMATCH naming a member and both calls,
+   * and later calls stay paired. A call with nothing to move takes part
+   * too (one member's 0 beside the others' count is named, not paired with
+   * its next call). It costs one exchange among the members per call (a
+   * debugging aid, as torch's TORCH_DISTRIBUTED_DEBUG=DETAIL). Also on
+   * when MORI_COLL_CHECK_CALLS=1. The members agree on it at creation. */
+  int check_calls;
 } mori_coll_attr_t;
 
 MORI_API void mori_coll_attr_init(mori_coll_attr_t *attr);

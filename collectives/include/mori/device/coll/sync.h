@@ -20,6 +20,16 @@ MORI_HOST_DEVICE void mori_coll_share_blocks(uint32_t grid, const uint32_t end[3
 MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const uint32_t end[3], const uint32_t share[2],
                                             uint32_t *first, uint32_t *stride, uint32_t *last);
 
+/* Contexts that check calls (c.calls_offset): block 0 gives every member
+ * this rank's signature of call `epoch`, and every block waits for every
+ * member's and compares. Returns nonzero (the same in every thread of the
+ * block) when the call must not run: a member's signature differs (a
+ * MORI_DEVICE_EMISMATCH record names it and the word), a member refused
+ * the call, or the wait timed out or was aborted (the usual records). Every
+ * member then finds a difference too, so all skip the call alike and take
+ * its epoch. 0 at once when the context does not check calls. */
+MORI_DEVICE_INLINE int mori_coll_check_call(mori_coll_dev_t c, const mori_coll_call_sig_t *sig, uint32_t block, uint64_t epoch);
+
 /* The block is done with the call: it records the epoch, for its next call
  * (stream-ordered after this one) to take the next. */
 MORI_DEVICE_INLINE void mori_coll_finish_block(mori_coll_dev_t c, uint32_t block, uint64_t epoch);

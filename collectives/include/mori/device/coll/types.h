@@ -4,6 +4,7 @@
 #ifndef MORI_DEVICE_COLL_TYPES_H
 #define MORI_DEVICE_COLL_TYPES_H
 
+#include "mori/device/impl/report__funcs.h"
 #include "mori/device/team.h"
 #include "mori/device/window.h"
 
@@ -72,7 +73,19 @@ typedef struct mori_coll_dev {
    * as a whole ends within the timeout, not each wait. 0: each wait counts
    * from its own start. */
   uint64_t call_start_ns;
+  /* Contexts made with MORI_COLL_CHECK_CALLS=1 (agreed by every rank):
+   * [calls_offset, +2*team.size*32): per parity, member j's slot holds the
+   * last call j started there and its signature (mori_coll_call_sig_t), so
+   * every member checks that all gave the same arguments before anything
+   * moves. 0: calls are not checked. */
+  uint64_t calls_offset;
 } mori_coll_dev_t;
+
+/* What every member of a call must give alike (the words are described at
+ * MORI_COLL_MISMATCH_CHANNEL). */
+typedef struct mori_coll_call_sig {
+  uint64_t word[MORI_COLL_SIG_WORDS];
+} mori_coll_call_sig_t;
 
 enum mori_a2a_algo {
   MORI_A2A_SLICES = 0, /* slices with a flag each (large chunks) */
@@ -96,6 +109,7 @@ typedef struct mori_a2a_args {
   /* DIRECT: the output window (out is its local memory at out_offset). */
   mori_window_dev_t out_win;
   uint64_t out_offset;
+  mori_coll_call_sig_t sig; /* checked when the context checks calls */
 } mori_a2a_args_t;
 
 /* all-to-all with sizes that live on the device (MoE dispatch/combine):
@@ -133,6 +147,7 @@ typedef struct mori_a2av_args {
   uint32_t kind_end[3];
   uint32_t threads;
   uint32_t share[2];
+  mori_coll_call_sig_t sig; /* checked when the context checks calls */
 } mori_a2av_args_t;
 
 enum mori_allreduce_algo {
@@ -161,6 +176,7 @@ typedef struct mori_allreduce_args {
   uint32_t kind_end[3];
   uint32_t threads; /* per block, chosen with the plan */
   uint32_t share[2]; /* blocks per kind (mori_coll_share_blocks) */
+  mori_coll_call_sig_t sig; /* checked when the context checks calls */
 } mori_allreduce_args_t;
 
 #endif

@@ -14,6 +14,7 @@
 #define MORI_DEVICE_ETIMEDOUT (-1008)    /* = MORI_EDEVICE_TIMEOUT */
 #define MORI_DEVICE_ECHANNEL (-1010)     /* = MORI_ECHANNEL: a pad channel past the window's signal pad */
 #define MORI_DEVICE_EIO (-5)             /* = MORI_EIO: the NIC completed GPU-posted work with an error */
+#define MORI_DEVICE_EMISMATCH (-1001)    /* = MORI_EMISMATCH: members called one collective call with different arguments */
 
 /* Channels of the records GPU-initiated posting leaves (mori/device/gda.h;
  * + the QP's index among the peer's). An error completion (code
@@ -35,6 +36,35 @@
  * of the call (code MORI_DEVICE_EINVAL; peer = the member that refused,
  * expected = the call's epoch, seen = the rank the wait was for). */
 #define MORI_COLL_REFUSED_CHANNEL 0x74000000u
+
+/* A collective call whose members gave different arguments (contexts
+ * made with MORI_COLL_CHECK_CALLS=1): code MORI_DEVICE_EMISMATCH, peer =
+ * the member whose call differs, channel = this channel + the word of the
+ * call's signature that differs (MORI_COLL_SIG_*), expected = this rank's
+ * word, seen = the member's, waited_ns = the context's call number. A wait
+ * for a member's signature that timed out or was aborted: the usual wait
+ * record on this channel + MORI_COLL_SIG_WORDS. */
+#define MORI_COLL_MISMATCH_CHANNEL 0x76000000u
+
+/* A collective call's signature: what every member of the call must give
+ * alike, in three words that say what they hold (a mismatch record is
+ * turned into words with no other context).
+ *   word 0 (the call): kind << 60 | variant << 56 | dtype << 52 | algorithm << 48 | size
+ *     all-to-all:   variant 0 into any memory, 1 into a window; size = bytes per member
+ *     all-reduce:   variant = the op; size = elements
+ *     all-to-all-v: variant = the layout; size = bytes per row
+ *   word 1 (more of the call): all-to-all-v: experts per member << 32 | alignment (rows); else 0
+ *   word 2 (the plan from the sizes and the tuning variables): slices or pieces << 48 | bytes, elements
+ *     or lines per slice or item (a difference here with the same call: a tuning variable set differently) */
+#define MORI_COLL_SIG_CALL 0
+#define MORI_COLL_SIG_MORE 1
+#define MORI_COLL_SIG_PLAN 2
+#define MORI_COLL_SIG_WORDS 3
+#define MORI_COLL_SIG_ALL_TO_ALL 1ull
+#define MORI_COLL_SIG_ALL_REDUCE 2ull
+#define MORI_COLL_SIG_ALL_TO_ALL_V 3ull
+#define MORI_COLL_SIG_SIZE_MASK ((1ull << 48) - 1)
+#define MORI_COLL_SIG_FIELD(word, shift) (((word) >> (shift)) & 15u)
 
 /* The rows an all-to-all-v publishes for a split (or offset) its caller
  * gave wrong: more than any output holds. A MORI_DEVICE_ERANGE record

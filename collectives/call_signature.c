@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+/* A call's signature (the words are described at MORI_COLL_MISMATCH_CHANNEL):
+ * what the members of a context that checks calls compare on the device
+ * before anything moves. Made from the planned arguments, so a tuning
+ * variable set differently on one member (another algorithm, other
+ * slices) is found as well as a different count, dtype or op. */
+#include "collectives/internal.h"
+
+static uint64_t call_word(uint64_t kind, uint32_t variant, uint32_t dtype, uint32_t algo, uint64_t size) {
+  if (size > MORI_COLL_SIG_SIZE_MASK) size = MORI_COLL_SIG_SIZE_MASK; /* no buffer is that large */
+  return kind << 60 | (uint64_t)(variant & 15u) << 56 | (uint64_t)(dtype & 15u) << 52 | (uint64_t)(algo & 15u) << 48 | size;
+}
+
+static uint64_t plan_word(uint64_t pieces, uint64_t each) {
+  if (each > MORI_COLL_SIG_SIZE_MASK) each = MORI_COLL_SIG_SIZE_MASK;
+  return (pieces & 0xffffu) << 48 | each;
+}
+
+mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, bool window) {
+  mori_coll_call_sig_t s = {{0}};
+  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL, window, 0, a->algo, a->bytes);
+  s.word[MORI_COLL_SIG_PLAN] = plan_word(a->slices, a->slice);
+  return s;
+}
+
+mori_coll_call_sig_t mori_coll_sig_all_reduce(const mori_allreduce_args_t *a) {
+  mori_coll_call_sig_t s = {{0}};
+  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_REDUCE, a->op, a->dtype, a->algo, a->count);
+  s.word[MORI_COLL_SIG_PLAN] =
+      a->algo == MORI_ALLREDUCE_LL ? plan_word(a->items, a->lines_per_item) : plan_word(a->slices, a->slice_elems);
+  return s;
+}
+
+mori_coll_call_sig_t mori_coll_sig_all_to_all_v(const mori_a2av_args_t *a) {
+  mori_coll_call_sig_t s = {{0}};
+  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL_V, a->layout, 0, 0, a->row_bytes);
+  uint64_t align = a->align > 0xffffffffull ? 0xffffffffull : a->align;
+  s.word[MORI_COLL_SIG_MORE] = (uint64_t)a->experts << 32 | align;
+  s.word[MORI_COLL_SIG_PLAN] = plan_word(a->pieces, 0);
+  return s;
+}
