@@ -482,6 +482,20 @@ int mori_heap_reclaim(int device) {
   return rc;
 }
 
+bool mori_heap_range_overlaps(const void *ptr, size_t size, int *chunk) {
+  const char *lo = (const char *)ptr, *hi = lo + size; /* callers checked that it does not wrap */
+  bool found = false;
+  pthread_mutex_lock(&heaps_lock);
+  for (int d = 0; d < MORI_MAX_DEVICES && !found; d++) {
+    const mori_heap_t *h = heaps[d];
+    if (!h || hi <= h->va || lo >= h->va + h->va_size) continue;
+    found = true;
+    *chunk = lo <= h->va ? 0 : (int)((size_t)(lo - h->va) / h->chunk_size);
+  }
+  pthread_mutex_unlock(&heaps_lock);
+  return found;
+}
+
 int mori_heap_locate(const void *ptr, mori_heap_location_t *out) {
   if (!out) return mori_error_set(MORI_EINVAL, "heap_locate: out is NULL");
   memset(out, 0, sizeof(*out));

@@ -12,6 +12,8 @@
 #include "core/base/log.h"
 #include "core/base/trace.h"
 #include "core/internal/alloc.h"
+#include "core/internal/heap.h"
+#include "core/internal/segment.h"
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_alloc_t *allocs;
@@ -243,15 +245,19 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
     return mori_error_set(MORI_EEXIST, "mem_register_range: [%p, +%zu bytes) overlaps mori memory at %p", ptr, size, known_base);
   /* The heap's free space is mori memory too: a range there would be
    * handed out again by mori_mem_alloc, two allocations on the same bytes. */
-  mori_heap_location_t where;
-  mori_error_saved_t quiet;
-  mori_error_save(&quiet);
-  bool first = mori_heap_locate(ptr, &where) == 0;
-  bool last = !first && mori_heap_locate((const char *)ptr + size - 1, &where) == 0;
-  mori_error_restore(&quiet);
-  if (first || last)
+  /* Any byte of it: a range around a whole heap holds that space too. */
+  int chunk = -1, owner = -1;
+  if (mori_heap_range_overlaps(ptr, size, &chunk))
     return mori_error_set(MORI_EEXIST, "mem_register_range: [%p, +%zu bytes) lies in mori's symmetric heap (chunk %d)", ptr,
-                          size, where.chunk);
+                          size, chunk);
+  /* A peer's memory that mori maps here (for a window or the heap) is the
+   * peer's: registered as this rank's, it would be handed to others as if
+   * this rank owned it. */
+  if (mori_segment_maps_peer(ptr, size, &owner))
+    return mori_error_set(MORI_EEXIST,
+                          "mem_register_range: [%p, +%zu bytes) is rank %d's memory, which mori maps here (a window's or "
+                          "the heap's view of that peer); register this rank's own memory",
+                          ptr, size, owner);
   mori_alloc_t *a = calloc(1, sizeof(*a));
   if (!a) return mori_error_set(MORI_ENOMEM, "mem_register_range");
   int rc = mori_platform_ipc_describe(ptr, size, attr ? attr->device : -1, &a->local.mem);

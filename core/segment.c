@@ -163,6 +163,49 @@ static int share_and_map(mori_segment_t *seg, const mori_pmem_t *local, uint64_t
   return rc;
 }
 
+/* The live segments, for mori_segment_maps_peer. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static mori_segment_t *live_segments;
+
+static bool overlaps(const char *lo, const char *hi, const char *base, size_t bytes) {
+  return base && bytes && lo < base + bytes && hi > base;
+}
+
+/* The peer of `seg` whose mapping [lo, hi) overlaps, or -1. A slot of the
+ * flat span that is mapped, or (memory without a span) a peer's import. */
+static int peer_mapped_at(const mori_segment_t *seg, const char *lo, const char *hi) {
+  const mori_comm_t *c = seg->comm;
+  if (seg->flat_base) {
+    for (int i = 0; i < c->lsa_size; i++)
+      if (c->lsa_base + i != c->rank && seg->lsa_mapped[i] && overlaps(lo, hi, seg->flat_base + (size_t)i * seg->stride, seg->stride))
+        return c->lsa_base + i;
+    return -1;
+  }
+  for (int p = 0; p < c->size; p++)
+    if (p != c->rank && overlaps(lo, hi, (const char *)seg->peer_base[p], seg->size)) return p;
+  return -1;
+}
+
+bool mori_segment_maps_peer(const void *ptr, size_t size, int *owner) {
+  const char *lo = (const char *)ptr, *hi = lo + size; /* callers checked that it does not wrap */
+  int found = -1;
+  pthread_mutex_lock(&live_lock);
+  for (const mori_segment_t *seg = live_segments; seg && found < 0; seg = seg->next) found = peer_mapped_at(seg, lo, hi);
+  pthread_mutex_unlock(&live_lock);
+  *owner = found;
+  return found >= 0;
+}
+
+static void forget(mori_segment_t *seg) {
+  pthread_mutex_lock(&live_lock);
+  for (mori_segment_t **at = &live_segments; *at; at = &(*at)->next)
+    if (*at == seg) {
+      *at = seg->next;
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+}
+
 int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_base, size_t size, int local_rc,
                         mori_segment_t **out) {
   *out = NULL;
@@ -205,12 +248,17 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
     mori_error_restore(&cause);
     return rc;
   }
+  pthread_mutex_lock(&live_lock);
+  seg->next = live_segments;
+  live_segments = seg;
+  pthread_mutex_unlock(&live_lock);
   *out = seg;
   return 0;
 }
 
 void mori_segment_destroy(mori_segment_t *seg) {
   if (!seg) return;
+  forget(seg); /* before its mappings go */
   mori_comm_t *c = seg->comm;
   /* Kernels may still use the segment (read peers through the slots, submit
    * to a transport's ring): wait for the device before anything goes. */

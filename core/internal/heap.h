@@ -7,6 +7,8 @@
 #ifndef MORI_CORE_INTERNAL_HEAP_H
 #define MORI_CORE_INTERNAL_HEAP_H
 
+#include <stdbool.h>
+
 #include "core/internal/heap_config.h"
 #include "core/platform/platform.h"
 
@@ -40,6 +42,11 @@ int mori_heap_chunk_count(mori_heap_t *h);
 size_t mori_heap_chunk_size(const mori_heap_t *h);
 /* Chunk k's physical memory and where it is mapped here (k < chunk count). */
 void mori_heap_chunk(mori_heap_t *h, int k, mori_pmem_t *mem, void **base);
+
+/* Whether [ptr, +size) overlaps the address space a heap of this process
+ * reserved (any byte of it, used or not); *chunk gets the chunk of the
+ * first byte it shares. */
+bool mori_heap_range_overlaps(const void *ptr, size_t size, int *chunk);
 
 /* mori_finalize: waits for each device, unmaps and releases every heap
  * (their windows and comm mappings are gone by then). */

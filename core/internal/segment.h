@@ -22,6 +22,7 @@ struct mori_segment {
   void **peer_base;       /* per world rank; NULL: not load/store reachable */
   void *transport_state[MORI_MAX_PLUGINS];
   bool registered[MORI_MAX_PLUGINS];
+  struct mori_segment *next; /* the process's list of live segments */
 };
 
 /* Collective over the comm. `local` is this rank's physical memory, mapped
@@ -34,6 +35,12 @@ int mori_segment_create(mori_comm_t *comm, const mori_pmem_t *local, void *local
 /* Local: the device is synchronised, transports deregister, slots are
  * unmapped, imports released, VA freed. NULL is a no-op. */
 void mori_segment_destroy(mori_segment_t *seg);
+
+/* Whether [ptr, +size) overlaps a peer's memory that a live segment of
+ * this process maps (a slot of a flat span, or a peer's import without
+ * one); *owner gets the peer's world rank. What mem_register_range refuses:
+ * that memory is the peer's, not this rank's to share. */
+bool mori_segment_maps_peer(const void *ptr, size_t size, int *owner);
 
 /* Test hook: after `skip` more exports of this process's memory, the next
  * `count` fail as a failed dup of the fd would (MORI_EMFILE). */

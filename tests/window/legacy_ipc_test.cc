@@ -19,6 +19,7 @@
 #include "core/platform/platform.h"
 #include "mori/address_map.h"
 #include "mori/bootstrap.h"
+#include "mori/heap.h"
 #include "mori/mem.h"
 #include "tests/support/world.h"
 
@@ -184,6 +185,53 @@ TEST(LegacyIpc, BadRangesAreRefusedNamingWhy) {
     EXPECT_EQ(mori_mem_query(f.base, &info), MORI_ENOT_OWNED);
     EXPECT_EQ(mori_mem_count(), 0) << "nothing registered is left behind on rank " << rank;
   });
+}
+
+// A range around a whole heap reservation holds heap space too (only its
+// two ends were checked), and a peer's memory that mori maps here for a
+// window (heap carves, and memory of its own in isolation mode) is the
+// peer's: both are refused, naming why. Before, a range around the heap
+// was refused only for a live carve inside it, and a peer's mapping was
+// registered as this rank's memory wherever the platform could share it.
+void ExpectHeapAndPeerMappingsRefused(const char *mode, int rank, int size) {
+  setenv("MORI_SHMEM_MODE", mode, 1);
+  World w;
+  ASSERT_TRUE(w.ok());
+  void *mem = nullptr;
+  MORI_ASSERT_OK(mori_mem_alloc(64 * 1024, nullptr, &mem));
+  mori_heap_location_t where;
+  if (mori_heap_locate(mem, &where) == 0) {  // a carve freed again: the heap stays, nothing live inside it
+    MORI_ASSERT_OK(mori_mem_free(mem));
+    size_t limit = (size_t)where.max_chunks * where.chunk_size;
+    int rc = mori_mem_register_range((char *)where.heap_base - 4096, limit + 8192, nullptr);
+    EXPECT_EQ(rc, MORI_EEXIST) << "a range around the heap: " << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("symmetric heap"), std::string::npos) << mori_last_error();
+    MORI_ASSERT_OK(mori_mem_alloc(64 * 1024, nullptr, &mem));
+  }
+  mori_window_t *win = nullptr;
+  MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+  int peer = (rank + 1) % size;
+  char *theirs = (char *)mori_window_peer_ptr(win, peer);
+  ASSERT_NE(theirs, nullptr);
+  for (size_t at : {(size_t)0, (size_t)60 * 1024}) {
+    int rc = mori_mem_register_range(theirs + at, 4096, nullptr);
+    EXPECT_EQ(rc, MORI_EEXIST) << "rank " << peer << "'s memory at +" << at << ": " << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(peer) + "'s memory"), std::string::npos)
+        << mori_last_error();
+    if (rc == 0) (void)mori_mem_free(theirs + at);
+  }
+  ASSERT_EQ(Barrier(w), 0);
+  MORI_EXPECT_OK(mori_window_destroy(win));
+  MORI_EXPECT_OK(mori_mem_free(mem));
+  unsetenv("MORI_SHMEM_MODE");
+}
+
+TEST(LegacyIpc, RangesAroundAHeapOrOverAPeersHeapMappingAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) { ExpectHeapAndPeerMappingsRefused("vmm", rank, size); });
+}
+
+TEST(LegacyIpc, RangesOverAPeersMappingOfAnAllocationAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) { ExpectHeapAndPeerMappingsRefused("isolation", rank, size); });
 }
 
 TEST(LegacyIpc, RangesOfDifferentSizesFailTheWindowOnEveryRankNamingTheSizes) {
