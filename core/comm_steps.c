@@ -12,6 +12,7 @@
 #include "core/base/error.h"
 #include "core/base/profile.h"
 #include "core/base/trace.h"
+#include "core/bootstrap/internal/step_grace.h"
 #include "core/internal/comm.h"
 #include "core/internal/node_channel.h"
 #include "mori/bootstrap.h"
@@ -39,11 +40,11 @@ static step_tag_t tag_of(const char *what) {
  * is in another call, and none takes the payload's step then. The tags go
  * on the stack up to 256 ranks; the payload goes straight into recv (which
  * may hold send), so a large step needs no buffer one rank could lack. */
-static int bootstrap_step(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes) {
+static int bootstrap_step(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes, int grace_ms) {
   step_tag_t tag = tag_of(what), on_stack[256], *tags = on_stack;
   if (c->size > 256) tags = calloc((size_t)c->size, sizeof(*tags));
   if (!tags) return mori_error_set(MORI_ENOMEM, "%s: rank %d's table of %d call tags", what, c->rank, c->size);
-  int rc = mori_bootstrap_allgather(c->bootstrap, &tag, tags, sizeof(tag));
+  int rc = mori_bootstrap_allgather_grace(c->bootstrap, &tag, tags, sizeof(tag), grace_ms);
   for (int r = 0; !rc && r < c->size; r++) {
     step_tag_t theirs = tags[r];
     theirs.name[sizeof(theirs.name) - 1] = '\0';
@@ -53,7 +54,7 @@ static int bootstrap_step(mori_comm_t *c, const char *what, const void *send, vo
                           r, theirs.name, theirs.id, c->rank, tag.name, tag.id);
   }
   if (tags != on_stack) free(tags);
-  return rc ? rc : mori_bootstrap_allgather(c->bootstrap, send, recv, bytes);
+  return rc ? rc : mori_bootstrap_allgather_grace(c->bootstrap, send, recv, bytes, grace_ms);
 }
 
 /* `what` names the call, so that ranks at different calls are never paired. */
@@ -79,14 +80,16 @@ static int comm_allgather(mori_comm_t *c, const char *what, const void *send, vo
     /* Its own name, so that a rank gathering 8 bytes is never paired with it. */
     char header[160];
     snprintf(header, sizeof(header), "%s (the size of a step through the bootstrap)", what);
-    if (!rc && sizes) rc = mori_node_channel_allgather(c->channel, header, &size, sizes, sizeof(size));
+    if (!rc && sizes) rc = mori_node_channel_allgather_grace(c->channel, header, &size, sizes, sizeof(size), grace_ms);
     for (int r = 0; !rc && sizes && r < c->size; r++)
       if (sizes[r] != bytes)
         rc = mori_error_set(MORI_EMISMATCH, "%s: rank %d gathers %llu bytes per rank, rank %d %zu", what, r,
                             (unsigned long long)sizes[r], c->rank, bytes);
     bool named = sizes != NULL; /* the size's step named the call in the channel */
     if (sizes != on_stack) free(sizes);
-    if (!rc) rc = named ? mori_bootstrap_allgather(c->bootstrap, send, recv, bytes) : bootstrap_step(c, what, send, recv, bytes);
+    if (!rc)
+      rc = named ? mori_bootstrap_allgather_grace(c->bootstrap, send, recv, bytes, grace_ms)
+                 : bootstrap_step(c, what, send, recv, bytes, grace_ms);
   }
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
 }

@@ -6,6 +6,7 @@
 
 #include "core/base/env.h"
 #include "core/base/error.h"
+#include "core/bootstrap/internal/step_grace.h"
 #include "core/bootstrap/internal/alloc.h"
 #include "mori/bootstrap.h"
 
@@ -92,6 +93,12 @@ int mori_bootstrap_allgather(mori_bootstrap_t *b, const void *send, void *recv, 
     return 0;
   }
   return b->ops.allgather(b->state, send, recv, bytes);
+}
+
+int mori_bootstrap_allgather_grace(mori_bootstrap_t *b, const void *send, void *recv, size_t bytes, int grace_ms) {
+  if (!b || grace_ms <= 0 || !b->ops.allgather_grace || b->size == 1) return mori_bootstrap_allgather(b, send, recv, bytes);
+  if (bytes && (!send || !recv)) return mori_error_set(MORI_EINVAL, "bootstrap allgather: NULL argument");
+  return b->ops.allgather_grace(b->state, send, recv, bytes, grace_ms);
 }
 
 int mori_bootstrap_barrier(mori_bootstrap_t *b) {

@@ -17,6 +17,7 @@
  * Only ranks that hold the job's secret are admitted, and every frame after
  * start-up carries a MAC (startup.c, handshake.h, frame.c). */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -95,6 +96,18 @@ static int tcp_allgather(void *state, const void *send, void *recv, size_t bytes
   return rc ? rc : mori_tcp_exchange_allgather(s, send, recv, bytes);
 }
 
+/* The same step with every deadline of it grace_ms later: each wait of a
+ * step (rank 0's gather, a leaf's wait for the result, the links) takes
+ * its deadline from timeout_ms when it starts. */
+static int tcp_allgather_grace(void *state, const void *send, void *recv, size_t bytes, int grace_ms) {
+  struct tcp_state *s = state;
+  int kept = s->timeout_ms;
+  s->timeout_ms = kept > INT_MAX - grace_ms ? INT_MAX : kept + grace_ms;
+  int rc = tcp_allgather(state, send, recv, bytes);
+  s->timeout_ms = kept;
+  return rc;
+}
+
 static int tcp_barrier(void *state) {
   struct tcp_state *s = state;
   int rc = round_start(s);
@@ -138,6 +151,7 @@ static const mori_bootstrap_ops_t tcp_ops = {
     .barrier = tcp_barrier,
     .bcast = tcp_bcast,
     .fini = tcp_fini,
+    .allgather_grace = tcp_allgather_grace,
 };
 
 void mori_bootstrap_tcp_attr_init(mori_bootstrap_tcp_attr_t *attr) {

@@ -38,7 +38,7 @@ typedef struct mori_agreement_note {
  * exchange itself (a peer gone) is returned as the transport reported it. */
 int mori_agree(mori_comm_t *comm, int my_status, const char *step);
 /* The same, waiting grace_ms beyond the comm's timeout for ranks that may
- * come late (mori_comm_allgather_grace: on one host). */
+ * come late (mori_comm_allgather_grace). */
 int mori_agree_grace(mori_comm_t *comm, int my_status, const char *step, int grace_ms);
 
 /* The same step carrying `bytes` of payload per rank: on success all[r]

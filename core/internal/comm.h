@@ -67,9 +67,9 @@ void mori_comm_release(mori_comm_t *comm);
  * the call, so that the node channel never pairs ranks at different calls. */
 int mori_comm_allgather_named(mori_comm_t *comm, const char *what, const void *send, void *recv, size_t bytes);
 /* The same step, waiting grace_ms beyond the comm's timeout for late
- * ranks (mori_node_channel_allgather_grace). Only where every rank is on
- * one host (the node channel carries the step): across hosts the
- * bootstrap's own timeout bounds it. */
+ * ranks: through the node channel (mori_node_channel_allgather_grace) or
+ * the bootstrap (its allgather_grace op; a bootstrap of the caller's own
+ * without that op keeps its own limit). */
 int mori_comm_allgather_grace(mori_comm_t *comm, const char *what, const void *send, void *recv, size_t bytes,
                               int grace_ms);
 

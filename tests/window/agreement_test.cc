@@ -3,6 +3,7 @@
 // processes: every rank succeeds together, or every rank fails with an
 // error naming the failed rank(s) and carrying each one's own message.
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "core/base/error.h"
@@ -55,6 +56,25 @@ TEST(Agreement, ARankInAnotherStepIsNamedWithThatStepsName) {
     MORI_ASSERT_OK(mori_bootstrap_allgather(w.bootstrap, &both, all.data(), sizeof(both)));
     for (int32_t b : all) found += b;
     EXPECT_GE(found, 1) << "no rank named both steps; rank " << rank << ": " << msg;
+  });
+}
+
+// A step with a grace waits that long beyond the comm's timeout for a late
+// rank, through the node channel and through the bootstrap (the
+// agreement_bootstrap_steps_test build); the plain step does not. Across
+// hosts the grace was ignored: the bootstrap kept its own limit.
+TEST(Agreement, AStepWithAGraceWaitsForALateRankBeyondTheTimeout) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w(400);  // a 400 ms comm
+    ASSERT_TRUE(w.ok());
+    const int late = size - 1;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == late) usleep(1200 * 1000);
+    MORI_EXPECT_OK(mori_agree_grace(w.comm, 0, "a step late ranks may come to", 5000));
+    MORI_ASSERT_OK(mori_agree(w.comm, 0, "the next step"));  // and the comm goes on
+    // Without the grace the same lateness is a timeout.
+    if (rank == late) usleep(1200 * 1000);
+    EXPECT_EQ(mori_agree(w.comm, 0, "a step without a grace"), MORI_ERANK_TIMEOUT) << mori_last_error();
   });
 }
 

@@ -34,6 +34,12 @@ typedef struct mori_bootstrap_ops {
   /* Releases state; called once, from mori_bootstrap_destroy. Default:
    * nothing to release. */
   int (*fini)(void *state);
+  /* Optional. allgather, every rank waiting up to grace_ms (> 0) beyond the
+   * bootstrap's own limit for late ranks. mori asks for it where ranks may
+   * come late for a reason it knows of (tearing a context down after a
+   * call of it timed out on some ranks, which then come that much later).
+   * Default: allgather, within the bootstrap's own limit. */
+  int (*allgather_grace)(void *state, const void *send, void *recv, size_t bytes, int grace_ms);
 } mori_bootstrap_ops_t;
 
 typedef struct mori_bootstrap mori_bootstrap_t;
