@@ -4,6 +4,8 @@
  * before anything moves. Made from the planned arguments, so a tuning
  * variable set differently on one member (another algorithm, other
  * slices) is found as well as a different count, dtype or op. */
+#include <stdbool.h>
+
 #include "collectives/internal.h"
 
 static uint64_t call_word(uint64_t kind, uint32_t variant, uint32_t dtype, uint32_t algo, uint64_t size) {
@@ -16,18 +18,24 @@ static uint64_t plan_word(uint64_t pieces, uint64_t each) {
   return (pieces & 0xffffu) << 48 | each;
 }
 
-mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, bool window) {
+mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, bool window, uint64_t out_offset) {
   mori_coll_call_sig_t s = {{0}};
-  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL, window, 0, a->algo, a->bytes);
-  s.word[MORI_COLL_SIG_PLAN] = plan_word(a->slices, a->slice);
+  /* An empty call plans nothing the members share (its algorithm is
+   * whatever a member's variables would pick): its size alone is compared. */
+  bool empty = a->bytes == 0;
+  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL, window, 0, empty ? 0 : a->algo, a->bytes);
+  s.word[MORI_COLL_SIG_PLAN] = empty ? 0 : plan_word(a->slices, a->slice);
+  s.word[MORI_COLL_SIG_OFFSET] = out_offset;
   return s;
 }
 
 mori_coll_call_sig_t mori_coll_sig_all_reduce(const mori_allreduce_args_t *a) {
   mori_coll_call_sig_t s = {{0}};
-  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_REDUCE, a->op, a->dtype, a->algo, a->count);
-  s.word[MORI_COLL_SIG_PLAN] =
-      a->algo == MORI_ALLREDUCE_LL ? plan_word(a->items, a->lines_per_item) : plan_word(a->slices, a->slice_elems);
+  bool empty = a->count == 0;
+  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_REDUCE, a->op, a->dtype, empty ? 0 : a->algo, a->count);
+  /* LL lines carry their own flags at places that follow from the count
+   * alone: how a member groups them into items is its own. */
+  if (!empty && a->algo != MORI_ALLREDUCE_LL) s.word[MORI_COLL_SIG_PLAN] = plan_word(a->slices, a->slice_elems);
   return s;
 }
 
@@ -37,5 +45,9 @@ mori_coll_call_sig_t mori_coll_sig_all_to_all_v(const mori_a2av_args_t *a) {
   uint64_t align = a->align > 0xffffffffull ? 0xffffffffull : a->align;
   s.word[MORI_COLL_SIG_MORE] = (uint64_t)a->experts << 32 | align;
   s.word[MORI_COLL_SIG_PLAN] = plan_word(a->pieces, 0);
+  /* A member writes each peer's rows at its own offset, bounded by its own
+   * idea of the rows out holds: both must be every member's. */
+  s.word[MORI_COLL_SIG_OFFSET] = a->out_offset;
+  s.word[MORI_COLL_SIG_ROWS] = a->out_rows;
   return s;
 }

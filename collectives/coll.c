@@ -296,6 +296,11 @@ static int refuse(mori_coll_t *c, int rc, void *stream) {
   return rc;
 }
 
+/* Whether c is a context whose members compare their calls: there a
+ * refused call with nothing to move still takes its epoch (refuse), as
+ * the members' empty calls do (nothing_to_move). */
+static bool checks_calls(const mori_coll_t *c) { return c && c->check_calls; }
+
 /* A call with nothing to move (count or bytes 0): no launch and no epoch
  * (a call that synchronised nobody but took an epoch would let a rank run
  * a call ahead into the staging a peer still reads), unless the context
@@ -430,10 +435,10 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
   /* A refused call with something to move takes its epoch all the same
    * (refuse); one with nothing to move, see nothing_to_move. */
-  if (rc) return bytes ? refuse(c, rc, stream) : rc;
+  if (rc) return bytes || checks_calls(c) ? refuse(c, rc, stream) : rc;
   mori_a2a_args_t a;
   plan_all_to_all(c, bytes, false, &a);
-  a.sig = mori_coll_sig_all_to_all(&a, false);
+  a.sig = mori_coll_sig_all_to_all(&a, false, 0);
   if (bytes == 0) return nothing_to_move(c, a.sig, stream);
   /* A workspace too small is refused as any other argument: it is the same
    * on every rank when the sizes are, but a member that refused the call
@@ -472,14 +477,14 @@ static int all_to_all_window_check(mori_coll_t *c, const void *in, mori_window_t
 
 int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_win, size_t out_offset, size_t bytes,
                            void *stream) {
+  MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
   int rc = all_to_all_window_check(c, in, out_win, out_offset, bytes);
-  if (rc) return bytes ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
+  if (rc) return bytes || checks_calls(c) ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
   if (bytes == 0) {
     mori_a2a_args_t none;
     plan_all_to_all(c, 0, false, &none);
-    return nothing_to_move(c, mori_coll_sig_all_to_all(&none, true), stream);
+    return nothing_to_move(c, mori_coll_sig_all_to_all(&none, true, out_offset), stream);
   }
-  MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
   char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
   mori_a2a_args_t a;
   /* Small chunks are faster as LL lines through the staging (no wait for
@@ -489,7 +494,7 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
   plan_all_to_all(c, bytes, false, &a);
   bool ll = bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) && a2a_staging(c, &a) <= c->staging_bytes;
   if (!ll) plan_all_to_all(c, bytes, true, &a);
-  a.sig = mori_coll_sig_all_to_all(&a, true);
+  a.sig = mori_coll_sig_all_to_all(&a, true, out_offset);
   a.in = (const char *)in;
   a.out = out;
   a.out_win = mori_window_device_view(out_win);
@@ -692,7 +697,7 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
                     void *stream) {
   MORI_TRACE_SCOPE("all_reduce", MORI_TA("count", count), MORI_TA("dtype", dtype), MORI_TA("op", op));
   int rc = all_reduce_check(c, in, out, count, dtype, op);
-  if (rc) return count ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
+  if (rc) return count || checks_calls(c) ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
   mori_allreduce_args_t a;
   plan_all_reduce(c, count, dtype, &a);
   a.op = op;

@@ -173,31 +173,51 @@ static void describe_call(uint64_t word, char *out, size_t n) {
 /* A mismatch record (MORI_COLL_MISMATCH_CHANNEL) in words. */
 static int mismatch_error(const mori_device_error_t *e) {
   char mine[128], theirs[128];
-  unsigned long long call = (unsigned long long)e->waited_ns;
+  unsigned long long call = (unsigned long long)e->waited_ns, a = (unsigned long long)e->expected,
+                     b = (unsigned long long)e->seen;
   const char *after = "; the call moved nothing on any member, and the context's later calls stay paired";
   switch (e->channel - MORI_COLL_MISMATCH_CHANNEL) {
-  case MORI_COLL_SIG_CALL:
+  case MORI_COLL_SIG_CALL: {
     describe_call(e->expected, mine, sizeof(mine));
     describe_call(e->seen, theirs, sizeof(theirs));
-    return mori_error_set(MORI_EMISMATCH, "collective call %llu of a context: rank %d called %s, rank %d %s%s", call,
-                          e->waiter_rank, mine, e->peer, theirs, after);
+    /* The same call on another algorithm: a limit or a forced choice differs. */
+    const uint64_t algo_bits = 15ull << 48;
+    const char *why = (e->expected & ~algo_bits) == (e->seen & ~algo_bits)
+                          ? " (the same call on another algorithm: MORI_A2A_ALGO, MORI_ALLREDUCE_ALGO or an LL size limit "
+                            "is set differently on them)"
+                          : "";
+    return mori_error_set(MORI_EMISMATCH, "the context's call %llu: rank %d called %s, rank %d %s%s%s", call, e->waiter_rank,
+                          mine, e->peer, theirs, why, after);
+  }
   case MORI_COLL_SIG_MORE:
+    return mori_error_set(MORI_EMISMATCH, "the context's call %llu: rank %d gave experts=%llu, align=%llu; rank %d experts=%llu, align=%llu%s",
+                          call, e->waiter_rank, a >> 32, a & 0xffffffffull, e->peer, b >> 32, b & 0xffffffffull, after);
+  case MORI_COLL_SIG_OFFSET:
     return mori_error_set(MORI_EMISMATCH,
-                          "collective call %llu of a context: rank %d gave experts=%llu, align=%llu; rank %d experts=%llu, "
-                          "align=%llu%s",
-                          call, e->waiter_rank, (unsigned long long)(e->expected >> 32),
-                          (unsigned long long)(e->expected & 0xffffffffull), e->peer, (unsigned long long)(e->seen >> 32),
-                          (unsigned long long)(e->seen & 0xffffffffull), after);
-  default:
+                          "the context's call %llu: rank %d writes its output at offset %llu of the output window, rank %d "
+                          "at %llu (every member gives the same offset)%s",
+                          call, e->waiter_rank, a, e->peer, b, after);
+  case MORI_COLL_SIG_ROWS:
     return mori_error_set(MORI_EMISMATCH,
-                          "collective call %llu of a context: rank %d and rank %d made the same call but planned it "
-                          "differently (rank %d: parts=%llu of %llu; rank %d: parts=%llu of %llu): a tuning variable "
-                          "(MORI_COLL_SLICE_BYTES, MORI_A2AV_PIECES, MORI_ALLREDUCE_LL_LINES, ...) is set differently on "
-                          "them%s",
-                          call, e->waiter_rank, e->peer, e->waiter_rank, (unsigned long long)(e->expected >> 48),
-                          (unsigned long long)(e->expected & MORI_COLL_SIG_SIZE_MASK), e->peer,
-                          (unsigned long long)(e->seen >> 48), (unsigned long long)(e->seen & MORI_COLL_SIG_SIZE_MASK),
-                          after);
+                          "the context's call %llu: rank %d's output holds %llu rows, rank %d's %llu (every member's output "
+                          "holds the same rows)%s",
+                          call, e->waiter_rank, a, e->peer, b, after);
+  default: {
+    const uint64_t mask = MORI_COLL_SIG_SIZE_MASK;
+    char plan_a[64], plan_b[64];
+    if ((a & mask) || (b & mask)) {
+      snprintf(plan_a, sizeof(plan_a), "%llu slices of %llu", a >> 48, a & mask);
+      snprintf(plan_b, sizeof(plan_b), "%llu slices of %llu", b >> 48, b & mask);
+    } else {
+      snprintf(plan_a, sizeof(plan_a), "%llu pieces per member", a >> 48);
+      snprintf(plan_b, sizeof(plan_b), "%llu pieces per member", b >> 48);
+    }
+    return mori_error_set(MORI_EMISMATCH,
+                          "the context's call %llu: rank %d and rank %d made the same call but planned it differently "
+                          "(rank %d: %s; rank %d: %s): a tuning variable (MORI_COLL_SLICE_BYTES, MORI_A2AV_PIECES, ...) is "
+                          "set differently on them%s",
+                          call, e->waiter_rank, e->peer, e->waiter_rank, plan_a, e->peer, plan_b, after);
+  }
   }
 }
 

@@ -10,6 +10,7 @@
 // others' current one.
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -64,6 +65,7 @@ TEST(CollCheckCalls, MembersThatGiveACallDifferentArgumentsAreNamedAndStayPaired
     std::vector<uint8_t> a2a_in(1024 * (size_t)size, (uint8_t)rank), a2a_out(1024 * (size_t)size, 0xee);
     std::vector<uint8_t> rows_in(rows * row_bytes, (uint8_t)rank);
     std::vector<int64_t> splits(2 * (size_t)size, 1), got(4 * (size_t)size, -7);
+    memset(mem, 0xee, rows * row_bytes);  // no call of this test may write the window
     struct Case {
       const char *what;
       std::function<int()> call;
@@ -104,6 +106,16 @@ TEST(CollCheckCalls, MembersThatGiveACallDifferentArgumentsAreNamedAndStayPaired
                                             got.data(), nullptr);
          },
          is_odd ? "gave experts=1" : "gave experts=2", is_odd ? "experts=2" : "experts=1"},
+        {"offset into the window", [&] {
+           return mori_all_to_all_window(coll, a2a_in.data(), win, is_odd ? 1024 : 0, 64, nullptr);
+         },
+         is_odd ? "at offset 1024 " : "at offset 0 ", is_odd ? "at 0 (" : "at 1024 ("},
+        {"rows of the output", [&] {
+           return mori_all_to_all_v(coll, rows_in.data(), splits.data(), win, 0, is_odd ? rows - 1 : rows, row_bytes,
+                                    got.data(), nullptr);
+         },
+         "output holds " + std::to_string(is_odd ? rows - 1 : rows) + " rows",
+         "'s " + std::to_string(is_odd ? rows : rows - 1) + " (every member"},
         {"a tuning variable", [&] {
            // The same call, planned in other slices on one member.
            setenv("MORI_ALLREDUCE_ALGO", "rsag", 1);
@@ -131,6 +143,8 @@ TEST(CollCheckCalls, MembersThatGiveACallDifferentArgumentsAreNamedAndStayPaired
       // Nothing moved: the outputs are as they were.
       EXPECT_EQ(out[0], -5.0f);
       EXPECT_EQ(a2a_out[0], 0xee);
+      for (size_t b = 0; b < rows * row_bytes; b++) ASSERT_EQ(((uint8_t *)mem)[b], 0xee) << "window byte " << b;
+      for (int64_t g : got) ASSERT_EQ(g, -7) << "splits and offsets were written";
       MORI_EXPECT_OK(mori_coll_check(coll));  // reported once, by the call
       SumRound(coll, rank, size, 1000, call);  // and the calls stay paired
       SumRound(coll, rank, size, 65536, call);
@@ -165,7 +179,32 @@ TEST(CollCheckCalls, MatchedCallsRunAsUncheckedAndARefusalIsStillNamed) {
       MORI_ASSERT_OK(mori_all_to_all(coll, nullptr, nullptr, 0, nullptr));
       SumRound(coll, rank, size, call % 2 ? 100000 : 777, call);
     }
+    // Tuning that is each member's own (how LL lines group into items,
+    // threads per block, blocks per kind) is not compared.
+    if (rank == size - 1) {
+      setenv("MORI_ALLREDUCE_LL_LINES", "16", 1);
+      setenv("MORI_COLL_THREADS", "64", 1);
+      setenv("MORI_COLL_BLOCK_SHARE", "1", 1);
+    }
+    for (int call = 0; call < 4; call++) SumRound(coll, rank, size, 5000, 100 + call);
+    unsetenv("MORI_ALLREDUCE_LL_LINES");
+    unsetenv("MORI_COLL_THREADS");
+    unsetenv("MORI_COLL_BLOCK_SHARE");
     const int last = size - 1;
+    // A call with nothing to move that one member refuses: in a context
+    // that checks calls the others' empty call waits for its signature, so
+    // its part takes the epoch as a refusal (it returned before, leaving
+    // the others to wait out their timeout and the calls one apart).
+    for (int k = 0; k < 3; k++) {
+      auto begin = std::chrono::steady_clock::now();
+      int rc = mori_all_reduce(coll, nullptr, nullptr, 0, rank == last ? (mori_dtype_t)77 : MORI_FLOAT32, MORI_REDOP_SUM,
+                               nullptr);
+      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      if (rank == last) ExpectError(rc, MORI_EINVAL, "dtype 77");
+      else ExpectError(rc, MORI_EINVAL, "rank " + std::to_string(last) + " refused its part");
+      EXPECT_LT(took, 5.0);
+      SumRound(coll, rank, size, 1000, 200 + k);
+    }
     std::vector<float> buf(4096, 1.0f);
     float *dst = rank == last ? nullptr : buf.data() + 2048;
     auto start = std::chrono::steady_clock::now();

@@ -289,15 +289,30 @@ TEST(GpuCollectives, CheckedCallsNameAMismatchAndStayPaired) {
     EXPECT_EQ(bad, 0ull);
     coll_graph_free(graph);
 
-    // The last member's count differs.
+    // Calls with nothing to move take part in a checking context: matched,
+    // they are fine.
+    for (int k = 0; k < 10; k++) {
+      MORI_ASSERT_OK(mori_all_reduce(g.coll, nullptr, nullptr, 0, MORI_FLOAT32, MORI_REDOP_SUM, g.stream));
+      MORI_ASSERT_OK(mori_all_to_all(g.coll, nullptr, nullptr, 0, g.stream));
+    }
+    ASSERT_EQ(coll_stream_sync(g.stream), 0);
+    MORI_EXPECT_OK(mori_coll_check(g.coll));
+
+    // The last member's count differs: every member is told, and nothing moves.
     const bool odd = rank == size - 1;
+    std::vector<float> before_call(1024), after_call(1024);
+    ASSERT_EQ(coll_stream_sync(g.stream), 0);
+    ASSERT_EQ(gpu_copy_out(before_call.data(), rout, 1024 * 4), 0) << gpu_last_error();
     auto start = std::chrono::steady_clock::now();
     MORI_ASSERT_OK(mori_all_reduce(g.coll, rin, rout, odd ? 512 : 1024, MORI_FLOAT32, MORI_REDOP_SUM, g.stream));
     ASSERT_EQ(coll_stream_sync(g.stream), 0);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ExpectError(mori_coll_check(g.coll), MORI_EMISMATCH, odd ? "rank 0 all_reduce of 1024 float32" : "all_reduce of 512 float32");
+    ExpectError(mori_coll_check(g.coll), MORI_EMISMATCH,
+                odd ? "rank 0 all_reduce of 1024 float32" : "all_reduce of 512 float32");
     printf("rank %d: a mismatched all_reduce ended after %.3f s (timeout 20 s): %s\n", rank, seconds, mori_last_error());
     EXPECT_LT(seconds, 5.0);
+    ASSERT_EQ(gpu_copy_out(after_call.data(), rout, 1024 * 4), 0) << gpu_last_error();
+    EXPECT_EQ(memcmp(before_call.data(), after_call.data(), 1024 * 4), 0) << "the mismatched call wrote its output";
     unsigned long long before = coll_counter_read(g.bad, g.stream);
     ASSERT_EQ(coll_fill_values(rin, 4096, MORI_FLOAT32, rank, 9, g.stream), 0);
     MORI_ASSERT_OK(mori_all_reduce(g.coll, rin, rout, 4096, MORI_FLOAT32, MORI_REDOP_SUM, g.stream));

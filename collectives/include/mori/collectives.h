@@ -40,8 +40,9 @@ typedef struct mori_coll_attr {
   /* Every wait inside a kernel; 0: the bootstrap timeout. */
   uint64_t timeout_ms;
   /* Nonzero: every call first compares its arguments across the members
-   * on the device (kind, sizes, dtype, op, layout, and the plan they
-   * give), and a call they differ on moves nothing: every member's
+   * on the device (kind, sizes, dtype, op, layout, experts, alignment, the
+   * output's offset and rows, and the plan they give where members must
+   * share it), and a call they differ on moves nothing: every member's
    * mori_coll_check reports MORI_EMISMATCH naming a member and both calls,
    * and later calls stay paired. A call with nothing to move takes part
    * too (one member's 0 beside the others' count is named, not paired with
@@ -132,7 +133,8 @@ MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_
  * members' call ends at once, their mori_coll_check naming this rank, and
  * the context's later calls stay paired. Only for a call that has
  * something to move (one of 0 elements or bytes takes no epoch on the
- * others). A rank outside the team, or a context without a workspace,
+ * others), or any call of a context that checks calls (there every call
+ * takes its epoch). A rank outside the team, or a context without a workspace,
  * takes part in no call: 0, nothing done. Stream-ordered, like a call. */
 MORI_API int mori_coll_refuse(mori_coll_t *coll, void *stream);
 

@@ -25,9 +25,12 @@ MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const
  * member's and compares. Returns nonzero (the same in every thread of the
  * block) when the call must not run: a member's signature differs (a
  * MORI_DEVICE_EMISMATCH record names it and the word), a member refused
- * the call, or the wait timed out or was aborted (the usual records). Every
- * member then finds a difference too, so all skip the call alike and take
- * its epoch. 0 at once when the context does not check calls. */
+ * the call, or the wait timed out or was aborted (the usual records). A
+ * difference is seen by every member (each differs from someone) and a
+ * refusal too, so all skip the call alike and take its epoch; a timeout
+ * may end one member's check and not a late member's, which then waits
+ * in the call's items until its own timeout. 0 at once when the context
+ * does not check calls. */
 MORI_DEVICE_INLINE int mori_coll_check_call(mori_coll_dev_t c, const mori_coll_call_sig_t *sig, uint32_t block, uint64_t epoch);
 
 /* The block is done with the call: it records the epoch, for its next call

@@ -146,10 +146,14 @@ MORI_DEVICE_INLINE int mori_coll_impl_wait_ll_line(mori_coll_dev_t c, const uint
 
 /* Member `member`'s slot of `epoch`'s parity in `owner`'s workspace:
  * {epoch, the signature's words}. A member writes its slot of call e in
- * every member's workspace at the start of e, which it reaches only once
- * its kernel of e - 1 has ended, and it reaches e + 2 (the same slot again)
- * only once every member has written e + 1, which each does only after
- * reading its slots of e: no slot is written while it is read. */
+ * every member's workspace at the start of e (block 0), which it reaches
+ * only once its kernel of e - 1 has ended, and it reaches e + 2 (the same
+ * slot again) only once it has read every member's slot of e + 1, which
+ * each member writes only after every block of its kernel of e has read
+ * all of its slots of e. So no slot is written while a block still reads
+ * it, as long as every block reads every member's slot of the call (a
+ * difference does not stop the reading; only a timeout or an abort does,
+ * after which the members are out of step anyway). */
 MORI_DEVICE_INLINE uint64_t *mori_coll_impl_call_slot(mori_coll_dev_t c, int owner, int member, uint64_t epoch) {
   uint64_t slot = (epoch & 1) * (uint64_t)c.team.size + (uint64_t)member;
   return (uint64_t *)mori_coll_impl_at(c, owner, c.calls_offset + slot * (1 + MORI_COLL_SIG_WORDS) * 8);
@@ -164,29 +168,35 @@ MORI_DEVICE_INLINE int mori_coll_check_call(mori_coll_dev_t c, const mori_coll_c
       for (int w = 0; w < MORI_COLL_SIG_WORDS; w++) *(volatile uint64_t *)(slot + 1 + w) = sig->word[w];
       mori_atomic_store_release_u64(slot, epoch); /* after the words */
     }
-  int bad = 0;
+  int differs = 0, stopped = 0;
   if (MORI_THREAD_RANK_BLOCK() == 0)
-    for (int m = 0; m < c.team.size && !bad; m++) {
+    for (int m = 0; m < c.team.size && !stopped; m++) {
       const uint64_t *slot = mori_coll_impl_call_slot(c, me, m, epoch);
       int peer = mori_team_to_world(c.team, m);
+      uint32_t channel = MORI_COLL_MISMATCH_CHANNEL + MORI_COLL_SIG_WORDS;
       uint64_t start = 0, seen = 0;
-      for (uint32_t spin = 0; !bad && (seen = mori_atomic_load_acquire_u64((uint64_t *)slot)) < epoch; spin++) {
+      for (uint32_t spin = 0; !stopped && (seen = mori_atomic_load_acquire_u64((uint64_t *)slot)) < epoch; spin++) {
         if (spin == 0) start = c.call_start_ns ? c.call_start_ns : mori_clock_ns(); /* see wait_block */
-        if (((spin & 1023) == 1023 || spin == 63) &&
-            mori_coll_impl_wait_verdict(c, start, epoch, peer, MORI_COLL_MISMATCH_CHANNEL + MORI_COLL_SIG_WORDS, seen))
-          bad = 1;
+        if (((spin & 1023) == 1023 || spin == 63) && mori_coll_impl_wait_verdict(c, start, epoch, peer, channel, seen))
+          stopped = 1;
         mori_pause();
       }
-      for (int w = 0; w < MORI_COLL_SIG_WORDS && !bad; w++) {
+      if (stopped) break;
+      if (seen != epoch) { /* a later call's: the members are out of step (see call_slot) */
+        mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, peer, channel, 0, epoch, seen);
+        stopped = 1;
+        break;
+      }
+      for (int w = 0; w < MORI_COLL_SIG_WORDS && !differs; w++) {
         uint64_t theirs = mori_load_volatile_u64(slot + 1 + w);
-        if (theirs != sig->word[w]) {
+        if (theirs != sig->word[w]) { /* the first difference is named; the rest is still read */
           mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_MISMATCH_CHANNEL + (uint32_t)w, epoch,
                              sig->word[w], theirs);
-          bad = 1;
+          differs = 1;
         }
       }
     }
-  return MORI_SYNC_BLOCK_OR(bad);
+  return MORI_SYNC_BLOCK_OR(differs || stopped);
 }
 
 /* How a call's blocks share its kinds of items (at most three: e.g. push,

@@ -47,19 +47,24 @@
 #define MORI_COLL_MISMATCH_CHANNEL 0x76000000u
 
 /* A collective call's signature: what every member of the call must give
- * alike, in three words that say what they hold (a mismatch record is
- * turned into words with no other context).
- *   word 0 (the call): kind << 60 | variant << 56 | dtype << 52 | algorithm << 48 | size
+ * alike, in words that say what they hold (a mismatch record is turned
+ * into words with no other context).
+ *   CALL: kind << 60 | variant << 56 | dtype << 52 | algorithm << 48 | size
  *     all-to-all:   variant 0 into any memory, 1 into a window; size = bytes per member
  *     all-reduce:   variant = the op; size = elements
  *     all-to-all-v: variant = the layout; size = bytes per row
- *   word 1 (more of the call): all-to-all-v: experts per member << 32 | alignment (rows); else 0
- *   word 2 (the plan from the sizes and the tuning variables): slices or pieces << 48 | bytes, elements
- *     or lines per slice or item (a difference here with the same call: a tuning variable set differently) */
+ *   MORE: all-to-all-v: experts per member << 32 | alignment (rows); else 0
+ *   PLAN: slices or pieces << 48 | bytes or elements per slice: what the
+ *     sizes and the tuning variables chose where members must agree on it
+ *     (0 where the plan is each member's own: LL all-reduce, empty calls)
+ *   OFFSET: where the output lands in the output window (into a window; else 0)
+ *   ROWS: the rows every member's output holds (all-to-all-v; else 0) */
 #define MORI_COLL_SIG_CALL 0
 #define MORI_COLL_SIG_MORE 1
 #define MORI_COLL_SIG_PLAN 2
-#define MORI_COLL_SIG_WORDS 3
+#define MORI_COLL_SIG_OFFSET 3
+#define MORI_COLL_SIG_ROWS 4
+#define MORI_COLL_SIG_WORDS 5
 #define MORI_COLL_SIG_ALL_TO_ALL 1ull
 #define MORI_COLL_SIG_ALL_REDUCE 2ull
 #define MORI_COLL_SIG_ALL_TO_ALL_V 3ull
