@@ -65,11 +65,11 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,gda,ep,heap,coll,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,gda,ep,heap,coll,coll_check,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
-[ "$what" = all ] && what=tests,shared,proxy,gda,ep,heap,coll,p2p,bench,host,stress,sanitize
+[ "$what" = all ] && what=tests,shared,proxy,gda,ep,heap,coll,coll_check,p2p,bench,host,stress,sanitize
 has() { [[ ",$what," == *",$1,"* ]]; }
 rounds=${3:-3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -214,6 +214,19 @@ fi
 if has coll; then
   echo "== collectives sweep (bench_coll)"
   bench_suite bench_coll "$ngpu" 420 410
+fi
+
+if has coll_check; then
+  # What checking calls (MORI_COLL_CHECK_CALLS) costs: the quick sweep with
+  # every context made unchecked and then checked, three rounds.
+  echo "== collectives, unchecked beside checked (bench_coll, 3 rounds)"
+  : > "$OUT/bench_coll_check.jsonl"
+  for round in 1 2 3; do
+    MORI_BENCH_COLL_QUICK=1 MORI_BENCH_COLL_CHECK=1 timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 190 \
+      gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll_check_$round.log" | grep -c RESULT
+    grep '^RESULT' "$OUT/bench_coll_check_$round.log" | sed "s/^RESULT {/{\"round\": $round, /" >> "$OUT/bench_coll_check.jsonl"
+  done
+  record "bench_coll checked beside unchecked: $(wc -l < "$OUT/bench_coll_check.jsonl") results"
 fi
 
 if has p2p; then

@@ -74,7 +74,7 @@ int main() {
   if (!w.ok()) return 1;
   void *stream = coll_stream_new();
   const uint64_t max_bytes = 64ull << 20;
-  int n = 0, check = 0;
+  int n = 0, check = 0, checking = 0;
   void *in = gpu_alloc(max_bytes), *out = gpu_alloc(max_bytes);
   // A symmetric output for the direct all-to-all.
   mori_mem_attr_t mattr;
@@ -89,9 +89,9 @@ int main() {
   auto report = [&](const char *what, uint64_t bytes, const Knobs &k, double us) {
     if (rank == 0)
       printf("RESULT {\"what\": \"%s\", \"ranks\": %d, \"bytes\": %llu, \"algo\": \"%s\", \"slice\": %llu, \"grid\": %d, "
-             "\"threads\": %d, \"ll_lines\": %llu, \"share\": %d, \"us\": %.3f}\n",
+             "\"threads\": %d, \"ll_lines\": %llu, \"share\": %d, \"check_calls\": %d, \"us\": %.3f}\n",
              what, n, (unsigned long long)bytes, k.algo ? k.algo : "auto", (unsigned long long)k.slice, k.blocks,
-             k.threads, (unsigned long long)k.ll_lines, k.share, us);
+             k.threads, (unsigned long long)k.ll_lines, k.share, checking, us);
     fflush(stdout);
   };
   {
@@ -113,13 +113,21 @@ int main() {
       at = comma + 1;
     }
   }
-  for (int grid : grids) {
+  // MORI_BENCH_COLL_CHECK=1: every context twice, unchecked then checked
+  // (mori_coll_attr_t.check_calls), so the check's cost is measured beside
+  // the call it is added to, in the same run.
+  std::vector<int> checks = {0};
+  if (getenv("MORI_BENCH_COLL_CHECK") && atoi(getenv("MORI_BENCH_COLL_CHECK"))) checks = {0, 1};
+  for (size_t pass = 0; pass < grids.size() * checks.size(); pass++) {
+    int grid = grids[pass / checks.size()];
+    checking = checks[pass % checks.size()];
     if (quick && grid) continue;
     if (grid) setenv("MORI_COLL_MAX_BLOCKS", std::to_string(grid).c_str(), 1);
     else unsetenv("MORI_COLL_MAX_BLOCKS");
     mori_coll_attr_t attr;
     mori_coll_attr_init(&attr);
     attr.workspace_bytes = 512ull << 20;  // a 64 MiB all-reduce: 4 x its 128 MiB of staging (raw and LL parts, two halves)
+    attr.check_calls = checking;
     mori_coll_t *coll = nullptr;
     if (mori_coll_create(w.comm, &attr, &coll)) {
       fprintf(stderr, "bench_coll: %s\n", mori_last_error());
