@@ -27,7 +27,13 @@ static int self_barrier(void *state) { return 0; }
 static int self_bcast(void *state, void *buf, size_t bytes, int root) { return 0; }
 static int self_fini(void *state) { return 0; }
 static const mori_bootstrap_ops_t self_ops = {
-    sizeof(mori_bootstrap_ops_t), MORI_BOOTSTRAP_ABI_VERSION, "mori_info:self", self_allgather, self_barrier, self_bcast, self_fini,
+    .size = sizeof(mori_bootstrap_ops_t),
+    .abi_version = MORI_BOOTSTRAP_ABI_VERSION,
+    .name = "mori_info:self",
+    .allgather = self_allgather,
+    .barrier = self_barrier,
+    .bcast = self_bcast,
+    .fini = self_fini,
 };
 
 static const mori_transport_ops_t *const transports[INFO_TRANSPORTS] = {
