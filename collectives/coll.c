@@ -242,6 +242,7 @@ mori_comm_t *mori_coll_comm(const mori_coll_t *c) { return c ? c->comm : NULL; }
 size_t mori_coll_workspace_bytes(const mori_coll_t *c) { return c ? c->staging_bytes : 0; }
 
 mori_coll_dev_t mori_coll_device_view(const mori_coll_t *c) { return c->view; }
+int mori_coll_checks_calls(const mori_coll_t *c) { return c && c->check_calls; }
 
 static mori_coll_dev_t make_view(const mori_coll_t *c) {
   mori_coll_dev_t d;
@@ -299,7 +300,7 @@ static int refuse(mori_coll_t *c, int rc, void *stream) {
 /* Whether c is a context whose members compare their calls: there a
  * refused call with nothing to move still takes its epoch (refuse), as
  * the members' empty calls do (nothing_to_move). */
-static bool checks_calls(const mori_coll_t *c) { return c && c->check_calls; }
+static bool checks_calls(const mori_coll_t *c) { return mori_coll_checks_calls(c); }
 
 /* A call with nothing to move (count or bytes 0): no launch and no epoch
  * (a call that synchronised nobody but took an epoch would let a rank run

@@ -145,7 +145,7 @@ if has shared; then
   # on the GPU or moved through host memory): peers across processes where
   # there is only one GPU. Correctness only: the GPU is time-sliced.
   # MORI_SHARED_SUITES narrows the list.
-  for t in ${MORI_SHARED_SUITES:-gpu_coll_test test_torch_backend test_mori_ops test_triton test_views test_ep}; do
+  for t in ${MORI_SHARED_SUITES:-gpu_coll_test test_torch_backend test_mori_ops test_check_calls test_triton test_views test_ep}; do
     echo "== $t (2 ranks on one GPU)"
     if [ "$t" = gpu_coll_test ]; then
       MORI_COLL_TEST_ITERS=${MORI_COLL_TEST_ITERS:-1000} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} \

@@ -63,12 +63,14 @@ mori_coll_t *Context(const std::string &group, int device, void *stream, const c
 // rank. Only where this rank has the group's context on the device already
 // (making one is a collective step), outside graph capture (the part would
 // be captured, not run), and for an op with something to move (an empty
-// one takes no epoch on the others). What the refusal itself meets is not
-// raised: the op's own error is.
+// one takes no epoch on the others, unless the context checks calls:
+// MORI_COLL_CHECK_CALLS). What the refusal itself meets is not raised: the
+// op's own error is.
 void RefuseHere(const std::string &group, const at::Tensor &input) {
   int device = input.device().type() == kDeviceType ? input.device().index() : CurrentDevice();
   Group *g = ExistingGroupFor(group, device);
   if (!g || !g->coll) return;
+  if (input.numel() == 0 && !mori_coll_checks_calls(g->coll)) return;
   c10::DeviceGuard guard(GpuDevice(device));
   void *stream = CurrentStream(device);
   int capturing = 0;
@@ -84,7 +86,7 @@ void RefusedHereOnError(const std::string &group, const at::Tensor &input, Op op
   try {
     op(reached);
   } catch (const c10::Error &) {
-    if (!reached && input.numel() > 0) RefuseHere(group, input);
+    if (!reached) RefuseHere(group, input);
     throw;
   }
 }

@@ -138,6 +138,12 @@ MORI_API int mori_all_reduce(mori_coll_t *coll, const void *in, void *out, size_
  * takes part in no call: 0, nothing done. Stream-ordered, like a call. */
 MORI_API int mori_coll_refuse(mori_coll_t *coll, void *stream);
 
+/* Whether the context checks its calls (mori_coll_attr_t.check_calls or
+ * MORI_COLL_CHECK_CALLS, agreed at creation): there a call with nothing to
+ * move takes its epoch too, so a caller refusing one calls
+ * mori_coll_refuse for it as well. 0 for NULL. */
+MORI_API int mori_coll_checks_calls(const mori_coll_t *coll);
+
 /* The device view, for kernels that fuse collectives with their own work. */
 MORI_API mori_coll_dev_t mori_coll_device_view(const mori_coll_t *coll);
 /* Reports (and clears) an error a kernel of this context left in the
