@@ -263,6 +263,8 @@ static const mori_env_var_t table[] = {
      .meaning = "Rounds of the proxy benchmark."},
     {"MORI_BENCH_COLL_QUICK", B(TOOLS), .reader = "GPU benchmarks", .default_text = "off",
      .meaning = "The collectives benchmark measures fewer sizes."},
+    {"MORI_BENCH_COLL_CHECK", B(TOOLS), .reader = "GPU benchmarks", .default_text = "off",
+     .meaning = "The collectives benchmark makes every context twice, unchecked and then checking its calls."},
     {"MORI_BENCH_COLL_GRIDS", S(TOOLS), .reader = "GPU benchmarks", .default_text = "the device's",
      .meaning = "Grid sizes the collectives benchmark sweeps, comma-separated."},
     {"MORI_BENCH_MACHINE", S(TOOLS), .reader = "bench", .default_text = "unset",
