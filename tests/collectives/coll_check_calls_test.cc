@@ -17,32 +17,18 @@
 
 #include "mori/collectives.h"
 #include "mori/mem.h"
+#include "tests/collectives/coll_support.h"
 #include "tests/support/world.h"
 
 using mori_test::ExpectError;
+using mori_test::SumRound;
 using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
 
-mori_coll_t *MakeChecking(World &w, int check = 1) {
-  mori_coll_attr_t attr;
-  mori_coll_attr_init(&attr);
-  attr.workspace_bytes = 16 << 20;
-  attr.timeout_ms = 30000;  // a mismatch must not wait this out
-  attr.check_calls = check;
-  mori_coll_t *coll = nullptr;
-  EXPECT_EQ(mori_coll_create(w.comm, &attr, &coll), 0) << mori_last_error();
-  return coll;
-}
-
-// Sum all-reduce of `count` floats, value rank + call on every element.
-void SumRound(mori_coll_t *coll, int rank, int size, size_t count, int call) {
-  std::vector<float> in(count, (float)(rank + call)), out(count, -1.0f);
-  MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), out.data(), count, MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
-  float want = (float)(size * (size - 1) / 2 + size * call);
-  for (size_t i = 0; i < count; i += 97) ASSERT_EQ(out[i], want) << "call " << call << " element " << i;
-}
+// A context that checks calls, with a timeout a check must not wait out.
+mori_coll_t *MakeChecking(World &w, int check = 1) { return mori_test::MakeColl(w, 30000, 16 << 20, check); }
 
 TEST(CollCheckCalls, MembersThatGiveACallDifferentArgumentsAreNamedAndStayPaired) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {

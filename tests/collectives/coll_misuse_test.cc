@@ -19,31 +19,16 @@
 #include "mori/heap.h"
 #include "mori/mem.h"
 #include "mori/window_ops.h"
+#include "tests/collectives/coll_support.h"
 #include "tests/support/world.h"
 
 using mori_test::ExpectError;
+using mori_test::MakeColl;
+using mori_test::SumRound;
 using mori_test::TestRanks;
 using mori_test::World;
 
 namespace {
-
-mori_coll_t *MakeColl(World &w, uint64_t timeout_ms = 0, size_t workspace = 16 << 20) {
-  mori_coll_attr_t attr;
-  mori_coll_attr_init(&attr);
-  attr.workspace_bytes = workspace;
-  attr.timeout_ms = timeout_ms;
-  mori_coll_t *coll = nullptr;
-  EXPECT_EQ(mori_coll_create(w.comm, &attr, &coll), 0) << mori_last_error();
-  return coll;
-}
-
-// Sum all-reduce of `count` floats, value rank + call on every element.
-void SumRound(mori_coll_t *coll, int rank, int size, size_t count, int call) {
-  std::vector<float> in(count, (float)(rank + call)), out(count, -1.0f);
-  MORI_ASSERT_OK(mori_all_reduce(coll, in.data(), out.data(), count, MORI_FLOAT32, MORI_REDOP_SUM, nullptr));
-  float want = (float)(size * (size - 1) / 2 + size * call);
-  for (size_t i = 0; i < count; i += 997) ASSERT_EQ(out[i], want) << "call " << call << " element " << i;
-}
 
 // A call with nothing to move launches nothing and takes no epoch: calls of
 // 0 elements or bytes between real ones keep every rank's calls paired.
