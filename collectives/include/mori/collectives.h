@@ -149,7 +149,8 @@ MORI_API mori_coll_dev_t mori_coll_device_view(const mori_coll_t *coll);
 /* Reports (and clears) an error a kernel of this context left in the
  * mailbox: a wait that timed out (who waited for whom, on which slot), a
  * call a member refused (which member), an output too small (the rows
- * needed), a negative split. */
+ * needed), a negative split, members that gave a call different arguments
+ * (a context that checks calls: MORI_EMISMATCH naming both calls). */
 MORI_API int mori_coll_check(mori_coll_t *coll);
 /* The team the context runs over. */
 MORI_API mori_team_t mori_coll_team(const mori_coll_t *coll);
