@@ -8,11 +8,16 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/internal/window_live.h"
 #include "mori/plugin.h"
 
 int mori_window_address_map(const mori_window_t *win, mori_address_map_t *out) {
   if (!win || !out) return mori_error_set(MORI_EINVAL, "window_address_map: window and out are required");
   memset(out, 0, sizeof(*out));
+  int rc = mori_window_check_live(win, "window_address_map");
+  /* A table that never reached the device would send kernels through NULL bases. */
+  if (!rc && (rc = mori_window_tables_on_device(win)) != 0) return mori_error_context(rc, "window_address_map");
+  if (rc) return rc;
   mori_comm_t *comm = mori_window_comm(win);
   int me = mori_comm_rank(comm), n = mori_comm_size(comm);
   uint32_t caps = ~0u;
@@ -30,6 +35,8 @@ int mori_window_address_map(const mori_window_t *win, mori_address_map_t *out) {
 int mori_window_translate(const mori_window_t *win, const void *ptr, int rank, void **out) {
   if (!win || !out) return mori_error_set(MORI_EINVAL, "window_translate: window and out are required");
   *out = NULL;
+  int live = mori_window_check_live(win, "window_translate");
+  if (live) return live;
   mori_comm_t *comm = mori_window_comm(win);
   int n = mori_comm_size(comm);
   uintptr_t base = (uintptr_t)mori_window_local_ptr(win), p = (uintptr_t)ptr;

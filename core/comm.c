@@ -16,6 +16,7 @@
 #include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/comm.h"
+#include "core/internal/comm_live.h"
 #include "core/internal/node_channel.h"
 #include "core/internal/plugin_ops.h"
 #include "core/internal/version_log.h"

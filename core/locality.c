@@ -11,6 +11,7 @@
 
 #include "core/base/error.h"
 #include "core/internal/comm.h"
+#include "core/internal/comm_live.h"
 
 /* Guards the lazy creation of every comm's device table. */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,6 +41,8 @@ static uint32_t word_of(const mori_comm_t *c, int p) {
 
 int mori_comm_locality(const mori_comm_t *comm, uint32_t *words, int count) {
   if (!comm || !words) return mori_error_set(MORI_EINVAL, "comm_locality: comm and words are required");
+  int live = mori_comm_check_live(comm, "comm_locality");
+  if (live) return live;
   if (count < comm->size)
     return mori_error_set(MORI_EINVAL, "comm_locality: room for %d words on rank %d, the comm has %d ranks", count,
                           comm->rank, comm->size);
@@ -50,6 +53,8 @@ int mori_comm_locality(const mori_comm_t *comm, uint32_t *words, int count) {
 int mori_comm_locality_dev(mori_comm_t *comm, const uint32_t **out) {
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "comm_locality_dev: comm and out are required");
   *out = NULL;
+  int live = mori_comm_check_live(comm, "comm_locality_dev");
+  if (live) return live;
   pthread_mutex_lock(&table_lock);
   int rc = 0;
   if (!comm->locality_dev) {

@@ -11,6 +11,7 @@
 #include "core/base/error.h"
 #include "core/base/trace.h"
 #include "core/internal/block_pool.h"
+#include "core/internal/comm_live.h"
 #include "core/internal/finalize.h"
 #include "core/internal/window.h"
 

@@ -49,6 +49,7 @@
 #include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/block_pool.h"
+#include "core/internal/comm_live.h"
 #include "core/internal/rendezvous.h"
 #include "core/internal/window.h"
 #include "core/internal/window_live.h"

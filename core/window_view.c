@@ -8,6 +8,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/window.h"
+#include "core/internal/window_live.h"
 #include "core/platform/platform.h"
 #include "mori/device/impl/report__funcs.h"
 
@@ -219,6 +220,11 @@ static int mismatch_error(const mori_device_error_t *e) {
                           call, e->waiter_rank, e->peer, e->waiter_rank, plan_a, e->peer, plan_b, after);
   }
   }
+}
+
+int mori_window_tables_on_device(const mori_window_t *w) {
+  (void)mori_window_ptrs_dev(w); /* the first ask copies them */
+  return tables_failure(w);
 }
 
 int mori_window_check(mori_window_t *w) {

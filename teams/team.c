@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "core/base/error.h"
+#include "core/internal/comm_live.h"
 #include "mori/plugin.h"
 #include "mori/team.h"
 
@@ -31,6 +32,8 @@ static int regular_nodes(const mori_comm_t *comm, int *per_node) {
 
 int mori_team_get(const mori_comm_t *comm, mori_team_kind_t kind, mori_team_t *out) {
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "team_get: NULL argument");
+  int live = mori_comm_check_live(comm, "team_get");
+  if (live) return live;
   int me = mori_comm_rank(comm), n = mori_comm_size(comm), per_node = 0, rc;
   switch (kind) {
     case MORI_TEAM_WORLD:
@@ -120,6 +123,11 @@ void mori_team_destroy(mori_team_t *team) {
 }
 
 const char *mori_team_transport_name(const mori_comm_t *comm, int peer) {
+  if (!comm) {
+    mori_error_set(MORI_EINVAL, "team_transport_name: NULL comm");
+    return "none";
+  }
+  if (mori_comm_check_live(comm, "team_transport_name") != 0) return "none";
   const mori_transport_ops_t *t = mori_comm_transport_for(comm, peer);
   return t ? t->name : "none";
 }

@@ -58,9 +58,6 @@ struct mori_comm {
 
 /* The process's comms, for mori_finalize: calls fn on each under the lock. */
 void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg);
-/* 0 when `comm` is one of the process's live comms, else MORI_EINVAL naming
- * `call` (a comm destroyed already, or a pointer that never was one). */
-int mori_comm_check_live(const mori_comm_t *comm, const char *call);
 /* Removes the comm from the list and releases it (plug-ins' fini, tables). */
 void mori_comm_release(mori_comm_t *comm);
 /* mori_comm_allgather for one of core's own collective steps: `what` names

@@ -13,6 +13,11 @@ MORI_EXTERN_C_BEGIN
  * or never a window). */
 int mori_window_check_live(const mori_window_t *win, const char *call);
 
+/* 0 once the window's device tables are on the device (copying them if
+ * this is the first ask), else the copy's failure, as every later call
+ * that hands out a device address of them reports it. */
+int mori_window_tables_on_device(const mori_window_t *win);
+
 MORI_EXTERN_C_END
 
 #endif

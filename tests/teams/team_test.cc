@@ -6,7 +6,9 @@
 #include <climits>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
+#include "mori/locality.h"
 #include "tests/support/world.h"
 
 using mori_test::TestRanks;
@@ -239,6 +241,34 @@ TEST(Teams, DestroyedTeamHasNoMembers) {
     mori_team_destroy(&node);  // twice is fine
     EXPECT_EQ(node.size, 0);
     mori_team_destroy(nullptr);
+  });
+}
+
+// A NULL or destroyed comm is refused by name by the team and locality
+// queries: each read the freed comm before (crashes, or a team made of
+// freed memory with rc 0).
+TEST(Teams, ANullOrDestroyedCommIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)rank;
+    World w;
+    ASSERT_TRUE(w.ok());
+    EXPECT_STREQ(mori_team_transport_name(nullptr, 0), "none");
+    mori_comm_t *gone = nullptr;
+    MORI_ASSERT_OK(mori_test::MakeComm(w.bootstrap, &gone));
+    MORI_ASSERT_OK(mori_comm_destroy(gone));
+    mori_team_t team;
+    for (mori_team_kind_t kind : {MORI_TEAM_WORLD, MORI_TEAM_NODE, MORI_TEAM_LSA}) {
+      EXPECT_EQ(mori_team_get(gone, kind, &team), MORI_EINVAL) << "kind " << kind;
+      EXPECT_NE(std::string(mori_last_error()).find("not a live comm"), std::string::npos) << mori_last_error();
+    }
+    EXPECT_STREQ(mori_team_transport_name(gone, 0), "none");
+    std::vector<uint32_t> words(size);
+    EXPECT_EQ(mori_comm_locality(gone, words.data(), size), MORI_EINVAL);
+    const uint32_t *dev = nullptr;
+    EXPECT_EQ(mori_comm_locality_dev(gone, &dev), MORI_EINVAL);
+    EXPECT_EQ(dev, nullptr);
+    MORI_EXPECT_OK(mori_team_get(w.comm, MORI_TEAM_WORLD, &team));  // a live one still works
+    EXPECT_EQ(team.size, size);
   });
 }
 

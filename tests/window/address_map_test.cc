@@ -109,4 +109,27 @@ TEST(AddressMap, UnreachablePeersHaveNoBase) {
   });
 }
 
+// A destroyed window (by its destroy, or by mori_finalize) is refused by
+// name: both calls read the freed window before (a crash).
+TEST(AddressMap, ADestroyedWindowIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)rank, (void)size;
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_ASSERT_OK(mori_window_destroy(win));
+    mori_address_map_t map;
+    EXPECT_EQ(mori_window_address_map(win, &map), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("not a live window"), std::string::npos) << mori_last_error();
+    void *there = nullptr;
+    EXPECT_EQ(mori_window_translate(win, p, 0, &there), MORI_EINVAL);
+    EXPECT_NE(std::string(mori_last_error()).find("not a live window"), std::string::npos) << mori_last_error();
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
 }  // namespace

@@ -13,6 +13,7 @@
 #include "core/internal/comm.h"
 #include "core/internal/segment.h"
 #include "core/internal/window.h"
+#include "mori/address_map.h"
 #include "mori/heap.h"
 #include "tests/support/proc_stats.h"
 #include "tests/support/world.h"
@@ -195,6 +196,28 @@ TEST(WindowLocalFailure, AFailedTablesCopyIsReportedByCheckAfterAKernelsError) {
       EXPECT_EQ(mori_window_check(win), MORI_ERUNTIME) << "call " << i;
       EXPECT_NE(std::string(mori_last_error()).find("did not reach device"), std::string::npos) << mori_last_error();
     }
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+// An address map of a window whose tables never reached the device is
+// that failure, not a map whose peer bases are NULL (rc 0 before).
+TEST(WindowLocalFailure, AnAddressMapOfTablesThatNeverReachedTheDeviceIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)rank, (void)size;
+    World w(5000);
+    ASSERT_TRUE(w.ok());
+    void *p = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(kSlot, nullptr, &p));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    mori_window_fail_table_copies(1);
+    mori_address_map_t map;
+    int rc = mori_window_address_map(win, &map);
+    mori_window_fail_table_copies(0);
+    EXPECT_EQ(rc, MORI_ERUNTIME) << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("did not reach device"), std::string::npos) << mori_last_error();
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(p));
   });

@@ -9,7 +9,14 @@
  * 0 there: forever), and the window's abort flag ends any wait. A
  * wait that times out never traps: it leaves a record in the window's
  * mailbox, which mori_window_check reports (who waited for whom, on which
- * channel, for how long). */
+ * channel, for how long).
+ *
+ * A rank whose barrier timed out had arrived: ranks that arrive at that
+ * round later pass it. A timeout that leaves ranks in different rounds of
+ * a channel (ranks that called different channels, or a rank that gave up
+ * before a peer's earlier round) leaves that channel out of step for good:
+ * its later rounds pass on some ranks and time out on others. After a
+ * timed-out window op, use another channel or make a new window. */
 #ifndef MORI_WINDOW_OPS_H
 #define MORI_WINDOW_OPS_H
 
