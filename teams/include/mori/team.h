@@ -2,7 +2,11 @@
 /* Teams: who is reachable how. Built from the comm's all-gathered topology
  * (host identity, device, local rank; MORI_HOST_ID simulates nodes). Teams
  * are values ({start, stride, size, rank}, see mori/device/team.h) that can
- * be passed to kernels as they are. */
+ * be passed to kernels as they are. A team carries no comm: one made by
+ * hand, or one of another comm, is checked only for being a team (the
+ * splits) and against a comm where a call takes one (a collective
+ * context's creation checks and agrees it on every rank); its `rank` is
+ * the caller's to keep right. */
 #ifndef MORI_TEAM_H
 #define MORI_TEAM_H
 
@@ -33,7 +37,8 @@ MORI_API int mori_team_split_2d(const mori_team_t *parent, int x_size, mori_team
  * to {start 0, stride 1, size 0, rank -1}: a team without members. */
 MORI_API void mori_team_destroy(mori_team_t *team);
 
-/* The transport that reaches world rank `peer` and its name ("none"). */
+/* The transport that reaches world rank `peer` and its name ("none"; also
+ * for a NULL or destroyed comm, with the error set). */
 MORI_API const char *mori_team_transport_name(const mori_comm_t *comm, int peer);
 
 MORI_EXTERN_C_END
