@@ -257,7 +257,7 @@ static const mori_env_var_t table[] = {
      .meaning = "Iterations of the GPU collectives test."},
     {"MORI_SHARED_SUITES", S(TOOLS), .reader = "tools/gpu.sh", .default_text = "the GPU suites",
      .meaning = "The suites tools/gpu.sh runs with ranks sharing one GPU."},
-    {"MORI_RANKS", I(1, 4096, TOOLS), .reader = "tools/run.sh", .default_text = "the GPUs, or 4",
+    {"MORI_RANKS", I(1, 1024, TOOLS), .reader = "tools/run.sh", .default_text = "the GPUs, or 4",
      .meaning = "Ranks tools/run.sh starts."},
     {"MORI_BENCH_ROUNDS", I(1, 1u << 20, TOOLS), .reader = "GPU benchmarks", .default_text = "5",
      .meaning = "Rounds of the proxy benchmark."},

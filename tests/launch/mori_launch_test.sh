@@ -4,9 +4,10 @@
 # a second and is named, with its code as the launcher's exit status; every
 # output line carries its rank; --help; the launcher's own signals stop the
 # ranks; a hung rank ends at -t.
-#   mori_launch_test.sh <mori_launch>
+#   mori_launch_test.sh <mori_launch> <a program that makes a bootstrap>
 set -u
 launch=$1
+bootstrapper=${2:-}
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -141,6 +142,33 @@ for f in pid.0 pid.1 pid.child0 pid.child1; do
   [ -n "$p" ] || { fail "no $f written"; continue; }
   if alive "$p"; then fail "process $p ($f) still runs after the launcher stopped"; kill "$p"; fi
 done
+
+echo "== input goes to rank 0 alone; the others read /dev/null"
+out=$(echo hello | "$launch" -n 2 -t 30 sh -c 'read x; echo "got:$x"' 2>&1)
+grep -qx '\[0\] got:hello' <<<"$out" || fail "rank 0 did not read the launcher's input: $out"
+grep -qx '\[1\] got:' <<<"$out" || fail "rank 1 read something: $out"
+
+echo "== a rank that reads a terminal is not stopped (SIGTTIN) until the limit"
+if command -v script >/dev/null; then
+  t0=$(ms)
+  out=$(script -eqc "$launch -n 2 -t 20 sh -c 'read x; echo got:\$x'" /dev/null </dev/null 2>&1)
+  rc=$?
+  took=$(($(ms) - t0))
+  [ "$rc" -eq 0 ] || fail "exit status $rc with a terminal for stdin, want 0: $out"
+  [ "$took" -lt 10000 ] || fail "ranks reading a terminal took $took ms (stopped until the limit?)"
+else
+  echo "SKIP: no script(1) to give the launcher a terminal"
+fi
+
+echo "== the launcher's stdout or stderr closed: rank 0's bootstrap still works"
+if [ -n "$bootstrapper" ]; then
+  "$launch" -n 2 -t 60 "$bootstrapper" >&- 2>"$tmp/err"
+  rc=$?
+  [ "$rc" -eq 0 ] || fail "exit status $rc with stdout closed, want 0: $(cat "$tmp/err")"
+  "$launch" -n 2 -t 60 "$bootstrapper" >"$tmp/out" 2>&-
+  rc=$?
+  [ "$rc" -eq 0 ] || fail "exit status $rc with stderr closed, want 0: $(cat "$tmp/out")"
+fi
 
 if [ "$failures" -ne 0 ]; then echo "$failures failures"; exit 1; fi
 echo "OK"

@@ -151,6 +151,23 @@ static void describe(job_t *j, int timeout_ms) {
   }
 }
 
+/* A rank's stdin: what the launcher was given goes to rank 0 alone (as
+ * other launchers do: ranks reading one pipe would take each other's
+ * lines), the others read /dev/null. A terminal goes to nobody when ranks
+ * lead process groups of their own: none is the terminal's foreground
+ * group, so a read would stop the rank (SIGTTIN) until the time limit. */
+static void quiet_stdin(int rank, bool own_groups) {
+  if (rank == 0 && !(own_groups && isatty(STDIN_FILENO))) return;
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0) return;
+  if (null != STDIN_FILENO) {
+    dup2(null, STDIN_FILENO); /* dup2's copy does not keep O_CLOEXEC */
+    close(null);
+  } else {
+    fcntl(null, F_SETFD, 0);
+  }
+}
+
 int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *arg, mori_launch_result_t *result) {
   memset(result, 0, sizeof(*result));
   result->failed_rank = -1;
@@ -219,6 +236,7 @@ int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *ar
     if (pid == 0) {
       close(gate[1]);
       if (opts->process_groups) setpgid(0, 0);
+      quiet_stdin(r, opts->process_groups);
       if (opts->die_with_launcher) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != launcher) _exit(127); /* it died before the line above */
