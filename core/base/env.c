@@ -359,6 +359,9 @@ int mori_env_list(mori_env_visit_fn visit, void *ctx) {
     s.var = mori_env_find(name);
     if (!s.var) {
       const mori_env_var_t *near = nearest(name);
+      /* A misspelt secret is still a secret: an unknown name that looks like
+       * one, or whose likely meaning is one, is not shown. */
+      if (strstr(name, "SECRET") || strstr(name, "KEY") || (near && near->secret)) s.value = "(hidden)";
       snprintf(s.problem, sizeof(s.problem), "not a variable mori knows%s%s%s", near ? " (did you mean " : "",
                near ? near->name : "", near ? "?)" : "");
       problems++;

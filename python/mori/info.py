@@ -49,7 +49,7 @@ def report(json=False, comm=False):
     with tempfile.TemporaryFile() as f:
         _write(f.fileno(), flags)
         f.seek(0)
-        text = f.read().decode()
+        text = f.read().decode(errors="replace")  # an environment value may hold any bytes
     if json:
         return _json.loads(text) if text else {}
     return text
@@ -71,8 +71,10 @@ def main(argv=None):
     sys.stdout.flush()
     try:
         _write(sys.stdout.fileno(), flags)
-    except RuntimeError as e:
-        print(e, file=sys.stderr)
+    except (RuntimeError, ImportError, OSError) as e:
+        # A library that cannot be loaded (MORI_LIB, MORI_PLATFORM) is what
+        # this tool is run to find out about: its message, no traceback.
+        print(f"python -m mori.info: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -88,6 +88,29 @@ class LocalReport(unittest.TestCase):
         unknown = [e for e in doc["environment"] if not e["known"]]
         self.assertEqual([e["name"] for e in unknown], ["MORI_SHMEM_HEAP_SIZ"])  # env-check: ignore (a typo on purpose)
 
+    def test_a_misspelt_secret_is_not_shown(self):
+        env = clean_env(MORI_BOOSTRAP_SECRET="topsecret123", MORI_LOG_LEVEL="error")  # env-check: ignore (a typo on purpose)
+        for argv in ([MORI_INFO], [MORI_INFO, "--json"]):
+            out = run(argv, env=env).stdout
+            self.assertNotIn("topsecret123", out)
+            self.assertIn("MORI_BOOSTRAP_SECRET", out)  # env-check: ignore (a typo on purpose)
+
+    def test_bytes_that_are_not_utf8_keep_the_json_valid(self):
+        env = clean_env(MORI_HOST_ID="a\udcffb", MORI_LOG_LEVEL="error")  # the byte 0xff
+        doc = json.loads(run([MORI_INFO, "--json"], env=env).stdout)
+        host = [e for e in doc["environment"] if e["name"] == "MORI_HOST_ID"]
+        self.assertEqual(host[0]["value"], "a\ufffdb", host)
+        env.update(MORI_LIB=LIBMORI, PYTHONPATH=PYTHON_ROOT)
+        code = "import mori.info as i; i.report(); print(i.report(json=True)['platform'])"
+        self.assertEqual(run([sys.executable, "-c", code], env=env).stdout.strip(), "host")
+
+    def test_a_library_that_cannot_load_is_one_line_not_a_traceback(self):
+        env = clean_env(MORI_LIB="/nonexistent dir/libmori.so", PYTHONPATH=PYTHON_ROOT)
+        p = run([sys.executable, "-m", "mori.info"], env=env, check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertIn("nonexistent dir", p.stderr)
+
     def test_a_malformed_value_is_an_error_line_and_the_comm_says_why(self):
         env = clean_env(MORI_SHMEM_HEAP_SIZE="lots", MORI_LOG_LEVEL="error")
         out = run([MORI_INFO], env=env).stdout

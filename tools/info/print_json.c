@@ -6,16 +6,32 @@
 #include "tools/info/heap_text.h"
 #include "tools/info/report.h"
 
+/* The length of the well-formed UTF-8 sequence at s (1 to 4), or 0. */
+static int utf8_length(const unsigned char *s) {
+  int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+  if (n == 2 && s[0] < 0xc2) return 0; /* overlong */
+  for (int i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  return n;
+}
+
+/* s as a JSON string: a byte that is not part of well-formed UTF-8 (an
+ * environment value may hold any bytes) becomes U+FFFD, so the document
+ * stays valid JSON. */
 static void str(FILE *out, const char *s) {
   fputc('"', out);
-  for (; s && *s; s++) {
+  while (s && *s) {
     unsigned char c = (unsigned char)*s;
+    int n = utf8_length((const unsigned char *)s);
     if (c == '"' || c == '\\')
       fprintf(out, "\\%c", c);
     else if (c < 0x20)
       fprintf(out, "\\u%04x", c);
+    else if (n == 0)
+      fputs("\\ufffd", out);
     else
-      fputc(c, out);
+      fwrite(s, 1, (size_t)n, out);
+    s += n ? n : 1;
   }
   fputc('"', out);
 }
