@@ -29,6 +29,7 @@ contiguous_view, locality and adopt need the MORI backend (they read mori's
 window and comm). torch is imported only by the functions over tensors, so
 mori.shmem can use this module without it."""
 import ctypes
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,11 @@ class _Map:
     capabilities: int  # CAP_* bits every reachable peer offers
 
     def _offset(self, ptr, what, rank_word):
-        """ptr's offset in the allocation; ValueError outside it."""
+        """ptr's offset in the allocation; ValueError outside it, TypeError
+        for a ptr that is no integer address (None, a float)."""
+        if isinstance(ptr, bool) or not hasattr(ptr, "__index__"):
+            raise TypeError(f"{what}: ptr must be an integer address, not {type(ptr).__name__}")
+        ptr = operator.index(ptr)
         off = ptr - self.allocation_base
         if not 0 <= off < self.allocation_bytes:
             raise ValueError(f"{what}: {ptr:#x} is outside the allocation [{self.allocation_base:#x}, "
@@ -241,7 +246,9 @@ class ShmemAddressMap(_Map):
     def translate(self, ptr, pe):
         """ptr (inside this allocation on this PE) as seen on `pe`:
         ValueError outside the allocation, ShmemError for a PE out of range
-        or not reachable by load/store, or an allocation since freed."""
+        or not reachable by load/store, or an allocation since freed (a new
+        allocation made since at the same place is translated as itself:
+        a map lives as long as its allocation)."""
         self._offset(ptr, "mori.shmem address map", "PE")
         return shmem_translate(ptr, pe)
 

@@ -44,10 +44,17 @@ def _write(fd, flags):
 
 def report(json=False, comm=False):
     """The report as text, or with json=True as a dict ({} on a rank other
-    than 0 under comm=True, which prints nothing)."""
+    than 0 under comm=True, which prints nothing). When the report fails
+    (under comm=True, a comm that cannot be made), the RuntimeError's
+    `report` holds the text of what was found before."""
     flags = (MORI_INFO_JSON if json else 0) | (MORI_INFO_COMM if comm else 0)
     with tempfile.TemporaryFile() as f:
-        _write(f.fileno(), flags)
+        try:
+            _write(f.fileno(), flags)
+        except RuntimeError as e:
+            f.seek(0)
+            e.report = f.read().decode(errors="replace")
+            raise
         f.seek(0)
         text = f.read().decode(errors="replace")  # an environment value may hold any bytes
     if json:

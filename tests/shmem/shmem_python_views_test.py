@@ -83,6 +83,8 @@ def pe_main(rank, size, uid_path, nodes):
             assert got == 3000 + src, (src, got)
     # Refusals, each with its reason.
     expect_raises(ValueError, ma.translate, b, 0, says=("outside the allocation", f"on PE {me}"))
+    for bad in (None, 1.5, True):  # an operand error, or True as address 1, before
+        expect_raises(TypeError, ma.translate, bad, 0, says=("ptr must be an integer address",))
     e = expect_raises(shmem.ShmemError, ma.translate, a, n, says=(f"PE {n} is out of range ({n} PEs)",))
     assert e.name == "MORI_EINVAL", e
     e = expect_raises(shmem.ShmemError, shmem.shmem_address_map, id(e), says=("not inside a live shmem allocation",))
