@@ -10,12 +10,14 @@
 #include <cstring>
 #include <string>
 
+#include "core/bootstrap/internal/step_grace.h"
 #include "mori/bootstrap.h"
 
 namespace {
 
-int barriers = 0;
-int Allgather(void *, const void *, void *, size_t) { return 0; }
+int barriers = 0, allgathers = 0, graces = 0, last_grace = 0;
+int Allgather(void *, const void *, void *, size_t) { return ++allgathers, 0; }
+int AllgatherGrace(void *, const void *, void *, size_t, int grace_ms) { return ++graces, last_grace = grace_ms, 0; }
 int Barrier(void *) { return ++barriers, 0; }
 int Bcast(void *, void *, size_t, int) { return 0; }
 
@@ -123,6 +125,38 @@ TEST(BootstrapOps, ANamelessStructIsRefused) {
   mori_bootstrap_t *b = nullptr;
   EXPECT_EQ(mori_bootstrap_create(&ops, nullptr, 0, 2, &b), MORI_EINVAL);
   EXPECT_TRUE(LastErrorHas("bootstrap ops without a name")) << mori_last_error();
+}
+
+// A step with a grace: an implementation with the op gets the grace; one
+// built before the op existed (its struct ends at fini, the bytes after it
+// poisoned) gets its plain allgather; a grace of 0 is the plain step.
+TEST(BootstrapOps, AStepWithAGraceUsesTheOpOrFallsBackToAllgather) {
+  char send[8] = {0}, recv[16];
+  mori_bootstrap_ops_t ops = FullOps("graceful");
+  ops.allgather_grace = AllgatherGrace;
+  mori_bootstrap_t *b = nullptr;
+  ASSERT_EQ(mori_bootstrap_create(&ops, nullptr, 0, 2, &b), 0) << mori_last_error();
+  allgathers = graces = 0;
+  EXPECT_EQ(mori_bootstrap_allgather_grace(b, send, recv, 8, 2500), 0);
+  EXPECT_EQ(graces, 1);
+  EXPECT_EQ(last_grace, 2500);
+  EXPECT_EQ(mori_bootstrap_allgather_grace(b, send, recv, 8, 0), 0);
+  EXPECT_EQ(allgathers, 1) << "a grace of 0 is the plain step";
+  EXPECT_EQ(mori_bootstrap_destroy(b), 0);
+
+  struct {
+    mori_bootstrap_ops_t ops;
+  } older;
+  memset(&older, 0xab, sizeof(older));
+  older.ops = FullOps("older");
+  older.ops.size = offsetof(mori_bootstrap_ops_t, allgather_grace);
+  memset(&older.ops.allgather_grace, 0xab, sizeof(older.ops.allgather_grace));  // not the implementation's
+  ASSERT_EQ(mori_bootstrap_create(&older.ops, nullptr, 0, 2, &b), 0) << mori_last_error();
+  allgathers = graces = 0;
+  EXPECT_EQ(mori_bootstrap_allgather_grace(b, send, recv, 8, 2500), 0);
+  EXPECT_EQ(allgathers, 1) << "an older struct's plain allgather";
+  EXPECT_EQ(graces, 0);
+  EXPECT_EQ(mori_bootstrap_destroy(b), 0);
 }
 
 }  // namespace
