@@ -221,10 +221,19 @@ int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base_out) {
   mori_error_save(&quiet);
   bool in_heap = mori_heap_locate(ptr, &where) == 0;
   mori_error_restore(&quiet);
-  known_base = in_heap ? NULL : insert_registered(a, base, size, attr);
-  if (in_heap || known_base) {
+  /* A peer's memory that mori maps here is the peer's (see
+   * mem_register_range): its mapping retains like memory of one's own. */
+  int owner = -1;
+  bool peers = !in_heap && mori_segment_maps_peer(base, size, &owner);
+  known_base = in_heap || peers ? NULL : insert_registered(a, base, size, attr);
+  if (in_heap || peers || known_base) {
     if (mori_platform_mem_release(&a->local.mem) != 0) MORI_WARN("mem_register: %s", mori_last_error());
     free(a);
+    if (peers)
+      return mori_error_set(MORI_EEXIST,
+                            "mem_register: %p is rank %d's memory, which mori maps here (a window's or the heap's view of "
+                            "that peer); register this rank's own memory",
+                            ptr, owner);
     return in_heap ? mori_error_set(MORI_EEXIST, "mem_register: %p is inside mori's symmetric heap (chunk %d)", ptr, where.chunk)
                    : mori_error_set(MORI_EEXIST, "mem_register: the mapping around %p ([%p, +%zu bytes)) holds mori memory at %p",
                                     ptr, base, size, known_base);

@@ -181,8 +181,14 @@ static int peer_mapped_at(const mori_segment_t *seg, const char *lo, const char 
         return c->lsa_base + i;
     return -1;
   }
-  for (int p = 0; p < c->size; p++)
-    if (p != c->rank && overlaps(lo, hi, (const char *)seg->peer_base[p], seg->size)) return p;
+  /* Without a span, each peer's whole allocation is opened (legacy IPC),
+   * not only its range: all of it is the peer's. */
+  for (int i = 0; seg->lsa_mem && i < c->lsa_size; i++) {
+    const mori_pmem_t *m = &seg->lsa_mem[i];
+    if (c->lsa_base + i != c->rank && m->handle_type == MORI_HANDLE_LEGACY_IPC &&
+        overlaps(lo, hi, (const char *)(uintptr_t)m->handle, m->size))
+      return c->lsa_base + i;
+  }
   return -1;
 }
 
@@ -227,6 +233,12 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
     rc = mori_error_set(MORI_EINVAL, "segment: %zu usable bytes in %zu mapped", size, local ? local->size : 0);
   uint64_t seq = ++c->next_segment_seq;
   if (seg) {
+    /* Listed before any peer is mapped, so no mapping of it is ever
+     * unlisted (destroy unlists it after the last one is gone). */
+    pthread_mutex_lock(&live_lock);
+    seg->next = live_segments;
+    live_segments = seg;
+    pthread_mutex_unlock(&live_lock);
     rc = share_and_map(seg, local, seq, rc);
     if (!rc) seg->peer_base[c->rank] = local_base;
   }
@@ -248,17 +260,12 @@ int mori_segment_create(mori_comm_t *c, const mori_pmem_t *local, void *local_ba
     mori_error_restore(&cause);
     return rc;
   }
-  pthread_mutex_lock(&live_lock);
-  seg->next = live_segments;
-  live_segments = seg;
-  pthread_mutex_unlock(&live_lock);
   *out = seg;
   return 0;
 }
 
 void mori_segment_destroy(mori_segment_t *seg) {
   if (!seg) return;
-  forget(seg); /* before its mappings go */
   mori_comm_t *c = seg->comm;
   /* Kernels may still use the segment (read peers through the slots, submit
    * to a transport's ring): wait for the device before anything goes. */
@@ -285,6 +292,7 @@ void mori_segment_destroy(mori_segment_t *seg) {
       mori_platform_mem_release(m);
     }
   }
+  forget(seg); /* once no peer of it is mapped, before its tables go */
   free(seg->lsa_mem);
   free(seg->lsa_mapped);
   free(seg->peer_base);

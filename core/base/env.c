@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,18 @@ static void describe(const mori_env_var_t *var, const mori_env_value_t *v, char 
   }
 }
 
+/* Whether a name (its first n bytes) says it holds a secret: SECRET or KEY
+ * in any case, anywhere in it. */
+static bool looks_secret(const char *name, size_t n) {
+  static const char *const words[] = {"secret", "key"};
+  for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) {
+    size_t len = strlen(words[w]);
+    for (size_t at = 0; at + len <= n; at++)
+      if (strncasecmp(name + at, words[w], len) == 0) return true;
+  }
+  return false;
+}
+
 static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 int mori_env_list(mori_env_visit_fn visit, void *ctx) {
@@ -361,7 +374,7 @@ int mori_env_list(mori_env_visit_fn visit, void *ctx) {
       const mori_env_var_t *near = nearest(name);
       /* A misspelt secret is still a secret: an unknown name that looks like
        * one, or whose likely meaning is one, is not shown. */
-      if (strstr(name, "SECRET") || strstr(name, "KEY") || (near && near->secret)) s.value = "(hidden)";
+      if (looks_secret(entries[i], n) || (near && near->secret)) s.value = "(hidden)";
       snprintf(s.problem, sizeof(s.problem), "not a variable mori knows%s%s%s", near ? " (did you mean " : "",
                near ? near->name : "", near ? "?)" : "");
       problems++;

@@ -38,7 +38,7 @@ void mori_segment_destroy(mori_segment_t *seg);
 
 /* Whether [ptr, +size) overlaps a peer's memory that a live segment of
  * this process maps (a slot of a flat span, or a peer's import without
- * one); *owner gets the peer's world rank. What mem_register_range refuses:
+ * one); *owner gets the peer's rank in the segment's comm. What mem_register_range refuses:
  * that memory is the peer's, not this rank's to share. */
 bool mori_segment_maps_peer(const void *ptr, size_t size, int *owner);
 

@@ -45,6 +45,14 @@ CAP_REMOTE_ATOMICS = 1 << 3
 _EUNREACHABLE = -1003  # MORI_EUNREACHABLE (mori/error.h)
 
 
+def _integer(value, what, name, kind):
+    """value as an int: TypeError naming `what` and `name` for anything that
+    is no integer (None, a float, a bool, which would pass as 0 or 1)."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{what}: {name} must be {kind}, not {type(value).__name__}")
+    return operator.index(value)
+
+
 @dataclass(frozen=True)
 class _Map:
     """The fields every address map has."""
@@ -55,12 +63,17 @@ class _Map:
     allocation_bytes: int
     capabilities: int  # CAP_* bits every reachable peer offers
 
+    @staticmethod
+    def _check_rank(rank, what, rank_word, world_size):
+        rank = _integer(rank, what, rank_word.lower(), "an integer")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"{what}: {rank_word.lower()} {rank} is out of range (world of {world_size})")
+        return rank
+
     def _offset(self, ptr, what, rank_word):
         """ptr's offset in the allocation; ValueError outside it, TypeError
         for a ptr that is no integer address (None, a float)."""
-        if isinstance(ptr, bool) or not hasattr(ptr, "__index__"):
-            raise TypeError(f"{what}: ptr must be an integer address, not {type(ptr).__name__}")
-        ptr = operator.index(ptr)
+        ptr = _integer(ptr, what, "ptr", "an integer address")
         off = ptr - self.allocation_base
         if not 0 <= off < self.allocation_bytes:
             raise ValueError(f"{what}: {ptr:#x} is outside the allocation [{self.allocation_base:#x}, "
@@ -76,8 +89,7 @@ class AddressMap(_Map):
     def translate(self, ptr, rank):
         """ptr (an address inside the allocation on this rank) as seen on
         `rank`; ValueError naming why when it cannot be."""
-        if not 0 <= rank < self.world_size:
-            raise ValueError(f"mori address map: rank {rank} is out of range (world of {self.world_size})")
+        rank = self._check_rank(rank, "mori address map", "rank", self.world_size)
         off = self._offset(ptr, "mori address map", "rank")
         base = self.host_bases[rank]
         if not base:

@@ -89,10 +89,12 @@ class LocalReport(unittest.TestCase):
         self.assertEqual([e["name"] for e in unknown], ["MORI_SHMEM_HEAP_SIZ"])  # env-check: ignore (a typo on purpose)
 
     def test_a_misspelt_secret_is_not_shown(self):
-        env = clean_env(MORI_BOOSTRAP_SECRET="topsecret123", MORI_LOG_LEVEL="error")  # env-check: ignore (a typo on purpose)
+        env = clean_env(MORI_BOOSTRAP_SECRET="topsecret123", MORI_Bootstrap_Secret="othersecret",  # env-check: ignore (typos on purpose)
+                        MORI_LOG_LEVEL="error")
         for argv in ([MORI_INFO], [MORI_INFO, "--json"]):
             out = run(argv, env=env).stdout
             self.assertNotIn("topsecret123", out)
+            self.assertNotIn("othersecret", out)
             self.assertIn("MORI_BOOSTRAP_SECRET", out)  # env-check: ignore (a typo on purpose)
 
     def test_bytes_that_are_not_utf8_keep_the_json_valid(self):
@@ -100,6 +102,18 @@ class LocalReport(unittest.TestCase):
         doc = json.loads(run([MORI_INFO, "--json"], env=env).stdout)
         host = [e for e in doc["environment"] if e["name"] == "MORI_HOST_ID"]
         self.assertEqual(host[0]["value"], "a\ufffdb", host)
+        # Ill-formed sequences of well-formed shape (RFC 3629): an overlong
+        # form, a surrogate, past U+10FFFF; each byte replaced. Text=True
+        # decodes the output strictly: invalid UTF-8 fails the test there.
+        for raw in ("\udce0\udc80\udc80", "\udced\udca0\udc80", "\udcf4\udc90\udc80\udc80"):
+            env["MORI_HOST_ID"] = "a" + raw + "b"
+            doc = json.loads(run([MORI_INFO, "--json"], env=env).stdout)
+            host = [e for e in doc["environment"] if e["name"] == "MORI_HOST_ID"]
+            self.assertEqual(host[0]["value"], "a" + "\ufffd" * (len(raw)) + "b", (raw, host))
+        env["MORI_HOST_ID"] = "caf\u00e9 \u2603 \U0001f600"  # well-formed: kept as it is
+        doc = json.loads(run([MORI_INFO, "--json"], env=env).stdout)
+        host = [e for e in doc["environment"] if e["name"] == "MORI_HOST_ID"]
+        self.assertEqual(host[0]["value"], "caf\u00e9 \u2603 \U0001f600", host)
         env.update(MORI_LIB=LIBMORI, PYTHONPATH=PYTHON_ROOT)
         code = "import mori.info as i; i.report(); print(i.report(json=True)['platform'])"
         self.assertEqual(run([sys.executable, "-c", code], env=env).stdout.strip(), "host")

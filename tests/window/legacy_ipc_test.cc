@@ -220,6 +220,15 @@ void ExpectHeapAndPeerMappingsRefused(const char *mode, int rank, int size) {
         << mori_last_error();
     if (rc == 0) (void)mori_mem_free(theirs + at);
   }
+  // The same through mori_mem_register, which takes the whole mapping.
+  void *base = nullptr;
+  int rc = mori_mem_register(theirs, nullptr, &base);
+  EXPECT_NE(rc, 0) << "rank " << peer << "'s mapping was registered as this rank's";
+  if (rc == MORI_EEXIST) {
+    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(peer) + "'s memory"), std::string::npos)
+        << mori_last_error();
+  }
+  if (rc == 0) (void)mori_mem_free(base);
   ASSERT_EQ(Barrier(w), 0);
   MORI_EXPECT_OK(mori_window_destroy(win));
   MORI_EXPECT_OK(mori_mem_free(mem));
@@ -232,6 +241,33 @@ TEST(LegacyIpc, RangesAroundAHeapOrOverAPeersHeapMappingAreRefused) {
 
 TEST(LegacyIpc, RangesOverAPeersMappingOfAnAllocationAreRefused) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) { ExpectHeapAndPeerMappingsRefused("isolation", rank, size); });
+}
+
+// Adopted memory: a peer's whole allocation is opened here, not only its
+// range, and all of it is the peer's (only the range was checked).
+TEST(LegacyIpc, RangesOverAPeersOpenedAllocationAreRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Foreign f(256 * 1024);
+    ASSERT_NE(f.base, nullptr);
+    MORI_ASSERT_OK(mori_mem_register_range(f.base + 64 * 1024, 64 * 1024, nullptr));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, f.base + 64 * 1024, &win));
+    int peer = (rank + 1) % size;
+    char *theirs = (char *)mori_window_peer_ptr(win, peer);
+    ASSERT_NE(theirs, nullptr);
+    for (long at : {-64L * 1024, 0L, 100L * 1024}) {  // before the peer's range, in it, after it
+      int rc = mori_mem_register_range(theirs + at, 4096, nullptr);
+      EXPECT_EQ(rc, MORI_EEXIST) << "rank " << peer << "'s allocation at " << at << ": " << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(peer) + "'s memory"), std::string::npos)
+          << mori_last_error();
+      if (rc == 0) (void)mori_mem_free(theirs + at);
+    }
+    ASSERT_EQ(Barrier(w), 0);
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(f.base + 64 * 1024));
+  });
 }
 
 TEST(LegacyIpc, RangesOfDifferentSizesFailTheWindowOnEveryRankNamingTheSizes) {

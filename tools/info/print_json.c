@@ -6,11 +6,23 @@
 #include "tools/info/heap_text.h"
 #include "tools/info/report.h"
 
-/* The length of the well-formed UTF-8 sequence at s (1 to 4), or 0. */
+/* The length of the well-formed UTF-8 sequence at s (1 to 4), or 0: the
+ * table of RFC 3629, so no overlong form, surrogate or code point past
+ * U+10FFFF passes. A sequence cut by the string's end stops at its NUL. */
 static int utf8_length(const unsigned char *s) {
-  int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-  if (n == 2 && s[0] < 0xc2) return 0; /* overlong */
-  for (int i = 1; i < n; i++)
+  unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+  int n;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) n = 3;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4;
+  else return 0; /* a continuation byte, an overlong lead (C0, C1) or past U+10FFFF (F5-FF) */
+  if (c == 0xe0) lo = 0xa0;      /* overlong three-byte forms */
+  else if (c == 0xed) hi = 0x9f; /* surrogates */
+  else if (c == 0xf0) lo = 0x90; /* overlong four-byte forms */
+  else if (c == 0xf4) hi = 0x8f; /* past U+10FFFF */
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (int i = 2; i < n; i++)
     if ((s[i] & 0xc0) != 0x80) return 0;
   return n;
 }

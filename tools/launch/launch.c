@@ -151,6 +151,18 @@ static void describe(job_t *j, int timeout_ms) {
   }
 }
 
+/* Descriptors 0 to 2 that the caller closed (`>&-`) open on /dev/null:
+ * left free, the next descriptor the launcher makes (rank 0's listening
+ * socket, an output pipe) would take one, and a rank's redirection of its
+ * output would then replace it. */
+static void fill_closed_std_fds(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (got >= 0 && got != fd) close(got); /* a lower one was free after all: leave it */
+    }
+}
+
 /* A rank's stdin: what the launcher was given goes to rank 0 alone (as
  * other launchers do: ranks reading one pipe would take each other's
  * lines), the others read /dev/null. A terminal goes to nobody when ranks
@@ -171,6 +183,7 @@ static void quiet_stdin(int rank, bool own_groups) {
 int mori_launch_run(const mori_launch_options_t *opts, mori_rank_fn fn, void *arg, mori_launch_result_t *result) {
   memset(result, 0, sizeof(*result));
   result->failed_rank = -1;
+  fill_closed_std_fds();
   int size = opts->size;
   int timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 600000;
   if (size < 1 || size > MORI_LAUNCH_MAX_RANKS) {

@@ -2,7 +2,6 @@
 /* mori_launch: runs N ranks of a program on this machine with the bootstrap
  * environment set; see usage() and docs/launch.md. */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -65,20 +64,7 @@ static long parse_count(const char *text, long max) {
   return v;
 }
 
-/* Descriptors 0 to 2 that the caller closed (`>&-`) open on /dev/null:
- * left free, the next descriptor the launcher makes (rank 0's listening
- * socket, an output pipe) would take one, and a rank's redirection of its
- * output would then replace it. */
-static void fill_closed_std_fds(void) {
-  for (int fd = 0; fd <= 2; fd++)
-    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-      int got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-      if (got >= 0 && got != fd) close(got); /* a lower one was free after all: leave it */
-    }
-}
-
 int main(int argc, char **argv) {
-  fill_closed_std_fds();
   long size = 2, timeout_s = 600;
   int prefix = 1, opt;
   enum { OPT_NO_PREFIX = 1000 };
