@@ -297,11 +297,6 @@ static int refuse(mori_coll_t *c, int rc, void *stream) {
   return rc;
 }
 
-/* Whether c is a context whose members compare their calls: there a
- * refused call with nothing to move still takes its epoch (refuse), as
- * the members' empty calls do (nothing_to_move). */
-static bool checks_calls(const mori_coll_t *c) { return mori_coll_checks_calls(c); }
-
 /* A call with nothing to move (count or bytes 0): no launch and no epoch
  * (a call that synchronised nobody but took an epoch would let a rank run
  * a call ahead into the staging a peer still reads), unless the context
@@ -309,7 +304,9 @@ static bool checks_calls(const mori_coll_t *c) { return mori_coll_checks_calls(c
  * with the members', which synchronises them (every member has ended its
  * call before when it gives its signature), and moves nothing. So one
  * member's 0 beside the others' count is named rather than paired with
- * its next call. */
+ * its next call. (There a refused call with nothing to move takes its
+ * epoch too: refuse.) An empty call plans nothing: its signature holds
+ * its size alone. */
 static int nothing_to_move(mori_coll_t *c, mori_coll_call_sig_t sig, void *stream) {
   if (!c->check_calls || !c->win) return 0;
   mori_allreduce_args_t none;
@@ -436,11 +433,11 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
   int rc = check_all_to_all(c, in, out, bytes, "all_to_all");
   /* A refused call with something to move takes its epoch all the same
    * (refuse); one with nothing to move, see nothing_to_move. */
-  if (rc) return bytes || checks_calls(c) ? refuse(c, rc, stream) : rc;
-  mori_a2a_args_t a;
+  if (rc) return bytes || mori_coll_checks_calls(c) ? refuse(c, rc, stream) : rc;
+  mori_a2a_args_t a = {0};
+  if (bytes == 0) return nothing_to_move(c, mori_coll_sig_all_to_all(&a, false, 0), stream);
   plan_all_to_all(c, bytes, false, &a);
   a.sig = mori_coll_sig_all_to_all(&a, false, 0);
-  if (bytes == 0) return nothing_to_move(c, a.sig, stream);
   /* A workspace too small is refused as any other argument: it is the same
    * on every rank when the sizes are, but a member that refused the call
    * for another reason takes the call's epoch, and so must every rank
@@ -480,10 +477,9 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
                            void *stream) {
   MORI_TRACE_SCOPE("all_to_all_window", MORI_TA("bytes", bytes), MORI_TA("out_offset", out_offset));
   int rc = all_to_all_window_check(c, in, out_win, out_offset, bytes);
-  if (rc) return bytes || checks_calls(c) ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
+  if (rc) return bytes || mori_coll_checks_calls(c) ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
   if (bytes == 0) {
-    mori_a2a_args_t none;
-    plan_all_to_all(c, 0, false, &none);
+    mori_a2a_args_t none = {0};
     return nothing_to_move(c, mori_coll_sig_all_to_all(&none, true, out_offset), stream);
   }
   char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
@@ -698,12 +694,12 @@ int mori_all_reduce(mori_coll_t *c, const void *in, void *out, size_t count, mor
                     void *stream) {
   MORI_TRACE_SCOPE("all_reduce", MORI_TA("count", count), MORI_TA("dtype", dtype), MORI_TA("op", op));
   int rc = all_reduce_check(c, in, out, count, dtype, op);
-  if (rc) return count || checks_calls(c) ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
-  mori_allreduce_args_t a;
+  if (rc) return count || mori_coll_checks_calls(c) ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
+  mori_allreduce_args_t a = {.dtype = dtype, .op = op};
+  if (count == 0) return nothing_to_move(c, mori_coll_sig_all_reduce(&a), stream);
   plan_all_reduce(c, count, dtype, &a);
   a.op = op;
   a.sig = mori_coll_sig_all_reduce(&a);
-  if (count == 0) return nothing_to_move(c, a.sig, stream);
   if ((rc = enough(c, ar_staging(c, &a), "all_reduce")) != 0) return refuse(c, rc, stream); /* see mori_all_to_all */
   a.in = in;
   a.out = out;
