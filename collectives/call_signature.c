@@ -13,19 +13,27 @@ static uint64_t call_word(uint64_t kind, uint32_t variant, uint32_t dtype, uint3
   return kind << 60 | (uint64_t)(variant & 15u) << 56 | (uint64_t)(dtype & 15u) << 52 | (uint64_t)(algo & 15u) << 48 | size;
 }
 
+/* Which window and where in it: members that write their peers' outputs
+ * into different windows at the same offset would each land in a window
+ * the others do not read. The ordinal's low 16 bits (a program that makes
+ * more windows than that may miss a difference, never see a false one). */
+static uint64_t offset_word(uint64_t out_window, uint64_t out_offset) {
+  return (out_window & 0xffffu) << 48 | (out_offset & MORI_COLL_SIG_SIZE_MASK);
+}
+
 static uint64_t plan_word(uint64_t pieces, uint64_t each) {
   if (each > MORI_COLL_SIG_SIZE_MASK) each = MORI_COLL_SIG_SIZE_MASK;
   return (pieces & 0xffffu) << 48 | each;
 }
 
-mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, bool window, uint64_t out_offset) {
+mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, uint64_t out_window, uint64_t out_offset) {
   mori_coll_call_sig_t s = {{0}};
   /* An empty call plans nothing the members share (its algorithm is
    * whatever a member's variables would pick): its size alone is compared. */
   bool empty = a->bytes == 0;
-  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL, window, 0, empty ? 0 : a->algo, a->bytes);
+  s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL, out_window != 0, 0, empty ? 0 : a->algo, a->bytes);
   s.word[MORI_COLL_SIG_PLAN] = empty ? 0 : plan_word(a->slices, a->slice);
-  s.word[MORI_COLL_SIG_OFFSET] = out_offset;
+  s.word[MORI_COLL_SIG_OFFSET] = offset_word(out_window, out_offset);
   return s;
 }
 
@@ -39,15 +47,16 @@ mori_coll_call_sig_t mori_coll_sig_all_reduce(const mori_allreduce_args_t *a) {
   return s;
 }
 
-mori_coll_call_sig_t mori_coll_sig_all_to_all_v(const mori_a2av_args_t *a) {
+mori_coll_call_sig_t mori_coll_sig_all_to_all_v(const mori_a2av_args_t *a, uint64_t out_window) {
   mori_coll_call_sig_t s = {{0}};
   s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL_V, a->layout, 0, 0, a->row_bytes);
   uint64_t align = a->align > 0xffffffffull ? 0xffffffffull : a->align;
   s.word[MORI_COLL_SIG_MORE] = (uint64_t)a->experts << 32 | align;
   s.word[MORI_COLL_SIG_PLAN] = plan_word(a->pieces, 0);
-  /* A member writes each peer's rows at its own offset, bounded by its own
-   * idea of the rows out holds: both must be every member's. */
-  s.word[MORI_COLL_SIG_OFFSET] = a->out_offset;
+  /* A member writes each peer's rows into its own out window at its own
+   * offset, bounded by its own idea of the rows out holds: all three must
+   * be every member's. */
+  s.word[MORI_COLL_SIG_OFFSET] = offset_word(out_window, a->out_offset);
   s.word[MORI_COLL_SIG_ROWS] = a->out_rows;
   return s;
 }

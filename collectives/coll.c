@@ -435,9 +435,9 @@ int mori_all_to_all(mori_coll_t *c, const void *in, void *out, size_t bytes, voi
    * (refuse); one with nothing to move, see nothing_to_move. */
   if (rc) return bytes || mori_coll_checks_calls(c) ? refuse(c, rc, stream) : rc;
   mori_a2a_args_t a = {0};
-  if (bytes == 0) return nothing_to_move(c, mori_coll_sig_all_to_all(&a, false, 0), stream);
+  if (bytes == 0) return nothing_to_move(c, mori_coll_sig_all_to_all(&a, 0, 0), stream);
   plan_all_to_all(c, bytes, false, &a);
-  a.sig = mori_coll_sig_all_to_all(&a, false, 0);
+  a.sig = mori_coll_sig_all_to_all(&a, 0, 0);
   /* A workspace too small is refused as any other argument: it is the same
    * on every rank when the sizes are, but a member that refused the call
    * for another reason takes the call's epoch, and so must every rank
@@ -480,7 +480,7 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
   if (rc) return bytes || mori_coll_checks_calls(c) ? refuse(c, rc, stream) : rc; /* see mori_all_to_all */
   if (bytes == 0) {
     mori_a2a_args_t none = {0};
-    return nothing_to_move(c, mori_coll_sig_all_to_all(&none, true, out_offset), stream);
+    return nothing_to_move(c, mori_coll_sig_all_to_all(&none, mori_window_ordinal(out_win), out_offset), stream);
   }
   char *out = (char *)mori_window_local_ptr(out_win) + out_offset;
   mori_a2a_args_t a;
@@ -491,7 +491,7 @@ int mori_all_to_all_window(mori_coll_t *c, const void *in, mori_window_t *out_wi
   plan_all_to_all(c, bytes, false, &a);
   bool ll = bytes <= env_bytes("MORI_A2A_LL_MAX_BYTES", 256u << 10) && a2a_staging(c, &a) <= c->staging_bytes;
   if (!ll) plan_all_to_all(c, bytes, true, &a);
-  a.sig = mori_coll_sig_all_to_all(&a, true, out_offset);
+  a.sig = mori_coll_sig_all_to_all(&a, mori_window_ordinal(out_win), out_offset);
   a.in = (const char *)in;
   a.out = out;
   a.out_win = mori_window_device_view(out_win);
@@ -580,7 +580,7 @@ static int all_to_all_v(mori_coll_t *c, const char *what, uint32_t layout, uint3
   a.kind_end[2] = a.items;
   a.threads = 256;
   share_blocks(c, false, a.kind_end, a.share);
-  a.sig = mori_coll_sig_all_to_all_v(&a);
+  a.sig = mori_coll_sig_all_to_all_v(&a, mori_window_ordinal(out_win));
   return mori_coll_launch_all_to_all_v(c, &a, stream);
 }
 

@@ -43,9 +43,10 @@ int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, 
 
 /* A planned call's signature (call_signature.c), which the members of a
  * context that checks calls compare (mori_coll_check_call). */
-mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, bool window, uint64_t out_offset);
+/* out_window: the output window's ordinal on the comm (0: not into a window). */
+mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, uint64_t out_window, uint64_t out_offset);
 mori_coll_call_sig_t mori_coll_sig_all_reduce(const mori_allreduce_args_t *a);
-mori_coll_call_sig_t mori_coll_sig_all_to_all_v(const mori_a2av_args_t *a);
+mori_coll_call_sig_t mori_coll_sig_all_to_all_v(const mori_a2av_args_t *a, uint64_t out_window);
 
 /* Runs a call: every item, then the epoch. GPU: one kernel on `stream`
  * with at most as many blocks as the device runs at once; host: in the

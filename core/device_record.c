@@ -58,10 +58,15 @@ static int mismatch_error(const mori_device_error_t *e) {
     return mori_error_set(MORI_EMISMATCH, "the context's call %llu: rank %d gave experts=%llu, align=%llu; rank %d experts=%llu, align=%llu%s",
                           call, e->waiter_rank, a >> 32, a & 0xffffffffull, e->peer, b >> 32, b & 0xffffffffull, after);
   case MORI_COLL_SIG_OFFSET:
+    if (a >> 48 != b >> 48)
+      return mori_error_set(MORI_EMISMATCH,
+                            "the context's call %llu: rank %d writes its output into the comm's window %llu (in the order "
+                            "of creation), rank %d into window %llu (every member gives the same window)%s",
+                            call, e->waiter_rank, a >> 48, e->peer, b >> 48, after);
     return mori_error_set(MORI_EMISMATCH,
                           "the context's call %llu: rank %d writes its output at offset %llu of the output window, rank %d "
                           "at %llu (every member gives the same offset)%s",
-                          call, e->waiter_rank, a, e->peer, b, after);
+                          call, e->waiter_rank, a & MORI_COLL_SIG_SIZE_MASK, e->peer, b & MORI_COLL_SIG_SIZE_MASK, after);
   case MORI_COLL_SIG_ROWS:
     return mori_error_set(MORI_EMISMATCH,
                           "the context's call %llu: rank %d's output holds %llu rows, rank %d's %llu (every member's output "
@@ -104,6 +109,12 @@ int mori_device_record_error(int code, const mori_device_error_t *e, uint64_t un
     return mori_error_set(code, "a kernel on rank %d found the output of rank %d too small: %llu rows needed, %llu fit",
                           e->waiter_rank, e->peer, (unsigned long long)e->expected, (unsigned long long)e->seen);
   if (code == MORI_EMISMATCH && e->channel - MORI_COLL_MISMATCH_CHANNEL < MORI_COLL_SIG_WORDS) return mismatch_error(e);
+  if (e->channel == MORI_COLL_OUT_OF_STEP_CHANNEL)
+    return mori_error_set(code,
+                          "a collective call (the context's call %llu) on rank %d found rank %d already at call %llu: the "
+                          "members are out of step (an earlier call of the context timed out or was aborted on some "
+                          "member); destroy the context and make a new one",
+                          (unsigned long long)e->expected, e->waiter_rank, e->peer, (unsigned long long)e->seen);
   if (e->channel == MORI_COLL_MISMATCH_CHANNEL + MORI_COLL_SIG_WORDS)
     return mori_error_set(code,
                           "a collective call (the context's call %llu) on rank %d waited %.3f ms for rank %d to start it "

@@ -297,6 +297,7 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
   w->next = live_windows;
   live_windows = w;
   comm->live_windows++;
+  w->ordinal = ++comm->windows_made;
   pthread_mutex_unlock(&windows_lock);
   *out = w;
   return 0;

@@ -18,6 +18,7 @@ void *mori_window_local_ptr(const mori_window_t *w) { return w->alloc->local.bas
 size_t mori_window_offset(const mori_window_t *w) { return w->offset; }
 size_t mori_window_size(const mori_window_t *w) { return w->alloc->size; }
 uint64_t mori_window_untimed_wait_ns(const mori_window_t *w) { return w ? w->untimed_wait_ns : 0; }
+uint64_t mori_window_ordinal(const mori_window_t *w) { return w->ordinal; }
 
 void *mori_window_peer_ptr(const mori_window_t *w, int peer) {
   if (peer < 0 || peer >= w->comm->size) return NULL;

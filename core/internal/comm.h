@@ -46,6 +46,7 @@ struct mori_comm {
   int lsa_base, lsa_size, lsa_rank;
   uint64_t next_segment_seq; /* collective counter: same on every rank */
   int live_windows;          /* under the window list's lock */
+  uint64_t windows_made;     /* collective counter (every rank makes a window or none): same on every rank */
   struct mori_signal_arenas *arenas;
   struct mori_heap_segments *heap_segments; /* the device heap's chunks mapped across this comm */
   struct mori_node_channel *channel; /* NULL: collective steps go through the bootstrap */

@@ -18,6 +18,11 @@ int mori_window_check_live(const mori_window_t *win, const char *call);
  * that hands out a device address of them reports it. */
 int mori_window_tables_on_device(const mori_window_t *win);
 
+/* Which of its comm's windows `win` is, by creation order from 1: the same
+ * number on every rank (a window is made on every rank or on none), so
+ * members can tell whether they name the same window. */
+uint64_t mori_window_ordinal(const mori_window_t *win);
+
 MORI_EXTERN_C_END
 
 #endif

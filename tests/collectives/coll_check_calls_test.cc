@@ -47,11 +47,18 @@ TEST(CollCheckCalls, MembersThatGiveACallDifferentArgumentsAreNamedAndStayPaired
     MORI_ASSERT_OK(mori_mem_alloc(rows * row_bytes, nullptr, &mem));
     mori_window_t *win = nullptr;
     MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    // A second window of the same size: a member that names it where the
+    // others name `win` writes where they do not read.
+    void *mem2 = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(rows * row_bytes, nullptr, &mem2));
+    mori_window_t *win2 = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem2, &win2));
     std::vector<float> in(4096, 1.0f), out(4096, -5.0f);
     std::vector<uint8_t> a2a_in(1024 * (size_t)size, (uint8_t)rank), a2a_out(1024 * (size_t)size, 0xee);
     std::vector<uint8_t> rows_in(rows * row_bytes, (uint8_t)rank);
     std::vector<int64_t> splits(2 * (size_t)size, 1), got(4 * (size_t)size, -7);
-    memset(mem, 0xee, rows * row_bytes);  // no call of this test may write the window
+    memset(mem, 0xee, rows * row_bytes);  // no call of this test may write the windows
+    memset(mem2, 0xee, rows * row_bytes);
     struct Case {
       const char *what;
       std::function<int()> call;
@@ -96,6 +103,15 @@ TEST(CollCheckCalls, MembersThatGiveACallDifferentArgumentsAreNamedAndStayPaired
            return mori_all_to_all_window(coll, a2a_in.data(), win, is_odd ? 1024 : 0, 64, nullptr);
          },
          is_odd ? "at offset 1024 " : "at offset 0 ", is_odd ? "at 0 (" : "at 1024 ("},
+        {"another output window", [&] {
+           return mori_all_to_all_window(coll, a2a_in.data(), is_odd ? win2 : win, 0, 64, nullptr);
+         },
+         "writes its output into the comm's window", "(every member gives the same window)"},
+        {"another output window for rows", [&] {
+           return mori_all_to_all_v(coll, rows_in.data(), splits.data(), is_odd ? win2 : win, 0, rows, row_bytes,
+                                    got.data(), nullptr);
+         },
+         "writes its output into the comm's window", "(every member gives the same window)"},
         {"rows of the output", [&] {
            return mori_all_to_all_v(coll, rows_in.data(), splits.data(), win, 0, is_odd ? rows - 1 : rows, row_bytes,
                                     got.data(), nullptr);
@@ -130,12 +146,15 @@ TEST(CollCheckCalls, MembersThatGiveACallDifferentArgumentsAreNamedAndStayPaired
       EXPECT_EQ(out[0], -5.0f);
       EXPECT_EQ(a2a_out[0], 0xee);
       for (size_t b = 0; b < rows * row_bytes; b++) ASSERT_EQ(((uint8_t *)mem)[b], 0xee) << "window byte " << b;
+      for (size_t b = 0; b < rows * row_bytes; b++) ASSERT_EQ(((uint8_t *)mem2)[b], 0xee) << "second window byte " << b;
       for (int64_t g : got) ASSERT_EQ(g, -7) << "splits and offsets were written";
       MORI_EXPECT_OK(mori_coll_check(coll));  // reported once, by the call
       SumRound(coll, rank, size, 1000, call);  // and the calls stay paired
       SumRound(coll, rank, size, 65536, call);
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win2));
+    MORI_EXPECT_OK(mori_mem_free(mem2));
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(mem));
     MORI_EXPECT_OK(mori_coll_destroy(coll));

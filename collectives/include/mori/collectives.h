@@ -144,7 +144,12 @@ MORI_API int mori_coll_refuse(mori_coll_t *coll, void *stream);
  * mori_coll_refuse for it as well. 0 for NULL. */
 MORI_API int mori_coll_checks_calls(const mori_coll_t *coll);
 
-/* The device view, for kernels that fuse collectives with their own work. */
+/* The device view, for kernels that fuse collectives with their own work.
+ * A fused kernel's call is not checked in a context that checks calls (its
+ * signature is mori's to build, from the planned arguments): every member
+ * makes that call from a fused kernel, since a member that makes it
+ * through this API waits for signatures the kernel never gives, until its
+ * timeout. */
 MORI_API mori_coll_dev_t mori_coll_device_view(const mori_coll_t *coll);
 /* Reports (and clears) an error a kernel of this context left in the
  * mailbox: a wait that timed out (who waited for whom, on which slot), a

@@ -183,15 +183,19 @@ MORI_DEVICE_INLINE int mori_coll_check_call(mori_coll_dev_t c, const mori_coll_c
       }
       if (stopped) break;
       if (seen != epoch) { /* a later call's: the members are out of step (see call_slot) */
-        mori_device_report(c.win, MORI_DEVICE_ETIMEDOUT, peer, channel, 0, epoch, seen);
+        if (block == 0) mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_OUT_OF_STEP_CHANNEL, 0, epoch, seen);
         stopped = 1;
         break;
       }
+      /* Every block reads the same slots and so finds the same difference:
+       * block 0 alone leaves the record, so that a host that reads the
+       * mailbox while the kernel runs is not handed it twice. */
       for (int w = 0; w < MORI_COLL_SIG_WORDS && !differs; w++) {
         uint64_t theirs = mori_load_volatile_u64(slot + 1 + w);
         if (theirs != sig->word[w]) { /* the first difference is named; the rest is still read */
-          mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_MISMATCH_CHANNEL + (uint32_t)w, epoch,
-                             sig->word[w], theirs);
+          if (block == 0)
+            mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_MISMATCH_CHANNEL + (uint32_t)w, epoch,
+                               sig->word[w], theirs);
           differs = 1;
         }
       }

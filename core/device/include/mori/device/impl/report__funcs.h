@@ -43,8 +43,12 @@
  * call's signature that differs (MORI_COLL_SIG_*), expected = this rank's
  * word, seen = the member's, waited_ns = the context's call number. A wait
  * for a member's signature that timed out or was aborted: the usual wait
- * record on this channel + MORI_COLL_SIG_WORDS. */
+ * record on this channel + MORI_COLL_SIG_WORDS. A member's signature of a
+ * later call than this one (the members are out of step): code
+ * MORI_DEVICE_EMISMATCH on MORI_COLL_OUT_OF_STEP_CHANNEL, expected = this
+ * call's number, seen = the member's. */
 #define MORI_COLL_MISMATCH_CHANNEL 0x76000000u
+#define MORI_COLL_OUT_OF_STEP_CHANNEL (MORI_COLL_MISMATCH_CHANNEL + 0x100u)
 
 /* A collective call's signature: what every member of the call must give
  * alike, in words that say what they hold (a mismatch record is turned
@@ -57,7 +61,8 @@
  *   PLAN: slices or pieces << 48 | bytes or elements per slice: what the
  *     sizes and the tuning variables chose where members must agree on it
  *     (0 where the plan is each member's own: LL all-reduce, empty calls)
- *   OFFSET: where the output lands in the output window (into a window; else 0)
+ *   OFFSET: into a window: the window's ordinal on the comm (low 16 bits)
+ *     << 48 | where the output lands in it; else 0
  *   ROWS: the rows every member's output holds (all-to-all-v; else 0) */
 #define MORI_COLL_SIG_CALL 0
 #define MORI_COLL_SIG_MORE 1
