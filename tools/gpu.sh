@@ -15,7 +15,8 @@
 # posting: the proxy suite's data cases and bench_gda, the software
 # ConnectX over the copy-engine NIC), ep (MoE dispatch/combine: gpu_ep_test
 # at world size 1 and at two ranks sharing one GPU, and bench_ep against the
-# same run's device-to-device copy rate), heap (the heap
+# same run's device-to-device copy rate), ep_builds (every bench_ep* of
+# gpu-bundle/bin interleaved, rounds times, compared), heap (the heap
 # benchmark in every mode), coll (the collectives sweep), p2p (the device
 # API benchmark), bench (the harness over BENCH_BACKENDS, default every
 # backend), host (host cost per call at one rank: MORI against torch's
@@ -65,7 +66,7 @@ if [ "$mode" = build ]; then
 fi
 
 if [ "$mode" != run ]; then
-  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,gda,ep,heap,coll,coll_check,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
+  echo "usage: tools/gpu.sh build | run [tests,shared,proxy,gda,ep,ep_builds,heap,coll,coll_check,p2p,bench,host,stress,sanitize|all] [rounds]" >&2
   exit 2
 fi
 what=${2:-all}
@@ -189,6 +190,25 @@ if has ep; then
     gtest_suite "gpu_ep_test at 2 ranks on one GPU" 2 gpu_ep_test gpu_ep_test_2ranks
   echo "== MoE dispatch/combine benchmark (bench_ep, world size 1)"
   bench_suite bench_ep 1 300 290 TABLE_ROW
+fi
+
+if has ep_builds; then
+  # bench_ep builds against each other, interleaved in one run: every
+  # gpu-bundle/bin/bench_ep* (staged by hand: a variant built from another
+  # tree, copied in as bench_ep_NAME), one after another, $rounds times;
+  # each round's results carry its binary's name, and tests/gpu/ep_table.py
+  # --builds compares them against the same round's copy rate.
+  builds=$(cd gpu-bundle/bin && ls bench_ep bench_ep_* 2>/dev/null)
+  echo "== bench_ep builds interleaved, $rounds rounds: $(echo $builds)"
+  : > "$OUT/ep_builds.jsonl"
+  for round in $(seq "$rounds"); do
+    for b in $builds; do
+      timeout 120 gpu-bundle/bin/mori_launch --no-prefix -n 1 -t 110 "gpu-bundle/bin/$b" > "$OUT/ep_builds_${b}_$round.log" 2>&1
+      grep '^RESULT' "$OUT/ep_builds_${b}_$round.log" | sed "s/^RESULT {/{\"build\": \"$b\", /" >> "$OUT/ep_builds.jsonl"
+    done
+  done
+  python3 tests/gpu/ep_table.py --builds "$OUT/ep_builds.jsonl" | tee "$OUT/ep_builds.md"
+  record "bench_ep builds ($(echo $builds)): $(wc -l < "$OUT/ep_builds.jsonl") results over $rounds rounds"
 fi
 
 if has heap; then
