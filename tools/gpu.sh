@@ -246,6 +246,7 @@ if has coll_check; then
       gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll_check_$round.log" | grep -c RESULT
     grep '^RESULT' "$OUT/bench_coll_check_$round.log" | sed "s/^RESULT {/{\"round\": $round, /" >> "$OUT/bench_coll_check.jsonl"
   done
+  python3 tests/gpu/coll_check_table.py "$OUT/bench_coll_check.jsonl" | tee "$OUT/bench_coll_check.md"
   record "bench_coll checked beside unchecked: $(wc -l < "$OUT/bench_coll_check.jsonl") results"
 fi
 
