@@ -224,6 +224,44 @@ TEST(CollCheckCalls, MatchedCallsRunAsUncheckedAndARefusalIsStillNamed) {
   });
 }
 
+// A member that made calls the others did not (each timed out) is at a
+// later call than theirs: the others' next call finds its signature of
+// that later call in their slots and says the members are out of step,
+// naming it and both call numbers (it read as a 0 ms wait before).
+TEST(CollCheckCalls, AMemberAtALaterCallIsNamedAsOutOfStep) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = mori_test::MakeColl(w, 300, 1 << 20, 1);
+    ASSERT_NE(coll, nullptr);
+    const int late = size - 1;
+    SumRound(coll, rank, size, 1000, 0);  // call 1, on every member
+    std::vector<float> in(1000, 1.0f), out(1000, 0.0f);
+    if (rank == late) {
+      // Calls 2, 3 and 4 here alone: each waits for the others' signatures
+      // until its timeout. Call 4 writes its signature into the slots the
+      // others read at their call 2 (the same parity).
+      for (int k = 0; k < 3; k++) {
+        int rc = mori_all_reduce(coll, in.data(), out.data(), 1000, MORI_FLOAT32, MORI_REDOP_SUM, nullptr);
+        EXPECT_NE(rc, 0) << "a call no other member made succeeded";
+      }
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank != late) {
+      auto start = std::chrono::steady_clock::now();
+      int rc = mori_all_reduce(coll, in.data(), out.data(), 1000, MORI_FLOAT32, MORI_REDOP_SUM, nullptr);
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      ExpectError(rc, MORI_EMISMATCH, "rank " + std::to_string(late) + " already at call 4");
+      EXPECT_NE(std::string(mori_last_error()).find("call 2) on rank " + std::to_string(rank)), std::string::npos)
+          << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("out of step"), std::string::npos) << mori_last_error();
+      EXPECT_LT(seconds, 0.25) << "the later call was waited out, not seen";
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 // Members of one team that disagree on checking calls fail at creation,
 // every one, naming both (a member that checks would wait in every call for
 // signatures the others never give).
