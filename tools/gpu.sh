@@ -238,13 +238,19 @@ fi
 
 if has coll_check; then
   # What checking calls (MORI_COLL_CHECK_CALLS) costs: the quick sweep with
-  # every context made unchecked and then checked, three rounds.
-  echo "== collectives, unchecked beside checked (bench_coll, 3 rounds)"
+  # every context made unchecked and then checked, three rounds; every
+  # bench_coll* of the bundle (a variant built from another tree, copied in
+  # as bench_coll_NAME) in each round, one after another.
+  builds=$(cd gpu-bundle/bin && ls bench_coll bench_coll_* 2>/dev/null)
+  echo "== collectives, unchecked beside checked (3 rounds: $(echo $builds))"
   : > "$OUT/bench_coll_check.jsonl"
   for round in 1 2 3; do
-    MORI_BENCH_COLL_QUICK=1 MORI_BENCH_COLL_CHECK=1 timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 190 \
-      gpu-bundle/bin/bench_coll 2>&1 | tee "$OUT/bench_coll_check_$round.log" | grep -c RESULT
-    grep '^RESULT' "$OUT/bench_coll_check_$round.log" | sed "s/^RESULT {/{\"round\": $round, /" >> "$OUT/bench_coll_check.jsonl"
+    for b in $builds; do
+      MORI_BENCH_COLL_QUICK=1 MORI_BENCH_COLL_CHECK=1 timeout 200 gpu-bundle/bin/mori_launch --no-prefix -n "$ngpu" -t 190 \
+        "gpu-bundle/bin/$b" 2>&1 | tee "$OUT/bench_coll_check_${b}_$round.log" | grep -c RESULT
+      grep '^RESULT' "$OUT/bench_coll_check_${b}_$round.log" |
+        sed "s/^RESULT {/{\"round\": $round, \"build\": \"$b\", /" >> "$OUT/bench_coll_check.jsonl"
+    done
   done
   python3 tests/gpu/coll_check_table.py "$OUT/bench_coll_check.jsonl" | tee "$OUT/bench_coll_check.md"
   record "bench_coll checked beside unchecked: $(wc -l < "$OUT/bench_coll_check.jsonl") results"

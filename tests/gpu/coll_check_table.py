@@ -25,13 +25,14 @@ def section(rows, path, doc_dir, machine):
     for r in rows:
         if r.get("what") == "floor" or "check_calls" not in r or r["us"] < 0:
             continue
-        key = (r["what"], r["algo"], r["bytes"])
+        key = (r.get("build", "bench_coll"), r["what"], r["algo"], r["bytes"])
         if key not in cells:
             cells[key] = {0: [], 1: []}
             order.append(key)
         cells[key][r["check_calls"]].append(r["us"])
     if not order:
         sys.exit(f"{path}: no bench_coll records with check_calls")
+    builds = len({k[0] for k in order})
     ranks = max(r.get("ranks", 0) for r in rows)
     rounds = len({r.get("round") for r in rows})
 
@@ -45,13 +46,14 @@ def section(rows, path, doc_dir, machine):
            "every context made twice, unchecked and then checked (`attr.check_calls`); GPU time per call (20 calls "
            "in a CUDA graph, replayed), median (range) over the rounds. A checked call first writes its signature "
            "into every member's slot and reads every member's before any item runs.", "",
-           "| call | algorithm | bytes | unchecked µs | checked µs | checked − unchecked µs |",
-           "|---|---|---:|---:|---:|---:|"]
-    for key in order:
+           "| " + ("build | " if builds > 1 else "") + "call | algorithm | bytes | unchecked µs | checked µs | checked − unchecked µs |",
+           "|" + ("---|" if builds > 1 else "") + "---|---|---:|---:|---:|---:|"]
+    for key in sorted(order, key=lambda k: (k[1:], order.index(k))) if builds > 1 else order:
         plain, checked = cells[key][0], cells[key][1]
         diff = f"{statistics.median(checked) - statistics.median(plain):+.2f}" if plain and checked else "–"
-        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {cell(plain)} | {cell(checked)} | {diff} |")
-    if diffs:
+        lead = f"| {key[0]} " if builds > 1 else ""
+        out.append(f"{lead}| {key[1]} | {key[2]} | {key[3]} | {cell(plain)} | {cell(checked)} | {diff} |")
+    if diffs and builds == 1:
         out += ["", f"Checking adds {min(diffs):.2f}–{max(diffs):.2f} µs per call over these calls and sizes."]
     return "\n".join(out) + "\n"
 
