@@ -29,11 +29,13 @@ static uint64_t plan_word(uint64_t pieces, uint64_t each) {
 mori_coll_call_sig_t mori_coll_sig_all_to_all(const mori_a2a_args_t *a, uint64_t out_window, uint64_t out_offset) {
   mori_coll_call_sig_t s = {{0}};
   /* An empty call plans nothing the members share (its algorithm is
-   * whatever a member's variables would pick): its size alone is compared. */
+   * whatever a member's variables would pick) and writes nowhere: its kind
+   * and size alone are compared (not the window, which the caller's checks
+   * have not even tied to the context's comm for it, nor the offset). */
   bool empty = a->bytes == 0;
   s.word[MORI_COLL_SIG_CALL] = call_word(MORI_COLL_SIG_ALL_TO_ALL, out_window != 0, 0, empty ? 0 : a->algo, a->bytes);
   s.word[MORI_COLL_SIG_PLAN] = empty ? 0 : plan_word(a->slices, a->slice);
-  s.word[MORI_COLL_SIG_OFFSET] = offset_word(out_window, out_offset);
+  s.word[MORI_COLL_SIG_OFFSET] = empty ? 0 : offset_word(out_window, out_offset);
   return s;
 }
 

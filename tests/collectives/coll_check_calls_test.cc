@@ -184,6 +184,24 @@ TEST(CollCheckCalls, MatchedCallsRunAsUncheckedAndARefusalIsStillNamed) {
       MORI_ASSERT_OK(mori_all_to_all(coll, nullptr, nullptr, 0, nullptr));
       SumRound(coll, rank, size, call % 2 ? 100000 : 777, call);
     }
+    // An empty call into a window writes nowhere: members that name other
+    // windows or offsets for it agree all the same (its kind and size are
+    // compared, as for every empty call).
+    {
+      void *mem[2] = {nullptr, nullptr};
+      mori_window_t *win[2] = {nullptr, nullptr};
+      for (int k = 0; k < 2; k++) {
+        MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &mem[k]));
+        MORI_ASSERT_OK(mori_window_create(w.comm, mem[k], &win[k]));
+      }
+      const bool odd = rank == size - 1;
+      MORI_EXPECT_OK(mori_all_to_all_window(coll, nullptr, win[odd ? 1 : 0], odd ? 64 : 0, 0, nullptr));
+      SumRound(coll, rank, size, 1000, 99);
+      for (int k = 0; k < 2; k++) {
+        MORI_EXPECT_OK(mori_window_destroy(win[k]));
+        MORI_EXPECT_OK(mori_mem_free(mem[k]));
+      }
+    }
     // Tuning that is each member's own (how LL lines group into items,
     // threads per block, blocks per kind) is not compared.
     if (rank == size - 1) {

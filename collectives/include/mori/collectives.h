@@ -58,7 +58,11 @@ MORI_API void mori_coll_attr_init(mori_coll_attr_t *attr);
  * one names no team of the comm (MORI_EINVAL) or two members of one team
  * name different teams (MORI_EMISMATCH). */
 MORI_API int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_t **out);
-/* Local. Waits for the device. NULL is a no-op. */
+/* Local. The workspace goes back to the heap, which reuses it only after
+ * this rank's device has finished what was queued before (a device
+ * synchronisation); every member must have made the same calls first (a
+ * call one member makes after the others destroyed the context pushes
+ * into workspaces they gave back). NULL is a no-op. */
 MORI_API int mori_coll_destroy(mori_coll_t *coll);
 /* Collective: makes the workspace at least `bytes` of staging per rank
  * (a new window when it grows; never while a call may be in flight). */

@@ -25,7 +25,9 @@ MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const
  * member's and compares. Returns nonzero (the same in every thread of the
  * block) when the call must not run: a member's signature differs (a
  * MORI_DEVICE_EMISMATCH record names it and the word), a member refused
- * the call, or the wait timed out or was aborted (the usual records). A
+ * the call, a member is already at a later call (the members are out of
+ * step: a MORI_DEVICE_EMISMATCH record on MORI_COLL_OUT_OF_STEP_CHANNEL),
+ * or the wait timed out or was aborted (the usual records). A
  * difference is seen by every member (each differs from someone) and a
  * refusal too, so all skip the call alike and take its epoch; a timeout
  * may end one member's check and not a late member's, which then waits
