@@ -127,10 +127,21 @@ int StoreFini(void *state) {
   return 0;
 }
 
-const mori_bootstrap_ops_t kStoreOps = {
-    sizeof(mori_bootstrap_ops_t), MORI_BOOTSTRAP_ABI_VERSION, "torch-store", StoreAllgather, StoreBarrier, StoreBcast,
-    StoreFini,
-};
+// Field by field (C++17 has no designated initializers): a field added to
+// the struct, or two reordered, cannot shift an op into another's place.
+mori_bootstrap_ops_t MakeStoreOps() {
+  mori_bootstrap_ops_t ops{};
+  ops.size = sizeof(mori_bootstrap_ops_t);
+  ops.abi_version = MORI_BOOTSTRAP_ABI_VERSION;
+  ops.name = "torch-store";
+  ops.allgather = StoreAllgather;
+  ops.barrier = StoreBarrier;
+  ops.bcast = StoreBcast;
+  ops.fini = StoreFini;
+  return ops;  // allgather_grace: none, the default (allgather within the store's limit)
+}
+
+const mori_bootstrap_ops_t kStoreOps = MakeStoreOps();
 
 }  // namespace
 
