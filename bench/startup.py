@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+import doc_section
+
 TITLE = "## Start-up at many CPU ranks (`bench/startup.py`)"
 
 
@@ -214,16 +216,7 @@ def cmd_table(a):
     if not a.doc:
         print(text)
         return
-    with open(a.doc) as f:
-        doc = f.read()
-    if TITLE in doc:
-        head, rest = doc.split(TITLE, 1)
-        tail = rest.split("\n## ", 1)
-        doc = head + text + ("\n## " + tail[1] if len(tail) > 1 else "")
-    else:
-        doc = doc.rstrip() + "\n\n" + text
-    with open(a.doc, "w") as f:
-        f.write(doc.rstrip() + "\n")
+    doc_section.put_section(a.doc, TITLE, text)
     print(f"startup: wrote the section to {a.doc}")
 
 

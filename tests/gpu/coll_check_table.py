@@ -17,6 +17,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import doc_section  # noqa: E402 (bench/, beside the other section makers)
+
 TITLE = "## What checking collective calls costs (`MORI_COLL_CHECK_CALLS`)"
 
 
@@ -71,16 +74,7 @@ def main():
     if not a.doc:
         print(text, end="")
         return
-    with open(a.doc) as f:
-        doc = f.read()
-    if TITLE in doc:
-        head, rest = doc.split(TITLE, 1)
-        tail = rest.split("\n## ", 1)
-        doc = head + text + ("\n## " + tail[1] if len(tail) > 1 else "")
-    else:
-        doc = doc.rstrip() + "\n\n" + text
-    with open(a.doc, "w") as f:
-        f.write(doc.rstrip() + "\n")
+    doc_section.put_section(a.doc, TITLE, text)
     print(f"coll_check_table: wrote the section to {a.doc}")
 
 
