@@ -306,7 +306,7 @@ static int refuse(mori_coll_t *c, int rc, void *stream) {
  * member's 0 beside the others' count is named rather than paired with
  * its next call. (There a refused call with nothing to move takes its
  * epoch too: refuse.) An empty call plans nothing: its signature holds
- * its size alone. */
+ * its kind and size alone. */
 static int nothing_to_move(mori_coll_t *c, mori_coll_call_sig_t sig, void *stream) {
   if (!c->check_calls || !c->win) return 0;
   mori_allreduce_args_t none;

@@ -51,7 +51,7 @@ def section(rows, path, doc_dir, machine):
            "into every member's slot and reads every member's before any item runs.", "",
            "| " + ("build | " if builds > 1 else "") + "call | algorithm | bytes | unchecked µs | checked µs | checked − unchecked µs |",
            "|" + ("---|" if builds > 1 else "") + "---|---|---:|---:|---:|---:|"]
-    for key in sorted(order, key=lambda k: (k[1:], order.index(k))) if builds > 1 else order:
+    for key in sorted(order, key=lambda k: k[1:]) if builds > 1 else order:  # stable: builds stay in run order
         plain, checked = cells[key][0], cells[key][1]
         diff = f"{statistics.median(checked) - statistics.median(plain):+.2f}" if plain and checked else "–"
         lead = f"| {key[0]} " if builds > 1 else ""

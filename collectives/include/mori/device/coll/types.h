@@ -74,10 +74,10 @@ typedef struct mori_coll_dev {
    * from its own start. */
   uint64_t call_start_ns;
   /* Contexts made with MORI_COLL_CHECK_CALLS=1 (agreed by every rank):
-   * [calls_offset, +2*team.size*(1+MORI_COLL_SIG_WORDS)*8): per parity, member j's slot holds the
-   * last call j started there and its signature (mori_coll_call_sig_t), so
-   * every member checks that all gave the same arguments before anything
-   * moves. 0: calls are not checked. */
+   * [calls_offset, +2*team.size*(1+MORI_COLL_SIG_WORDS)*8): per parity,
+   * member j's slot holds the last call j started there and its signature
+   * (mori_coll_call_sig_t), so every member checks that all gave the same
+   * arguments before anything moves. 0: calls are not checked. */
   uint64_t calls_offset;
 } mori_coll_dev_t;
 
