@@ -288,6 +288,22 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   return 0;
 }
 
+int mori_ep_create_refused(mori_comm_t *comm, const char *why) {
+  if (!comm) return mori_error_set(MORI_EINVAL, "ep_create_refused: comm is required");
+  mori_error_set(MORI_EINVAL, "ep_create: rank %d refused the config: %s", mori_comm_rank(comm),
+                 why && *why ? why : "(no reason given)");
+  /* The first step of mori_ep_create, with this rank's failure: every
+   * rank's create returns from it. */
+  int n = mori_comm_size(comm);
+  mori_ep_config_t mine;
+  memset(&mine, 0, sizeof(mine));
+  mori_ep_config_t *all = calloc((size_t)n, sizeof(*all));
+  if (!all) return mori_error_set(MORI_ENOMEM, "ep_create_refused");
+  int rc = mori_agree_gather(comm, MORI_EINVAL, "ep_create: config", &mine, all, sizeof(mine));
+  free(all);
+  return rc ? rc : mori_error_set(MORI_EINVAL, "ep_create_refused: the step did not fail");
+}
+
 int mori_ep_destroy(mori_ep_t *ep) {
   if (!ep) return 0;
   int rc = mori_ep_device_wait(ep->device); /* the caller's streams may be non-blocking ones */

@@ -598,6 +598,36 @@ TEST(Ep, ConfigsWhoseSizesWouldWrapAreRefused) {
   });
 }
 
+// A create a binding refused on one rank only (its own checks found the
+// config bad there): every rank's create fails at once, the others' naming
+// that rank and its reason, and the next create pairs with the next create
+// on every rank (the ranks stay in step).
+TEST(Ep, ACreateRefusedOnOneRankFailsOnEveryRankAndKeepsThemInStep) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_t *ep = nullptr;
+    mori_ep_config_t c = Config(s, rank, size);
+    const int bad = size - 1;
+    auto start = std::chrono::steady_clock::now();
+    if (rank == bad) {
+      ExpectError(mori_ep_create_refused(w.comm, "hidden_dim=0.5; expected a positive int"), MORI_EINVAL,
+                  "rank " + std::to_string(bad) + " refused the config: hidden_dim=0.5");
+    } else {
+      ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL,
+                  "rank " + std::to_string(bad) + " refused the config: hidden_dim=0.5");
+      EXPECT_EQ(ep, nullptr);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "at once, not after a timeout";
+    // The next create is the same call on every rank, and works.
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, CallOptions(0)));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+    ExpectError(mori_ep_create_refused(nullptr, "x"), MORI_EINVAL, "comm is required");
+  });
+}
+
 // Combine weights given on some ranks only: a rank without them adds zeros
 // for its copies to the sums of the ranks that have them (not what its last
 // combine left).

@@ -196,13 +196,19 @@ class Pe:
                                 (f"delivered {n} rows but input has {n - 1}",)))
         for kind, fn, says in bad_combine:
             expect_raises(kind, fn, says)
+        # combine's indices are the dispatch's: int32.
+        expect_raises(ValueError, lambda: op.combine(y, ow, idx.float()), ("indices is torch.float32",))
         op.combine(y, ow, idx)
-        # An expert index out of range: found on the device, the token
-        # dropped, reported by the next check on every rank.
+        # Token positions: what get_dispatch_src_token_pos can hold.
+        for pos in (-1, world * MAX_TOKENS, True, 2**40):
+            expect_raises(ValueError, lambda: op.decode_send_flat_idx(pos), ("not a token position", on))
+        assert op.decode_send_flat_idx(world * MAX_TOKENS - 1) == (world - 1, MAX_TOKENS - 1)
+        # An expert index out of range: found by the call's work, the token
+        # dropped, and raised on every rank by that call itself (the host
+        # platform checks after every call, free there).
         bad_idx = idx.clone()
         bad_idx[1, 2] = world * EXPERTS_PER_RANK + 5
-        op.dispatch(x, w, None, bad_idx)
-        err = expect_raises(mori.ops.EpError, op.check, ("MORI_EINVAL",))
+        err = expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, bad_idx), ("MORI_EINVAL",))
         assert err.code < 0, err
         # Sent to another process (multiprocessing pickles it), it arrives
         # whole: rebuilding it used to fail (or read the last error anew).
@@ -210,13 +216,33 @@ class Pe:
             assert type(back) is mori.ops.EpError and str(back) == str(err), (back, err)
         op.check()  # cleared
         self.one_call(op, 8, "uniform", torch.bfloat16)  # and the context goes on
-        # ... and as an exception from the next call when check_every_call (the default)
+        # ... and without check_every_call (a GPU's default), from check().
+        op.check_every_call = False
         op.dispatch(x, w, None, bad_idx)
-        expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, idx), ("MORI_EINVAL",))
+        expect_raises(mori.ops.EpError, op.check, ("MORI_EINVAL",))
         op.check()
+        op.check_every_call = True
         self.one_call(op, 9, "uniform", torch.bfloat16)
+        # A combine needs a dispatch before it: after reset() none is held
+        # (it combined the old rows against inputs never written), on every
+        # rank alike, and the next dispatch makes combine work again.
+        op.reset()
+        expect_raises(ValueError, lambda: op.combine(y, None, None), ("no dispatch to combine", on))
+        self.one_call(op, 10, "uniform", torch.bfloat16)
         op.destroy()
         expect_raises(RuntimeError, lambda: op.dispatch(x, w, None, idx), ("destroyed",))
+        # Nothing of a destroyed op reads freed memory (one of them crashed
+        # the process after mori.finalize).
+        for call in (op.get_dispatch_src_token_pos, op.check, op.reset, op.dispatch_recv, op.combine_recv,
+                     lambda: op.get_registered_combine_input_buffer(torch.bfloat16),
+                     lambda: op.combine(y, None, None)):
+            expect_raises(RuntimeError, call, ("destroyed", on))
+        # A fresh op has no dispatch to combine.
+        op = mori.ops.EpDispatchCombineOp(c)
+        expect_raises(ValueError, lambda: op.combine(torch.ones(4, HIDDEN, dtype=torch.bfloat16), None, None),
+                      ("no dispatch to combine", on))
+        self.one_call(op, 14, "uniform", torch.bfloat16)
+        op.destroy()
         # Configs refused on every rank, before anything collective.
         bad_configs = [
             (dict(data_type=torch.float64), ("data_type torch.float64",)),
@@ -228,6 +254,7 @@ class Pe:
             (dict(max_token_type_size=1), ("max_token_type_size=1",)),
             (dict(scale_dim=-1), ("scale_dim=-1",)),
             (dict(kernel_type=9), ("kernel_type=9",)),
+            (dict(scale_dim=1, scale_type_size=3), ("scale_type_size of a scale dtype's size", "got 3")),
             # 32-bit fields: cut to their low bits before (block_num 2**32 + 3
             # ran as 3), and a bool passed as 1.
             (dict(block_num=2**32 + 3), (f"block_num={2**32 + 3}",)),
@@ -258,8 +285,9 @@ class Pe:
             big_idx = torch.zeros(MAX_TOKENS + 1, TOPK, dtype=torch.int32)
             expect_raises(ValueError, lambda: op.dispatch(big, None, None, big_idx), ("max_num_inp_token_per_rank",))
         else:
-            op.dispatch(x, w, None, idx)
-            expect_raises(mori.ops.EpError, op.check, (f"rank {world - 1} refused its part of a dispatch",))
+            # raised by the call itself, which ran (the host platform)
+            expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, idx),
+                          (f"rank {world - 1} refused its part of a dispatch",))
         op.check()  # cleared; the refusing rank's own refusal is not reported again
         for seed in (12, 13):
             self.one_call(op, seed, "uniform", torch.bfloat16)
@@ -281,6 +309,60 @@ class Pe:
         expect_raises(mori.ops.EpError, op.check, ("expert index",) if me == 0 else ("rank 0 refused its part",))
         op.check()
         self.one_call(op, 16, "uniform", torch.bfloat16)
+        op.destroy()
+
+    def one_rank_refusals(self):
+        """What one rank alone refuses keeps every rank in step: a config
+        (the create is collective), an argument of the wrong kind (not only
+        ValueError/TypeError from the checks), and what fails before the
+        launch. Each call fails at once on every rank, naming the rank, and
+        the next calls pair as they should."""
+        me, world = self.rank, self.world
+        bad = world - 1
+        start = time.time()
+        if me == bad:
+            expect_raises(ValueError, lambda: mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, hidden_dim=0)),
+                          ("hidden_dim=0", f"rank {me}"))
+        else:
+            expect_raises(mori.ops.EpError, lambda: mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16)),
+                          (f"rank {bad} refused the config", "hidden_dim=0"))
+        assert time.time() - start < 10, f"a create refused on rank {bad} took {time.time() - start:.1f} s"
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        self.one_call(op, 31, "uniform", torch.bfloat16)
+        # Scales given as a list on rank 0 only.
+        x, w, s, idx = self.inputs(op, 32, "uniform", n=4)[me]
+        if me == 0:
+            expect_raises(TypeError, lambda: op.dispatch(x, w, [1.0], idx), ("scales must be a torch.Tensor",
+                                                                             "rank 0"))
+        else:
+            expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, idx),
+                          ("rank 0 refused its part of a dispatch",))
+        self.one_call(op, 33, "uniform", torch.bfloat16)
+        # A combine input that overlaps the registered buffer elsewhere (a
+        # shifted slice of it) is copied out first: the same result as its
+        # copy (torch refused the overlapping copy, on that rank only).
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        n = int(cnt[0])
+        reg = op.get_registered_combine_input_buffer(torch.bfloat16)
+        reg[:n + 1] = torch.arange((n + 1) * HIDDEN, dtype=torch.float32).reshape(n + 1, HIDDEN).to(torch.bfloat16)
+        shifted = reg[1:n + 1]
+        copied = shifted.clone()
+        got = op.combine(shifted, None, None, use_external_inp_buf=0)[0].clone()
+        want = op.combine(copied, None, None, use_external_inp_buf=0)[0]
+        assert torch.equal(got, want), f"rank {me}: combine of a shifted slice of the registered buffer differs"
+        op.destroy()
+        # 8-byte scales (scale_type_size 8): float64 scales travel with their
+        # tokens (the scales output was an empty view).
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, scale_dim=2, scale_type_size=8))
+        x, w, _, idx = self.inputs(op, 34, "uniform", n=4)[me]
+        sc = torch.tensor([[me * 100.0 + t, 0.5] for t in range(x.shape[0])], dtype=torch.float64)
+        _, _, osc, _, cnt = op.dispatch(x, w, sc, idx)
+        n = int(cnt[0])
+        assert osc.dtype == torch.float64 and osc.shape == (op.max_recv_tokens, 2), (osc.dtype, osc.shape)
+        pos = op.get_dispatch_src_token_pos()
+        for i in range(n):
+            r, t = op.decode_send_flat_idx(int(pos[i]))
+            assert osc[i].tolist() == [r * 100.0 + t, 0.5], (me, i, osc[i].tolist(), r, t)
         op.destroy()
 
     def launch_modes(self):
@@ -390,7 +472,7 @@ def main(rank, world, uid_path, calls):
     timings = {}
     # torch.compile at 2 PEs: tracing is CPU-bound, and at more PEs on few
     # cores the peers' waits starve it (the graph is the same at any count).
-    parts = ("correctness", "refusals", "standard_moe", "launch_modes") + (("compiled",) if world == 2 else ())
+    parts = ("correctness", "refusals", "one_rank_refusals", "standard_moe", "launch_modes") + (("compiled",) if world == 2 else ())
     for part in parts:
         start = time.time()
         getattr(pe, part)()

@@ -91,6 +91,13 @@ MORI_API void mori_ep_config_init(mori_ep_config_t *config);
  * every rank, its rank and world_size the comm's) and makes the context's
  * symmetric buffers. */
 MORI_API int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t **out);
+/* This rank's part of a mori_ep_create that a binding's own checks
+ * refused (`why`: what was wrong, e.g. "hidden_dim=0; expected a positive
+ * int"): it takes part in the create's first step with a failure, so every
+ * rank's mori_ep_create fails at once naming this rank and `why`, and no
+ * rank is left paired with this rank's next create. Returns that failure
+ * (MORI_EINVAL unless the step itself failed otherwise). */
+MORI_API int mori_ep_create_refused(mori_comm_t *comm, const char *why);
 /* Collective. Waits for the device. NULL is a no-op. */
 MORI_API int mori_ep_destroy(mori_ep_t *ep);
 

@@ -68,6 +68,7 @@ _P = ctypes.POINTER
 _SIGNATURES = {
     "mori_ep_config_init": (None, [_P(Config)]),
     "mori_ep_create": (ctypes.c_int, [_vp, _P(Config), _P(_vp)]),
+    "mori_ep_create_refused": (ctypes.c_int, [_vp, ctypes.c_char_p]),
     "mori_ep_destroy": (ctypes.c_int, [_vp]),
     "mori_ep_buffers": (ctypes.c_int, [_vp, _P(Buffers)]),
     # input, weights, scales and indices are addresses (ints), stream too.

@@ -53,11 +53,11 @@ def ep_dispatch(handle: int, input: Tensor, weights: Optional[Tensor], scales: O
                 out_weights: Tensor, out_scales: Tensor, out_indices: Tensor, recv_num_token: Tensor,
                 src_token_pos: Tensor) -> None:
     op = _op(handle)
-    if op.check_every_call:
-        op.check()
     op._raw_dispatch(send_only, input, weights, scales, indices,
                      op._launch_of(block_num, rdma_block_num, warp_per_block))
+    op._dispatched = True
     _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
+    op._check_after()  # what this call reported, from this call (the host platform)
 
 
 @ep_dispatch.register_fake
@@ -88,10 +88,9 @@ def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code
                rdma_block_num: int, warp_per_block: int, send_only: bool, dispatch_state: Tensor, out: Tensor,
                out_weights: Tensor) -> None:
     op = _op(handle)
-    if op.check_every_call:
-        op.check()
     op._raw_combine(send_only, input, dtype_code, weights, op._launch_of(block_num, rdma_block_num, warp_per_block))
     _fill(((out, op._combine_output_view(out.dtype)), (out_weights, op._combine_weights)))
+    op._check_after()
 
 
 @ep_combine.register_fake

@@ -90,7 +90,7 @@ _DTYPE_CODES = {
 }
 _COMBINE_DTYPES = (torch.bfloat16, torch.float32, torch.float16)
 _SCALE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e4m3fnuz,
-                 torch.uint8, torch.int8, torch.int32)
+                 torch.uint8, torch.int8, torch.int32, torch.float64, torch.int64)
 # A scale dtype by its size, for the scales output when no scales were passed.
 _SCALE_DTYPE_BY_SIZE = {1: torch.uint8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}
 
@@ -153,24 +153,33 @@ class EpDispatchCombineOp:
                 f"{lib.mori_err_name(rc).decode()}")
         me, npes = lib.shmem_mype(), rc
         self.rank = config.rank
-        self._validate_config(config, me, npes)
-        cfg = C.Config()
-        lib.mori_ep_config_init(ctypes.byref(cfg))
-        cfg.data_type = _DTYPE_CODES[config.data_type]
-        for field in ("rank", "world_size", "hidden_dim", "scale_dim", "scale_type_size", "max_token_type_size",
-                      "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
-                      "warp_num_per_block", "block_num", "rdma_block_num", "gpu_per_node", "num_qp_per_pe"):
-            setattr(cfg, field, int(getattr(config, field)))
-        # MORI_EP_LAUNCH_CONFIG_MODE=auto: as in AMD's mori, the table picks
-        # the launch shape and the config's and the calls' shapes are not
-        # used (the library lets any given shape win, so none is given).
-        self._auto_launch = os.environ.get("MORI_EP_LAUNCH_CONFIG_MODE", "").strip().lower() == "auto"
-        if self._auto_launch:
-            cfg.block_num = cfg.warp_num_per_block = cfg.rdma_block_num = -1
-        cfg.use_external_inp_buf = 1 if config.use_external_inp_buf else 0
-        cfg.kernel_type = int(config.kernel_type)
         comm = ctypes.c_void_p()
         C.check("mori_shmem_comm", lib.mori_shmem_comm(ctypes.byref(comm)))
+        try:
+            self._validate_config(config, me, npes)
+            cfg = C.Config()
+            lib.mori_ep_config_init(ctypes.byref(cfg))
+            cfg.data_type = _DTYPE_CODES[config.data_type]
+            for field in ("rank", "world_size", "hidden_dim", "scale_dim", "scale_type_size", "max_token_type_size",
+                          "max_num_inp_token_per_rank", "num_experts_per_rank", "num_experts_per_token",
+                          "warp_num_per_block", "block_num", "rdma_block_num", "gpu_per_node", "num_qp_per_pe"):
+                setattr(cfg, field, int(getattr(config, field)))
+            # MORI_EP_LAUNCH_CONFIG_MODE=auto: as in AMD's mori, the table
+            # picks the launch shape and the config's and the calls' shapes
+            # are not used (the library lets any given shape win, so none is
+            # given).
+            self._auto_launch = os.environ.get("MORI_EP_LAUNCH_CONFIG_MODE", "").strip().lower() == "auto"
+            if self._auto_launch:
+                cfg.block_num = cfg.warp_num_per_block = cfg.rdma_block_num = -1
+            cfg.use_external_inp_buf = 1 if config.use_external_inp_buf else 0
+            cfg.kernel_type = int(config.kernel_type)
+        except Exception as e:
+            # Creating is collective: a config refused here, on this rank
+            # only, still takes its part, so every rank's create fails at
+            # once naming this rank and why (none is left paired with this
+            # rank's next create).
+            lib.mori_ep_create_refused(comm, str(e).encode(errors="replace")[:400])
+            raise
         ep = ctypes.c_void_p()
         C.check("mori_ep_create", lib.mori_ep_create(comm, ctypes.byref(cfg), ctypes.byref(ep)))
         self._ep = ep.value
@@ -189,10 +198,15 @@ class EpDispatchCombineOp:
         self._default_launch = _launch(-1, -1, -1)
         self._launches = {(-1, -1, -1): self._default_launch}
         self._last_num_tokens = 0
+        # Whether the context holds a dispatch for combine to reverse: none
+        # yet, or reset() since.
+        self._dispatched = False
         self._last_combine_dtype = config.data_type if config.data_type in _COMBINE_DTYPES else torch.bfloat16
-        # Report device-found bad data (an expert index out of range) as an
-        # exception from the next eager call where that is free: on the host
-        # platform. On a GPU reading the report waits for the device (and
+        # Report device-found bad data (an expert index out of range, a
+        # peer that refused its part) as an exception from the very call
+        # that found it where that is free: on the host platform, where a
+        # call has completed when it returns, so every rank raises at the
+        # same call. On a GPU reading the report waits for the device (and
         # cannot be graph-captured), so there check() does it when asked.
         self.check_every_call = not self._on_gpu
         # What the fast paths compare against, as plain attributes.
@@ -243,8 +257,9 @@ class EpDispatchCombineOp:
             value = getattr(c, name)
             if not whole(value) or not -1 <= value <= _INT32_MAX:
                 raise ValueError(f"{where}: {name}={value!r}; expected an int from -1 (chosen) below 2**31")
-        if c.scale_dim > 0 and c.scale_type_size <= 0:
-            raise ValueError(f"{where}: scale_dim={c.scale_dim} needs scale_type_size > 0")
+        if c.scale_dim > 0 and c.scale_type_size not in _SCALE_DTYPE_BY_SIZE:
+            raise ValueError(f"{where}: scale_dim={c.scale_dim} needs scale_type_size of a scale dtype's size "
+                             f"({', '.join(str(n) for n in _SCALE_DTYPE_BY_SIZE)} bytes); got {c.scale_type_size}")
         size = torch.empty((), dtype=c.data_type).element_size()
         if c.max_token_type_size < size:
             raise ValueError(f"{where}: max_token_type_size={c.max_token_type_size} is smaller than data_type "
@@ -322,6 +337,7 @@ class EpDispatchCombineOp:
         `dtype` (bf16, fp16 or fp32, at most max_token_type_size bytes):
         write the expert outputs here (rows in dispatch order) and combine
         reads them without a copy (use_external_inp_buf False)."""
+        self._alive("get_registered_combine_input_buffer")
         c = self.config
         if hidden_dim not in (-1, c.hidden_dim):
             raise ValueError(f"get_registered_combine_input_buffer on rank {self.rank}: hidden_dim={hidden_dim}, "
@@ -361,6 +377,9 @@ class EpDispatchCombineOp:
         self._check_tensor(call, "indices", indices, torch.int32, (n, topk))
         if weights is not None:
             self._check_tensor(call, "weights", weights, torch.float32, (n, topk))
+        if scales is not None and not isinstance(scales, torch.Tensor):
+            raise TypeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: scales must be a torch.Tensor or None, "
+                            f"not {type(scales).__name__}")
         if scales is not None and c.scale_dim == 0:
             if scales.numel():
                 raise self._bad(call, f"scales has shape {tuple(scales.shape)} but the config's scale_dim is 0")
@@ -405,6 +424,11 @@ class EpDispatchCombineOp:
         if indices is not None and (indices.dim() != 2 or indices.shape[1] != c.num_experts_per_token):
             raise self._bad(call, f"indices has shape {tuple(indices.shape)}; expected [tokens, "
                                   f"{c.num_experts_per_token}]")
+        if indices is not None and indices.dtype != torch.int32:
+            raise self._bad(call, f"indices is {indices.dtype}; expected torch.int32 (the dispatch's indices)")
+        if not self._dispatched and not torch.compiler.is_compiling():
+            raise self._bad(call, "no dispatch to combine: combine follows a dispatch (none was made, or reset() "
+                                  "cleared it)")
         if self._recv_num_token_c is not None and not torch.compiler.is_compiling():
             # the host platform: the count is known without a sync
             got = self._recv_num_token_c.value
@@ -418,8 +442,39 @@ class EpDispatchCombineOp:
     def check(self):
         """Raises EpError for what a kernel of this context reported since
         the last check (an expert index out of range: the token was dropped;
-        a wait that timed out), on every rank, and clears it."""
+        a wait that timed out), and clears it. A local read: every rank
+        holds the same reports, so call it at the same point on every rank
+        (on the host platform every call does, after its work)."""
+        self._alive("check")
         C.check("mori_ep_check", lib.mori_ep_check(self._ep))
+
+    def _alive(self, call):
+        if self._ep is None:
+            raise RuntimeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: the op was destroyed")
+
+    def _refuse(self, combine, send_only):
+        """This rank's part of a call it refused (its arguments, or anything
+        that failed before the launch): it still runs, with no tokens and
+        marked refused, so a call refused on some ranks only leaves no rank
+        paired with this rank's next call; the others' calls report this
+        rank (their check, or on the host platform the call itself)."""
+        if torch.compiler.is_compiling():
+            return
+        fn = lib.mori_ep_combine_refused if combine else lib.mori_ep_dispatch_refused
+        fn(self._ep, 1 if send_only else 0, self._stream())
+        if not combine:
+            self._last_num_tokens = 0
+            self._dispatched = True  # the context now holds that (empty) dispatch
+        if self.check_every_call:
+            # This rank raises its own error for the call; what the call
+            # also reported here is not raised again by its next call.
+            lib.mori_ep_check(self._ep)
+
+    def _check_after(self):
+        """With check_every_call, what this call's work reported raises
+        from it (the call has run: its results are in the views)."""
+        if self.check_every_call:
+            C.check("mori_ep_check", lib.mori_ep_check(self._ep))
 
     # ---- the raw calls (eager, and the custom ops' implementations) --------------------------------------
     def _launch_of(self, block_num, rdma_block_num, warp_per_block):
@@ -432,11 +487,8 @@ class EpDispatchCombineOp:
         return launch
 
     def _eager_launch(self, block_num, rdma_block_num, warp_per_block):
-        """The fast paths' start: the check of what kernels reported (with
-        check_every_call), then the launch shape, the default one unless a
-        size is given."""
-        if self.check_every_call:
-            self.check()
+        """The fast paths' launch shape: the default one unless a size is
+        given."""
         if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1:
             return self._default_launch
         return self._launch_of(block_num, rdma_block_num, warp_per_block)
@@ -478,30 +530,25 @@ class EpDispatchCombineOp:
 
     def _dispatch(self, send_only, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block):
         call = "dispatch_send" if send_only else "dispatch"
-        if self._ep is None:
-            raise RuntimeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: the op was destroyed")
+        self._alive(call)
         try:
             n, scales = self._check_dispatch(call, input, weights, scales, indices)
             launch = None if torch.compiler.is_compiling() else self._launch_of(block_num, rdma_block_num,
                                                                                  warp_per_block)
-        except (ValueError, TypeError):
-            # The call still runs here with no tokens, marked refused, so a
-            # call refused on some ranks only does not leave the others paired
-            # with this rank's next one; their check() names this rank.
-            if not torch.compiler.is_compiling():
-                lib.mori_ep_dispatch_refused(self._ep, 1 if send_only else 0, self._stream())
-                self._last_num_tokens = 0
+            result = self._dispatch_result(scales)
+        except Exception:
+            self._refuse(False, send_only)
             raise
-        result = self._dispatch_result(scales)
         if torch.compiler.is_compiling():
             torch.ops.mori.ep_dispatch(self._handle, input, weights, scales, indices, block_num, rdma_block_num,
                                        warp_per_block, send_only, result[0], result[1], result[2], result[3],
                                        result[4], self._src_token_pos)
         else:
-            if self.check_every_call:
-                self.check()
             self._raw_dispatch(send_only, input, weights, scales, indices, launch)
         self._last_num_tokens = n
+        self._dispatched = True
+        if not torch.compiler.is_compiling():
+            self._check_after()
         return result
 
     def dispatch(self, input, weights, scales, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
@@ -535,6 +582,9 @@ class EpDispatchCombineOp:
             if rc < 0:
                 raise EpError("mori_ep_dispatch", rc)
             self._last_num_tokens = n
+            self._dispatched = True
+            if self.check_every_call:
+                C.check("mori_ep_check", lib.mori_ep_check(self._ep))
             return self._dispatch_results[None if scales is None else scales.dtype]
         return self._dispatch(False, input, weights, scales, indices, block_num, rdma_block_num, warp_per_block)
 
@@ -546,6 +596,7 @@ class EpDispatchCombineOp:
     def dispatch_recv(self, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
         """The receiving half: waits for the peers' tokens and fills the
         views dispatch_send returned. Returns None."""
+        self._alive("dispatch_recv")
         if torch.compiler.is_compiling():
             r = self._dispatch_result(None)
             torch.ops.mori.ep_dispatch_recv(self._handle, block_num, rdma_block_num, warp_per_block, r[0], r[1],
@@ -556,23 +607,26 @@ class EpDispatchCombineOp:
     def _combine(self, send_only, input, weights, indices, block_num, rdma_block_num, warp_per_block,
                  use_external_inp_buf):
         call = "combine_send" if send_only else "combine"
-        if self._ep is None:
-            raise RuntimeError(f"EpDispatchCombineOp.{call} on rank {self.rank}: the op was destroyed")
+        self._alive(call)
         try:
             external = self._check_combine(call, input, weights, indices, use_external_inp_buf)
-        except (ValueError, TypeError):
+            dtype = input.dtype
+            if not external:  # the kernel reads the registered buffer: put the input there unless it is there
+                registered = self.get_registered_combine_input_buffer(dtype)
+                if input.data_ptr() != registered.data_ptr():
+                    rows = registered[:input.shape[0]]
+                    # An input that overlaps the buffer elsewhere (a shifted
+                    # slice of it) is copied out first.
+                    start, end = registered.data_ptr(), registered.data_ptr() + registered.nbytes
+                    overlaps = input.data_ptr() < end and start < input.data_ptr() + input.nbytes
+                    rows.copy_(input.clone() if overlaps else input)
+                input = registered
+        except Exception:
             # As for dispatch: this rank's part still runs, sending nothing,
-            # so the others' calls end at once (their check() names this
-            # rank) and every rank stays in step.
-            if not torch.compiler.is_compiling():
-                lib.mori_ep_combine_refused(self._ep, 1 if send_only else 0, self._stream())
+            # so the others' calls end at once naming this rank and every
+            # rank stays in step.
+            self._refuse(True, send_only)
             raise
-        dtype = input.dtype
-        if not external:  # the kernel reads the registered buffer: put the input there unless it is there
-            registered = self.get_registered_combine_input_buffer(dtype)
-            if input.data_ptr() != registered.data_ptr():
-                registered[:input.shape[0]].copy_(input)
-            input = registered
         n = self._last_num_tokens
         self._last_combine_dtype = dtype
         if torch.compiler.is_compiling():
@@ -586,10 +640,9 @@ class EpDispatchCombineOp:
             if result is None:
                 result = (self._combine_outputs[dtype][:n], self._combine_weights[:n] if weights is not None else None)
                 self._combine_results[key] = result
-            if self.check_every_call:
-                self.check()
             self._raw_combine(send_only, input, _DTYPE_CODES[dtype], weights,
                               self._launch_of(block_num, rdma_block_num, warp_per_block))
+            self._check_after()
         return result
 
     def combine(self, input, weights, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1,
@@ -612,8 +665,9 @@ class EpDispatchCombineOp:
                                          and weights.is_cuda is self._on_gpu and len(wshape := weights.shape) == 2
                                          and wshape[1] == self._topk and wshape[0] <= self.max_recv_tokens
                                          and not weights.is_meta and weights.is_contiguous()))
-                and (indices is None or (type(indices) is _Tensor and len(ishape := indices.shape) == 2
-                                         and ishape[1] == self._topk))
+                and (indices is None or (type(indices) is _Tensor and indices.dtype is _int32
+                                         and len(ishape := indices.shape) == 2 and ishape[1] == self._topk))
+                and self._dispatched
                 and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))
                 and (self._recv_num_token_c is None
                      or ((got := self._recv_num_token_c.value) <= rows and (weights is None or got <= wshape[0])))
@@ -634,6 +688,8 @@ class EpDispatchCombineOp:
             if rc < 0:
                 raise EpError("mori_ep_combine", rc)
             self._last_combine_dtype = input.dtype
+            if self.check_every_call:
+                C.check("mori_ep_check", lib.mori_ep_check(self._ep))
         else:
             result = self._combine(False, input, weights, indices, block_num, rdma_block_num, warp_per_block,
                                    use_external_inp_buf)
@@ -650,6 +706,7 @@ class EpDispatchCombineOp:
 
     def combine_recv(self, block_num=-1, rdma_block_num=-1, warp_per_block=-1):
         """The receiving half of combine. Returns None."""
+        self._alive("combine_recv")
         if torch.compiler.is_compiling():
             torch.ops.mori.ep_combine_recv(self._handle, block_num, rdma_block_num, warp_per_block,
                                            self._combine_output_view(self._last_combine_dtype), self._combine_weights)
@@ -658,7 +715,10 @@ class EpDispatchCombineOp:
 
     def reset(self):
         """Stream-ordered: clears recv_num_token and the per-call state. Not
-        needed between calls (kept for the guide's interface)."""
+        needed between calls (kept for the guide's interface). A combine
+        needs a dispatch after it."""
+        self._alive("reset")
+        self._dispatched = False
         if torch.compiler.is_compiling():
             torch.ops.mori.ep_reset(self._handle, self._recv_num_token)
         else:
@@ -669,16 +729,23 @@ class EpDispatchCombineOp:
         src_rank * max_num_inp_token_per_rank + src_token_id (int32,
         recv_num_token[0] of them; reads the count, so on a GPU it waits for
         the stream)."""
+        self._alive("get_dispatch_src_token_pos")
         n = int(self._recv_num_token[0].item())
         return self._src_token_pos[:n]
 
     def decode_send_flat_idx(self, pos):
         """(src_rank, src_token_id) of a get_dispatch_src_token_pos value (an
         int or a tensor of them)."""
-        m = self.config.max_num_inp_token_per_rank
+        c = self.config
+        m = c.max_num_inp_token_per_rank
         if isinstance(pos, torch.Tensor):
+            # (not range-checked: that would wait for the device)
             return torch.div(pos, m, rounding_mode="floor"), torch.remainder(pos, m)
-        return divmod(int(pos), m)
+        if isinstance(pos, bool) or not 0 <= operator.index(pos) < c.world_size * m:
+            raise ValueError(f"EpDispatchCombineOp.decode_send_flat_idx on rank {self.rank}: {pos!r} is not a "
+                             f"token position: expected an int in [0, world_size {c.world_size} x "
+                             f"max_num_inp_token_per_rank {m})")
+        return divmod(operator.index(pos), m)
 
     # ---- DeepEP-style layouts (mori.ops.ep_layout) ----------------------------------------------------
     def convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx):
