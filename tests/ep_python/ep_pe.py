@@ -223,11 +223,19 @@ class Pe:
         op.check()
         op.check_every_call = True
         self.one_call(op, 9, "uniform", torch.bfloat16)
-        # A combine needs a dispatch before it: after reset() none is held
-        # (it combined the old rows against inputs never written), on every
-        # rank alike, and the next dispatch makes combine work again.
+        # reset() clears recv_num_token, not the dispatch: a combine after it
+        # still reverses that dispatch, and is checked against the rows it
+        # delivered (an input of recv_num_token's 0 rows, after reset, was
+        # taken and summed rows never written: zeros).
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        n = int(cnt[0])
+        y = out[:n].clone()
+        want = op.combine(y, None, None)[0].clone()
         op.reset()
-        expect_raises(ValueError, lambda: op.combine(y, None, None), ("no dispatch to combine", on))
+        assert int(cnt[0]) == 0
+        if n:
+            expect_raises(ValueError, lambda: op.combine(y[:0], None, None), (f"delivered {n} rows but input has 0",))
+        assert torch.equal(op.combine(y, None, None)[0], want), f"rank {me}: a combine after reset() differs"
         self.one_call(op, 10, "uniform", torch.bfloat16)
         op.destroy()
         expect_raises(RuntimeError, lambda: op.dispatch(x, w, None, idx), ("destroyed",))

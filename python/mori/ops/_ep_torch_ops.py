@@ -55,7 +55,8 @@ def ep_dispatch(handle: int, input: Tensor, weights: Optional[Tensor], scales: O
     op = _op(handle)
     op._raw_dispatch(send_only, input, weights, scales, indices,
                      op._launch_of(block_num, rdma_block_num, warp_per_block))
-    op._dispatched = True
+    if not send_only:
+        op._note_dispatch()
     _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
     op._check_after()  # what this call reported, from this call (the host platform)
 
@@ -72,6 +73,7 @@ def ep_dispatch_recv(handle: int, block_num: int, rdma_block_num: int, warp_per_
                      src_token_pos: Tensor) -> None:
     op = _op(handle)
     op._raw_recv("dispatch", op._launch_of(block_num, rdma_block_num, warp_per_block))
+    op._note_dispatch()
     _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
 
 

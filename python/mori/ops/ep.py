@@ -198,9 +198,11 @@ class EpDispatchCombineOp:
         self._default_launch = _launch(-1, -1, -1)
         self._launches = {(-1, -1, -1): self._default_launch}
         self._last_num_tokens = 0
-        # Whether the context holds a dispatch for combine to reverse: none
-        # yet, or reset() since.
+        # Whether the context holds a dispatch for combine to reverse, and on
+        # the host platform how many rows it delivered (what combine's
+        # input must cover; reset() clears recv_num_token, not the dispatch).
         self._dispatched = False
+        self._delivered = 0
         self._last_combine_dtype = config.data_type if config.data_type in _COMBINE_DTYPES else torch.bfloat16
         # Report device-found bad data (an expert index out of range, a
         # peer that refused its part) as an exception from the very call
@@ -426,12 +428,13 @@ class EpDispatchCombineOp:
                                   f"{c.num_experts_per_token}]")
         if indices is not None and indices.dtype != torch.int32:
             raise self._bad(call, f"indices is {indices.dtype}; expected torch.int32 (the dispatch's indices)")
-        if not self._dispatched and not torch.compiler.is_compiling():
-            raise self._bad(call, "no dispatch to combine: combine follows a dispatch (none was made, or reset() "
-                                  "cleared it)")
+        # (is_compiling first: tracing must not read, and so guard on, state
+        # the custom ops change when they run)
+        if not torch.compiler.is_compiling() and not self._dispatched:
+            raise self._bad(call, "no dispatch to combine: combine follows a dispatch")
         if self._recv_num_token_c is not None and not torch.compiler.is_compiling():
             # the host platform: the count is known without a sync
-            got = self._recv_num_token_c.value
+            got = self._delivered
             if rows < got or (weights is not None and weights.shape[0] < got):
                 raise self._bad(call, f"the last dispatch delivered {got} rows but input has {rows}"
                                       + (f" and weights {weights.shape[0]}" if weights is not None else ""))
@@ -464,11 +467,19 @@ class EpDispatchCombineOp:
         fn(self._ep, 1 if send_only else 0, self._stream())
         if not combine:
             self._last_num_tokens = 0
-            self._dispatched = True  # the context now holds that (empty) dispatch
+            self._note_dispatch()  # the context now holds that (empty) dispatch: both halves ran
         if self.check_every_call:
             # This rank raises its own error for the call; what the call
             # also reported here is not raised again by its next call.
             lib.mori_ep_check(self._ep)
+
+    def _note_dispatch(self):
+        """A dispatch (its receiving half) ran: combine reverses it, and on
+        the host platform the rows it delivered are kept for combine's
+        check, where reading them costs nothing."""
+        self._dispatched = True
+        if self._recv_num_token_c is not None:
+            self._delivered = self._recv_num_token_c.value
 
     def _check_after(self):
         """With check_every_call, what this call's work reported raises
@@ -546,8 +557,9 @@ class EpDispatchCombineOp:
         else:
             self._raw_dispatch(send_only, input, weights, scales, indices, launch)
         self._last_num_tokens = n
-        self._dispatched = True
         if not torch.compiler.is_compiling():
+            if not send_only:
+                self._note_dispatch()  # (compiled: the custom op does, when it runs)
             self._check_after()
         return result
 
@@ -582,7 +594,7 @@ class EpDispatchCombineOp:
             if rc < 0:
                 raise EpError("mori_ep_dispatch", rc)
             self._last_num_tokens = n
-            self._dispatched = True
+            self._note_dispatch()
             if self.check_every_call:
                 C.check("mori_ep_check", lib.mori_ep_check(self._ep))
             return self._dispatch_results[None if scales is None else scales.dtype]
@@ -603,6 +615,7 @@ class EpDispatchCombineOp:
                                             r[2], r[3], r[4], self._src_token_pos)
         else:
             self._raw_recv("dispatch", self._launch_of(block_num, rdma_block_num, warp_per_block))
+            self._note_dispatch()
 
     def _combine(self, send_only, input, weights, indices, block_num, rdma_block_num, warp_per_block,
                  use_external_inp_buf):
@@ -670,7 +683,7 @@ class EpDispatchCombineOp:
                 and self._dispatched
                 and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))
                 and (self._recv_num_token_c is None
-                     or ((got := self._recv_num_token_c.value) <= rows and (weights is None or got <= wshape[0])))
+                     or ((got := self._delivered) <= rows and (weights is None or got <= wshape[0])))
                 and self._ep is not None):
             n = self._last_num_tokens
             key = (input.dtype, n, weights is not None)
@@ -715,10 +728,9 @@ class EpDispatchCombineOp:
 
     def reset(self):
         """Stream-ordered: clears recv_num_token and the per-call state. Not
-        needed between calls (kept for the guide's interface). A combine
-        needs a dispatch after it."""
+        needed between calls (kept for the guide's interface); a combine
+        after it still reverses the last dispatch."""
         self._alive("reset")
-        self._dispatched = False
         if torch.compiler.is_compiling():
             torch.ops.mori.ep_reset(self._handle, self._recv_num_token)
         else:
