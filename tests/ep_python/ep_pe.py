@@ -196,11 +196,12 @@ class Pe:
                                 (f"delivered {n} rows but input has {n - 1}",)))
         for kind, fn, says in bad_combine:
             expect_raises(kind, fn, says)
-        # combine's indices are the dispatch's: int32.
+        # combine's indices: top-k expert indices, int32 or int64.
         expect_raises(ValueError, lambda: op.combine(y, ow, idx.float()), ("indices is torch.float32",))
+        op.combine(y, ow, idx.long())
         op.combine(y, ow, idx)
         # Token positions: what get_dispatch_src_token_pos can hold.
-        for pos in (-1, world * MAX_TOKENS, True, 2**40):
+        for pos in (-1, world * MAX_TOKENS, True, 2**40, 2.0):
             expect_raises(ValueError, lambda: op.decode_send_flat_idx(pos), ("not a token position", on))
         assert op.decode_send_flat_idx(world * MAX_TOKENS - 1) == (world - 1, MAX_TOKENS - 1)
         # An expert index out of range: found by the call's work, the token
@@ -359,6 +360,79 @@ class Pe:
         want = op.combine(copied, None, None, use_external_inp_buf=0)[0]
         assert torch.equal(got, want), f"rank {me}: combine of a shifted slice of the registered buffer differs"
         op.destroy()
+        # Bad launch arguments on one rank, on the fast paths (a dispatch of
+        # block_num 2**40, a combine of warp_per_block 1.5): that rank's part
+        # runs as refused, the others' calls name it.
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
+        x, w, _, idx = self.inputs(op, 35, "uniform", n=4)[me]
+        if me == 0:
+            expect_raises(TypeError, lambda: op.dispatch(x, w, None, idx, block_num=2**40), ("block_num",))
+        else:
+            expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, idx),
+                          ("rank 0 refused its part of a dispatch",))
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        y = out[:int(cnt[0])].clone()
+        if me == 0:
+            expect_raises(TypeError, lambda: op.combine(y, None, None, warp_per_block=1.5), ("warp_per_block",))
+        else:
+            expect_raises(mori.ops.EpError, lambda: op.combine(y, None, None), ("rank 0 refused its part of a combine",))
+        self.one_call(op, 36, "uniform", torch.bfloat16)
+        # Any exception before the launch, not only the checks' (here one
+        # injected into rank 0's combine as its input is put in place).
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        y = out[:int(cnt[0])].clone()
+        if me == 0:
+            def broken(dtype, hidden_dim=-1):
+                raise RuntimeError("injected before the launch")
+            op.get_registered_combine_input_buffer = broken
+            expect_raises(RuntimeError, lambda: op.combine(y, None, None, use_external_inp_buf=0), ("injected",))
+            del op.get_registered_combine_input_buffer
+        else:
+            expect_raises(mori.ops.EpError, lambda: op.combine(y, None, None, use_external_inp_buf=0),
+                          ("rank 0 refused its part of a combine",))
+        self.one_call(op, 37, "uniform", torch.bfloat16)
+        # Halves: a report comes from the receive half, on every rank at the
+        # same half (a send half that raised after its work left its
+        # receive half pending, and the next call out of step).
+        bad_idx = idx.clone()
+        bad_idx[0, 1] = world * EXPERTS_PER_RANK + 3
+        op.dispatch_send(x, w, None, bad_idx)
+        expect_raises(mori.ops.EpError, op.dispatch_recv, ("MORI_EINVAL",))
+        n = int(op._recv_num_token[0])
+        op.combine_send(op._dispatch_tokens[:n].clone(), None, None)
+        op.combine_recv()
+        if me == world - 1:
+            expect_raises(ValueError, lambda: op.dispatch_send(x.float(), w, None, idx), ("input is torch.float32",))
+        else:
+            op.dispatch_send(x, w, None, idx)
+            expect_raises(mori.ops.EpError, op.dispatch_recv, (f"rank {world - 1} refused its part of a dispatch",))
+        n = int(op._recv_num_token[0])
+        op.combine_send(op._dispatch_tokens[:n].clone(), None, None)
+        op.combine_recv()
+        self.one_call(op, 38, "uniform", torch.bfloat16, variant="split")
+        # A dispatch the library refuses (an input inside its outputs) still
+        # ran this rank's part: combine is checked against what that part
+        # delivered, not the dispatch before it.
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        if me == 0:
+            expect_raises(mori.ops.EpError, lambda: op.dispatch(out[:1], w[:1], None, idx[:1]), ("MORI_EINVAL",))
+        else:
+            expect_raises(mori.ops.EpError, lambda: op.dispatch(x[:1], w[:1], None, idx[:1]), ("rank 0 refused",))
+        m = int(cnt[0])
+        co = op.combine(out[:m].clone(), None, None)[0]
+        assert co.shape[0] == (0 if me == 0 else 1), (me, tuple(co.shape))
+        self.one_call(op, 39, "uniform", torch.bfloat16)
+        op.destroy()
+        for call in (lambda: op.convert_dispatch_output(out, idx), lambda: op.convert_combine_input(out, None, None),
+                     lambda: op.dispatch_standard_moe(x, w, None, idx), lambda: op.combine_standard_moe(out, None, None)):
+            expect_raises(RuntimeError, call, ("destroyed", f"rank {me}"))
+        # A config of the wrong type on one rank takes part in the create too.
+        if me == bad:
+            expect_raises(TypeError, lambda: mori.ops.EpDispatchCombineOp(dict(hidden_dim=HIDDEN)),
+                          ("must be an EpDispatchCombineConfig",))
+        else:
+            expect_raises(mori.ops.EpError, lambda: mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16)),
+                          (f"rank {bad} refused the config",))
         # 8-byte scales (scale_type_size 8): float64 scales travel with their
         # tokens (the scales output was an empty view).
         op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, scale_dim=2, scale_type_size=8))

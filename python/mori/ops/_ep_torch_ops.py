@@ -53,12 +53,12 @@ def ep_dispatch(handle: int, input: Tensor, weights: Optional[Tensor], scales: O
                 out_weights: Tensor, out_scales: Tensor, out_indices: Tensor, recv_num_token: Tensor,
                 src_token_pos: Tensor) -> None:
     op = _op(handle)
+    op._note_dispatch()
     op._raw_dispatch(send_only, input, weights, scales, indices,
                      op._launch_of(block_num, rdma_block_num, warp_per_block))
-    if not send_only:
-        op._note_dispatch()
     _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
-    op._check_after()  # what this call reported, from this call (the host platform)
+    if not send_only:
+        op._check_after()  # what this call reported, from this call (the host platform)
 
 
 @ep_dispatch.register_fake
@@ -73,8 +73,8 @@ def ep_dispatch_recv(handle: int, block_num: int, rdma_block_num: int, warp_per_
                      src_token_pos: Tensor) -> None:
     op = _op(handle)
     op._raw_recv("dispatch", op._launch_of(block_num, rdma_block_num, warp_per_block))
-    op._note_dispatch()
     _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
+    op._check_after()
 
 
 @ep_dispatch_recv.register_fake
@@ -90,9 +90,16 @@ def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code
                rdma_block_num: int, warp_per_block: int, send_only: bool, dispatch_state: Tensor, out: Tensor,
                out_weights: Tensor) -> None:
     op = _op(handle)
+    if not op._dispatched:
+        # (eager combine says so before it traces; a compiled one here,
+        # this rank's part run as refused first so the ranks stay in step)
+        op._refuse(True, send_only)
+        raise ValueError(f"EpDispatchCombineOp.combine on rank {op.rank}: no dispatch to combine: combine follows a "
+                         f"dispatch")
     op._raw_combine(send_only, input, dtype_code, weights, op._launch_of(block_num, rdma_block_num, warp_per_block))
     _fill(((out, op._combine_output_view(out.dtype)), (out_weights, op._combine_weights)))
-    op._check_after()
+    if not send_only:
+        op._check_after()
 
 
 @ep_combine.register_fake
@@ -107,6 +114,7 @@ def ep_combine_recv(handle: int, block_num: int, rdma_block_num: int, warp_per_b
     op = _op(handle)
     op._raw_recv("combine", op._launch_of(block_num, rdma_block_num, warp_per_block))
     _fill(((out, op._combine_output_view(out.dtype)), (out_weights, op._combine_weights)))
+    op._check_after()
 
 
 @ep_combine_recv.register_fake

@@ -42,7 +42,7 @@ from ._ep_torch_ops import _OPS  # also registers torch.ops.mori.ep_*
 __all__ = ["EpDispatchCombineConfig", "EpDispatchCombineKernelType", "EpDispatchCombineOp", "EpError"]
 
 
-_Tensor, _int32, _float32 = torch.Tensor, torch.int32, torch.float32
+_Tensor, _int32, _int64, _float32 = torch.Tensor, torch.int32, torch.int64, torch.float32
 _is_compiling = torch.compiler.is_compiling
 
 
@@ -152,10 +152,13 @@ class EpDispatchCombineOp:
                 f"mori.shmem.shmem_torch_process_group_init), as the MORI-EP guide says: shmem_npes answered "
                 f"{lib.mori_err_name(rc).decode()}")
         me, npes = lib.shmem_mype(), rc
-        self.rank = config.rank
+        self.rank = me
         comm = ctypes.c_void_p()
         C.check("mori_shmem_comm", lib.mori_shmem_comm(ctypes.byref(comm)))
         try:
+            if not isinstance(config, EpDispatchCombineConfig):
+                raise TypeError(f"EpDispatchCombineOp on rank {me}: config must be an EpDispatchCombineConfig, not "
+                                f"{type(config).__name__}")
             self._validate_config(config, me, npes)
             cfg = C.Config()
             lib.mori_ep_config_init(ctypes.byref(cfg))
@@ -198,11 +201,12 @@ class EpDispatchCombineOp:
         self._default_launch = _launch(-1, -1, -1)
         self._launches = {(-1, -1, -1): self._default_launch}
         self._last_num_tokens = 0
-        # Whether the context holds a dispatch for combine to reverse, and on
-        # the host platform how many rows it delivered (what combine's
-        # input must cover; reset() clears recv_num_token, not the dispatch).
+        # Whether a dispatch went to the library (combine reverses what it
+        # holds), and on the host platform what recv_num_token held when
+        # reset() cleared it: combine's input must still cover the rows of
+        # the dispatch it reverses (None: the live count is that dispatch's).
         self._dispatched = False
-        self._delivered = 0
+        self._count_at_reset = None
         self._last_combine_dtype = config.data_type if config.data_type in _COMBINE_DTYPES else torch.bfloat16
         # Report device-found bad data (an expert index out of range, a
         # peer that refused its part) as an exception from the very call
@@ -426,15 +430,16 @@ class EpDispatchCombineOp:
         if indices is not None and (indices.dim() != 2 or indices.shape[1] != c.num_experts_per_token):
             raise self._bad(call, f"indices has shape {tuple(indices.shape)}; expected [tokens, "
                                   f"{c.num_experts_per_token}]")
-        if indices is not None and indices.dtype != torch.int32:
-            raise self._bad(call, f"indices is {indices.dtype}; expected torch.int32 (the dispatch's indices)")
+        if indices is not None and indices.dtype not in (torch.int32, torch.int64):
+            raise self._bad(call, f"indices is {indices.dtype}; expected an int32 or int64 tensor (top-k expert "
+                                  f"indices)")
         # (is_compiling first: tracing must not read, and so guard on, state
         # the custom ops change when they run)
         if not torch.compiler.is_compiling() and not self._dispatched:
             raise self._bad(call, "no dispatch to combine: combine follows a dispatch")
         if self._recv_num_token_c is not None and not torch.compiler.is_compiling():
             # the host platform: the count is known without a sync
-            got = self._delivered
+            got = self._delivered()
             if rows < got or (weights is not None and weights.shape[0] < got):
                 raise self._bad(call, f"the last dispatch delivered {got} rows but input has {rows}"
                                       + (f" and weights {weights.shape[0]}" if weights is not None else ""))
@@ -466,20 +471,24 @@ class EpDispatchCombineOp:
         fn = lib.mori_ep_combine_refused if combine else lib.mori_ep_dispatch_refused
         fn(self._ep, 1 if send_only else 0, self._stream())
         if not combine:
+            self._note_dispatch()
             self._last_num_tokens = 0
-            self._note_dispatch()  # the context now holds that (empty) dispatch: both halves ran
         if self.check_every_call:
             # This rank raises its own error for the call; what the call
             # also reported here is not raised again by its next call.
             lib.mori_ep_check(self._ep)
 
     def _note_dispatch(self):
-        """A dispatch (its receiving half) ran: combine reverses it, and on
-        the host platform the rows it delivered are kept for combine's
-        check, where reading them costs nothing."""
+        """A dispatch part goes to the library (whatever it then returns):
+        combine reverses what the library holds, and its row check reads
+        the live count again."""
         self._dispatched = True
-        if self._recv_num_token_c is not None:
-            self._delivered = self._recv_num_token_c.value
+        self._count_at_reset = None
+
+    def _delivered(self):
+        """The rows the dispatch combine reverses delivered here (the host
+        platform, where the count costs nothing)."""
+        return self._count_at_reset if self._count_at_reset is not None else self._recv_num_token_c.value
 
     def _check_after(self):
         """With check_every_call, what this call's work reported raises
@@ -511,6 +520,9 @@ class EpDispatchCombineOp:
                 scales.data_ptr() if scales is not None else None, indices.data_ptr(), input.shape[0], launch,
                 self._stream())
         if rc < 0:
+            # The library ran this rank's part as refused, with no tokens
+            # (or, with a half pending, nothing that a combine could use).
+            self._last_num_tokens = 0
             raise EpError(call, rc)
 
     def _raw_combine(self, send_only, input, dtype_code, weights, launch):
@@ -533,7 +545,9 @@ class EpDispatchCombineOp:
             raise EpError(f"mori_ep_{which}_recv", rc)
 
     def _raw_reset(self):
+        held = self._delivered() if self._recv_num_token_c is not None else None
         C.check("mori_ep_reset", lib.mori_ep_reset(self._ep, self._stream()))
+        self._count_at_reset = held
 
     # ---- the MORI-EP interface ------------------------------------------------------------------------
     def _dispatch_result(self, scales):
@@ -555,11 +569,11 @@ class EpDispatchCombineOp:
                                        warp_per_block, send_only, result[0], result[1], result[2], result[3],
                                        result[4], self._src_token_pos)
         else:
+            self._note_dispatch()  # (compiled: the custom op does, when it runs)
             self._raw_dispatch(send_only, input, weights, scales, indices, launch)
         self._last_num_tokens = n
-        if not torch.compiler.is_compiling():
-            if not send_only:
-                self._note_dispatch()  # (compiled: the custom op does, when it runs)
+        if not torch.compiler.is_compiling() and not send_only:
+            # (a send half's reports come with its receive half)
             self._check_after()
         return result
 
@@ -587,14 +601,19 @@ class EpDispatchCombineOp:
                                         and scales.is_cuda is self._on_gpu and not scales.is_meta
                                         and scales.shape == (n, self._scale_dim) and scales.is_contiguous()))
                 and self._ep is not None):
-            launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
+            try:
+                launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
+            except Exception:
+                self._refuse(False, False)
+                raise
+            self._note_dispatch()
             rc = lib.mori_ep_dispatch(self._ep, input.data_ptr(), None if weights is None else weights.data_ptr(),
                                       None if scales is None else scales.data_ptr(), indices.data_ptr(), n, launch,
                                       self._stream())
             if rc < 0:
+                self._last_num_tokens = 0  # as in _raw_dispatch
                 raise EpError("mori_ep_dispatch", rc)
             self._last_num_tokens = n
-            self._note_dispatch()
             if self.check_every_call:
                 C.check("mori_ep_check", lib.mori_ep_check(self._ep))
             return self._dispatch_results[None if scales is None else scales.dtype]
@@ -615,7 +634,7 @@ class EpDispatchCombineOp:
                                             r[2], r[3], r[4], self._src_token_pos)
         else:
             self._raw_recv("dispatch", self._launch_of(block_num, rdma_block_num, warp_per_block))
-            self._note_dispatch()
+            self._check_after()
 
     def _combine(self, send_only, input, weights, indices, block_num, rdma_block_num, warp_per_block,
                  use_external_inp_buf):
@@ -655,7 +674,8 @@ class EpDispatchCombineOp:
                 self._combine_results[key] = result
             self._raw_combine(send_only, input, _DTYPE_CODES[dtype], weights,
                               self._launch_of(block_num, rdma_block_num, warp_per_block))
-            self._check_after()
+            if not send_only:
+                self._check_after()
         return result
 
     def combine(self, input, weights, indices, block_num=-1, rdma_block_num=-1, warp_per_block=-1,
@@ -678,12 +698,12 @@ class EpDispatchCombineOp:
                                          and weights.is_cuda is self._on_gpu and len(wshape := weights.shape) == 2
                                          and wshape[1] == self._topk and wshape[0] <= self.max_recv_tokens
                                          and not weights.is_meta and weights.is_contiguous()))
-                and (indices is None or (type(indices) is _Tensor and indices.dtype is _int32
+                and (indices is None or (type(indices) is _Tensor and (indices.dtype is _int32 or indices.dtype is _int64)
                                          and len(ishape := indices.shape) == 2 and ishape[1] == self._topk))
                 and self._dispatched
                 and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))
                 and (self._recv_num_token_c is None
-                     or ((got := self._delivered) <= rows and (weights is None or got <= wshape[0])))
+                     or ((got := self._delivered()) <= rows and (weights is None or got <= wshape[0])))
                 and self._ep is not None):
             n = self._last_num_tokens
             key = (input.dtype, n, weights is not None)
@@ -691,7 +711,11 @@ class EpDispatchCombineOp:
             if result is None:
                 result = self._combine_results[key] = (out[:n], self._combine_weights[:n] if weights is not None
                                                        else None)
-            launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
+            try:
+                launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
+            except Exception:
+                self._refuse(True, False)
+                raise
             ptr = input.data_ptr()
             if ptr == self._combine_input_ptr:
                 ptr = None
@@ -725,6 +749,7 @@ class EpDispatchCombineOp:
                                            self._combine_output_view(self._last_combine_dtype), self._combine_weights)
         else:
             self._raw_recv("combine", self._launch_of(block_num, rdma_block_num, warp_per_block))
+            self._check_after()
 
     def reset(self):
         """Stream-ordered: clears recv_num_token and the per-call state. Not
@@ -753,11 +778,15 @@ class EpDispatchCombineOp:
         if isinstance(pos, torch.Tensor):
             # (not range-checked: that would wait for the device)
             return torch.div(pos, m, rounding_mode="floor"), torch.remainder(pos, m)
-        if isinstance(pos, bool) or not 0 <= operator.index(pos) < c.world_size * m:
+        try:
+            value = None if isinstance(pos, bool) else operator.index(pos)
+        except TypeError:
+            value = None
+        if value is None or not 0 <= value < c.world_size * m:
             raise ValueError(f"EpDispatchCombineOp.decode_send_flat_idx on rank {self.rank}: {pos!r} is not a "
                              f"token position: expected an int in [0, world_size {c.world_size} x "
                              f"max_num_inp_token_per_rank {m})")
-        return divmod(operator.index(pos), m)
+        return divmod(value, m)
 
     # ---- DeepEP-style layouts (mori.ops.ep_layout) ----------------------------------------------------
     def convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx):
@@ -768,6 +797,7 @@ class EpDispatchCombineOp:
         int32 (the source token id), packed_recv_layout_range
         [num_experts_per_rank, world_size] int64 ((begin << 32) | count of
         each source rank's rows)). See docs/ep.md."""
+        self._alive("convert_dispatch_output")
         from . import ep_layout
 
         return ep_layout.convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx)
@@ -777,6 +807,7 @@ class EpDispatchCombineOp:
         last dispatch gets the fp32 sum of its rows' outputs over this rank's
         experts (in the dtype of packed_recv_x; [max_recv_tokens,
         hidden_dim])."""
+        self._alive("convert_combine_input")
         from . import ep_layout
 
         return ep_layout.convert_combine_input(self, packed_recv_x, packed_recv_src_info, packed_recv_layout_range)
@@ -785,6 +816,7 @@ class EpDispatchCombineOp:
                               warp_per_block=-1):
         """dispatch, then convert_dispatch_output: (packed_recv_x,
         packed_recv_count, packed_recv_src_info, packed_recv_layout_range)."""
+        self._alive("dispatch_standard_moe")
         out, _, _, idx, _ = self.dispatch(input, weights, scales, indices, block_num, rdma_block_num,
                                           warp_per_block)
         return self.convert_dispatch_output(out, idx)
@@ -793,6 +825,7 @@ class EpDispatchCombineOp:
                              call_reset=False, packed_recv_src_info=None, packed_recv_layout_range=None):
         """convert_combine_input of the expert-major `input`, then combine
         (weights: the dispatch weights or None). Returns combine's output."""
+        self._alive("combine_standard_moe")
         rows = self.convert_combine_input(input, packed_recv_src_info, packed_recv_layout_range)
         out, _ = self.combine(rows, weights, indices, block_num, rdma_block_num, warp_per_block,
                               call_reset=call_reset)
