@@ -171,7 +171,7 @@ int shmem_free(void *ptr) {
   int n = mori_shmem.npes;
   uint64_t *all = calloc((size_t)n, sizeof(*all));
   if (!all && !status) status = mori_error_set(MORI_ENOMEM, "shmem_free: PE %d's table", mori_shmem.rank);
-  rc = mori_agree_gather(mori_shmem.comm, status, "shmem_free (nothing was freed on any PE)", &offset, all, sizeof(offset));
+  rc = mori_agree_gather(mori_shmem.comm, status, MORI_SHMEM_FREE_STEP, &offset, all, sizeof(offset));
   for (int r = 1; !rc && r < n; r++)
     if (all[r] != all[0]) {
       char mine[32], first[32];

@@ -104,7 +104,7 @@ static int agree_placement(int status, uint64_t offset, uint64_t size) {
   uint64_t *all = calloc((size_t)n, sizeof(mine));
   if (!all && !status) status = mori_error_set(MORI_ENOMEM, "shmem_buffer_register: PE %d's table", mori_shmem.rank);
   /* With a failed PE `all` is not written (nor needed: NULL is fine). */
-  int rc = mori_agree_gather(mori_shmem.comm, status, "shmem_buffer_register", mine, all, sizeof(mine));
+  int rc = mori_agree_gather(mori_shmem.comm, status, MORI_SHMEM_REGISTER_STEP, mine, all, sizeof(mine));
   for (int pe = 1; !rc && pe < n; pe++) {
     unsigned long long o = all[2 * pe], s = all[2 * pe + 1], o0 = all[0], s0 = all[1];
     if (s != s0)

@@ -204,6 +204,7 @@ _SIGNATURES = {
     "shmem_ext_malloc_with_flags": (_c_int, [_c_size, _c_uint, ctypes.POINTER(_c_void_p)]),
     "shmem_free": (_c_int, [_c_void_p]),
     "shmem_buffer_register": (_c_int, [_c_void_p, _c_size]),
+    "mori_shmem_refused": (_c_int, [ctypes.c_char_p, ctypes.c_char_p]),
     "shmem_buffer_deregister": (_c_int, [_c_void_p, _c_size]),
     "shmem_ptr_p2p": (_c_void_p, [_c_void_p, _c_int, _c_int]),
     "shmem_barrier_all": (_c_int, []),

@@ -250,9 +250,23 @@ class ShmemAddressMap(_Map):
     @property
     def peer_bases(self):
         """The device table as an int64 torch tensor sharing its memory (the
-        uint64 bits; needs torch)."""
+        uint64 bits; needs torch). ShmemError once the allocation is gone
+        (shmem_free, shmem_finalize): the table was released with it, and
+        its memory may hold another allocation's table by then (a tensor
+        taken before stays a view of it: do not keep it past shmem_free)."""
+        from mori._lib import AddressMap as CMap
+        from mori._lib import lib
+        from mori.shmem import api
         from mori.shmem.device_view import tensor_over
 
+        live = CMap()
+        gone = (getattr(self, "_generation", None) != api._init_generation
+                or lib.mori_shmem_address_map(getattr(self, "_ptr", self.allocation_base), ctypes.byref(live)) < 0
+                or (live.peer_bases or 0) != self.peer_bases_address or live.allocation_base != self.allocation_base)
+        if gone:
+            raise api.ShmemError("ShmemAddressMap.peer_bases", -22, "MORI_EINVAL",
+                                 f"the allocation at {self.allocation_base:#x} this map is of was freed (shmem_free or "
+                                 f"shmem_finalize), and its table with it: take the map of a live allocation")
         return tensor_over(self.peer_bases_address, self.world_size, "int64")
 
     def translate(self, ptr, pe):
@@ -286,9 +300,16 @@ def shmem_address_map(ptr):
         else:
             _check("shmem_address_map", rc)
             bases.append(out.value - (ptr - m.allocation_base))
-    return ShmemAddressMap(peer_bases_address=m.peer_bases or 0, host_bases=tuple(bases), local_rank=m.local_rank,
-                           world_size=m.world_size, allocation_base=m.allocation_base,
-                           allocation_bytes=m.allocation_bytes, capabilities=m.capabilities)
+    from mori.shmem import api
+
+    result = ShmemAddressMap(peer_bases_address=m.peer_bases or 0, host_bases=tuple(bases), local_rank=m.local_rank,
+                             world_size=m.world_size, allocation_base=m.allocation_base,
+                             allocation_bytes=m.allocation_bytes, capabilities=m.capabilities)
+    # What peer_bases checks the allocation by: the init it was made under,
+    # and an address inside it.
+    object.__setattr__(result, "_generation", api._init_generation)
+    object.__setattr__(result, "_ptr", ptr)
+    return result
 
 
 def shmem_translate(ptr, pe):

@@ -60,6 +60,11 @@ int mori_shmem_lock_initialized(const char *call);
  * and carrying each one's message. */
 static inline int mori_shmem_agree(mori_comm_t *comm, int my_rc, const char *step) { return mori_agree(comm, my_rc, step); }
 
+/* The agreement steps of shmem_free and shmem_buffer_register, by name:
+ * refuse.c takes the same steps for a PE that refuses its arguments. */
+#define MORI_SHMEM_FREE_STEP "shmem_free (nothing was freed on any PE)"
+#define MORI_SHMEM_REGISTER_STEP "shmem_buffer_register"
+
 /* The block holding `ptr` (interior pointers allowed), or NULL. */
 mori_shmem_block_t *mori_shmem_find_block(const void *ptr);
 /* The first block sharing a byte with [ptr, +size), or NULL (size > 0,

@@ -126,6 +126,45 @@ class DocExampleTest(unittest.TestCase):
                 self.assertRegex(p.stdout, rf"rank {r}: received \d+ tokens, combine matches")
 
 
+class ProcessGroupInitTest(unittest.TestCase):
+    def test_a_unique_id_rank_0_cannot_make_fails_every_rank_in_step(self):
+        """mori.shmem.shmem_torch_process_group_init where group rank 0
+        cannot make the unique ID (its MORI_SOCKET_IFNAME matches nothing):
+        rank 0 raises the library's error, the others an error naming rank
+        0's, at once; the group's next collective pairs as it should (the
+        others' broadcast used to take rank 0's next one as the ID)."""
+        code = (
+            "import os, torch.distributed as dist\n"
+            "from mori import shmem\n"
+            "dist.init_process_group('gloo')\n"
+            "rank = dist.get_rank()\n"
+            "if rank == 0: os.environ['MORI_SOCKET_IFNAME'] = 'nosuchif0'\n"
+            "try:\n"
+            "    shmem.shmem_torch_process_group_init(dist.group.WORLD.group_name)\n"
+            "    raise SystemExit('the init succeeded')\n"
+            "except (shmem.ShmemError, RuntimeError) as e:\n"
+            "    print(f'rank {rank}: {type(e).__name__}: {e}', flush=True)\n"
+            "box = [f'payload of rank {rank}']\n"
+            "dist.broadcast_object_list(box, src=0)\n"
+            "print(f'rank {rank}: next broadcast: {box[0]}', flush=True)\n"
+            "dist.barrier()\n"
+            "dist.destroy_process_group()\n")
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            script = os.path.join(tmp, "pg_init.py")
+            with open(script, "w") as f:
+                f.write(code)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"),
+                                                               os.environ.get("PYTHONPATH", "")]))
+            p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                                script], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            self.assertRegex(p.stdout, r"rank 0: ShmemError: .*nosuchif0")
+            self.assertRegex(p.stdout, r"rank 1: RuntimeError: .*group rank 0 could not make the unique ID.*nosuchif0")
+            for r in range(2):
+                self.assertIn(f"rank {r}: next broadcast: payload of rank 0", p.stdout)
+
+
 class ExitTest(unittest.TestCase):
     def test_an_op_alive_at_exit_prints_no_traceback(self):
         """An op never destroyed, alive when the interpreter exits: its

@@ -351,6 +351,57 @@ TEST(ShmemBadInput, PointerTranslationAndRegistrationRefuseWhatTheyCannotServe) 
   });
 }
 
+// A binding's own refusal of one PE's arguments (mori_shmem_refused): that
+// PE takes the call's collective step, failing it, so every PE's
+// shmem_malloc / shmem_free / shmem_buffer_register fails at once naming
+// it and its reason, nothing is made or freed, and the next call pairs
+// with the next call on every PE.
+TEST(ShmemBadInput, ARefusalOfOnePesArgumentsFailsTheCallOnEveryPeInStep) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "refused"));
+    const int last = size - 1;
+    const std::string named = "PE " + Str(last) + " refused its arguments: size 1.5";
+    void *p = nullptr;
+    if (rank == last) {
+      EXPECT_ERROR(mori_shmem_refused("shmem_malloc", "size 1.5 is not an int"), MORI_EINVAL, named);
+    } else {
+      EXPECT_ERROR(shmem_malloc(4096, &p), MORI_EINVAL, named);
+      EXPECT_EQ(p, nullptr);
+    }
+    MORI_ASSERT_OK(shmem_malloc(4096, &p));  // every PE's next call is this one
+    for (int pe = 0; pe < size; pe++) ASSERT_NE(shmem_ptr_p2p(p, rank, pe), nullptr);
+    if (rank == last) {
+      EXPECT_ERROR(mori_shmem_refused("shmem_free", "size 1.5 is not a pointer"), MORI_EINVAL, named);
+    } else {
+      EXPECT_ERROR(shmem_free(p), MORI_EINVAL, named);
+    }
+    EXPECT_NE(shmem_ptr_p2p(p, rank, rank), nullptr) << "nothing was freed";
+    const size_t bytes = 1 << 16;
+    int fd = memfd_create("register_refused", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, (off_t)bytes), 0);
+    char *buf = (char *)mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(buf, MAP_FAILED);
+    if (rank == last) {
+      EXPECT_ERROR(mori_shmem_refused("shmem_buffer_register", "size 1.5 bytes"), MORI_EINVAL, named);
+    } else {
+      EXPECT_ERROR(shmem_buffer_register(buf, bytes), MORI_EINVAL, named);
+    }
+    MORI_EXPECT_OK(shmem_buffer_register(buf, bytes));  // nothing was registered, and in step
+    MORI_EXPECT_OK(shmem_buffer_deregister(buf, bytes));
+    MORI_EXPECT_OK(shmem_free(p));
+    // Not a collective it knows: refused locally, nothing taken.
+    EXPECT_ERROR(mori_shmem_refused("shmem_barrier_all", "x"), MORI_EINVAL, "not one of the collective calls");
+    EXPECT_ERROR(mori_shmem_refused(nullptr, "x"), MORI_EINVAL, "call is required");
+    MORI_EXPECT_OK(shmem_barrier_all());
+    MORI_EXPECT_OK(shmem_finalize());
+    EXPECT_ERROR(mori_shmem_refused("shmem_malloc", "x"), MORI_ENOT_INITIALIZED, "shmem_malloc");
+    munmap(buf, bytes);
+  });
+}
+
 // A range whose end wraps the address space was accepted on every PE (the
 // end check overflowed) and then could not be deregistered: now every PE
 // fails naming the range.

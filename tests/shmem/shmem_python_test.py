@@ -82,6 +82,50 @@ def pe_main(rank, size, uid_path):
     except shmem.ShmemError as e:
         assert e.name == "MORI_ENOTSUP", e
     shmem.shmem_barrier_all()
+    # An argument refused on one PE only (Python's checks, before C): that
+    # PE still takes its part of the collective call, failing it, so every
+    # PE's call fails at once naming it, and the next calls pair as they
+    # should (the others' call used to pair with that PE's next one).
+    last = n - 1
+    import mmap
+
+    fd = os.memfd_create("mori_register_refused")
+    os.ftruncate(fd, 1 << 16)
+    mapping = mmap.mmap(fd, 1 << 16)
+    os.close(fd)
+    buf = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+    for call, bad, good, says in (
+            (shmem.shmem_malloc, lambda: shmem.shmem_malloc(64.0), lambda: shmem.shmem_malloc(64), "64.0"),
+            (shmem.shmem_malloc_align, lambda: shmem.shmem_malloc_align(4096, -1),
+             lambda: shmem.shmem_malloc_align(4096, 64), "size -1"),
+            (shmem.shmem_free, lambda: shmem.shmem_free(float(flagged)), lambda: shmem.shmem_free(flagged), "float"),
+            (shmem.shmem_buffer_register, lambda: shmem.shmem_buffer_register(buf, 2**64),
+             lambda: shmem.shmem_buffer_register(buf, 1 << 16), str(2**64))):
+        try:
+            (bad if me == last else good)()
+            raise AssertionError(f"{call.__name__}: refused on PE {last} only, but it returned on PE {me}")
+        except (TypeError, ValueError) as e:
+            assert me == last and says in str(e), (me, e)
+        except shmem.ShmemError as e:
+            assert me != last and f"PE {last} refused its arguments" in str(e) and says in str(e), (me, e)
+    shmem.shmem_buffer_register(buf, 1 << 16)  # in step, and nothing was registered before
+    shmem.shmem_buffer_deregister(buf, 1 << 16)
+    again = shmem.shmem_malloc(8 * n)  # in step: every PE's next call is this one
+    for pe in range(n):
+        ctypes.c_uint64.from_address(shmem.shmem_ptr_p2p(again, me, pe) + 8 * me).value = 7 * me + pe
+    shmem.shmem_barrier_all()
+    assert [ctypes.c_uint64.from_address(again + 8 * w).value for w in range(n)] == [7 * w + me for w in range(n)]
+    # An address map's table goes with its allocation: after shmem_free its
+    # peer_bases says so (it read the released table).
+    from mori.address_map import shmem_address_map
+
+    amap = shmem_address_map(again)
+    shmem.shmem_free(again)
+    try:
+        amap.peer_bases
+        raise AssertionError("peer_bases of a freed allocation")
+    except shmem.ShmemError as e:
+        assert "was freed" in str(e), e
     for p in (ptr, aligned, flagged):
         shmem.shmem_free(p)
     try:

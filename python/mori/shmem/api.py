@@ -11,9 +11,11 @@ call (ctypes would silently wrap it: 2**64 bytes would be 0 bytes, PE 2**32
 would be PE 0): sizes and alignments fit size_t, PEs and ranks int, flags
 unsigned int, addresses and handles a pointer (0 to 2**64 - 1). A value out
 of range is a ValueError, a value that is not an int (bool included) a
-TypeError, each naming the call, the argument and the value; both are
-raised before any PE enters a collective, so every PE that passed the same
-value raises the same way and none is left waiting."""
+TypeError, each naming the call, the argument and the value. In a
+collective call (shmem_malloc*, shmem_free, shmem_buffer_register) a PE
+whose arguments are refused still takes its part of the call, failing it
+(mori_shmem_refused), so every PE's call fails at once naming that PE and
+the value, and no PE is left paired with that PE's next call."""
 import ctypes
 import operator
 
@@ -56,6 +58,17 @@ def _int(call, name, value, ctype):
     return value
 
 
+def _collective_args(call, convert):
+    """The arguments of the collective `call`, converted by `convert`; when
+    that raises, this PE's part of the call still runs, failed with the
+    reason, before the exception propagates (see the module's text)."""
+    try:
+        return convert()
+    except Exception as e:
+        lib.mori_shmem_refused(call.encode(), str(e).encode(errors="replace")[:400])
+        raise
+
+
 def _check(call, rc):
     if rc < 0:
         raise ShmemError(call, rc)
@@ -63,6 +76,10 @@ def _check(call, rc):
 
 
 _plugins_listed = False
+# Successful shmem_init_attr calls: what a view of an allocation checks it
+# was made under (after shmem_finalize and a new init, a new allocation can
+# sit where an old one did, its table too).
+_init_generation = 0
 
 
 def _list_plugins():
@@ -124,6 +141,8 @@ def shmem_init_attr(flags, rank, world_size, arg):
     else:
         rc = lib.shmem_init_attr(flags, rank, world_size, None)
     _check("shmem_init_attr", rc)
+    global _init_generation
+    _init_generation += 1
 
 
 def shmem_torch_process_group_init(group_name):
@@ -133,10 +152,25 @@ def shmem_torch_process_group_init(group_name):
     import torch.distributed as dist  # only this path needs torch
     from torch._C._distributed_c10d import _resolve_process_group
 
+    if not isinstance(group_name, str):
+        raise TypeError(f"shmem_torch_process_group_init: group_name must be the group's name (str; "
+                        f"group.group_name), not {type(group_name).__name__}")
     group = _resolve_process_group(group_name)
     rank, size = group.rank(), group.size()
-    box = [shmem_get_unique_id() if rank == 0 else None]
+    # Rank 0 broadcasts the ID or why it has none: the others must not stay
+    # in the broadcast and pair it with rank 0's next collective.
+    box = [None]
+    if rank == 0:
+        try:
+            box[0] = shmem_get_unique_id()
+        except Exception as e:
+            box[0] = RuntimeError(f"{type(e).__name__}: {e}")
+            dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0), group=group)
+            raise
     dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0), group=group)
+    if isinstance(box[0], Exception):
+        raise RuntimeError(f"shmem_torch_process_group_init on group rank {rank}: group rank 0 could not make the "
+                           f"unique ID: {box[0]}")
     shmem_init_attr(MORI_SHMEM_INIT_WITH_UNIQUEID, rank, size, box[0])
 
 
@@ -170,31 +204,33 @@ def _address(call, name, ptr):
 
 def shmem_malloc(size):
     """Collective: `size` bytes at the same heap offset on every PE; the address."""
-    size = _int("shmem_malloc", "size", size, _SIZE)
+    size = _collective_args("shmem_malloc", lambda: _int("shmem_malloc", "size", size, _SIZE))
     return _alloc("shmem_malloc", lib.shmem_malloc, size)
 
 
 def shmem_malloc_align(alignment, size):
-    alignment = _int("shmem_malloc_align", "alignment", alignment, _SIZE)
-    size = _int("shmem_malloc_align", "size", size, _SIZE)
+    alignment, size = _collective_args("shmem_malloc_align", lambda: (
+        _int("shmem_malloc_align", "alignment", alignment, _SIZE), _int("shmem_malloc_align", "size", size, _SIZE)))
     return _alloc("shmem_malloc_align", lib.shmem_malloc_align, alignment, size)
 
 
 def shmem_ext_malloc_with_flags(size, flags):
-    size = _int("shmem_ext_malloc_with_flags", "size", size, _SIZE)
-    flags = _int("shmem_ext_malloc_with_flags", "flags", flags, _UINT)
+    size, flags = _collective_args("shmem_ext_malloc_with_flags", lambda: (
+        _int("shmem_ext_malloc_with_flags", "size", size, _SIZE),
+        _int("shmem_ext_malloc_with_flags", "flags", flags, _UINT)))
     return _alloc("shmem_ext_malloc_with_flags", lib.shmem_ext_malloc_with_flags, size, flags)
 
 
 def shmem_free(ptr):
     """Collective."""
-    _check("shmem_free", lib.shmem_free(_address("shmem_free", "ptr", ptr)))
+    ptr = _collective_args("shmem_free", lambda: _address("shmem_free", "ptr", ptr))
+    _check("shmem_free", lib.shmem_free(ptr))
 
 
 def shmem_buffer_register(ptr, size):
     """Collective; 0 on success."""
-    ptr = _address("shmem_buffer_register", "ptr", ptr)
-    size = _int("shmem_buffer_register", "size", size, _SIZE)
+    ptr, size = _collective_args("shmem_buffer_register", lambda: (
+        _address("shmem_buffer_register", "ptr", ptr), _int("shmem_buffer_register", "size", size, _SIZE)))
     return _check("shmem_buffer_register", lib.shmem_buffer_register(ptr, size))
 
 

@@ -112,6 +112,15 @@ MORI_API int shmem_free(void *ptr);
  * PEs, as a window of its own; every PE registers a buffer of the same
  * mapping size. Local: deregister with the same pointer and size. */
 MORI_API int shmem_buffer_register(void *ptr, size_t size);
+/* This PE's part of the collective `call` ("shmem_malloc",
+ * "shmem_malloc_align", "shmem_ext_malloc_with_flags", "shmem_free" or
+ * "shmem_buffer_register") when a binding's own checks refused its
+ * arguments (`why`: what was wrong): it takes the call's collective step
+ * with a failure, so every PE's call fails at once naming this PE and
+ * `why`, nothing is allocated or freed, and no PE is left paired with this
+ * PE's next call. Returns that failure (MORI_EINVAL unless the step failed
+ * otherwise). */
+MORI_API int mori_shmem_refused(const char *call, const char *why);
 MORI_API int shmem_buffer_deregister(void *ptr, size_t size);
 
 /* Where this process reaches `ptr` (inside a shmem allocation or registered
