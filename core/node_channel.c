@@ -409,6 +409,7 @@ int mori_node_channel_allgather_grace(mori_node_channel_t *ch, const char *what,
       char theirs[sizeof(box->name)];
       memcpy(theirs, box->name, sizeof(theirs));
       theirs[sizeof(theirs) - 1] = '\0'; /* the peer's bytes: ended here whatever they hold */
+      if (strlen(theirs) == sizeof(theirs) - 1) memcpy(theirs + sizeof(theirs) - 4, "...", 3); /* said cut short */
       return fail_channel(ch, MORI_EMISMATCH, r, FAILED_OTHERWISE,
                           "node channel: at step %llu rank %d made another call (%s: %llu bytes, call %08x) than rank %d (%s: "
                           "%zu bytes, call %08x)",

@@ -150,8 +150,13 @@ static int claim(void *ptr, mori_shmem_block_t **out, uint64_t *offset) {
   if (b && b->base != ptr)
     return mori_error_set(MORI_EINVAL, "shmem_free: %p is inside the allocation at %p, not its start", ptr, b->base);
   if (!b) {
-    for (unsigned i = 0; i < FREED_MEMORY; i++)
-      if (recently_freed[i].base == ptr) return mori_error_set(MORI_EINVAL, "shmem_free: double free of %p", ptr);
+    const void *freed = NULL;
+    size_t freed_size = 0;
+    if (mori_shmem_was_freed(ptr, &freed, &freed_size)) {
+      if (freed == ptr) return mori_error_set(MORI_EINVAL, "shmem_free: double free of %p", ptr);
+      return mori_error_set(MORI_EINVAL, "shmem_free: %p is inside the allocation at %p (%zu bytes), which was freed", ptr,
+                            freed, freed_size);
+    }
     return mori_error_set(MORI_ENOT_OWNED, "shmem_free: %p was not allocated by shmem_malloc", ptr);
   }
   mori_heap_location_t loc;

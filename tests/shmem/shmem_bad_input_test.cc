@@ -294,6 +294,7 @@ TEST(ShmemBadInput, ForeignFreedOrDivergingFreesFailOnEveryPeAndFreeNothing) {
     }
     MORI_EXPECT_OK(shmem_free(p));
     EXPECT_ERROR(shmem_free(p), MORI_EINVAL, "double free");
+    EXPECT_ERROR(shmem_free((char *)p + 8), MORI_EINVAL, "which was freed");  // not "not allocated by shmem_malloc"
     EXPECT_ERROR(shmem_buffer_deregister(q, 4096), MORI_EINVAL, "it is a shmem allocation: use shmem_free");
     MORI_EXPECT_OK(shmem_free(q));
     MORI_EXPECT_OK(shmem_finalize());
