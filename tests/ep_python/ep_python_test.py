@@ -96,6 +96,21 @@ class InterfaceTest(unittest.TestCase):
             self.assertTrue(hasattr(torch.ops.mori, name), name)
 
 
+def torchrun_2(code, timeout):
+    """(exit code, output) of the script `code` under torchrun at 2 ranks
+    on this host, finding the package here."""
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+        script = os.path.join(tmp, "script.py")
+        with open(script, "w") as f:
+            f.write(code)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"),
+                                                           os.environ.get("PYTHONPATH", "")]))
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                            script], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout)
+        return p.returncode, p.stdout
+
+
 def doc_example(path):
     """The code block after the `<!-- ep-example -->` line of docs/ep.md."""
     with open(path) as f:
@@ -112,18 +127,10 @@ class DocExampleTest(unittest.TestCase):
 
         if ep.C.MISSING:
             self.skipTest(f"libmori.so lacks {', '.join(ep.C.MISSING)}")
-        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
-            script = os.path.join(tmp, "ep_example.py")
-            with open(script, "w") as f:
-                f.write(doc_example(os.path.join(ROOT, "docs", "ep.md")))
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"),
-                                                               os.environ.get("PYTHONPATH", "")]))
-            p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                                script], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               timeout=300)
-            self.assertEqual(p.returncode, 0, p.stdout)
-            for r in range(2):
-                self.assertRegex(p.stdout, rf"rank {r}: received \d+ tokens, combine matches")
+        code, out = torchrun_2(doc_example(os.path.join(ROOT, "docs", "ep.md")), 300)
+        self.assertEqual(code, 0, out)
+        for r in range(2):
+            self.assertRegex(out, rf"rank {r}: received \d+ tokens, combine matches")
 
 
 class ProcessGroupInitTest(unittest.TestCase):
@@ -149,20 +156,12 @@ class ProcessGroupInitTest(unittest.TestCase):
             "print(f'rank {rank}: next broadcast: {box[0]}', flush=True)\n"
             "dist.barrier()\n"
             "dist.destroy_process_group()\n")
-        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
-            script = os.path.join(tmp, "pg_init.py")
-            with open(script, "w") as f:
-                f.write(code)
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"),
-                                                               os.environ.get("PYTHONPATH", "")]))
-            p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                                script], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               timeout=120)
-            self.assertEqual(p.returncode, 0, p.stdout)
-            self.assertRegex(p.stdout, r"rank 0: ShmemError: .*nosuchif0")
-            self.assertRegex(p.stdout, r"rank 1: RuntimeError: .*group rank 0 could not make the unique ID.*nosuchif0")
-            for r in range(2):
-                self.assertIn(f"rank {r}: next broadcast: payload of rank 0", p.stdout)
+        rc, out = torchrun_2(code, 120)
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"rank 0: ShmemError: .*nosuchif0")
+        self.assertRegex(out, r"rank 1: RuntimeError: .*group rank 0 could not make the unique ID.*nosuchif0")
+        for r in range(2):
+            self.assertIn(f"rank {r}: next broadcast: payload of rank 0", out)
 
 
 class ExitTest(unittest.TestCase):

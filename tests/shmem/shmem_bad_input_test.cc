@@ -34,6 +34,16 @@ namespace {
 
 std::string Str(int v) { return std::to_string(v); }
 
+// A shared file mapping of `bytes` (what shmem_buffer_register adopts on
+// the host platform), or MAP_FAILED.
+char *MapMemfd(const char *name, size_t bytes) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return (char *)MAP_FAILED;
+  void *p = ftruncate(fd, (off_t)bytes) == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  return (char *)p;
+}
+
 TEST(ShmemBadInput, EveryCallBeforeInitSaysNotInitialised) {
   EXPECT_RANKS_PASS(1, [](int, int) {
     void *p = (void *)1;
@@ -379,11 +389,7 @@ TEST(ShmemBadInput, ARefusalOfOnePesArgumentsFailsTheCallOnEveryPeInStep) {
     }
     EXPECT_NE(shmem_ptr_p2p(p, rank, rank), nullptr) << "nothing was freed";
     const size_t bytes = 1 << 16;
-    int fd = memfd_create("register_refused", MFD_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(ftruncate(fd, (off_t)bytes), 0);
-    char *buf = (char *)mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    char *buf = MapMemfd("register_refused", bytes);
     ASSERT_NE(buf, MAP_FAILED);
     if (rank == last) {
       EXPECT_ERROR(mori_shmem_refused("shmem_buffer_register", "size 1.5 bytes"), MORI_EINVAL, named);
@@ -411,11 +417,7 @@ TEST(ShmemBadInput, ARegistrationRangeThatWrapsIsRefusedOnEveryPe) {
     UseSmallHeap();
     MORI_ASSERT_OK(InitPe(rank, size, "wrap"));
     const size_t bytes = 1 << 16;
-    int fd = memfd_create("register_wrap", MFD_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(ftruncate(fd, (off_t)bytes), 0);
-    char *p = (char *)mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    char *p = MapMemfd("register_wrap", bytes);
     ASSERT_NE(p, MAP_FAILED);
     EXPECT_ERROR(shmem_buffer_register(p + 16, SIZE_MAX - 8), MORI_ERANGE, "runs past the end of the address space");
     EXPECT_NE(std::string(mori_last_error()).find("+" + std::to_string(SIZE_MAX - 8) + " bytes)"), std::string::npos)
