@@ -204,6 +204,13 @@ static uint32_t combine_elem_bytes(const mori_ep_config_t *c) {
   return c->max_token_type_size ? c->max_token_type_size : (es > 2 ? es : 2);
 }
 
+/* mori_ep_create's first step: each rank's status and the fields that must
+ * agree (`mine`), gathered into `all` (one per rank). A create refused by a
+ * binding (mori_ep_create_refused) takes this same step, failed. */
+static int gather_configs(mori_comm_t *comm, int status, const mori_ep_config_t *mine, mori_ep_config_t *all) {
+  return mori_agree_gather(comm, status, "ep_create: config", mine, all, sizeof(*mine));
+}
+
 int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t **out) {
   if (!comm || !config || !out) return mori_error_set(MORI_EINVAL, "ep_create: comm, config and out are required");
   MORI_TRACE_SCOPE("ep_create");
@@ -220,7 +227,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   /* 0 means the size data_type needs: ranks that say 0 and that size agree. */
   mine.max_token_type_size = combine_elem_bytes(config);
   if (!all) return mori_error_set(MORI_ENOMEM, "ep_create");
-  int arc = mori_agree_gather(comm, rc, "ep_create: config", &mine, all, sizeof(mine));
+  int arc = gather_configs(comm, rc, &mine, all);
   if (arc) {
     free(all);
     return arc;
@@ -294,12 +301,10 @@ int mori_ep_create_refused(mori_comm_t *comm, const char *why) {
                  why && *why ? why : "(no reason given)");
   /* The first step of mori_ep_create, with this rank's failure: every
    * rank's create returns from it. */
-  int n = mori_comm_size(comm);
-  mori_ep_config_t mine;
+  mori_ep_config_t mine, *all = calloc((size_t)mori_comm_size(comm), sizeof(*all));
   memset(&mine, 0, sizeof(mine));
-  mori_ep_config_t *all = calloc((size_t)n, sizeof(*all));
   if (!all) return mori_error_set(MORI_ENOMEM, "ep_create_refused");
-  int rc = mori_agree_gather(comm, MORI_EINVAL, "ep_create: config", &mine, all, sizeof(mine));
+  int rc = gather_configs(comm, MORI_EINVAL, &mine, all);
   free(all);
   return rc ? rc : mori_error_set(MORI_EINVAL, "ep_create_refused: the step did not fail");
 }
