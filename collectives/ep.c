@@ -462,7 +462,10 @@ static int stopped(const mori_ep_t *ep, const char *what) {
 static int refuse(mori_ep_t *ep, int combine, int refusal, void *stream, uint32_t phases) {
   char why[512];
   snprintf(why, sizeof(why), "%s", mori_last_error());
-  if (!combine) ep->last_num_tokens = 0;
+  if (!combine) {
+    ep->last_num_tokens = 0;
+    ep->dispatched = 1;
+  }
   mori_ep_args_t a = {.num_tokens = ep->last_num_tokens,
                       .phases = MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV,
                       .dtype = combine ? (uint32_t)MORI_EP_BFLOAT16 : 0,
@@ -501,6 +504,7 @@ static int send_dispatch(mori_ep_t *ep, const void *input, const float *weights,
   mori_ep_args_t a = {
       .input = input, .weights = weights, .scales = scales, .indices = indices, .num_tokens = num_tokens, .phases = phases};
   ep->last_num_tokens = num_tokens;
+  ep->dispatched = 1;
   rc = note_failure(ep, mori_ep_launch_dispatch(ep, &a, choose_shape(ep, launch, num_tokens), stream));
   if (!rc && phases == MORI_EP_PHASE_SEND) ep->waiting = "dispatch_send";
   return rc;
@@ -568,7 +572,12 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
   if (rc) return rc;
   ep->refused_half = NULL;
   MORI_TRACE_SCOPE(what, MORI_TA("dtype", dtype));
-  if ((rc = ep->stopped ? stopped(ep, what) : check_combine(ep, input, dtype, weights, phases, what)) != 0)
+  if (ep->stopped)
+    rc = stopped(ep, what);
+  else if ((rc = check_combine(ep, input, dtype, weights, phases, what)) == 0 && !ep->dispatched)
+    rc = mori_error_set(MORI_EINVAL, "%s: rank %d: no dispatch to combine (a combine returns the rows of the last "
+                        "dispatch to their senders; call mori_ep_dispatch first)", what, ep->config.rank);
+  if (rc)
     return refuse(ep, 1, rc, stream, phases);
   mori_ep_args_t a = {.input = input,
                       .weights = weights,

@@ -21,6 +21,9 @@ struct mori_ep {
   mori_ep_dev_t view;
   uint32_t comb_elem_bytes;  /* the widest combine element the buffers hold */
   uint32_t last_num_tokens;  /* of the last dispatch (what combine returns) */
+  /* A dispatch (or its refusal) ran: a combine reverses one. Kept by
+   * reset, which clears the count, not the routing. */
+  int dispatched;
   uint32_t comb_dtype;       /* of the last combine_send */
   uint32_t comb_has_weights;
   const char *waiting; /* the send half ("dispatch_send", "combine_send") waiting for its receive half, or NULL */

@@ -498,6 +498,47 @@ TEST(Ep, ACombineRefusedOnOneRankKeepsTheRanksInStep) {
   });
 }
 
+// A combine before any dispatch has no rows to return: every rank's call
+// says so (and its send half's receive half then does nothing), and the
+// ranks stay in step for the dispatches and combines that follow.
+TEST(Ep, ACombineBeforeAnyDispatchIsRefusedOnEveryRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
+                "rank " + std::to_string(rank) + ": no dispatch to combine");
+    ExpectError(mori_ep_combine_send(ep, nullptr, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr), MORI_EINVAL,
+                "no dispatch to combine");
+    MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));  // its refused send half ran it
+    // Every rank refused, and each said so itself: no record is left.
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_reset(ep, nullptr));
+    for (int call = 0; call < 6; call++) {
+      Options o = CallOptions(call);
+      ASSERT_TRUE(CheckCall(ep, s, rank, size, call, o));
+      // reset clears the count, not the dispatch: a second combine of it
+      // is still right
+      uint32_t row = (uint32_t)*b.recv_num_token;
+      MORI_EXPECT_OK(mori_ep_reset(ep, nullptr));
+      EXPECT_EQ(*b.recv_num_token, 0);
+      Inputs mine = MakeInputs(s, rank, size, call);
+      // (its own input: a peer may still read the registered buffer for
+      // the first combine; docs/ep.md)
+      Options again = o;
+      again.registered = false;
+      ASSERT_TRUE(CheckCombine(ep, s, rank, size, call, call + 1000, again, mine, row, b));
+    }
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
 // A combine whose dtype differs on one rank: its rows would be read as the
 // others' type (4.00391 for 4 in fp32, 2 for 4 in bf16, rc 0). Every
 // rank's receive half sums nothing, and check names the ranks and types;

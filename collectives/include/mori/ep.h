@@ -150,7 +150,9 @@ MORI_API int mori_ep_dispatch_recv(mori_ep_t *ep, const mori_ep_launch_t *launch
 MORI_API int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream);
 
 /* Combine the last dispatch: `input` holds this rank's processed rows in
- * its dispatch output's order (NULL: the registered combine_input) of
+ * its dispatch output's order (NULL: the registered combine_input, which
+ * peers read during the call: not to be rewritten for a second combine of
+ * one dispatch while a peer may still read the first's) of
  * `dtype` (bf16 or fp32; fp16 allowed); `weights` [rows, top-k] fp32 in
  * the same order (NULL: none). Writes combine_output [num_tokens of the
  * last dispatch, hidden_dim] of `dtype` and combine_weights. */
