@@ -35,6 +35,20 @@ static void describe_call(uint64_t word, char *out, size_t n) {
   }
 }
 
+/* A barrier's missing peers in words: "rank 1", "ranks 1, 3 and 6", and
+ * "and N more" past what the mask holds or the text fits. */
+static void missing_list(const mori_device_error_t *e, char *out, size_t n) {
+  unsigned listed = 0, in_mask = (unsigned)__builtin_popcountll(e->seen);
+  size_t used = (size_t)snprintf(out, n, "rank%s", e->missing_count > 1 ? "s" : "");
+  for (int i = 0; i < 64 && used + 40 < n; i++) {
+    if (!(e->seen >> i & 1)) continue;
+    const char *sep = listed == 0 ? " " : listed + 1 == in_mask && in_mask == e->missing_count ? " and " : ", ";
+    used += (size_t)snprintf(out + used, n - used, "%s%d", sep, e->missing_base + i);
+    listed++;
+  }
+  if (listed < e->missing_count) snprintf(out + used, n - used, " and %u more", e->missing_count - listed);
+}
+
 /* A mismatch record (MORI_COLL_MISMATCH_CHANNEL) in words. */
 static int mismatch_error(const mori_device_error_t *e) {
   char mine[128], theirs[128];
@@ -158,11 +172,21 @@ int mori_device_record_error(int code, const mori_device_error_t *e, uint64_t un
                           e->channel < MORI_GDA_QUIET_CHANNEL ? "waited for room in the send queue" : "waited for completions",
                           (double)e->waited_ns / 1e6, mori_strerror(code));
   /* A wait given no timeout ends at the window's bound: say so, or the
-   * caller who asked for none reads of a timeout out of nowhere-> */
+   * caller who asked for none reads of a timeout out of nowhere. */
   char bound[160] = "";
   if (code == MORI_EDEVICE_TIMEOUT && untimed_wait_ns && e->waited_ns >= untimed_wait_ns)
     snprintf(bound, sizeof(bound), "; a wait given no timeout ends after MORI_UNTIMED_WAIT_MS (%llu ms here; 0 waits forever)",
              (unsigned long long)(untimed_wait_ns / 1000000ull));
+  if (e->missing_count) {
+    char who[320];
+    missing_list(e, who, sizeof(who));
+    return mori_error_set(code,
+                          "barrier on rank %d (channel %u, round %llu) %s after %.3f ms: %s had not arrived (%u of the "
+                          "peers)%s",
+                          e->waiter_rank, e->channel, (unsigned long long)e->expected,
+                          code == MORI_EABORTED ? "was aborted" : "timed out", (double)e->waited_ns / 1e6, who,
+                          e->missing_count, bound);
+  }
   if (e->peer >= 0)
     return mori_error_set(code,
                           "kernel wait on rank %d for rank %d timed out after %.3f ms on channel %u (expected %llu, saw %llu)%s",

@@ -107,10 +107,38 @@ TEST(DeviceApi, WaitThatTimesOutLeavesARecordForTheHost) {
     if (rank != size - 1) {
       EXPECT_EQ(mori_lsa_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
-      EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(size - 1)), std::string::npos)
+      EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(size - 1) + " had not arrived"),
+                std::string::npos)
           << mori_last_error();
       EXPECT_EQ(mori_lsa_pad_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+// A barrier that several ranks skip: its record names every rank missing,
+// not only the one the waiting thread gave up on.
+TEST(DeviceApi, ABarrierThatTimesOutNamesEveryMissingRank) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    const int first_missing = (size + 1) / 2;  // ranks [first_missing, size) skip it
+    std::string who = size - first_missing > 1 ? "ranks " : "rank ";
+    for (int m = first_missing; m < size; m++)
+      who += (m == first_missing ? "" : m + 1 == size ? " and " : ", ") + std::to_string(m);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));  // the waiters arrive together
+    if (rank < first_missing) {
+      EXPECT_EQ(mori_lsa_barrier_block(f.view, 2, 500 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      std::string want = "barrier on rank " + std::to_string(rank) + " (channel 2, round 1) timed out after";
+      EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << mori_last_error();
+      want = ": " + who + " had not arrived (" + std::to_string(size - first_missing) + " of the peers)";
+      EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << "want \"" << want << "\" in "
+                                                                              << mori_last_error();
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     Release(f);

@@ -93,6 +93,20 @@ MORI_HOST_DEVICE uint64_t *mori_barrier_word(mori_window_dev_t win, int lsa_inde
   return (uint64_t *)(uintptr_t)(win.barrier_base + (uint64_t)lsa_index * win.barrier_stride) + word;
 }
 
+/* The peers whose arrival at `epoch` of `channel` this rank has not seen:
+ * what a timed-out barrier names (one thread waits for each peer, and the
+ * first to give up writes the record; the others may not have yet). */
+MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_barrier_missing(mori_window_dev_t win, uint32_t channel, uint64_t epoch) {
+  mori_missing_peers_t m = {0, win.lsa_base, 0};
+  int n = win.lsa_size, me = win.lsa_rank;
+  for (int i = 0; i < n; i++) {
+    if (i == me || mori_atomic_load_acquire_u64(mori_barrier_word(win, me, (uint64_t)channel * n + i)) >= epoch) continue;
+    m.count++;
+    if (i < 64) m.mask |= 1ull << i;
+  }
+  return m;
+}
+
 /* Each round writes the next epoch into every peer's slot for this rank (a
  * release store: no round trip) and waits until every peer's epoch in
  * this rank's area has arrived (acquire). */
@@ -116,10 +130,13 @@ MORI_DEVICE_INLINE int mori_lsa_barrier_block(mori_window_dev_t win, uint32_t ch
   for (int i = MORI_THREAD_RANK_BLOCK(); i < n && rc == MORI_DEVICE_OK; i += count) {
     if (i == me) continue;
     uint64_t *slot = mori_barrier_word(win, me, (uint64_t)channel * n + i);
-    uint64_t start = 0, seen = 0;
+    uint64_t start = 0, seen = 0, waited = 0;
     for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(slot)) < epoch; spin++) {
-      if ((rc = mori_wait_check(win, spin, &start, timeout_ns, win.lsa_base + i, channel, epoch, seen)) != MORI_DEVICE_OK)
+      if ((rc = mori_wait_expired(win, spin, &start, timeout_ns, &waited)) != MORI_DEVICE_OK) {
+        mori_device_report_missing(win, rc, win.lsa_base + i, channel, waited, epoch, seen,
+                                   mori_lsa_barrier_missing(win, channel, epoch));
         break;
+      }
       mori_pause();
     }
   }

@@ -125,8 +125,17 @@ MORI_DEVICE_INLINE int mori_error_claim(mori_window_dev_t win) {
  * in host memory). The only atomic is the claim, in device memory; the
  * record itself is plain stores into host memory, `code` last after a
  * system fence, so it works on every host (no atomics on host memory). */
-MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,
-                                          uint64_t waited_ns, uint64_t expected, uint64_t seen) {
+/* A barrier's record names every peer missing (mori_device_error_t's
+ * missing_*, the mask in its `seen`); the others pass none. */
+typedef struct mori_missing_peers {
+  uint64_t mask;
+  int32_t base;
+  uint32_t count;
+} mori_missing_peers_t;
+
+MORI_DEVICE_INLINE int mori_device_report_missing(mori_window_dev_t win, int code, int peer, uint32_t channel,
+                                                  uint64_t waited_ns, uint64_t expected, uint64_t seen,
+                                                  mori_missing_peers_t missing) {
   mori_device_control_t *ctl = win.control;
   if (ctl && mori_error_claim(win)) {
     volatile mori_device_error_t *e = &ctl->error;
@@ -135,7 +144,9 @@ MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int p
     e->channel = channel;
     e->waited_ns = waited_ns;
     e->expected = expected;
-    e->seen = seen;
+    e->seen = missing.count ? missing.mask : seen;
+    e->missing_base = missing.base;
+    e->missing_count = missing.count;
     mori_fence_system(); /* every field reaches host memory before the code */
     e->code = (uint32_t)code;
     mori_fence_system();
@@ -145,24 +156,38 @@ MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int p
   return code;
 }
 
+MORI_DEVICE_INLINE int mori_device_report(mori_window_dev_t win, int code, int peer, uint32_t channel,
+                                          uint64_t waited_ns, uint64_t expected, uint64_t seen) {
+  mori_missing_peers_t none = {0, 0, 0};
+  return mori_device_report_missing(win, code, peer, channel, waited_ns, expected, seen, none);
+}
+
 MORI_DEVICE_INLINE int mori_aborted(mori_window_dev_t win) {
   return win.control && *(volatile uint32_t *)&win.control->abort_flag != 0;
 }
 
 /* What a waiting loop checks at each spin (spin counts from 0): the clock
  * starts at spin 0 (*start), and every 256th spin an abort of the window or
- * more than timeout_ns (0: none) waited ends the wait with its report (peer,
- * channel, expected and seen say what was waited for). MORI_DEVICE_OK: keep
+ * more than timeout_ns (0: none) waited (*waited) ends the wait: its code,
+ * with no report (the caller's, which may say more). MORI_DEVICE_OK: keep
  * waiting. */
-MORI_DEVICE_INLINE int mori_wait_check(mori_window_dev_t win, uint32_t spin, uint64_t *start, uint64_t timeout_ns, int peer,
-                                       uint32_t channel, uint64_t expected, uint64_t seen) {
+MORI_DEVICE_INLINE int mori_wait_expired(mori_window_dev_t win, uint32_t spin, uint64_t *start, uint64_t timeout_ns,
+                                         uint64_t *waited) {
   if (spin == 0) *start = mori_clock_ns();
   if ((spin & 255) != 255) return MORI_DEVICE_OK;
-  uint64_t waited = mori_clock_ns() - *start;
-  if (mori_aborted(win)) return mori_device_report(win, MORI_DEVICE_EABORTED, peer, channel, waited, expected, seen);
-  if (timeout_ns && waited > timeout_ns)
-    return mori_device_report(win, MORI_DEVICE_ETIMEDOUT, peer, channel, waited, expected, seen);
+  *waited = mori_clock_ns() - *start;
+  if (mori_aborted(win)) return MORI_DEVICE_EABORTED;
+  if (timeout_ns && *waited > timeout_ns) return MORI_DEVICE_ETIMEDOUT;
   return MORI_DEVICE_OK;
+}
+
+/* mori_wait_expired, with the wait's report (peer, channel, expected and
+ * seen say what was waited for). */
+MORI_DEVICE_INLINE int mori_wait_check(mori_window_dev_t win, uint32_t spin, uint64_t *start, uint64_t timeout_ns, int peer,
+                                       uint32_t channel, uint64_t expected, uint64_t seen) {
+  uint64_t waited = 0;
+  int rc = mori_wait_expired(win, spin, start, timeout_ns, &waited);
+  return rc ? mori_device_report(win, rc, peer, channel, waited, expected, seen) : MORI_DEVICE_OK;
 }
 
 #endif

@@ -21,7 +21,14 @@ typedef struct mori_device_error {
   uint32_t channel;    /* signal slot or barrier channel */
   uint64_t waited_ns;
   uint64_t expected;   /* value waited for */
-  uint64_t seen;       /* last value read */
+  uint64_t seen;       /* last value read; a barrier's record (missing_count > 0): the missing peers' mask */
+  /* A barrier's timeout names the peers that had not arrived when it gave
+   * up, not only the one its thread waited for: missing_count of them, and
+   * in `seen` bit i for world rank missing_base + i (the first 64). 0: not
+   * a barrier's record. (In `seen` because the control block must stay in
+   * its 64-byte pinned block.) */
+  int32_t missing_base;
+  uint32_t missing_count;
 } mori_device_error_t;
 
 /* Host-mapped control block shared by the host and the kernels of a window:
