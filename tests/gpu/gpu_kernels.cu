@@ -285,6 +285,22 @@ int gpu_wait_nobody(mori_window_dev_t view, uint64_t signal_offset, uint64_t tim
   return 0;
 }
 
+__global__ void barrier_once_kernel(mori_window_dev_t view, uint32_t channel, uint64_t timeout_ns, int *rc) {
+  int r = mori_lsa_barrier_block(view, channel, timeout_ns);
+  if (r) *rc = r; /* each thread's own wait: any failure is the block's */
+}
+
+int gpu_barrier_once(mori_window_dev_t view, uint32_t channel, uint64_t timeout_ns, int threads, int *device_rc) {
+  int *rc = 0;
+  GPU_TRY(gpuMalloc((void **)&rc, sizeof(int)));
+  GPU_TRY(gpuMemset(rc, 0, sizeof(int)));
+  barrier_once_kernel<<<1, threads>>>(view, channel, timeout_ns, rc);
+  GPU_TRY(gpuGetLastError());
+  GPU_TRY(gpuMemcpy(device_rc, rc, sizeof(int), gpuMemcpyDeviceToHost));
+  (void)gpuFree(rc);
+  return 0;
+}
+
 __global__ void barrier_loop_kernel(mori_window_dev_t view, int iters, int pad_protocol, int *rc) {
   for (int i = 0; i < iters; i++) {
     int r = pad_protocol ? mori_lsa_pad_barrier_block(view, 0, 5000000000ull)

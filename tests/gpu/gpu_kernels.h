@@ -27,6 +27,8 @@ int gpu_put_signal_round(mori_window_dev_t view, int peer, uint64_t bytes, uint6
                          uint64_t timeout_ns, int *device_rc);
 // A wait for a signal nobody sends: returns the kernel's code.
 int gpu_wait_nobody(mori_window_dev_t view, uint64_t signal_offset, uint64_t timeout_ns, int *device_rc);
+// One LSA barrier on `channel` by one block of `threads`: the kernel's code.
+int gpu_barrier_once(mori_window_dev_t view, uint32_t channel, uint64_t timeout_ns, int threads, int *device_rc);
 // Benchmarks (microseconds per iteration, CUDA events).
 // pad_protocol: torch's CAS protocol on the signal pad, else the epoch barrier.
 double gpu_bench_barrier(mori_window_dev_t view, int iters, int pad_protocol);

@@ -245,6 +245,18 @@ TEST(GpuDeviceApi, PutSignalWaitAndTheTimeoutRecord) {
     EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT);
     EXPECT_EQ(mori_window_check(win), MORI_EDEVICE_TIMEOUT);
     printf("rank %d: %s\n", rank, mori_last_error());
+    // A barrier the last rank skips: the others' records name it (a
+    // thread per peer; the one that gives up names every rank missing).
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank != size - 1) {
+      ASSERT_EQ(gpu_barrier_once(view, 5, 20000000ull, 64, &rc), 0) << gpu_last_error();
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT);
+      EXPECT_EQ(mori_window_check(win), MORI_EDEVICE_TIMEOUT);
+      std::string want = "rank " + std::to_string(size - 1) + " had not arrived (1 of the peers)";
+      EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << mori_last_error();
+      printf("rank %d: %s\n", rank, mori_last_error());
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     // The context survived: more work runs.
     ASSERT_EQ(gpu_fill_local(view, bytes, 5), 0) << gpu_last_error();
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
