@@ -58,6 +58,12 @@ def section(rows, path, doc_dir, machine):
         out.append(f"{lead}| {key[1]} | {key[2]} | {key[3]} | {cell(plain)} | {cell(checked)} | {diff} |")
     if diffs and builds == 1:
         out += ["", f"Checking adds {min(diffs):.2f}–{max(diffs):.2f} µs per call over these calls and sizes."]
+    if builds > 1:
+        out.append("")
+        for b in dict.fromkeys(k[0] for k in order):  # run order
+            d = [statistics.median(c[1]) - statistics.median(c[0]) for k, c in cells.items() if k[0] == b and c[0] and c[1]]
+            if d:
+                out.append(f"- `{b}`: checking adds {min(d):+.2f} to {max(d):+.2f} µs per call over these calls and sizes.")
     return "\n".join(out) + "\n"
 
 

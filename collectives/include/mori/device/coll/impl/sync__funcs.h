@@ -159,48 +159,66 @@ MORI_DEVICE_INLINE uint64_t *mori_coll_impl_call_slot(mori_coll_dev_t c, int own
   return (uint64_t *)mori_coll_impl_at(c, owner, c.calls_offset + slot * (1 + MORI_COLL_SIG_WORDS) * 8);
 }
 
+/* One member's slot of call `epoch` against this rank's signature, by one
+ * thread: waits for it, then (compare) reads every word, the loads issued
+ * together rather than each after the last one's comparison, and compares.
+ * 0: the same; 1: a word differs (block 0 leaves the record); 2: the
+ * wait ended (a timeout, an abort or a refusal: the wait's record) or the
+ * member is out of step (block 0's record). */
+MORI_DEVICE_INLINE int mori_coll_impl_check_member(mori_coll_dev_t c, const mori_coll_call_sig_t *sig, uint32_t block,
+                                                   uint64_t epoch, int m, int compare) {
+  const uint64_t *slot = mori_coll_impl_call_slot(c, c.team.rank, m, epoch);
+  int peer = mori_team_to_world(c.team, m);
+  uint32_t channel = MORI_COLL_MISMATCH_CHANNEL + MORI_COLL_SIG_WORDS;
+  uint64_t start = 0, seen = 0;
+  for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64((uint64_t *)slot)) < epoch; spin++) {
+    if (spin == 0) start = c.call_start_ns ? c.call_start_ns : mori_clock_ns(); /* see wait_block */
+    if (((spin & 1023) == 1023 || spin == 63) && mori_coll_impl_wait_verdict(c, start, epoch, peer, channel, seen)) return 2;
+    mori_pause();
+  }
+  if (seen != epoch) { /* a later call's: the members are out of step (see call_slot) */
+    if (block == 0) mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_OUT_OF_STEP_CHANNEL, 0, epoch, seen);
+    return 2;
+  }
+  if (!compare) return 0;
+  uint64_t theirs[MORI_COLL_SIG_WORDS];
+  for (int w = 0; w < MORI_COLL_SIG_WORDS; w++) theirs[w] = mori_load_volatile_u64(slot + 1 + w);
+  /* Every block reads the same slots and so finds the same difference:
+   * block 0 alone leaves the record, so that a host that reads the mailbox
+   * while the kernel runs is not handed it twice. The first difference is
+   * named. */
+  for (int w = 0; w < MORI_COLL_SIG_WORDS; w++)
+    if (theirs[w] != sig->word[w]) {
+      if (block == 0)
+        mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_MISMATCH_CHANNEL + (uint32_t)w, epoch, sig->word[w],
+                           theirs[w]);
+      return 1;
+    }
+  return 0;
+}
+
+/* The slots of the other members only: this rank's own signature is the
+ * one it compares with (a context of one member checks nothing). One
+ * thread per member, so the waits overlap; every thread of every block
+ * leaves with the block's verdict. A thread that found a difference still
+ * waits for its later members' slots (see call_slot: every slot of the
+ * call is read) but names no second difference; one whose wait ended
+ * stops. */
 MORI_DEVICE_INLINE int mori_coll_check_call(mori_coll_dev_t c, const mori_coll_call_sig_t *sig, uint32_t block, uint64_t epoch) {
-  if (!c.calls_offset) return 0;
-  int me = c.team.rank;
+  if (!c.calls_offset || c.team.size < 2) return 0;
+  int me = c.team.rank, bad = 0;
   if (block == 0)
     for (int m = MORI_THREAD_RANK_BLOCK(); m < c.team.size; m += MORI_THREAD_COUNT_BLOCK()) {
+      if (m == me) continue;
       uint64_t *slot = mori_coll_impl_call_slot(c, m, me, epoch);
       for (int w = 0; w < MORI_COLL_SIG_WORDS; w++) *(volatile uint64_t *)(slot + 1 + w) = sig->word[w];
       mori_atomic_store_release_u64(slot, epoch); /* after the words */
     }
-  int differs = 0, stopped = 0;
-  if (MORI_THREAD_RANK_BLOCK() == 0)
-    for (int m = 0; m < c.team.size && !stopped; m++) {
-      const uint64_t *slot = mori_coll_impl_call_slot(c, me, m, epoch);
-      int peer = mori_team_to_world(c.team, m);
-      uint32_t channel = MORI_COLL_MISMATCH_CHANNEL + MORI_COLL_SIG_WORDS;
-      uint64_t start = 0, seen = 0;
-      for (uint32_t spin = 0; !stopped && (seen = mori_atomic_load_acquire_u64((uint64_t *)slot)) < epoch; spin++) {
-        if (spin == 0) start = c.call_start_ns ? c.call_start_ns : mori_clock_ns(); /* see wait_block */
-        if (((spin & 1023) == 1023 || spin == 63) && mori_coll_impl_wait_verdict(c, start, epoch, peer, channel, seen))
-          stopped = 1;
-        mori_pause();
-      }
-      if (stopped) break;
-      if (seen != epoch) { /* a later call's: the members are out of step (see call_slot) */
-        if (block == 0) mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_OUT_OF_STEP_CHANNEL, 0, epoch, seen);
-        stopped = 1;
-        break;
-      }
-      /* Every block reads the same slots and so finds the same difference:
-       * block 0 alone leaves the record, so that a host that reads the
-       * mailbox while the kernel runs is not handed it twice. */
-      for (int w = 0; w < MORI_COLL_SIG_WORDS && !differs; w++) {
-        uint64_t theirs = mori_load_volatile_u64(slot + 1 + w);
-        if (theirs != sig->word[w]) { /* the first difference is named; the rest is still read */
-          if (block == 0)
-            mori_device_report(c.win, MORI_DEVICE_EMISMATCH, peer, MORI_COLL_MISMATCH_CHANNEL + (uint32_t)w, epoch,
-                               sig->word[w], theirs);
-          differs = 1;
-        }
-      }
-    }
-  return MORI_SYNC_BLOCK_OR(differs || stopped);
+  for (int m = MORI_THREAD_RANK_BLOCK(); m < c.team.size && bad < 2; m += MORI_THREAD_COUNT_BLOCK()) {
+    int verdict = m == me ? 0 : mori_coll_impl_check_member(c, sig, block, epoch, m, !bad);
+    if (verdict > bad) bad = verdict;
+  }
+  return MORI_SYNC_BLOCK_OR(bad);
 }
 
 /* How a call's blocks share its kinds of items (at most three: e.g. push,
