@@ -48,7 +48,7 @@ def section(rows, path, doc_dir, machine):
            f"`MORI_BENCH_COLL_QUICK=1 MORI_BENCH_COLL_CHECK=1 mori_launch -n {ranks} bench_coll`, {rounds} rounds; "
            "every context made twice, unchecked and then checked (`attr.check_calls`); GPU time per call (20 calls "
            "in a CUDA graph, replayed), median (range) over the rounds. A checked call first writes its signature "
-           "into every member's slot and reads every member's before any item runs.", "",
+           "into every other member's slot and reads theirs before any item runs.", "",
            "| " + ("build | " if builds > 1 else "") + "call | algorithm | bytes | unchecked µs | checked µs | checked − unchecked µs |",
            "|" + ("---|" if builds > 1 else "") + "---|---|---:|---:|---:|---:|"]
     for key in sorted(order, key=lambda k: k[1:]) if builds > 1 else order:  # stable: builds stay in run order
