@@ -141,6 +141,27 @@ class Pe:
         self.one_call(op, 100, "skewed", torch.bfloat16)  # input copied to the registered buffer
         op.destroy()
 
+    def two_combines(self):
+        """Two combines of each dispatch from the registered buffer's path
+        (use_external_inp_buf=False), the second with other rows: a rank
+        that wrote its second combine's rows into the registered buffer
+        while a peer still read its first would corrupt the peer's first."""
+        me = self.rank
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, use_external_inp_buf=False))
+        for seed in range(300, 340):
+            everyone = self.inputs(op, seed, "uniform")
+            x, w, s, idx = everyone[me]
+            out, ow, _, _, cnt = op.dispatch(x, w, s, idx)
+            n_recv = int(cnt[0])
+            y = ref.expert(out[:n_recv], me, torch.bfloat16)
+            ey, _ = ref.expected_combine(x, w, idx, EXPERTS_PER_RANK, self.world, torch.bfloat16)
+            rtol, atol = ref.TOLERANCE[torch.bfloat16]
+            for k, scale in enumerate((1.0, 2.0)):  # x2: exact in bfloat16, so the sums scale exactly
+                co, _ = op.combine(y * scale, ow[:n_recv], idx)
+                torch.testing.assert_close(co, ey * scale, rtol=rtol, atol=atol,
+                                           msg=lambda m: f"rank {me}, seed {seed}, combine {k + 1} of 2: {m}")
+        op.destroy()
+
     def back_to_back(self, calls):
         op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
         start = time.time()
@@ -554,7 +575,7 @@ def main(rank, world, uid_path, calls):
     timings = {}
     # torch.compile at 2 PEs: tracing is CPU-bound, and at more PEs on few
     # cores the peers' waits starve it (the graph is the same at any count).
-    parts = ("correctness", "refusals", "one_rank_refusals", "standard_moe", "launch_modes") + (("compiled",) if world == 2 else ())
+    parts = ("correctness", "two_combines", "refusals", "one_rank_refusals", "standard_moe", "launch_modes") + (("compiled",) if world == 2 else ())
     for part in parts:
         start = time.time()
         getattr(pe, part)()

@@ -112,6 +112,12 @@ def _raw_view(addr, nbytes, device):
     return torch.as_tensor(_DeviceArray(addr, nbytes), device=device)
 
 
+def _overlaps(t, buf):
+    """Whether tensor t's bytes and buffer buf's share an address."""
+    a, b = t.data_ptr(), buf.data_ptr()
+    return a < b + buf.nbytes and b < a + t.nbytes
+
+
 def _typed(raw, dtype, shape):
     """`raw`'s memory as a tensor of `dtype` and `shape` that is no view
     (it has no _base): torch.compile's functionalization handles mutated
@@ -643,16 +649,22 @@ class EpDispatchCombineOp:
         try:
             external = self._check_combine(call, input, weights, indices, use_external_inp_buf)
             dtype = input.dtype
-            if not external:  # the kernel reads the registered buffer: put the input there unless it is there
+            if not external:
+                # The kernel reads the registered buffer. An input that is
+                # not that buffer goes to the library as it is: its kernel
+                # copies the rows there itself, after every peer has read
+                # the rows of an earlier combine of the same dispatch (a
+                # copy made here would overwrite them under a peer still
+                # reading). One that overlaps the buffer elsewhere (a
+                # shifted slice of it) or this context's outputs is copied
+                # out first.
                 registered = self.get_registered_combine_input_buffer(dtype)
                 if input.data_ptr() != registered.data_ptr():
-                    rows = registered[:input.shape[0]]
-                    # An input that overlaps the buffer elsewhere (a shifted
-                    # slice of it) is copied out first.
-                    start, end = registered.data_ptr(), registered.data_ptr() + registered.nbytes
-                    overlaps = input.data_ptr() < end and start < input.data_ptr() + input.nbytes
-                    rows.copy_(input.clone() if overlaps else input)
-                input = registered
+                    if any(_overlaps(input, b) for b in (self._combine_input_raw, self._combine_output_raw,
+                                                         self._combine_weights)):
+                        input = input.clone()
+                else:
+                    input = registered
         except Exception:
             # As for dispatch: this rank's part still runs, sending nothing,
             # so the others' calls end at once naming this rank and every
@@ -754,7 +766,9 @@ class EpDispatchCombineOp:
     def reset(self):
         """Stream-ordered: clears recv_num_token and the per-call state. Not
         needed between calls (kept for the guide's interface); a combine
-        after it still reverses the last dispatch."""
+        after it still reverses the last dispatch (rows written into the
+        registered buffer by hand for a second combine of one dispatch may
+        still be read by a peer's first: pass them as the input instead)."""
         self._alive("reset")
         if torch.compiler.is_compiling():
             torch.ops.mori.ep_reset(self._handle, self._recv_num_token)
