@@ -35,7 +35,7 @@ static void describe_call(uint64_t word, char *out, size_t n) {
   }
 }
 
-/* A barrier's missing peers in words: "rank 1", "ranks 1, 3 and 6", and
+/* A barrier's missing peers in words: "rank 1", "ranks 1, 3 and 6", with
  * "and N more" past what the mask holds or the text fits. */
 static void missing_list(const mori_device_error_t *e, char *out, size_t n) {
   unsigned listed = 0, in_mask = (unsigned)__builtin_popcountll(e->seen);
@@ -43,10 +43,12 @@ static void missing_list(const mori_device_error_t *e, char *out, size_t n) {
   for (int i = 0; i < 64 && used + 40 < n; i++) {
     if (!(e->seen >> i & 1)) continue;
     const char *sep = listed == 0 ? " " : listed + 1 == in_mask && in_mask == e->missing_count ? " and " : ", ";
-    used += (size_t)snprintf(out + used, n - used, "%s%d", sep, e->missing_base + i);
+    used += (size_t)snprintf(out + used, n - used, "%s%lld", sep, (long long)e->missing_base + i);
     listed++;
   }
-  if (listed < e->missing_count) snprintf(out + used, n - used, " and %u more", e->missing_count - listed);
+  if (listed < e->missing_count)
+    snprintf(out + used, n - used, "%s%u %s", listed ? " and " : " (", e->missing_count - listed,
+             listed ? "more" : "not named)");
 }
 
 /* A mismatch record (MORI_COLL_MISMATCH_CHANNEL) in words. */
@@ -180,12 +182,10 @@ int mori_device_record_error(int code, const mori_device_error_t *e, uint64_t un
   if (e->missing_count) {
     char who[320];
     missing_list(e, who, sizeof(who));
-    return mori_error_set(code,
-                          "barrier on rank %d (channel %u, round %llu) %s after %.3f ms: %s had not arrived (%u of the "
-                          "peers)%s",
+    return mori_error_set(code, "barrier on rank %d (channel %u, round %llu) %s after %.3f ms: %u peer%s had not arrived: %s%s",
                           e->waiter_rank, e->channel, (unsigned long long)e->expected,
-                          code == MORI_EABORTED ? "was aborted" : "timed out", (double)e->waited_ns / 1e6, who,
-                          e->missing_count, bound);
+                          code == MORI_EABORTED ? "was aborted" : "timed out", (double)e->waited_ns / 1e6,
+                          e->missing_count, e->missing_count > 1 ? "s" : "", who, bound);
   }
   if (e->peer >= 0)
     return mori_error_set(code,

@@ -107,7 +107,7 @@ TEST(DeviceApi, WaitThatTimesOutLeavesARecordForTheHost) {
     if (rank != size - 1) {
       EXPECT_EQ(mori_lsa_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
-      EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(size - 1) + " had not arrived"),
+      EXPECT_NE(std::string(mori_last_error()).find("1 peer had not arrived: rank " + std::to_string(size - 1)),
                 std::string::npos)
           << mori_last_error();
       EXPECT_EQ(mori_lsa_pad_barrier_block(f.view, 1, 100 * kMs), MORI_DEVICE_ETIMEDOUT);
@@ -136,7 +136,8 @@ TEST(DeviceApi, ABarrierThatTimesOutNamesEveryMissingRank) {
       EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
       std::string want = "barrier on rank " + std::to_string(rank) + " (channel 2, round 1) timed out after";
       EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << mori_last_error();
-      want = ": " + who + " had not arrived (" + std::to_string(size - first_missing) + " of the peers)";
+      int missing = size - first_missing;
+      want = ": " + std::to_string(missing) + (missing > 1 ? " peers" : " peer") + " had not arrived: " + who;
       EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << "want \"" << want << "\" in "
                                                                               << mori_last_error();
     }
@@ -288,6 +289,35 @@ TEST(DeviceApi, MailboxWorksAfterARecordThatWasNotClaimed) {
     EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
     EXPECT_NE(std::string(mori_last_error()).find("channel 5"), std::string::npos) << mori_last_error();
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
+// A barrier record of a team larger than its mask (an NVL72 domain): the
+// mask starts at the first missing rank, and those past it are counted.
+TEST(DeviceApi, ABarrierRecordOfMoreThan64MissingRanksNamesTheFirstAndCountsTheRest) {
+  EXPECT_RANKS_PASS(1, [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    mori_missing_peers_t missing = {~0ull, 65, 70};  // ranks 65..128 in the mask, 6 more
+    EXPECT_EQ(mori_device_report_missing(f.view, MORI_DEVICE_ETIMEDOUT, 65, 3, 2000000, 9, 0, missing),
+              MORI_DEVICE_ETIMEDOUT);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    std::string msg = mori_last_error();
+    EXPECT_NE(msg.find("barrier on rank 0 (channel 3, round 9) timed out after 2.000 ms: 70 peers had not arrived: "
+                       "ranks 65, 66, 67"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(" more"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find(", 129"), std::string::npos) << "past the mask: " << msg;
+    // The count alone, for a record whose mask names nobody.
+    missing = {0, 0, 3};
+    mori_device_report_missing(f.view, MORI_DEVICE_ETIMEDOUT, 1, 3, 1000000, 9, 0, missing);
+    EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+    EXPECT_NE(std::string(mori_last_error()).find("3 peers had not arrived: ranks (3 not named)"), std::string::npos)
+        << mori_last_error();
     Release(f);
   });
 }

@@ -155,7 +155,9 @@ MORI_API int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream
  * one dispatch while a peer may still read the first's) of
  * `dtype` (bf16 or fp32; fp16 allowed); `weights` [rows, top-k] fp32 in
  * the same order (NULL: none). Writes combine_output [num_tokens of the
- * last dispatch, hidden_dim] of `dtype` and combine_weights. */
+ * last dispatch, hidden_dim] of `dtype` and combine_weights. A combine
+ * before any dispatch of the context is refused (MORI_EINVAL, this rank's
+ * part run as refused, as mori_ep_combine_refused). */
 MORI_API int mori_ep_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
                              const mori_ep_launch_t *launch, void *stream);
 MORI_API int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,

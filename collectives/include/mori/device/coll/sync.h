@@ -20,9 +20,10 @@ MORI_HOST_DEVICE void mori_coll_share_blocks(uint32_t grid, const uint32_t end[3
 MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const uint32_t end[3], const uint32_t share[2],
                                             uint32_t *first, uint32_t *stride, uint32_t *last);
 
-/* Contexts that check calls (c.calls_offset): block 0 gives every member
- * this rank's signature of call `epoch`, and every block waits for every
- * member's and compares. Returns nonzero (the same in every thread of the
+/* Contexts that check calls (c.calls_offset): block 0 gives every other
+ * member this rank's signature of call `epoch`, and every block waits for
+ * every other member's and compares (a context of one member has nobody to
+ * differ from and checks nothing). Returns nonzero (the same in every thread of the
  * block) when the call must not run: a member's signature differs (a
  * MORI_DEVICE_EMISMATCH record names it and the word), a member refused
  * the call, a member is already at a later call (the members are out of
@@ -32,7 +33,7 @@ MORI_HOST_DEVICE void mori_coll_block_range(uint32_t grid, uint32_t block, const
  * refusal too, so all skip the call alike and take its epoch; a timeout
  * may end one member's check and not a late member's, which then waits
  * in the call's items until its own timeout. 0 at once when the context
- * does not check calls. */
+ * does not check calls or has one member. */
 MORI_DEVICE_INLINE int mori_coll_check_call(mori_coll_dev_t c, const mori_coll_call_sig_t *sig, uint32_t block, uint64_t epoch);
 
 /* The block is done with the call: it records the epoch, for its next call

@@ -97,13 +97,15 @@ MORI_HOST_DEVICE uint64_t *mori_barrier_word(mori_window_dev_t win, int lsa_inde
  * what a timed-out barrier names (one thread waits for each peer, and the
  * first to give up writes the record; the others may not have yet). */
 MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_barrier_missing(mori_window_dev_t win, uint32_t channel, uint64_t epoch) {
-  mori_missing_peers_t m = {0, win.lsa_base, 0};
-  int n = win.lsa_size, me = win.lsa_rank;
+  mori_missing_peers_t m = {0, 0, 0};
+  int n = win.lsa_size, me = win.lsa_rank, first = -1;
   for (int i = 0; i < n; i++) {
     if (i == me || mori_atomic_load_acquire_u64(mori_barrier_word(win, me, (uint64_t)channel * n + i)) >= epoch) continue;
+    if (first < 0) first = i; /* the mask starts at the first missing: it names the first 64 of them */
     m.count++;
-    if (i < 64) m.mask |= 1ull << i;
+    if (i - first < 64) m.mask |= 1ull << (i - first);
   }
+  m.base = win.lsa_base + (first < 0 ? 0 : first);
   return m;
 }
 

@@ -151,7 +151,8 @@ MORI_DEVICE_INLINE int mori_coll_impl_wait_ll_line(mori_coll_dev_t c, const uint
  * slot again) only once it has read every member's slot of e + 1, which
  * each member writes only after every block of its kernel of e has read
  * all of its slots of e. So no slot is written while a block still reads
- * it, as long as every block reads every member's slot of the call (a
+ * it, as long as every block reads every other member's slot of the call
+ * (a member's slot in its own workspace is neither written nor read; a
  * difference does not stop the reading; only a timeout or an abort does,
  * after which the members are out of step anyway). */
 MORI_DEVICE_INLINE uint64_t *mori_coll_impl_call_slot(mori_coll_dev_t c, int owner, int member, uint64_t epoch) {

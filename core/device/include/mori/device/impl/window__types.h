@@ -17,7 +17,7 @@ struct mori_gda_window; /* mori/device/impl/gda__types.h (transport/rdma/gda) */
 typedef struct mori_device_error {
   uint32_t code;       /* 0: empty; else a negative MORI_E* as uint32; written last */
   int32_t waiter_rank; /* world rank that waited */
-  int32_t peer;        /* world rank waited for, or -1 (barrier: the first missing) */
+  int32_t peer;        /* world rank waited for (a barrier's: the one its failing thread waited for), or -1 */
   uint32_t channel;    /* signal slot or barrier channel */
   uint64_t waited_ns;
   uint64_t expected;   /* value waited for */
