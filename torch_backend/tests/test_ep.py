@@ -93,6 +93,30 @@ def _():
         op.destroy()
 
 
+@check("use_external_inp_buf=False: rows the expert wrote into the registered buffer, and a second combine of "
+       "each dispatch from other rows")
+def _():
+    op = make_op(torch.bfloat16, use_external_inp_buf=False)
+    rtol, atol = ref.TOLERANCE[torch.bfloat16]
+    for seed in range(500, 540):
+        inputs = everyone(op, seed, "uniform")
+        x, w, s, idx = inputs[rank]
+        out, ow, _, _, cnt = op.dispatch(to_dev(x), to_dev(w), to_dev(s), to_dev(idx))
+        n = int(cnt[0].item())
+        y = (out[:n].to(torch.float32) * (rank + 1)).to(torch.bfloat16)
+        ey, _ = ref.expected_combine(x, w, idx, EXPERTS_PER_RANK, world, torch.bfloat16)
+        first = y
+        if seed % 2:  # the expert writes into the registered buffer itself
+            first = op.get_registered_combine_input_buffer(torch.bfloat16)
+            first[:n] = y
+        # x2 is exact in bfloat16, so the second combine's sums are exactly twice the first's
+        for k, (rows, scale) in enumerate(((first, 1.0), (y * 2, 2.0))):
+            co, _ = op.combine(rows, ow[:n], to_dev(idx))
+            torch.testing.assert_close(co.cpu(), ey * scale, rtol=rtol, atol=atol,
+                                       msg=lambda m: f"rank {rank}, seed {seed}, combine {k + 1} of 2: {m}")
+    op.destroy()
+
+
 @check(f"{CALLS} back-to-back calls, a new routing each, each checked")
 def _():
     op = make_op(torch.bfloat16)
