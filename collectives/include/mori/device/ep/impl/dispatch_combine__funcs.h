@@ -165,7 +165,9 @@ MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_
  * block) the header, in two steps with the staging of the rows between
  * them (its loads overlap the wait for the earlier chunks).
  *
- * T: the tokens the call sends (0 for a stopped context's call); refused:
+ * T: the tokens the call sends (0 for a stopped context's call; the count
+ * takes the call's own number and `stopped`, which zeroes what it
+ * publishes, so that its loads need not wait for the stopped word); refused:
  * the header says the call was refused. Block b takes the b-th of `grid`
  * contiguous chunks of the tokens (mori_ep_impl_chunk). With one block
  * there is one chunk and one pass. Otherwise, mori_ep_impl_scan_count
@@ -182,8 +184,8 @@ MORI_DEVICE_INLINE mori_ep_scan_scratch_t *mori_ep_impl_scan_scratch(const mori_
  * destinations beyond). The last block's totals are the header's counts.
  * Returns 0, or the error of a wait for an earlier chunk (its record: this
  * rank, channel 5, the epoch, the count ready seen). */
-MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t T, uint64_t epoch,
-                                                uint32_t block, uint32_t grid) {
+MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mori_ep_args_t *a, uint32_t T, uint32_t stopped,
+                                                uint64_t epoch, uint32_t block, uint32_t grid) {
   int n = e->world_size;
   uint32_t tid = (uint32_t)MORI_THREAD_RANK_BLOCK(), nt = (uint32_t)MORI_THREAD_COUNT_BLOCK();
   uint32_t lane = (uint32_t)MORI_THREAD_RANK_WARP();
@@ -210,12 +212,12 @@ MORI_DEVICE_INLINE void mori_ep_impl_scan_count(const mori_ep_dev_t *e, const mo
       }
     }
     MORI_SYNC_BLOCK();
-    for (uint32_t d = tid; d < dn; d += nt) mine[d0 + (int)d] = sc->total[d];
+    for (uint32_t d = tid; d < dn; d += nt) mine[d0 + (int)d] = stopped ? 0 : sc->total[d];
     MORI_SYNC_BLOCK(); /* total is reset for the next group */
   }
   if (tid == 0) {
-    mine[n] = sc->bad_count;
-    mine[n + 1] = sc->bad_first;
+    mine[n] = stopped ? 0 : sc->bad_count;
+    mine[n + 1] = stopped ? 0xffffffffu : sc->bad_first;
     /* Ordered after the block's stores by the barrier above (cumulative). */
     mori_atomic_store_release_device_u64((uint64_t *)mori_ep_impl_local(e, e->off_chunk_ready) + block, epoch);
   }
@@ -551,7 +553,10 @@ MORI_DEVICE_INLINE int mori_ep_dispatch_grid(const mori_ep_dev_t *ep, const mori
   uint32_t warp, warps;
   mori_ep_impl_warps(block, grid, &warp, &warps);
   if (send) {
-    mori_ep_impl_scan_count(e, a, T, epoch, block, grid);
+    /* The count reads the indices of every token the call was given: its
+     * loads need not wait for the stopped word, which only zeroes what it
+     * publishes (a stopped context's call sends no token: T is 0). */
+    mori_ep_impl_scan_count(e, a, a->num_tokens, stopped && send, epoch, block, grid);
     char *tok = mori_ep_impl_local(e, e->off_stage_tok) + p * (uint64_t)M * tb;
     float *w = (float *)mori_ep_impl_local(e, e->off_stage_w) + p * (uint64_t)M * K;
     int32_t *idx = (int32_t *)mori_ep_impl_local(e, e->off_stage_idx) + p * (uint64_t)M * K;
