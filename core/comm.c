@@ -87,8 +87,12 @@ static int8_t provider(const mori_comm_t *c, const uint32_t *caps, int p, uint32
 }
 
 /* A transport that needs a capability for a peer it serves fails comm
- * creation when no other listed transport provides it for that peer. */
-static int check_requirements(const mori_comm_t *c, const uint32_t *caps) {
+ * creation when no other listed transport provides it for that peer; while
+ * optional transports wait to be initialised (c->optional_pending), such
+ * peers are counted in c->requirements_unmet instead (one of them may
+ * provide it), and checked again once they are. */
+static int check_requirements(mori_comm_t *c, const uint32_t *caps) {
+  c->requirements_unmet = 0;
   for (int t = 0; t < c->num_transports; t++) {
     uint32_t need = c->transports[t].requires;
     if (!need) continue;
@@ -98,14 +102,30 @@ static int check_requirements(const mori_comm_t *c, const uint32_t *caps) {
       for (int u = 0; u < c->num_transports; u++)
         if (u != t) others |= caps[(size_t)u * c->size + p];
       uint32_t missing = need & ~others;
-      if (missing)
-        return mori_error_set(MORI_EINVAL,
-                              "transport %s needs %s%s%s%s for rank %d, and no other listed transport provides it "
-                              "(list p2p for load/store)",
-                              c->transports[t].name, (missing & MORI_CAP_LOAD_STORE) ? "load/store " : "",
-                              (missing & MORI_CAP_COPY_ENGINE) ? "copy-engine " : "",
-                              (missing & MORI_CAP_RDMA) ? "RDMA " : "",
-                              (missing & MORI_CAP_REMOTE_ATOMICS) ? "remote-atomics " : "", p);
+      if (!missing) continue;
+      if (c->optional_pending) {
+        c->requirements_unmet++;
+        continue;
+      }
+      static const struct {
+        uint32_t cap;
+        const char *name;
+      } caps_named[] = {{MORI_CAP_LOAD_STORE, "load/store"},
+                        {MORI_CAP_COPY_ENGINE, "copy-engine"},
+                        {MORI_CAP_RDMA, "RDMA"},
+                        {MORI_CAP_REMOTE_ATOMICS, "remote-atomics"}};
+      char what[64] = "";
+      for (size_t k = 0; k < sizeof(caps_named) / sizeof(caps_named[0]); k++)
+        if (missing & caps_named[k].cap)
+          snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%s", what[0] ? " and " : "", caps_named[k].name);
+      bool p2p_listed = false;
+      for (int u = 0; u < c->num_transports; u++) p2p_listed = p2p_listed || strcmp(c->transports[u].name, "p2p") == 0;
+      const char *hint = !(missing & MORI_CAP_LOAD_STORE) ? ""
+                         : p2p_listed ? " (p2p is listed but does not reach that rank: another host, or MORI_DISABLE_P2P)"
+                                      : " (list p2p for load/store)";
+      return mori_error_set(MORI_EINVAL,
+                            "transport %s on rank %d needs %s for rank %d, and no other listed transport provides it%s",
+                            c->transports[t].name, c->rank, what, p, hint);
     }
   }
   return 0;
@@ -226,6 +246,8 @@ int mori_comm_check_live(const mori_comm_t *comm, const char *call) {
   pthread_mutex_unlock(&comms_lock);
   return c ? 0 : mori_error_set(MORI_EINVAL, "%s: %p is not a live comm (destroyed already?)", call, (const void *)comm);
 }
+
+int mori_plugin_comm_live(const mori_comm_t *comm, const char *call) { return mori_comm_check_live(comm, call); }
 
 void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg) {
   pthread_mutex_lock(&comms_lock);
@@ -348,7 +370,10 @@ static int init_transports(mori_comm_t *c, const mori_transport_ops_t *const *gi
 static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *const *given, int n, uint32_t optional) {
   if (!optional) return 0;
   int32_t unreached = 0, *all = calloc((size_t)c->size, sizeof(int32_t));
+  /* Peers no transport reaches, and peers a transport serves without what
+   * it requires (check_requirements) */
   for (int p = 0; p < c->size; p++) unreached += p != c->rank && c->routes[p].reach < 0;
+  unreached += c->requirements_unmet;
   int status = all ? 0 : mori_error_set(MORI_ENOMEM, "comm_create: rank %d's table", c->rank);
   int rc = mori_agree_gather(c, status, "comm_create: optional transports", &unreached, all, sizeof(unreached));
   int needy = -1;
@@ -357,12 +382,15 @@ static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *
   int count = needy >= 0 ? all[needy] : 0;
   free(all);
   if (rc || needy < 0) return rc;
+  c->optional_pending = false; /* the routes below check every requirement */
   for (int i = 0; i < n; i++) {
     if (!(optional & (1u << i))) continue;
-    MORI_INFO("comm: optional transport %s initialised: rank %d has %d peer(s) the others do not reach", given[i]->name,
-              needy, count);
+    MORI_INFO("comm: optional transport %s initialised: rank %d has %d peer(s) the others do not reach or serve fully",
+              given[i]->name, needy, count);
     if ((rc = init_transport(c, given[i])) != 0) {
-      rc = mori_error_context(rc, "comm_create: optional transport (needed: rank %d has %d peer(s) the others do not reach)",
+      rc = mori_error_context(rc,
+                              "comm_create: optional transport (needed: rank %d has %d peer(s) the others do not reach or "
+                              "serve fully)",
                               needy, count);
       break;
     }
@@ -486,6 +514,7 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
   /* A failure there is every rank's already (its agreements): no further step. */
   if ((rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
+  c->optional_pending = attr->optional_transports != 0;
   if ((rc = compute_routes(c, 0)) != 0) goto fail;
   if ((rc = init_optional_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
   MORI_INFO("comm: rank %d of %d on device %d, handle %s, LSA team [%d, %d)", c->rank, c->size, c->device,

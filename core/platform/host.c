@@ -402,9 +402,15 @@ static int host_upload(int device, void *dst, const void *src, size_t size) {
 
 bool mori_platform_device_is_async(void) { return false; }
 
+static int host_queues_wait(int device);
+
+/* As a device synchronisation: every copy queued on the device's copy
+ * queues before the call has finished (memory is unmapped after one, and a
+ * copy still queued would write into what was unmapped). */
 static int host_synchronize(int device) {
+  int rc = host_queues_wait(device);
   atomic_thread_fence(memory_order_seq_cst);
-  return 0;
+  return rc;
 }
 
 int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
@@ -484,7 +490,25 @@ struct mori_platform_queue {
   struct host_copy ring[HOST_QUEUE_DEPTH];
   uint64_t head, tail; /* submitted, completed */
   bool stopping;
+  int device;
+  struct mori_platform_queue *next; /* the live queues (host_synchronize waits for them) */
 };
+static pthread_mutex_t host_queues_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mori_platform_queue *host_queues;
+
+/* Until every queue of `device` has finished what was queued on it before
+ * the call (not what is queued while it waits). */
+static int host_queues_wait(int device) {
+  pthread_mutex_lock(&host_queues_lock);
+  for (struct mori_platform_queue *q = host_queues; q; q = q->next) {
+    if (q->device != device) continue;
+    pthread_mutex_lock(&q->lock);
+    for (uint64_t until = q->head; q->tail < until;) pthread_cond_wait(&q->changed, &q->lock);
+    pthread_mutex_unlock(&q->lock);
+  }
+  pthread_mutex_unlock(&host_queues_lock);
+  return 0;
+}
 
 /* An aligned 8-byte copy is one store, as a DMA engine's is: it carries
  * signals (the software ConnectX's inline writes arrive here from its
@@ -524,11 +548,16 @@ int mori_platform_queue_create(int device, mori_platform_queue_t **out) {
   if (!q) return mori_error_set(MORI_ENOMEM, "host: copy queue");
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->changed, NULL);
+  q->device = device;
   int rc = pthread_create(&q->worker, NULL, host_queue_worker, q);
   if (rc != 0) {
     free(q);
     return mori_error_set(-rc, "host: starting the copy worker: %s", strerror(rc));
   }
+  pthread_mutex_lock(&host_queues_lock);
+  q->next = host_queues;
+  host_queues = q;
+  pthread_mutex_unlock(&host_queues_lock);
   *out = q;
   return 0;
 }
@@ -570,6 +599,13 @@ int mori_platform_queue_wait(mori_platform_queue_t *q) {
 
 int mori_platform_queue_destroy(mori_platform_queue_t *q) {
   if (!q) return 0;
+  pthread_mutex_lock(&host_queues_lock);
+  for (struct mori_platform_queue **at = &host_queues; *at; at = &(*at)->next)
+    if (*at == q) {
+      *at = q->next;
+      break;
+    }
+  pthread_mutex_unlock(&host_queues_lock);
   pthread_mutex_lock(&q->lock);
   q->stopping = true;
   pthread_cond_broadcast(&q->changed);

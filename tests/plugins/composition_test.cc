@@ -16,7 +16,8 @@ namespace {
 
 const mori_handle_ops_t *const kHandles[] = {&mori_handle_fabric_ops, &mori_handle_posix_fd_ops};
 
-int CreateComm(mori_bootstrap_t *b, const std::vector<const mori_transport_ops_t *> &transports, mori_comm_t **out) {
+int CreateComm(mori_bootstrap_t *b, const std::vector<const mori_transport_ops_t *> &transports, mori_comm_t **out,
+               uint32_t optional = 0) {
   mori_comm_attr_t attr;
   mori_comm_attr_init(&attr);
   attr.bootstrap = b;
@@ -24,6 +25,7 @@ int CreateComm(mori_bootstrap_t *b, const std::vector<const mori_transport_ops_t
   attr.num_handles = 2;
   attr.transports = transports.data();
   attr.num_transports = (int)transports.size();
+  attr.optional_transports = optional;
   return mori_comm_create(&attr, out);
 }
 
@@ -160,11 +162,22 @@ TEST(Composition, CopyEnginesWithoutLoadStoreFailNamingTheCapability) {
     mori_comm_t *c = nullptr;
     EXPECT_EQ(CreateComm(b, {&mori_transport_sdma_ops}, &c), MORI_EINVAL);
     std::string msg = mori_last_error();
-    EXPECT_NE(msg.find("sdma needs load/store"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("transport sdma on rank " + std::to_string(rank) + " needs load/store for rank "), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("and no other listed transport provides it (list p2p for load/store)"), std::string::npos) << msg;
     EXPECT_EQ(c, nullptr);
     // With p2p listed (after it, even) it works.
     MORI_EXPECT_OK(CreateComm(b, {&mori_transport_sdma_ops, &mori_transport_p2p_ops}, &c));
     MORI_EXPECT_OK(mori_comm_destroy(c));
+    // p2p optional: sdma's requirement is what makes it initialise (it
+    // was refused, telling the caller to list the p2p it had listed).
+    MORI_EXPECT_OK(CreateComm(b, {&mori_transport_sdma_ops, &mori_transport_p2p_ops}, &c, 1u << 1));
+    if (c) {
+      EXPECT_STREQ(mori_comm_transport_for(c, (rank + 1) % size)->name, "p2p");
+      EXPECT_EQ(mori_comm_copy_engine_for(c, (rank + 1) % size), &mori_transport_sdma_ops);
+      MORI_EXPECT_OK(mori_comm_destroy(c));
+    }
+
     mori_bootstrap_destroy(b);
   });
 }
