@@ -88,15 +88,11 @@ int mori_team_split_strided(const mori_team_t *parent, int start, int stride, in
     return mori_error_set(MORI_EINVAL, "team_split_strided: indices %d + k*%d for k < %d leave the parent team of size %d",
                           start, stride, size, parent->size);
   /* Members inside a sound parent have world ranks that fit int, and so
-   * does the stride between two of them; a single member (size 1) may be
-   * given any stride, whose product with the parent's can still wrap. */
-  int64_t world_stride = (int64_t)stride * parent->stride;
-  if (world_stride > INT32_MAX)
-    return mori_error_set(MORI_EINVAL,
-                          "team_split_strided: indices %d + k*%d for k < %d of the parent team of size %d: the stride in "
-                          "world ranks, %d * %d, does not fit int",
-                          start, stride, size, parent->size, stride, parent->stride);
-  mori_team_t t = {parent->start + start * parent->stride, (int)world_stride, size, -1};
+   * does the stride between two of them (it is below the parent's span). A
+   * single member (size 1) has no stride to speak of: its team gets 1 (the
+   * product of the strides given could wrap). */
+  int world_stride = size == 1 ? 1 : stride * parent->stride;
+  mori_team_t t = {parent->start + start * parent->stride, world_stride, size, -1};
   int my_world = mori_team_to_world(*parent, parent->rank);
   t.rank = my_world < 0 ? -1 : mori_team_from_world(t, my_world);
   *out = t;
@@ -109,11 +105,20 @@ int mori_team_split_2d(const mori_team_t *parent, int x_size, mori_team_t *x, mo
   if (rc) return rc;
   if (x_size < 1 || parent->size % x_size)
     return mori_error_set(MORI_EINVAL, "team_split_2d: x size %d does not divide the team size %d", x_size, parent->size);
-  if (parent->rank < 0) return mori_error_set(MORI_EINVAL, "team_split_2d: this rank is not in the parent team");
+  if (parent->rank < 0)
+    return mori_error_set(MORI_EINVAL,
+                          "team_split_2d: the calling rank is not a member of the parent team {start %d, stride %d, size "
+                          "%d} (its rank there is -1)",
+                          parent->start, parent->stride, parent->size);
+  /* Both teams or neither: *x is not left changed by a split of y that fails. */
   int row = parent->rank / x_size, col = parent->rank % x_size;
-  rc = mori_team_split_strided(parent, row * x_size, 1, x_size, x);
-  if (!rc) rc = mori_team_split_strided(parent, col, x_size, parent->size / x_size, y);
-  return rc;
+  mori_team_t tx, ty;
+  rc = mori_team_split_strided(parent, row * x_size, 1, x_size, &tx);
+  if (!rc) rc = mori_team_split_strided(parent, col, x_size, parent->size / x_size, &ty);
+  if (rc) return mori_error_context(rc, "team_split_2d (x size %d of a team of %d)", x_size, parent->size);
+  *x = tx;
+  *y = ty;
+  return 0;
 }
 
 /* No members, but a stride of 1: all zeros had stride 0, and the inline
@@ -128,6 +133,10 @@ const char *mori_team_transport_name(const mori_comm_t *comm, int peer) {
     return "none";
   }
   if (mori_comm_check_live(comm, "team_transport_name") != 0) return "none";
+  if (peer < 0 || peer >= mori_comm_size(comm)) {
+    mori_error_set(MORI_EINVAL, "team_transport_name: peer %d outside the comm of %d ranks", peer, mori_comm_size(comm));
+    return "none";
+  }
   const mori_transport_ops_t *t = mori_comm_transport_for(comm, peer);
   return t ? t->name : "none";
 }

@@ -11,6 +11,7 @@
 #include "mori/locality.h"
 #include "tests/support/world.h"
 
+using mori_test::ExpectError;
 using mori_test::TestRanks;
 using mori_test::World;
 
@@ -123,9 +124,12 @@ TEST(Teams, SplitWhoseIndicesOverflowIntIsRefused) {
   });
 }
 
-// stride * parent->stride wrapped: a rail team (stride = ranks per node)
-// split with stride INT_MAX got a negative stride.
-TEST(Teams, SplitWhoseWorldStrideOverflowsIntIsRefused) {
+// A single member's stride is 1, whatever stride the split was given: the
+// product with the parent's stride wrapped int (a split with stride
+// INT_MAX got a negative stride, and later one of a valid parent was
+// refused). For two members or more, the indices inside the parent bound
+// the stride in world ranks below the parent's span, which fits int.
+TEST(Teams, ASingleMemberSplitHasStrideOneWhateverStrideIsGiven) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     SimulateTwoNodes(rank, size);
     World w;
@@ -133,24 +137,18 @@ TEST(Teams, SplitWhoseWorldStrideOverflowsIntIsRefused) {
     mori_team_t world, rail, even, t;
     MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_WORLD, &world));
     MORI_ASSERT_OK(mori_team_get(w.comm, MORI_TEAM_RAIL, &rail));
-    int per_node = size / 2;
-    if (rail.stride >= 2) {  // 4 ranks and more; 8 ranks: stride 4
-      EXPECT_EQ(mori_team_split_strided(&rail, rail.rank, INT_MAX, 1, &t), MORI_EINVAL);
-      ExpectErrorNames({"team_split_strided", std::to_string(rail.rank) + " + k*2147483647 for k < 1", "size 2"});
-    } else {  // stride 1: the product fits
-      MORI_ASSERT_OK(mori_team_split_strided(&rail, rail.rank, INT_MAX, 1, &t));
-      EXPECT_EQ(t.stride, INT_MAX);
+    MORI_ASSERT_OK(mori_team_split_strided(&rail, rail.rank, INT_MAX, 1, &t));
+    EXPECT_EQ(t.stride, 1);
+    EXPECT_EQ(mori_team_to_world(t, 0), rank);
+    EXPECT_EQ(t.rank, 0);
+    MORI_ASSERT_OK(mori_team_split_strided(&world, 0, 2, size / 2, &even));  // stride 2 at every rank count
+    for (int stride : {INT_MAX, INT_MAX / 2, 1}) {
+      SCOPED_TRACE("stride " + std::to_string(stride));
+      MORI_ASSERT_OK(mori_team_split_strided(&even, 0, stride, 1, &t));
+      EXPECT_EQ(t.stride, 1);
+      EXPECT_EQ(mori_team_to_world(t, 0), 0);
+      EXPECT_EQ(t.rank, rank == 0 ? 0 : -1);
     }
-    // Stride 2 at every rank count.
-    MORI_ASSERT_OK(mori_team_split_strided(&world, 0, 2, size / 2, &even));
-    EXPECT_EQ(mori_team_split_strided(&even, 0, INT_MAX, 1, &t), MORI_EINVAL);
-    ExpectErrorNames({"team_split_strided", "0 + k*2147483647 for k < 1", "size " + std::to_string(per_node)});
-    // The largest product that fits is accepted.
-    MORI_ASSERT_OK(mori_team_split_strided(&even, 0, INT_MAX / 2, 1, &t));
-    EXPECT_EQ(t.stride, INT_MAX - 1);
-    EXPECT_GE(t.stride, 1);
-    EXPECT_EQ(mori_team_to_world(t, 0), 0);
-    EXPECT_EQ(t.rank, rank == 0 ? 0 : -1);
   });
 }
 
@@ -185,6 +183,53 @@ TEST(Teams, SplitOfAnUnsoundParentIsRefusedSayingWhy) {
     mori_team_t top = {INT_MAX - 1, 1, 2, -1};
     MORI_ASSERT_OK(mori_team_split_strided(&top, 1, 1, 1, &t));
     EXPECT_EQ(mori_team_to_world(t, 0), INT_MAX);
+  });
+}
+
+// A split of a valid parent whose column has one member: the member's
+// stride (x_size times the parent's) wrapped int, so the split failed,
+// named team_split_strided and a stride the caller never gave, and left x
+// written. Now: stride 1 for a single member; both teams or neither.
+TEST(Teams, A2dSplitWithASingleMemberColumnSucceedsAndWritesBothOrNeither) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)rank;
+    (void)size;
+    mori_team_t wide = {0, 1 << 30, 2, 0}, x = {7, 7, 7, 7}, y = {7, 7, 7, 7};
+    MORI_ASSERT_OK(mori_team_split_2d(&wide, 2, &x, &y));
+    EXPECT_EQ(x.size, 2);
+    EXPECT_EQ(x.stride, 1 << 30);
+    EXPECT_EQ(x.rank, 0);
+    EXPECT_EQ(y.size, 1);
+    EXPECT_EQ(y.stride, 1);
+    EXPECT_EQ(y.rank, 0);
+    EXPECT_EQ(mori_team_to_world(y, 0), 0);
+    // A failure leaves both as they were, and says which call.
+    mori_team_t outside = {0, 1, 4, -1};
+    x = y = {7, 7, 7, 7};
+    ExpectError(mori_team_split_2d(&outside, 2, &x, &y), MORI_EINVAL,
+                "team_split_2d: the calling rank is not a member of the parent team {start 0, stride 1, size 4}");
+    EXPECT_EQ(x.start, 7);
+    EXPECT_EQ(y.start, 7);
+  });
+}
+
+// A peer outside the comm is an error, not a peer nothing reaches.
+TEST(Teams, TransportNameOfAPeerOutsideTheCommSetsTheError) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    (void)rank;
+    World w;
+    ASSERT_TRUE(w.ok());
+    for (int peer : {-1, size, size + 5}) {
+      mori_clear_error();
+      EXPECT_STREQ(mori_team_transport_name(w.comm, peer), "none");
+      EXPECT_NE(std::string(mori_last_error()).find("team_transport_name: peer " + std::to_string(peer) +
+                                                    " outside the comm of " + std::to_string(size) + " ranks"),
+                std::string::npos)
+          << mori_last_error();
+    }
+    mori_clear_error();
+    EXPECT_STRNE(mori_team_transport_name(w.comm, (rank + 1) % size), "none");
+    EXPECT_STREQ(mori_last_error(), "");
   });
 }
 

@@ -27,18 +27,19 @@ typedef enum mori_team_kind {
 MORI_API int mori_team_get(const mori_comm_t *comm, mori_team_kind_t kind, mori_team_t *out);
 /* Indices start, start + stride, … (size of them) of the parent. MORI_EINVAL
  * when the parent is no team (stride or size below 1, start negative, rank
- * neither -1 nor an index, members past INT_MAX), when an index leaves the
- * parent, or when the stride in world ranks does not fit int. */
+ * neither -1 nor an index, members past INT_MAX) or when an index leaves
+ * the parent. A single member's team has stride 1, whatever `stride`. */
 MORI_API int mori_team_split_strided(const mori_team_t *parent, int start, int stride, int size, mori_team_t *out);
 /* Parent as an x_size-wide grid: x = this rank's row (consecutive indices),
- * y = this rank's column (indices x_size apart). */
+ * y = this rank's column (indices x_size apart). A single-member team has
+ * stride 1. Both are written or, on an error, neither. */
 MORI_API int mori_team_split_2d(const mori_team_t *parent, int x_size, mori_team_t *x, mori_team_t *y);
 /* Teams are values; destroy only clears (kept for create/destroy symmetry)
  * to {start 0, stride 1, size 0, rank -1}: a team without members. */
 MORI_API void mori_team_destroy(mori_team_t *team);
 
 /* The transport that reaches world rank `peer` and its name ("none"; also
- * for a NULL or destroyed comm, with the error set). */
+ * for a NULL or destroyed comm or a peer outside it, with the error set). */
 MORI_API const char *mori_team_transport_name(const mori_comm_t *comm, int peer);
 
 MORI_EXTERN_C_END
