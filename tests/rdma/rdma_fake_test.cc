@@ -345,6 +345,38 @@ TEST(RdmaEnv, PeerStatusNamesTheNicTheRailAndWhyNot) {
   });
 }
 
+// A destroyed window or comm, or a NULL comm, handed to the host API is
+// refused by name (each was read through before, as sdma's were).
+TEST(RdmaEnv, ADestroyedWindowOrCommIsRefusedByName) {
+  OnNodes(2, 1, {}, [](int rank, World &w) {
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    MORI_ASSERT_OK(mori_window_destroy(win));
+    EXPECT_EQ(mori_rdma_put(win, 1 - rank, 0, 0, 8), MORI_EINVAL);
+    EXPECT_TRUE(Contains(mori_last_error(), "rdma put: ")) << mori_last_error();
+    EXPECT_TRUE(Contains(mori_last_error(), "is not a live window")) << mori_last_error();
+    EXPECT_EQ(mori_rdma_atomic_add(win, 1 - rank, 0, 1), MORI_EINVAL);
+    EXPECT_TRUE(Contains(mori_last_error(), "is not a live window")) << mori_last_error();
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    char text[64];
+    int flag = 0;
+    EXPECT_EQ(mori_rdma_quiet(nullptr), MORI_EINVAL);
+    EXPECT_TRUE(Contains(mori_last_error(), "rdma quiet: NULL comm")) << mori_last_error();
+    mori_comm_t *gone = nullptr;
+    MORI_ASSERT_OK(mori_test::MakeComm(w.bootstrap, &gone));
+    MORI_ASSERT_OK(mori_comm_destroy(gone));
+    EXPECT_EQ(mori_rdma_quiet(gone), MORI_EINVAL);
+    EXPECT_TRUE(Contains(mori_last_error(), "is not a live comm")) << mori_last_error();
+    EXPECT_EQ(mori_rdma_peer_status(gone, 0, text, sizeof(text), nullptr, text, sizeof(text)), MORI_EINVAL);
+    EXPECT_EQ(mori_rdma_gda_status(gone, &flag, text, sizeof(text)), MORI_EINVAL);
+    EXPECT_EQ(mori_rdma_memory_status(gone, text, sizeof(text)), MORI_EINVAL);
+    EXPECT_TRUE(Contains(mori_last_error(), "rdma memory_status")) << mori_last_error();
+    MORI_EXPECT_OK(mori_rdma_quiet(w.comm));  // the live one still works
+  });
+}
+
 TEST(RdmaEnv, PeerStatusWithoutADeviceSaysWhichRanksHaveNone) {
   OnNodes(2, 1, {}, [](int rank, World &w) {
     char nic[32], why[256];

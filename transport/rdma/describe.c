@@ -14,6 +14,8 @@ int mori_rdma_peer_status(const mori_comm_t *comm, int peer, char *nic, size_t n
   if (nic_len) nic[0] = '\0';
   if (why_len) why[0] = '\0';
   if (rail) *rail = -1;
+  int rc = rdma_comm_arg(comm, "rdma peer_status");
+  if (rc) return rc;
   const struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);
   if (!s) return mori_error_set(MORI_EINVAL, "rdma: the comm does not hold the rdma transport");
   if (peer < 0 || peer >= s->size) return mori_error_set(MORI_EINVAL, "rdma: peer %d is not in [0, %d)", peer, s->size);
@@ -40,6 +42,8 @@ int mori_rdma_peer_status(const mori_comm_t *comm, int peer, char *nic, size_t n
 
 int mori_rdma_memory_status(const mori_comm_t *comm, char *how, size_t how_len) {
   if (how_len) how[0] = '\0';
+  int rc = rdma_comm_arg(comm, "rdma memory_status");
+  if (rc) return rc;
   struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);
   if (!s) return mori_error_set(MORI_EINVAL, "rdma: the comm does not hold the rdma transport");
   if (!s->usable) return 0;
@@ -47,4 +51,9 @@ int mori_rdma_memory_status(const mori_comm_t *comm, char *how, size_t how_len) 
   snprintf(how, how_len, "%s", s->memory_how);
   pthread_mutex_unlock(&s->lock);
   return 0;
+}
+
+int rdma_comm_arg(const mori_comm_t *comm, const char *call) {
+  if (!comm) return mori_error_set(MORI_EINVAL, "%s: NULL comm", call);
+  return mori_plugin_comm_live(comm, call);
 }

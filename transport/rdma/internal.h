@@ -175,6 +175,10 @@ int rdma_env_range(const char *name, int lo, int hi, int fallback);
  * MORI_ENODEV with a message naming the list and the present devices. */
 int rdma_pick_device(const struct rdma_config *c, const char *const *names, int n, int local_rank, int *chosen);
 
+/* describe.c. A comm handed to a public entry point: 0 when live, else
+ * MORI_EINVAL naming `call` (NULL, or destroyed). */
+int rdma_comm_arg(const mori_comm_t *comm, const char *call);
+
 /* rail.c. Fills connect[peer]; returns whether rail-only is in effect. */
 bool rdma_plan_peers(mori_comm_t *comm, int rank, int size, bool rail_only, bool *connect);
 /* The per-rank line saying which peers got QPs (the Shmem Guide's

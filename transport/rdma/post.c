@@ -298,6 +298,10 @@ int rdma_post_set(struct rdma_state *s, struct rdma_segment *w, int peer, uint64
 static int prepare(mori_window_t *win, int peer, size_t *remote_offset, size_t *local_offset, size_t bytes, const char *op,
                    struct rdma_state **s_out, struct rdma_segment **w_out) {
   if (!win) return mori_error_set(MORI_EINVAL, "rdma %s: NULL window", op);
+  char call[24];
+  snprintf(call, sizeof(call), "rdma %s", op);
+  int live = mori_plugin_window_live(win, call);
+  if (live) return live;
   mori_comm_t *comm = mori_window_comm(win);
   struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);
   if (!s) return mori_error_set(MORI_EINVAL, "rdma %s: the comm was created without the rdma transport", op);
@@ -382,7 +386,9 @@ int mori_rdma_atomic_add(mori_window_t *win, int peer, size_t offset, uint64_t v
 }
 
 int mori_rdma_quiet(mori_comm_t *comm) {
-  struct rdma_state *s = comm ? mori_comm_transport_state(comm, &mori_transport_rdma_ops) : NULL;
+  int rc = rdma_comm_arg(comm, "rdma quiet");
+  if (rc) return rc;
+  struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);
   if (!s) return mori_error_set(MORI_EINVAL, "rdma quiet: the comm was created without the rdma transport");
   return rdma_quiet(s);
 }

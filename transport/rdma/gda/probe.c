@@ -164,6 +164,8 @@ void rdma_gda_fini(struct rdma_state *s) {
 int mori_rdma_gda_status(const mori_comm_t *comm, int *enabled, char *why, size_t why_len) {
   if (enabled) *enabled = 0;
   if (why_len) why[0] = '\0';
+  int rc = rdma_comm_arg(comm, "rdma gda_status");
+  if (rc) return rc;
   const struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);
   if (!s) return mori_error_set(MORI_EINVAL, "rdma: the comm does not hold the rdma transport");
   if (!s->gda) {
