@@ -115,17 +115,8 @@ TEST(Sdma, BadArgumentsAreRefusedNamingWhatWasWrong) {
     ExpectError(mori_sdma_get(win, peer, buf, 0, 8), MORI_EINVAL, "is not a live window");
     MORI_EXPECT_OK(mori_mem_free(p));
     // A comm of its own, destroyed: quiet refuses it.
-    static const mori_handle_ops_t *const handles[] = {&mori_handle_posix_fd_ops};
-    static const mori_transport_ops_t *const transports[] = {&mori_transport_p2p_ops, &mori_transport_sdma_ops};
-    mori_comm_attr_t attr;
-    mori_comm_attr_init(&attr);
-    attr.bootstrap = w.bootstrap;
-    attr.handles = handles;
-    attr.num_handles = 1;
-    attr.transports = transports;
-    attr.num_transports = 2;
     mori_comm_t *gone = nullptr;
-    MORI_ASSERT_OK(mori_comm_create(&attr, &gone));
+    MORI_ASSERT_OK(mori_test::MakeComm(w.bootstrap, &gone));
     MORI_ASSERT_OK(mori_comm_destroy(gone));
     ExpectError(mori_sdma_quiet(gone), MORI_EINVAL, "is not a live comm");
   });
