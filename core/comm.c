@@ -88,11 +88,10 @@ static int8_t provider(const mori_comm_t *c, const uint32_t *caps, int p, uint32
 
 /* A transport that needs a capability for a peer it serves fails comm
  * creation when no other listed transport provides it for that peer; while
- * optional transports wait to be initialised (c->optional_pending), such
- * peers are counted in c->requirements_unmet instead (one of them may
- * provide it), and checked again once they are. */
-static int check_requirements(mori_comm_t *c, const uint32_t *caps) {
-  c->requirements_unmet = 0;
+ * optional transports wait to be initialised (`unmet` given), such peers
+ * are counted in *unmet instead (one of them may provide it), and checked
+ * again once they are. */
+static int check_requirements(const mori_comm_t *c, const uint32_t *caps, int32_t *unmet) {
   for (int t = 0; t < c->num_transports; t++) {
     uint32_t need = c->transports[t].requires;
     if (!need) continue;
@@ -103,8 +102,8 @@ static int check_requirements(mori_comm_t *c, const uint32_t *caps) {
         if (u != t) others |= caps[(size_t)u * c->size + p];
       uint32_t missing = need & ~others;
       if (!missing) continue;
-      if (c->optional_pending) {
-        c->requirements_unmet++;
+      if (unmet) {
+        ++*unmet;
         continue;
       }
       static const struct {
@@ -197,14 +196,14 @@ static int compute_lsa(mori_comm_t *c, const bool *load_store, int local_rc) {
 }
 
 /* Collective (one step, in compute_lsa), carrying local_rc: this rank's
- * status of what came just before. */
-static int compute_routes(mori_comm_t *c, int local_rc) {
+ * status of what came just before. unmet: see check_requirements. */
+static int compute_routes(mori_comm_t *c, int local_rc, int32_t *unmet) {
   uint32_t *caps = calloc((size_t)(c->num_transports ? c->num_transports : 1) * c->size, sizeof(uint32_t));
   bool *load_store = calloc((size_t)c->size, sizeof(bool));
   int rc = local_rc;
   if (!rc && (!caps || !load_store)) rc = mori_error_set(MORI_ENOMEM, "comm: capability table");
   if (!rc) rc = gather_caps(c, caps);
-  if (!rc) rc = check_requirements(c, caps);
+  if (!rc) rc = check_requirements(c, caps, unmet);
   for (int p = 0; !rc && p < c->size; p++) load_store[p] = provider(c, caps, p, MORI_CAP_LOAD_STORE) >= 0;
   rc = compute_lsa(c, load_store, rc);
   for (int p = 0; !rc && p < c->size; p++) {
@@ -246,8 +245,6 @@ int mori_comm_check_live(const mori_comm_t *comm, const char *call) {
   pthread_mutex_unlock(&comms_lock);
   return c ? 0 : mori_error_set(MORI_EINVAL, "%s: %p is not a live comm (destroyed already?)", call, (const void *)comm);
 }
-
-int mori_plugin_comm_live(const mori_comm_t *comm, const char *call) { return mori_comm_check_live(comm, call); }
 
 void mori_comm_for_each(void (*fn)(mori_comm_t *comm, void *arg), void *arg) {
   pthread_mutex_lock(&comms_lock);
@@ -367,13 +364,14 @@ static int init_transports(mori_comm_t *c, const mori_transport_ops_t *const *gi
  * some rank has a peer no other transport reaches. One agreement step (each
  * rank's count of unreached peers) makes the decision the same on every
  * rank, as the transports' collective inits need. */
-static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *const *given, int n, uint32_t optional) {
+static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *const *given, int n, uint32_t optional,
+                                    int32_t unmet) {
   if (!optional) return 0;
   int32_t unreached = 0, *all = calloc((size_t)c->size, sizeof(int32_t));
   /* Peers no transport reaches, and peers a transport serves without what
-   * it requires (check_requirements) */
+   * it requires (`unmet`, from check_requirements) */
   for (int p = 0; p < c->size; p++) unreached += p != c->rank && c->routes[p].reach < 0;
-  unreached += c->requirements_unmet;
+  unreached += unmet;
   int status = all ? 0 : mori_error_set(MORI_ENOMEM, "comm_create: rank %d's table", c->rank);
   int rc = mori_agree_gather(c, status, "comm_create: optional transports", &unreached, all, sizeof(unreached));
   int needy = -1;
@@ -382,7 +380,6 @@ static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *
   int count = needy >= 0 ? all[needy] : 0;
   free(all);
   if (rc || needy < 0) return rc;
-  c->optional_pending = false; /* the routes below check every requirement */
   for (int i = 0; i < n; i++) {
     if (!(optional & (1u << i))) continue;
     MORI_INFO("comm: optional transport %s initialised: rank %d has %d peer(s) the others do not reach or serve fully",
@@ -395,7 +392,7 @@ static int init_optional_transports(mori_comm_t *c, const mori_transport_ops_t *
       break;
     }
   }
-  return compute_routes(c, rc); /* its step carries a failed init to every rank */
+  return compute_routes(c, rc, NULL); /* its step carries a failed init to every rank; every requirement checked */
 }
 
 /* What a rank asks of the comm: its handle libraries and transports (by
@@ -514,9 +511,10 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   if ((rc = init_handles(c, attr->handles, attr->num_handles)) != 0) goto fail;
   /* A failure there is every rank's already (its agreements): no further step. */
   if ((rc = init_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
-  c->optional_pending = attr->optional_transports != 0;
-  if ((rc = compute_routes(c, 0)) != 0) goto fail;
-  if ((rc = init_optional_transports(c, attr->transports, attr->num_transports, attr->optional_transports)) != 0) goto fail;
+  int32_t unmet = 0; /* requirements left to the optional transports (none listed: refused at once) */
+  if ((rc = compute_routes(c, 0, attr->optional_transports ? &unmet : NULL)) != 0) goto fail;
+  if ((rc = init_optional_transports(c, attr->transports, attr->num_transports, attr->optional_transports, unmet)) != 0)
+    goto fail;
   MORI_INFO("comm: rank %d of %d on device %d, handle %s, LSA team [%d, %d)", c->rank, c->size, c->device,
             mori_handle_type_name(c->handle_type), c->lsa_base, c->lsa_base + c->lsa_size);
   pthread_mutex_lock(&comms_lock);

@@ -331,8 +331,6 @@ int mori_window_check_live(const mori_window_t *win, const char *call) {
   return w ? 0 : mori_error_set(MORI_EINVAL, "%s: %p is not a live window (destroyed already?)", call, (const void *)win);
 }
 
-int mori_plugin_window_live(const mori_window_t *win, const char *call) { return mori_window_check_live(win, call); }
-
 void mori_window_destroy_all(void) {
   for (;;) {
     pthread_mutex_lock(&windows_lock);

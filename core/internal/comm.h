@@ -43,11 +43,6 @@ struct mori_comm {
   void *transport_state[MORI_MAX_PLUGINS];
   int num_transports;
   mori_route_t *routes; /* per world rank */
-  /* Optional transports listed and not yet initialised: a requirement no
-   * initialised transport meets is then counted (requirements_unmet: peers)
-   * rather than refused, and makes the optional ones initialise. */
-  bool optional_pending;
-  int32_t requirements_unmet;
   int lsa_base, lsa_size, lsa_rank;
   uint64_t next_segment_seq; /* collective counter: same on every rank */
   int live_windows;          /* under the window list's lock */

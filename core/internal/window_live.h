@@ -5,13 +5,10 @@
 #ifndef MORI_CORE_INTERNAL_WINDOW_LIVE_H
 #define MORI_CORE_INTERNAL_WINDOW_LIVE_H
 
+#include "mori/plugin.h" /* mori_window_check_live, which transports call too */
 #include "mori/window.h"
 
 MORI_EXTERN_C_BEGIN
-
-/* 0 when `win` is live, else MORI_EINVAL naming `call` (destroyed already,
- * or never a window). */
-int mori_window_check_live(const mori_window_t *win, const char *call);
 
 /* 0 once the window's device tables are on the device (copying them if
  * this is the first ask), else the copy's failure, as every later call

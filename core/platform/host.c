@@ -402,15 +402,15 @@ static int host_upload(int device, void *dst, const void *src, size_t size) {
 
 bool mori_platform_device_is_async(void) { return false; }
 
-static int host_queues_wait(int device);
+static void host_queues_wait(int device);
 
 /* As a device synchronisation: every copy queued on the device's copy
  * queues before the call has finished (memory is unmapped after one, and a
  * copy still queued would write into what was unmapped). */
 static int host_synchronize(int device) {
-  int rc = host_queues_wait(device);
+  host_queues_wait(device);
   atomic_thread_fence(memory_order_seq_cst);
-  return rc;
+  return 0;
 }
 
 int mori_platform_can_access_peer(int device, int peer_device, bool *yes) {
@@ -498,7 +498,7 @@ static struct mori_platform_queue *host_queues;
 
 /* Until every queue of `device` has finished what was queued on it before
  * the call (not what is queued while it waits). */
-static int host_queues_wait(int device) {
+static void host_queues_wait(int device) {
   pthread_mutex_lock(&host_queues_lock);
   for (struct mori_platform_queue *q = host_queues; q; q = q->next) {
     if (q->device != device) continue;
@@ -507,7 +507,6 @@ static int host_queues_wait(int device) {
     pthread_mutex_unlock(&q->lock);
   }
   pthread_mutex_unlock(&host_queues_lock);
-  return 0;
 }
 
 /* An aligned 8-byte copy is one store, as a DMA engine's is: it carries

@@ -55,5 +55,5 @@ int mori_rdma_memory_status(const mori_comm_t *comm, char *how, size_t how_len) 
 
 int rdma_comm_arg(const mori_comm_t *comm, const char *call) {
   if (!comm) return mori_error_set(MORI_EINVAL, "%s: NULL comm", call);
-  return mori_plugin_comm_live(comm, call);
+  return mori_comm_check_live(comm, call);
 }

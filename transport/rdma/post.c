@@ -300,7 +300,7 @@ static int prepare(mori_window_t *win, int peer, size_t *remote_offset, size_t *
   if (!win) return mori_error_set(MORI_EINVAL, "rdma %s: NULL window", op);
   char call[24];
   snprintf(call, sizeof(call), "rdma %s", op);
-  int live = mori_plugin_window_live(win, call);
+  int live = mori_window_check_live(win, call);
   if (live) return live;
   mori_comm_t *comm = mori_window_comm(win);
   struct rdma_state *s = mori_comm_transport_state(comm, &mori_transport_rdma_ops);

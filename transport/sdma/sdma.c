@@ -67,7 +67,7 @@ static int peer_range(mori_window_t *win, int peer, size_t offset, size_t bytes,
   char call[16];
   snprintf(call, sizeof(call), "sdma %s", op);
   if (!win) return mori_error_set(MORI_EINVAL, "%s: NULL window", call);
-  int rc = mori_plugin_window_live(win, call);
+  int rc = mori_window_check_live(win, call);
   if (rc) return rc;
   mori_comm_t *comm = mori_window_comm(win);
   *state = mori_comm_transport_state(comm, &mori_transport_sdma_ops);
@@ -110,7 +110,7 @@ int mori_sdma_get(mori_window_t *win, int peer, void *dst, size_t src_offset, si
 
 int mori_sdma_quiet(mori_comm_t *comm) {
   if (!comm) return mori_error_set(MORI_EINVAL, "sdma quiet: NULL comm");
-  int rc = mori_plugin_comm_live(comm, "sdma quiet");
+  int rc = mori_comm_check_live(comm, "sdma quiet");
   if (rc) return rc;
   struct sdma_state *s = mori_comm_transport_state(comm, &mori_transport_sdma_ops);
   if (!s) return mori_error_set(MORI_EINVAL, "sdma quiet: the comm was created without the sdma transport");

@@ -149,12 +149,13 @@ MORI_API void mori_segment_set_peer_base(mori_segment_t *seg, int peer, void *pt
 /* The state `ops` returned from segment_register (NULL when not registered). */
 MORI_API void *mori_segment_transport_state(const mori_segment_t *seg, const mori_transport_ops_t *ops);
 
-/* Whether `comm` / `win` is live (created and not yet destroyed, by its
- * own destroy or by mori_finalize): 0, else MORI_EINVAL naming `call` and
- * the pointer. A plug-in's own entry points check what their callers hand
- * them before reading through it, as core's do. */
-MORI_API int mori_plugin_comm_live(const mori_comm_t *comm, const char *call);
-MORI_API int mori_plugin_window_live(const mori_window_t *win, const char *call);
+/* Whether `comm` / `win` is one of the process's live ones (created and
+ * not yet destroyed, by its own destroy or by mori_finalize): 0, else
+ * MORI_EINVAL naming `call` and the pointer (destroyed already, or never
+ * one). Every entry point that takes a handle checks it before reading
+ * through it: core's, the layers above, and a plug-in's own. */
+MORI_API int mori_comm_check_live(const mori_comm_t *comm, const char *call);
+MORI_API int mori_window_check_live(const mori_window_t *win, const char *call);
 
 /* The segment a window lives in, and the window's offset in it on this rank. */
 MORI_API mori_segment_t *mori_window_segment(const mori_window_t *win, size_t *offset);
