@@ -26,7 +26,10 @@ using mori_test::TestRanks;
 
 namespace {
 
-constexpr int kShortTimeoutMs = 1500;
+// Short, as the failures below wait it out, but not 1.5 s: the bootstrap's
+// creation and first barrier must succeed within it, and a rank the loaded
+// CI machine stalls past it would be named beside the one that is absent.
+constexpr int kShortTimeoutMs = 4000;
 
 // The parameter: whether every collective with data goes over the links
 // (else the small ones go through rank 0, as by default).

@@ -137,13 +137,16 @@ TEST(Collectives, AllToAllIntoAWindowNamesAMemberThatNeverStarts) {
     ASSERT_TRUE(w.ok());
     mori_coll_attr_t attr;
     mori_coll_attr_init(&attr);
-    attr.timeout_ms = 300;
+    // 2 s, from a barrier: the writers start together, and one the machine
+    // stalls past the timeout would be named instead of the absent member.
+    attr.timeout_ms = 2000;
     mori_coll_t *coll = nullptr;
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
     SymmetricBuffer buf(w, 64 * size);
     mori_window_t *win = buf.win;
     int last = size - 1;
     setenv("MORI_A2A_LL_MAX_BYTES", "1", 1);  // the direct algorithm, whose writers wait for the start
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     if (rank != last) {
       std::vector<uint8_t> in(64 * size);
       int rc = mori_all_to_all_window(coll, in.data(), win, 0, 64, nullptr);
@@ -495,10 +498,11 @@ TEST(Collectives, AMemberThatNeverCallsIsNamedWithinTheTimeout) {
     ASSERT_TRUE(w.ok());
     mori_coll_attr_t attr;
     mori_coll_attr_init(&attr);
-    attr.timeout_ms = 300;
+    attr.timeout_ms = 2000;  // from a barrier, as above
     mori_coll_t *coll = nullptr;
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
     int last = size - 1;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     if (rank != last) {
       std::vector<uint8_t> in(64 * size), out(64 * size);
       int rc = mori_all_to_all(coll, in.data(), out.data(), 64, nullptr);

@@ -821,14 +821,16 @@ TEST(Ep, Refusals) {
 namespace {
 
 // A rank that skips a call: the peers' waits end after the timeout (the
-// comm's bootstrap timeout when the context is made: 2 s here, the comm's
+// comm's bootstrap timeout when the context is made: 5 s here, the comm's
 // own steps keeping the same) with an error naming what was waited for,
 // instead of hanging. The skipping rank reaches destroy first and its step
 // waits for the others beyond the comm's timeout, so destroy succeeds on
 // every rank (it failed on that rank when the step kept the comm's limit).
 TEST(Ep, AMissingPeerTimesOutInsteadOfHanging) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
-    World w(2000);
+    // 5 s: the first call must succeed within it, on a machine that can
+    // stall a rank for seconds.
+    World w(5000);
     ASSERT_TRUE(w.ok());
     Shape s;
     mori_ep_config_t c = Config(s, rank, size);
@@ -885,11 +887,13 @@ TEST(Ep, AFailedCallStopsTheContextAndNoLaterCallReturnsWrongDataUnreported) {
     Shape s;
     mori_ep_config_t c = Config(s, rank, size);
     mori_ep_t *ep = nullptr;
-    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 1000));
+    // A 5 s EP timeout (the first call must succeed within it, on a machine
+    // that can stall a rank for seconds), and a peer 7.5 s late.
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 5000));
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
     ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, Options()));
     bool late = rank == size - 1;
-    if (late) usleep(2500 * 1000);
+    if (late) usleep(7500 * 1000);
     int reported = 0;
     for (int call = 1; call <= 4; call++) {
       bool wrong = false;
@@ -1027,7 +1031,9 @@ TEST(Ep, ACombineThatTimesOutWaitingForALateReaderLeavesItsRowsAlone) {
     Shape s;
     mori_ep_config_t c = Config(s, rank, size);
     mori_ep_t *ep = nullptr;
-    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 1000));
+    // A 5 s EP timeout: the calls before the one that times out must
+    // succeed within it on a machine that can stall a rank for seconds.
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 5000));
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
     MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));  // the steps below outwait the EP timeout
     mori_ep_buffers_t b;

@@ -31,7 +31,9 @@ echo "$err"
 [ "$rc" -eq 139 ] || fail "exit status $rc after a segfault, want 139 (128 + SIGSEGV)"
 echo "$err" | grep -q 'rank 1 was killed by signal 11' || fail "the message does not name rank 1 and signal 11: $err"
 echo "$err" | grep -q 'ranks 0, 2, 3 stopped' || fail "the message does not name the stopped ranks: $err"
-[ "$took" -lt 1500 ] || fail "the job took $took ms: more than a second after rank 1 died at 500 ms"
+# The faults this guards against take the ranks' 30 s; the rest is room for
+# a loaded CI machine (here and in the bounds below).
+[ "$took" -lt 5000 ] || fail "the job took $took ms after rank 1 died at 500 ms (the others sleep 30 s)"
 
 echo "== a reader that leaves (| head -1) ends the output, not the job"
 t0=$(ms)
@@ -57,12 +59,12 @@ run -n 4 -t 60 sh -c 'if [ "$MORI_RANK" = 2 ]; then exit 3; fi; sleep 30'
 echo "$err"
 [ "$rc" -eq 3 ] || fail "exit status $rc, want 3"
 echo "$err" | grep -q '^mori_launch: rank 2 exited with code 3' || fail "no message naming rank 2 and code 3: $err"
-[ "$took" -lt 1000 ] || fail "the job took $took ms after rank 2 exited at once"
+[ "$took" -lt 5000 ] || fail "the job took $took ms after rank 2 exited at once (the others sleep 30 s)"
 
 echo "== a rank that ignores SIGTERM is killed after the grace"
 run -n 2 -t 60 sh -c 'trap "" TERM; if [ "$MORI_RANK" = 0 ]; then exit 5; fi; while :; do sleep 0.1; done'
 [ "$rc" -eq 5 ] || fail "exit status $rc, want 5"
-[ "$took" -lt 1500 ] || fail "a rank ignoring SIGTERM held the job $took ms"
+[ "$took" -lt 5000 ] || fail "a rank ignoring SIGTERM held the job $took ms"
 
 echo "== every output line carries its rank"
 run -n 3 -t 60 sh -c 'echo "out one $MORI_RANK"; echo "err one $MORI_RANK" >&2; echo "out two $MORI_RANK"; printf "no newline $MORI_RANK"'
@@ -109,7 +111,7 @@ echo "$err"
 echo "$err" | grep -q 'rank 1 did not finish in 1 s' || fail "the message does not name the hung rank: $err"
 # 1 s, the 500 ms grace, and room for a loaded CI machine (2.5 s was seen);
 # a rank the limit missed would take its 30 s.
-[ "$took" -lt 4000 ] || fail "-t 1 took $took ms"
+[ "$took" -lt 10000 ] || fail "-t 1 took $took ms"
 
 echo "== a reader that never reads holds the launcher only until -t"
 # Both of the launcher's streams go to a pipe nobody reads (a process that
@@ -136,10 +138,12 @@ kill -TERM "$launcher"
 wait "$launcher"
 rc=$?
 [ "$rc" -eq 143 ] || fail "the launcher exited $rc after SIGTERM, want 143"
-sleep 0.2
 for f in pid.0 pid.1 pid.child0 pid.child1; do
   p=$(cat "$tmp/$f" 2>/dev/null)
   [ -n "$p" ] || { fail "no $f written"; continue; }
+  # Up to 5 s for the signal to take effect on a loaded machine; a process
+  # the launcher missed sleeps its 30 s.
+  for _ in $(seq 100); do alive "$p" || break; sleep 0.05; done
   if alive "$p"; then fail "process $p ($f) still runs after the launcher stopped"; kill "$p"; fi
 done
 

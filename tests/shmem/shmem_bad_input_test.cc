@@ -187,7 +187,9 @@ TEST(ShmemBadInput, MismatchedWorldSizesAreNamedOnEveryPeAndInitWorksAfterwards)
 TEST(ShmemBadInput, APeThatNeverInitialisesIsNamedNotWaitedForForever) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();
-    setenv("MORI_BOOTSTRAP_TIMEOUT_MS", "1500", 1);
+    // 5 s: a PE the loaded machine stalls past a shorter timeout would be
+    // named beside the absent one.
+    setenv("MORI_BOOTSTRAP_TIMEOUT_MS", "5000", 1);
     int absent = size - 1;
     if (rank == absent) {
       if (rank == 0) ShareId(rank, "absent");  // someone must still publish the ID

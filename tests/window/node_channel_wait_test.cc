@@ -38,11 +38,13 @@ TEST(NodeChannelWait, AWaitingRankSleepsAndWakesWhenTheLastRankArrives) {
     cpu = Seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu;
     for (int r = 0; r < size; r++) EXPECT_EQ(all[(size_t)r], r) << "rank " << rank << " from rank " << r;
     if (rank != size - 1) {
-      EXPECT_GE(wall, late_s * 0.9) << "rank " << rank << " left the step before the last rank arrived";
+      // Bounds with room for a loaded machine: a waiter that reads its clock
+      // late measures less than the lateness, one stalled waits longer.
+      EXPECT_GE(wall, late_s * 0.5) << "rank " << rank << " left the step before the last rank arrived";
       // A waiter that spins, yields or sleeps in microsecond steps burns tens
       // to hundreds of milliseconds here; one that sleeps on the step, almost none.
-      EXPECT_LT(cpu, 0.008) << "rank " << rank << " used " << cpu * 1e3 << " ms of CPU waiting " << wall * 1e3 << " ms";
-      EXPECT_LT(wall, late_s + 1.0) << "rank " << rank << " waited " << wall * 1e3 << " ms for a rank " << late_s * 1e3
+      EXPECT_LT(cpu, 0.020) << "rank " << rank << " used " << cpu * 1e3 << " ms of CPU waiting " << wall * 1e3 << " ms";
+      EXPECT_LT(wall, late_s + 3.0) << "rank " << rank << " waited " << wall * 1e3 << " ms for a rank " << late_s * 1e3
                                     << " ms late";
     }
     for (int64_t k = 0; k < 2000; k++) {  // many steps: both mailboxes, wakes and arrivals in every order
