@@ -224,11 +224,17 @@ int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base_out) {
   /* A peer's memory that mori maps here is the peer's (see
    * mem_register_range): its mapping retains like memory of one's own. */
   int owner = -1;
-  bool peers = !in_heap && mori_segment_maps_peer(base, size, &owner);
+  bool own = false;
+  bool peers = !in_heap && mori_segment_maps_peer(base, size, &owner, &own);
   known_base = in_heap || peers ? NULL : insert_registered(a, base, size, attr);
   if (in_heap || peers || known_base) {
     if (mori_platform_mem_release(&a->local.mem) != 0) MORI_WARN("mem_register: %s", mori_last_error());
     free(a);
+    if (peers && own)
+      return mori_error_set(MORI_EEXIST,
+                            "mem_register: %p is rank %d's own memory mapped a second time (its slot of a flat span, "
+                            "an alias of a heap chunk or a window's allocation); register the memory itself",
+                            ptr, owner);
     if (peers)
       return mori_error_set(MORI_EEXIST,
                             "mem_register: %p is rank %d's memory, which mori maps here (a window's or the heap's view of "
@@ -256,13 +262,19 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
    * handed out again by mori_mem_alloc, two allocations on the same bytes. */
   /* Any byte of it: a range around a whole heap holds that space too. */
   int chunk = -1, owner = -1;
+  bool own = false;
   if (mori_heap_range_overlaps(ptr, size, &chunk))
     return mori_error_set(MORI_EEXIST, "mem_register_range: [%p, +%zu bytes) lies in mori's symmetric heap (chunk %d)", ptr,
                           size, chunk);
   /* A peer's memory that mori maps here (for a window or the heap) is the
    * peer's: registered as this rank's, it would be handed to others as if
    * this rank owned it. */
-  if (mori_segment_maps_peer(ptr, size, &owner))
+  if (mori_segment_maps_peer(ptr, size, &owner, &own) && own)
+    return mori_error_set(MORI_EEXIST,
+                          "mem_register_range: [%p, +%zu bytes) is rank %d's own memory mapped a second time (its slot "
+                          "of a flat span, an alias of a heap chunk or a window's allocation); register the memory itself",
+                          ptr, size, owner);
+  if (owner >= 0)
     return mori_error_set(MORI_EEXIST,
                           "mem_register_range: [%p, +%zu bytes) is rank %d's memory, which mori maps here (a window's or "
                           "the heap's view of that peer); register this rank's own memory",

@@ -172,12 +172,13 @@ static bool overlaps(const char *lo, const char *hi, const char *base, size_t by
 }
 
 /* The peer of `seg` whose mapping [lo, hi) overlaps, or -1. A slot of the
- * flat span that is mapped, or (memory without a span) a peer's import. */
+ * flat span that is mapped, or (memory without a span) a peer's import.
+ * The own slot too: it aliases this rank's memory, which mori holds. */
 static int peer_mapped_at(const mori_segment_t *seg, const char *lo, const char *hi) {
   const mori_comm_t *c = seg->comm;
   if (seg->flat_base) {
     for (int i = 0; i < c->lsa_size; i++)
-      if (c->lsa_base + i != c->rank && seg->lsa_mapped[i] && overlaps(lo, hi, seg->flat_base + (size_t)i * seg->stride, seg->stride))
+      if (seg->lsa_mapped[i] && overlaps(lo, hi, seg->flat_base + (size_t)i * seg->stride, seg->stride))
         return c->lsa_base + i;
     return -1;
   }
@@ -192,13 +193,18 @@ static int peer_mapped_at(const mori_segment_t *seg, const char *lo, const char 
   return -1;
 }
 
-bool mori_segment_maps_peer(const void *ptr, size_t size, int *owner) {
+bool mori_segment_maps_peer(const void *ptr, size_t size, int *owner, bool *own) {
   const char *lo = (const char *)ptr, *hi = lo + size; /* callers checked that it does not wrap */
   int found = -1;
+  bool mine = false;
   pthread_mutex_lock(&live_lock);
-  for (const mori_segment_t *seg = live_segments; seg && found < 0; seg = seg->next) found = peer_mapped_at(seg, lo, hi);
+  for (const mori_segment_t *seg = live_segments; seg && found < 0; seg = seg->next) {
+    found = peer_mapped_at(seg, lo, hi);
+    mine = found >= 0 && found == seg->comm->rank;
+  }
   pthread_mutex_unlock(&live_lock);
   *owner = found;
+  *own = mine;
   return found >= 0;
 }
 

@@ -239,6 +239,53 @@ TEST(LegacyIpc, RangesAroundAHeapOrOverAPeersHeapMappingAreRefused) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) { ExpectHeapAndPeerMappingsRefused("vmm", rank, size); });
 }
 
+// This rank's own slot of a flat span (rank p at base + p * stride, p this
+// rank) is a second mapping of its own memory: the heap chunk, or the
+// window's memory in isolation mode. Registered, it became a second
+// allocation over bytes mori hands out (carves of the heap, or the
+// window's own allocation): only the peers' slots were refused.
+void ExpectOwnFlatSlotRefused(const char *mode, int rank, int size) {
+  setenv("MORI_SHMEM_MODE", mode, 1);
+  World w;
+  ASSERT_TRUE(w.ok());
+  void *mem = nullptr;
+  MORI_ASSERT_OK(mori_mem_alloc(64 * 1024, nullptr, &mem));
+  mori_window_t *win = nullptr;
+  MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+  mori_flat_span_t span;
+  MORI_ASSERT_OK(mori_window_flat_span(win, &span));
+  char *own = (char *)(uintptr_t)(span.base + (uint64_t)rank * span.stride);
+  ASSERT_NE((void *)own, mem);
+  int rc = mori_mem_register_range(own, 4096, nullptr);
+  EXPECT_EQ(rc, MORI_EEXIST) << mode << ": rank " << rank << "'s own slot: " << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
+      << mori_last_error();
+  if (rc == 0) (void)mori_mem_free(own);
+  void *base = nullptr;
+  rc = mori_mem_register(own, nullptr, &base);
+  EXPECT_EQ(rc, MORI_EEXIST) << mode << ": rank " << rank << "'s own slot, whole mapping: " << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
+      << mori_last_error();
+  if (rc == 0) (void)mori_mem_free(base);
+  EXPECT_EQ(mori_mem_count(), 1) << "only the allocation itself is mori memory";
+  ASSERT_EQ(Barrier(w), 0);
+  MORI_EXPECT_OK(mori_window_destroy(win));
+  MORI_EXPECT_OK(mori_mem_free(mem));
+  unsetenv("MORI_SHMEM_MODE");
+}
+
+TEST(LegacyIpc, ThisRanksOwnSlotOfAFlatSpanIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    ExpectOwnFlatSlotRefused("vmm", rank, size);
+  });
+}
+
+TEST(LegacyIpc, ThisRanksOwnSlotOfAFlatSpanInIsolationModeIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    ExpectOwnFlatSlotRefused("isolation", rank, size);
+  });
+}
+
 TEST(LegacyIpc, RangesOverAPeersMappingOfAnAllocationAreRefused) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) { ExpectHeapAndPeerMappingsRefused("isolation", rank, size); });
 }
