@@ -232,8 +232,9 @@ int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base_out) {
     free(a);
     if (peers && own)
       return mori_error_set(MORI_EEXIST,
-                            "mem_register: %p is rank %d's own memory mapped a second time (its slot of a flat span, "
-                            "an alias of a heap chunk or a window's allocation); register the memory itself",
+                            "mem_register: %p is rank %d's own memory, which mori holds (a signal arena, or a flat "
+                            "span's second mapping of a heap chunk or a window's allocation); register memory mori did "
+                            "not make",
                             ptr, owner);
     if (peers)
       return mori_error_set(MORI_EEXIST,
@@ -271,8 +272,9 @@ int mori_mem_register_range(void *ptr, size_t size, const mori_mem_attr_t *attr)
    * this rank owned it. */
   if (mori_segment_maps_peer(ptr, size, &owner, &own) && own)
     return mori_error_set(MORI_EEXIST,
-                          "mem_register_range: [%p, +%zu bytes) is rank %d's own memory mapped a second time (its slot "
-                          "of a flat span, an alias of a heap chunk or a window's allocation); register the memory itself",
+                          "mem_register_range: [%p, +%zu bytes) is rank %d's own memory, which mori holds (a signal "
+                          "arena, or a flat span's second mapping of a heap chunk or a window's allocation); register "
+                          "memory mori did not make",
                           ptr, size, owner);
   if (owner >= 0)
     return mori_error_set(MORI_EEXIST,

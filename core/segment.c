@@ -173,10 +173,14 @@ static bool overlaps(const char *lo, const char *hi, const char *base, size_t by
 
 /* The peer of `seg` whose mapping [lo, hi) overlaps, or -1. A slot of the
  * flat span that is mapped, or (memory without a span) a peer's import.
- * The own slot too: it aliases this rank's memory, which mori holds. */
+ * The own slot too: it aliases this rank's memory, which mori holds; and,
+ * with a span, the segment's own memory, which for a signal arena is known
+ * nowhere else (not in the heap, not in the allocation registry). Memory
+ * without a span is a registered range, which the registry names. */
 static int peer_mapped_at(const mori_segment_t *seg, const char *lo, const char *hi) {
   const mori_comm_t *c = seg->comm;
   if (seg->flat_base) {
+    if (overlaps(lo, hi, (const char *)seg->local_base, seg->size)) return c->rank;
     for (int i = 0; i < c->lsa_size; i++)
       if (seg->lsa_mapped[i] && overlaps(lo, hi, seg->flat_base + (size_t)i * seg->stride, seg->stride))
         return c->lsa_base + i;

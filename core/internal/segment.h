@@ -39,10 +39,11 @@ void mori_segment_destroy(mori_segment_t *seg);
 /* Whether [ptr, +size) overlaps a peer's memory that a live segment of
  * this process maps (a slot of a flat span, or a peer's import without
  * one); *owner gets the peer's rank in the segment's comm. What mem_register_range refuses:
- * that memory is the peer's, not this rank's to share. This rank's own slot
- * of a flat span counts too (*own set): it is a second mapping of memory
- * mori holds already (a heap chunk, a window's allocation), which
- * registered would be a second allocation over the same bytes. */
+ * that memory is the peer's, not this rank's to share. This rank's own
+ * memory counts too (*own set): the segment's own memory (a signal arena's
+ * is known nowhere else) and its slot of a flat span, a second mapping of
+ * memory mori holds (a heap chunk, a window's allocation); registered, it
+ * would be a second allocation over the same bytes. */
 bool mori_segment_maps_peer(const void *ptr, size_t size, int *owner, bool *own);
 
 /* Test hook: after `skip` more exports of this process's memory, the next

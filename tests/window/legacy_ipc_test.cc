@@ -280,6 +280,41 @@ TEST(LegacyIpc, ThisRanksOwnSlotOfAFlatSpanIsRefused) {
   });
 }
 
+// A window's signal pads live in the comm's signal arena, memory mori made
+// for itself outside the heap and the registry: this rank's own pad (the
+// pointer mori_window_signal_pads hands out for it) was registered as user
+// memory, a second allocation over mori's signals.
+TEST(LegacyIpc, ThisRanksOwnSignalPadIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.signal_pad_size = 4096;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(64 * 1024, &attr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    char *pad = (char *)mori_window_signal_pads(win)[rank];
+    ASSERT_NE(pad, nullptr);
+    int rc = mori_mem_register_range(pad, 4096, nullptr);
+    EXPECT_EQ(rc, MORI_EEXIST) << "rank " << rank << "'s own signal pad: " << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
+        << mori_last_error();
+    if (rc == 0) (void)mori_mem_free(pad);
+    void *base = nullptr;
+    rc = mori_mem_register(pad, nullptr, &base);
+    EXPECT_EQ(rc, MORI_EEXIST) << "rank " << rank << "'s own signal pad, whole mapping: " << mori_last_error();
+    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
+        << mori_last_error();
+    if (rc == 0) (void)mori_mem_free(base);
+    EXPECT_EQ(mori_mem_count(), 1) << "only the allocation itself is mori memory";
+    ASSERT_EQ(Barrier(w), 0);
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+  });
+}
+
 TEST(LegacyIpc, ThisRanksOwnSlotOfAFlatSpanInIsolationModeIsRefused) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     ExpectOwnFlatSlotRefused("isolation", rank, size);
