@@ -319,9 +319,13 @@ int mori_signal_arena_assign_pair(mori_comm_t *c, size_t first_bytes, size_t sec
     all = &none;
     if (!rc) rc = mori_error_set(MORI_ENOMEM, "signal arena: rank %d's table", c->rank);
   }
-  if (!rc && total == SIZE_MAX)
-    rc = mori_error_set(MORI_ENOTSUP, "signal slots of %zu + %zu bytes are larger than an arena (%d bytes)", first_bytes,
-                        second_bytes, ARENA_BYTES);
+  /* Each may fit an arena while both do not: named here by the sizes asked
+   * for, not by their sum (assign_locked would call the sum "a signal pad"). */
+  if (!rc && total > ARENA_BYTES)
+    rc = mori_error_set(MORI_ENOTSUP,
+                        "signal slots of %zu + %zu bytes (the window's barrier area and its signal pad) are larger "
+                        "than an arena (%d bytes)",
+                        first_bytes, second_bytes, ARENA_BYTES);
   mori_arena_slot_t run = {0, 0, 0};
   pthread_mutex_lock(&all->lock);
   rc = assign_locked(c, all, rc ? 0 : total, rc, &run);

@@ -55,4 +55,33 @@ TEST(SizeOverflow, SignalPadNearSizeMaxIsRefusedOnEveryRank) {
   });
 }
 
+// A pad that fits an arena (2 MiB) alone but not with the window's barrier
+// area beside it: the error named the sum of both as "a signal pad" of a
+// size the caller never asked for.
+TEST(SizeOverflow, SignalPadThatFitsAnArenaOnlyWithoutTheBarrierAreaIsNamedAsAsked) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    for (size_t pad : {(size_t)(2 << 20) - 256, (size_t)(2 << 20) - 1}) {
+      mori_mem_attr_t attr;
+      mori_mem_attr_init(&attr);
+      attr.signal_pad_size = pad;
+      void *p = nullptr;
+      MORI_ASSERT_OK(mori_mem_alloc(4096, &attr, &p));
+      mori_window_t *win = nullptr;
+      int rc = mori_window_create(w.comm, p, &win);
+      EXPECT_EQ(rc, MORI_ENOTSUP) << "a pad of " << pad << " bytes: " << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find(std::to_string(pad)), std::string::npos) << mori_last_error();
+      if (win) mori_window_destroy(win);
+      MORI_EXPECT_OK(mori_mem_free(p));
+    }
+    void *p = nullptr;
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
+    MORI_ASSERT_OK(mori_window_create(w.comm, p, &win));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
 }  // namespace
