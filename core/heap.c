@@ -231,10 +231,10 @@ int mori_heap_alloc(mori_heap_t *h, size_t size, size_t alignment, mori_heap_blo
   return rc;
 }
 
-void mori_heap_free(mori_heap_t *h, const mori_heap_block_t *b) {
+static void heap_free(mori_heap_t *h, const mori_heap_block_t *b, bool defer) {
   size_t start = (size_t)((char *)b->ptr - h->va);
   pthread_mutex_lock(&h->lock);
-  if (!h->cfg.defer_frees) {
+  if (!defer) {
     /* Nothing runs behind the host's back: reusable at once. */
     if (free_insert(h, (range_t){start, b->size}) != 0)
       MORI_WARN("heap of device %d: %zu bytes at %p leak: %s", h->device, b->size, b->ptr, mori_last_error());
@@ -248,6 +248,12 @@ void mori_heap_free(mori_heap_t *h, const mori_heap_block_t *b) {
   h->allocations--;
   pthread_mutex_unlock(&h->lock);
 }
+
+void mori_heap_free(mori_heap_t *h, const mori_heap_block_t *b) { heap_free(h, b, h->cfg.defer_frees); }
+
+/* Pending, the block would push this rank's next carves past it while a
+ * rank that never carved it carves there: the symmetric offsets part. */
+void mori_heap_discard(mori_heap_t *h, const mori_heap_block_t *b) { heap_free(h, b, false); }
 
 int mori_heap_grow_to(mori_heap_t *h, int chunks) {
   pthread_mutex_lock(&h->lock);

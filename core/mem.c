@@ -71,7 +71,9 @@ static void release_locked(mori_alloc_t *a) {
       break;
     }
   recently_freed[freed_next++ % FREED_MEMORY] = a->local.base;
-  if (a->heap) {
+  if (a->heap && a->discard) {
+    mori_heap_discard(a->heap, &a->block); /* no kernel was ever given it */
+  } else if (a->heap) {
     mori_heap_free(a->heap, &a->block); /* deferred: reused after a device sync */
   } else if (a->registered) {
     if (mori_platform_mem_release(&a->local.mem) != 0) MORI_WARN("free: %s", mori_last_error());
@@ -196,6 +198,15 @@ int mori_mem_free(void *ptr) {
   }
   pthread_mutex_unlock(&registry_lock);
   return rc;
+}
+
+int mori_alloc_discard(void *ptr) {
+  pthread_mutex_lock(&registry_lock);
+  mori_alloc_t *a = ptr ? find_locked(ptr) : NULL;
+  /* Only the caller's own reference left: no window, so no kernel, has it. */
+  if (a && a->local.base == ptr && !a->freed) a->discard = a->refs == 1;
+  pthread_mutex_unlock(&registry_lock);
+  return mori_mem_free(ptr);
 }
 
 int mori_mem_register(void *ptr, const mori_mem_attr_t *attr, void **base_out) {

@@ -65,7 +65,7 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
     if (ptr) {
       mori_error_saved_t cause;
       mori_error_save(&cause);
-      mori_mem_free(ptr);
+      mori_alloc_discard(ptr); /* never handed out: not left pending, which would shift this rank's next carve */
       mori_error_restore(&cause);
     }
     return rc;

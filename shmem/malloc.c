@@ -18,6 +18,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/agreement.h"
+#include "core/internal/alloc.h"
 #include "core/internal/window_terms.h"
 #include "mori/heap.h"
 #include "shmem/internal/state.h"
@@ -122,7 +123,16 @@ static int symmetric_alloc(const char *call, size_t size, size_t alignment, unsi
   };
   rc = mori_window_create_with_terms(mori_shmem.comm, p, &terms, &win); /* failed together */
   if (!rc && win) rc = mori_shmem_device_state_note(win, call);            /* failed together */
-  if (rc || win) rc = mori_shmem_keep_block(rc, b, p, size, win, p); /* no window: size 0, nothing kept */
+  /* On failure the carve goes after the window (keep_block destroys it), at
+   * once: left pending (as frees are on a GPU), it would push this PE's
+   * next carve past it while a PE that failed before carving carves there. */
+  if (rc || win) rc = mori_shmem_keep_block(rc, b, p, size, win, NULL); /* no window: size 0, nothing kept */
+  if (rc && p) {
+    mori_error_saved_t cause;
+    mori_error_save(&cause);
+    mori_alloc_discard(p);
+    mori_error_restore(&cause);
+  }
   if (rc) rc = mori_error_context(rc, "%s", call);
   else if (win) *out = p;
   pthread_mutex_unlock(&mori_shmem.lock);

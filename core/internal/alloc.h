@@ -22,6 +22,7 @@ typedef struct mori_alloc {
   size_t signal_pad_size;
   bool registered;        /* memory mapped by someone else: never unmapped by us */
   bool freed;             /* mori_mem_free was called; released when refs drop to 0 */
+  bool discard;           /* never handed out: a heap carve is free at once (mori_alloc_discard) */
   int refs;               /* 1 for the user + 1 per window */
   struct mori_alloc *next;
 } mori_alloc_t;
@@ -33,6 +34,12 @@ mori_alloc_t *mori_alloc_acquire(const void *ptr);
 void mori_alloc_release(mori_alloc_t *a);
 /* mori_finalize: releases every allocation whatever its references. */
 void mori_alloc_release_all(void);
+/* mori_mem_free of an allocation that was never handed out (a symmetric
+ * allocation rolled back because another rank failed it): a heap carve no
+ * window holds goes back to the free space at once, not after a device
+ * synchronisation, so this rank's next carves land where those of a rank
+ * that never carved it do. */
+int mori_alloc_discard(void *ptr);
 
 MORI_EXTERN_C_END
 

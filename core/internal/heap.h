@@ -33,6 +33,10 @@ int mori_heap_of_device(int device, mori_heap_t **out);
 int mori_heap_alloc(mori_heap_t *h, size_t size, size_t alignment, mori_heap_block_t *out);
 /* Deferred: the block is reused after the next device synchronisation. */
 void mori_heap_free(mori_heap_t *h, const mori_heap_block_t *block);
+/* A block no kernel was ever given (an allocation rolled back because it
+ * failed on another rank): free at once, so the heap is as it was before
+ * the carve, as it is on the ranks that never carved. */
+void mori_heap_discard(mori_heap_t *h, const mori_heap_block_t *block);
 /* Makes sure the heap has at least `chunks` chunks (vmm: grows; static:
  * fails beyond its one chunk). Windows call it so every rank holds each
  * chunk a peer's window lives in. */

@@ -521,6 +521,27 @@ TEST(Heap, SymmetricAllocationsSitAtTheSameOffsetAndDivergenceIsNamed) {
   });
 }
 
+// With deferred frees (as on a GPU), a symmetric allocation that failed
+// because of one rank left the others' carves pending, never seen by any
+// kernel: the next symmetric allocation, the same on every rank, then
+// landed at different offsets and failed as if the sequences diverged.
+TEST(Heap, AfterAFailedSymmetricAllocationTheNextLandsInStepWithDeferredFrees) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 2) return;
+    UseVmmHeap(2 * kMiB, 64 * kMiB);
+    setenv("MORI_HEAP_DEFER_FREES", "1", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    int odd = size - 1;
+    void *p = nullptr;
+    EXPECT_EQ(mori_mem_alloc_symmetric(w.comm, rank == odd ? 128 << 10 : 64 << 10, nullptr, &p), MORI_EMISMATCH);
+    int rc = mori_mem_alloc_symmetric(w.comm, 4096, nullptr, &p);
+    EXPECT_EQ(rc, 0) << mori_last_error();
+    if (p) MORI_EXPECT_OK(mori_mem_free(p));
+    unsetenv("MORI_HEAP_DEFER_FREES");
+  });
+}
+
 TEST(Heap, SymmetricAllocationNeedsTheHeap) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     setenv("MORI_SHMEM_MODE", "isolation", 1);

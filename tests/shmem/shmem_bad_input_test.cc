@@ -242,6 +242,32 @@ TEST(ShmemBadInput, ANullOutOnOnePeFailsEveryPeAtOnceAndTheJobGoesOn) {
   });
 }
 
+// As on a GPU, freed heap memory waits for a device sync before reuse. A
+// shmem_malloc that failed on every PE because of one PE (a NULL out, a
+// size of its own) made the others free a carve no kernel ever saw: it
+// waited as a pending free, so their next carve landed after it while the
+// odd PE's landed on it, and the next, correct, shmem_malloc failed with
+// "the ranks' allocation sequences diverged" on every PE.
+TEST(ShmemBadInput, AfterOnePesFailureTheNextMallocLandsInStepWithDeferredFrees) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    setenv("MORI_HEAP_DEFER_FREES", "1", 1);  // what GPUs do
+    MORI_ASSERT_OK(InitPe(rank, size, "deferred"));
+    int odd = size - 1;
+    void *p = (void *)1;
+    EXPECT_ERROR(shmem_malloc(64 << 10, rank == odd ? nullptr : &p), MORI_EINVAL, "out is NULL");
+    MORI_ASSERT_OK(shmem_malloc(4096, &p));
+    MORI_EXPECT_OK(shmem_free(p));
+    if (size > 1) {
+      EXPECT_ERROR(shmem_malloc(rank == odd ? (128 << 10) : (64 << 10), &p), MORI_EMISMATCH, "ranks disagree on the size");
+      MORI_ASSERT_OK(shmem_malloc(4096, &p));
+      MORI_EXPECT_OK(shmem_free(p));
+    }
+    MORI_EXPECT_OK(shmem_finalize());
+    unsetenv("MORI_HEAP_DEFER_FREES");
+  });
+}
+
 TEST(ShmemBadInput, DivergingSizesFlagsOrHeapHistoriesAreNamed) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();
