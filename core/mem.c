@@ -20,6 +20,10 @@ static mori_alloc_t *allocs;
 /* Recently released bases, to tell a double free from a foreign pointer. */
 enum { FREED_MEMORY = 64 };
 static const void *recently_freed[FREED_MEMORY];
+/* Which of them mori_finalize released (a free after it is no double free
+ * of the caller's), and whether it is releasing now. */
+static bool freed_by_finalize[FREED_MEMORY];
+static bool finalizing;
 static unsigned freed_next;
 
 static mori_alloc_t *find_locked(const void *ptr) {
@@ -70,7 +74,8 @@ static void release_locked(mori_alloc_t *a) {
       *p = a->next;
       break;
     }
-  recently_freed[freed_next++ % FREED_MEMORY] = a->local.base;
+  recently_freed[freed_next % FREED_MEMORY] = a->local.base;
+  freed_by_finalize[freed_next++ % FREED_MEMORY] = finalizing;
   if (a->heap && a->discard) {
     mori_heap_discard(a->heap, &a->block); /* no kernel was ever given it */
   } else if (a->heap) {
@@ -103,12 +108,14 @@ void mori_alloc_release(mori_alloc_t *a) {
 
 void mori_alloc_release_all(void) {
   pthread_mutex_lock(&registry_lock);
+  finalizing = true;
   while (allocs) {
     mori_alloc_t *a = allocs;
     a->freed = true;
     a->refs = 1;
     release_locked(a);
   }
+  finalizing = false;
   pthread_mutex_unlock(&registry_lock);
 }
 
@@ -184,9 +191,16 @@ int mori_mem_free(void *ptr) {
   mori_alloc_t *a = find_locked(ptr);
   int rc = 0;
   if (!a || a->local.base != ptr || a->freed) {
-    bool was_freed = a ? a->freed && a->local.base == ptr : false;
-    for (unsigned i = 0; i < FREED_MEMORY && !was_freed; i++) was_freed = recently_freed[i] == ptr;
-    if (was_freed)
+    bool was_freed = a ? a->freed && a->local.base == ptr : false, finalized = false;
+    /* Newest first: the latest release at this address is the one meant. */
+    for (unsigned k = 1; k <= FREED_MEMORY && !was_freed; k++) {
+      unsigned i = (freed_next - k) % FREED_MEMORY;
+      was_freed = recently_freed[i] == ptr;
+      finalized = was_freed && freed_by_finalize[i];
+    }
+    if (finalized)
+      rc = mori_error_set(MORI_EINVAL, "mem_free: %p was released by mori_finalize already (with every allocation)", ptr);
+    else if (was_freed)
       rc = mori_error_set(MORI_EINVAL, "mem_free: double free of %p", ptr);
     else if (a)
       rc = mori_error_set(MORI_EINVAL, "mem_free: %p is inside the allocation at %p, not its start", ptr, a->local.base);

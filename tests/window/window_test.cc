@@ -404,4 +404,22 @@ TEST(Mem, DoubleFreeAndForeignPointersAreErrors) {
   EXPECT_EQ(mori_mem_query(&local, &info), MORI_ENOT_OWNED);
 }
 
+// mori_finalize releases every allocation; a free of one afterwards (a
+// Python object collected late) was called a double free, naming a mistake
+// the caller did not make.
+TEST(Mem, AFreeAfterFinalizeSaysFinalizeReleasedIt) {
+  void *p = nullptr;
+  MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
+  MORI_ASSERT_OK(mori_finalize());
+  EXPECT_EQ(mori_mem_free(p), MORI_EINVAL);
+  std::string msg = mori_last_error();
+  EXPECT_NE(msg.find("released by mori_finalize"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("double free"), std::string::npos) << msg;
+  // A true double free after that is still called one.
+  MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &p));
+  MORI_EXPECT_OK(mori_mem_free(p));
+  EXPECT_EQ(mori_mem_free(p), MORI_EINVAL);
+  EXPECT_NE(std::string(mori_last_error()).find("double free"), std::string::npos) << mori_last_error();
+}
+
 }  // namespace
