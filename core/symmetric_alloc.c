@@ -21,6 +21,9 @@
 
 struct placement {
   uint64_t size, offset; /* offset from the heap's base */
+  /* Agreed too: alignments that differ carve blocks of different sizes at
+   * the same offset, and only the next allocation would then fail. */
+  uint64_t alignment;
 };
 
 int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr_t *attr, void **out) {
@@ -32,7 +35,7 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
   if (attr) local = *attr;
   local.device = comm->device;
   void *ptr = NULL;
-  struct placement me = {size, 0};
+  struct placement me = {size, 0, local.alignment ? local.alignment : 4096}; /* mori_mem_alloc's default */
   int status = mori_mem_alloc(size, &local, &ptr);
   if (!status) {
     mori_alloc_t *a = mori_alloc_acquire(ptr);
@@ -53,6 +56,11 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
     if (all[r].size != all[0].size)
       rc = mori_error_set(MORI_EMISMATCH, "mem_alloc_symmetric: rank %d asked for %llu bytes, rank 0 for %llu", r,
                           (unsigned long long)all[r].size, (unsigned long long)all[0].size);
+  for (int r = 1; !rc && r < comm->size; r++)
+    if (all[r].alignment != all[0].alignment)
+      rc = mori_error_set(MORI_EMISMATCH, "mem_alloc_symmetric of %llu bytes: rank %d asked for alignment %llu, rank 0 for %llu",
+                          (unsigned long long)all[0].size, r, (unsigned long long)all[r].alignment,
+                          (unsigned long long)all[0].alignment);
   for (int r = 1; !rc && r < comm->size; r++)
     if (all[r].offset != all[0].offset)
       rc = mori_error_set(MORI_EMISMATCH,

@@ -542,6 +542,31 @@ TEST(Heap, AfterAFailedSymmetricAllocationTheNextLandsInStepWithDeferredFrees) {
   });
 }
 
+// Alignments that differ carve blocks of different sizes even where the
+// first carve lands at the same offset: that call succeeded, and the next,
+// correct one failed as if the ranks' sequences had diverged there.
+TEST(Heap, SymmetricAllocationsWithDifferentAlignmentsAreNamed) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 2) return;
+    UseVmmHeap(2 * kMiB, 64 * kMiB);
+    World w;
+    ASSERT_TRUE(w.ok());
+    int odd = size - 1;
+    mori_mem_attr_t attr;
+    mori_mem_attr_init(&attr);
+    attr.alignment = rank == odd ? 65536 : 4096;
+    void *p = nullptr;
+    int rc = mori_mem_alloc_symmetric(w.comm, 4096, &attr, &p);
+    EXPECT_EQ(rc, MORI_EMISMATCH) << "alignments 4096 and 65536 were accepted";
+    std::string msg = mori_last_error();
+    EXPECT_NE(msg.find("rank " + std::to_string(odd) + " asked for alignment 65536"), std::string::npos) << msg;
+    if (p) MORI_EXPECT_OK(mori_mem_free(p));
+    EXPECT_EQ(mori_mem_count(), 0) << "nothing stays allocated";
+    MORI_ASSERT_OK(mori_mem_alloc_symmetric(w.comm, 4096, nullptr, &p));
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
 TEST(Heap, SymmetricAllocationNeedsTheHeap) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     setenv("MORI_SHMEM_MODE", "isolation", 1);
