@@ -7,10 +7,14 @@
 
 #include "core/base/error.h"
 #include "core/internal/window.h"
+#include "core/internal/window_live.h"
 
 int mori_window_flat_span(const mori_window_t *w, mori_flat_span_t *out) {
   if (!w || !out) return mori_error_set(MORI_EINVAL, "window_flat_span: window and out are required");
   memset(out, 0, sizeof(*out));
+  /* Nothing of a destroyed window may be read: it is freed memory. */
+  int live = mori_window_check_live(w, "window_flat_span");
+  if (live) return live;
   const mori_comm_t *c = w->comm;
   size_t bytes = w->alloc->size;
   if (c->lsa_size != c->size)

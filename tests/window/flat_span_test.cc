@@ -141,4 +141,29 @@ TEST(FlatSpan, ACommSpanningNodesHasNone) {
   });
 }
 
+// A destroyed window (by its destroy, or by mori_finalize) is refused by
+// name, as the address maps refuse it: the span read the freed window
+// (its comm, its allocation) and answered from whatever was there.
+TEST(FlatSpan, ADestroyedWindowIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(8192, nullptr, &mem));
+    for (bool by_finalize : {false, true}) {
+      if (by_finalize) MORI_ASSERT_OK(mori_mem_alloc(8192, nullptr, &mem));
+      mori_window_t *win = nullptr;
+      MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+      MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+      if (by_finalize) MORI_ASSERT_OK(mori_finalize());
+      else MORI_ASSERT_OK(mori_window_destroy(win));
+      mori_flat_span_t s;
+      EXPECT_EQ(mori_window_flat_span(win, &s), MORI_EINVAL) << (by_finalize ? "after finalize" : "after destroy");
+      EXPECT_TRUE(Says("window_flat_span")) << mori_last_error();
+      EXPECT_TRUE(Says("not a live window")) << mori_last_error();
+      if (!by_finalize) MORI_EXPECT_OK(mori_mem_free(mem));
+    }
+  });
+}
+
 }  // namespace
