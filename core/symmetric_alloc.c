@@ -17,6 +17,7 @@
 #include "core/internal/agreement.h"
 #include "core/internal/alloc.h"
 #include "core/internal/comm.h"
+#include "core/internal/comm_live.h"
 #include "mori/heap.h"
 
 struct placement {
@@ -30,6 +31,9 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
   MORI_TRACE_SCOPE("mem_alloc_symmetric", MORI_TA("bytes", size));
   if (!comm || !out) return mori_error_set(MORI_EINVAL, "mem_alloc_symmetric: comm and out are required");
   *out = NULL;
+  /* Nothing of a destroyed comm may be read: it is freed memory. */
+  int live = mori_comm_check_live(comm, "mem_alloc_symmetric");
+  if (live) return live;
   mori_mem_attr_t local;
   mori_mem_attr_init(&local);
   if (attr) local = *attr;

@@ -68,6 +68,23 @@ TEST(Misuse, ACommDestroyedTwiceOrUsedAfterItsDestroyIsAnError) {
   });
 }
 
+// A symmetric allocation on a destroyed comm is the same error: it read the
+// freed comm (its device, rank and size) and took a collective step on it.
+TEST(Misuse, ASymmetricAllocationOnADestroyedCommIsAnError) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_comm_t *comm = w.comm;
+    w.comm = nullptr;  // destroyed here, not by World
+    MORI_ASSERT_OK(mori_comm_destroy(comm));
+    void *p = nullptr;
+    ExpectError(mori_mem_alloc_symmetric(comm, 4096, nullptr, &p), MORI_EINVAL, "mem_alloc_symmetric");
+    EXPECT_NE(std::string(mori_last_error()).find("not a live comm"), std::string::npos) << mori_last_error();
+    EXPECT_EQ(p, nullptr);
+    EXPECT_EQ(mori_mem_count(), 0) << "nothing stays allocated";
+  });
+}
+
 // With tracing on, the second destroy of a window is the same error as
 // without (the trace's arguments are read only from a live window).
 TEST(Misuse, AWindowDestroyedTwiceWithTracingOnIsAnError) {
