@@ -166,7 +166,17 @@ int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
   if (rc == MORI_ENOTSUP) {
     size_t granularity = 0;
     rc = mori_platform_granularity(device, &granularity);
-    if (!rc && alignment > granularity)
+    /* With a heap, the granularity alone was the wrong limit to name: the
+     * heap carves alignments up to its chunk, and only this request (larger
+     * than a chunk, or aligned beyond one) comes here. */
+    mori_heap_t *h = NULL;
+    if (!rc && alignment > granularity && mori_heap_of_device(device, &h) == 0 && h)
+      rc = mori_error_set(MORI_EINVAL,
+                          "mem_alloc of %zu bytes: alignment %zu: the heap carves at most its chunk (%zu bytes, "
+                          "MORI_SHMEM_VMM_CHUNK_SIZE) aligned to at most that, and a larger allocation gets a mapping "
+                          "of its own, aligned to the mapping granularity %zu",
+                          size, alignment, mori_heap_chunk_size(h), granularity);
+    else if (!rc && alignment > granularity)
       rc = mori_error_set(MORI_EINVAL, "mem_alloc of %zu bytes: alignment %zu exceeds the mapping granularity %zu", size,
                           alignment, granularity);
     if (!rc) rc = mori_local_mem_create(device, size, -1, 0, &a->local);
