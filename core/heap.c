@@ -3,6 +3,8 @@
  * ranges sorted by offset (offsets from the heap's base); ranges never span
  * two chunks, so a carve always lies in one chunk's physical memory. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +46,21 @@ struct mori_heap {
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static mori_heap_t *heaps[MORI_MAX_DEVICES];
 
+/* Test hook (mori_heap_test_fail_range_growth): the insert that comes
+ * after this many more fails as a failed realloc would; -1: none. */
+static _Atomic int fail_growth_after = -1;
+
+void mori_heap_test_fail_range_growth(int after) { atomic_store(&fail_growth_after, after); }
+
+static bool growth_fails(void) {
+  int n = atomic_load(&fail_growth_after);
+  while (n >= 0 && !atomic_compare_exchange_weak(&fail_growth_after, &n, n - 1)) {
+  }
+  return n == 0;
+}
+
 static int ranges_insert_at(ranges_t *r, size_t at, range_t value) {
+  if (growth_fails()) return mori_error_set(MORI_ENOMEM, "heap: range list");
   if (r->n == r->cap) {
     size_t cap = r->cap ? r->cap * 2 : 16;
     range_t *v = realloc(r->v, cap * sizeof(*v));
@@ -120,7 +136,15 @@ static int reclaim_locked(mori_heap_t *h) {
   int rc = mori_platform_synchronize(h->device);
   if (rc) return mori_error_context(rc, "heap of device %d: waiting to reuse freed memory", h->device);
   for (size_t i = 0; i < h->pending.n; i++)
-    if ((rc = free_insert(h, h->pending.v[i])) != 0) return rc;
+    if ((rc = free_insert(h, h->pending.v[i])) != 0) {
+      /* The ranges before i are free space now: off the pending list, or
+       * the next reclaim would insert them again (overlapping free ranges,
+       * two carves on the same bytes). */
+      for (size_t k = 0; k < i; k++) h->pending_bytes -= h->pending.v[k].len;
+      memmove(h->pending.v, h->pending.v + i, (h->pending.n - i) * sizeof(*h->pending.v));
+      h->pending.n -= i;
+      return rc;
+    }
   h->pending.n = 0;
   h->pending_bytes = 0;
   h->reclaims++;

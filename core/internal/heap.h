@@ -37,6 +37,9 @@ void mori_heap_free(mori_heap_t *h, const mori_heap_block_t *block);
  * failed on another rank): free at once, so the heap is as it was before
  * the carve, as it is on the ranks that never carved. */
 void mori_heap_discard(mori_heap_t *h, const mori_heap_block_t *block);
+/* Test hook: after `after` more insertions into a heap's range lists, the
+ * next fails as a failed realloc of the list would (MORI_ENOMEM); -1: none. */
+void mori_heap_test_fail_range_growth(int after);
 /* Makes sure the heap has at least `chunks` chunks (vmm: grows; static:
  * fails beyond its one chunk). Windows call it so every rank holds each
  * chunk a peer's window lives in. */

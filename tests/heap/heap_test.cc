@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal/heap.h"
 #include "mori/device/window.h"
 #include "mori/heap.h"
 #include "tests/support/proc_stats.h"
@@ -275,6 +276,41 @@ TEST(Heap, DeferredFreesAreReusedOnlyAfterOneDeviceWait) {
     MORI_EXPECT_OK(mori_heap_reclaim(-1));
     MORI_ASSERT_OK(mori_heap_stats(-1, &st));
     EXPECT_EQ(st.free_bytes, 1 * kMiB);
+  });
+}
+
+// A reclaim that fails part-way (no memory to grow the free list) leaves
+// the ranges it already freed off the pending list: the next reclaim
+// inserted them again, overlapping free ranges, two carves on one place.
+TEST(Heap, AReclaimThatFailsPartWayFreesNothingTwice) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    setenv("MORI_HEAP_DEFER_FREES", "1", 1);
+    UseVmmHeap(1 * kMiB, 1 * kMiB);
+    constexpr int kBlocks = 8;
+    void *p[kBlocks] = {};
+    for (int i = 0; i < kBlocks; i++) MORI_ASSERT_OK(mori_mem_alloc(64 << 10, nullptr, &p[i]));
+    // Every other block: freed ranges that join no neighbour, one insert each.
+    for (int i = 0; i < kBlocks; i += 2) MORI_ASSERT_OK(mori_mem_free(p[i]));
+    mori_heap_stats_t st;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &st));
+    ASSERT_EQ(st.pending, (size_t)(kBlocks / 2) * (64 << 10));
+    mori_heap_test_fail_range_growth(2);  // the third range's insert fails
+    EXPECT_EQ(mori_heap_reclaim(-1), MORI_ENOMEM) << mori_last_error();
+    mori_heap_test_fail_range_growth(-1);
+    MORI_ASSERT_OK(mori_heap_stats(-1, &st));
+    EXPECT_EQ(st.pending, (size_t)(kBlocks / 2 - 2) * (64 << 10)) << "the two ranges freed are no longer pending";
+    MORI_ASSERT_OK(mori_heap_reclaim(-1));
+    MORI_ASSERT_OK(mori_heap_stats(-1, &st));
+    EXPECT_EQ(st.pending, 0u);
+    EXPECT_EQ(st.free_bytes + st.in_use, st.mapped) << "free space counted once";
+    // Every free byte carved: no two carves share a place.
+    std::vector<void *> again;
+    for (void *q = nullptr; mori_mem_alloc(64 << 10, nullptr, &q) == 0;) again.push_back(q);
+    EXPECT_EQ(again.size(), (size_t)(1 * kMiB - (kBlocks / 2) * (64 << 10)) / (64 << 10));
+    std::sort(again.begin(), again.end());
+    EXPECT_EQ(std::adjacent_find(again.begin(), again.end()), again.end()) << "one place carved twice";
+    for (void *q : again) MORI_EXPECT_OK(mori_mem_free(q));
+    for (int i = 1; i < kBlocks; i += 2) MORI_EXPECT_OK(mori_mem_free(p[i]));
   });
 }
 
