@@ -311,6 +311,16 @@ static int create_heap(int device, const mori_heap_config_t *cfg, mori_heap_t **
   size_t want = cfg->mode == MORI_HEAP_STATIC ? cfg->heap_size : cfg->chunk_size;
   if (!rc && mori_round_up_overflows(want, granularity, &h->chunk_size))
     rc = mori_error_set(MORI_ERANGE, "heap: %zu bytes", want);
+  /* The chunk is rounded up to the mapping granularity. A growth limit
+   * given in whole chunks of the size asked may then not be whole chunks of
+   * the size used, and was cut (or raised to one chunk) without a word. */
+  if (!rc && cfg->mode == MORI_HEAP_VMM && cfg->limit_given && cfg->heap_size % h->chunk_size != 0)
+    rc = mori_error_set(MORI_EINVAL,
+                        "MORI_SHMEM_VMM_CHUNK_SIZE=%s is not a multiple of device %d's mapping granularity (%s): its "
+                        "chunks are %s, of which MORI_SHMEM_HEAP_SIZE=%s is not a whole number; give a chunk size that "
+                        "is a multiple of %s",
+                        MORI_SIZE_TEXT(cfg->chunk_size), device, MORI_SIZE_TEXT(granularity), MORI_SIZE_TEXT(h->chunk_size),
+                        MORI_SIZE_TEXT(cfg->heap_size), MORI_SIZE_TEXT(granularity));
   size_t count = cfg->mode == MORI_HEAP_STATIC || rc ? 1 : cfg->heap_size / h->chunk_size;
   if (!rc && count > HEAP_MAX_CHUNKS)
     rc = mori_error_set(MORI_EINVAL, "heap: a growth limit of %s in chunks of %s makes %zu chunks; at most %d",

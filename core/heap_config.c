@@ -38,6 +38,7 @@ int mori_heap_config_from_env(const mori_heap_defaults_t *defaults, mori_heap_co
                           defaults->who);
   }
   bool limit_given = out->heap_size != 0;
+  out->limit_given = limit_given;
   if (out->mode == MORI_HEAP_VMM && !limit_given) out->heap_size = (size_t)512 << GIB_SHIFT;
   /* The default limit is address space, not a promise: whole chunks of it. */
   if (out->mode == MORI_HEAP_VMM && !limit_given && out->chunk_size <= out->heap_size)

@@ -42,7 +42,8 @@ static const mori_env_var_t table[] = {
      .meaning = "static: the heap's size; vmm: the most the heap may grow to, a whole number of chunks (address "
                 "space reserved at once: lower it under a virtual-memory limit such as ulimit -v)."},
     {"MORI_SHMEM_VMM_CHUNK_SIZE", Z(4 * KIB, 1 * TIB, LIB), .reader = "core (heap)", .default_text = "1G",
-     .meaning = "vmm: the heap grows by this much at a time; at most MORI_SHMEM_HEAP_SIZE, and the heap holds at most "
+     .meaning = "vmm: the heap grows by this much at a time, rounded up to the device's mapping granularity; at most "
+                "MORI_SHMEM_HEAP_SIZE, which must be a whole number of the rounded chunks, and the heap holds at most "
                 "16777216 (2^24) chunks."},
     {"MORI_SHMEM_HEAP_TYPE", E("normal|uncached", LIB), .reader = "core (heap)",
      .default_text = "normal (the shmem API: uncached)",

@@ -23,6 +23,7 @@ typedef struct mori_heap_config {
   int mode;            /* mori_heap_mode_t */
   size_t heap_size;    /* static: the heap; vmm: the growth limit */
   size_t chunk_size;   /* vmm: one growth step (before rounding to the granularity) */
+  bool limit_given;    /* MORI_SHMEM_HEAP_SIZE was set (vmm: else the default address space) */
   bool uncached;       /* MORI_SHMEM_HEAP_TYPE=uncached */
   bool defer_frees;    /* freed carves wait for a device sync: on GPUs, or
                         * MORI_HEAP_DEFER_FREES=1 (tests of the host platform) */

@@ -7,6 +7,7 @@
 // that fails locally makes every rank fail with its name.
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <random>
@@ -424,6 +425,31 @@ TEST(Heap, AChunkThatDoesNotDivideTheDefaultLimitIsFine) {
     MORI_ASSERT_OK(mori_heap_stats(-1, &st));
     EXPECT_EQ(st.limit % st.chunk_size, 0u);
     EXPECT_GT(st.limit, (size_t)511 << 30);
+    MORI_EXPECT_OK(mori_mem_free(p));
+  });
+}
+
+// A chunk size that the mapping granularity rounds up (66 KiB into 68 KiB
+// on the host's 4 KiB pages) no longer divides the growth limit given: the
+// heap held two 68 KiB chunks of the 198 KiB asked, without a word. Without
+// a limit given the default is whole rounded chunks.
+TEST(Heap, AChunkRoundedToTheGranularityThatNoLongerDividesTheLimitIsNamed) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), chunk = 16 * page + page / 2;
+    setenv("MORI_SHMEM_MODE", "vmm", 1);
+    setenv("MORI_SHMEM_VMM_CHUNK_SIZE", std::to_string(chunk).c_str(), 1);
+    setenv("MORI_SHMEM_HEAP_SIZE", std::to_string(3 * chunk).c_str(), 1);
+    void *p = nullptr;
+    EXPECT_EQ(mori_mem_alloc(100, nullptr, &p), MORI_EINVAL);
+    std::string msg = mori_last_error();
+    EXPECT_NE(msg.find("is not a multiple of device 0's mapping granularity"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MORI_SHMEM_HEAP_SIZE="), std::string::npos) << msg;
+    unsetenv("MORI_SHMEM_HEAP_SIZE");
+    MORI_ASSERT_OK(mori_mem_alloc(100, nullptr, &p));
+    mori_heap_stats_t st;
+    MORI_ASSERT_OK(mori_heap_stats(-1, &st));
+    EXPECT_EQ(st.chunk_size, 17 * page);
+    EXPECT_EQ(st.limit % st.chunk_size, 0u);
     MORI_EXPECT_OK(mori_mem_free(p));
   });
 }
