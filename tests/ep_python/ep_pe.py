@@ -73,6 +73,15 @@ class Pe:
         if variant == "split":
             got = op.dispatch_send(x, send_w, s, idx)
             assert op.dispatch_recv() is None
+        elif variant == "split_interrupted":
+            # Calls made while the send half waits for its receive half are
+            # refused by the library without touching the pending dispatch
+            # (whose rows the combine below must still return).
+            got = op.dispatch_send(x, send_w, s, idx)
+            expect_raises(mori.ops.EpError, lambda: op.dispatch_send(x, send_w, s, idx), ("still waiting",))
+            expect_raises(mori.ops.EpError, lambda: op.dispatch(x, send_w, s, idx), ("still waiting",))
+            expect_raises(ValueError, lambda: op.dispatch(x.float(), send_w, s, idx), ("input is torch.float32",))
+            assert op.dispatch_recv() is None
         else:
             got = op.dispatch(x, send_w, s, idx)
         out, ow, os_, oi, cnt = got
@@ -431,6 +440,7 @@ class Pe:
         op.combine_send(op._dispatch_tokens[:n].clone(), None, None)
         op.combine_recv()
         self.one_call(op, 38, "uniform", torch.bfloat16, variant="split")
+        self.one_call(op, 39, "uniform", torch.bfloat16, variant="split_interrupted")
         # A dispatch the library refuses (an input inside its outputs) still
         # ran this rank's part: combine is checked against what that part
         # delivered, not the dispatch before it.

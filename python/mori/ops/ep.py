@@ -213,6 +213,11 @@ class EpDispatchCombineOp:
         # the dispatch it reverses (None: the live count is that dispatch's).
         self._dispatched = False
         self._count_at_reset = None
+        # The send half waiting for its receive half ("dispatch_send",
+        # "combine_send" or None), as the library holds it: while one waits
+        # the library refuses every other call without touching anything,
+        # the pending dispatch's token count included.
+        self._waiting = None
         self._last_combine_dtype = config.data_type if config.data_type in _COMBINE_DTYPES else torch.bfloat16
         # Report device-found bad data (an expert index out of range, a
         # peer that refused its part) as an exception from the very call
@@ -476,7 +481,7 @@ class EpDispatchCombineOp:
             return
         fn = lib.mori_ep_combine_refused if combine else lib.mori_ep_dispatch_refused
         fn(self._ep, 1 if send_only else 0, self._stream())
-        if not combine:
+        if not combine and self._waiting is None:  # (with a half waiting, the library ran nothing)
             self._note_dispatch()
             self._last_num_tokens = 0
         if self.check_every_call:
@@ -526,10 +531,14 @@ class EpDispatchCombineOp:
                 scales.data_ptr() if scales is not None else None, indices.data_ptr(), input.shape[0], launch,
                 self._stream())
         if rc < 0:
-            # The library ran this rank's part as refused, with no tokens
-            # (or, with a half pending, nothing that a combine could use).
-            self._last_num_tokens = 0
+            # The library ran this rank's part as refused, with no tokens;
+            # but with a half waiting it ran nothing and still holds that
+            # half's dispatch, which the next combine reverses.
+            if self._waiting is None:
+                self._last_num_tokens = 0
             raise EpError(call, rc)
+        if send_only:
+            self._waiting = "dispatch_send"
 
     def _raw_combine(self, send_only, input, dtype_code, weights, launch):
         fn, call = ((lib.mori_ep_combine_send, "mori_ep_combine_send") if send_only
@@ -543,10 +552,14 @@ class EpDispatchCombineOp:
         rc = fn(self._ep, ptr, dtype_code, wptr, launch, self._stream())
         if rc < 0:
             raise EpError(call, rc)
+        if send_only:
+            self._waiting = "combine_send"
 
     def _raw_recv(self, which, launch):
         fn = lib.mori_ep_dispatch_recv if which == "dispatch" else lib.mori_ep_combine_recv
         rc = fn(self._ep, launch, self._stream())
+        if self._waiting == f"{which}_send":
+            self._waiting = None  # (the library ends the wait once the half matches, even if its launch fails)
         if rc < 0:
             raise EpError(f"mori_ep_{which}_recv", rc)
 
@@ -617,7 +630,8 @@ class EpDispatchCombineOp:
                                       None if scales is None else scales.data_ptr(), indices.data_ptr(), n, launch,
                                       self._stream())
             if rc < 0:
-                self._last_num_tokens = 0  # as in _raw_dispatch
+                if self._waiting is None:  # as in _raw_dispatch
+                    self._last_num_tokens = 0
                 raise EpError("mori_ep_dispatch", rc)
             self._last_num_tokens = n
             if self.check_every_call:
