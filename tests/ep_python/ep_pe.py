@@ -441,6 +441,20 @@ class Pe:
         op.combine_recv()
         self.one_call(op, 38, "uniform", torch.bfloat16, variant="split")
         self.one_call(op, 39, "uniform", torch.bfloat16, variant="split_interrupted")
+        # A dispatch refused while a combine_send waits leaves the dispatch
+        # that combine reverses, and so the row check of a later combine of
+        # it (after reset(), whose count that check keeps): one row where it
+        # delivered more was read past its end.
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        n = int(cnt[0])
+        y = out[:n].clone()
+        op.reset()
+        op.combine_send(y, None, None)
+        expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, idx), ("still waiting",))
+        op.combine_recv()
+        if n > 1:
+            expect_raises(ValueError, lambda: op.combine(y[:1], None, None), (f"delivered {n} rows but input has 1",))
+        op.combine(y, None, None)
         # A dispatch the library refuses (an input inside its outputs) still
         # ran this rank's part: combine is checked against what that part
         # delivered, not the dispatch before it.

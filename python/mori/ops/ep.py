@@ -493,6 +493,8 @@ class EpDispatchCombineOp:
         """A dispatch part goes to the library (whatever it then returns):
         combine reverses what the library holds, and its row check reads
         the live count again."""
+        if self._waiting is not None:
+            return  # the library refuses the call without touching the dispatch it holds
         self._dispatched = True
         self._count_at_reset = None
 
