@@ -483,6 +483,7 @@ int mori_comm_create(const mori_comm_attr_t *attr, mori_comm_t **out) {
   mori_comm_t *c = calloc(1, sizeof(*c));
   if (!c) return mori_error_set(MORI_ENOMEM, "comm_create");
   c->bootstrap = attr->bootstrap;
+  c->creator_pid = (long)getpid();
   c->rank = mori_bootstrap_rank(attr->bootstrap);
   c->size = mori_bootstrap_size(attr->bootstrap);
   mori_log_set_rank(c->rank);

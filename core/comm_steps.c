@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/error.h"
 #include "core/base/profile.h"
@@ -60,6 +61,14 @@ static int bootstrap_step(mori_comm_t *c, const char *what, const void *send, vo
 /* `what` names the call, so that ranks at different calls are never paired. */
 static int comm_allgather(mori_comm_t *c, const char *what, const void *send, void *recv, size_t bytes, int grace_ms) {
   MORI_TRACE_SCOPE("comm_allgather", MORI_TS("step", what), MORI_TA("bytes", bytes), MORI_TA("ranks", c->size));
+  /* Refused before anything is published: the peers and the rank's own
+   * process (the comm's maker) stay in step, the channel unfailed. */
+  if ((long)getpid() != c->creator_pid)
+    return mori_error_set(MORI_EINVAL,
+                          "%s: rank %d's comm was made by process %ld; this is process %ld (forked from it), which is "
+                          "no rank of the comm and cannot take the rank's collective steps: initialise anew in it "
+                          "(a new unique ID / comm) to take part in a job",
+                          what ? what : "?", c->rank, c->creator_pid, (long)getpid());
   uint64_t t = mori_profile_now();
   int rc;
   if (c->channel && bytes <= MORI_NODE_CHANNEL_PAYLOAD) {

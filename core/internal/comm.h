@@ -55,6 +55,10 @@ struct mori_comm {
    * (window creation compares it across ranks: see rendezvous.h). */
   uint32_t finalizes;
   struct mori_comm *next_live; /* the process's list of comms (teardown) */
+  /* The process that made the comm: its rank's steps are taken from it
+   * alone (a process forked from it inherits the comm, but taking a step
+   * would stand in for the rank in the peers' step, out of the rank's). */
+  long creator_pid;
 };
 
 /* The process's comms, for mori_finalize: calls fn on each under the lock. */

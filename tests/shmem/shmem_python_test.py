@@ -51,6 +51,23 @@ def pe_main(rank, size, uid_path):
     got = [ctypes.c_uint64.from_address(ptr + 8 * w).value for w in range(n)]
     assert got == [1000 * w + me for w in range(n)], got
     assert shmem.shmem_ptr_p2p(ptr, me, n) == 0  # out of range: 0, as the guide says
+    # A process forked from a PE (a multiprocessing worker) is no PE: its
+    # collective call is refused, naming both processes, instead of taking
+    # the PE's place in the other PEs' step (they paired with it, and the
+    # PE's own next call with their next one). The PE goes on unharmed.
+    child = os.fork()
+    if child == 0:
+        try:
+            shmem.shmem_barrier_all()
+            code = 3
+        except shmem.ShmemError as e:
+            code = 0 if f"process {os.getppid()}" in str(e) and f"process {os.getpid()}" in str(e) else 4
+            if code:
+                print(f"PE {me}'s child: {e}", flush=True)
+        os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"PE {me}'s forked child: exit {os.waitstatus_to_exitcode(status)}"
+    shmem.shmem_barrier_all()
     # Integers are checked before ctypes, which would wrap them: PE 2**32 + p
     # is not PE p, 2**64 bytes are not 0 bytes (refused on every PE alike,
     # before the collective, so nothing is left half done).
