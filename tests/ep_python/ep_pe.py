@@ -586,6 +586,15 @@ class Pe:
             out = op.combine_standard_moe(processed, None, idx, packed_recv_src_info=src_info,
                                           packed_recv_layout_range=layout)
             assert out.shape == (x.shape[0], HIDDEN)
+            # reset() clears recv_num_token, not the dispatch: the way back
+            # after it still covers the rows that dispatch delivered (it
+            # summed none of them: zeros, silently).
+            out = out.clone()
+            op.reset()
+            torch.testing.assert_close(op.convert_combine_input(processed, src_info, layout)[:n],
+                                       combined_rows[:n], rtol=0, atol=0)
+            torch.testing.assert_close(op.combine_standard_moe(processed, None, idx), out, rtol=0, atol=0,
+                                       msg=lambda m: f"rank {me}, seed {seed}: combine_standard_moe after reset(): {m}")
         op.destroy()
 
 

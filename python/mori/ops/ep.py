@@ -213,6 +213,11 @@ class EpDispatchCombineOp:
         # the dispatch it reverses (None: the live count is that dispatch's).
         self._dispatched = False
         self._count_at_reset = None
+        # The same count as a tensor on the context's device (a copy made
+        # by reset(), stream-ordered, no host sync), for the layout
+        # conversions (ep_layout), which must cover that dispatch's rows
+        # after reset() as combine does. None: recv_num_token is it.
+        self._count_kept = None
         # The send half waiting for its receive half ("dispatch_send",
         # "combine_send" or None), as the library holds it: while one waits
         # the library refuses every other call without touching anything,
@@ -497,6 +502,7 @@ class EpDispatchCombineOp:
             return  # the library refuses the call without touching the dispatch it holds
         self._dispatched = True
         self._count_at_reset = None
+        self._count_kept = None
 
     def _delivered(self):
         """The rows the dispatch combine reverses delivered here (the host
@@ -567,8 +573,15 @@ class EpDispatchCombineOp:
 
     def _raw_reset(self):
         held = self._delivered() if self._recv_num_token_c is not None else None
+        kept = self._count_kept if self._count_kept is not None else self._recv_num_token.clone()
         C.check("mori_ep_reset", lib.mori_ep_reset(self._ep, self._stream()))
         self._count_at_reset = held
+        self._count_kept = kept
+
+    def _dispatch_count(self):
+        """The rows the last dispatch delivered here, as a [1] int32 tensor
+        on the device: recv_num_token, or what it held when reset() cleared it."""
+        return self._count_kept if self._count_kept is not None else self._recv_num_token
 
     # ---- the MORI-EP interface ------------------------------------------------------------------------
     def _dispatch_result(self, scales):

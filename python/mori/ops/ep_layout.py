@@ -33,7 +33,8 @@ def _routing(op, topk_idx):
     rows, experts = op.max_recv_tokens, c.num_experts_per_rank
     idx = topk_idx.to(torch.int64)
     local = idx - op.rank * experts
-    valid_row = torch.arange(rows, device=idx.device) < op._recv_num_token.to(torch.int64)
+    # (the last dispatch's count, also after reset() cleared recv_num_token)
+    valid_row = torch.arange(rows, device=idx.device) < op._dispatch_count().to(torch.int64)
     ok = (local >= 0) & (local < experts) & valid_row[:, None]
     k = idx.shape[1]
     earlier = torch.ones(k, k, dtype=torch.bool, device=idx.device).tril(-1)
