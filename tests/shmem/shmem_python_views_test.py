@@ -7,6 +7,7 @@ device table against the host tuple, translations peers wrote through,
 refusals with their reason, and no torch imported on the way."""
 import copy
 import ctypes
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -114,6 +115,15 @@ def pe_main(rank, size, uid_path, nodes):
     # The table is released with shmem: the property says so instead of
     # handing out a view of released memory.
     expect_raises(shmem.ShmemError, lambda: loc.table, says=("ShmemLocality.table", "not initialised"))
+    # ... and stays refused after a new init, also where that init's comm
+    # and table landed at the old addresses (malloc reuses them: seen after
+    # a few init/finalize rounds), which `stale` stands for.
+    init(rank, size, uid_path + ".again")
+    now = shmem.shmem_locality()
+    stale = dataclasses.replace(loc, table_address=now.table_address, _comm=now._comm)
+    for old in (loc, stale):
+        expect_raises(shmem.ShmemError, lambda: old.table, says=("ShmemLocality.table", "earlier shmem_init_attr"))
+    shmem.shmem_finalize()
     print(f"PE {me} of {n}: ok", flush=True)
 
 

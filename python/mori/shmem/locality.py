@@ -44,6 +44,9 @@ class ShmemLocality:
     # Which init it is of: the comm's address (with the table's and the PE
     # count; a new init may reuse any one of them, hardly all three).
     _comm: int = field(default=0, repr=False, compare=False)
+    # The shmem_init_attr it is of (mori.shmem.api's count of inits): a new
+    # init can reuse all three above (malloc hands the old addresses back).
+    _generation: int = field(default=0, repr=False, compare=False)
 
     @property
     def table(self):
@@ -52,7 +55,10 @@ class ShmemLocality:
         of an earlier init: the table it names was released (a tensor taken
         before stays a view of released memory: do not keep it past
         shmem_finalize)."""
-        if _current_state("ShmemLocality.table") != (self._comm, self.table_address, len(self.peers)):
+        from . import api
+
+        if (_current_state("ShmemLocality.table") != (self._comm, self.table_address, len(self.peers))
+                or self._generation != api._init_generation):
             from .api import ShmemError
 
             raise ShmemError("ShmemLocality.table", -22, "MORI_EINVAL",
@@ -87,4 +93,7 @@ def shmem_locality():
     _check("shmem_locality", lib.mori_comm_locality(comm, words, n))
     table = ctypes.c_void_p()
     _check("shmem_locality", lib.mori_comm_locality_dev(comm, ctypes.byref(table)))
-    return ShmemLocality(peers=decode(list(words)), table_address=table.value, _comm=comm.value)
+    from . import api
+
+    return ShmemLocality(peers=decode(list(words)), table_address=table.value, _comm=comm.value,
+                         _generation=api._init_generation)
