@@ -338,6 +338,28 @@ class ShmemPythonTest(unittest.TestCase):
             shmem.shmem_init_attr(uniq, 2**31 - 1, 2**31 - 1, uid)  # a valid range; the all-zero ID is refused
         self.assertNotIn("out of range", str(caught.exception))
 
+    def test_the_guides_program_keeps_the_unique_id_private(self):
+        """docs/shmem.md's complete program writes the unique ID, which
+        carries the job's secret, in a file only its user may read, as
+        docs/security.md says the examples do (mode 600 whatever the umask;
+        it was created 644: readable by every local user). Run as a job of
+        one PE, with its unlink kept back so that the file can be looked at."""
+        import re
+
+        with open(os.path.join(ROOT, "docs", "shmem.md")) as f:
+            code = re.search(r"<!-- runnable ranks=2 -->\n```python\n(.*?)```", f.read(), re.S).group(1)
+        path = f"/tmp/mori_uid_{os.getpid()}"  # the program's, its parent being this process
+        wrapper = ("import os\nos.umask(0o022)\nunlink, os.unlink = os.unlink, lambda p: None\n"
+                   f"exec(compile({code!r}, 'docs/shmem.md', 'exec'))\n"
+                   f"print('mode', oct(os.stat({path!r}).st_mode & 0o777))\nunlink({path!r})\n")
+        try:
+            rc, out = run_python(wrapper, MORI_RANK="0", MORI_WORLD_SIZE="1")
+        finally:
+            if os.path.exists(path):
+                os.unlink(path)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("mode 0o600", out)
+
     def test_what_differs_from_the_guide(self):
         """docs/shmem.md lists, under "What differs from the guide", what the
         library does: one PE per process (a second init, from another
