@@ -12,6 +12,7 @@
 #include "core/base/log.h"
 #include "core/base/trace.h"
 #include "core/internal/alloc.h"
+#include "core/internal/alloc_discard.h"
 #include "core/internal/heap.h"
 #include "core/internal/segment.h"
 

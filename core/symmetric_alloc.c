@@ -16,6 +16,7 @@
 #include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/alloc.h"
+#include "core/internal/alloc_discard.h"
 #include "core/internal/comm.h"
 #include "core/internal/comm_live.h"
 #include "mori/heap.h"

@@ -18,7 +18,7 @@
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/internal/agreement.h"
-#include "core/internal/alloc.h"
+#include "core/internal/alloc_discard.h"
 #include "core/internal/window_terms.h"
 #include "mori/heap.h"
 #include "shmem/internal/state.h"

@@ -34,12 +34,6 @@ mori_alloc_t *mori_alloc_acquire(const void *ptr);
 void mori_alloc_release(mori_alloc_t *a);
 /* mori_finalize: releases every allocation whatever its references. */
 void mori_alloc_release_all(void);
-/* mori_mem_free of an allocation that was never handed out (a symmetric
- * allocation rolled back because another rank failed it): a heap carve no
- * window holds goes back to the free space at once, not after a device
- * synchronisation, so this rank's next carves land where those of a rank
- * that never carved it do. */
-int mori_alloc_discard(void *ptr);
 
 MORI_EXTERN_C_END
 
