@@ -166,12 +166,16 @@ int mori_shmem_device_state(mori_shmem_device_state_t *out) {
 int shmem_module_init(void *module_handle) {
   pthread_mutex_lock(&mori_shmem.lock);
   int rc = 0;
-  if (!mori_shmem.initialized) rc = mori_shmem_not_initialized("shmem_module_init");
-  else if (!module_handle) rc = mori_error_set(MORI_EINVAL, "shmem_module_init: the module handle is NULL");
-  else
+  if (!mori_shmem.initialized) {
+    rc = mori_shmem_not_initialized("shmem_module_init");
+  } else if (!module_handle) {
+    rc = mori_error_set(MORI_EINVAL, "shmem_module_init: the module handle is NULL");
+  } else {
     rc = mori_platform_module_set_global(mori_shmem.device, module_handle, MORI_SHMEM_DEVICE_STATE_SYMBOL, &mori_shmem.dev,
                                          sizeof(mori_shmem.dev));
-  if (rc && mori_shmem.initialized) rc = mori_error_context(rc, "shmem_module_init");
+    /* (the messages above name the call already) */
+    if (rc) rc = mori_error_context(rc, "shmem_module_init");
+  }
   pthread_mutex_unlock(&mori_shmem.lock);
   return rc;
 }

@@ -199,6 +199,19 @@ TEST(ShmemBadInput, APeThatNeverInitialisesIsNamedNotWaitedForForever) {
   });
 }
 
+// A NULL module handle is named once: "shmem_module_init: shmem_module_init:"
+// said the call twice.
+TEST(ShmemBadInput, ANullModuleHandleIsNamedOnce) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    UseSmallHeap();
+    MORI_ASSERT_OK(InitPe(rank, size, "module"));
+    EXPECT_ERROR(shmem_module_init(nullptr), MORI_EINVAL, "shmem_module_init: the module handle is NULL");
+    std::string msg = mori_last_error();
+    EXPECT_EQ(msg.find("shmem_module_init"), msg.rfind("shmem_module_init")) << msg;
+    MORI_EXPECT_OK(shmem_finalize());
+  });
+}
+
 TEST(ShmemBadInput, NonPowerOfTwoAlignmentFailsOnEveryPeNamingIt) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     UseSmallHeap();
