@@ -369,7 +369,8 @@ TEST(Rdma, WaitsEndAtTheBootstrapsTimeout) {
       std::string msg = mori_last_error();
       EXPECT_EQ(rc, MORI_ETIMEDOUT) << msg;
       EXPECT_GT(ms, kTimeoutMs - 300.0) << msg;
-      EXPECT_LT(ms, kTimeoutMs + 1500.0) << msg;
+      // Room for a loaded machine (2.75 s was seen); the 60 s default is far.
+      EXPECT_LT(ms, kTimeoutMs + 7500.0) << msg;
       EXPECT_NE(msg.find("within " + std::to_string(kTimeoutMs) + " ms"), std::string::npos) << msg;
       // The stalled request is flushed, so the window goes at once.
       rdma_state *s = (rdma_state *)mori_comm_transport_state(w.comm, &mori_transport_rdma_ops);
@@ -405,9 +406,13 @@ TEST(Rdma, DeregisterDuringAStalledTransferFreesNothingUnderIt) {
       auto t0 = std::chrono::steady_clock::now();
       MORI_EXPECT_OK(mori_window_destroy(l.win));  // the stall is logged; nothing is freed under it
       EXPECT_LT(MsSince(t0), 3000.0);
-      // Whatever still completes (retries exhausted, flushes) finds live memory.
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-      EXPECT_NE(mori_rdma_quiet(w.comm), MORI_ETIMEDOUT) << mori_last_error();
+      // Whatever still completes (retries exhausted, flushes) finds live
+      // memory: the quiet ends without a timeout once the NIC has given up
+      // (about 0.5 s of retries; up to 10 s for a loaded machine).
+      int rc = MORI_ETIMEDOUT;
+      for (auto t1 = std::chrono::steady_clock::now(); rc == MORI_ETIMEDOUT && MsSince(t1) < 10000.0;)
+        rc = mori_rdma_quiet(w.comm);
+      EXPECT_NE(rc, MORI_ETIMEDOUT) << mori_last_error();
     } else {
       MORI_EXPECT_OK(mori_window_destroy(l.win));
     }
