@@ -261,6 +261,23 @@ class InstalledWheel(unittest.TestCase):
         self.assertNotEqual(code, 0, out)
         self.assertIn("MORI_PLATFORM='tpu'; expected one of host, cuda, hip", out)
 
+    def test_ep_without_torch_says_it_needs_torch(self):
+        """mori.ops imports without torch; its EP names say they need it."""
+        code, out = run("""
+            import importlib.util, sys
+            if importlib.util.find_spec("torch"):
+                print("torch is installed here"); sys.exit(0)
+            import mori.ops
+            try:
+                mori.ops.EpDispatchCombineOp
+            except ImportError as e:
+                print("ImportError:", e); sys.exit(3)
+        """)
+        if "torch is installed here" in out:
+            self.skipTest("the clean venv has torch")
+        self.assertEqual(code, 3, out)
+        self.assertIn("mori.ops.EpDispatchCombineOp needs torch", out)
+
     def test_allocator_on_the_host_platform(self):
         """mori.allocator is GPU-only: on host, a clear ImportError."""
         code, out = run(IMPORT_ALLOCATOR)

@@ -32,7 +32,15 @@ except ImportError as e:  # host platform, no GPU torch, ...: EP still works
 
 def __getattr__(name):
     if name in _EP_NAMES:
-        value = getattr(importlib.import_module(".ep", __name__), name)
+        try:
+            ep = importlib.import_module(".ep", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != "torch":
+                raise
+            # (a bare "No module named 'torch'" did not say who needs it)
+            raise ImportError(f"mori.ops.{name} needs torch, which is not installed in this Python; "
+                              "mori.shmem works without it") from e
+        value = getattr(ep, name)
     elif name in _COLLECTIVE_NAMES:
         if _collectives is None:
             raise ImportError(f"mori.ops.{name} needs mori's torch backend, which did not load: "
