@@ -239,6 +239,23 @@ TEST(LegacyIpc, RangesAroundAHeapOrOverAPeersHeapMappingAreRefused) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) { ExpectHeapAndPeerMappingsRefused("vmm", rank, size); });
 }
 
+// Both ways of registering `own` (the range, and the mapping around it)
+// are refused as this rank's own memory, and nothing is left registered.
+void ExpectRegisteringRefusedAsOwn(char *own, int rank, const std::string &what) {
+  int rc = mori_mem_register_range(own, 4096, nullptr);
+  EXPECT_EQ(rc, MORI_EEXIST) << what << ": " << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
+      << mori_last_error();
+  if (rc == 0) (void)mori_mem_free(own);
+  void *base = nullptr;
+  rc = mori_mem_register(own, nullptr, &base);
+  EXPECT_EQ(rc, MORI_EEXIST) << what << ", whole mapping: " << mori_last_error();
+  EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
+      << mori_last_error();
+  if (rc == 0) (void)mori_mem_free(base);
+  EXPECT_EQ(mori_mem_count(), 1) << "only the allocation itself is mori memory";
+}
+
 // This rank's own slot of a flat span (rank p at base + p * stride, p this
 // rank) is a second mapping of its own memory: the heap chunk, or the
 // window's memory in isolation mode. Registered, it became a second
@@ -256,18 +273,7 @@ void ExpectOwnFlatSlotRefused(const char *mode, int rank, int size) {
   MORI_ASSERT_OK(mori_window_flat_span(win, &span));
   char *own = (char *)(uintptr_t)(span.base + (uint64_t)rank * span.stride);
   ASSERT_NE((void *)own, mem);
-  int rc = mori_mem_register_range(own, 4096, nullptr);
-  EXPECT_EQ(rc, MORI_EEXIST) << mode << ": rank " << rank << "'s own slot: " << mori_last_error();
-  EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
-      << mori_last_error();
-  if (rc == 0) (void)mori_mem_free(own);
-  void *base = nullptr;
-  rc = mori_mem_register(own, nullptr, &base);
-  EXPECT_EQ(rc, MORI_EEXIST) << mode << ": rank " << rank << "'s own slot, whole mapping: " << mori_last_error();
-  EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
-      << mori_last_error();
-  if (rc == 0) (void)mori_mem_free(base);
-  EXPECT_EQ(mori_mem_count(), 1) << "only the allocation itself is mori memory";
+  ExpectRegisteringRefusedAsOwn(own, rank, std::string(mode) + ": rank " + std::to_string(rank) + "'s own slot");
   ASSERT_EQ(Barrier(w), 0);
   MORI_EXPECT_OK(mori_window_destroy(win));
   MORI_EXPECT_OK(mori_mem_free(mem));
@@ -297,18 +303,7 @@ TEST(LegacyIpc, ThisRanksOwnSignalPadIsRefused) {
     MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
     char *pad = (char *)mori_window_signal_pads(win)[rank];
     ASSERT_NE(pad, nullptr);
-    int rc = mori_mem_register_range(pad, 4096, nullptr);
-    EXPECT_EQ(rc, MORI_EEXIST) << "rank " << rank << "'s own signal pad: " << mori_last_error();
-    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
-        << mori_last_error();
-    if (rc == 0) (void)mori_mem_free(pad);
-    void *base = nullptr;
-    rc = mori_mem_register(pad, nullptr, &base);
-    EXPECT_EQ(rc, MORI_EEXIST) << "rank " << rank << "'s own signal pad, whole mapping: " << mori_last_error();
-    EXPECT_NE(std::string(mori_last_error()).find("rank " + std::to_string(rank) + "'s own memory"), std::string::npos)
-        << mori_last_error();
-    if (rc == 0) (void)mori_mem_free(base);
-    EXPECT_EQ(mori_mem_count(), 1) << "only the allocation itself is mori memory";
+    ExpectRegisteringRefusedAsOwn(pad, rank, "rank " + std::to_string(rank) + "'s own signal pad");
     ASSERT_EQ(Barrier(w), 0);
     MORI_EXPECT_OK(mori_window_destroy(win));
     MORI_EXPECT_OK(mori_mem_free(mem));
