@@ -125,8 +125,6 @@ void mori_mem_attr_init(mori_mem_attr_t *attr) {
   attr->device = -1;
 }
 
-enum { DEFAULT_ALIGNMENT = 4096 };
-
 /* A carve from the device's heap; MORI_ENOTSUP when the heap does not take
  * the request (isolation mode, or larger than a vmm chunk). */
 static int carve(mori_alloc_t *a, int device, size_t size, size_t alignment) {
@@ -153,7 +151,7 @@ int mori_mem_alloc(size_t size, const mori_mem_attr_t *attr, void **out) {
   mori_mem_attr_t defaults;
   mori_mem_attr_init(&defaults);
   if (!attr) attr = &defaults;
-  size_t alignment = attr->alignment ? attr->alignment : DEFAULT_ALIGNMENT;
+  size_t alignment = attr->alignment ? attr->alignment : MORI_MEM_DEFAULT_ALIGNMENT;
   if (alignment & (alignment - 1))
     return mori_error_set(MORI_EINVAL, "mem_alloc of %zu bytes: alignment %zu is not a power of two", size, alignment);
   int device = -1, rc = mori_platform_resolve_device(attr->device, "mem_alloc", &device);

@@ -40,7 +40,7 @@ int mori_mem_alloc_symmetric(mori_comm_t *comm, size_t size, const mori_mem_attr
   if (attr) local = *attr;
   local.device = comm->device;
   void *ptr = NULL;
-  struct placement me = {size, 0, local.alignment ? local.alignment : 4096}; /* mori_mem_alloc's default */
+  struct placement me = {size, 0, local.alignment ? local.alignment : MORI_MEM_DEFAULT_ALIGNMENT};
   int status = mori_mem_alloc(size, &local, &ptr);
   if (!status) {
     mori_alloc_t *a = mori_alloc_acquire(ptr);

@@ -13,6 +13,9 @@
 
 MORI_EXTERN_C_BEGIN
 
+/* mori_mem_alloc's alignment where the attributes give none (0). */
+enum { MORI_MEM_DEFAULT_ALIGNMENT = 4096 };
+
 typedef struct mori_alloc {
   mori_local_mem_t local; /* base, mapped size, device, physical memory (a heap
                            * carve: its chunk's memory, not owned) */
