@@ -5,11 +5,14 @@
  * some other number (atoi("abc") would be rank 0, or descriptor 0). */
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/base/error.h"
 #include "core/base/log.h"
@@ -41,9 +44,21 @@ static int env_int(const char *name, const char *value, long min, long max, int 
   return 0;
 }
 
-/* The descriptor a launcher handed rank 0 must be a listening stream socket:
- * anything else (a file, stdin, a closed number) would be accepted from. */
-static int env_listen_fd(const char *value, int *fd) {
+/* The port of "host:port" or "[v6]:port", or 0 when the address gives
+ * none ("host", a bare IPv6 literal "fe80::1", "[v6]"). */
+static int address_port(const char *address) {
+  const char *colon = strrchr(address, ':');
+  if (!colon) return 0;
+  if (address[0] == '[' ? colon[-1] != ']' : strchr(address, ':') != colon) return 0;
+  char *end = NULL;
+  long port = strtol(colon + 1, &end, 10);
+  return colon[1] >= '0' && colon[1] <= '9' && !*end && port > 0 && port <= 65535 ? (int)port : 0;
+}
+
+/* The descriptor a launcher handed rank 0 must be a listening stream socket
+ * (anything else, a file, stdin, a closed number, would be accepted from)
+ * on the port the other ranks are sent to. */
+static int env_listen_fd(const char *value, const char *address, int *fd) {
   static const char name[] = "MORI_BOOTSTRAP_LISTEN_FD";
   int rc = env_int(name, value, 0, INT_MAX, fd);
   if (rc) return rc;
@@ -56,8 +71,26 @@ static int env_listen_fd(const char *value, int *fd) {
   if (type != SOCK_STREAM || getsockopt(*fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
     return mori_error_set(MORI_EINVAL, "bootstrap: %s=%s: descriptor %d is not a listening socket (%s)", name, value,
                           *fd, type != SOCK_STREAM ? "not a stream socket" : "it does not listen");
+  struct sockaddr_storage sa;
+  len = sizeof(sa);
+  int port = 0, want = address_port(address);
+  if (getsockname(*fd, (struct sockaddr *)&sa, &len) == 0) {
+    if (sa.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    if (sa.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+  }
+  if (port != want)
+    return mori_error_set(MORI_EINVAL,
+                          "bootstrap: %s=%s: descriptor %d listens on port %d, but the other ranks are sent to %s (port "
+                          "%d): a launcher's socket must listen where MORI_BOOTSTRAP_ADDR says",
+                          name, value, *fd, port, address, want);
   return 0;
 }
+
+/* A launcher's descriptor is rank 0's once: the first bootstrap takes it
+ * over and closes it. A later bootstrap of the process binds the address
+ * itself, as without a launcher; reading the variable again would take
+ * whatever descriptor holds that number by then. */
+static atomic_bool listen_fd_taken;
 
 int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out) {
   static const char *const rank_vars[] = {"MORI_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
@@ -81,7 +114,19 @@ int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out) {
   int port = 0;
   if (port_s && *port_s && (rc = env_int("MORI_BOOTSTRAP_PORT", port_s, 1, 65535, &port)) != 0) return rc;
   if (addr && *addr) {
-    snprintf(address, sizeof(address), "%s", addr);
+    /* MORI_BOOTSTRAP_PORT completes an address that gives no port, and
+     * must agree with one that does. */
+    int given = address_port(addr);
+    if (given && port && given != port)
+      return mori_error_set(MORI_EINVAL,
+                            "bootstrap: MORI_BOOTSTRAP_PORT='%d' disagrees with the port of MORI_BOOTSTRAP_ADDR='%.256s' "
+                            "(%d): give the port once",
+                            port, addr, given);
+    bool bare_v6 = !given && addr[0] != '[' && strchr(addr, ':');
+    if (given || !port)
+      snprintf(address, sizeof(address), "%s", addr);
+    else
+      snprintf(address, sizeof(address), bare_v6 ? "[%s]:%d" : "%s:%d", addr, port);
   } else if (getenv("MASTER_ADDR")) {
     if (!port) {
       /* torchrun's store owns MASTER_PORT; mori takes the next one. */
@@ -104,10 +149,16 @@ int mori_bootstrap_tcp_from_env(mori_bootstrap_t **out) {
   }
   attr.address = address;
   const char *fd_s = getenv("MORI_BOOTSTRAP_LISTEN_FD");
-  if (attr.rank == 0 && fd_s && *fd_s && (rc = env_listen_fd(fd_s, &attr.listen_fd)) != 0) return rc;
+  if (attr.rank == 0 && fd_s && *fd_s && !atomic_load(&listen_fd_taken)) {
+    if ((rc = env_listen_fd(fd_s, address, &attr.listen_fd)) != 0) return rc;
+    atomic_store(&listen_fd_taken, true); /* the bootstrap closes it, whatever comes of it */
+  }
   uint8_t secret[MORI_SECRET_MAX];
   size_t secret_len = 0;
-  if ((rc = mori_secret_from_env(secret, sizeof(secret), &secret_len)) != 0) return rc;
+  if ((rc = mori_secret_from_env(secret, sizeof(secret), &secret_len)) != 0) {
+    if (attr.listen_fd >= 0) close(attr.listen_fd); /* taken: nobody else closes it */
+    return rc;
+  }
   if (secret_len) {
     attr.secret = secret;
     attr.secret_len = secret_len;

@@ -88,4 +88,77 @@ TEST(BootstrapEnv, RankAndSizeThatAreNotNumbersAreRefused) {
   }, 30000);
 }
 
+// A launcher's descriptor is rank 0's once: the bootstrap closes it. A
+// second bootstrap in the process read the same number again and took
+// whatever socket held it by then (a listening socket of the program's own
+// was waited on, and then closed).
+TEST(BootstrapEnv, AListenFdIsTakenOnceAndALaterBootstrapLeavesThatNumberAlone) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    int port = 0;
+    int launcher = mori_test::ListenLoopback(4, &port);
+    ASSERT_GE(launcher, 0);
+    setenv("MORI_RANK", "0", 1);
+    setenv("MORI_WORLD_SIZE", "1", 1);
+    setenv("MORI_BOOTSTRAP_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+    setenv("MORI_BOOTSTRAP_LISTEN_FD", std::to_string(launcher).c_str(), 1);
+    mori_bootstrap_t *b = nullptr;
+    ASSERT_EQ(mori_bootstrap_tcp_from_env(&b), 0) << mori_last_error();
+    mori_bootstrap_destroy(b);
+    int own_port = 0;
+    int own = mori_test::ListenLoopback(4, &own_port);
+    ASSERT_EQ(own, launcher) << "the test needs the program's socket on the launcher's old number";
+    b = nullptr;
+    ASSERT_EQ(mori_bootstrap_tcp_from_env(&b), 0) << mori_last_error();
+    mori_bootstrap_destroy(b);
+    EXPECT_NE(fcntl(own, F_GETFD), -1) << "the bootstrap closed the program's own socket";
+    close(own);
+  }, 30000);
+}
+
+// The descriptor must listen where the other ranks are sent.
+TEST(BootstrapEnv, AListenFdOnAnotherPortThanTheAddressIsRefusedNamingBoth) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    RankZeroOfTwo();
+    int port = 0;
+    int fd = mori_test::ListenLoopback(4, &port);
+    ASSERT_GE(fd, 0);
+    int other = port == 65535 ? port - 1 : port + 1;
+    setenv("MORI_BOOTSTRAP_ADDR", ("127.0.0.1:" + std::to_string(other)).c_str(), 1);
+    std::string value = std::to_string(fd);
+    setenv("MORI_BOOTSTRAP_LISTEN_FD", value.c_str(), 1);
+    ExpectRefused("MORI_BOOTSTRAP_LISTEN_FD", value, "port " + std::to_string(port));
+    EXPECT_NE(std::string(mori_last_error()).find(std::to_string(other)), std::string::npos) << mori_last_error();
+    EXPECT_NE(fcntl(fd, F_GETFD), -1) << "a refused descriptor stays the caller's";
+    close(fd);
+  }, 30000);
+}
+
+// docs/environment.md: MORI_BOOTSTRAP_PORT is rank 0's port with an
+// address that gives none (it was ignored, and the address refused).
+TEST(BootstrapEnv, AnAddressWithoutAPortTakesMoriBootstrapPort) {
+  int port = mori_test::FreePort();
+  EXPECT_RANKS_PASS(2, [port](int rank, int) {
+    setenv("MORI_RANK", std::to_string(rank).c_str(), 1);
+    setenv("MORI_WORLD_SIZE", "2", 1);
+    setenv("MORI_BOOTSTRAP_ADDR", "127.0.0.1", 1);
+    setenv("MORI_BOOTSTRAP_PORT", std::to_string(port).c_str(), 1);
+    setenv("MORI_BOOTSTRAP_TIMEOUT_MS", "10000", 1);
+    unsetenv("MORI_BOOTSTRAP_LISTEN_FD");
+    mori_bootstrap_t *b = nullptr;
+    ASSERT_EQ(mori_bootstrap_tcp_from_env(&b), 0) << mori_last_error();
+    mori_bootstrap_destroy(b);
+  }, 30000);
+}
+
+TEST(BootstrapEnv, TwoPortsThatDisagreeAreRefusedNamingBoth) {
+  EXPECT_RANKS_PASS(1, [](int, int) {
+    RankZeroOfTwo();
+    unsetenv("MORI_BOOTSTRAP_LISTEN_FD");
+    setenv("MORI_BOOTSTRAP_ADDR", "127.0.0.1:29600", 1);
+    setenv("MORI_BOOTSTRAP_PORT", "29700", 1);
+    ExpectRefused("MORI_BOOTSTRAP_PORT", "29700", "29600");
+    unsetenv("MORI_BOOTSTRAP_PORT");
+  }, 30000);
+}
+
 }  // namespace
