@@ -121,7 +121,13 @@ static int open_area(mori_bootstrap_t *b, int rank, int size, char *name, void *
              (unsigned long long)mori_pid_namespace());
     fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) rc = mori_error_errno("node channel: shm_open(%s)", name);
-    if (!rc && ftruncate(fd, (off_t)bytes) != 0) rc = mori_error_errno("node channel: sizing %zu bytes", bytes);
+    if (!rc && ftruncate(fd, (off_t)bytes) != 0) {
+      rc = mori_error_errno("node channel: sizing %zu bytes", bytes);
+      /* Nobody will open it: neither the descriptor nor the name may outlive this. */
+      close(fd);
+      fd = -1;
+      shm_unlink(name);
+    }
     if (rc) name[0] = '\0';
   }
   int brc = mori_bootstrap_bcast(b, name, NAME_BYTES, 0);

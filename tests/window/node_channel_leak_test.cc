@@ -6,7 +6,9 @@
 // it removes the host platform's other named memory.
 #include <fcntl.h>
 #include <signal.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +91,45 @@ TEST(NodeChannelLeak, AnObjectLeftByACreatorKilledDuringSetupIsSweptByTheNextRun
   EXPECT_FALSE(left) << path << ", made by rank 0 (pid " << shared->pid << ", killed), outlived the next run's sweep";
   munmap(m, sizeof(Shared));
   shared = nullptr;
+}
+
+// The /dev/shm objects and descriptors of this process's node channels.
+int NodeChannelLeftovers() {
+  int n = 0;
+  std::string prefix = "mori-node." + std::to_string(getpid()) + ".";
+  if (DIR *d = opendir("/dev/shm")) {
+    while (dirent *e = readdir(d)) n += std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0;
+    closedir(d);
+  }
+  if (DIR *d = opendir("/proc/self/fd")) {
+    while (dirent *e = readdir(d)) {
+      char target[256] = {0};
+      std::string link = std::string("/proc/self/fd/") + e->d_name;
+      if (readlink(link.c_str(), target, sizeof(target) - 1) > 0 && std::strstr(target, "/dev/shm/mori-node.")) n++;
+    }
+    closedir(d);
+  }
+  return n;
+}
+
+// Rank 0 creates the area and sizes it; when sizing fails (a file-size
+// limit, a full /dev/shm) the comm goes on without the channel. The object
+// and its descriptor stayed behind: the name was forgotten before anything
+// closed or unlinked it.
+TEST(NodeChannelLeak, ACreatorThatCannotSizeTheAreaKeepsNeitherItsNameNorItsDescriptor) {
+  EXPECT_RANKS_PASS(2, [](int rank, int) {
+    if (rank == 0) {
+      signal(SIGXFSZ, SIG_IGN);  // the limit then fails the call (EFBIG) instead of killing
+      rlimit small = {16 << 10, 16 << 10};
+      ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    }
+    mori_bootstrap_t *b = mori_test::Bootstrap(10000);
+    ASSERT_NE(b, nullptr);
+    mori_comm_t *c = nullptr;
+    if (mori_test::MakeComm(b, &c) == 0) mori_comm_destroy(c);
+    mori_bootstrap_destroy(b);
+    EXPECT_EQ(NodeChannelLeftovers(), 0) << "rank " << rank << " kept the node channel's object or descriptor";
+  });
 }
 
 // The sweep's reading of the channel's names, in a directory of the test's
