@@ -107,6 +107,56 @@ def _():
     assert torch.equal(b[16:4016], torch.arange(4000, device=dev, dtype=torch.int32) + src * 100000)
 
 
+@triton.jit
+def translate_kernel(t, peer_bases, my_rank, world, out):
+    # out[r]: where a pointer 40 bytes into the allocation lands on rank r
+    for r in range(0, world):
+        p = mt.translate(t + 5, r, peer_bases, my_rank)
+        tl.store(out + r, p.to(tl.int64))
+
+
+@check("mori.triton translate: a peer the table does not reach (entry 0) gives a null pointer, not the offset")
+def _():
+    t = symm_mem.empty(1024, dtype=torch.int64, device=dev)
+    m = address_map(t, group)
+    bases = m.peer_bases.clone()
+    gone = (rank + 1) % world
+    bases[gone] = 0  # as a peer of another node is in a map
+    out = torch.full((world,), -1, dtype=torch.int64, device=dev)
+    translate_kernel[(1,)](t, bases, rank, world, out)
+    got = out.tolist()
+    for r in range(world):
+        want = 0 if r == gone and r != rank else m.host_bases[r] + 40
+        assert got[r] == want, f"rank {r}: translate gave {got[r]:#x}, expected {want:#x}"
+
+
+@check("mori.triton all-to-all refuses an out too small for world x chunk, a ragged input, another allocation's map")
+def _():
+    a2a = mt.AllToAll(group, dev)
+    inp = torch.zeros(world * 1024, dtype=torch.int32, device=dev)
+    out = symm_mem.empty(world * 1024, dtype=torch.int32, device=dev)
+    m = address_map(out, group)
+    other = symm_mem.empty(world * 1024, dtype=torch.int32, device=dev)
+    m_other = address_map(other, group)
+    small = symm_mem.empty(world * 1024 - 1, dtype=torch.int32, device=dev)
+    m_small = address_map(small, group)
+    cases = [((inp, small, m_small), "fewer than inp's"),
+             ((inp[:world * 1024 - 1], out, m), "not a multiple of the world size"),
+             ((inp, out, m_other), "do not lie inside out_map's allocation"),
+             ((inp, out[8:], m), "fewer than inp's"),
+             ((inp.to(torch.int64), out, m), "must match")]
+    if world == 1:
+        cases.pop(1)  # every size is a multiple of 1
+    for args, words in cases:
+        try:
+            a2a(*args)
+            raise AssertionError(f"accepted: expected '{words}'")
+        except ValueError as e:
+            assert words in str(e), str(e)
+    torch.cuda.synchronize()
+    a2a.check()  # nothing was launched: no wait gave up
+
+
 @check("mori.triton barrier: 200 rounds in kernels, every rank's write visible after each (0 stale)")
 def _():
     sig = symm_mem.empty(world, dtype=torch.int64, device=dev)

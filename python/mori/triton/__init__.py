@@ -31,10 +31,15 @@ import triton.language as tl
 
 @triton.jit
 def translate(ptr, rank, peer_bases, local_rank):
-    """ptr (inside the map's allocation on this rank) as seen on `rank`."""
+    """ptr (inside the map's allocation on this rank) as seen on `rank`; a
+    null pointer where `rank` is not load/store reachable (its table entry
+    is 0), as the C device translate answers, never the offset taken for an
+    address. ptr is not range-checked here (the kernel's sizes are the
+    caller's: the host-side translate and AllToAll check them)."""
     local_base = tl.load(peer_bases + local_rank)
     remote_base = tl.load(peer_bases + rank)
-    return (remote_base + (ptr.to(tl.int64) - local_base)).to(ptr.dtype)
+    remote = tl.where(remote_base != 0, remote_base + (ptr.to(tl.int64) - local_base), 0)
+    return remote.to(ptr.dtype)
 
 
 @triton.jit
@@ -173,6 +178,7 @@ class AllToAll:
         dist.barrier(group)  # every sig zeroed before any peer writes into it
 
     def __call__(self, inp, out, out_map):
+        self._check_call(inp, out, out_map)
         chunk = inp.numel() // self.world
         # Programs per peer: given, else 16 up to 1 MiB per peer and 64
         # beyond (more programs keep more stores in flight on large chunks).
@@ -181,6 +187,29 @@ class AllToAll:
                                          self.state, self.rank, self.world, chunk, self.max_spins,
                                          BPP=bpp, BLOCK=self.block)
         return out
+
+    def _check_call(self, inp, out, out_map):
+        """Every rank writes world x chunk elements into `out` on every peer
+        through out_map's table: what does not fit would land in the peers'
+        next allocation. Refused here, before anything is launched (local:
+        a peer that did launch waits out its bound, and check() says so)."""
+        what = f"mori.triton all-to-all on rank {self.rank}"
+        if inp.dtype != out.dtype:
+            raise ValueError(f"{what}: inp is {inp.dtype}, out is {out.dtype}: they must match")
+        if not (inp.is_contiguous() and out.is_contiguous()):
+            raise ValueError(f"{what}: inp and out must be contiguous")
+        if inp.numel() % self.world:
+            raise ValueError(f"{what}: inp has {inp.numel()} elements, not a multiple of the world size {self.world}")
+        if out.numel() < inp.numel():
+            raise ValueError(f"{what}: out has {out.numel()} elements, fewer than inp's {inp.numel()}")
+        if out_map.world_size != self.world or out_map.local_rank != self.rank:
+            raise ValueError(f"{what}: out_map is of a group of {out_map.world_size} (this rank {out_map.local_rank}), "
+                             f"the all-to-all's of {self.world} (this rank {self.rank})")
+        start, nbytes = out.data_ptr(), inp.numel() * inp.element_size()
+        base, size = out_map.allocation_base, out_map.allocation_bytes
+        if not (base <= start and start + nbytes <= base + size):
+            raise ValueError(f"{what}: the {nbytes} bytes written at out ({start:#x}) do not lie inside out_map's "
+                             f"allocation [{base:#x}, +{size}): pass out's own map")
 
     def check(self):
         """Raises when a wait of an earlier call gave up (a peer that never
