@@ -133,8 +133,9 @@ MORI_TL int32_t mori_tl_my_pe(void) { return state_ready() ? globalGpuStates.myp
 MORI_TL int32_t mori_tl_n_pes(void) { return state_ready() ? globalGpuStates.npes : MORI_DEVICE_EUNREACHABLE; }
 
 /* Where this process reaches heap address `ptr` (this PE's) of PE `pe` by
- * load/store, or 0 (outside the heap, a PE reached only by RDMA, no shmem
- * allocation there, or the module was not filled). */
+ * load/store, or 0 (outside the heap, a chunk not mapped, a PE reached only
+ * by RDMA, or the module was not filled). Chunks, not allocations: an
+ * address in a mapped chunk that no allocation holds still translates. */
 MORI_TL int64_t mori_tl_ptr(int64_t ptr, int32_t pe) {
   if (!state_ready()) return 0;
   return (int64_t)(uintptr_t)shmem_dev_ptr_p2p(globalGpuStates, (const void *)(uintptr_t)ptr, pe);

@@ -310,8 +310,11 @@ def heap_base():
 @triton.jit
 def ptr_int(addr, pe):
     """Where this process reaches heap address `addr` (this PE's) of PE
-    `pe` by load/store, as int64; 0 when it does not (another node, outside
-    the heap, nothing allocated there). Elementwise."""
+    `pe` by load/store, as int64; 0 outside the heap, in a heap chunk not
+    mapped, or for a PE not reached by load/store (another node). The
+    device knows the heap's chunks, not its allocations: an address in a
+    mapped chunk translates whether or not an allocation holds it (the
+    host's shmem_ptr_p2p answers NULL there). Elementwise."""
     return _ptr(_addr(addr), tl.cast(pe, tl.int32))
 
 
