@@ -108,9 +108,9 @@ def _():
 
 
 @triton.jit
-def translate_kernel(t, peer_bases, my_rank, world, out):
+def translate_kernel(t, peer_bases, my_rank, entries, out):
     # out[r]: where a pointer 40 bytes into the allocation lands on rank r
-    for r in range(0, world):
+    for r in range(0, entries):
         p = mt.translate(t + 5, r, peer_bases, my_rank)
         tl.store(out + r, p.to(tl.int64))
 
@@ -119,14 +119,14 @@ def translate_kernel(t, peer_bases, my_rank, world, out):
 def _():
     t = symm_mem.empty(1024, dtype=torch.int64, device=dev)
     m = address_map(t, group)
-    bases = m.peer_bases.clone()
-    gone = (rank + 1) % world
-    bases[gone] = 0  # as a peer of another node is in a map
-    out = torch.full((world,), -1, dtype=torch.int64, device=dev)
-    translate_kernel[(1,)](t, bases, rank, world, out)
+    # One more entry than the group has, 0 as a peer of another node is in
+    # a map (so the case exists at one rank too).
+    bases = torch.cat([m.peer_bases, torch.zeros(1, dtype=torch.int64, device=dev)])
+    out = torch.full((world + 1,), -1, dtype=torch.int64, device=dev)
+    translate_kernel[(1,)](t, bases, rank, world + 1, out)
     got = out.tolist()
-    for r in range(world):
-        want = 0 if r == gone and r != rank else m.host_bases[r] + 40
+    for r in range(world + 1):
+        want = 0 if r == world else m.host_bases[r] + 40
         assert got[r] == want, f"rank {r}: translate gave {got[r]:#x}, expected {want:#x}"
 
 
