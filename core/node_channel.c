@@ -33,6 +33,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,9 @@ static pid_t judged_pid(const member_t *m, uint64_t my_ns) {
 int mori_node_channel_create(mori_bootstrap_t *b, int rank, int size, bool one_host, mori_node_channel_t **out) {
   *out = NULL;
   if (!one_host || size < 2 || !mori_env_bool_or("MORI_NODE_CHANNEL", true)) return 0;
+  /* The failure word names ranks in 16 bits (pack_failure): past that, the
+   * bootstrap carries the steps, which names any rank. */
+  if (size > UINT16_MAX) return 0;
   char name[NAME_BYTES] = "";
   void *base = NULL;
   int rc = open_area(b, rank, size, name, &base);

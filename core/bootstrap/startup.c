@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -364,7 +365,7 @@ static int admit(struct admission *a_in) {
   struct admission a = *a_in;
   struct tcp_state *s = a.s;
   int listen_fd = a.listen_fd;
-  a.cap = a.expected + EXTRA_PENDING;
+  a.cap = a.expected > INT_MAX - EXTRA_PENDING ? INT_MAX : a.expected + EXTRA_PENDING; /* no signed overflow */
   if (!a.deadline) a.deadline = mori_net_now_ms() + s->timeout_ms;
   a.pending = mori_bs_calloc((size_t)a.cap, sizeof(*a.pending));
   struct pollfd *fds = mori_bs_calloc((size_t)a.cap + 1 + (size_t)a.ndials, sizeof(*fds));
