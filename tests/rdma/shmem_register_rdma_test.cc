@@ -19,6 +19,7 @@
 #include "mori/window.h"
 #include "tests/rdma/rdma_test_support.h"
 #include "tests/shmem/pe.h"
+#include "tests/support/user_memory.h"
 
 extern "C" bool mori_test_ce_nic_installed(void);
 
@@ -27,16 +28,6 @@ namespace {
 constexpr size_t kRowWords = 512;  // 4 KiB per PE
 
 uint64_t Word(int writer, size_t i) { return ((uint64_t)(writer + 1) << 40) ^ (i * 2654435761u); }
-
-// Memory the program made itself, shareable (as a torch program's GPU
-// memory is): a shared file mapping, registered from an inner offset.
-void *SharedMapping(size_t bytes) {
-  int fd = memfd_create("user-buffer", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) return nullptr;
-  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  return p == MAP_FAILED ? nullptr : p;
-}
 
 TEST(ShmemOverRdma, ARegisteredBufferIsReachedByAPeOfAnotherNode) {
   ASSERT_TRUE(mori_test_ce_nic_installed()) << mori_last_error();
@@ -54,7 +45,7 @@ TEST(ShmemOverRdma, ARegisteredBufferIsReachedByAPeOfAnotherNode) {
 
     // Rows [0, size): what each PE put here; row `size`: this PE's own words.
     size_t map_bytes = 1 << 20, bytes = (size_t)(size + 1) * kRowWords * 8;
-    char *mapping = (char *)SharedMapping(map_bytes);
+    char *mapping = (char *)mori_test::SharedMapping(map_bytes);  // registered from an inner offset
     ASSERT_NE(mapping, nullptr);
     uint64_t *buf = (uint64_t *)(mapping + 8192);
     for (size_t i = 0; i < kRowWords; i++) buf[(size_t)size * kRowWords + i] = Word(rank, i);

@@ -16,11 +16,13 @@
 #include "mori/device/shmem.h"
 #include "tests/shmem/pe.h"
 #include "tests/support/profile_calls.h"
+#include "tests/support/user_memory.h"
 
 using mori_shmem_test::HeapOffset;
 using mori_shmem_test::InitPe;
 using mori_shmem_test::UseSmallHeap;
 using mori_test::ProfileCalls;
+using mori_test::SharedMapping;  // the host platform's stand-in for device memory another allocator made
 using mori_test::TestRanks;
 
 namespace {
@@ -207,16 +209,6 @@ TEST(Shmem, DeviceApiTranslatesPutsSignalsAndMeetsAtTheBarrier) {
     MORI_EXPECT_OK(shmem_free(data));
     MORI_EXPECT_OK(shmem_finalize());
   });
-}
-
-// Memory mapped shared from a file: the host platform's stand-in for device
-// memory another allocator made (torch's expandable segments on a GPU).
-void *SharedMapping(size_t bytes) {
-  int fd = memfd_create("user-buffer", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) return nullptr;
-  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  return p == MAP_FAILED ? nullptr : p;
 }
 
 TEST(Shmem, BufferRegisterMakesExistingMemoryReachableUntilDeregistered) {
