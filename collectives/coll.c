@@ -535,6 +535,16 @@ static int all_to_all_v_check(mori_coll_t *c, const char *what, uint32_t experts
       end > mori_window_size(out_win))
     return mori_error_set(MORI_ERANGE, "%s: rank %d's out of %zu rows of %zu bytes at offset %zu exceeds its window of %zu bytes",
                           what, me, out_rows, row_bytes, out_offset, mori_window_size(out_win));
+  /* Peers write their rows into out as soon as the sizes are known, while
+   * this rank may still be reading its own rows from in: an input inside
+   * out would be overwritten before it is sent. (Its length is on the
+   * device: an input that starts below out and runs into it is not seen.) */
+  const char *out_at = (const char *)mori_window_local_ptr(out_win) + out_offset;
+  if (in && (const char *)in >= out_at && (size_t)((const char *)in - out_at) < span)
+    return mori_error_set(MORI_EINVAL,
+                          "%s: rank %d's in (%p) lies inside its out [%p, +%zu bytes) (%zu rows of %zu bytes): peers' "
+                          "rows would overwrite input not yet sent; in place is not supported",
+                          what, me, in, (const void *)out_at, span, out_rows, row_bytes);
   for (int m = 0; m < c->team.size; m++)
     if (!mori_window_peer_ptr(out_win, mori_team_to_world(c->team, m)))
       return mori_error_set(MORI_EUNREACHABLE, "%s: member %d (world rank %d) cannot be written by rank %d", what, m,

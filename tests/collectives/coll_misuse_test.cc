@@ -157,6 +157,44 @@ TEST(CollMisuse, NegativeSplitsAreRefused) {
   });
 }
 
+// A variable all-to-all in place (in inside this rank's out): the peers'
+// rows land in out while this rank still reads its input from there, so
+// the rows came out wrong with every call and check returning 0. Refused
+// on every member now, and the next call (separate buffers) is right.
+TEST(CollMisuse, AVariableAllToAllWhoseInputLiesInItsOutIsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    size_t rows = 4 * (size_t)size, row_bytes = 256;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(rows * row_bytes, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    std::vector<int64_t> splits(size, 2), got(2 * size);
+    memset(mem, rank + 1, rows * row_bytes);
+    // in place, and in one row past out's start (out from offset 0; out from offset one row, in at its start)
+    for (size_t in_at : {(size_t)0, row_bytes}) {
+      size_t out_offset = in_at == 0 ? 0 : row_bytes;
+      int rc = mori_all_to_all_v(coll, (char *)mem + (in_at == 0 ? 0 : 2 * row_bytes), splits.data(), win, out_offset,
+                                 rows - 1, row_bytes, got.data(), nullptr);
+      ExpectError(rc, MORI_EINVAL, "inside its out");
+    }
+    std::vector<uint8_t> in(2 * (size_t)size * row_bytes);
+    for (int m = 0; m < size; m++) memset(in.data() + (size_t)m * 2 * row_bytes, rank * 16 + m, 2 * row_bytes);
+    MORI_ASSERT_OK(mori_all_to_all_v(coll, in.data(), splits.data(), win, 0, rows, row_bytes, got.data(), nullptr));
+    MORI_ASSERT_OK(mori_coll_check(coll));
+    for (int src = 0; src < size; src++)
+      for (size_t b = 0; b < 2 * row_bytes; b++)
+        ASSERT_EQ(((uint8_t *)mem)[(size_t)src * 2 * row_bytes + b], (uint8_t)(src * 16 + rank)) << "from rank " << src;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 // A call one member refuses (its own arguments) while the others launch:
 // the refusing member's part still takes the call's epoch and moves
 // nothing, the others' call ends at once (not after its timeout) naming
