@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "collectives/ep_internal.h"
+#include "core/base/checked_math.h"
 #include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
@@ -101,6 +102,18 @@ static int check_config(mori_comm_t *comm, const mori_ep_config_t *c) {
 
 static uint64_t round256(uint64_t x) { return (x + 255) / 256 * 256; }
 
+/* `at` moved past a buffer of a x b x c bytes (rounded to 256), saturating
+ * at UINT64_MAX: every factor is bounded alone (check_config), but their
+ * sum over a config's buffers can pass 2^64, and a wrapped total would be
+ * a small allocation with offsets far outside it. */
+static uint64_t place_after(uint64_t at, uint64_t a, uint64_t b, uint64_t c) {
+  size_t ab, bytes, end;
+  if (at == UINT64_MAX || mori_mul_overflows(a, b, &ab) || mori_mul_overflows(ab, c, &bytes) ||
+      mori_round_up_overflows(bytes, 256, &bytes) || mori_add_overflows(at, bytes, &end) || end == UINT64_MAX)
+    return UINT64_MAX;
+  return end;
+}
+
 /* Offsets of every buffer in the window (see mori_ep_dev_t); returns the
  * bytes per rank and, in *control, the bytes that start zeroed. */
 static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
@@ -108,43 +121,43 @@ static uint64_t plan_layout(mori_ep_t *ep, uint64_t *control) {
   mori_ep_dev_t *v = &ep->view;
   uint64_t n = (uint64_t)c->world_size, M = c->max_num_inp_token_per_rank, K = c->num_experts_per_token;
   uint64_t R = n * M, H = c->hidden_dim, at = 0;
-#define PLACE(field, bytes) (v->field = at, at += round256(bytes))
+#define PLACE(field, a, b, c) (v->field = at, at = place_after(at, a, b, c))
   v->hdr_bytes = round256((MORI_EP_HDR_COUNTS + n) * 4);
-  PLACE(off_state, sizeof(mori_ep_state_t));
-  PLACE(off_dflag, n * 8);
-  PLACE(off_cflag, n * 8);
-  PLACE(off_hdr, 2 * v->hdr_bytes);
-  PLACE(off_base, 2 * (n + 1) * 4);
-  PLACE(off_ready, 2 * 8);
-  PLACE(off_cdone, n * 8);
-  PLACE(off_chunk_ready, (uint64_t)MORI_EP_MAX_GRID * 8);
+  PLACE(off_state, sizeof(mori_ep_state_t), 1, 1);
+  PLACE(off_dflag, n, 8, 1);
+  PLACE(off_cflag, n, 8, 1);
+  PLACE(off_hdr, 2, v->hdr_bytes, 1);
+  PLACE(off_base, 2, n + 1, 4);
+  PLACE(off_ready, 2, 8, 1);
+  PLACE(off_cdone, n, 8, 1);
+  PLACE(off_chunk_ready, MORI_EP_MAX_GRID, 8, 1);
   *control = at;
-  PLACE(off_list, 2 * n * M * 4);
-  PLACE(off_pos, 2 * M * n * 4);
-  PLACE(off_chunk, (uint64_t)MORI_EP_MAX_GRID * (n + 2) * 4);
-  PLACE(off_scan, (uint64_t)MORI_EP_HOST_MAX_BLOCKS * sizeof(mori_ep_scan_scratch_t));
-  PLACE(off_prefix, (uint64_t)MORI_EP_MAX_GRID * (n + 1) * 4);
-  PLACE(off_stage_tok, 2 * M * v->token_bytes);
-  PLACE(off_stage_w, 2 * M * K * 4);
-  PLACE(off_stage_idx, 2 * M * K * 4);
-  PLACE(off_stage_scale, 2 * M * v->scale_bytes);
-  PLACE(off_out_tok, R * v->token_bytes);
-  PLACE(off_out_w, R * K * 4);
-  PLACE(off_out_idx, R * K * 4);
-  PLACE(off_out_scale, R * v->scale_bytes);
-  PLACE(off_recv_num, 4);
-  PLACE(off_src_pos, R * 4);
-  PLACE(off_comb_in, R * H * ep->comb_elem_bytes);
-  PLACE(off_comb_w_in, R * K * 4);
-  PLACE(off_comb_out, M * H * ep->comb_elem_bytes);
-  PLACE(off_comb_w_out, M * K * 4);
+  PLACE(off_list, 2 * n, M, 4); /* n, M < 2^31 (check_config) */
+  PLACE(off_pos, 2 * M, n, 4);
+  PLACE(off_chunk, MORI_EP_MAX_GRID, n + 2, 4);
+  PLACE(off_scan, MORI_EP_HOST_MAX_BLOCKS, sizeof(mori_ep_scan_scratch_t), 1);
+  PLACE(off_prefix, MORI_EP_MAX_GRID, n + 1, 4);
+  PLACE(off_stage_tok, 2 * M, v->token_bytes, 1);
+  PLACE(off_stage_w, 2 * M, K, 4);
+  PLACE(off_stage_idx, 2 * M, K, 4);
+  PLACE(off_stage_scale, 2 * M, v->scale_bytes, 1);
+  PLACE(off_out_tok, R, v->token_bytes, 1);
+  PLACE(off_out_w, R, K, 4);
+  PLACE(off_out_idx, R, K, 4);
+  PLACE(off_out_scale, R, v->scale_bytes, 1);
+  PLACE(off_recv_num, 4, 1, 1);
+  PLACE(off_src_pos, R, 4, 1);
+  PLACE(off_comb_in, R, H, ep->comb_elem_bytes); /* H x bytes < 2^32 */
+  PLACE(off_comb_w_in, R, K, 4);
+  PLACE(off_comb_out, M, H, ep->comb_elem_bytes);
+  PLACE(off_comb_w_out, M, K, 4);
   /* Copies of what ranks outside the load/store team publish (remote only). */
   uint64_t remote = v->remote ? 1 : 0, C = v->copies;
-  PLACE(off_rhdr, remote * n * v->hdr_bytes);
-  PLACE(off_rlist, remote * n * M * 4);
-  PLACE(off_rbase, remote * n * 4);
-  PLACE(off_fetch, remote * M * C * H * ep->comb_elem_bytes);
-  PLACE(off_fetch_w, remote * M * C * K * 4);
+  PLACE(off_rhdr, remote * n, v->hdr_bytes, 1);
+  PLACE(off_rlist, remote * n, M, 4);
+  PLACE(off_rbase, remote * n, 4, 1);
+  PLACE(off_fetch, remote * M, C, H * ep->comb_elem_bytes);
+  PLACE(off_fetch_w, remote * M, C, K * 4);
 #undef PLACE
   return at;
 }
@@ -159,6 +172,15 @@ static int make_window(mori_ep_t *ep, int rc) {
   mori_mem_attr_init(&attr);
   attr.device = ep->device;
   void *mem = NULL, *zeros = NULL;
+  if (!rc && (total == UINT64_MAX || total > SIZE_MAX)) {
+    const mori_ep_config_t *c = &ep->config;
+    rc = earlier = mori_error_set(MORI_EINVAL,
+                                  "ep_create: rank %d: the config's buffers come to more than 2^64 bytes per rank "
+                                  "(world_size %d x max_num_inp_token_per_rank %u receive rows of hidden_dim %u, top-k "
+                                  "%u, scales of %u x %u bytes): lower them",
+                                  mori_comm_rank(ep->comm), c->world_size, c->max_num_inp_token_per_rank, c->hidden_dim,
+                                  c->num_experts_per_token, c->scale_dim, c->scale_type_size);
+  }
   if (!rc) rc = mori_mem_alloc(total, &attr, &mem);
   if (!rc && !(zeros = calloc(1, control))) rc = mori_error_set(MORI_ENOMEM, "ep_create: %llu bytes", (unsigned long long)control);
   if (!rc) rc = mori_device_upload(ep->device, mem, zeros, control);

@@ -632,6 +632,18 @@ TEST(Ep, ConfigsWhoseSizesWouldWrapAreRefused) {
     c.max_num_inp_token_per_rank = 0x7fffffffu;
     if (size > 1) ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "int32 token positions");
     EXPECT_EQ(ep, nullptr);
+    // Every factor within its bound, their sum over the buffers past 2^64
+    // bytes per rank: 2^30 receive rows (world_size x max tokens), 2^30 experts
+    // each token goes to, scales of 2^32 - 4 bytes. The total wrapped to a
+    // small allocation, and the rank crashed writing past it.
+    c = Config(s, rank, size);
+    c.max_num_inp_token_per_rank = (1u << 30) / (uint32_t)size;
+    c.num_experts_per_rank = (1u << 30) / (uint32_t)size;
+    c.num_experts_per_token = 1u << 30;
+    c.scale_dim = (1u << 30) - 1;
+    c.scale_type_size = 4;
+    ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "more than 2^64 bytes");
+    EXPECT_EQ(ep, nullptr);
     c = Config(s, rank, size);
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));  // and a sound one still works
     ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, CallOptions(0)));
