@@ -49,17 +49,23 @@ void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)
 
 static mori_coll_dev_t make_view(const mori_coll_t *c);
 
-/* Bytes of the call slots of a context that checks calls: two parities,
- * a slot per member of the epoch and the signature (mori_coll_dev_t). */
-static size_t call_slot_bytes(const mori_coll_t *c) {
-  return c->check_calls ? 2 * (size_t)c->team.size * (1 + MORI_COLL_SIG_WORDS) * 8 : 0;
+/* Bytes of the call slots of a context of `members` that checks calls:
+ * two parities, a slot per member of the epoch and the signature
+ * (mori_coll_dev_t). */
+static size_t call_slot_bytes(int members, bool checks) {
+  return checks ? 2 * (size_t)members * (1 + MORI_COLL_SIG_WORDS) * 8 : 0;
 }
 
 /* Bytes of the ready slots, the refusal slots, the grid word and the call
  * slots (mori_coll_dev_t), rounded so that staging stays 256-aligned. */
-static size_t ready_bytes(const mori_coll_t *c) {
-  return ((size_t)c->team.size * (1 + MORI_COLL_REFUSALS_KEPT) * 8 + 8 + call_slot_bytes(c) + 255) / 256 * 256;
+static size_t ready_bytes_for(int members, bool checks) {
+  return ((size_t)members * (1 + MORI_COLL_REFUSALS_KEPT) * 8 + 8 + call_slot_bytes(members, checks) + 255) / 256 * 256;
 }
+
+static size_t ready_bytes(const mori_coll_t *c) { return ready_bytes_for(c->team.size, c->check_calls); }
+
+/* The flags of a context of `members`, per parity. */
+static uint64_t flag_slots_for(int members) { return 2ull * (uint64_t)(members > 0 ? members : 1) * MAX_SLICES; }
 
 /* Where the grid word sits: after the refusal slots; the call slots follow it. */
 static size_t grid_word_offset(const mori_coll_t *c) {
@@ -72,7 +78,11 @@ static size_t grid_word_offset(const mori_coll_t *c) {
 static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **mem_out, mori_window_t **win_out) {
   *mem_out = NULL;
   *win_out = NULL;
-  size_t flags = (size_t)c->flag_slots * 2 * sizeof(uint64_t) + ready_bytes(c), total = 0;
+  /* The layout this context uses is its team's; the size is the largest
+   * team's, the same on every rank (one window of the comm). */
+  size_t flags = (size_t)flag_slots_for(c->largest_team) * 2 * sizeof(uint64_t) +
+                 ready_bytes_for(c->largest_team, c->any_checks),
+         total = 0;
   int rc = local_rc;
   if (!rc && (staging > SIZE_MAX - 255 || mori_add_overflows(HEADER_BYTES + flags, (staging + 255) / 256 * 256, &total)))
     rc = mori_error_set(MORI_ERANGE, "collectives: a workspace of %zu bytes overflows", staging);
@@ -142,7 +152,10 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   /* A NULL out is this rank's status in the first step, as any bad
    * argument: returning before it left the others waiting in it. */
   bool check_calls = attr->check_calls || mori_env_bool_or("MORI_COLL_CHECK_CALLS", false);
-  int rc = mori_coll_agree_team(comm, team, check_calls, out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"));
+  int largest_team = 1;
+  bool any_checks = false;
+  int rc = mori_coll_agree_team(comm, team, check_calls, out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"),
+                                &largest_team, &any_checks);
   if (rc) return rc; /* every rank alike: nothing was made */
   /* Only a member checks the members: a rank outside the team has another
    * load/store team, and its verdict is not the members'. */
@@ -160,7 +173,9 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
     c->team = team;
     c->check_calls = check_calls;
     c->device = mori_comm_device(comm);
-    c->flag_slots = 2ull * (uint64_t)(team.size > 0 ? team.size : 1) * MAX_SLICES;
+    c->flag_slots = flag_slots_for(team.size);
+    c->largest_team = largest_team > team.size ? largest_team : team.size;
+    c->any_checks = any_checks || check_calls;
     int grc = mori_coll_grid(c->device, &c->grid);
     if (!rc) rc = grc;
     /* The deadline the caller gave the comm's bootstrap, as the header says. */

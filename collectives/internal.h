@@ -26,6 +26,11 @@ struct mori_coll {
   int device;
   uint64_t finalizes;   /* mori_finalize_count() at creation: a later finalize released the workspace */
   bool check_calls;     /* the members compare every call's signature (agreed at creation) */
+  /* The workspace is one window of the whole comm, of one size on every
+   * rank: its fixed part is sized for the largest team any rank named,
+   * checking calls if any did (ranks of disjoint teams of other sizes). */
+  int largest_team;
+  bool any_checks;
 };
 
 /* The grid of every kernel on a context of `device`: the blocks the device
@@ -38,8 +43,10 @@ int mori_coll_grid(int device, uint32_t *grid);
  * team of the comm, MORI_EMISMATCH naming two members of one team that
  * name different teams or of whom one checks calls and one does not.
  * local_rc (this rank's failure so far) takes part, so every rank fails
- * together. */
-int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc);
+ * together. On success, the largest team any rank named and whether any
+ * rank checks calls (what sizes the workspace alike on every rank). */
+int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc, int *largest_team,
+                         bool *any_checks);
 
 /* A planned call's signature (call_signature.c), which the members of a
  * context that checks calls compare (mori_coll_check_call). */

@@ -51,7 +51,8 @@ static bool members_agree(const int32_t *teams, int n, int *a, int *b) {
   return true;
 }
 
-int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc) {
+int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc, int *largest_team,
+                         bool *any_checks) {
   int n = mori_comm_size(comm);
   int rc = local_rc;
   const char *why = rc ? NULL : team_defect(team, n);
@@ -77,6 +78,13 @@ int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, 
                            "coll_create: members of one team disagree on checking calls: rank %d %s, rank %d %s "
                            "(mori_coll_attr_t.check_calls or MORI_COLL_CHECK_CALLS)",
                            a, ta[CHECKS] ? "checks them" : "does not", b, tb[CHECKS] ? "checks them" : "does not");
+  }
+  *largest_team = 1;
+  *any_checks = false;
+  for (int r = 0; !arc && r < n; r++) {
+    const int32_t *theirs = all + FIELDS * r;
+    if (theirs[SIZE] > *largest_team) *largest_team = theirs[SIZE];
+    *any_checks = *any_checks || theirs[CHECKS];
   }
   free(all);
   return arc;

@@ -650,6 +650,31 @@ TEST(CollMisuse, TeamsThatAreNoTeamsOrThatMembersDisagreeOnAreRefusedOnEveryRank
   });
 }
 
+// Disjoint teams of different sizes (ranks {0 .. n-2} and {n-1}; the
+// larger one checking calls, the other not) made in one create: the
+// workspace is one window of the comm, which every rank sized for its own
+// team, and every rank failed with "ranks disagree on the size" though all
+// asked for the same workspace. Each team now sums within itself.
+TEST(CollMisuse, DisjointTeamsOfDifferentSizesAreMadeInOneCreate) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 3) GTEST_SKIP() << "needs 3 ranks";
+    World w;
+    ASSERT_TRUE(w.ok());
+    bool big = rank < size - 1;
+    mori_coll_attr_t attr;
+    mori_coll_attr_init(&attr);
+    attr.team = big ? (mori_team_t){0, 1, size - 1, -1} : (mori_team_t){size - 1, 1, 1, -1};
+    attr.check_calls = big;
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
+    int members = big ? size - 1 : 1, me = big ? rank : 0;
+    for (int call = 0; call < 20; call++) mori_test::SumRound(coll, me, members, 1000, call);
+    MORI_EXPECT_OK(mori_coll_check(coll));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 TEST(CollMisuse, WindowCallsOnADestroyedWindowAreRefused) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;
