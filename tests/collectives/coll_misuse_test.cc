@@ -195,6 +195,35 @@ TEST(CollMisuse, AVariableAllToAllWhoseInputLiesInItsOutIsRefused) {
   });
 }
 
+// An out of 0 rows is valid for a variable all-to-all that moves nothing
+// (it was refused for an "alignment" mori_all_to_all_v does not take);
+// rows that do arrive there are reported, naming the rows needed.
+TEST(CollMisuse, AVariableAllToAllIntoAnOutOfNoRows) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    mori_coll_t *coll = MakeColl(w);
+    ASSERT_NE(coll, nullptr);
+    size_t row_bytes = 64;
+    void *mem = nullptr;
+    MORI_ASSERT_OK(mori_mem_alloc(4096, nullptr, &mem));
+    mori_window_t *win = nullptr;
+    MORI_ASSERT_OK(mori_window_create(w.comm, mem, &win));
+    std::vector<uint8_t> in(row_bytes * (size_t)size, 7);
+    std::vector<int64_t> none(size, 0), one(size, 1), got(2 * size, -1);
+    MORI_ASSERT_OK(mori_all_to_all_v(coll, in.data(), none.data(), win, 0, 0, row_bytes, got.data(), nullptr));
+    MORI_ASSERT_OK(mori_coll_check(coll));
+    for (int m = 0; m < size; m++) EXPECT_EQ(got[m], 0) << "rows from member " << m;
+    // (the host platform's call reports it itself; a GPU's, the next check)
+    int rc = mori_all_to_all_v(coll, in.data(), one.data(), win, 0, 0, row_bytes, got.data(), nullptr);
+    ExpectError(rc ? rc : mori_coll_check(coll), MORI_ERANGE, "rows needed, 0 fit");
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_window_destroy(win));
+    MORI_EXPECT_OK(mori_mem_free(mem));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+  });
+}
+
 // A call one member refuses (its own arguments) while the others launch:
 // the refusing member's part still takes the call's epoch and moves
 // nothing, the others' call ends at once (not after its timeout) naming
