@@ -227,6 +227,19 @@ MORI_DEVICE_INLINE int mori_coll_impl_ar_oneshot_item(mori_coll_dev_t c, const m
     return MORI_DEVICE_OK;
   }
   int rc = mori_coll_impl_ar_wait_slice(c, epoch, S, s);
+  /* In place, this rank's own pushes of slice s (other items, other blocks
+   * on a GPU) read in[b, e), which the reduce below overwrites: it waits
+   * until each has set its flag at the peer, or a peer would add this
+   * rank's sum for its input. Push items come before reduce items in every
+   * block's order, so the wait cannot close a cycle. */
+  if (a->in == a->out)
+    for (int k = 1; k < n; k++) {
+      int dst = (me + k) % n;
+      uint64_t slot = (uint64_t)me * S + s;
+      int r = mori_coll_impl_wait_block(c, mori_coll_impl_flag(c, dst, epoch, slot), epoch, mori_team_to_world(c.team, dst),
+                                        (uint32_t)slot);
+      if (r && !rc) rc = r;
+    }
   mori_coll_impl_ar_reduce_range(c, a, epoch, b, e, 0, 0);
   MORI_SYNC_BLOCK();
   return rc;
