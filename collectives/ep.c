@@ -248,6 +248,10 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   mine.warp_num_per_block = mine.block_num = mine.rdma_block_num = mine.use_external_inp_buf = 0;
   /* 0 means the size data_type needs: ranks that say 0 and that size agree. */
   mine.max_token_type_size = combine_elem_bytes(config);
+  /* Any value <= 0 means "the default" (the comm's locality, the
+   * transport's): -1 (mori_ep_config_init) and 0 (a zeroed config) agree. */
+  if (mine.gpu_per_node <= 0) mine.gpu_per_node = -1;
+  if (mine.num_qp_per_pe <= 0) mine.num_qp_per_pe = -1;
   if (!all) return mori_error_set(MORI_ENOMEM, "ep_create");
   int arc = gather_configs(comm, rc, &mine, all);
   if (arc) {

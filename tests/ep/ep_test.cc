@@ -645,6 +645,10 @@ TEST(Ep, ConfigsWhoseSizesWouldWrapAreRefused) {
     ExpectError(mori_ep_create(w.comm, &c, &ep), MORI_EINVAL, "more than 2^64 bytes");
     EXPECT_EQ(ep, nullptr);
     c = Config(s, rank, size);
+    // "The default" said two ways (-1 from mori_ep_config_init, 0 from a
+    // zeroed config) is one config: it failed as "differs".
+    c.gpu_per_node = rank % 2 ? 0 : -1;
+    c.num_qp_per_pe = rank % 2 ? -1 : 0;
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));  // and a sound one still works
     ASSERT_TRUE(CheckCall(ep, s, rank, size, 0, CallOptions(0)));
     MORI_EXPECT_OK(mori_ep_destroy(ep));
