@@ -24,10 +24,13 @@
 
 MORI_EXTERN_C_BEGIN
 
-/* Barrier among the window's LSA team on `channel` (< MORI_BARRIER_CHANNELS):
- * the device API's epoch barrier (mori_lsa_barrier_block) on the window's
- * barrier area, epochs kept in device memory, so a captured graph replays
- * correctly. Orders every rank's earlier work on its stream before every
+/* Barrier among every rank of the window's comm on `channel` (<
+ * MORI_BARRIER_CHANNELS): within the LSA team the device API's epoch
+ * barrier (mori_lsa_barrier_block) on the window's barrier area, epochs
+ * kept in device memory, so a captured graph replays correctly; across
+ * nodes every other rank too, through the rdma transport, or the call is
+ * refused naming the rank it cannot reach (never a barrier of half the
+ * comm). Orders every rank's earlier work on its stream before every
  * rank's later work. */
 MORI_API int mori_window_barrier(mori_window_t *win, int channel, uint64_t timeout_ns, void *stream);
 /* torch's signal-pad protocol: sets this rank's slot of `channel` in
