@@ -16,6 +16,7 @@
 
 #include "core/base/error.h"
 #include "core/base/log.h"
+#include "core/bootstrap/internal/address.h"
 #include "core/bootstrap/internal/secret.h"
 #include "mori/bootstrap.h"
 
@@ -44,15 +45,14 @@ static int env_int(const char *name, const char *value, long min, long max, int 
   return 0;
 }
 
-/* The port of "host:port" or "[v6]:port", or 0 when the address gives
- * none ("host", a bare IPv6 literal "fe80::1", "[v6]"). */
+/* The port of "host:port" or "[v6]:port" (the bootstrap's own splitter),
+ * or 0 when the address gives none ("host", a bare IPv6 literal, "[v6]"). */
 static int address_port(const char *address) {
-  const char *colon = strrchr(address, ':');
-  if (!colon) return 0;
-  if (address[0] == '[' ? colon[-1] != ']' : strchr(address, ':') != colon) return 0;
-  char *end = NULL;
-  long port = strtol(colon + 1, &end, 10);
-  return colon[1] >= '0' && colon[1] <= '9' && !*end && port > 0 && port <= 65535 ? (int)port : 0;
+  char host[MORI_TCP_HOST_MAX];
+  uint16_t port = 0;
+  if (mori_tcp_split_address(address, host, sizeof(host), &port) == 0) return port;
+  mori_clear_error(); /* no port is an answer here, not an error */
+  return 0;
 }
 
 /* The descriptor a launcher handed rank 0 must be a listening stream socket
