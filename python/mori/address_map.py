@@ -42,6 +42,13 @@ CAP_COPY_ENGINE = 1 << 1
 CAP_RDMA = 1 << 2
 CAP_REMOTE_ATOMICS = 1 << 3
 
+# The CAP_* bits every peer a tensor's table reaches offers, as the C maps
+# count them (an unreachable peer, 0 in the table, takes nothing away, and
+# this rank's own entry is always there): the peers a torch backend maps are
+# GPUs of this node with peer access, reached by load/store and system-scope
+# atomics.
+_TABLE_CAPABILITIES = CAP_LOAD_STORE | CAP_REMOTE_ATOMICS
+
 _EUNREACHABLE = -1003  # MORI_EUNREACHABLE (mori/error.h)
 
 
@@ -116,20 +123,11 @@ def address_map(tensor, group=None):
     if bases[rank] != root:
         raise ValueError(f"mori address map: the handle's table says {bases[rank]:#x} for rank {rank}, the tensor's "
                          f"allocation starts at {root:#x}: the handle does not describe this allocation")
-    caps = _capabilities(bases)
+    caps = _TABLE_CAPABILITIES
     table = torch.tensor([b - (1 << 64) if b >= 1 << 63 else b for b in bases], dtype=torch.int64,
                          device=tensor.device)
     return AddressMap(peer_bases=table, local_rank=rank, world_size=world, allocation_base=root,
                       allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
-
-
-def _capabilities(bases):
-    """The CAP_* bits every peer the table reaches offers, as the C maps
-    count them (an unreachable peer, 0 in the table, takes nothing away):
-    the peers a torch backend maps are GPUs of this node with peer access,
-    reached by load/store and system-scope atomics."""
-    del bases  # this rank's own entry is always there: the bits never depend on the others
-    return CAP_LOAD_STORE | CAP_REMOTE_ATOMICS
 
 
 def _group_name(group):
@@ -239,7 +237,7 @@ def adopt(tensor, group=None):
     rank = dist.get_rank(_resolve_process_group(name))
     if bases[rank] != root:
         raise RuntimeError(f"mori adopt: the table says {bases[rank]:#x} for rank {rank}, the storage starts at {root:#x}")
-    caps = _capabilities(bases)
+    caps = _TABLE_CAPABILITIES
     m = AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
                    allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
     # The finalizer holds the tensor (its memory must outlive the adoption)
