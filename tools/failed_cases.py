@@ -10,7 +10,7 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-MESSAGE_CHARS = 300
+MESSAGE_CHARS = 800
 
 
 def target_of(path):

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -39,9 +41,51 @@ int TestRanks() {
 }
 
 namespace {
+// Where a rank writes its first failure, for the launcher to quote: a
+// failed rank's own output is in the log, but a reader of the failure's
+// message alone (a CI recap, test.xml) would otherwise learn only "rank 0
+// exited with code 1". Unique per RunRanks call: the launching process's
+// pid (not the rank's own) and the call's number.
+std::string FailureFile(pid_t launcher, int call, int rank) {
+  const char *dir = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  return std::string(dir) + "/mori_rank_failure." + std::to_string(launcher) + "." + std::to_string(call) + "." +
+         std::to_string(rank);
+}
+
+// Written at the failure itself (not when the rank returns), so a rank that
+// then hangs and is stopped still leaves it.
+class FirstFailureToFile : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FirstFailureToFile(std::string path) : path_(std::move(path)) {}
+  void OnTestPartResult(const ::testing::TestPartResult &part) override {
+    if (!part.failed() || written_) return;
+    written_ = true;
+    std::string text = std::string(part.file_name() ? part.file_name() : "?") + ":" + std::to_string(part.line_number()) +
+                       ": " + part.message();
+    int fd = open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    if (fd < 0) return;
+    ssize_t n = write(fd, text.data(), text.size());
+    (void)n;
+    close(fd);
+  }
+
+ private:
+  std::string path_;
+  bool written_ = false;
+};
+
+struct RankCall {
+  const std::function<void(int, int)> *fn;
+  pid_t launcher;
+  int call;
+};
+
 int RunOneRank(int rank, int size, void *arg) {
-  auto *fn = static_cast<const std::function<void(int, int)> *>(arg);
-  (*fn)(rank, size);
+  auto *what = static_cast<RankCall *>(arg);
+  // The forked copy of the parent's listener list: this one lives and dies
+  // with the rank.
+  ::testing::UnitTest::GetInstance()->listeners().Append(new FirstFailureToFile(FailureFile(what->launcher, what->call, rank)));
+  (*what->fn)(rank, size);
   // The rank leaves by _exit (a forked test process must not run its
   // parent's exit handlers), which skips mori's own: what the rank still
   // holds (a heap chunk, a window a failed assertion left) is released
@@ -52,12 +96,35 @@ int RunOneRank(int rank, int size, void *arg) {
   EXPECT_EQ(rc, 0) << "rank " << rank << ": mori_finalize: " << mori_err_name(rc) << ": " << mori_last_error();
   return ::testing::Test::HasFailure() ? 1 : 0;
 }
+
+// The first failure each rank wrote, one line each, at most kQuoteChars.
+std::string FirstFailures(pid_t launcher, int call, int size) {
+  const size_t kQuoteChars = 600;
+  std::string said;
+  for (int r = 0; r < size; r++) {
+    std::string path = FailureFile(launcher, call, r);
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    unlink(path.c_str());
+    std::string line = text.str();
+    for (char &c : line)
+      if (c == '\n') c = ' ';
+    if (line.size() > kQuoteChars) line = line.substr(0, kQuoteChars) + "...";
+    said += "\n  rank " + std::to_string(r) + "'s first failure: " + line;
+  }
+  return said;
+}
 }  // namespace
 
 std::string RunRanks(int size, const std::function<void(int, int)> &fn, int timeout_ms) {
   static mori_launch_result_t result;
-  int rc = mori_launch_local(size, timeout_ms, RunOneRank, const_cast<std::function<void(int, int)> *>(&fn), &result);
-  return rc == 0 ? std::string() : std::string(result.message);
+  static std::atomic<int> calls{0};
+  RankCall what{&fn, getpid(), calls++};
+  int rc = mori_launch_local(size, timeout_ms, RunOneRank, &what, &result);
+  std::string failures = FirstFailures(what.launcher, what.call, size);  // also removes the files of a job that passed
+  return rc == 0 ? std::string() : std::string(result.message) + failures;
 }
 
 mori_bootstrap_t *Bootstrap(int timeout_ms) {

@@ -20,7 +20,8 @@ namespace mori_test {
 // Rank counts come from the build (mori_multirank_test sets MORI_TEST_RANKS).
 int TestRanks();
 
-// "" when every rank passed, else which ranks failed or hung and how.
+// "" when every rank passed, else which ranks failed or hung and how, and
+// the first failure each failed rank met (file:line: message).
 std::string RunRanks(int size, const std::function<void(int rank, int size)> &fn, int timeout_ms = 120000);
 
 // A TCP bootstrap from the environment the harness set; fails the test on error.
@@ -50,10 +51,12 @@ inline void ExpectError(int rc, int code, const std::string &words) {
     EXPECT_EQ(mori_rc_, 0) << #expr << " -> " << mori_err_name(mori_rc_) << ": " << mori_last_error(); \
   } while (0)
 
-#define EXPECT_RANKS_PASS(size, ...)                      \
-  do {                                                    \
-    std::string ranks_msg_ = mori_test::RunRanks(size, __VA_ARGS__); \
-    EXPECT_EQ(ranks_msg_, "");                            \
+// The failure's message starts with what the ranks said (a recap that
+// quotes its first few hundred characters shows the rank's own failure).
+#define EXPECT_RANKS_PASS(size, ...)                                   \
+  do {                                                                 \
+    std::string ranks_msg_ = mori_test::RunRanks(size, __VA_ARGS__);   \
+    if (!ranks_msg_.empty()) ADD_FAILURE() << ranks_msg_;              \
   } while (0)
 
 #endif
