@@ -4,13 +4,13 @@ test_suite(name) that holds them all."""
 
 load("//bazel:copts.bzl", "GTEST_LINKOPTS", "MORI_CXXOPTS")
 
-def _mori_gtest(name, srcs, deps, size, **kwargs):
+def _mori_gtest(name, srcs, deps, size, linkopts = [], **kwargs):
     # Static: symbols are hidden (-fvisibility=hidden) outside MORI_API.
     native.cc_test(
         name = name,
         srcs = srcs,
         copts = MORI_CXXOPTS,
-        linkopts = GTEST_LINKOPTS,
+        linkopts = GTEST_LINKOPTS + linkopts,
         deps = deps + ["//tests/support:harness"],
         linkstatic = True,
         size = size,

@@ -165,32 +165,37 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
       rc = mori_error_set(MORI_EUNREACHABLE, "coll_create: member %d (world rank %d) is outside rank %d's load/store team [%d, %d)",
                           i, w, me, base, base + size);
   }
-  mori_coll_t *c = calloc(1, sizeof(*c));
-  if (!rc && !c) rc = mori_error_set(MORI_ENOMEM, "coll_create");
-  if (c) {
-    c->finalizes = mori_finalize_count();
-    c->comm = comm;
-    c->team = team;
-    c->check_calls = check_calls;
-    c->device = mori_comm_device(comm);
-    c->flag_slots = flag_slots_for(team.size);
-    c->largest_team = largest_team > team.size ? largest_team : team.size;
-    c->any_checks = any_checks || check_calls;
-    int grc = mori_coll_grid(c->device, &c->grid);
-    if (!rc) rc = grc;
-    /* The deadline the caller gave the comm's bootstrap, as the header says. */
-    uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
-    c->timeout_ns = timeout_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : timeout_ms * 1000000ull; /* saturates */
+  /* Without memory for the context this rank still takes the workspace's
+   * step, which the peers are in, through a stand-in: every rank fails
+   * there naming it, at once instead of at the timeout. */
+  mori_coll_t stand_in, *c = calloc(1, sizeof(*c)), *setup = c;
+  if (!c) {
+    memset(&stand_in, 0, sizeof(stand_in));
+    setup = &stand_in;
+    if (!rc) rc = mori_error_set(MORI_ENOMEM, "coll_create: rank %d's context (%zu bytes)", me, sizeof(*c));
   }
+  setup->finalizes = mori_finalize_count();
+  setup->comm = comm;
+  setup->team = team;
+  setup->check_calls = check_calls;
+  setup->device = mori_comm_device(comm);
+  setup->flag_slots = flag_slots_for(team.size);
+  setup->largest_team = largest_team > team.size ? largest_team : team.size;
+  setup->any_checks = any_checks || check_calls;
+  int grc = mori_coll_grid(setup->device, &setup->grid);
+  if (!rc) rc = grc;
+  /* The deadline the caller gave the comm's bootstrap, as the header says. */
+  uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
+  setup->timeout_ns = timeout_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : timeout_ms * 1000000ull; /* saturates */
   /* The window is collective over the comm: made even after a local error,
    * which make_workspace passes on, so every rank fails together. */
   size_t staging = attr->workspace_bytes ? attr->workspace_bytes : (size_t)1 << 20;
   void *mem = NULL;
   mori_window_t *win = NULL;
-  if (c) rc = make_workspace(c, staging, rc, &mem, &win);
-  if (rc || !c) {
+  rc = make_workspace(setup, staging, rc, &mem, &win);
+  if (rc) {
     free(c);
-    return rc ? rc : mori_error_set(MORI_ENOMEM, "coll_create");
+    return rc;
   }
   use_workspace(c, mem, win, staging);
   *out = c;

@@ -252,7 +252,10 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
    * transport's): -1 (mori_ep_config_init) and 0 (a zeroed config) agree. */
   if (mine.gpu_per_node <= 0) mine.gpu_per_node = -1;
   if (mine.num_qp_per_pe <= 0) mine.num_qp_per_pe = -1;
-  if (!all) return mori_error_set(MORI_ENOMEM, "ep_create");
+  /* Without memory for the table this rank still takes the step, failed
+   * (the peers are in it; a failed step writes no table): every rank
+   * fails there naming it, at once instead of at the timeout. */
+  if (!all && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create: rank %d's table of %d configs", me, n);
   int arc = gather_configs(comm, rc, &mine, all);
   if (arc) {
     free(all);
@@ -327,11 +330,10 @@ int mori_ep_create_refused(mori_comm_t *comm, const char *why) {
                  why && *why ? why : "(no reason given)");
   /* The first step of mori_ep_create, with this rank's failure: every
    * rank's create returns from it. */
-  mori_ep_config_t mine, *all = calloc((size_t)mori_comm_size(comm), sizeof(*all));
+  mori_ep_config_t mine;
   memset(&mine, 0, sizeof(mine));
-  if (!all) return mori_error_set(MORI_ENOMEM, "ep_create_refused");
-  int rc = gather_configs(comm, MORI_EINVAL, &mine, all);
-  free(all);
+  /* No table: a step this rank fails writes none (and needs no memory). */
+  int rc = gather_configs(comm, MORI_EINVAL, &mine, NULL);
   return rc ? rc : mori_error_set(MORI_EINVAL, "ep_create_refused: the step did not fail");
 }
 

@@ -43,7 +43,10 @@ int mori_agree_grace(mori_comm_t *comm, int my_status, const char *step, int gra
 
 /* The same step carrying `bytes` of payload per rank: on success all[r]
  * (all: comm size × bytes) holds rank r's `mine`, so a caller can check
- * what the ranks sent in the same step. On failure `all` is undefined. */
+ * what the ranks sent in the same step. On failure `all` is undefined. A
+ * rank whose my_status is nonzero may pass NULL for `all` (the step fails,
+ * and nothing is written there): a rank that had no memory for the table
+ * still takes the step, so the peers learn of it at once. */
 int mori_agree_gather(mori_comm_t *comm, int my_status, const char *step, const void *mine, void *all, size_t bytes);
 
 /* The halves of an agreement whose exchange is not a comm's (MPI at shmem
