@@ -30,7 +30,7 @@ window and comm). torch is imported only by the functions over tensors, so
 mori.shmem can use this module without it."""
 import ctypes
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: importing this module does not import torch
@@ -191,21 +191,51 @@ def locality(tensor, group=None):
     return Locality(peers=decode([w & 0xFFFFFFFF for w in table.tolist()]), table=table)
 
 
+@dataclass(frozen=True, repr=False)
 class AdoptedMap(AddressMap):
     """The address map of a tensor mori did not allocate (adopt()); holds the
     tensor, so its memory stays alive while peers can reach it. release()
-    (local, also on garbage collection) ends the adoption."""
+    (local, also on garbage collection of the map adopt() returned) ends the
+    adoption; then translate and peer_bases raise ValueError, as the peers'
+    memory may be gone. A copy (dataclasses.replace) shares the adoption: it
+    says released once the adoption ends."""
+    # The weakref.finalize that ends the adoption (a field, so a copy
+    # carries it); None: a map no adoption stands behind, never usable.
+    _release: object = field(default=None, compare=False)
 
     def release(self):
-        self._release()
+        if self._release is not None:
+            self._release()
+
+    @property
+    def released(self):
+        return self._release is None or not self._release.alive
+
+    def _live(self, what):
+        if self.released:
+            raise ValueError(f"mori address map: {what}: the adoption of the storage at {self.allocation_base:#x} was "
+                             "released; adopt the tensor again")
+
+    # The dataclass field of AddressMap, behind a check: a kernel given the
+    # table after release would reach memory the peers may have freed.
+    @property
+    def peer_bases(self):
+        self._live("peer_bases")
+        return self.__dict__["_peer_bases"]
+
+    @peer_bases.setter
+    def peer_bases(self, table):  # only the dataclass's __init__ sets it
+        self.__dict__["_peer_bases"] = table
 
     def translate(self, ptr, rank):
-        """As AddressMap.translate; ValueError once the adoption was released
-        (the peers' memory may be gone)."""
-        if not self._release.alive:
-            raise ValueError(f"mori address map: the adoption of the storage at {self.allocation_base:#x} was "
-                             "released; adopt the tensor again")
+        """As AddressMap.translate; ValueError once the adoption was released."""
+        self._live("translate")
         return super().translate(ptr, rank)
+
+    def __repr__(self):
+        state = "released" if self.released else "live"
+        return (f"AdoptedMap({state}, local_rank={self.local_rank}, world_size={self.world_size}, "
+                f"allocation_base={self.allocation_base:#x}, allocation_bytes={self.allocation_bytes})")
 
 
 def adopt(tensor, group=None):
@@ -241,9 +271,8 @@ def adopt(tensor, group=None):
     m = AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
                    allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
     # The finalizer holds the tensor (its memory must outlive the adoption)
-    # and releases once, on release() or when the map is collected.
-    fin = weakref.finalize(m, torch.ops.mori.release, tensor, name)
-    object.__setattr__(m, "_release", fin)
+    # and releases once, on release() or when this map is collected.
+    object.__setattr__(m, "_release", weakref.finalize(m, torch.ops.mori.release, tensor, name))
     return m
 
 
@@ -253,6 +282,11 @@ class ShmemAddressMap(_Map):
     table as its device address and the host tuple, and as a torch tensor
     only when asked (torch is not needed otherwise)."""
     peer_bases_address: int  # device address of world_size uint64, valid until shmem_free
+    # What peer_bases checks the allocation by: the shmem_init_attr it was
+    # made under, and an address inside it. Fields, so that a copy
+    # (dataclasses.replace) is checked as its original is.
+    _generation: int = field(default=-1, repr=False, compare=False)
+    _ptr: int = field(default=0, repr=False, compare=False)
 
     @property
     def peer_bases(self):
@@ -267,8 +301,8 @@ class ShmemAddressMap(_Map):
         from mori.shmem.device_view import tensor_over
 
         live = CMap()
-        gone = (getattr(self, "_generation", None) != api._init_generation
-                or lib.mori_shmem_address_map(getattr(self, "_ptr", self.allocation_base), ctypes.byref(live)) < 0
+        gone = (self._generation != api._init_generation
+                or lib.mori_shmem_address_map(self._ptr or self.allocation_base, ctypes.byref(live)) < 0
                 or (live.peer_bases or 0) != self.peer_bases_address or live.allocation_base != self.allocation_base)
         if gone:
             raise api.ShmemError("ShmemAddressMap.peer_bases", -22, "MORI_EINVAL",
@@ -309,14 +343,10 @@ def shmem_address_map(ptr):
             bases.append(out.value - (ptr - m.allocation_base))
     from mori.shmem import api
 
-    result = ShmemAddressMap(peer_bases_address=m.peer_bases or 0, host_bases=tuple(bases), local_rank=m.local_rank,
-                             world_size=m.world_size, allocation_base=m.allocation_base,
-                             allocation_bytes=m.allocation_bytes, capabilities=m.capabilities)
-    # What peer_bases checks the allocation by: the init it was made under,
-    # and an address inside it.
-    object.__setattr__(result, "_generation", api._init_generation)
-    object.__setattr__(result, "_ptr", ptr)
-    return result
+    return ShmemAddressMap(peer_bases_address=m.peer_bases or 0, host_bases=tuple(bases), local_rank=m.local_rank,
+                           world_size=m.world_size, allocation_base=m.allocation_base,
+                           allocation_bytes=m.allocation_bytes, capabilities=m.capabilities,
+                           _generation=api._init_generation, _ptr=ptr)
 
 
 def shmem_translate(ptr, pe):

@@ -70,6 +70,15 @@ def pe_main(rank, size, uid_path, nodes):
         assert "torch" not in sys.modules
     else:
         assert [v & (2**64 - 1) for v in ma.peer_bases.tolist()] == list(ma.host_bases)
+    # A copy (dataclasses.replace) is checked as its original is: its table
+    # is there while the allocation lives (it once said "was freed": the
+    # copy had lost what the check reads), and gone with it (below).
+    twin = dataclasses.replace(ma)
+    assert twin == ma
+    if "torch" in sys.modules:
+        assert twin.peer_bases.tolist() == ma.peer_bases.tolist()
+    else:
+        expect_raises(ImportError, lambda: twin.peer_bases, says=("needs torch",))
     for pe in range(n):
         if not same_node[pe]:
             expect_raises(shmem.ShmemError, ma.translate, a, pe, says=("not load/store reachable",))
@@ -111,6 +120,8 @@ def pe_main(rank, size, uid_path, nodes):
     assert shmem.shmem_locality().table_address == loc.table_address, "one table per comm"
     shmem.shmem_barrier_all()
     shmem.shmem_free(a)
+    for m in (ma, twin):
+        expect_raises(shmem.ShmemError, lambda: m.peer_bases, says=("was freed",))
     shmem.shmem_finalize()
     # The table is released with shmem: the property says so instead of
     # handing out a view of released memory.
@@ -147,6 +158,38 @@ class ShmemPythonViewsTest(unittest.TestCase):
 
     def test_two_nodes_at_4_pes(self):
         self.run_pes(4, 2)
+
+    def test_an_adopted_map_is_unusable_once_released(self):
+        """AdoptedMap (mori.address_map.adopt's result) after release: its
+        peer_bases and translate raise, as the peers' memory may be gone (the
+        table was once still handed out); a copy shares the adoption; repr
+        says which. A stand-in table and release here: adopt needs a GPU."""
+        import weakref
+
+        from mori.address_map import AdoptedMap
+
+        released = []
+        table = [0x1000, 0x2000]
+        m = AdoptedMap(peer_bases=table, local_rank=0, world_size=2, allocation_base=0x1000, allocation_bytes=256,
+                       capabilities=1, host_bases=(0x1000, 0x2000))
+        object.__setattr__(m, "_release", weakref.finalize(m, released.append, "released"))
+        twin = dataclasses.replace(m)
+        self.assertIs(m.peer_bases, table)
+        self.assertEqual(twin.translate(0x1010, 1), 0x2010)
+        self.assertIn("live", repr(m))
+        m.release()
+        m.release()  # once only
+        self.assertEqual(released, ["released"])
+        for which in (m, twin):
+            for use in (lambda: which.peer_bases, lambda: which.translate(0x1010, 1)):
+                with self.assertRaisesRegex(ValueError, "was released; adopt the tensor again"):
+                    use()
+            self.assertIn("released", repr(which))
+        # A map built without an adoption behind it is never usable.
+        bare = AdoptedMap(peer_bases=table, local_rank=0, world_size=2, allocation_base=0x1000, allocation_bytes=256,
+                          capabilities=1, host_bases=(0x1000, 0x2000))
+        with self.assertRaisesRegex(ValueError, "was released"):
+            bare.peer_bases
 
 
 if __name__ == "__main__":

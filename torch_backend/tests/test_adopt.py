@@ -134,6 +134,12 @@ def _():
         assert "released" in str(e), e
     else:
         raise AssertionError("translate on a released map returned an address")
+    try:  # nor its table: a kernel given it would reach memory the peers may have let go
+        m2.peer_bases
+    except ValueError as e:
+        assert "released" in str(e), e
+    else:
+        raise AssertionError("peer_bases of a released map was handed out")
     meet()
 
 
