@@ -53,16 +53,17 @@ std::string FailureFile(pid_t launcher, int call, int rank) {
 }
 
 // Written at the failure itself (not when the rank returns), so a rank that
-// then hangs and is stopped still leaves it.
+// then hangs and is stopped still leaves it. The summary: the message
+// without gtest's stack trace.
 class FirstFailureToFile : public ::testing::EmptyTestEventListener {
  public:
   explicit FirstFailureToFile(std::string path) : path_(std::move(path)) {}
   void OnTestPartResult(const ::testing::TestPartResult &part) override {
     if (!part.failed() || written_) return;
     written_ = true;
-    std::string text = std::string(part.file_name() ? part.file_name() : "?") + ":" + std::to_string(part.line_number()) +
-                       ": " + part.message();
-    int fd = open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    std::string text = std::string(part.file_name() ? part.file_name() : "(no file)") + ":" +
+                       std::to_string(part.line_number()) + ": " + part.summary();
+    int fd = open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return;
     ssize_t n = write(fd, text.data(), text.size());
     (void)n;
@@ -97,24 +98,42 @@ int RunOneRank(int rank, int size, void *arg) {
   return ::testing::Test::HasFailure() ? 1 : 0;
 }
 
-// The first failure each rank wrote, one line each, at most kQuoteChars.
-std::string FirstFailures(pid_t launcher, int call, int size) {
-  const size_t kQuoteChars = 600;
+// The first failure of the rank the launcher named as the job's failure,
+// then of the others that wrote one (a peer's failure is often only the
+// consequence: a closed connection), at most kQuoted of them, each one line
+// of at most kQuoteBytes. Removes every rank's file.
+std::string FirstFailures(pid_t launcher, int call, int size, int failed_rank) {
+  const size_t kQuoteBytes = 600;
+  const int kQuoted = 3;
   std::string said;
-  for (int r = 0; r < size; r++) {
+  int quoted = 0;
+  for (int i = -1; i < size; i++) {
+    int r = i < 0 ? failed_rank : i;
+    if (r < 0 || r >= size || (i >= 0 && r == failed_rank)) continue;
     std::string path = FailureFile(launcher, call, r);
     std::ifstream in(path);
     if (!in) continue;
     std::stringstream text;
     text << in.rdbuf();
+    in.close();
     unlink(path.c_str());
     std::string line = text.str();
+    if (line.empty() || quoted >= kQuoted) continue;  // killed mid-write; or enough said
     for (char &c : line)
       if (c == '\n') c = ' ';
-    if (line.size() > kQuoteChars) line = line.substr(0, kQuoteChars) + "...";
+    if (line.size() > kQuoteBytes) {
+      size_t cut = kQuoteBytes;
+      while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) cut--;  // not inside a UTF-8 character
+      line = line.substr(0, cut) + "...";
+    }
     said += "\n  rank " + std::to_string(r) + "'s first failure: " + line;
+    quoted++;
   }
   return said;
+}
+
+void RemoveFailureFiles(pid_t launcher, int call, int size) {
+  for (int r = 0; r < size; r++) unlink(FailureFile(launcher, call, r).c_str());
 }
 }  // namespace
 
@@ -122,8 +141,9 @@ std::string RunRanks(int size, const std::function<void(int, int)> &fn, int time
   static mori_launch_result_t result;
   static std::atomic<int> calls{0};
   RankCall what{&fn, getpid(), calls++};
+  RemoveFailureFiles(what.launcher, what.call, size);  // a file an earlier process of this pid left is not this job's
   int rc = mori_launch_local(size, timeout_ms, RunOneRank, &what, &result);
-  std::string failures = FirstFailures(what.launcher, what.call, size);  // also removes the files of a job that passed
+  std::string failures = FirstFailures(what.launcher, what.call, size, rc == 0 ? -1 : result.failed_rank);
   return rc == 0 ? std::string() : std::string(result.message) + failures;
 }
 

@@ -5,6 +5,7 @@
 // exited with code 1; a job that passes says nothing and leaves no file.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -51,6 +52,31 @@ TEST(Harness, AHungRankIsStillQuotedIfItFailedFirst) {
       3000);
   EXPECT_NE(msg.find("rank 1's first failure: "), std::string::npos) << msg;
   EXPECT_NE(msg.find("about to hang"), std::string::npos) << msg;
+  EXPECT_EQ(FilesLeft(), 0);
+}
+
+// The rank whose exit failed the job is quoted first, though another rank
+// met its failure earlier (rank 0's stands for a consequence: a peer's
+// closed connection); at most three are quoted.
+TEST(Harness, TheRankThatEndedTheJobIsQuotedFirstAndAtMostThree) {
+  std::string msg = mori_test::RunRanks(3, [](int rank, int) {
+    if (rank == 0) {
+      ADD_FAILURE() << "a consequence";
+      sleep(30);  // stopped by the launcher
+    } else if (rank == 2) {
+      usleep(300 * 1000);
+      ADD_FAILURE() << "the cause";
+    }
+  });
+  size_t cause = msg.find("rank 2's first failure: "), consequence = msg.find("rank 0's first failure: ");
+  ASSERT_NE(cause, std::string::npos) << msg;
+  ASSERT_NE(consequence, std::string::npos) << msg;
+  EXPECT_LT(cause, consequence) << msg;
+  EXPECT_NE(msg.find("the cause"), std::string::npos) << msg;
+  msg = mori_test::RunRanks(5, [](int, int) { ADD_FAILURE() << "every rank"; });
+  int quoted = 0;
+  for (size_t at = msg.find("first failure"); at != std::string::npos; at = msg.find("first failure", at + 1)) quoted++;
+  EXPECT_EQ(quoted, 3) << msg;
   EXPECT_EQ(FilesLeft(), 0);
 }
 
