@@ -114,7 +114,8 @@ static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **m
   if (!rc) rc = wrc;
   if (rc) {
     mori_mem_free(mem);
-    return mori_error_context(rc, "collectives: workspace of %zu bytes per rank", total);
+    /* A failure brought in already says what it was (the verdict names it). */
+    return local_rc ? rc : mori_error_context(rc, "collectives: workspace of %zu bytes per rank", total);
   }
   *mem_out = mem;
   *win_out = win;
@@ -167,7 +168,8 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   }
   /* Without memory for the context this rank still takes the workspace's
    * step, which the peers are in, through a stand-in: every rank fails
-   * there naming it, at once instead of at the timeout. */
+   * there naming it, at once instead of at the timeout (as long as the
+   * step's own table, a few hundred bytes per rank, can be had). */
   mori_coll_t stand_in, *c = calloc(1, sizeof(*c)), *setup = c;
   if (!c) {
     memset(&stand_in, 0, sizeof(stand_in));
@@ -182,8 +184,7 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   setup->flag_slots = flag_slots_for(team.size);
   setup->largest_team = largest_team > team.size ? largest_team : team.size;
   setup->any_checks = any_checks || check_calls;
-  int grc = mori_coll_grid(setup->device, &setup->grid);
-  if (!rc) rc = grc;
+  if (!rc) rc = mori_coll_grid(setup->device, &setup->grid); /* after a failure: would overwrite its message */
   /* The deadline the caller gave the comm's bootstrap, as the header says. */
   uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
   setup->timeout_ns = timeout_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : timeout_ms * 1000000ull; /* saturates */

@@ -283,7 +283,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   }
   free(all);
   mori_ep_t *ep = calloc(1, sizeof(*ep));
-  if (!ep && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create");
+  if (!ep && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create: rank %d's context (%zu bytes)", me, sizeof(*ep));
   if (ep) {
     ep->finalizes = mori_finalize_count();
     ep->comm = comm;

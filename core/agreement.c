@@ -71,6 +71,8 @@ static int agree(mori_comm_t *comm, int my_status, const char *step, const void 
   /* A status word (8 bytes, keeping the payload aligned), then the payload. */
   size_t entry = 8 + (bytes + 7) / 8 * 8;
   size_t slot = entry > sizeof(mori_agreement_note_t) ? entry : sizeof(mori_agreement_note_t);
+  /* The one allocation this step cannot do without: a rank that fails it
+   * cannot take the step, and its peers learn of it only at their timeout. */
   char *send = calloc(1, slot), *table = calloc((size_t)n, slot);
   if (!send || !table) {
     free(send);

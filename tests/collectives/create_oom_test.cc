@@ -73,6 +73,7 @@ TEST(CreateOom, ACollContextThatCannotBeAllocatedFailsEveryRankAtOnce) {
           << mori_last_error();
     }
     EXPECT_LT(took, kAtOnce) << "rank " << rank << " waited for the rank without memory";
+    fail_size = 0;  // not reached: no later allocation fails in its stead
     // In step: the next create is the same call on every rank, and works.
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
     ASSERT_NO_FATAL_FAILURE(mori_test::SumRound(coll, rank, size, 1000, 1));
@@ -107,7 +108,7 @@ TEST(CreateOom, AnEpCreateWithoutMemoryFailsEveryRankAtOnce) {
       std::string says;
     } cases[] = {
         {"the config table", (size_t)size, sizeof(mori_ep_config_t), "table of " + std::to_string(size) + " configs"},
-        {"the context", 1, sizeof(struct mori_ep), "ep_create"},
+        {"the context", 1, sizeof(struct mori_ep), "ep_create: rank " + std::to_string(bad) + "'s context"},
     };
     for (const auto &k : cases) {
       SCOPED_TRACE(k.what);
