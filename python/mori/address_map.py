@@ -30,6 +30,7 @@ window and comm). torch is imported only by the functions over tensors, so
 mori.shmem can use this module without it."""
 import ctypes
 import operator
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -191,21 +192,51 @@ def locality(tensor, group=None):
     return Locality(peers=decode([w & 0xFFFFFFFF for w in table.tolist()]), table=table)
 
 
-@dataclass(frozen=True, repr=False)
+class _Adoption:
+    """One adoption (adopt()): ends on release(), or when no map of it is
+    left (each map, copies too, holds this object, and the finalizer holds
+    the tensor). A handle, not a value: copying a map shares it, and it is
+    not pickled (another process has no adoption)."""
+
+    def __init__(self, release, *args):
+        self._end = weakref.finalize(self, release, *args)
+
+    @property
+    def alive(self):
+        return self._end.alive
+
+    def end(self):
+        self._end()
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("mori address map: an adoption belongs to its process and cannot be pickled; "
+                        "adopt the tensor in the other process")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class AdoptedMap(AddressMap):
-    """The address map of a tensor mori did not allocate (adopt()); holds the
+    """The address map of a tensor mori did not allocate (adopt()): holds the
     tensor, so its memory stays alive while peers can reach it. release()
-    (local, also on garbage collection of the map adopt() returned) ends the
-    adoption; then translate and peer_bases raise ValueError, as the peers'
-    memory may be gone. A copy (dataclasses.replace) shares the adoption: it
-    says released once the adoption ends."""
-    # The weakref.finalize that ends the adoption (a field, so a copy
-    # carries it); None: a map no adoption stands behind, never usable.
-    _release: object = field(default=None, compare=False)
+    (local) ends the adoption, as does the collection of its last map (a
+    dataclasses.replace or copy.copy of a map is a map of the same
+    adoption); then translate and peer_bases raise ValueError, as the peers'
+    memory may be gone. A handle: maps compare and hash by identity."""
+    # The adoption (a field, so a copy holds it too); None: a map no
+    # adoption stands behind, never usable.
+    _release: object = field(default=None)
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
     def release(self):
         if self._release is not None:
-            self._release()
+            self._release.end()
 
     @property
     def released(self):
@@ -250,8 +281,6 @@ def adopt(tensor, group=None):
     a rendezvous; errors (sizes that differ, memory that cannot be shared)
     are a RuntimeError on every rank naming the cause. The peer table has
     world_size entries; 0 where a rank is not load/store reachable."""
-    import weakref
-
     import torch
 
     import mori.allocator  # noqa: F401  (loads the library that registers torch.ops.mori)
@@ -268,12 +297,11 @@ def adopt(tensor, group=None):
     if bases[rank] != root:
         raise RuntimeError(f"mori adopt: the table says {bases[rank]:#x} for rank {rank}, the storage starts at {root:#x}")
     caps = _TABLE_CAPABILITIES
-    m = AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
-                   allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
-    # The finalizer holds the tensor (its memory must outlive the adoption)
-    # and releases once, on release() or when this map is collected.
-    object.__setattr__(m, "_release", weakref.finalize(m, torch.ops.mori.release, tensor, name))
-    return m
+    # The adoption holds the tensor (its memory must outlive the adoption)
+    # and releases once, on release() or when its last map is collected.
+    return AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
+                      allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases,
+                      _release=_Adoption(torch.ops.mori.release, tensor, name))
 
 
 @dataclass(frozen=True)

@@ -162,35 +162,57 @@ class ShmemPythonViewsTest(unittest.TestCase):
     def test_an_adopted_map_is_unusable_once_released(self):
         """AdoptedMap (mori.address_map.adopt's result) after release: its
         peer_bases and translate raise, as the peers' memory may be gone (the
-        table was once still handed out); a copy shares the adoption; repr
-        says which. A stand-in table and release here: adopt needs a GPU."""
-        import weakref
+        table was once still handed out); a copy is a map of the same
+        adoption and keeps it alive; maps compare by identity, released or
+        not; repr says which. A stand-in table and release here: adopt needs
+        a GPU."""
+        import copy
+        import gc
+        import pickle
 
-        from mori.address_map import AdoptedMap
+        from mori.address_map import AdoptedMap, _Adoption
 
         released = []
         table = [0x1000, 0x2000]
-        m = AdoptedMap(peer_bases=table, local_rank=0, world_size=2, allocation_base=0x1000, allocation_bytes=256,
-                       capabilities=1, host_bases=(0x1000, 0x2000))
-        object.__setattr__(m, "_release", weakref.finalize(m, released.append, "released"))
-        twin = dataclasses.replace(m)
+
+        def new_map():
+            return AdoptedMap(peer_bases=table, local_rank=0, world_size=2, allocation_base=0x1000,
+                              allocation_bytes=256, capabilities=1, host_bases=(0x1000, 0x2000),
+                              _release=_Adoption(released.append, "released"))
+
+        m = new_map()
+        twin, deep = dataclasses.replace(m), copy.deepcopy(m)
         self.assertIs(m.peer_bases, table)
         self.assertEqual(twin.translate(0x1010, 1), 0x2010)
         self.assertIn("live", repr(m))
+        self.assertTrue(m == m and m != twin and len({m, twin, deep}) == 3, "a handle: compared by identity")
+        with self.assertRaisesRegex(TypeError, "cannot be pickled"):
+            pickle.dumps(m)
         m.release()
         m.release()  # once only
         self.assertEqual(released, ["released"])
-        for which in (m, twin):
+        for which in (m, twin, deep):
             for use in (lambda: which.peer_bases, lambda: which.translate(0x1010, 1)):
                 with self.assertRaisesRegex(ValueError, "was released; adopt the tensor again"):
                     use()
             self.assertIn("released", repr(which))
+        self.assertTrue(m == m and m in [twin, m] and hash(m) == hash(m), "released maps still compare and hash")
+        # The adoption ends with its last map, not with the first one made.
+        released.clear()
+        m = new_map()
+        twin = dataclasses.replace(m)
+        del m
+        gc.collect()
+        self.assertEqual(released, [])
+        self.assertIs(twin.peer_bases, table)
+        del twin
+        gc.collect()
+        self.assertEqual(released, ["released"])
         # A map built without an adoption behind it is never usable.
         bare = AdoptedMap(peer_bases=table, local_rank=0, world_size=2, allocation_base=0x1000, allocation_bytes=256,
                           capabilities=1, host_bases=(0x1000, 0x2000))
         with self.assertRaisesRegex(ValueError, "was released"):
             bare.peer_bases
-
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "pe":
