@@ -342,7 +342,9 @@ TEST(GdaSwcx, RandomPutThenSignalStress) {
         rc = mori_put_thread(win.view, other, kData + k * kSlot + off, win.at(src), len);
         if (!rc) rc = mori_signal_set(win.view, other, kSignal, k + 1);
       } else {
-        rc = mori_gda_put_signal(win.view, other, kData + k * kSlot + off, win.at(src), len, kSignal, k + 1, 10 * kSecond);
+        // 30 s: a post waits for room in a full queue, and a loaded host
+        // (the sanitizer pass beside other suites) may stall a rank long.
+        rc = mori_gda_put_signal(win.view, other, kData + k * kSlot + off, win.at(src), len, kSignal, k + 1, 30 * kSecond);
       }
     }
     ASSERT_EQ(rc, MORI_DEVICE_OK) << "rank " << rank << ", op " << k - 1 << " of " << kOps << " to rank " << other
