@@ -50,6 +50,22 @@ void Arm(size_t n, size_t size) {
   fail_size = size;
 }
 
+// What every rank's create must have said: the failing rank its own
+// ENOMEM (`says`), the others that rank, all of them at once. Disarms.
+void ExpectFailedAtOnce(int rc, int rank, int bad, const std::string &says, std::chrono::steady_clock::time_point start) {
+  auto took = std::chrono::steady_clock::now() - start;
+  if (rank == bad) {
+    EXPECT_EQ(fail_size.load(), 0u) << "the planted failure was not reached";
+    ExpectError(rc, MORI_ENOMEM, says);
+  } else {
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(std::string(mori_last_error()).find("rank(s) " + std::to_string(bad) + " failed"), std::string::npos)
+        << mori_last_error();
+  }
+  EXPECT_LT(took, kAtOnce) << "rank " << rank << " waited for the rank without memory";
+  fail_size = 0;  // not reached: no later allocation fails in its stead
+}
+
 TEST(CreateOom, ACollContextThatCannotBeAllocatedFailsEveryRankAtOnce) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w(kTimeoutMs);
@@ -62,18 +78,8 @@ TEST(CreateOom, ACollContextThatCannotBeAllocatedFailsEveryRankAtOnce) {
     mori_coll_t *coll = nullptr;
     auto start = std::chrono::steady_clock::now();
     int rc = mori_coll_create(w.comm, &attr, &coll);
-    auto took = std::chrono::steady_clock::now() - start;
     EXPECT_EQ(coll, nullptr);
-    if (rank == bad) {
-      EXPECT_EQ(fail_size.load(), 0u) << "the planted failure was not reached";
-      ExpectError(rc, MORI_ENOMEM, "coll_create: rank " + std::to_string(bad) + "'s context");
-    } else {
-      EXPECT_NE(rc, 0);
-      EXPECT_NE(std::string(mori_last_error()).find("rank(s) " + std::to_string(bad) + " failed"), std::string::npos)
-          << mori_last_error();
-    }
-    EXPECT_LT(took, kAtOnce) << "rank " << rank << " waited for the rank without memory";
-    fail_size = 0;  // not reached: no later allocation fails in its stead
+    ExpectFailedAtOnce(rc, rank, bad, "coll_create: rank " + std::to_string(bad) + "'s context", start);
     // In step: the next create is the same call on every rank, and works.
     MORI_ASSERT_OK(mori_coll_create(w.comm, &attr, &coll));
     ASSERT_NO_FATAL_FAILURE(mori_test::SumRound(coll, rank, size, 1000, 1));
@@ -116,18 +122,8 @@ TEST(CreateOom, AnEpCreateWithoutMemoryFailsEveryRankAtOnce) {
       mori_ep_t *ep = nullptr;
       auto start = std::chrono::steady_clock::now();
       int rc = mori_ep_create(w.comm, &c, &ep);
-      auto took = std::chrono::steady_clock::now() - start;
       EXPECT_EQ(ep, nullptr);
-      if (rank == bad) {
-        EXPECT_EQ(fail_size.load(), 0u) << "the planted failure was not reached";
-        ExpectError(rc, MORI_ENOMEM, k.says);
-      } else {
-        EXPECT_NE(rc, 0);
-        EXPECT_NE(std::string(mori_last_error()).find("rank(s) " + std::to_string(bad) + " failed"), std::string::npos)
-            << mori_last_error();
-      }
-      EXPECT_LT(took, kAtOnce) << "rank " << rank << " waited for the rank without memory";
-      fail_size = 0;
+      ExpectFailedAtOnce(rc, rank, bad, k.says, start);
     }
     mori_ep_t *ep = nullptr;
     MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));  // in step, and it works
