@@ -2,12 +2,16 @@
 #include "tests/support/harness.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "mori/mem.h"
 #include "tools/launch/launch.h"
@@ -53,16 +57,20 @@ std::string FailureFile(pid_t launcher, int call, int rank) {
 }
 
 // Written at the failure itself (not when the rank returns), so a rank that
-// then hangs and is stopped still leaves it. The summary: the message
-// without gtest's stack trace.
+// then hangs and is stopped still leaves it: the monotonic time of the
+// failure (ns) on the first line, then the summary (the message without
+// gtest's stack trace).
 class FirstFailureToFile : public ::testing::EmptyTestEventListener {
  public:
   explicit FirstFailureToFile(std::string path) : path_(std::move(path)) {}
   void OnTestPartResult(const ::testing::TestPartResult &part) override {
     if (!part.failed() || written_) return;
     written_ = true;
-    std::string text = std::string(part.file_name() ? part.file_name() : "(no file)") + ":" +
-                       std::to_string(part.line_number()) + ": " + part.summary();
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    std::string text = std::to_string((long long)now.tv_sec * 1000000000LL + now.tv_nsec) + "\n" +
+                       (part.file_name() ? part.file_name() : "(no file)") + ":" + std::to_string(part.line_number()) +
+                       ": " + part.summary();
     int fd = open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return;
     ssize_t n = write(fd, text.data(), text.size());
@@ -98,37 +106,36 @@ int RunOneRank(int rank, int size, void *arg) {
   return ::testing::Test::HasFailure() ? 1 : 0;
 }
 
-// The first failure of the rank the launcher named as the job's failure,
-// then of the others that wrote one (a peer's failure is often only the
-// consequence: a closed connection), at most kQuoted of them, each one line
-// of at most kQuoteBytes. Removes every rank's file.
-std::string FirstFailures(pid_t launcher, int call, int size, int failed_rank) {
+// The ranks' first failures, earliest first: the cause of a job's failure
+// fails before the peers it brings down (a closed connection), though their
+// exits may come together and the launcher names whichever it reaped
+// first. At most kQuoted, each one line of at most kQuoteBytes. Removes
+// every rank's file.
+std::string FirstFailures(pid_t launcher, int call, int size) {
   const size_t kQuoteBytes = 600;
-  const int kQuoted = 3;
-  std::string said;
-  int quoted = 0;
-  for (int i = -1; i < size; i++) {
-    int r = i < 0 ? failed_rank : i;
-    if (r < 0 || r >= size || (i >= 0 && r == failed_rank)) continue;
+  const size_t kQuoted = 3;
+  std::vector<std::tuple<long long, int, std::string>> found;  // (when, rank, text)
+  for (int r = 0; r < size; r++) {
     std::string path = FailureFile(launcher, call, r);
     std::ifstream in(path);
     if (!in) continue;
-    std::stringstream text;
-    text << in.rdbuf();
+    std::string when, text, more;
+    std::getline(in, when);
+    while (std::getline(in, more)) text += (text.empty() ? "" : " ") + more;
     in.close();
     unlink(path.c_str());
-    std::string line = text.str();
-    if (line.empty() || quoted >= kQuoted) continue;  // killed mid-write; or enough said
-    for (char &c : line)
-      if (c == '\n') c = ' ';
-    if (line.size() > kQuoteBytes) {
+    if (text.empty()) continue;  // killed mid-write
+    if (text.size() > kQuoteBytes) {
       size_t cut = kQuoteBytes;
-      while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) cut--;  // not inside a UTF-8 character
-      line = line.substr(0, cut) + "...";
+      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) cut--;  // not inside a UTF-8 character
+      text = text.substr(0, cut) + "...";
     }
-    said += "\n  rank " + std::to_string(r) + "'s first failure: " + line;
-    quoted++;
+    found.emplace_back(std::atoll(when.c_str()), r, text);
   }
+  std::sort(found.begin(), found.end());
+  std::string said;
+  for (size_t i = 0; i < found.size() && i < kQuoted; i++)
+    said += "\n  rank " + std::to_string(std::get<1>(found[i])) + "'s first failure: " + std::get<2>(found[i]);
   return said;
 }
 
@@ -143,7 +150,7 @@ std::string RunRanks(int size, const std::function<void(int, int)> &fn, int time
   RankCall what{&fn, getpid(), calls++};
   RemoveFailureFiles(what.launcher, what.call, size);  // a file an earlier process of this pid left is not this job's
   int rc = mori_launch_local(size, timeout_ms, RunOneRank, &what, &result);
-  std::string failures = FirstFailures(what.launcher, what.call, size, rc == 0 ? -1 : result.failed_rank);
+  std::string failures = FirstFailures(what.launcher, what.call, size);
   return rc == 0 ? std::string() : std::string(result.message) + failures;
 }
 

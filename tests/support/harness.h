@@ -21,8 +21,8 @@ namespace mori_test {
 int TestRanks();
 
 // "" when every rank passed, else which ranks failed or hung and how, and
-// the first failure (file:line: message) of the rank whose failure ended
-// the job, then of up to two other ranks that met one.
+// the first failure (file:line: message) of up to three ranks that met
+// one, the earliest first (the cause before what it brought down).
 std::string RunRanks(int size, const std::function<void(int rank, int size)> &fn, int timeout_ms = 120000);
 
 // A TCP bootstrap from the environment the harness set; fails the test on error.

@@ -55,17 +55,24 @@ TEST(Harness, AHungRankIsStillQuotedIfItFailedFirst) {
   EXPECT_EQ(FilesLeft(), 0);
 }
 
-// The rank whose exit failed the job is quoted first, though another rank
-// met its failure earlier (rank 0's stands for a consequence: a peer's
-// closed connection); at most three are quoted.
-TEST(Harness, TheRankThatEndedTheJobIsQuotedFirstAndAtMostThree) {
+// Waits (at most 10 s) until `n` ranks of the job have written their
+// failure: the ranks below order their failures by this, not by sleeps.
+void AwaitFiles(int n) {
+  for (int i = 0; i < 10000 && FilesLeft() < n; i++) usleep(1000);
+}
+
+// The earliest failure is quoted first (the cause: rank 2 here), though
+// the launcher names whichever rank it reaped first; at most three are
+// quoted.
+TEST(Harness, TheEarliestFailureIsQuotedFirstAndAtMostThree) {
   std::string msg = mori_test::RunRanks(3, [](int rank, int) {
-    if (rank == 0) {
+    if (rank == 2) {
+      ADD_FAILURE() << "the cause";
+      AwaitFiles(2);  // rank 0's consequence is written before this rank exits
+    } else if (rank == 0) {
+      AwaitFiles(1);
       ADD_FAILURE() << "a consequence";
       sleep(30);  // stopped by the launcher
-    } else if (rank == 2) {
-      usleep(300 * 1000);
-      ADD_FAILURE() << "the cause";
     }
   });
   size_t cause = msg.find("rank 2's first failure: "), consequence = msg.find("rank 0's first failure: ");
@@ -73,7 +80,10 @@ TEST(Harness, TheRankThatEndedTheJobIsQuotedFirstAndAtMostThree) {
   ASSERT_NE(consequence, std::string::npos) << msg;
   EXPECT_LT(cause, consequence) << msg;
   EXPECT_NE(msg.find("the cause"), std::string::npos) << msg;
-  msg = mori_test::RunRanks(5, [](int, int) { ADD_FAILURE() << "every rank"; });
+  msg = mori_test::RunRanks(5, [](int, int) {
+    ADD_FAILURE() << "every rank";
+    AwaitFiles(5);
+  });
   int quoted = 0;
   for (size_t at = msg.find("first failure"); at != std::string::npos; at = msg.find("first failure", at + 1)) quoted++;
   EXPECT_EQ(quoted, 3) << msg;
