@@ -124,11 +124,10 @@ def address_map(tensor, group=None):
     if bases[rank] != root:
         raise ValueError(f"mori address map: the handle's table says {bases[rank]:#x} for rank {rank}, the tensor's "
                          f"allocation starts at {root:#x}: the handle does not describe this allocation")
-    caps = _TABLE_CAPABILITIES
     table = torch.tensor([b - (1 << 64) if b >= 1 << 63 else b for b in bases], dtype=torch.int64,
                          device=tensor.device)
     return AddressMap(peer_bases=table, local_rank=rank, world_size=world, allocation_base=root,
-                      allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases)
+                      allocation_bytes=storage.nbytes(), capabilities=_TABLE_CAPABILITIES, host_bases=bases)
 
 
 def _group_name(group):
@@ -296,11 +295,10 @@ def adopt(tensor, group=None):
     rank = dist.get_rank(_resolve_process_group(name))
     if bases[rank] != root:
         raise RuntimeError(f"mori adopt: the table says {bases[rank]:#x} for rank {rank}, the storage starts at {root:#x}")
-    caps = _TABLE_CAPABILITIES
     # The adoption holds the tensor (its memory must outlive the adoption)
     # and releases once, on release() or when its last map is collected.
     return AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
-                      allocation_bytes=storage.nbytes(), capabilities=caps, host_bases=bases,
+                      allocation_bytes=storage.nbytes(), capabilities=_TABLE_CAPABILITIES, host_bases=bases,
                       _release=_Adoption(torch.ops.mori.release, tensor, name))
 
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -18,9 +17,13 @@
 
 namespace mori_test {
 
+namespace {
+// The test's own scratch folder (Bazel's), else /tmp.
+std::string TempDir() { return getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp"; }
+}  // namespace
+
 std::string StderrOf(const std::function<void()> &fn) {
-  std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/stderr." +
-                     std::to_string(getpid()) + ".log";
+  std::string path = TempDir() + "/stderr." + std::to_string(getpid()) + ".log";
   int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
   EXPECT_GE(fd, 0) << path;
   int saved = dup(2);
@@ -51,8 +54,7 @@ namespace {
 // exited with code 1". Unique per RunRanks call: the launching process's
 // pid (not the rank's own) and the call's number.
 std::string FailureFile(pid_t launcher, int call, int rank) {
-  const char *dir = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
-  return std::string(dir) + "/mori_rank_failure." + std::to_string(launcher) + "." + std::to_string(call) + "." +
+  return TempDir() + "/mori_rank_failure." + std::to_string(launcher) + "." + std::to_string(call) + "." +
          std::to_string(rank);
 }
 
