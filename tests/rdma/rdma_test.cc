@@ -89,6 +89,40 @@ void OpenRdmaLayout(const World &w, int size, Layout *l) {
   OpenLayout(w.comm, size, l);
 }
 
+// Where a proxied quiet stands, for the failure message of one that timed
+// out: the mailbox's record, the ring (tickets taken, done, requests not yet
+// complete and their pieces in flight) and each peer's queue pairs. A quiet
+// times out only while a request stays incomplete; this says which.
+std::string ProxyState(const World &w, const Layout &l) {
+  std::string out = "mailbox: ";
+  int rc = mori_window_check(l.win);
+  out += rc ? mori_last_error() : "empty";
+  rdma_state *s = static_cast<rdma_state *>(mori_comm_transport_state(w.comm, &mori_transport_rdma_ops));
+  auto *seg = static_cast<rdma_segment *>(mori_window_transport_state(l.win, &mori_transport_rdma_ops));
+  if (!s || !seg) return out + "; no rdma state";
+  char line[256];
+  pthread_mutex_lock(&s->lock);
+  snprintf(line, sizeof(line), "; ring: next %llu, done %llu, consumed %llu, failed %llu; posted %llu, completed %llu",
+           (unsigned long long)seg->next, (unsigned long long)seg->done_prefix,
+           (unsigned long long)__atomic_load_n(&seg->ring->consumed, __ATOMIC_ACQUIRE),
+           (unsigned long long)__atomic_load_n(&seg->ring->failed, __ATOMIC_ACQUIRE), (unsigned long long)s->posted,
+           (unsigned long long)s->completed);
+  out += line;
+  for (uint64_t t = seg->done_prefix; t < seg->next && t < seg->done_prefix + 8; t++) {
+    snprintf(line, sizeof(line), "; ticket %llu: sealed %d, pieces out %u", (unsigned long long)t,
+             seg->sealed[t % MORI_PROXY_SLOTS], seg->pieces_out[t % MORI_PROXY_SLOTS]);
+    out += line;
+  }
+  for (int p = 0; p < s->size; p++) {
+    if (!s->connect[p]) continue;
+    snprintf(line, sizeof(line), "; rank %d: fence waiting %d, last qp %d, in flight", p, s->fence_waiting[p], s->last_qp[p]);
+    out += line;
+    for (int q = 0; q < s->num_qp; q++) out += " " + std::to_string(s->qp_in_flight[(size_t)p * (size_t)s->num_qp + (size_t)q]);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return out;
+}
+
 // Every rank done with the window: it and its memory go.
 void CloseLayout(mori_bootstrap_t *bootstrap, const Layout &l) {
   MORI_ASSERT_OK(mori_bootstrap_barrier(bootstrap));
@@ -174,16 +208,16 @@ TEST(Rdma, DeviceApiReachesCrossNodePeersThroughTheProxy) {
     EXPECT_EQ(cross, size - per_node);
     // Everyone signalled everyone once: wait for `size` arrivals.
     ASSERT_EQ(mori_signal_wait_until(view, l.counter, MORI_CMP_GE, (uint64_t)size, 20000000000ull, -1, 0, nullptr),
-              MORI_DEVICE_OK);
+              MORI_DEVICE_OK) << ProxyState(w, l);
     for (int writer = 0; writer < size; writer++)
       for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[writer * kChunk + i], (char)(writer * 7 + i)) << "from " << writer;
-    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK) << ProxyState(w, l);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     // get through the proxy: what this rank put into the other node.
     int other = (rank + per_node) % size;
     memset(mem + l.staging, 0, kChunk);
     ASSERT_EQ(mori_get_warp(view, other, mem + l.staging, rank * kChunk, kChunk), MORI_DEVICE_OK);
-    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK) << ProxyState(w, l);
     for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[l.staging + i], (char)(rank * 7 + i));
     // A local buffer outside the window cannot be sent: a defined error.
     char outside[8] = {0};
@@ -436,7 +470,7 @@ TEST(Rdma, SubmitThatTimesOutOnAStalledProxyLeavesTheRingUsable) {
       rdma_hold_proxy(s, false);
       for (int i = 0; i < 10; i++)
         ASSERT_GT(mori_proxy_submit(view, MORI_PROXY_PUT, Partner(size), 0, l.staging, 64, 20000000000ull), 0);
-      EXPECT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+      EXPECT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK) << ProxyState(w, l);
       EXPECT_EQ(view.proxy->done, (uint64_t)MORI_PROXY_SLOTS + 10);
     }
     CloseLayout(w.bootstrap, l);
@@ -553,10 +587,10 @@ TEST(Rdma, TwoQueuePairsPerPeerCarryPutsAndKeepSignalsBehindThem) {
       ASSERT_EQ(mori_signal_add(view, peer, l.counter, 1), MORI_DEVICE_OK);
     }
     ASSERT_EQ(mori_signal_wait_until(view, l.counter, MORI_CMP_GE, (uint64_t)cross.size(), 20000000000ull, -1, 0, nullptr),
-              MORI_DEVICE_OK);
+              MORI_DEVICE_OK) << ProxyState(w, l);
     for (int writer : cross)
       for (size_t i = 0; i < kChunk; i += 89) ASSERT_EQ(mem[writer * kChunk + i], (char)(writer * 5 + i)) << "from " << writer;
-    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK);
+    ASSERT_EQ(mori_quiet_window(view, 20000000000ull), MORI_DEVICE_OK) << ProxyState(w, l);
     CloseLayout(w.bootstrap, l);
   });
 }
