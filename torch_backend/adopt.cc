@@ -95,25 +95,37 @@ at::Tensor Adopt(const at::Tensor &t, std::string group) {
                 "): ", why.empty() ? "" : why + "; ", err);
   }
   auto state = std::make_shared<WindowState>(win, g);
-  // Every rank's storage root: the window's table holds each rank's
-  // registered base, and the storage may sit at a different offset of it.
-  mori_mem_info_t info;
-  rc = mori_mem_query(root, &info);
-  TORCH_CHECK(rc == 0, "MORI adopt: ", mori_last_error());
-  const int world = mori_comm_size(g->comm);
-  uint64_t mine = info.offset;
-  std::vector<uint64_t> offsets(static_cast<size_t>(world));
-  rc = mori_comm_allgather(g->comm, &mine, offsets.data(), sizeof(mine));
-  TORCH_CHECK(rc == 0, "MORI adopt on group '", group, "': ", mori_last_error());
-  void *const *ptrs = mori_window_ptrs(win);
-  std::vector<int64_t> roots(static_cast<size_t>(world));
-  for (int p = 0; p < world; p++)
-    roots[p] = ptrs[p] ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptrs[p]) + offsets[p]) : 0;
-  {
+  // From here a failure (a query, the allgather, the table's device copy)
+  // undoes this rank's part: the window goes, and so does the registration
+  // adopt made. Nothing is in the adopted table until the last step, so a
+  // later adopt of the storage is not refused as adopted already.
+  auto undo = [&] {
+    state.reset();
+    if (registered_here) mori_mem_free(root);
+  };
+  try {
+    // Every rank's storage root: the window's table holds each rank's
+    // registered base, and the storage may sit at a different offset of it.
+    mori_mem_info_t info;
+    rc = mori_mem_query(root, &info);
+    TORCH_CHECK(rc == 0, "MORI adopt: ", mori_last_error());
+    const int world = mori_comm_size(g->comm);
+    uint64_t mine = info.offset;
+    std::vector<uint64_t> offsets(static_cast<size_t>(world));
+    rc = mori_comm_allgather(g->comm, &mine, offsets.data(), sizeof(mine));
+    TORCH_CHECK(rc == 0, "MORI adopt on group '", group, "': ", mori_last_error());
+    void *const *ptrs = mori_window_ptrs(win);
+    std::vector<int64_t> roots(static_cast<size_t>(world));
+    for (int p = 0; p < world; p++)
+      roots[p] = ptrs[p] ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptrs[p]) + offsets[p]) : 0;
+    at::Tensor table = at::tensor(roots, at::TensorOptions().dtype(at::kLong)).to(t.device());
     std::lock_guard<std::mutex> lock(adopted_lock);
     AdoptedTable()[key] = Adopted{state, registered_here, root};
+    return table;
+  } catch (...) {
+    undo();
+    throw;
   }
-  return at::tensor(roots, at::TensorOptions().dtype(at::kLong)).to(t.device());
 }
 
 void Release(const at::Tensor &t, std::string group) {

@@ -285,21 +285,29 @@ def adopt(tensor, group=None):
     import mori.allocator  # noqa: F401  (loads the library that registers torch.ops.mori)
     import torch.distributed as dist
 
-    name = _group_name(group)
-    table = torch.ops.mori.adopt(tensor, name)
-    bases = tuple(int(b) & 0xFFFFFFFFFFFFFFFF for b in table.tolist())
-    storage = tensor.untyped_storage()
-    root = storage.data_ptr()
     from torch.distributed.distributed_c10d import _resolve_process_group
 
-    rank = dist.get_rank(_resolve_process_group(name))
-    if bases[rank] != root:
-        raise RuntimeError(f"mori adopt: the table says {bases[rank]:#x} for rank {rank}, the storage starts at {root:#x}")
+    name = _group_name(group)
+    table = torch.ops.mori.adopt(tensor, name)
     # The adoption holds the tensor (its memory must outlive the adoption)
-    # and releases once, on release() or when its last map is collected.
-    return AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
-                      allocation_bytes=storage.nbytes(), capabilities=_TABLE_CAPABILITIES, host_bases=bases,
-                      _release=_Adoption(torch.ops.mori.release, tensor, name))
+    # and releases once, on release() or when its last map is collected. It
+    # is made at once: whatever fails from here on releases it, so the
+    # storage is not left adopted with no map to release it (a later adopt
+    # of it would be refused as adopted already).
+    adoption = _Adoption(torch.ops.mori.release, tensor, name)
+    try:
+        bases = tuple(int(b) & 0xFFFFFFFFFFFFFFFF for b in table.tolist())
+        storage = tensor.untyped_storage()
+        root = storage.data_ptr()
+        rank = dist.get_rank(_resolve_process_group(name))
+        if bases[rank] != root:
+            raise RuntimeError(f"mori adopt: the table says {bases[rank]:#x} for rank {rank}, the storage starts at {root:#x}")
+        return AdoptedMap(peer_bases=table, local_rank=rank, world_size=len(bases), allocation_base=root,
+                          allocation_bytes=storage.nbytes(), capabilities=_TABLE_CAPABILITIES, host_bases=bases,
+                          _release=adoption)
+    except BaseException:
+        adoption.end()
+        raise
 
 
 @dataclass(frozen=True)

@@ -214,6 +214,82 @@ class ShmemPythonViewsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "was released"):
             bare.peer_bases
 
+    def test_adopt_releases_what_it_adopted_when_a_later_step_fails(self):
+        """adopt() after torch's adopt op succeeded: a failure of any later
+        step (the table's own check, reading the table) releases the
+        adoption before the error reaches the caller, so the storage is not
+        left adopted with nothing to release it (a later adopt of it was
+        refused as adopted already). Stand-in torch modules here, restored
+        after: adopt needs a GPU."""
+        import types
+
+        from mori import address_map
+
+        calls = []
+
+        class Table:
+            def __init__(self, bases, broken=False):
+                self.bases, self.broken = bases, broken
+
+            def tolist(self):
+                if self.broken:
+                    raise MemoryError("the table's copy to the host failed")
+                return list(self.bases)
+
+        class Storage:
+            def data_ptr(self):
+                return 0x1000
+
+            def nbytes(self):
+                return 256
+
+        class Tensor:
+            def untyped_storage(self):
+                return Storage()
+
+        state = {"table": None}
+        ops = types.SimpleNamespace(mori=types.SimpleNamespace(
+            adopt=lambda t, name: calls.append(("adopt", name)) or state["table"],
+            release=lambda t, name: calls.append(("release", name))))
+        fakes = {
+            "torch": types.ModuleType("torch"),
+            "torch.distributed": types.ModuleType("torch.distributed"),
+            "torch.distributed.distributed_c10d": types.ModuleType("torch.distributed.distributed_c10d"),
+            "mori.allocator": types.ModuleType("mori.allocator"),
+        }
+        fakes["torch"].ops = ops
+        fakes["torch"].distributed = fakes["torch.distributed"]
+        fakes["torch.distributed"].get_rank = lambda group: 0
+        fakes["torch.distributed"].distributed_c10d = fakes["torch.distributed.distributed_c10d"]
+        fakes["torch.distributed.distributed_c10d"]._resolve_process_group = lambda name: name
+        saved = {k: sys.modules.get(k) for k in fakes}
+        sys.modules.update(fakes)
+        try:
+            # The table names another address for this rank than its storage's.
+            state["table"] = Table([0x2000, 0x3000])
+            with self.assertRaisesRegex(RuntimeError, "the table says 0x2000 for rank 0"):
+                address_map.adopt(Tensor(), "g")
+            self.assertEqual(calls, [("adopt", "g"), ("release", "g")])
+            # The table cannot be read.
+            calls.clear()
+            state["table"] = Table([0x1000, 0x3000], broken=True)
+            with self.assertRaisesRegex(MemoryError, "copy to the host"):
+                address_map.adopt(Tensor(), "g")
+            self.assertEqual(calls, [("adopt", "g"), ("release", "g")])
+            # And when nothing fails, the map holds the adoption until release().
+            calls.clear()
+            state["table"] = Table([0x1000, 0x3000])
+            m = address_map.adopt(Tensor(), "g")
+            self.assertEqual((m.host_bases, calls), ((0x1000, 0x3000), [("adopt", "g")]))
+            m.release()
+            self.assertEqual(calls, [("adopt", "g"), ("release", "g")])
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "pe":
         pe_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
