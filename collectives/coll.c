@@ -49,6 +49,33 @@ void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)
 
 static mori_coll_dev_t make_view(const mori_coll_t *c);
 
+/* Where a new workspace's epochs start. A context destroyed (or a
+ * workspace replaced) after a call timed out may still have kernels of
+ * that call, or later ones, queued on some rank; they write their epochs
+ * into the flags, slots and LL lines of memory that a new workspace may
+ * now occupy, and a write that carried the epoch the new workspace waits
+ * for would pass off stale data as a member's. So every workspace of the
+ * process starts EPOCH_STEP above the last one's start, and every rank
+ * takes the largest start any rank proposes (its own floor): no kernel of
+ * an earlier context runs EPOCH_STEP calls (2^40: weeks of back-to-back
+ * calls), and the half in the low 32 bits keeps an LL line's flag (the
+ * epoch's low 32 bits) of an earlier context from equalling one of the
+ * new context's early calls. A process's first context starts at 0, so its
+ * numbers are the calls'. After about 2^24 contexts in one process the
+ * floor stops growing (new contexts then start where the last did). */
+#define EPOCH_STEP ((1ull << 40) + (1ull << 31))
+static uint64_t next_epoch_floor; /* atomic */
+
+static uint64_t epoch_floor(void) { return __atomic_load_n(&next_epoch_floor, __ATOMIC_ACQUIRE); }
+
+/* A workspace starts at `base`: later ones start above it. */
+static void epoch_base_taken(uint64_t base) {
+  uint64_t next = base > UINT64_MAX - 2 * EPOCH_STEP ? base : base + EPOCH_STEP;
+  uint64_t seen = epoch_floor();
+  while (seen < next && !__atomic_compare_exchange_n(&next_epoch_floor, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+}
+
 /* Bytes of the call slots of a context of `members` that checks calls:
  * two parities, a slot per member of the epoch and the signature
  * (mori_coll_dev_t). */
@@ -102,6 +129,15 @@ static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **m
   for (size_t at = 0; !rc && at < total; at += ZEROS)
     rc = mori_device_upload(c->device, (char *)mem + at, zeros, total - at < ZEROS ? total - at : ZEROS);
   free(zeros);
+  /* Every block's counter at the agreed start (every slot of the header:
+   * a member's refusal reads up to its own grid of them). */
+  if (!rc && c->epoch_base) {
+    uint64_t *epochs = malloc(HEADER_BYTES);
+    if (!epochs) rc = mori_error_set(MORI_ENOMEM, "collectives: a workspace's %d epoch counters", MORI_COLL_MAX_GRID);
+    for (int b = 0; epochs && b < MORI_COLL_MAX_GRID; b++) epochs[b] = c->epoch_base;
+    if (!rc) rc = mori_device_upload(c->device, mem, epochs, HEADER_BYTES);
+    free(epochs);
+  }
   /* This rank's grid, for a member's refusal to know how many of this
    * rank's block counters to wait for (grids may differ across devices). */
   uint64_t grid = c->grid;
@@ -109,7 +145,7 @@ static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **m
   mori_window_t *win = NULL;
   /* Every rank takes part in the rendezvous even if it failed, so that all
    * fail together, naming it. */
-  mori_window_terms_t terms = {.local_status = rc};
+  mori_window_terms_t terms = {.local_status = rc, .call_base = c->epoch_base};
   int wrc = mori_window_create_with_terms(c->comm, rc ? NULL : mem, &terms, &win);
   if (!rc) rc = wrc;
   if (rc) {
@@ -155,9 +191,12 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   bool check_calls = attr->check_calls || mori_env_bool_or("MORI_COLL_CHECK_CALLS", false);
   int largest_team = 1;
   bool any_checks = false;
-  int rc = mori_coll_agree_team(comm, team, check_calls, out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"),
-                                &largest_team, &any_checks);
+  uint64_t epoch_base = 0;
+  int rc = mori_coll_agree_team(comm, team, check_calls, epoch_floor(),
+                                out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"), &largest_team, &any_checks,
+                                &epoch_base);
   if (rc) return rc; /* every rank alike: nothing was made */
+  epoch_base_taken(epoch_base);
   /* Only a member checks the members: a rank outside the team has another
    * load/store team, and its verdict is not the members'. */
   for (int i = 0; team.rank >= 0 && i < team.size && !rc; i++) {
@@ -184,6 +223,7 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   setup->flag_slots = flag_slots_for(team.size);
   setup->largest_team = largest_team > team.size ? largest_team : team.size;
   setup->any_checks = any_checks || check_calls;
+  setup->epoch_base = epoch_base;
   if (!rc) rc = mori_coll_grid(setup->device, &setup->grid); /* after a failure: would overwrite its message */
   /* The deadline the caller gave the comm's bootstrap, as the header says. */
   uint64_t timeout_ms = attr->timeout_ms ? attr->timeout_ms : (uint64_t)mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
@@ -228,15 +268,21 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   if (!c) return mori_error_set(MORI_EINVAL, "coll_reserve: NULL context");
   MORI_TRACE_SCOPE("coll_reserve", MORI_TA("bytes", bytes));
   int n = mori_comm_size(c->comm);
-  uint64_t mine = bytes, *all = calloc((size_t)n, sizeof(*all));
+  /* Each rank's size, and its epoch floor: a new workspace starts at the
+   * largest (see EPOCH_STEP). */
+  uint64_t mine[2] = {bytes, epoch_floor()}, (*all)[2] = calloc((size_t)n, sizeof(*all));
   int rc = all ? released_or_fail(c, "coll_reserve")
                : mori_error_set(MORI_ENOMEM, "coll_reserve: rank %d's table", mori_comm_rank(c->comm));
-  rc = mori_agree_gather(c->comm, rc, "coll_reserve", &mine, all, sizeof(mine));
-  uint64_t want = 0;
-  for (int r = 0; !rc && r < n; r++)
-    if (all[r] > want) want = all[r];
+  rc = mori_agree_gather(c->comm, rc, "coll_reserve", mine, all, sizeof(mine));
+  uint64_t want = 0, base = 0;
+  for (int r = 0; !rc && r < n; r++) {
+    if (all[r][0] > want) want = all[r][0];
+    if (all[r][1] > base) base = all[r][1];
+  }
   free(all);
   if (rc || want <= c->staging_bytes) return rc;
+  c->epoch_base = base;
+  epoch_base_taken(base);
   size_t grown = c->staging_bytes * 2 > want ? c->staging_bytes * 2 : (size_t)want, before = c->staging_bytes;
   /* The old one goes first: a heap sized for one workspace holds the new
    * one once the old is freed. When the new one cannot be made (every rank

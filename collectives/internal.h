@@ -31,6 +31,10 @@ struct mori_coll {
    * checking calls if any did (ranks of disjoint teams of other sizes). */
   int largest_team;
   bool any_checks;
+  /* The epoch the workspace's calls count from (its block counters start
+   * here): agreed at create and at each new workspace, above every epoch a
+   * kernel of an earlier context of any rank may still write (coll.c). */
+  uint64_t epoch_base;
 };
 
 /* The grid of every kernel on a context of `device`: the blocks the device
@@ -44,9 +48,10 @@ int mori_coll_grid(int device, uint32_t *grid);
  * name different teams or of whom one checks calls and one does not.
  * local_rc (this rank's failure so far) takes part, so every rank fails
  * together. On success, the largest team any rank named and whether any
- * rank checks calls (what sizes the workspace alike on every rank). */
-int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc, int *largest_team,
-                         bool *any_checks);
+ * rank checks calls (what sizes the workspace alike on every rank), and the
+ * largest epoch_floor any rank gave (where the context's epochs start). */
+int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, uint64_t epoch_floor, int local_rc,
+                         int *largest_team, bool *any_checks, uint64_t *epoch_base);
 
 /* A planned call's signature (call_signature.c), which the members of a
  * context that checks calls compare (mori_coll_check_call). */

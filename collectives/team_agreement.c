@@ -5,7 +5,9 @@
  * members past the comm, or members that each name another team (each then
  * sums with whoever it thinks its members are, and returns MORI_OK). The
  * members also agree on whether the context checks its calls: a member
- * that checks waits in every call for a signature the others never give. */
+ * that checks waits in every call for a signature the others never give.
+ * The same step takes the largest epoch floor any rank gives (coll.c):
+ * where the new context's epochs start. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,8 +29,10 @@ static const char *team_defect(mori_team_t t, int ranks) {
   return NULL;
 }
 
-/* What each rank gives the step: its team and whether it checks calls. */
-enum { START, STRIDE, SIZE, CHECKS, FIELDS };
+/* What each rank gives the step: its team, whether it checks calls (what
+ * members must give alike: the fields before AGREED), and its epoch floor
+ * in two halves (free: the largest is taken). */
+enum { START, STRIDE, SIZE, CHECKS, AGREED, FLOOR_LOW = AGREED, FLOOR_HIGH, FIELDS };
 
 /* Members of one team name the same team and check calls alike;
  * bystanders (ranks outside the team they name) are free. *a and *b get
@@ -40,7 +44,7 @@ static bool members_agree(const int32_t *teams, int n, int *a, int *b) {
     if (mori_team_from_world(t, r) < 0) continue;
     for (int m = 0; m < t.size; m++) {
       const int32_t *theirs = teams + FIELDS * mori_team_to_world(t, m);
-      if (memcmp(theirs, mine, FIELDS * sizeof(*mine)) != 0) {
+      if (memcmp(theirs, mine, AGREED * sizeof(*mine)) != 0) {
         int w = mori_team_to_world(t, m);
         *a = r;
         *b = w;
@@ -51,15 +55,16 @@ static bool members_agree(const int32_t *teams, int n, int *a, int *b) {
   return true;
 }
 
-int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, int local_rc, int *largest_team,
-                         bool *any_checks) {
+int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, uint64_t epoch_floor, int local_rc,
+                         int *largest_team, bool *any_checks, uint64_t *epoch_base) {
   int n = mori_comm_size(comm);
   int rc = local_rc;
   const char *why = rc ? NULL : team_defect(team, n);
   if (why)
     rc = mori_error_set(MORI_EINVAL, "the team it names, {start %d, stride %d, size %d}, is not a team of the comm of %d ranks: %s",
                         team.start, team.stride, team.size, n, why);
-  int32_t mine[FIELDS] = {[START] = team.start, [STRIDE] = team.stride, [SIZE] = team.size, [CHECKS] = check_calls};
+  int32_t mine[FIELDS] = {[START] = team.start, [STRIDE] = team.stride, [SIZE] = team.size, [CHECKS] = check_calls,
+                          [FLOOR_LOW] = (int32_t)(uint32_t)epoch_floor, [FLOOR_HIGH] = (int32_t)(uint32_t)(epoch_floor >> 32)};
   int32_t *all = calloc((size_t)n, sizeof(mine));
   if (!all && !rc) rc = mori_error_set(MORI_ENOMEM, "its table of the teams (%d ranks)", n);
   /* Every rank takes the step, failed or not; each then reads the same
@@ -81,10 +86,13 @@ int mori_coll_agree_team(mori_comm_t *comm, mori_team_t team, bool check_calls, 
   }
   *largest_team = 1;
   *any_checks = false;
+  *epoch_base = 0;
   for (int r = 0; !arc && r < n; r++) {
     const int32_t *theirs = all + FIELDS * r;
     if (theirs[SIZE] > *largest_team) *largest_team = theirs[SIZE];
     *any_checks = *any_checks || theirs[CHECKS];
+    uint64_t proposed = (uint64_t)(uint32_t)theirs[FLOOR_HIGH] << 32 | (uint32_t)theirs[FLOOR_LOW];
+    if (proposed > *epoch_base) *epoch_base = proposed;
   }
   free(all);
   return arc;

@@ -107,6 +107,32 @@ static int mismatch_error(const mori_device_error_t *e) {
   }
 }
 
+/* A word of a record that holds a call's epoch, counted from the context's
+ * first call; a word below the base is no call of this context. */
+static uint64_t less_base(uint64_t word, uint64_t call_base) { return word > call_base ? word - call_base : word; }
+
+void mori_device_record_rebase(mori_device_error_t *e, uint64_t call_base) {
+  if (!call_base) return;
+  int code = (int)(int32_t)e->code;
+  uint32_t channel = e->channel;
+  if (code == MORI_EMISMATCH && channel - MORI_COLL_MISMATCH_CHANNEL < MORI_COLL_SIG_WORDS) {
+    e->waited_ns = less_base(e->waited_ns, call_base); /* the call; expected and seen are signature words */
+  } else if (channel == MORI_COLL_OUT_OF_STEP_CHANNEL) {
+    e->expected = less_base(e->expected, call_base); /* this call and the member's */
+    e->seen = less_base(e->seen, call_base);
+  } else if (code == MORI_EINVAL && channel == MORI_COLL_REFUSED_CHANNEL) {
+    e->expected = less_base(e->expected, call_base); /* seen: a rank */
+  } else if ((code == MORI_EDEVICE_TIMEOUT || code == MORI_EABORTED) && !e->missing_count) {
+    /* A wait for a flag of this call: its epoch, and what was seen there.
+     * An LL line's flag is the epoch's low 32 bits: one that is a call of
+     * this context up to this one counts from the base too. */
+    e->expected = less_base(e->expected, call_base);
+    uint64_t low = (e->seen - call_base) & 0xffffffffull;
+    if (e->seen > call_base) e->seen -= call_base;
+    else if (e->seen && e->seen >> 32 == 0 && call_base >> 32 && low <= e->expected) e->seen = low;
+  }
+}
+
 int mori_device_record_error(int code, const mori_device_error_t *e, uint64_t untimed_wait_ns) {
   if (code == MORI_ERANGE && e->channel - MORI_PROXY_REFUSED_CHANNEL <= MORI_PROXY_SIGNAL_SET) {
     static const char *const ops[] = {"request", "put", "get", "atomic add", "signal"};

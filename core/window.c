@@ -257,6 +257,7 @@ int mori_window_create_with_terms(mori_comm_t *comm, void *ptr, const mori_windo
   if (w) {
     w->comm = comm;
     w->alloc = a; /* teardown drops the reference from here on */
+    w->call_base = terms ? terms->call_base : 0;
     w->proposal.arena = -1;
   }
   if (w && a && !me.status) me.status = prepare(w, a);

@@ -166,6 +166,7 @@ int mori_window_check(mori_window_t *w) {
     return tables_failure(w);
   int code = (int)(int32_t)written;
   __atomic_store_n(&ctl->records_read, ctl->records_read + 1, __ATOMIC_RELEASE);
+  mori_device_record_rebase(&e, w->call_base);
   return mori_device_record_error(code, &e, w->untimed_wait_ns);
 }
 

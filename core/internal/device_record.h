@@ -13,4 +13,11 @@
  * window's; 0: none), so a timeout that came from it says so. */
 int mori_device_record_error(int code, const mori_device_error_t *e, uint64_t untimed_wait_ns);
 
+/* A record of a collective context whose epochs start at `call_base`
+ * (window_terms.h), made to count the context's calls from 1: the words
+ * that hold a call's epoch (which depend on the channel) lose the base; a
+ * word below it (nothing of this context yet: 0, or an older context's
+ * value) is left as it is. Nothing changes when call_base is 0. */
+void mori_device_record_rebase(mori_device_error_t *e, uint64_t call_base);
+
 #endif

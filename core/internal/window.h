@@ -35,6 +35,7 @@ struct mori_window {
   mori_window_dev_t view;    /* the device view, made once the window is complete */
   mori_window_dev_t sync_view; /* the barrier area's, with the arena's proxy ring (mori_window_sync_view) */
   uint64_t untimed_wait_ns;  /* MORI_UNTIMED_WAIT_MS: what a window op given no timeout waits at most (0: forever) */
+  uint64_t call_base;        /* terms' call_base: the epoch a collective context's calls on it count from */
   uint64_t ordinal;          /* the comm's windows_made when it was made: the same window on every rank */
   struct mori_window *next;  /* the process's list of windows */
 };

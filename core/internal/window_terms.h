@@ -29,6 +29,10 @@ typedef struct mori_window_terms {
    * the error naming the ranks that differ (NULL name: the slot is unused). */
   uint64_t args[2];
   const char *arg_names[2];
+  /* A collective context's workspace: the epoch its calls count from (its
+   * first call is call_base + 1). Records the mailbox reports name the
+   * context's calls counting from 1 (mori_device_record_rebase). */
+  uint64_t call_base;
 } mori_window_terms_t;
 
 /* mori_window_create with terms (NULL: none, the same as

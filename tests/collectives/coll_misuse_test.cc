@@ -2,7 +2,8 @@
 // The collectives' unhappy and edge paths in CPU ranks (host platform):
 // calls with nothing to move, sizes that overflow, buffers that half
 // overlap, a workspace reused from the heap, a call's timeout, negative
-// all-to-all-v splits, reserve across ranks, teams of other ranks,
+// all-to-all-v splits, reserve across ranks, teams of other ranks, a late
+// member's writes of an earlier context into a new one's workspace,
 // destroyed windows, barrier channels and NaN in max/min. Each of these was
 // a wrong result, a crash or a hang before.
 #include <chrono>
@@ -14,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "collectives/internal.h"
 #include "mori/collectives.h"
 #include "mori/device/barrier.h"
 #include "mori/heap.h"
@@ -87,6 +89,65 @@ TEST(CollMisuse, ANewWorkspaceReadsNothingOfAnOldOne) {
       MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
       MORI_EXPECT_OK(mori_coll_destroy(coll));
     }
+    unsetenv("MORI_ALLREDUCE_ALGO");
+  });
+}
+
+// A late member's kernels of an earlier context (whose calls timed out on
+// the others, who then destroyed it and made a new one where it was) still
+// write that context's epochs into the members' workspaces. A new
+// context's epochs start above every epoch of an earlier one, so those
+// writes pass for none of its calls: the call waits for the late member
+// and times out, its calls numbered from 1 in the message. Before, epochs
+// started over at 1 and the late kernels' flags of the old calls 3 to 8
+// passed for the new call 1, which returned 0 with whatever was staged.
+// reserve's new workspace starts higher again.
+TEST(CollMisuse, AnEarlierContextsLateWritesPassForNoCallOfANewOne) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    setenv("MORI_ALLREDUCE_ALGO", "rsag", 1);  // flags: a flag that holds an epoch at or above the call's passes
+    const int late = size - 1;
+    mori_coll_t *old = MakeColl(w, 5000, 1 << 20);
+    ASSERT_NE(old, nullptr);
+    SumRound(old, rank, size, 4096, 0);
+    SumRound(old, rank, size, 4096, 1);
+    const uint64_t old_base = old->epoch_base;
+    MORI_EXPECT_OK(mori_coll_destroy(old));
+    mori_coll_t *coll = MakeColl(w, 500, 1 << 20);
+    ASSERT_NE(coll, nullptr);
+    EXPECT_GE(coll->epoch_base, old_base + (1ull << 40)) << "a new context starts far above the last one";
+    const mori_coll_dev_t view = mori_coll_device_view(coll);
+    EXPECT_EQ(view.epochs[0], coll->epoch_base) << "host platform: the block counters are host memory";
+    if (rank == late) {
+      // The late member's kernel of the old call 8: every flag and ready
+      // slot of every other member, both parities.
+      void *const *ptrs = mori_window_ptrs(coll->win);
+      for (int m = 0; m < size; m++) {
+        if (m == late) continue;
+        uint64_t *flags = (uint64_t *)((char *)ptrs[m] + view.flags_offset);
+        for (uint64_t i = 0; i < 2 * view.flag_slots; i++) flags[i] = old_base + 8;
+        uint64_t *ready = (uint64_t *)((char *)ptrs[m] + view.ready_offset);
+        for (int j = 0; j < size; j++) ready[j] = old_base + 8;
+      }
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank != late) {
+      std::vector<float> in(4096, 1.0f), out(4096, -1.0f);
+      int rc = mori_all_reduce(coll, in.data(), out.data(), in.size(), MORI_FLOAT32, MORI_REDOP_SUM, nullptr);
+      // (The host platform's call returns the record its wait left.)
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << "the late member's old flags passed for the new call";
+      EXPECT_NE(std::string(mori_last_error()).find("(expected 1, saw"), std::string::npos)
+          << "the call is numbered from the context's first: " << mori_last_error();
+      (void)mori_coll_check(coll);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    // A new workspace (reserve) starts above this context's start.
+    const uint64_t before = coll->epoch_base;
+    MORI_ASSERT_OK(mori_coll_reserve(coll, 4 << 20));
+    EXPECT_GE(coll->epoch_base, before + (1ull << 40));
+    EXPECT_EQ(mori_coll_device_view(coll).epochs[0], coll->epoch_base);
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
     unsetenv("MORI_ALLREDUCE_ALGO");
   });
 }

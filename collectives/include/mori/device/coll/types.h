@@ -41,7 +41,10 @@ typedef enum mori_redop {
  * Every kernel on a context runs `grid` blocks, and block b counts the calls
  * in epochs[b]: it reads its own counter at its start and writes it at its
  * end, so no block waits for another and no atomic sits on the critical
- * path. A call's epoch picks the parity (epoch & 1) of flags and staging,
+ * path. The counters start at the workspace's base, agreed by the members
+ * above every epoch of an earlier context of theirs (a late kernel of one
+ * may still write into this memory: its epochs pass for no call here);
+ * the first call of a process's first context is epoch 1. A call's epoch picks the parity (epoch & 1) of flags and staging,
  * so a peer can run one call ahead without overwriting what this rank
  * still reads (it cannot run two ahead: every call needs every rank's data). */
 typedef struct mori_coll_dev {
