@@ -54,23 +54,36 @@ static mori_coll_dev_t make_view(const mori_coll_t *c);
  * that call, or later ones, queued on some rank; they write their epochs
  * into the flags, slots and LL lines of memory that a new workspace may
  * now occupy, and a write that carried the epoch the new workspace waits
- * for would pass off stale data as a member's. So every workspace of the
- * process starts EPOCH_STEP above the last one's start, and every rank
- * takes the largest start any rank proposes (its own floor): no kernel of
- * an earlier context runs EPOCH_STEP calls (2^40: weeks of back-to-back
- * calls), and the half in the low 32 bits keeps an LL line's flag (the
- * epoch's low 32 bits) of an earlier context from equalling one of the
- * new context's early calls. A process's first context starts at 0, so its
- * numbers are the calls'. After about 2^24 contexts in one process the
- * floor stops growing (new contexts then start where the last did). */
-#define EPOCH_STEP ((1ull << 40) + (1ull << 31))
+ * for would pass off stale data as a member's. So every workspace starts
+ * at a base above the last one this process took, and every rank takes
+ * the largest base any rank proposes (its own floor). A base is
+ * generation << 40 | spread: the generation grows by one per base taken
+ * (no context makes 2^39 calls, so a later base lies above every epoch of
+ * an earlier context: flags and slots, compared whole, never pass), and
+ * the spread, below 2^31, moves by the golden ratio of 2^31 each time. An
+ * LL line carries only its epoch's low 32 bits, spread + call: the spreads
+ * of any two bases a few generations apart differ by hundreds of millions
+ * of calls, so an earlier context's line does not equal one of a new
+ * context's calls, and no call before the 2^31st has low bits 0 (what an
+ * unwritten line reads). A process's first context starts at 0, so its
+ * numbers are the calls'. After 2^23 bases in one process the generation
+ * stops growing (new contexts then start where the last did). The floor
+ * is read before the agreement and moved after it: a context made,
+ * timed out and destroyed by another thread of this process during that
+ * agreement is not seen by it (docs/api.md). */
+#define EPOCH_GENERATION (1ull << 40)
+#define EPOCH_SPREAD_MASK 0x7fffffffull
+#define EPOCH_SPREAD_STEP 0x4f1bbcddull /* 2^31 / golden ratio, odd */
 static uint64_t next_epoch_floor; /* atomic */
 
 static uint64_t epoch_floor(void) { return __atomic_load_n(&next_epoch_floor, __ATOMIC_ACQUIRE); }
 
-/* A workspace starts at `base`: later ones start above it. */
+/* A workspace starts at `base`: later ones start at the next base. */
 static void epoch_base_taken(uint64_t base) {
-  uint64_t next = base > UINT64_MAX - 2 * EPOCH_STEP ? base : base + EPOCH_STEP;
+  uint64_t generation = base / EPOCH_GENERATION;
+  uint64_t next = generation >= (1ull << 23)
+                      ? base
+                      : (generation + 1) * EPOCH_GENERATION + ((base & EPOCH_SPREAD_MASK) + EPOCH_SPREAD_STEP) % (1ull << 31);
   uint64_t seen = epoch_floor();
   while (seen < next && !__atomic_compare_exchange_n(&next_epoch_floor, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
   }
@@ -269,7 +282,7 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   MORI_TRACE_SCOPE("coll_reserve", MORI_TA("bytes", bytes));
   int n = mori_comm_size(c->comm);
   /* Each rank's size, and its epoch floor: a new workspace starts at the
-   * largest (see EPOCH_STEP). */
+   * largest (see EPOCH_GENERATION). */
   uint64_t mine[2] = {bytes, epoch_floor()}, (*all)[2] = calloc((size_t)n, sizeof(*all));
   int rc = all ? released_or_fail(c, "coll_reserve")
                : mori_error_set(MORI_ENOMEM, "coll_reserve: rank %d's table", mori_comm_rank(c->comm));

@@ -108,8 +108,9 @@ static int mismatch_error(const mori_device_error_t *e) {
 }
 
 /* A word of a record that holds a call's epoch, counted from the context's
- * first call; a word below the base is no call of this context. */
-static uint64_t less_base(uint64_t word, uint64_t call_base) { return word > call_base ? word - call_base : word; }
+ * first call (a block counter at the base itself: no call yet, 0); a word
+ * below the base is no call of this context. */
+static uint64_t less_base(uint64_t word, uint64_t call_base) { return word >= call_base ? word - call_base : word; }
 
 void mori_device_record_rebase(mori_device_error_t *e, uint64_t call_base) {
   if (!call_base) return;
@@ -128,7 +129,7 @@ void mori_device_record_rebase(mori_device_error_t *e, uint64_t call_base) {
      * this context up to this one counts from the base too. */
     e->expected = less_base(e->expected, call_base);
     uint64_t low = (e->seen - call_base) & 0xffffffffull;
-    if (e->seen > call_base) e->seen -= call_base;
+    if (e->seen >= call_base) e->seen -= call_base;
     else if (e->seen && e->seen >> 32 == 0 && call_base >> 32 && low <= e->expected) e->seen = low;
   }
 }

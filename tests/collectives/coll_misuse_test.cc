@@ -116,7 +116,7 @@ TEST(CollMisuse, AnEarlierContextsLateWritesPassForNoCallOfANewOne) {
     MORI_EXPECT_OK(mori_coll_destroy(old));
     mori_coll_t *coll = MakeColl(w, 500, 1 << 20);
     ASSERT_NE(coll, nullptr);
-    EXPECT_GE(coll->epoch_base, old_base + (1ull << 40)) << "a new context starts far above the last one";
+    EXPECT_GE(coll->epoch_base, old_base + (1ull << 39)) << "a new context starts far above the last one";
     const mori_coll_dev_t view = mori_coll_device_view(coll);
     EXPECT_EQ(view.epochs[0], coll->epoch_base) << "host platform: the block counters are host memory";
     if (rank == late) {
@@ -145,8 +145,19 @@ TEST(CollMisuse, AnEarlierContextsLateWritesPassForNoCallOfANewOne) {
     // A new workspace (reserve) starts above this context's start.
     const uint64_t before = coll->epoch_base;
     MORI_ASSERT_OK(mori_coll_reserve(coll, 4 << 20));
-    EXPECT_GE(coll->epoch_base, before + (1ull << 40));
+    EXPECT_GE(coll->epoch_base, before + (1ull << 39));
     EXPECT_EQ(mori_coll_device_view(coll).epochs[0], coll->epoch_base);
+    // LL lines carry an epoch's low 32 bits: the three bases' are below
+    // 2^31 (no early call's are 0, what an unwritten line reads) and far
+    // apart, so no context's early lines equal another's early calls.
+    const uint64_t bases[3] = {old_base, before, coll->epoch_base};
+    for (int i = 0; i < 3; i++) {
+      EXPECT_LT(bases[i] & 0xffffffffull, 1ull << 31) << "base " << i;
+      for (int j = 0; j < i; j++) {
+        uint32_t apart = (uint32_t)(bases[i] - bases[j]);
+        EXPECT_GT(apart < (1u << 31) ? apart : 0u - apart, 1u << 24) << "bases " << j << " and " << i;
+      }
+    }
     MORI_EXPECT_OK(mori_coll_destroy(coll));
     unsetenv("MORI_ALLREDUCE_ALGO");
   });
