@@ -132,25 +132,22 @@ static int make_workspace(mori_coll_t *c, size_t staging, int local_rc, void **m
   attr.device = c->device;
   void *mem = NULL;
   if (!rc) rc = mori_mem_alloc(total, &attr, &mem);
-  /* All of it zeroed (allocations are not; heap memory is reused): epochs
-   * and flags start at 0, and staging holds no LL line of an earlier
-   * workspace, whose epochs the new one's would repeat. No peer writes it
+  /* All of it zeroed (allocations are not; heap memory is reused): flags
+   * start at 0, and staging holds no LL line of an earlier workspace, whose
+   * epochs the new one's would repeat; but every block's counter at the
+   * agreed start, in the first piece (every slot of the header: a member's
+   * refusal reads up to its own grid of them). No peer writes any of it
    * before the rendezvous below completes. */
   enum { ZEROS = 1 << 20 }; /* uploaded piece by piece: no host buffer as large as the workspace */
-  void *zeros = rc ? NULL : calloc(1, total < ZEROS ? total : ZEROS);
-  if (!rc && !zeros) rc = mori_error_set(MORI_ENOMEM, "collectives: zeroing a workspace of %zu bytes", total);
-  for (size_t at = 0; !rc && at < total; at += ZEROS)
-    rc = mori_device_upload(c->device, (char *)mem + at, zeros, total - at < ZEROS ? total - at : ZEROS);
-  free(zeros);
-  /* Every block's counter at the agreed start (every slot of the header:
-   * a member's refusal reads up to its own grid of them). */
-  if (!rc && c->epoch_base) {
-    uint64_t *epochs = malloc(HEADER_BYTES);
-    if (!epochs) rc = mori_error_set(MORI_ENOMEM, "collectives: a workspace's %d epoch counters", MORI_COLL_MAX_GRID);
-    for (int b = 0; epochs && b < MORI_COLL_MAX_GRID; b++) epochs[b] = c->epoch_base;
-    if (!rc) rc = mori_device_upload(c->device, mem, epochs, HEADER_BYTES);
-    free(epochs);
+  _Static_assert((size_t)HEADER_BYTES <= (size_t)ZEROS, "the block counters fit the first piece");
+  uint64_t *piece = rc ? NULL : calloc(1, total < ZEROS ? total : ZEROS); /* total > HEADER_BYTES */
+  if (!rc && !piece) rc = mori_error_set(MORI_ENOMEM, "collectives: zeroing a workspace of %zu bytes", total);
+  for (int b = 0; piece && b < MORI_COLL_MAX_GRID; b++) piece[b] = c->epoch_base;
+  for (size_t at = 0; !rc && at < total; at += ZEROS) {
+    rc = mori_device_upload(c->device, (char *)mem + at, piece, total - at < ZEROS ? total - at : ZEROS);
+    memset(piece, 0, HEADER_BYTES); /* the later pieces: zeros */
   }
+  free(piece);
   /* This rank's grid, for a member's refusal to know how many of this
    * rank's block counters to wait for (grids may differ across devices). */
   uint64_t grid = c->grid;

@@ -64,6 +64,18 @@ bool Register(void *root, size_t bytes, int device, std::string *why) {
   return false;
 }
 
+// A registration Register made, given back when the guard goes unless the
+// adoption took it over (owned cleared).
+struct RegistrationGuard {
+  void *root;
+  bool owned;
+  RegistrationGuard(const RegistrationGuard &) = delete;
+  RegistrationGuard &operator=(const RegistrationGuard &) = delete;
+  ~RegistrationGuard() {
+    if (owned) mori_mem_free(root);
+  }
+};
+
 at::Tensor Adopt(const at::Tensor &t, std::string group) {
   TORCH_CHECK(t.device().type() == kDeviceType, "MORI adopt: the tensor is on ", t.device(), ", not a GPU");
   const int device = t.device().index();
@@ -78,54 +90,40 @@ at::Tensor Adopt(const at::Tensor &t, std::string group) {
                 "' (release it first)");
   }
   std::string why;
-  bool registered_here = Register(root, bytes, device, &why);
+  // Owns the registration adopt makes until the table holds the adoption:
+  // any failure below (the window, a query, the allgather, the table's
+  // device copy) gives it back, after the window (declared later) is gone.
+  RegistrationGuard registration{root, Register(root, bytes, device, &why)};
   Group *g = nullptr;
   mori_window_t *win = nullptr;
-  int rc;
-  try {
-    rc = CreateWindow(group, device, root, &g, &win);  // collective; fails on every rank if one could not register
-  } catch (...) {
-    if (registered_here) mori_mem_free(root);
-    throw;
-  }
+  int rc = CreateWindow(group, device, root, &g, &win);  // collective; fails on every rank if one could not register
   if (rc != 0) {
     std::string err = mori_last_error();
-    if (registered_here) mori_mem_free(root);
     TORCH_CHECK(false, "MORI adopt on group '", group, "' (rank ", mori_comm_rank(g->comm), ", ", bytes, " bytes at ", root,
                 "): ", why.empty() ? "" : why + "; ", err);
   }
   auto state = std::make_shared<WindowState>(win, g);
-  // From here a failure (a query, the allgather, the table's device copy)
-  // undoes this rank's part: the window goes, and so does the registration
-  // adopt made. Nothing is in the adopted table until the last step, so a
+  // Every rank's storage root: the window's table holds each rank's
+  // registered base, and the storage may sit at a different offset of it.
+  mori_mem_info_t info;
+  rc = mori_mem_query(root, &info);
+  TORCH_CHECK(rc == 0, "MORI adopt: ", mori_last_error());
+  const int world = mori_comm_size(g->comm);
+  uint64_t mine = info.offset;
+  std::vector<uint64_t> offsets(static_cast<size_t>(world));
+  rc = mori_comm_allgather(g->comm, &mine, offsets.data(), sizeof(mine));
+  TORCH_CHECK(rc == 0, "MORI adopt on group '", group, "': ", mori_last_error());
+  void *const *ptrs = mori_window_ptrs(win);
+  std::vector<int64_t> roots(static_cast<size_t>(world));
+  for (int p = 0; p < world; p++)
+    roots[p] = ptrs[p] ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptrs[p]) + offsets[p]) : 0;
+  at::Tensor table = at::tensor(roots, at::TensorOptions().dtype(at::kLong)).to(t.device());
+  // The entry goes in last, so a failure above leaves nothing adopted and a
   // later adopt of the storage is not refused as adopted already.
-  auto undo = [&] {
-    state.reset();
-    if (registered_here) mori_mem_free(root);
-  };
-  try {
-    // Every rank's storage root: the window's table holds each rank's
-    // registered base, and the storage may sit at a different offset of it.
-    mori_mem_info_t info;
-    rc = mori_mem_query(root, &info);
-    TORCH_CHECK(rc == 0, "MORI adopt: ", mori_last_error());
-    const int world = mori_comm_size(g->comm);
-    uint64_t mine = info.offset;
-    std::vector<uint64_t> offsets(static_cast<size_t>(world));
-    rc = mori_comm_allgather(g->comm, &mine, offsets.data(), sizeof(mine));
-    TORCH_CHECK(rc == 0, "MORI adopt on group '", group, "': ", mori_last_error());
-    void *const *ptrs = mori_window_ptrs(win);
-    std::vector<int64_t> roots(static_cast<size_t>(world));
-    for (int p = 0; p < world; p++)
-      roots[p] = ptrs[p] ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptrs[p]) + offsets[p]) : 0;
-    at::Tensor table = at::tensor(roots, at::TensorOptions().dtype(at::kLong)).to(t.device());
-    std::lock_guard<std::mutex> lock(adopted_lock);
-    AdoptedTable()[key] = Adopted{state, registered_here, root};
-    return table;
-  } catch (...) {
-    undo();
-    throw;
-  }
+  std::lock_guard<std::mutex> lock(adopted_lock);
+  AdoptedTable()[key] = Adopted{state, registration.owned, root};
+  registration.owned = false;  // the table's now: Release gives it back
+  return table;
 }
 
 void Release(const at::Tensor &t, std::string group) {
