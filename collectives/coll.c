@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/epoch_floor.h"
 #include "collectives/internal.h"
 #include "core/base/checked_math.h"
 #include "core/base/env.h"
@@ -49,45 +50,10 @@ void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)
 
 static mori_coll_dev_t make_view(const mori_coll_t *c);
 
-/* Where a new workspace's epochs start. A context destroyed (or a
- * workspace replaced) after a call timed out may still have kernels of
- * that call, or later ones, queued on some rank; they write their epochs
- * into the flags, slots and LL lines of memory that a new workspace may
- * now occupy, and a write that carried the epoch the new workspace waits
- * for would pass off stale data as a member's. So every workspace starts
- * at a base above the last one this process took, and every rank takes
- * the largest base any rank proposes (its own floor). A base is
- * generation << 40 | spread: the generation grows by one per base taken
- * (no context makes 2^39 calls, so a later base lies above every epoch of
- * an earlier context: flags and slots, compared whole, never pass), and
- * the spread, below 2^31, moves by the golden ratio of 2^31 each time. An
- * LL line carries only its epoch's low 32 bits, spread + call: the spreads
- * of any two bases a few generations apart differ by hundreds of millions
- * of calls, so an earlier context's line does not equal one of a new
- * context's calls, and no call before the 2^31st has low bits 0 (what an
- * unwritten line reads). A process's first context starts at 0, so its
- * numbers are the calls'. After 2^23 bases in one process the generation
- * stops growing (new contexts then start where the last did). The floor
- * is read before the agreement and moved after it: a context made,
- * timed out and destroyed by another thread of this process during that
- * agreement is not seen by it (docs/api.md). */
-#define EPOCH_GENERATION (1ull << 40)
-#define EPOCH_SPREAD_MASK 0x7fffffffull
-#define EPOCH_SPREAD_STEP 0x4f1bbcddull /* 2^31 / golden ratio, odd */
-static uint64_t next_epoch_floor; /* atomic */
-
-static uint64_t epoch_floor(void) { return __atomic_load_n(&next_epoch_floor, __ATOMIC_ACQUIRE); }
-
-/* A workspace starts at `base`: later ones start at the next base. */
-static void epoch_base_taken(uint64_t base) {
-  uint64_t generation = base / EPOCH_GENERATION;
-  uint64_t next = generation >= (1ull << 23)
-                      ? base
-                      : (generation + 1) * EPOCH_GENERATION + ((base & EPOCH_SPREAD_MASK) + EPOCH_SPREAD_STEP) % (1ull << 31);
-  uint64_t seen = epoch_floor();
-  while (seen < next && !__atomic_compare_exchange_n(&next_epoch_floor, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-  }
-}
+/* Where a new workspace's epochs start (epoch_floor.c): above every epoch
+ * a late kernel of an earlier context of this process may still write.
+ * Flags and slots are full 64-bit words, so 2^23 generations. */
+static mori_epoch_floor_t epoch_floor = {0, 1ull << 23};
 
 /* Bytes of the call slots of a context of `members` that checks calls:
  * two parities, a slot per member of the epoch and the signature
@@ -202,11 +168,11 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   int largest_team = 1;
   bool any_checks = false;
   uint64_t epoch_base = 0;
-  int rc = mori_coll_agree_team(comm, team, check_calls, epoch_floor(),
+  int rc = mori_coll_agree_team(comm, team, check_calls, mori_epoch_floor_propose(&epoch_floor),
                                 out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"), &largest_team, &any_checks,
                                 &epoch_base);
   if (rc) return rc; /* every rank alike: nothing was made */
-  epoch_base_taken(epoch_base);
+  mori_epoch_floor_taken(&epoch_floor, epoch_base);
   /* Only a member checks the members: a rank outside the team has another
    * load/store team, and its verdict is not the members'. */
   for (int i = 0; team.rank >= 0 && i < team.size && !rc; i++) {
@@ -279,8 +245,8 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   MORI_TRACE_SCOPE("coll_reserve", MORI_TA("bytes", bytes));
   int n = mori_comm_size(c->comm);
   /* Each rank's size, and its epoch floor: a new workspace starts at the
-   * largest (see EPOCH_GENERATION). */
-  uint64_t mine[2] = {bytes, epoch_floor()}, (*all)[2] = calloc((size_t)n, sizeof(*all));
+   * largest (epoch_floor.c). */
+  uint64_t mine[2] = {bytes, mori_epoch_floor_propose(&epoch_floor)}, (*all)[2] = calloc((size_t)n, sizeof(*all));
   int rc = all ? released_or_fail(c, "coll_reserve")
                : mori_error_set(MORI_ENOMEM, "coll_reserve: rank %d's table", mori_comm_rank(c->comm));
   rc = mori_agree_gather(c->comm, rc, "coll_reserve", mine, all, sizeof(mine));
@@ -292,7 +258,7 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   free(all);
   if (rc || want <= c->staging_bytes) return rc;
   c->epoch_base = base;
-  epoch_base_taken(base);
+  mori_epoch_floor_taken(&epoch_floor, base);
   size_t grown = c->staging_bytes * 2 > want ? c->staging_bytes * 2 : (size_t)want, before = c->staging_bytes;
   /* The old one goes first: a heap sized for one workspace holds the new
    * one once the old is freed. When the new one cannot be made (every rank

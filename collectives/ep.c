@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "collectives/ep_internal.h"
+#include "collectives/epoch_floor.h"
 #include "core/base/checked_math.h"
 #include "core/base/env.h"
 #include "core/base/error.h"
@@ -15,6 +16,7 @@
 #include "core/base/trace.h"
 #include "core/internal/agreement.h"
 #include "core/internal/finalize.h"
+#include "core/internal/window_terms.h"
 #include "mori/bootstrap.h"
 #include "mori/mem.h"
 #include "mori/runtime.h"
@@ -183,14 +185,26 @@ static int make_window(mori_ep_t *ep, int rc) {
   }
   if (!rc) rc = mori_mem_alloc(total, &attr, &mem);
   if (!rc && !(zeros = calloc(1, control))) rc = mori_error_set(MORI_ENOMEM, "ep_create: %llu bytes", (unsigned long long)control);
+  if (zeros) {
+    /* The calls count from the agreed base: the state's epochs, and each
+     * source's last finished combine (what the first combine waits for),
+     * start there; the flags stay 0, below every call (epoch_floor). */
+    mori_ep_state_t *st = (mori_ep_state_t *)((char *)zeros + ep->view.off_state);
+    st->dispatch_epoch = st->combine_epoch = ep->epoch_base;
+    uint64_t *cdone = (uint64_t *)((char *)zeros + ep->view.off_cdone);
+    for (int r = 0; r < ep->config.world_size; r++) cdone[r] = ep->epoch_base;
+  }
   if (!rc) rc = mori_device_upload(ep->device, mem, zeros, control);
   /* recv_num_token too: a new context has delivered nothing, whatever an
    * earlier owner of the memory left there. */
-  if (!rc) rc = mori_device_upload(ep->device, (char *)mem + ep->view.off_recv_num, zeros, 4);
+  const int32_t none = 0;
+  if (!rc) rc = mori_device_upload(ep->device, (char *)mem + ep->view.off_recv_num, &none, sizeof(none));
   free(zeros);
   rc = mori_agree(ep->comm, rc, "ep_create: buffers");
   mori_window_t *win = NULL;
-  if (!rc) rc = mori_window_create(ep->comm, mem, &win);
+  /* Its records name the calls counting from 1 (the base taken off). */
+  mori_window_terms_t terms = {.call_base = ep->epoch_base};
+  if (!rc) rc = mori_window_create_with_terms(ep->comm, mem, &terms, &win);
   if (rc) {
     mori_mem_free(mem);
     return earlier ? rc : mori_error_context(rc, "ep_create: %llu bytes of buffers per rank", (unsigned long long)total);
@@ -226,10 +240,18 @@ static uint32_t combine_elem_bytes(const mori_ep_config_t *c) {
   return c->max_token_type_size ? c->max_token_type_size : (es > 2 ? es : 2);
 }
 
-/* mori_ep_create's first step: each rank's status and the fields that must
- * agree (`mine`), gathered into `all` (one per rank). A create refused by a
- * binding (mori_ep_create_refused) takes this same step, failed. */
-static int gather_configs(mori_comm_t *comm, int status, const mori_ep_config_t *mine, mori_ep_config_t *all) {
+/* Where a new context's epochs start (epoch_floor.c): above every epoch a
+ * late kernel of an earlier context of this process may still write into
+ * the flags. A flag keeps its epoch in 56 bits (MORI_EP_FLAG_EPOCH), so
+ * 2^15 generations. */
+static mori_epoch_floor_t epoch_floor = {0, 1ull << 15};
+_Static_assert(((1ull << 15) - 1) * (1ull << MORI_EPOCH_GENERATION_BITS) + (1ull << 31) + (1ull << 39) <= MORI_EP_FLAG_EPOCH,
+               "every base, and 2^39 calls past it, fit a flag's epoch");
+
+/* mori_ep_create's first step: each rank's status and proposal (`mine`),
+ * gathered into `all` (one per rank). A create refused by a binding
+ * (mori_ep_create_refused) takes this same step, failed. */
+static int gather_proposals(mori_comm_t *comm, int status, const mori_ep_proposal_t *mine, mori_ep_proposal_t *all) {
   return mori_agree_gather(comm, status, "ep_create: config", mine, all, sizeof(*mine));
 }
 
@@ -241,32 +263,33 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   /* The same config on every rank (the rank field aside): each rank sends
    * its own and compares. */
   int n = mori_comm_size(comm), me = mori_comm_rank(comm);
-  mori_ep_config_t mine = *config, *all = calloc((size_t)n, sizeof(*all));
+  mori_ep_proposal_t mine = {.config = *config, .epoch_floor = mori_epoch_floor_propose(&epoch_floor)};
+  mori_ep_proposal_t *all = calloc((size_t)n, sizeof(*all));
   /* What each rank may choose for itself: its rank and its launch shape
    * (every call may give its own too). */
-  mine.rank = 0;
-  mine.warp_num_per_block = mine.block_num = mine.rdma_block_num = mine.use_external_inp_buf = 0;
+  mine.config.rank = 0;
+  mine.config.warp_num_per_block = mine.config.block_num = mine.config.rdma_block_num = mine.config.use_external_inp_buf = 0;
   /* 0 means the size data_type needs: ranks that say 0 and that size agree. */
-  mine.max_token_type_size = combine_elem_bytes(config);
+  mine.config.max_token_type_size = combine_elem_bytes(config);
   /* Any value <= 0 means "the default" (the comm's locality, the
    * transport's): -1 (mori_ep_config_init) and 0 (a zeroed config) agree. */
-  if (mine.gpu_per_node <= 0) mine.gpu_per_node = -1;
-  if (mine.num_qp_per_pe <= 0) mine.num_qp_per_pe = -1;
+  if (mine.config.gpu_per_node <= 0) mine.config.gpu_per_node = -1;
+  if (mine.config.num_qp_per_pe <= 0) mine.config.num_qp_per_pe = -1;
   /* Without memory for the table this rank still takes the step, failed
    * (the peers are in it; a failed step writes no table): every rank
    * fails there naming it, at once instead of at the timeout. */
   if (!all && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create: rank %d's table of %d configs", me, n);
-  int arc = gather_configs(comm, rc, &mine, all);
+  int arc = gather_proposals(comm, rc, &mine, all);
   if (arc) {
     free(all);
     return arc;
   }
   for (int r = 0; r < n && !rc; r++) {
     /* The fields the buffers' layout and the routing depend on, by name. */
-#define MORI_EP_SAME(field)                                                                                           \
-  if (!rc && all[r].field != mine.field)                                                                             \
-  rc = mori_error_set(MORI_EINVAL, "ep_create: rank %d's config differs from rank %d's in " #field " (%lld vs %lld)", r, me, \
-                      (long long)all[r].field, (long long)mine.field)
+#define MORI_EP_SAME(field)                                                                                              \
+  if (!rc && all[r].config.field != mine.config.field)                                                                   \
+  rc = mori_error_set(MORI_EINVAL, "ep_create: rank %d's config differs from rank %d's in " #field " (%lld vs %lld)", r, \
+                      me, (long long)all[r].config.field, (long long)mine.config.field)
     MORI_EP_SAME(data_type);
     MORI_EP_SAME(world_size);
     MORI_EP_SAME(hidden_dim);
@@ -281,6 +304,11 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     MORI_EP_SAME(num_qp_per_pe);
 #undef MORI_EP_SAME
   }
+  /* The context's epochs start at the largest floor any rank proposed. */
+  uint64_t epoch_base = 0;
+  for (int r = 0; r < n; r++)
+    if (all[r].epoch_floor > epoch_base) epoch_base = all[r].epoch_floor;
+  mori_epoch_floor_taken(&epoch_floor, epoch_base);
   free(all);
   mori_ep_t *ep = calloc(1, sizeof(*ep));
   if (!ep && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create: rank %d's context (%zu bytes)", me, sizeof(*ep));
@@ -288,6 +316,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
     ep->finalizes = mori_finalize_count();
     ep->comm = comm;
     ep->config = *config;
+    ep->epoch_base = epoch_base;
     ep->device = mori_comm_device(comm);
     ep->auto_shape = mori_env_enum_or("MORI_EP_LAUNCH_CONFIG_MODE", 0) == 1;
     ep->host_blocks = (int)mori_env_int_or("MORI_EP_HOST_BLOCKS", 1);
@@ -330,10 +359,10 @@ int mori_ep_create_refused(mori_comm_t *comm, const char *why) {
                  why && *why ? why : "(no reason given)");
   /* The first step of mori_ep_create, with this rank's failure: every
    * rank's create returns from it. */
-  mori_ep_config_t mine;
+  mori_ep_proposal_t mine;
   memset(&mine, 0, sizeof(mine));
   /* No table: a step this rank fails writes none (and needs no memory). */
-  int rc = gather_configs(comm, MORI_EINVAL, &mine, NULL);
+  int rc = gather_proposals(comm, MORI_EINVAL, &mine, NULL);
   return rc ? rc : mori_error_set(MORI_EINVAL, "ep_create_refused: the step did not fail");
 }
 

@@ -42,7 +42,19 @@ struct mori_ep {
   int host_blocks; /* host platform: MORI_EP_HOST_BLOCKS, read when the context was made */
   char arch[32];   /* the device's, for the launch table */
   uint64_t finalizes; /* mori_finalize_count() at creation: a later finalize released the buffers */
+  /* The epoch the calls count from (the state's epochs start here): agreed
+   * at creation, above every epoch a kernel of an earlier context of any
+   * rank may still write (epoch_floor.c). */
+  uint64_t epoch_base;
 };
+
+/* What each rank brings to mori_ep_create's first step (one per rank in
+ * its table): the fields that must agree, and its epoch floor (where the
+ * context's epochs start: the largest any rank brings). */
+typedef struct mori_ep_proposal {
+  mori_ep_config_t config;
+  uint64_t epoch_floor;
+} mori_ep_proposal_t;
 
 /* A launch shape asked for: blocks and warps per block (> 0). The GPU
  * launcher clamps blocks to what the device keeps resident at once (every

@@ -113,7 +113,7 @@ TEST(CreateOom, AnEpCreateWithoutMemoryFailsEveryRankAtOnce) {
       size_t n, size;
       std::string says;
     } cases[] = {
-        {"the config table", (size_t)size, sizeof(mori_ep_config_t), "table of " + std::to_string(size) + " configs"},
+        {"the config table", (size_t)size, sizeof(mori_ep_proposal_t), "table of " + std::to_string(size) + " configs"},
         {"the context", 1, sizeof(struct mori_ep), "ep_create: rank " + std::to_string(bad) + "'s context"},
     };
     for (const auto &k : cases) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/ep_internal.h"
 #include "mori/device/coll/impl/numeric__funcs.h"
 #include "mori/device/ep/types.h"
 #include "mori/ep.h"
@@ -1076,6 +1077,69 @@ TEST(Ep, ACombineThatTimesOutWaitingForALateReaderLeavesItsRowsAlone) {
       MORI_ASSERT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
       EXPECT_TRUE(VerifyCombine(s, rank, 1, 100, o, mine, b)) << "the late rank reads the first combine whole";
     }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
+// A context destroyed after a call timed out may still have kernels of
+// that call, or later ones, queued on a late rank; they write their epochs
+// into the flags of memory that a new context now occupies. A new context
+// counts its calls from a base above every epoch of an earlier one, so
+// such a write passes for none of its calls. (Without bases the late
+// rank's old dispatch flags of call 8 passed for the new context's call 1,
+// which then read the late rank's rows as they happened to be.)
+TEST(Ep, AnEarlierContextsLateFlagsPassForNoCallOfANewOne) {
+  int size = TestRanks();
+  if (size < 2) GTEST_SKIP();
+  EXPECT_RANKS_PASS(size, [](int rank, int size) {
+    World w(20000);
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    // A 5 s EP timeout: the calls that succeed must within it, on a
+    // machine that can stall a rank for seconds.
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 5000));
+    mori_ep_t *old = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &old));
+    ASSERT_TRUE(CheckCall(old, s, rank, size, 0, Options()));
+    const uint64_t old_base = old->epoch_base;
+    MORI_EXPECT_OK(mori_ep_destroy(old));
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));  // the steps below outwait the EP timeout
+    EXPECT_GE(ep->epoch_base, old_base + (1ull << 39)) << "a new context starts far above the last one";
+    const mori_ep_state_t *state = (const mori_ep_state_t *)((const char *)ep->memory + ep->view.off_state);
+    EXPECT_EQ(state->dispatch_epoch, ep->epoch_base) << "host platform: the state is host memory";
+    const int late = size - 1;
+    if (rank == late) {
+      // The late rank's kernels of the old context's call 8: its dispatch
+      // and combine flags in every other rank's memory.
+      void *const *ptrs = mori_window_ptrs(ep->win);
+      for (int r = 0; r < size; r++) {
+        if (r == late) continue;
+        ((uint64_t *)((char *)ptrs[r] + ep->view.off_dflag))[late] = old_base + 8;
+        ((uint64_t *)((char *)ptrs[r] + ep->view.off_cflag))[late] = old_base + 8;
+      }
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank != late) {
+      Inputs in = MakeInputs(s, rank, size, 1);
+      int rc = mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr);
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << "the late rank's old flags passed for the new call: " << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(late)), std::string::npos) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("(expected 1, saw"), std::string::npos)
+          << "the call is numbered from the context's first: " << mori_last_error();
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+    // A third context works from its own base: whole calls and halves,
+    // each checked against the reference.
+    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 5000));
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    EXPECT_GT(ep->epoch_base >> 40, 1u);
+    for (int call = 0; call < 6; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, CallOptions(call))) << call;
+    state = (const mori_ep_state_t *)((const char *)ep->memory + ep->view.off_state);
+    EXPECT_EQ(state->dispatch_epoch, ep->epoch_base + 6);
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
 }
