@@ -50,11 +50,6 @@ void mori_coll_attr_init(mori_coll_attr_t *attr) { memset(attr, 0, sizeof(*attr)
 
 static mori_coll_dev_t make_view(const mori_coll_t *c);
 
-/* Where a new workspace's epochs start (epoch_floor.c): above every epoch
- * a late kernel of an earlier context of this process may still write.
- * Flags and slots are full 64-bit words, so 2^23 generations. */
-static mori_epoch_floor_t epoch_floor = {0, 1ull << 23};
-
 /* Bytes of the call slots of a context of `members` that checks calls:
  * two parities, a slot per member of the epoch and the signature
  * (mori_coll_dev_t). */
@@ -168,11 +163,11 @@ int mori_coll_create(mori_comm_t *comm, const mori_coll_attr_t *attr, mori_coll_
   int largest_team = 1;
   bool any_checks = false;
   uint64_t epoch_base = 0;
-  int rc = mori_coll_agree_team(comm, team, check_calls, mori_epoch_floor_propose(&epoch_floor),
+  int rc = mori_coll_agree_team(comm, team, check_calls, mori_epoch_floor_propose(),
                                 out ? 0 : mori_error_set(MORI_EINVAL, "coll_create: out is NULL"), &largest_team, &any_checks,
                                 &epoch_base);
   if (rc) return rc; /* every rank alike: nothing was made */
-  mori_epoch_floor_taken(&epoch_floor, epoch_base);
+  mori_epoch_floor_taken(epoch_base);
   /* Only a member checks the members: a rank outside the team has another
    * load/store team, and its verdict is not the members'. */
   for (int i = 0; team.rank >= 0 && i < team.size && !rc; i++) {
@@ -246,7 +241,7 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   int n = mori_comm_size(c->comm);
   /* Each rank's size, and its epoch floor: a new workspace starts at the
    * largest (epoch_floor.c). */
-  uint64_t mine[2] = {bytes, mori_epoch_floor_propose(&epoch_floor)}, (*all)[2] = calloc((size_t)n, sizeof(*all));
+  uint64_t mine[2] = {bytes, mori_epoch_floor_propose()}, (*all)[2] = calloc((size_t)n, sizeof(*all));
   int rc = all ? released_or_fail(c, "coll_reserve")
                : mori_error_set(MORI_ENOMEM, "coll_reserve: rank %d's table", mori_comm_rank(c->comm));
   rc = mori_agree_gather(c->comm, rc, "coll_reserve", mine, all, sizeof(mine));
@@ -258,7 +253,7 @@ int mori_coll_reserve(mori_coll_t *c, size_t bytes) {
   free(all);
   if (rc || want <= c->staging_bytes) return rc;
   c->epoch_base = base;
-  mori_epoch_floor_taken(&epoch_floor, base);
+  mori_epoch_floor_taken(base);
   size_t grown = c->staging_bytes * 2 > want ? c->staging_bytes * 2 : (size_t)want, before = c->staging_bytes;
   /* The old one goes first: a heap sized for one workspace holds the new
    * one once the old is freed. When the new one cannot be made (every rank

@@ -242,10 +242,9 @@ static uint32_t combine_elem_bytes(const mori_ep_config_t *c) {
 
 /* Where a new context's epochs start (epoch_floor.c): above every epoch a
  * late kernel of an earlier context of this process may still write into
- * the flags. A flag keeps its epoch in 56 bits (MORI_EP_FLAG_EPOCH), so
- * 2^15 generations. */
-static mori_epoch_floor_t epoch_floor = {0, 1ull << 15};
-_Static_assert(((1ull << 15) - 1) * (1ull << MORI_EPOCH_GENERATION_BITS) + (1ull << 31) + (1ull << 39) <= MORI_EP_FLAG_EPOCH,
+ * the flags, which keep an epoch in 56 bits (MORI_EP_FLAG_EPOCH). */
+_Static_assert((MORI_EPOCH_GENERATIONS - 1) * (1ull << MORI_EPOCH_GENERATION_BITS) + (1ull << 31) + (1ull << 39) <=
+                   MORI_EP_FLAG_EPOCH,
                "every base, and 2^39 calls past it, fit a flag's epoch");
 
 /* mori_ep_create's first step: each rank's status and proposal (`mine`),
@@ -263,7 +262,10 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   /* The same config on every rank (the rank field aside): each rank sends
    * its own and compares. */
   int n = mori_comm_size(comm), me = mori_comm_rank(comm);
-  mori_ep_proposal_t mine = {.config = *config, .epoch_floor = mori_epoch_floor_propose(&epoch_floor)};
+  mori_ep_proposal_t mine;
+  memset(&mine, 0, sizeof(mine)); /* padding too: the whole struct is sent */
+  mine.config = *config;
+  mine.epoch_floor = mori_epoch_floor_propose();
   mori_ep_proposal_t *all = calloc((size_t)n, sizeof(*all));
   /* What each rank may choose for itself: its rank and its launch shape
    * (every call may give its own too). */
@@ -308,7 +310,7 @@ int mori_ep_create(mori_comm_t *comm, const mori_ep_config_t *config, mori_ep_t 
   uint64_t epoch_base = 0;
   for (int r = 0; r < n; r++)
     if (all[r].epoch_floor > epoch_base) epoch_base = all[r].epoch_floor;
-  mori_epoch_floor_taken(&epoch_floor, epoch_base);
+  mori_epoch_floor_taken(epoch_base);
   free(all);
   mori_ep_t *ep = calloc(1, sizeof(*ep));
   if (!ep && !rc) rc = mori_error_set(MORI_ENOMEM, "ep_create: rank %d's context (%zu bytes)", me, sizeof(*ep));

@@ -17,9 +17,11 @@
  * millions of calls, so an earlier context's line does not equal one of a
  * new context's calls, and no call before the 2^31st has low bits 0 (what
  * an unwritten line reads). A process's first context starts at 0, so its
- * numbers are the calls'. Past the floor's generations (what its flags
- * can hold) the generation stops growing: new contexts then start where
- * the last did, as they all did before bases. The floor is read before
+ * numbers are the calls'. One floor serves every kind of context: a late
+ * kernel of a MoE context may write into a collective workspace carved
+ * where it was, and the reverse. Past MORI_EPOCH_GENERATIONS bases (what
+ * a MoE flag can hold) the generation stops growing: new contexts then
+ * start where the last did, as they all did before bases. The floor is read before
  * the agreement and moved after it: a context made, timed out and
  * destroyed by another thread of this process during that agreement is
  * not seen by it (docs/api.md). */
@@ -31,14 +33,16 @@
 #define SPREAD_MASK 0x7fffffffull
 #define SPREAD_STEP 0x4f1bbcddull /* 2^31 / golden ratio, odd */
 
-uint64_t mori_epoch_floor_propose(mori_epoch_floor_t *floor) { return __atomic_load_n(&floor->next, __ATOMIC_ACQUIRE); }
+static uint64_t next_base; /* atomic: the least base a new context may take */
 
-void mori_epoch_floor_taken(mori_epoch_floor_t *floor, uint64_t base) {
+uint64_t mori_epoch_floor_propose(void) { return __atomic_load_n(&next_base, __ATOMIC_ACQUIRE); }
+
+void mori_epoch_floor_taken(uint64_t base) {
   uint64_t generation = base / GENERATION;
-  uint64_t next = generation + 1 >= floor->generations
+  uint64_t next = generation + 1 >= MORI_EPOCH_GENERATIONS
                       ? base
                       : (generation + 1) * GENERATION + ((base & SPREAD_MASK) + SPREAD_STEP) % (1ull << 31);
-  uint64_t seen = mori_epoch_floor_propose(floor);
-  while (seen < next && !__atomic_compare_exchange_n(&floor->next, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  uint64_t seen = mori_epoch_floor_propose();
+  while (seen < next && !__atomic_compare_exchange_n(&next_base, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
   }
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* Where a new context's epochs start (epoch_floor.c), for the collective
- * contexts (coll.c) and the MoE contexts (ep.c). */
+/* Where a new context's epochs start (epoch_floor.c): one floor for every
+ * context of the process that counts calls in flags, the collective
+ * contexts (coll.c) and the MoE contexts (ep.c) alike, since both take
+ * their memory from the same heap. */
 #ifndef MORI_COLLECTIVES_EPOCH_FLOOR_H
 #define MORI_COLLECTIVES_EPOCH_FLOOR_H
 
@@ -10,26 +12,21 @@
 extern "C" {
 #endif
 
-/* One kind of context's floor in this process. `generations` bounds the
- * bases (base < generations << 40 plus 2^31): the widest epoch its flags
- * hold. Zero-initialised it is a process's first floor: base 0. */
-typedef struct mori_epoch_floor {
-  uint64_t next; /* atomic: the least base a new context of this kind may take */
-  uint64_t generations;
-} mori_epoch_floor_t;
+/* A base is generation << MORI_EPOCH_GENERATION_BITS | spread (spread <
+ * 2^31); a context that makes fewer than 2^39 calls leaves no epoch at or
+ * above the next base. Generations stay below MORI_EPOCH_GENERATIONS, so
+ * every base and 2^39 calls past it fit the narrowest flag that holds an
+ * epoch (a MoE flag's 56 bits). */
+#define MORI_EPOCH_GENERATION_BITS 40
+#define MORI_EPOCH_GENERATIONS (1ull << 15)
 
-/* The base this rank proposes for a new context (agreed across its ranks
- * as the largest any proposes). */
-uint64_t mori_epoch_floor_propose(mori_epoch_floor_t *floor);
+/* The base this rank proposes for a new context (its ranks agree on the
+ * largest any proposes). A process's first proposal is 0. */
+uint64_t mori_epoch_floor_propose(void);
 
 /* A context starts at `base` (the agreed proposal): later ones of this
  * process start above it. */
-void mori_epoch_floor_taken(mori_epoch_floor_t *floor, uint64_t base);
-
-/* Bits of an epoch below a base's generation: a context that makes
- * fewer calls than 2^(MORI_EPOCH_GENERATION_BITS - 1) leaves no epoch at
- * or above the next base. */
-#define MORI_EPOCH_GENERATION_BITS 40
+void mori_epoch_floor_taken(uint64_t base);
 
 #ifdef __cplusplus
 }

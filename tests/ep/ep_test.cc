@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "collectives/ep_internal.h"
+#include "collectives/internal.h"
+#include "mori/collectives.h"
 #include "mori/device/coll/impl/numeric__funcs.h"
 #include "mori/device/ep/types.h"
 #include "mori/ep.h"
@@ -1086,7 +1088,7 @@ TEST(Ep, ACombineThatTimesOutWaitingForALateReaderLeavesItsRowsAlone) {
 // into the flags of memory that a new context now occupies. A new context
 // counts its calls from a base above every epoch of an earlier one, so
 // such a write passes for none of its calls. (Without bases the late
-// rank's old dispatch flags of call 8 passed for the new context's call 1,
+// rank's old dispatch flag of call 8 passed for the new context's call 1,
 // which then read the late rank's rows as they happened to be.)
 TEST(Ep, AnEarlierContextsLateFlagsPassForNoCallOfANewOne) {
   int size = TestRanks();
@@ -1096,50 +1098,88 @@ TEST(Ep, AnEarlierContextsLateFlagsPassForNoCallOfANewOne) {
     ASSERT_TRUE(w.ok());
     Shape s;
     mori_ep_config_t c = Config(s, rank, size);
-    // A 5 s EP timeout: the calls that succeed must within it, on a
-    // machine that can stall a rank for seconds.
-    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 5000));
-    mori_ep_t *old = nullptr;
-    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &old));
+    const int late = size - 1;
+    // A new context, on a 5 s EP timeout (the calls that succeed must
+    // within it, on a machine that can stall a rank for seconds); the
+    // bootstrap steps between calls outwait that timeout.
+    auto make = [&](mori_ep_t **ep) {
+      MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 5000));
+      MORI_ASSERT_OK(mori_ep_create(w.comm, &c, ep));
+      MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));
+    };
+    // The late rank's kernel of an earlier context's call: `word` into
+    // its flag at `offset` in every other rank's memory.
+    auto stale = [&](mori_ep_t *ep, uint64_t offset, uint64_t word) {
+      void *const *ptrs = mori_window_ptrs(ep->win);
+      for (int r = 0; rank == late && r < size; r++)
+        if (r != late) ((uint64_t *)((char *)ptrs[r] + offset))[late] = word;
+    };
+    auto state = [](mori_ep_t *ep) { return (const mori_ep_state_t *)((const char *)ep->memory + ep->view.off_state); };
+    mori_ep_t *old = nullptr, *ep = nullptr;
+    ASSERT_NO_FATAL_FAILURE(make(&old));
     ASSERT_TRUE(CheckCall(old, s, rank, size, 0, Options()));
     const uint64_t old_base = old->epoch_base;
     MORI_EXPECT_OK(mori_ep_destroy(old));
-    mori_ep_t *ep = nullptr;
-    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
-    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 20000));  // the steps below outwait the EP timeout
-    EXPECT_GE(ep->epoch_base, old_base + (1ull << 39)) << "a new context starts far above the last one";
-    const mori_ep_state_t *state = (const mori_ep_state_t *)((const char *)ep->memory + ep->view.off_state);
-    EXPECT_EQ(state->dispatch_epoch, ep->epoch_base) << "host platform: the state is host memory";
-    const int late = size - 1;
-    if (rank == late) {
-      // The late rank's kernels of the old context's call 8: its dispatch
-      // and combine flags in every other rank's memory.
-      void *const *ptrs = mori_window_ptrs(ep->win);
-      for (int r = 0; r < size; r++) {
-        if (r == late) continue;
-        ((uint64_t *)((char *)ptrs[r] + ep->view.off_dflag))[late] = old_base + 8;
-        ((uint64_t *)((char *)ptrs[r] + ep->view.off_cflag))[late] = old_base + 8;
-      }
-    }
+    // One floor for every kind of context (both carve the same heap): a
+    // collective context made now starts above the old MoE context, and
+    // the next MoE context above it.
+    mori_coll_t *coll = nullptr;
+    MORI_ASSERT_OK(mori_coll_create(w.comm, nullptr, &coll));
+    const uint64_t coll_base = coll->epoch_base;
+    EXPECT_GE(coll_base, old_base + (1ull << 39));
+    MORI_EXPECT_OK(mori_coll_destroy(coll));
+
+    // A dispatch flag of the old context's call 8.
+    ASSERT_NO_FATAL_FAILURE(make(&ep));
+    EXPECT_GE(ep->epoch_base, coll_base + (1ull << 39)) << "a new context starts far above the last one";
+    EXPECT_EQ(state(ep)->dispatch_epoch, ep->epoch_base) << "host platform: the state is host memory";
+    stale(ep, ep->view.off_dflag, old_base + 8);
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Inputs in = MakeInputs(s, rank, size, 1);
     if (rank != late) {
-      Inputs in = MakeInputs(s, rank, size, 1);
       int rc = mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr);
-      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << "the late rank's old flags passed for the new call: " << mori_last_error();
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << "the late rank's old flag passed for the new call: " << mori_last_error();
       EXPECT_NE(std::string(mori_last_error()).find("for rank " + std::to_string(late)), std::string::npos) << mori_last_error();
-      EXPECT_NE(std::string(mori_last_error()).find("(expected 1, saw"), std::string::npos)
+      EXPECT_NE(std::string(mori_last_error()).find("(expected 1, saw 8)"), std::string::npos)
           << "the call is numbered from the context's first: " << mori_last_error();
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    const uint64_t second_base = ep->epoch_base;
     MORI_EXPECT_OK(mori_ep_destroy(ep));
-    // A third context works from its own base: whole calls and halves,
+
+    // A combine flag of the second context's call 8 (it carries the
+    // sender's dtype above the epoch): the dispatch runs, the combine's
+    // receive half waits for the late rank.
+    ASSERT_NO_FATAL_FAILURE(make(&ep));
+    const uint64_t bf16 = (uint64_t)(MORI_EP_BFLOAT16 + 1) << MORI_EP_FLAG_DTYPE_SHIFT;
+    stale(ep, ep->view.off_cflag, bf16 | (second_base + 8));
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_ASSERT_OK(mori_ep_dispatch(ep, in.rows.data(), in.weights.data(), nullptr, in.indices.data(), in.tokens, nullptr, nullptr));
+    if (rank != late) {
+      mori_ep_buffers_t b;
+      MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+      CombineInput keep;
+      // In halves: a fused combine whose tokens all have their copies on
+      // this rank reads no flag at all.
+      Options o;
+      o.split = true;
+      MORI_ASSERT_OK(SendCombine(ep, s, rank, 1, o, (uint32_t)*b.recv_num_token, b, keep));
+      int rc = mori_ep_combine_recv(ep, nullptr, nullptr);
+      EXPECT_EQ(rc, MORI_EDEVICE_TIMEOUT) << "the late rank's old flag passed for the new call: " << mori_last_error();
+      // The record says what epoch the flag held, without the dtype bits.
+      EXPECT_NE(std::string(mori_last_error()).find("(expected 1, saw " + std::to_string(second_base + 8) + ")"),
+                std::string::npos)
+          << mori_last_error();
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+
+    // A fourth context works from its own base: whole calls and halves,
     // each checked against the reference.
-    MORI_ASSERT_OK(mori_bootstrap_set_timeout_ms(w.bootstrap, 5000));
-    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
-    EXPECT_GT(ep->epoch_base >> 40, 1u);
+    ASSERT_NO_FATAL_FAILURE(make(&ep));
+    EXPECT_GE(ep->epoch_base >> 40, 4u);
     for (int call = 0; call < 6; call++) ASSERT_TRUE(CheckCall(ep, s, rank, size, call, CallOptions(call))) << call;
-    state = (const mori_ep_state_t *)((const char *)ep->memory + ep->view.off_state);
-    EXPECT_EQ(state->dispatch_epoch, ep->epoch_base + 6);
+    EXPECT_EQ(state(ep)->dispatch_epoch, ep->epoch_base + 6);
     MORI_EXPECT_OK(mori_ep_destroy(ep));
   });
 }

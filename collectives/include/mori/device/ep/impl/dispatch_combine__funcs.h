@@ -376,7 +376,9 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_sources(const mori_ep_dev_t *e, uint64_
        * blocks that share it (still building their lists) would then miss
        * on every load. */
       for (uint32_t spin = 0; ((seen = mori_load_volatile_u64(flag)) & MORI_EP_FLAG_EPOCH) < epoch; spin++) {
-        rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen);
+        /* The record's seen: the epoch alone (a combine flag's dtype and
+         * refusal bits are no call number). */
+        rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, s, channel, epoch, seen & MORI_EP_FLAG_EPOCH);
         if (rc) break;
         mori_pause();
       }
