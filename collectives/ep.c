@@ -188,7 +188,7 @@ static int make_window(mori_ep_t *ep, int rc) {
   if (zeros) {
     /* The calls count from the agreed base: the state's epochs, and each
      * source's last finished combine (what the first combine waits for),
-     * start there; the flags stay 0, below every call (epoch_floor). */
+     * start there; the flags stay 0, below every call (epoch_floor.c). */
     mori_ep_state_t *st = (mori_ep_state_t *)((char *)zeros + ep->view.off_state);
     st->dispatch_epoch = st->combine_epoch = ep->epoch_base;
     uint64_t *cdone = (uint64_t *)((char *)zeros + ep->view.off_cdone);

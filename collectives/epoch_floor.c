@@ -21,10 +21,10 @@
  * kernel of a MoE context may write into a collective workspace carved
  * where it was, and the reverse. Past MORI_EPOCH_GENERATIONS bases (what
  * a MoE flag can hold) the generation stops growing: new contexts then
- * start where the last did, as they all did before bases. The floor is read before
- * the agreement and moved after it: a context made, timed out and
- * destroyed by another thread of this process during that agreement is
- * not seen by it (docs/api.md). */
+ * start where the last did, as they all did before bases. The floor is
+ * read before the agreement and moved after it: a context made, timed out
+ * and destroyed by another thread of this process during that agreement
+ * is not seen by it (docs/api.md). */
 #include "collectives/epoch_floor.h"
 
 #include <stdbool.h>
