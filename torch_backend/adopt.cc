@@ -69,6 +69,7 @@ bool Register(void *root, size_t bytes, int device, std::string *why) {
 struct RegistrationGuard {
   void *root;
   bool owned;
+  RegistrationGuard(void *registered_root, bool registered) : root(registered_root), owned(registered) {}
   RegistrationGuard(const RegistrationGuard &) = delete;
   RegistrationGuard &operator=(const RegistrationGuard &) = delete;
   ~RegistrationGuard() {
@@ -102,7 +103,7 @@ at::Tensor Adopt(const at::Tensor &t, std::string group) {
     TORCH_CHECK(false, "MORI adopt on group '", group, "' (rank ", mori_comm_rank(g->comm), ", ", bytes, " bytes at ", root,
                 "): ", why.empty() ? "" : why + "; ", err);
   }
-  auto state = std::make_shared<WindowState>(win, g);
+  auto state = WindowState::Own(win, g);
   // Every rank's storage root: the window's table holds each rank's
   // registered base, and the storage may sit at a different offset of it.
   mori_mem_info_t info;

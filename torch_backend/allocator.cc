@@ -120,7 +120,7 @@ class MoriAllocator : public c10d::symmetric_memory::SymmetricMemoryAllocator {
       mori_window_t *win = nullptr;
       int rc = groups_.CreateWindow(group, info.device, info.base, &g, &win);
       TORCH_CHECK(rc == 0, "MORI rendezvous on group '", group, "' (cuda:", info.device, "): ", mori_last_error());
-      state = std::make_shared<WindowState>(win, g);
+      state = WindowState::Own(win, g);
       windows_[key] = state;
     }
     c10::intrusive_ptr<SymmetricMemory> handle = c10::make_intrusive<MoriSymmetricMemory>(state, info.offset);

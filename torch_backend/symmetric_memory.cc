@@ -17,6 +17,15 @@ WindowState::~WindowState() {
   mori_window_destroy(win_);
 }
 
+std::shared_ptr<WindowState> WindowState::Own(mori_window_t *win, Group *group) {
+  try {
+    return std::make_shared<WindowState>(win, group);
+  } catch (...) {
+    mori_window_destroy(win);
+    throw;
+  }
+}
+
 void WindowState::Check(const char *where) {
   int rc = mori_window_check(win_);
   TORCH_CHECK(rc == 0, "MORI ", where, ": ", mori_last_error());

@@ -22,6 +22,9 @@ class WindowState {
  public:
   WindowState(mori_window_t *win, Group *group) : win_(win), group_(group) {}
   ~WindowState();
+  // Takes `win` over: if the state cannot be allocated, the window is
+  // destroyed before the exception leaves (nothing else would free it).
+  static std::shared_ptr<WindowState> Own(mori_window_t *win, Group *group);
   mori_window_t *win() const { return win_; }
   int device() const { return group_->device; }
   const Group &group() const { return *group_; }
