@@ -144,6 +144,13 @@ TEST(DeviceApi, ABarrierThatTimesOutNamesEveryMissingRank) {
       want = ": " + std::to_string(missing) + (missing > 1 ? " peers" : " peer") + " had not arrived: " + who;
       EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << "want \"" << want << "\" in "
                                                                               << mori_last_error();
+      // The signal-pad barrier names them too (its record has no round).
+      EXPECT_EQ(mori_lsa_pad_barrier_block(f.view, 3, 2000 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      std::string pad_want = "signal-pad barrier on rank " + std::to_string(rank) + " (channel 3) timed out after";
+      EXPECT_NE(std::string(mori_last_error()).find(pad_want), std::string::npos) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << "want \"" << want << "\" in "
+                                                                              << mori_last_error();
     }
     MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
     Release(f);

@@ -58,6 +58,30 @@ MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t c
   return MORI_DEVICE_OK;
 }
 
+/* The LSA peers whose signal on `channel` has not reached this rank's pad:
+ * what a timed-out pad barrier names. Exact while the barrier runs, as it
+ * consumes no signal before every one has arrived. */
+MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_pad_missing(mori_window_dev_t win, uint32_t channel) {
+  mori_missing_peers_t m = {0, 0, 0};
+  int first = -1;
+  for (int i = 0; i < win.lsa_size; i++) {
+    int peer = win.lsa_base + i;
+    uint32_t *slot = mori_pad_slot(win, win.world_rank, peer, channel);
+    if (peer == win.world_rank || (slot && mori_atomic_load_acquire_u32(slot) != 0)) continue;
+    if (first < 0) first = i; /* the mask starts at the first missing: it names the first 64 of them */
+    m.count++;
+    if (i - first < 64) m.mask |= 1ull << (i - first);
+  }
+  m.base = win.lsa_base + (first < 0 ? 0 : first);
+  return m;
+}
+
+/* Signals every LSA peer, waits until every peer's signal is in this
+ * rank's pad, and only then consumes them (each thread those it saw): a
+ * wait that times out can name every peer missing, not only its own. A
+ * peer's next signal waits for the consumption (mori_pad_put), so the
+ * later start of it changes no outcome. The record of a timeout carries
+ * expected 0: a pad barrier has no round (core/device_record.c). */
 MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
   int rc = MORI_DEVICE_OK;
   if (!win.signal_pads) {
@@ -77,11 +101,30 @@ MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_
     int r = mori_pad_put(win, peer, channel, timeout_ns);
     if (r) rc = r;
   }
+  /* seen_below: this thread saw every one of its peers below that index arrive. */
+  int seen_below = rc == MORI_DEVICE_OK ? win.lsa_size : 0;
   for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size && rc == MORI_DEVICE_OK; i += count) {
     int peer = win.lsa_base + i;
     if (peer == win.world_rank) continue;
-    int r = mori_pad_wait(win, peer, channel, timeout_ns);
-    if (r) rc = r;
+    uint32_t *slot;
+    if ((rc = mori_pad_check(win, win.world_rank, peer, channel, peer, &slot)) != MORI_DEVICE_OK) {
+      seen_below = i;
+      break;
+    }
+    uint64_t start = 0, waited = 0;
+    for (uint32_t spin = 0; mori_atomic_load_acquire_u32(slot) != 1; spin++) {
+      if ((rc = mori_wait_expired(win, spin, &start, timeout_ns, &waited)) != MORI_DEVICE_OK) {
+        mori_device_report_missing(win, rc, peer, channel, waited, 0, 0, mori_lsa_pad_missing(win, channel));
+        seen_below = i;
+        break;
+      }
+      mori_pause();
+    }
+  }
+  MORI_SYNC_BLOCK(); /* every thread has looked at every slot before any is consumed */
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < seen_below; i += count) {
+    int peer = win.lsa_base + i;
+    if (peer != win.world_rank) mori_atomic_store_release_u32(mori_pad_slot(win, win.world_rank, peer, channel), 0);
   }
   MORI_SYNC_BLOCK();
   return rc;
