@@ -157,6 +157,47 @@ TEST(DeviceApi, ABarrierThatTimesOutNamesEveryMissingRank) {
   });
 }
 
+struct PadRounds {
+  mori_window_dev_t view;
+  int rounds;
+  int failed = 0;
+};
+
+void *PadBarrierRounds(void *arg) {
+  auto *r = static_cast<PadRounds *>(arg);
+  for (int i = 0; i < r->rounds; i++)
+    if (mori_lsa_pad_barrier_block(r->view, 5, 10000 * kMs) != MORI_DEVICE_OK) r->failed++;
+  return nullptr;
+}
+
+// Two blocks of every rank (two threads here) in pad barriers on one
+// channel at once: each signal has one taker, so every round of both
+// completes and the pad is all zero after them (a barrier that read a
+// signal and stored the 0 later let two takers pass on one signal, and
+// one of them then wiped out or stranded the next).
+TEST(DeviceApi, PadBarriersOfTwoBlocksOnOneChannelLoseNoSignal) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    PadRounds a{f.view, 300}, b{f.view, 300};
+    pthread_t ta, tb;
+    pthread_create(&ta, nullptr, PadBarrierRounds, &a);
+    pthread_create(&tb, nullptr, PadBarrierRounds, &b);
+    pthread_join(ta, nullptr);
+    pthread_join(tb, nullptr);
+    EXPECT_EQ(a.failed + b.failed, 0) << mori_last_error();
+    EXPECT_EQ(mori_window_check(f.win), 0) << mori_last_error();
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
+    for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
 void *AbortLater(void *arg) {
   usleep(50000);
   mori_window_abort(static_cast<mori_window_t *>(arg));

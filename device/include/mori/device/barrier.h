@@ -24,8 +24,11 @@
  *
  * torch's protocol: the slot for a signal from `src` on `channel` is
  * uint32 index channel * world_size + src of the destination's pad; put =
- * CAS 0 -> 1 (release, system scope), wait = CAS 1 -> 0 (acquire). After a
- * completed barrier every slot is 0 again. A pad barrier needs a signal pad
+ * CAS 0 -> 1 (release, system scope), wait = CAS 1 -> 0 (acquire). The pad
+ * barrier takes each signal by CAS 1 -> 2 and stores the 0 only once the
+ * block holds every peer's (so a timeout names every peer missing); a 2
+ * holds off the peer's next put as a 1 does. After a completed barrier
+ * every slot is 0 again. A pad barrier needs a signal pad
  * of at least (channel + 1) * world_size * 4 bytes: a channel beyond it is
  * MORI_DEVICE_ECHANNEL with a record in the mailbox, never a write into the
  * memory after the pad (another window's); a window without a pad is

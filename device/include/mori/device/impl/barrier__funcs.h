@@ -58,10 +58,27 @@ MORI_DEVICE_INLINE int mori_pad_wait(mori_window_dev_t win, int peer, uint32_t c
   return MORI_DEVICE_OK;
 }
 
-/* The LSA peers whose signal on `channel` has not reached this rank's pad:
- * what a timed-out pad barrier names. Exact while the barrier runs, as it
- * consumes no signal before every one has arrived. */
-MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_pad_missing(mori_window_dev_t win, uint32_t channel) {
+/* A barrier's one code for the whole block (barrier.h: every thread returns
+ * the same): 0 when every thread's is; else an abort if any thread saw one,
+ * a timeout if any timed out, and otherwise the pad's absence (the only
+ * other failure a thread meets after the block's own checks). */
+MORI_DEVICE_INLINE int mori_barrier_block_code(int rc) {
+  if (!MORI_SYNC_BLOCK_OR(rc != MORI_DEVICE_OK)) return MORI_DEVICE_OK;
+  if (MORI_SYNC_BLOCK_OR(rc == MORI_DEVICE_EABORTED)) return MORI_DEVICE_EABORTED;
+  if (MORI_SYNC_BLOCK_OR(rc == MORI_DEVICE_ETIMEDOUT)) return MORI_DEVICE_ETIMEDOUT;
+  return MORI_DEVICE_EUNREACHABLE;
+}
+
+/* A pad slot a pad barrier has taken a signal from and not yet given back
+ * (see mori_lsa_pad_barrier_block). */
+#define MORI_PAD_CLAIMED 2u
+
+/* The LSA peers whose signal on `channel` is not in this rank's pad: what
+ * a timed-out pad barrier names (the barrier gives no slot back before
+ * every signal has arrived, so an empty slot is a peer that has not). When
+ * the peer the caller gave up on arrived in the meantime, it is named
+ * alone: it was missing when the time ran out. */
+MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_pad_missing(mori_window_dev_t win, uint32_t channel, int gave_up_on) {
   mori_missing_peers_t m = {0, 0, 0};
   int first = -1;
   for (int i = 0; i < win.lsa_size; i++) {
@@ -73,15 +90,18 @@ MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_pad_missing(mori_window_dev_t w
     if (i - first < 64) m.mask |= 1ull << (i - first);
   }
   m.base = win.lsa_base + (first < 0 ? 0 : first);
+  if (m.count == 0) m.mask = 1, m.base = gave_up_on, m.count = 1;
   return m;
 }
 
-/* Signals every LSA peer, waits until every peer's signal is in this
- * rank's pad, and only then consumes them (each thread those it saw): a
- * wait that times out can name every peer missing, not only its own. A
- * peer's next signal waits for the consumption (mori_pad_put), so the
- * later start of it changes no outcome. The record of a timeout carries
- * expected 0: a pad barrier has no round (core/device_record.c). */
+/* Signals every LSA peer, then takes every peer's signal from this rank's
+ * pad (CAS 1 -> MORI_PAD_CLAIMED: one taker per signal, as the CAS to 0
+ * of mori_pad_wait), and gives the slots back (0) only once every thread
+ * has taken all of its own: a wait that times out can then name every
+ * peer missing, not only its own. A claimed slot still holds off the
+ * peer's next signal (mori_pad_put waits for 0), so the later release
+ * changes no outcome. The record of a timeout carries expected 0: a pad
+ * barrier has no round (core/device_record.c). */
 MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_t channel, uint64_t timeout_ns) {
   int rc = MORI_DEVICE_OK;
   if (!win.signal_pads) {
@@ -101,28 +121,28 @@ MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_
     int r = mori_pad_put(win, peer, channel, timeout_ns);
     if (r) rc = r;
   }
-  /* seen_below: this thread saw every one of its peers below that index arrive. */
-  int seen_below = rc == MORI_DEVICE_OK ? win.lsa_size : 0;
+  /* claimed_below: this thread claimed every one of its slots below that index. */
+  int claimed_below = rc == MORI_DEVICE_OK ? win.lsa_size : 0;
   for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size && rc == MORI_DEVICE_OK; i += count) {
     int peer = win.lsa_base + i;
     if (peer == win.world_rank) continue;
     uint32_t *slot;
     if ((rc = mori_pad_check(win, win.world_rank, peer, channel, peer, &slot)) != MORI_DEVICE_OK) {
-      seen_below = i;
+      claimed_below = i;
       break;
     }
     uint64_t start = 0, waited = 0;
-    for (uint32_t spin = 0; mori_atomic_load_acquire_u32(slot) != 1; spin++) {
+    for (uint32_t spin = 0; mori_atomic_cas_acquire_u32(slot, 1, MORI_PAD_CLAIMED) != 1; spin++) {
       if ((rc = mori_wait_expired(win, spin, &start, timeout_ns, &waited)) != MORI_DEVICE_OK) {
-        mori_device_report_missing(win, rc, peer, channel, waited, 0, 0, mori_lsa_pad_missing(win, channel));
-        seen_below = i;
+        mori_device_report_missing(win, rc, peer, channel, waited, 0, 0, mori_lsa_pad_missing(win, channel, peer));
+        claimed_below = i;
         break;
       }
       mori_pause();
     }
   }
-  MORI_SYNC_BLOCK(); /* every thread has looked at every slot before any is consumed */
-  for (int i = MORI_THREAD_RANK_BLOCK(); i < seen_below; i += count) {
+  rc = mori_barrier_block_code(rc); /* also: every thread has claimed what it could before any slot is given back */
+  for (int i = MORI_THREAD_RANK_BLOCK(); i < claimed_below; i += count) {
     int peer = win.lsa_base + i;
     if (peer != win.world_rank) mori_atomic_store_release_u32(mori_pad_slot(win, win.world_rank, peer, channel), 0);
   }
@@ -185,7 +205,7 @@ MORI_DEVICE_INLINE int mori_lsa_barrier_block(mori_window_dev_t win, uint32_t ch
       mori_pause();
     }
   }
-  MORI_SYNC_BLOCK();
+  rc = mori_barrier_block_code(rc);
   if (MORI_THREAD_RANK_BLOCK() == 0) *(volatile uint64_t *)counter = epoch;
   MORI_SYNC_BLOCK();
   return rc;
