@@ -99,7 +99,7 @@ class Pe:
         assert torch.equal(pos, epos), f"{where}: src_token_pos {pos.tolist()} != {epos.tolist()}"
         if n_recv:
             src_rank, src_tok = op.decode_send_flat_idx(pos)
-            assert torch.equal(src_rank * MAX_TOKENS + src_tok, pos)
+            assert torch.equal(src_rank * self.world * MAX_TOKENS + src_tok, pos)
             assert op.decode_send_flat_idx(int(pos[-1])) == (int(src_rank[-1]), int(src_tok[-1]))
 
         y = ref.expert(out[:n_recv], me, combine_dtype)
@@ -230,10 +230,13 @@ class Pe:
         expect_raises(ValueError, lambda: op.combine(y, ow, idx.float()), ("indices is torch.float32",))
         op.combine(y, ow, idx.long())
         op.combine(y, ow, idx)
-        # Token positions: what get_dispatch_src_token_pos can hold.
-        for pos in (-1, world * MAX_TOKENS, True, 2**40, 2.0):
+        # Token positions: what get_dispatch_src_token_pos can hold (MORI-EP's
+        # flat format: src_rank * world_size * max_num_inp_token_per_rank +
+        # src_token_id; MAX_TOKENS is a token id past the last).
+        for pos in (-1, world * world * MAX_TOKENS, MAX_TOKENS, True, 2**40, 2.0):
             expect_raises(ValueError, lambda: op.decode_send_flat_idx(pos), ("not a token position", on))
-        assert op.decode_send_flat_idx(world * MAX_TOKENS - 1) == (world - 1, MAX_TOKENS - 1)
+        last = (world - 1) * world * MAX_TOKENS + MAX_TOKENS - 1
+        assert op.decode_send_flat_idx(last) == (world - 1, MAX_TOKENS - 1)
         # An expert index out of range: found by the call's work, the token
         # dropped, and raised on every rank by that call itself (the host
         # platform checks after every call, free there).
@@ -567,8 +570,8 @@ class Pe:
                 assert int(count[e]) == k, (e, int(count[e]), k)
                 assert torch.equal(bits(px[e, :k]), bits(rx[rows])), f"expert {e}: packed rows differ"
                 assert torch.all(bits(px[e, k:]) == 0), f"expert {e}: padding not zero"
-                assert torch.equal(src_info[e, :k], rpos[rows] % MAX_TOKENS)
-                src_rank = rpos[rows] // MAX_TOKENS
+                assert torch.equal(src_info[e, :k], rpos[rows] % (world * MAX_TOKENS))
+                src_rank = rpos[rows] // (world * MAX_TOKENS)
                 for r in range(world):
                     begin, cnt = int(layout[e, r]) >> 32, int(layout[e, r]) & 0xFFFFFFFF
                     assert cnt == int((src_rank == r).sum()), (e, r, cnt)

@@ -72,7 +72,8 @@ def destination_ranks(indices, experts_per_rank, world):
 
 def expected_dispatch(all_inputs, me, world, experts_per_rank, max_tokens):
     """(x, weights, scales, indices, src_token_pos) that rank `me` receives,
-    from every rank's (x, weights, scales, indices)."""
+    from every rank's (x, weights, scales, indices); src_token_pos in the
+    MORI-EP flat format: src_rank * world * max_tokens + src_token."""
     xs, ws, ss, ids, pos = [], [], [], [], []
     for r, (x, w, s, idx) in enumerate(all_inputs):
         mask = destination_ranks(idx, experts_per_rank, world)[:, me]
@@ -81,7 +82,7 @@ def expected_dispatch(all_inputs, me, world, experts_per_rank, max_tokens):
         ids.append(idx[mask])
         if s is not None:
             ss.append(s[mask])
-        pos.append(r * max_tokens + torch.nonzero(mask).flatten().to(torch.int32))
+        pos.append(r * world * max_tokens + torch.nonzero(mask).flatten().to(torch.int32))
     return (torch.cat(xs), torch.cat(ws), torch.cat(ss) if ss else None, torch.cat(ids), torch.cat(pos))
 
 

@@ -805,31 +805,44 @@ class EpDispatchCombineOp:
             self._raw_reset()
 
     def get_dispatch_src_token_pos(self):
-        """The origin of each of the last dispatch's rows:
-        src_rank * max_num_inp_token_per_rank + src_token_id (int32,
-        recv_num_token[0] of them; reads the count, so on a GPU it waits for
-        the stream)."""
+        """The origin of each of the last dispatch's rows, in MORI-EP's flat
+        format: src_rank * world_size * max_num_inp_token_per_rank +
+        src_token_id (recv_num_token[0] of them; int32, or int64 where
+        world_size^2 * max_num_inp_token_per_rank does not fit it; reads
+        the count, so on a GPU it waits for the stream). decode_send_flat_idx
+        turns a value back into (src_rank, src_token_id)."""
         self._alive("get_dispatch_src_token_pos")
         n = int(self._recv_num_token[0].item())
-        return self._src_token_pos[:n]
+        # The library keeps src_rank * max_num_inp_token_per_rank + id (the
+        # C API's src_token_pos); MORI-EP's stride per source rank is every
+        # rank's capacity, world_size * max_num_inp_token_per_rank.
+        m, stride = self.config.max_num_inp_token_per_rank, self._flat_stride()
+        raw = self._src_token_pos[:n].to(torch.int64)
+        flat = torch.div(raw, m, rounding_mode="floor") * stride + torch.remainder(raw, m)
+        return flat if stride * self.config.world_size - 1 > _INT32_MAX else flat.to(torch.int32)
+
+    def _flat_stride(self):
+        """MORI-EP's flat-index stride per source rank."""
+        return self.config.world_size * self.config.max_num_inp_token_per_rank
 
     def decode_send_flat_idx(self, pos):
         """(src_rank, src_token_id) of a get_dispatch_src_token_pos value (an
         int or a tensor of them)."""
         c = self.config
-        m = c.max_num_inp_token_per_rank
+        m, stride = c.max_num_inp_token_per_rank, self._flat_stride()
         if isinstance(pos, torch.Tensor):
             # (not range-checked: that would wait for the device)
-            return torch.div(pos, m, rounding_mode="floor"), torch.remainder(pos, m)
+            return torch.div(pos, stride, rounding_mode="floor"), torch.remainder(pos, stride)
         try:
             value = None if isinstance(pos, bool) else operator.index(pos)
         except TypeError:
             value = None
-        if value is None or not 0 <= value < c.world_size * m:
+        if value is None or not 0 <= value < c.world_size * stride or value % stride >= m:
             raise ValueError(f"EpDispatchCombineOp.decode_send_flat_idx on rank {self.rank}: {pos!r} is not a "
-                             f"token position: expected an int in [0, world_size {c.world_size} x "
-                             f"max_num_inp_token_per_rank {m})")
-        return divmod(value, m)
+                             f"token position: expected src_rank * {stride} (world_size {c.world_size} x "
+                             f"max_num_inp_token_per_rank {m}) + src_token_id, with src_rank < {c.world_size} and "
+                             f"src_token_id < {m}")
+        return divmod(value, stride)
 
     # ---- DeepEP-style layouts (mori.ops.ep_layout) ----------------------------------------------------
     def convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx):
