@@ -7,7 +7,7 @@ dispatch, seen from rank `me`: the tokens of every source rank r, in
 (r, token) order, that have at least one of their top-k experts on `me`
 (expert e lives on rank e // experts_per_rank), each once whatever the
 number of its experts there, with its weights, indices and scales;
-src_token_pos = r * max_tokens + token.
+src_token_pos = r * world * max_tokens + token (MORI-EP's flat format).
 
 combine, seen from rank `me`: token t gets the fp32 sum of the rows each
 distinct destination rank sends back for it, cast to the combine dtype;

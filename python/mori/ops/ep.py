@@ -807,9 +807,9 @@ class EpDispatchCombineOp:
     def get_dispatch_src_token_pos(self):
         """The origin of each of the last dispatch's rows, in MORI-EP's flat
         format: src_rank * world_size * max_num_inp_token_per_rank +
-        src_token_id (recv_num_token[0] of them; int32, or int64 where
-        world_size^2 * max_num_inp_token_per_rank does not fit it; reads
-        the count, so on a GPU it waits for the stream). decode_send_flat_idx
+        src_token_id (recv_num_token[0] of them; a new tensor, int32, or
+        int64 where world_size^2 * max_num_inp_token_per_rank exceeds 2^31;
+        reads the count, so on a GPU it waits for the stream). decode_send_flat_idx
         turns a value back into (src_rank, src_token_id)."""
         self._alive("get_dispatch_src_token_pos")
         n = int(self._recv_num_token[0].item())
