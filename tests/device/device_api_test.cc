@@ -39,6 +39,15 @@ void Make(World &w, int size, Fixture &f) {
   f.view = mori_window_device_view(f.win);
 }
 
+// Every rank's pad is all zero once every rank's barriers are done (torch's
+// pad protocol; the barriers around the look keep peers' puts out of it).
+void ExpectPadAllZero(World &w, Fixture &f, int rank, int size) {
+  MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+  const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
+  for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
+  MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+}
+
 void Release(Fixture &f) {
   MORI_EXPECT_OK(mori_window_destroy(f.win));
   MORI_EXPECT_OK(mori_mem_free(f.mem));
@@ -80,10 +89,7 @@ TEST(DeviceApi, PutSignalGetAndBarrierAtEveryScope) {
     // torch's pad protocol: the pad is all zero again after matched
     // barriers (torch's own kernels rely on it).
     for (uint32_t ch = 0; ch < 8; ch++) ASSERT_EQ(mori_lsa_pad_barrier_block(f.view, ch, 10000 * kMs), MORI_DEVICE_OK);
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
-    for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    ExpectPadAllZero(w, f, rank, size);
     Release(f);
   });
 }
@@ -190,10 +196,7 @@ TEST(DeviceApi, PadBarriersOfTwoBlocksOnOneChannelLoseNoSignal) {
     pthread_join(tb, nullptr);
     EXPECT_EQ(a.failed + b.failed, 0) << mori_last_error();
     EXPECT_EQ(mori_window_check(f.win), 0) << mori_last_error();
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
-    const uint32_t *pad = (const uint32_t *)mori_window_signal_pads(f.win)[rank];
-    for (int i = 0; i < 8 * size; i++) EXPECT_EQ(pad[i], 0u) << "pad slot " << i;
-    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    ExpectPadAllZero(w, f, rank, size);
     Release(f);
   });
 }
