@@ -209,12 +209,13 @@ int mori_device_record_error(int code, const mori_device_error_t *e, uint64_t un
   if (e->missing_count) {
     char who[320];
     missing_list(e, who, sizeof(who));
+    char which[96];
     if (e->expected == 0) /* the signal-pad barrier: no rounds (an epoch barrier's start at 1) */
-      return mori_error_set(code, "signal-pad barrier on rank %d (channel %u) %s after %.3f ms: %u peer%s had not arrived: %s%s",
-                            e->waiter_rank, e->channel, code == MORI_EABORTED ? "was aborted" : "timed out",
-                            (double)e->waited_ns / 1e6, e->missing_count, e->missing_count > 1 ? "s" : "", who, bound);
-    return mori_error_set(code, "barrier on rank %d (channel %u, round %llu) %s after %.3f ms: %u peer%s had not arrived: %s%s",
-                          e->waiter_rank, e->channel, (unsigned long long)e->expected,
+      snprintf(which, sizeof(which), "signal-pad barrier on rank %d (channel %u)", e->waiter_rank, e->channel);
+    else
+      snprintf(which, sizeof(which), "barrier on rank %d (channel %u, round %llu)", e->waiter_rank, e->channel,
+               (unsigned long long)e->expected);
+    return mori_error_set(code, "%s %s after %.3f ms: %u peer%s had not arrived: %s%s", which,
                           code == MORI_EABORTED ? "was aborted" : "timed out", (double)e->waited_ns / 1e6,
                           e->missing_count, e->missing_count > 1 ? "s" : "", who, bound);
   }

@@ -73,6 +73,15 @@ MORI_DEVICE_INLINE int mori_barrier_block_code(int rc) {
  * (see mori_lsa_pad_barrier_block). */
 #define MORI_PAD_CLAIMED 2u
 
+/* Adds LSA index i (scanned in ascending order) to a timed-out barrier's
+ * missing peers. The mask starts at the first missing index `first`, so
+ * it names the first 64 of them; the caller sets m->base from `first`. */
+MORI_DEVICE_INLINE void mori_missing_add(mori_missing_peers_t *m, int *first, int i) {
+  if (*first < 0) *first = i;
+  m->count++;
+  if (i - *first < 64) m->mask |= 1ull << (i - *first);
+}
+
 /* The LSA peers whose signal on `channel` is not in this rank's pad: what
  * a timed-out pad barrier names (the barrier gives no slot back before
  * every signal has arrived, so an empty slot is a peer that has not). When
@@ -84,10 +93,7 @@ MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_pad_missing(mori_window_dev_t w
   for (int i = 0; i < win.lsa_size; i++) {
     int peer = win.lsa_base + i;
     uint32_t *slot = mori_pad_slot(win, win.world_rank, peer, channel);
-    if (peer == win.world_rank || (slot && mori_atomic_load_acquire_u32(slot) != 0)) continue;
-    if (first < 0) first = i; /* the mask starts at the first missing: it names the first 64 of them */
-    m.count++;
-    if (i - first < 64) m.mask |= 1ull << (i - first);
+    if (peer != win.world_rank && !(slot && mori_atomic_load_acquire_u32(slot) != 0)) mori_missing_add(&m, &first, i);
   }
   m.base = win.lsa_base + (first < 0 ? 0 : first);
   if (m.count == 0) m.mask = 1, m.base = gave_up_on, m.count = 1;
@@ -162,12 +168,9 @@ MORI_HOST_DEVICE uint64_t *mori_barrier_word(mori_window_dev_t win, int lsa_inde
 MORI_DEVICE_INLINE mori_missing_peers_t mori_lsa_barrier_missing(mori_window_dev_t win, uint32_t channel, uint64_t epoch) {
   mori_missing_peers_t m = {0, 0, 0};
   int n = win.lsa_size, me = win.lsa_rank, first = -1;
-  for (int i = 0; i < n; i++) {
-    if (i == me || mori_atomic_load_acquire_u64(mori_barrier_word(win, me, (uint64_t)channel * n + i)) >= epoch) continue;
-    if (first < 0) first = i; /* the mask starts at the first missing: it names the first 64 of them */
-    m.count++;
-    if (i - first < 64) m.mask |= 1ull << (i - first);
-  }
+  for (int i = 0; i < n; i++)
+    if (i != me && mori_atomic_load_acquire_u64(mori_barrier_word(win, me, (uint64_t)channel * n + i)) < epoch)
+      mori_missing_add(&m, &first, i);
   m.base = win.lsa_base + (first < 0 ? 0 : first);
   return m;
 }
