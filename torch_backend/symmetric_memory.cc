@@ -21,7 +21,7 @@ std::shared_ptr<WindowState> WindowState::Own(mori_window_t *win, Group *group) 
   try {
     return std::make_shared<WindowState>(win, group);
   } catch (...) {
-    mori_window_destroy(win);
+    if (!Finalized()) mori_window_destroy(win);  // as the destructor: finalize may have released it
     throw;
   }
 }
