@@ -95,6 +95,27 @@ class InterfaceTest(unittest.TestCase):
         for name in ("ep_dispatch", "ep_dispatch_recv", "ep_combine", "ep_combine_recv", "ep_reset"):
             self.assertTrue(hasattr(torch.ops.mori, name), name)
 
+    def test_flat_token_positions_widen_to_int64_only_past_int32(self):
+        # The PE tests' configurations stay far below 2^31; the widening is
+        # checked here on the conversion alone, either side of its edge.
+        import torch
+        from mori.ops.ep import _flat_token_positions
+
+        def case(world, m):
+            last_rank_last_token = (world - 1) * m + (m - 1)  # the library's form of the largest position
+            raw = torch.tensor([0, m - 1, m, last_rank_last_token], dtype=torch.int32)
+            return _flat_token_positions(raw, world, m)
+
+        edge = case(2, 1 << 29)  # world^2 * m == 2^31: every value the format can hold fits in int32
+        self.assertEqual(edge.dtype, torch.int32)
+        self.assertEqual(edge.tolist(), [0, (1 << 29) - 1, 1 << 30, (1 << 30) + (1 << 29) - 1])
+        past = case(4, 1 << 28)  # world^2 * m == 2^32
+        self.assertEqual(past.dtype, torch.int64)
+        stride = 4 << 28
+        self.assertEqual(past.tolist(), [0, (1 << 28) - 1, stride, 3 * stride + (1 << 28) - 1])
+        small = case(3, 5)
+        self.assertEqual((small.dtype, small.tolist()), (torch.int32, [0, 4, 15, 2 * 15 + 4]))
+
 
 def torchrun_2(code, timeout):
     """(exit code, output) of the script `code` under torchrun at 2 ranks

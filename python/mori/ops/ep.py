@@ -141,6 +141,16 @@ def _launch(block_num, rdma_block_num, warp_per_block):
     return C.Launch(block_num, rdma_block_num, warp_per_block)
 
 
+def _flat_token_positions(raw, world_size, max_tokens):
+    """The library's positions (src_rank * max_tokens + id) in MORI-EP's
+    flat format (src_rank * world_size * max_tokens + id): int32 while the
+    largest value fits, else int64."""
+    stride = world_size * max_tokens
+    raw = raw.to(torch.int64)
+    flat = torch.div(raw, max_tokens, rounding_mode="floor") * stride + torch.remainder(raw, max_tokens)
+    return flat if stride * world_size - 1 > _INT32_MAX else flat.to(torch.int32)
+
+
 class EpDispatchCombineOp:
     """Dispatch and combine for one config. Collective to make (every rank
     of MORI Shmem's world, after mori.shmem is initialised); calls are
@@ -816,10 +826,8 @@ class EpDispatchCombineOp:
         # The library keeps src_rank * max_num_inp_token_per_rank + id (the
         # C API's src_token_pos); MORI-EP's stride per source rank is every
         # rank's capacity, world_size * max_num_inp_token_per_rank.
-        m, stride = self.config.max_num_inp_token_per_rank, self._flat_stride()
-        raw = self._src_token_pos[:n].to(torch.int64)
-        flat = torch.div(raw, m, rounding_mode="floor") * stride + torch.remainder(raw, m)
-        return flat if stride * self.config.world_size - 1 > _INT32_MAX else flat.to(torch.int32)
+        return _flat_token_positions(self._src_token_pos[:n], self.config.world_size,
+                                     self.config.max_num_inp_token_per_rank)
 
     def _flat_stride(self):
         """MORI-EP's flat-index stride per source rank."""
