@@ -470,6 +470,21 @@ static int check_apart(const mori_ep_t *ep, const char *what, const char *name, 
                         what, ep->config.rank, name, (unsigned long long)bytes, p, outputs);
 }
 
+/* `p` (`bytes` of it) lies in the registered buffer at offset `off` (`size`
+ * bytes) that the call copies it into, without starting where the buffer
+ * does: the copy would overwrite rows before it reads them (a shifted
+ * slice of the buffer). The buffer itself is read in place. */
+static int check_not_shifted(const mori_ep_t *ep, const char *what, const char *name, const void *p, uint64_t bytes,
+                             uint64_t off, uint64_t size, const char *buffer) {
+  uintptr_t a = (uintptr_t)p, lo = (uintptr_t)ep->memory + off, hi = lo + size;
+  if (!p || !bytes || a == lo || a >= hi || (a < lo && lo - a >= bytes)) return 0;
+  return mori_error_set(MORI_EINVAL,
+                        "%s: rank %d: the %s (%llu bytes at %p) overlaps this context's %s (at %p) without starting "
+                        "there: the call copies it into that buffer, over rows it has not read yet; pass the buffer "
+                        "itself (its rows read in place) or a copy",
+                        what, ep->config.rank, name, (unsigned long long)bytes, p, buffer, (void *)lo);
+}
+
 /* A dispatch's input, checked (0, or the error set). */
 static int check_dispatch(const mori_ep_t *ep, const void *input, const float *weights, const void *scales,
                           const int32_t *indices, uint32_t num_tokens, uint32_t phases, const char *what) {
@@ -613,9 +628,14 @@ static int check_combine(const mori_ep_t *ep, const void *input, mori_ep_dtype_t
     return mori_error_set(MORI_EINVAL, "%s: rank %d: combine dtype %s takes %u bytes, the buffers hold %u (max_token_type_size)",
                           what, ep->config.rank, dtype_name((int)dtype), elem_bytes((int)dtype), ep->comb_elem_bytes);
   int rc = 0;
+  const mori_ep_dev_t *v = &ep->view;
+  uint64_t R = (uint64_t)ep->config.world_size * ep->config.max_num_inp_token_per_rank, K = ep->config.num_experts_per_token;
+  if ((rc = check_not_shifted(ep, what, "input", input, R * ep->config.hidden_dim * elem_bytes((int)dtype), v->off_comb_in,
+                              R * ep->config.hidden_dim * ep->comb_elem_bytes, "registered combine input")) != 0 ||
+      (rc = check_not_shifted(ep, what, "weights", weights, R * K * 4, v->off_comb_w_in, R * K * 4,
+                              "registered combine weights")) != 0)
+    return rc;
   if (phases == (MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV)) {
-    const mori_ep_dev_t *v = &ep->view;
-    uint64_t R = (uint64_t)ep->config.world_size * ep->config.max_num_inp_token_per_rank, K = ep->config.num_experts_per_token;
     const char *outs = "combine outputs";
     if ((rc = check_apart(ep, what, "input", input, R * ep->config.hidden_dim * elem_bytes((int)dtype), v->off_comb_out,
                           v->off_rhdr, outs)) == 0)

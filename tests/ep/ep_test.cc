@@ -784,6 +784,14 @@ TEST(Ep, Refusals) {
     ExpectError(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, b.combine_weights, nullptr, nullptr), MORI_EINVAL,
                   "the weights");
     EXPECT_NE(std::string(mori_last_error()).find("overlaps this context's combine outputs"), std::string::npos);
+    // An input inside the registered combine input at another address (a
+    // shifted slice of it), in either form of the call: the call copies it
+    // into that buffer, over rows it has not read yet (this rank's own rows
+    // came out wrong). The buffer itself is read in place.
+    ExpectError(mori_ep_combine(ep, (char *)b.combine_input + s.hidden * 2, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr),
+                MORI_EINVAL, "overlaps this context's registered combine input");
+    ExpectError(mori_ep_combine_send(ep, (char *)b.combine_input + 2, MORI_EP_BFLOAT16, nullptr, nullptr, nullptr),
+                MORI_EINVAL, "without starting there");
     // The halves come in pairs, nothing between them: a receive half
     // without its send half, a call while a send half waits (a fused combine
     // there waited out the whole timeout; a lone dispatch_recv returned

@@ -390,8 +390,17 @@ class Pe:
         shifted = reg[1:n + 1]
         copied = shifted.clone()
         got = op.combine(shifted, None, None, use_external_inp_buf=0)[0].clone()
-        want = op.combine(copied, None, None, use_external_inp_buf=0)[0]
+        want = op.combine(copied, None, None, use_external_inp_buf=0)[0].clone()
         assert torch.equal(got, want), f"rank {me}: combine of a shifted slice of the registered buffer differs"
+        # The same with an external input (the config's default, the fast
+        # path): the kernel's copy into the buffer overwrote rows of the
+        # slice before reading them, and this rank's own rows came out wrong.
+        # (A dispatch first: the buffer is rewritten only once no peer can
+        # still read the last combine's rows from it.)
+        op.dispatch(x, w, None, idx)
+        reg[1:n + 1] = copied
+        got = op.combine(shifted, None, None)[0]
+        assert torch.equal(got, want), f"rank {me}: combine of a shifted slice (external input) differs"
         op.destroy()
         # Bad launch arguments on one rank, on the fast paths (a dispatch of
         # block_num 2**40, a combine of warp_per_block 1.5): that rank's part
@@ -406,20 +415,50 @@ class Pe:
         out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
         y = out[:int(cnt[0])].clone()
         if me == 0:
-            expect_raises(TypeError, lambda: op.combine(y, None, None, warp_per_block=1.5), ("warp_per_block",))
+            expect_raises(TypeError, lambda: op.combine(y, None, None, warp_per_block=1.5),
+                          ("warp_per_block", "rank 0"))
         else:
             expect_raises(mori.ops.EpError, lambda: op.combine(y, None, None), ("rank 0 refused its part of a combine",))
         self.one_call(op, 36, "uniform", torch.bfloat16)
+        # The same off the fast path (a registered input: the launch was
+        # checked after the refusal's reach, and the peers waited out their
+        # timeout, then every call of theirs was refused).
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        y = out[:int(cnt[0])].clone()
+        if me == 0:
+            expect_raises(TypeError, lambda: op.combine(y, None, None, use_external_inp_buf=0, block_num=None),
+                          ("block_num=None", "rank 0"))
+        else:
+            expect_raises(mori.ops.EpError, lambda: op.combine(y, None, None, use_external_inp_buf=0),
+                          ("rank 0 refused its part of a combine",))
+        self.one_call(op, 37, "uniform", torch.bfloat16)
+        # A call the library refuses on rank 0 (its input inside the dispatch
+        # outputs) while the same call reports a bad expert index of the last
+        # rank: rank 0's error carries that report too, and the next call
+        # (correct everywhere) passes on every rank; it raised that report
+        # on rank 0 alone.
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        if me == 0:
+            e = expect_raises(mori.ops.EpError, lambda: op.dispatch(out[:1], None, None, idx[:1]),
+                              ("overlaps this context's dispatch outputs",))
+            if world > 1:
+                assert "this call also reported" in str(e), str(e)
+        else:
+            bad_idx = idx.clone()
+            bad_idx[0, 0] = EXPERTS_PER_RANK * world + 7
+            expect_raises(mori.ops.EpError, lambda: op.dispatch(x, w, None, bad_idx),
+                          ("rank 0 refused its part of a dispatch",))
+        self.one_call(op, 38, "uniform", torch.bfloat16)
         # Any exception before the launch, not only the checks' (here one
         # injected into rank 0's combine as its input is put in place).
         out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
         y = out[:int(cnt[0])].clone()
         if me == 0:
-            def broken(dtype, hidden_dim=-1):
+            def broken(input, external=True):
                 raise RuntimeError("injected before the launch")
-            op.get_registered_combine_input_buffer = broken
+            op._combine_input = broken
             expect_raises(RuntimeError, lambda: op.combine(y, None, None, use_external_inp_buf=0), ("injected",))
-            del op.get_registered_combine_input_buffer
+            del op._combine_input
         else:
             expect_raises(mori.ops.EpError, lambda: op.combine(y, None, None, use_external_inp_buf=0),
                           ("rank 0 refused its part of a combine",))
@@ -551,6 +590,37 @@ class Pe:
             torch.testing.assert_close(cw, eww, rtol=1e-6, atol=1e-6)
         assert len(graphs) == 1, f"{len(graphs)} graphs (recompiled or broke)"
         assert "mori.ep_dispatch" in graphs[0] and "mori.ep_combine" in graphs[0], graphs[0]
+        # Arguments rank 0 refuses while the graph is traced (int64 indices;
+        # a launch size that is no int32): the refusal is in rank 0's graph,
+        # so its part of the call runs as refused when the graph runs, and
+        # rank 0 raises then; the peers' compiled calls name rank 0, and the
+        # eager calls after pair as they should. Before, rank 0 raised while
+        # tracing and ran nothing: the peers' calls paired with its next one.
+        x, w, _, idx = self.inputs(op, 210, "uniform", n=MAX_TOKENS)[me]
+        for what, args, kind in (("indices", dict(idx=idx.to(torch.int64)), ValueError),
+                                 ("block_num", dict(block_num=2**40), TypeError)):
+            graphs.clear()
+
+            def refused_step(x, w, idx, block_num=-1):
+                out, ow, _, _, cnt = op.dispatch(x, w, None, idx, block_num=block_num)
+                return out * 1, cnt * 1
+
+            fn = torch.compile(refused_step, backend=backend, fullgraph=True)
+            if me == 0:
+                expect_raises(kind, lambda: fn(x, w, **dict(dict(idx=idx), **args)), (what, "rank 0"))
+                assert any("mori.ep_refused" in g for g in graphs), graphs
+            else:
+                expect_raises(mori.ops.EpError, lambda: fn(x, w, idx), ("rank 0 refused its part of a dispatch",))
+            self.one_call(op, 211, "uniform", torch.bfloat16)
+        # A combine whose input dtype rank 0 refuses while tracing.
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        y = out[:int(cnt[0])].clone()
+        cfn = torch.compile(lambda y: op.combine(y, None, None)[0] * 1, backend="aot_eager", fullgraph=True)
+        if me == 0:
+            expect_raises(ValueError, lambda: cfn(y.to(torch.float64)), ("float64", "rank 0"))
+        else:
+            expect_raises(mori.ops.EpError, lambda: cfn(y), ("rank 0 refused its part of a combine",))
+        self.one_call(op, 212, "uniform", torch.bfloat16)
         op.destroy()
 
     def standard_moe(self):
@@ -598,6 +668,17 @@ class Pe:
                                        combined_rows[:n], rtol=0, atol=0)
             torch.testing.assert_close(op.combine_standard_moe(processed, None, idx), out, rtol=0, atol=0,
                                        msg=lambda m: f"rank {me}, seed {seed}: combine_standard_moe after reset(): {m}")
+        # A layout the conversion refuses on rank 0 only (one row short):
+        # rank 0's part of the combine still runs, the peers' calls name it
+        # at once (they waited out their timeout, and every later call of
+        # theirs was refused), and the next round pairs as it should.
+        if me == 0:
+            expect_raises(ValueError, lambda: op.combine_standard_moe(processed[:, :-1], None, idx),
+                          ("packed_recv_x has shape", "rank 0"))
+        else:
+            expect_raises(mori.ops.EpError, lambda: op.combine_standard_moe(processed, None, idx),
+                          ("rank 0 refused its part of a combine",))
+        self.one_call(op, 303, "uniform", torch.bfloat16)
         op.destroy()
 
 

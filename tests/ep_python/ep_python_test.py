@@ -92,7 +92,7 @@ class InterfaceTest(unittest.TestCase):
         import torch
         import mori.ops.ep  # noqa: F401
 
-        for name in ("ep_dispatch", "ep_dispatch_recv", "ep_combine", "ep_combine_recv", "ep_reset"):
+        for name in ("ep_dispatch", "ep_dispatch_recv", "ep_combine", "ep_combine_recv", "ep_reset", "ep_refused"):
             self.assertTrue(hasattr(torch.ops.mori, name), name)
 
     def test_flat_token_positions_widen_to_int64_only_past_int32(self):

@@ -157,7 +157,9 @@ MORI_API int mori_ep_dispatch_refused(mori_ep_t *ep, int send_only, void *stream
  * the same order (NULL: none). Writes combine_output [num_tokens of the
  * last dispatch, hidden_dim] of `dtype` and combine_weights. A combine
  * before any dispatch of the context is refused (MORI_EINVAL, this rank's
- * part run as refused, as mori_ep_combine_refused). */
+ * part run as refused, as mori_ep_combine_refused), and so is an `input`
+ * or `weights` inside the registered combine buffers without starting
+ * where they do (the call copies them there, over rows not yet read). */
 MORI_API int mori_ep_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
                              const mori_ep_launch_t *launch, void *stream);
 MORI_API int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,

@@ -47,15 +47,39 @@ def _op(handle):
     return op
 
 
+_ERRORS = {"TypeError": TypeError, "ValueError": ValueError}
+
+
+# A call torch.compile traced with arguments this rank refuses (dtype,
+# shape, launch size: what the trace can see): this rank's part of the call
+# runs as refused and the error is raised when the graph runs, so the peers'
+# calls are not paired with this rank's next one. `state` is a buffer the
+# refused call writes (marked mutated: the op keeps its place in the graph).
+@torch.library.custom_op("mori::ep_refused", mutates_args=("state",))
+def ep_refused(handle: int, combine: bool, send_only: bool, kind: str, message: str, state: Tensor) -> None:
+    op = _op(handle)
+    op._refuse(combine, send_only)
+    raise _ERRORS.get(kind, ValueError)(message)
+
+
+@ep_refused.register_fake
+def _(handle, combine, send_only, kind, message, state):
+    return None
+
+
 @torch.library.custom_op("mori::ep_dispatch", mutates_args=_DISPATCH_OUTS)
 def ep_dispatch(handle: int, input: Tensor, weights: Optional[Tensor], scales: Optional[Tensor], indices: Tensor,
                 block_num: int, rdma_block_num: int, warp_per_block: int, send_only: bool, out_tokens: Tensor,
                 out_weights: Tensor, out_scales: Tensor, out_indices: Tensor, recv_num_token: Tensor,
                 src_token_pos: Tensor) -> None:
     op = _op(handle)
+    try:
+        launch = op._launch_of(block_num, rdma_block_num, warp_per_block)
+    except Exception:
+        op._refuse(False, send_only)  # as the eager call: this rank's part still runs
+        raise
     op._note_dispatch()
-    op._raw_dispatch(send_only, input, weights, scales, indices,
-                     op._launch_of(block_num, rdma_block_num, warp_per_block))
+    op._raw_dispatch(send_only, input, weights, scales, indices, launch)
     _fill(_dispatch_buffers(op, out_tokens, out_weights, out_scales, out_indices, recv_num_token, src_token_pos))
     if not send_only:
         op._check_after()  # what this call reported, from this call (the host platform)
@@ -96,7 +120,13 @@ def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code
         op._refuse(True, send_only)
         raise ValueError(f"EpDispatchCombineOp.combine on rank {op.rank}: no dispatch to combine: combine follows a "
                          f"dispatch")
-    op._raw_combine(send_only, input, dtype_code, weights, op._launch_of(block_num, rdma_block_num, warp_per_block))
+    try:
+        launch = op._launch_of(block_num, rdma_block_num, warp_per_block)
+        input = op._combine_input(input)
+    except Exception:
+        op._refuse(True, send_only)  # as the eager call: this rank's part still runs
+        raise
+    op._raw_combine(send_only, input, dtype_code, weights, launch)
     _fill(((out, op._combine_output_view(out.dtype)), (out_weights, op._combine_weights)))
     if not send_only:
         op._check_after()

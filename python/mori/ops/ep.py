@@ -132,12 +132,19 @@ def _typed(raw, dtype, shape):
 _INT32_MAX = 2**31 - 1
 
 
-def _launch(block_num, rdma_block_num, warp_per_block):
+def _check_launch(rank, block_num, rdma_block_num, warp_per_block):
+    """TypeError (naming the rank) unless each launch size is an int32 or -1
+    (plain Python: also what tracing runs)."""
     for name, value in (("block_num", block_num), ("rdma_block_num", rdma_block_num),
                         ("warp_per_block", warp_per_block)):
         # (an int32 field: a larger value would be cut to its low bits)
         if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= _INT32_MAX:
-            raise TypeError(f"EpDispatchCombineOp: {name}={value!r}; expected an int, -1 for the config's")
+            raise TypeError(f"EpDispatchCombineOp on rank {rank}: {name}={value!r}; expected an int, -1 for the "
+                            f"config's")
+
+
+def _launch(rank, block_num, rdma_block_num, warp_per_block):
+    _check_launch(rank, block_num, rdma_block_num, warp_per_block)
     return C.Launch(block_num, rdma_block_num, warp_per_block)
 
 
@@ -214,7 +221,7 @@ class EpDispatchCombineOp:
             # says so).
             _OPS.pop(self._handle, None)
             raise
-        self._default_launch = _launch(-1, -1, -1)
+        self._default_launch = _launch(self.rank, -1, -1, -1)
         self._launches = {(-1, -1, -1): self._default_launch}
         self._last_num_tokens = 0
         # Whether a dispatch went to the library (combine reverses what it
@@ -250,6 +257,7 @@ class EpDispatchCombineOp:
         self._scale_dtypes = frozenset(d for d, v in self._scales_views.items() if v.numel() or not self._scale_dim)
         self._external = bool(config.use_external_inp_buf)
         self._combine_input_ptr = self._combine_input_raw.data_ptr()
+        self._combine_input_end = self._combine_input_ptr + self._combine_input_raw.nbytes
         self._weights_fallback = self._dispatch_weights.data_ptr()
         self._dtype_codes = _DTYPE_CODES
 
@@ -491,9 +499,8 @@ class EpDispatchCombineOp:
         that failed before the launch): it still runs, with no tokens and
         marked refused, so a call refused on some ranks only leaves no rank
         paired with this rank's next call; the others' calls report this
-        rank (their check, or on the host platform the call itself)."""
-        if torch.compiler.is_compiling():
-            return
+        rank (their check, or on the host platform the call itself). Eager
+        only: while tracing, _traced_refusal puts it in the graph."""
         fn = lib.mori_ep_combine_refused if combine else lib.mori_ep_dispatch_refused
         fn(self._ep, 1 if send_only else 0, self._stream())
         if not combine and self._waiting is None:  # (with a half waiting, the library ran nothing)
@@ -503,6 +510,36 @@ class EpDispatchCombineOp:
             # This rank raises its own error for the call; what the call
             # also reported here is not raised again by its next call.
             lib.mori_ep_check(self._ep)
+
+    def _traced_refusal(self, combine, send_only, error):
+        """A call refused while torch.compile traces it: the refusal goes
+        into the graph (torch.ops.mori.ep_refused, which runs this rank's
+        refused part and raises `error`'s type and message when the graph
+        runs), so the compiled call stays in step with the peers' as the
+        eager one does. Returns what the call's trace returns in its place
+        (the graph raises before anything reads it)."""
+        kind = "TypeError" if isinstance(error, TypeError) else "ValueError"
+        if combine:
+            state = self._combine_weights
+            dtype = self._dtype if self._dtype in self._combine_outputs else next(iter(self._combine_outputs))
+            result = (self._combine_outputs[dtype][:self._last_num_tokens], None)
+        else:
+            state = self._recv_num_token
+            result = self._dispatch_results[None]
+        torch.ops.mori.ep_refused(self._handle, combine, send_only, kind, str(error), state)
+        return result
+
+    def _failed(self, call, rc):
+        """The error of a library call that returned rc < 0. The library ran
+        this rank's part (as refused, or as far as it got); with
+        check_every_call, what the call also reported here is taken now, as
+        _refuse does, and joins the message: the next call must not raise
+        this one's reports."""
+        error = EpError(call, rc)
+        if self.check_every_call and self._ep is not None and lib.mori_ep_check(self._ep) < 0:
+            also = lib.mori_last_error().decode(errors="replace")
+            error = EpError(call, rc, error.name, f"{error.detail}; this call also reported: {also}")
+        return error
 
     def _note_dispatch(self):
         """A dispatch part goes to the library (whatever it then returns):
@@ -532,7 +569,7 @@ class EpDispatchCombineOp:
         key = (block_num, rdma_block_num, warp_per_block)
         launch = self._launches.get(key)
         if launch is None:
-            launch = self._launches[key] = _launch(*key)
+            launch = self._launches[key] = _launch(self.rank, *key)
         return launch
 
     def _eager_launch(self, block_num, rdma_block_num, warp_per_block):
@@ -554,7 +591,7 @@ class EpDispatchCombineOp:
             # half's dispatch, which the next combine reverses.
             if self._waiting is None:
                 self._last_num_tokens = 0
-            raise EpError(call, rc)
+            raise self._failed(call, rc)
         if send_only:
             self._waiting = "dispatch_send"
 
@@ -569,9 +606,27 @@ class EpDispatchCombineOp:
         wptr = (weights.data_ptr() or self._dispatch_weights.data_ptr()) if weights is not None else None
         rc = fn(self._ep, ptr, dtype_code, wptr, launch, self._stream())
         if rc < 0:
-            raise EpError(call, rc)
+            raise self._failed(call, rc)
         if send_only:
             self._waiting = "combine_send"
+
+    def _combine_input(self, input, external=True):
+        """What combine passes the library for `input` (eager, and the
+        custom op when it runs). The kernel reads the registered buffer. An
+        input that is not that buffer goes to the library as it is: its
+        kernel copies the rows there itself, after every peer has read the
+        rows of an earlier combine of the same dispatch (a copy made here
+        would overwrite them under a peer still reading). One that overlaps
+        the buffer elsewhere (a shifted slice of it: that copy would
+        overwrite rows before reading them) is copied out first; so is one
+        that overlaps this context's outputs when use_external_inp_buf is
+        off (on, the library refuses it, as it refuses such a dispatch)."""
+        if input.data_ptr() == self._combine_input_ptr:
+            return input
+        if _overlaps(input, self._combine_input_raw) or (not external and any(
+                _overlaps(input, b) for b in (self._combine_output_raw, self._combine_weights))):
+            return input.clone()
+        return input
 
     def _raw_recv(self, which, launch):
         fn = lib.mori_ep_dispatch_recv if which == "dispatch" else lib.mori_ep_combine_recv
@@ -602,10 +657,15 @@ class EpDispatchCombineOp:
         self._alive(call)
         try:
             n, scales = self._check_dispatch(call, input, weights, scales, indices)
-            launch = None if torch.compiler.is_compiling() else self._launch_of(block_num, rdma_block_num,
-                                                                                 warp_per_block)
+            if torch.compiler.is_compiling():
+                _check_launch(self.rank, block_num, rdma_block_num, warp_per_block)
+                launch = None
+            else:
+                launch = self._launch_of(block_num, rdma_block_num, warp_per_block)
             result = self._dispatch_result(scales)
-        except Exception:
+        except Exception as error:
+            if torch.compiler.is_compiling():
+                return self._traced_refusal(False, send_only, error)
             self._refuse(False, send_only)
             raise
         if torch.compiler.is_compiling():
@@ -657,7 +717,7 @@ class EpDispatchCombineOp:
             if rc < 0:
                 if self._waiting is None:  # as in _raw_dispatch
                     self._last_num_tokens = 0
-                raise EpError("mori_ep_dispatch", rc)
+                raise self._failed("mori_ep_dispatch", rc)
             self._last_num_tokens = n
             if self.check_every_call:
                 C.check("mori_ep_check", lib.mori_ep_check(self._ep))
@@ -688,26 +748,18 @@ class EpDispatchCombineOp:
         try:
             external = self._check_combine(call, input, weights, indices, use_external_inp_buf)
             dtype = input.dtype
-            if not external:
-                # The kernel reads the registered buffer. An input that is
-                # not that buffer goes to the library as it is: its kernel
-                # copies the rows there itself, after every peer has read
-                # the rows of an earlier combine of the same dispatch (a
-                # copy made here would overwrite them under a peer still
-                # reading). One that overlaps the buffer elsewhere (a
-                # shifted slice of it) or this context's outputs is copied
-                # out first.
-                registered = self.get_registered_combine_input_buffer(dtype)
-                if input.data_ptr() != registered.data_ptr():
-                    if any(_overlaps(input, b) for b in (self._combine_input_raw, self._combine_output_raw,
-                                                         self._combine_weights)):
-                        input = input.clone()
-                else:
-                    input = registered
-        except Exception:
+            if torch.compiler.is_compiling():
+                _check_launch(self.rank, block_num, rdma_block_num, warp_per_block)
+                launch = None
+            else:
+                launch = self._launch_of(block_num, rdma_block_num, warp_per_block)
+                input = self._combine_input(input, external)
+        except Exception as error:
             # As for dispatch: this rank's part still runs, sending nothing,
             # so the others' calls end at once naming this rank and every
             # rank stays in step.
+            if torch.compiler.is_compiling():
+                return self._traced_refusal(True, send_only, error)
             self._refuse(True, send_only)
             raise
         n = self._last_num_tokens
@@ -723,8 +775,7 @@ class EpDispatchCombineOp:
             if result is None:
                 result = (self._combine_outputs[dtype][:n], self._combine_weights[:n] if weights is not None else None)
                 self._combine_results[key] = result
-            self._raw_combine(send_only, input, _DTYPE_CODES[dtype], weights,
-                              self._launch_of(block_num, rdma_block_num, warp_per_block))
+            self._raw_combine(send_only, input, _DTYPE_CODES[dtype], weights, launch)
             if not send_only:
                 self._check_after()
         return result
@@ -753,6 +804,8 @@ class EpDispatchCombineOp:
                                          and len(ishape := indices.shape) == 2 and ishape[1] == self._topk))
                 and self._dispatched
                 and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))
+                and ((p := input.data_ptr()) == self._combine_input_ptr or p >= self._combine_input_end
+                     or p + input.nbytes <= self._combine_input_ptr)
                 and (self._recv_num_token_c is None
                      or ((got := self._delivered()) <= rows and (weights is None or got <= wshape[0])))
                 and self._ep is not None):
@@ -774,7 +827,7 @@ class EpDispatchCombineOp:
                                      None if weights is None else (weights.data_ptr() or self._weights_fallback),
                                      launch, self._stream())
             if rc < 0:
-                raise EpError("mori_ep_combine", rc)
+                raise self._failed("mori_ep_combine", rc)
             self._last_combine_dtype = input.dtype
             if self.check_every_call:
                 C.check("mori_ep_check", lib.mori_ep_check(self._ep))
@@ -890,7 +943,14 @@ class EpDispatchCombineOp:
         """convert_combine_input of the expert-major `input`, then combine
         (weights: the dispatch weights or None). Returns combine's output."""
         self._alive("combine_standard_moe")
-        rows = self.convert_combine_input(input, packed_recv_src_info, packed_recv_layout_range)
+        try:
+            rows = self.convert_combine_input(input, packed_recv_src_info, packed_recv_layout_range)
+        except Exception as error:
+            # As combine's own refusals: this rank's part still runs.
+            if torch.compiler.is_compiling():
+                return self._traced_refusal(True, False, error)[0]
+            self._refuse(True, False)
+            raise
         out, _ = self.combine(rows, weights, indices, block_num, rdma_block_num, warp_per_block,
                               call_reset=call_reset)
         return out
