@@ -204,6 +204,8 @@ static const mori_env_var_t table[] = {
      .meaning = "The ROCm installation bitcode is compiled against."},
     {"MORI_TEST_RANKS", I(1, 4096, TOOLS), .reader = "tests", .default_text = "set by the test rule",
      .meaning = "The ranks a multi-rank test runs at."},
+    {"MORI_TEST_TIMEOUT_S", I(1, 86400, TOOLS), .reader = "tests (the multi-rank harness)", .default_text = "120",
+     .meaning = "How long a multi-rank test's ranks may run before they are stopped (a long run asked for by hand)."},
     {"MORI_EP_TEST_CALLS", I(1, 1 << 30, TOOLS), .reader = "tests (ep_test, gpu_ep_test)",
      .default_text = "10000 (3000 at 8 ranks)", .meaning = "Back-to-back dispatch/combine calls the EP tests check."},
     {"MORI_BENCH_EP_TOKENS", I(1, 1 << 24, TOOLS), .reader = "tests/gpu (bench_ep)", .default_text = "4096",
