@@ -612,14 +612,23 @@ class Pe:
             else:
                 expect_raises(mori.ops.EpError, lambda: fn(x, w, idx), ("rank 0 refused its part of a dispatch",))
             self.one_call(op, 211, "uniform", torch.bfloat16)
-        # A combine whose input dtype rank 0 refuses while tracing.
+        # A combine whose input dtype rank 0 refuses while tracing, in a
+        # function that goes on to use both results: the refusal's stand-ins
+        # must trace as the accepted call's would (the weights were None
+        # once, so rank 0's trace failed and ran nothing).
         out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
-        y = out[:int(cnt[0])].clone()
-        cfn = torch.compile(lambda y: op.combine(y, None, None)[0] * 1, backend="aot_eager", fullgraph=True)
+        n = int(cnt[0])
+        y, yw = out[:n].clone(), ow[:n].clone()
+
+        def refused_combine(y, yw):
+            co, cw = op.combine(y, yw, None)
+            return co * 1, cw * 1
+
+        cfn = torch.compile(refused_combine, backend="aot_eager", fullgraph=True)
         if me == 0:
-            expect_raises(ValueError, lambda: cfn(y.to(torch.float64)), ("float64", "rank 0"))
+            expect_raises(ValueError, lambda: cfn(y.to(torch.float64), yw), ("float64", "rank 0"))
         else:
-            expect_raises(mori.ops.EpError, lambda: cfn(y), ("rank 0 refused its part of a combine",))
+            expect_raises(mori.ops.EpError, lambda: cfn(y, yw), ("rank 0 refused its part of a combine",))
         self.one_call(op, 212, "uniform", torch.bfloat16)
         op.destroy()
 

@@ -53,17 +53,21 @@ _ERRORS = {"TypeError": TypeError, "ValueError": ValueError}
 # A call torch.compile traced with arguments this rank refuses (dtype,
 # shape, launch size: what the trace can see): this rank's part of the call
 # runs as refused and the error is raised when the graph runs, so the peers'
-# calls are not paired with this rank's next one. `state` is a buffer the
-# refused call writes (marked mutated: the op keeps its place in the graph).
-@torch.library.custom_op("mori::ep_refused", mutates_args=("state",))
-def ep_refused(handle: int, combine: bool, send_only: bool, kind: str, message: str, state: Tensor) -> None:
+# calls are not paired with this rank's next one. It is marked as writing
+# the buffers the other ops order themselves by (src_token_pos, which every
+# dispatch writes and every combine reads; recv_num_token; the combine
+# weights, which every combine writes), so no compiler pass moves it past
+# a dispatch or combine of the same context.
+@torch.library.custom_op("mori::ep_refused", mutates_args=("src_token_pos", "recv_num_token", "combine_weights"))
+def ep_refused(handle: int, combine: bool, send_only: bool, kind: str, message: str, src_token_pos: Tensor,
+               recv_num_token: Tensor, combine_weights: Tensor) -> None:
     op = _op(handle)
     op._refuse(combine, send_only)
     raise _ERRORS.get(kind, ValueError)(message)
 
 
 @ep_refused.register_fake
-def _(handle, combine, send_only, kind, message, state):
+def _(handle, combine, send_only, kind, message, src_token_pos, recv_num_token, combine_weights):
     return None
 
 

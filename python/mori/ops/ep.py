@@ -511,22 +511,30 @@ class EpDispatchCombineOp:
             # also reported here is not raised again by its next call.
             lib.mori_ep_check(self._ep)
 
-    def _traced_refusal(self, combine, send_only, error):
+    def _traced_refusal(self, combine, send_only, error, like=None, weights=None):
         """A call refused while torch.compile traces it: the refusal goes
         into the graph (torch.ops.mori.ep_refused, which runs this rank's
         refused part and raises `error`'s type and message when the graph
         runs), so the compiled call stays in step with the peers' as the
-        eager one does. Returns what the call's trace returns in its place
-        (the graph raises before anything reads it)."""
+        eager one does. The op writes every buffer the dispatch and combine
+        ops order themselves by, so the compiler keeps it where the call
+        was. Returns what the call's trace returns, shaped as the accepted
+        call's would be (`like`: combine's input or dispatch's scales;
+        `weights`: whether combine got any), so the caller's code after it
+        still traces; the graph raises before anything reads it."""
         kind = "TypeError" if isinstance(error, TypeError) else "ValueError"
         if combine:
-            state = self._combine_weights
-            dtype = self._dtype if self._dtype in self._combine_outputs else next(iter(self._combine_outputs))
-            result = (self._combine_outputs[dtype][:self._last_num_tokens], None)
+            outs = self._combine_outputs
+            dtype = like.dtype if isinstance(like, torch.Tensor) and like.dtype in outs else (
+                self._dtype if self._dtype in outs else next(iter(outs), None))
+            n = self._last_num_tokens
+            result = (outs[dtype][:n] if dtype is not None else None,
+                      self._combine_weights[:n] if weights is not None else None)
         else:
-            state = self._recv_num_token
-            result = self._dispatch_results[None]
-        torch.ops.mori.ep_refused(self._handle, combine, send_only, kind, str(error), state)
+            key = like.dtype if isinstance(like, torch.Tensor) and like.dtype in self._dispatch_results else None
+            result = self._dispatch_results[key]
+        torch.ops.mori.ep_refused(self._handle, combine, send_only, kind, str(error), self._src_token_pos,
+                                  self._recv_num_token, self._combine_weights)
         return result
 
     def _failed(self, call, rc):
@@ -610,6 +618,15 @@ class EpDispatchCombineOp:
         if send_only:
             self._waiting = "combine_send"
 
+    def _in_registered_input(self, input):
+        """Whether the library refuses `input` as a combine input inside the
+        registered buffer without starting there (collectives/ep.c,
+        check_not_shifted): it takes an input's extent as max_recv_tokens
+        rows, whatever the rows passed, so one just below the buffer counts."""
+        p, start = input.data_ptr(), self._combine_input_ptr
+        return p != start and p < self._combine_input_end and (
+            p >= start or start - p < self.max_recv_tokens * self._hidden * input.element_size())
+
     def _combine_input(self, input, external=True):
         """What combine passes the library for `input` (eager, and the
         custom op when it runs). The kernel reads the registered buffer. An
@@ -623,7 +640,7 @@ class EpDispatchCombineOp:
         off (on, the library refuses it, as it refuses such a dispatch)."""
         if input.data_ptr() == self._combine_input_ptr:
             return input
-        if _overlaps(input, self._combine_input_raw) or (not external and any(
+        if self._in_registered_input(input) or (not external and any(
                 _overlaps(input, b) for b in (self._combine_output_raw, self._combine_weights))):
             return input.clone()
         return input
@@ -665,7 +682,7 @@ class EpDispatchCombineOp:
             result = self._dispatch_result(scales)
         except Exception as error:
             if torch.compiler.is_compiling():
-                return self._traced_refusal(False, send_only, error)
+                return self._traced_refusal(False, send_only, error, like=scales)
             self._refuse(False, send_only)
             raise
         if torch.compiler.is_compiling():
@@ -759,7 +776,7 @@ class EpDispatchCombineOp:
             # so the others' calls end at once naming this rank and every
             # rank stays in step.
             if torch.compiler.is_compiling():
-                return self._traced_refusal(True, send_only, error)
+                return self._traced_refusal(True, send_only, error, like=input, weights=weights)
             self._refuse(True, send_only)
             raise
         n = self._last_num_tokens
@@ -804,8 +821,7 @@ class EpDispatchCombineOp:
                                          and len(ishape := indices.shape) == 2 and ishape[1] == self._topk))
                 and self._dispatched
                 and (use_external_inp_buf == 1 or (use_external_inp_buf == -1 and self._external))
-                and ((p := input.data_ptr()) == self._combine_input_ptr or p >= self._combine_input_end
-                     or p + input.nbytes <= self._combine_input_ptr)
+                and not self._in_registered_input(input)
                 and (self._recv_num_token_c is None
                      or ((got := self._delivered()) <= rows and (weights is None or got <= wshape[0])))
                 and self._ep is not None):
@@ -948,7 +964,7 @@ class EpDispatchCombineOp:
         except Exception as error:
             # As combine's own refusals: this rank's part still runs.
             if torch.compiler.is_compiling():
-                return self._traced_refusal(True, False, error)[0]
+                return self._traced_refusal(True, False, error, like=input)[0]
             self._refuse(True, False)
             raise
         out, _ = self.combine(rows, weights, indices, block_num, rdma_block_num, warp_per_block,
