@@ -580,6 +580,14 @@ class EpDispatchCombineOp:
             launch = self._launches[key] = _launch(self.rank, *key)
         return launch
 
+    def _checked_launch(self, block_num, rdma_block_num, warp_per_block):
+        """The call's launch shape; while tracing, None after the same check
+        (the custom op makes the shape when it runs)."""
+        if torch.compiler.is_compiling():
+            _check_launch(self.rank, block_num, rdma_block_num, warp_per_block)
+            return None
+        return self._launch_of(block_num, rdma_block_num, warp_per_block)
+
     def _eager_launch(self, block_num, rdma_block_num, warp_per_block):
         """The fast paths' launch shape: the default one unless a size is
         given."""
@@ -674,11 +682,7 @@ class EpDispatchCombineOp:
         self._alive(call)
         try:
             n, scales = self._check_dispatch(call, input, weights, scales, indices)
-            if torch.compiler.is_compiling():
-                _check_launch(self.rank, block_num, rdma_block_num, warp_per_block)
-                launch = None
-            else:
-                launch = self._launch_of(block_num, rdma_block_num, warp_per_block)
+            launch = self._checked_launch(block_num, rdma_block_num, warp_per_block)
             result = self._dispatch_result(scales)
         except Exception as error:
             if torch.compiler.is_compiling():
@@ -765,11 +769,8 @@ class EpDispatchCombineOp:
         try:
             external = self._check_combine(call, input, weights, indices, use_external_inp_buf)
             dtype = input.dtype
-            if torch.compiler.is_compiling():
-                _check_launch(self.rank, block_num, rdma_block_num, warp_per_block)
-                launch = None
-            else:
-                launch = self._launch_of(block_num, rdma_block_num, warp_per_block)
+            launch = self._checked_launch(block_num, rdma_block_num, warp_per_block)
+            if launch is not None:  # (eager: traced, the custom op prepares its input when it runs)
                 input = self._combine_input(input, external)
         except Exception as error:
             # As for dispatch: this rank's part still runs, sending nothing,
