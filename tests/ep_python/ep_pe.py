@@ -204,7 +204,12 @@ class Pe:
             (ValueError, lambda: op.dispatch(x.to("meta"), w, None, idx), ("input is on meta",)),
             (TypeError, lambda: op.dispatch(x, w, None, idx, block_num=None), ("block_num=None",)),
             (TypeError, lambda: op.dispatch(x, w, None, idx, block_num=2**40), (f"block_num={2**40}",)),
+            # (sizes equal to a cached shape's, 1 and -1, are refused as
+            # tracing refuses them: True and -1.0 found the cache)
+            (TypeError, lambda: op.dispatch(x, w, None, idx, block_num=True), ("block_num=True",)),
+            (TypeError, lambda: op.dispatch(x, w, None, idx, warp_per_block=-1.0), ("warp_per_block=-1.0",)),
         ]
+        op.dispatch(x, w, None, idx, block_num=1)  # (1, -1, -1) cached
         for kind, fn, says in bad_dispatch:
             expect_raises(kind, fn, says)
         out, ow, _, _, cnt = op.dispatch(x, w, None, idx)  # still works
@@ -557,6 +562,13 @@ class Pe:
         launch = op._launch_of(7, 3, 2)
         assert isinstance(launch, C.Launch) and (launch.block_num, launch.warp_per_block) == (-1, -1)
         self.one_call(op, 401, "skewed", torch.bfloat16)
+        # The calls' shapes are still checked (a compiled call checks them:
+        # eagerly they were ignored unchecked, so the two differed).
+        x, w, _, idx = self.inputs(op, 402, "uniform", n=4)[self.rank]
+        for kw, says in ((dict(block_num=2**40), f"block_num={2**40}"), (dict(rdma_block_num=True), "rdma_block_num=True"),
+                         (dict(warp_per_block=None), "warp_per_block=None")):
+            expect_raises(TypeError, lambda: op.dispatch(x, w, None, idx, **kw), (says, f"rank {self.rank}"))
+        self.one_call(op, 403, "uniform", torch.bfloat16)
         op.destroy()
 
     def compiled(self):
@@ -638,6 +650,29 @@ class Pe:
         else:
             expect_raises(mori.ops.EpError, lambda: cfn(y, yw), ("rank 0 refused its part of a combine",))
         self.one_call(op, 212, "uniform", torch.bfloat16)
+        op.destroy()
+        # use_external_inp_buf=False: a combine input that overlaps this
+        # context's combine outputs (here the outputs themselves, holding
+        # the expert's rows) is copied out first, compiled as eagerly (the
+        # compiled call passed the library such an input, which it refuses).
+        op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16, use_external_inp_buf=False))
+        outs = op._combine_output_view(torch.bfloat16)
+
+        def overlapping_combine(n):
+            co, cw = op.combine(outs[:n], None, None)
+            return co * 1
+
+        cfn = torch.compile(overlapping_combine, backend="aot_eager", fullgraph=True)
+        for seed, fn in ((213, overlapping_combine), (214, cfn), (215, cfn)):
+            everyone = self.inputs(op, seed, "uniform", n=MAX_TOKENS // self.world)
+            x, w, _, idx = everyone[me]
+            out, _, _, _, cnt = op.dispatch(x, w, None, idx)
+            n = int(cnt[0])
+            outs[:n] = ref.expert(out[:n], me, torch.bfloat16)
+            ey, _ = ref.expected_combine(x, w, idx, EXPERTS_PER_RANK, self.world, torch.bfloat16)
+            rtol, atol = ref.TOLERANCE[torch.bfloat16]
+            torch.testing.assert_close(fn(n)[:x.shape[0]], ey, rtol=rtol, atol=atol,
+                                       msg=lambda m: f"rank {me}, seed {seed}: {m}")
         op.destroy()
 
     def standard_moe(self):

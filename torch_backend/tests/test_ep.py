@@ -189,6 +189,39 @@ def _():
     op.destroy()
 
 
+def raises(kind, fn, words):
+    try:
+        fn()
+    except kind as e:
+        for w in words:
+            assert w in str(e), f"rank {rank}: the {kind.__name__} does not say {w!r}: {e}"
+        return
+    raise AssertionError(f"rank {rank}: no {kind.__name__} saying {words}")
+
+
+@check("torch.compile (inductor): a call rank 0 refuses while tracing stays in its graph, so every rank's "
+       "compiled call fails naming rank 0 and the calls after pair as they should")
+def _():
+    op = make_op(torch.bfloat16)
+    x, w, _, idx = [to_dev(t) for t in everyone(op, 820, "uniform", n=MAX_TOKENS)[rank]]
+
+    def step(x, w, idx):
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        y = (out.to(torch.float32) * 2).to(torch.bfloat16)
+        co, cw = op.combine(y, ow, idx)
+        return co * 1, cnt * 1
+
+    fn = torch.compile(step, fullgraph=True)
+    for attempt in range(2):  # the second runs the graph compiled by the first
+        if rank == 0:  # int64 indices: refused while tracing, the refusal run when the graph runs
+            raises(ValueError, lambda: fn(x, w, idx.to(torch.int64)), ("indices", "rank 0"))
+        else:
+            raises(mori.ops.EpError, lambda: fn(x, w, idx), ("rank 0 refused its part of a dispatch",))
+        torch.cuda.synchronize()
+        one_call(op, 821 + attempt, "uniform", torch.bfloat16)
+    op.destroy()
+
+
 @check("refusals: CPU tensors, wrong dtype, too many tokens; a bad expert index reported by check()")
 def _():
     op = make_op(torch.bfloat16)

@@ -114,9 +114,9 @@ def _(handle, block_num, rdma_block_num, warp_per_block, out_tokens, out_weights
 # dispatch_state (the src_token_pos buffer) is read: combine follows the
 # dispatch whose routing it reverses.
 @torch.library.custom_op("mori::ep_combine", mutates_args=("out", "out_weights"))
-def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code: int, block_num: int,
-               rdma_block_num: int, warp_per_block: int, send_only: bool, dispatch_state: Tensor, out: Tensor,
-               out_weights: Tensor) -> None:
+def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code: int, external: bool,
+               block_num: int, rdma_block_num: int, warp_per_block: int, send_only: bool, dispatch_state: Tensor,
+               out: Tensor, out_weights: Tensor) -> None:
     op = _op(handle)
     if not op._dispatched:
         # (eager combine says so before it traces; a compiled one here,
@@ -126,7 +126,7 @@ def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code
                          f"dispatch")
     try:
         launch = op._launch_of(block_num, rdma_block_num, warp_per_block)
-        input = op._combine_input(input)
+        input = op._combine_input(input, external)
     except Exception:
         op._refuse(True, send_only)  # as the eager call: this rank's part still runs
         raise
@@ -137,8 +137,8 @@ def ep_combine(handle: int, input: Tensor, weights: Optional[Tensor], dtype_code
 
 
 @ep_combine.register_fake
-def _(handle, input, weights, dtype_code, block_num, rdma_block_num, warp_per_block, send_only, dispatch_state, out,
-      out_weights):
+def _(handle, input, weights, dtype_code, external, block_num, rdma_block_num, warp_per_block, send_only,
+      dispatch_state, out, out_weights):
     return None
 
 

@@ -143,11 +143,6 @@ def _check_launch(rank, block_num, rdma_block_num, warp_per_block):
                             f"config's")
 
 
-def _launch(rank, block_num, rdma_block_num, warp_per_block):
-    _check_launch(rank, block_num, rdma_block_num, warp_per_block)
-    return C.Launch(block_num, rdma_block_num, warp_per_block)
-
-
 def _flat_token_positions(raw, world_size, max_tokens):
     """The library's positions (src_rank * max_tokens + id) in MORI-EP's
     flat format (src_rank * world_size * max_tokens + id): int32 while the
@@ -221,7 +216,7 @@ class EpDispatchCombineOp:
             # says so).
             _OPS.pop(self._handle, None)
             raise
-        self._default_launch = _launch(self.rank, -1, -1, -1)
+        self._default_launch = C.Launch(-1, -1, -1)
         self._launches = {(-1, -1, -1): self._default_launch}
         self._last_num_tokens = 0
         # Whether a dispatch went to the library (combine reverses what it
@@ -572,12 +567,17 @@ class EpDispatchCombineOp:
 
     # ---- the raw calls (eager, and the custom ops' implementations) --------------------------------------
     def _launch_of(self, block_num, rdma_block_num, warp_per_block):
-        if self._auto_launch:
-            return self._default_launch
+        """The call's launch shape, checked as tracing checks it (with
+        MORI_EP_LAUNCH_CONFIG_MODE=auto too, which then uses the table's):
+        an eager call refuses what a compiled one refuses."""
+        if type(block_num) is not int or type(rdma_block_num) is not int or type(warp_per_block) is not int:
+            # (True == 1 and -1.0 == -1 would find a cached shape)
+            _check_launch(self.rank, block_num, rdma_block_num, warp_per_block)
         key = (block_num, rdma_block_num, warp_per_block)
         launch = self._launches.get(key)
         if launch is None:
-            launch = self._launches[key] = _launch(self.rank, *key)
+            _check_launch(self.rank, *key)
+            launch = self._launches[key] = self._default_launch if self._auto_launch else C.Launch(*key)
         return launch
 
     def _checked_launch(self, block_num, rdma_block_num, warp_per_block):
@@ -586,13 +586,6 @@ class EpDispatchCombineOp:
         if torch.compiler.is_compiling():
             _check_launch(self.rank, block_num, rdma_block_num, warp_per_block)
             return None
-        return self._launch_of(block_num, rdma_block_num, warp_per_block)
-
-    def _eager_launch(self, block_num, rdma_block_num, warp_per_block):
-        """The fast paths' launch shape: the default one unless a size is
-        given."""
-        if block_num == -1 and rdma_block_num == -1 and warp_per_block == -1:
-            return self._default_launch
         return self._launch_of(block_num, rdma_block_num, warp_per_block)
 
     def _raw_dispatch(self, send_only, input, weights, scales, indices, launch):
@@ -727,7 +720,7 @@ class EpDispatchCombineOp:
                                         and scales.shape == (n, self._scale_dim) and scales.is_contiguous()))
                 and self._ep is not None):
             try:
-                launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
+                launch = self._launch_of(block_num, rdma_block_num, warp_per_block)
             except Exception:
                 self._refuse(False, False)
                 raise
@@ -784,8 +777,8 @@ class EpDispatchCombineOp:
         self._last_combine_dtype = dtype
         if torch.compiler.is_compiling():
             result = (self._combine_outputs[dtype][:n], self._combine_weights[:n] if weights is not None else None)
-            torch.ops.mori.ep_combine(self._handle, input, weights, _DTYPE_CODES[dtype], block_num, rdma_block_num,
-                                      warp_per_block, send_only, self._src_token_pos,
+            torch.ops.mori.ep_combine(self._handle, input, weights, _DTYPE_CODES[dtype], external, block_num,
+                                      rdma_block_num, warp_per_block, send_only, self._src_token_pos,
                                       self._combine_output_view(dtype), self._combine_weights)
         else:
             key = (dtype, n, weights is not None)
@@ -833,7 +826,7 @@ class EpDispatchCombineOp:
                 result = self._combine_results[key] = (out[:n], self._combine_weights[:n] if weights is not None
                                                        else None)
             try:
-                launch = self._eager_launch(block_num, rdma_block_num, warp_per_block)
+                launch = self._launch_of(block_num, rdma_block_num, warp_per_block)
             except Exception:
                 self._refuse(True, False)
                 raise
