@@ -46,14 +46,20 @@ class Skip(Exception):
     printed as SKIP with the reason, counted neither passed nor failed."""
 
 
-def refused(fn, words):
-    """fn() must raise a RuntimeError whose text holds `words`."""
+def raises(kind, fn, *words):
+    """fn() must raise a `kind` whose text holds each of `words`; returns it."""
     try:
         fn()
-    except RuntimeError as e:
-        assert words in str(e), f"the error does not say '{words}': {e}"
-        return
-    raise AssertionError(f"no error (expected one saying '{words}')")
+    except kind as e:
+        for w in words:
+            assert w in str(e), f"rank {rank}: the {kind.__name__} does not say {w!r}: {e}"
+        return e
+    raise AssertionError(f"rank {rank}: no {kind.__name__} (expected one saying {words})")
+
+
+def refused(fn, words):
+    """fn() must raise a RuntimeError whose text holds `words`."""
+    raises(RuntimeError, fn, words)
 
 
 def needs_ranks(n):
