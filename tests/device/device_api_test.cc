@@ -163,6 +163,36 @@ TEST(DeviceApi, ABarrierThatTimesOutNamesEveryMissingRank) {
   });
 }
 
+// A barrier's waits for its peers end within its timeout together: the
+// peers arrive one by one, 500 ms apart, each within the 750 ms timeout of
+// the one before, so rank 0 must time out at about 750 ms naming rank 2
+// (each peer's wait had a timeout of its own, and the barrier passed after
+// (size - 1) x 500 ms).
+TEST(DeviceApi, ABarrierEndsWithinItsTimeoutAcrossPeers) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    if (size < 3) GTEST_SKIP() << "needs peers that arrive one after another";
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      EXPECT_EQ(mori_lsa_barrier_block(f.view, 4, 750 * kMs), MORI_DEVICE_ETIMEDOUT);
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      std::string want = "barrier on rank 0 (channel 4, round 1) timed out after";
+      EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << mori_last_error();
+      std::string who = size > 3 ? "ranks " : "rank ";  // 2 onward: they came after 750 ms
+      for (int m = 2; m < size; m++) who += (m == 2 ? "" : m + 1 == size ? " and " : ", ") + std::to_string(m);
+      EXPECT_NE(std::string(mori_last_error()).find("had not arrived: " + who), std::string::npos) << mori_last_error();
+    } else {
+      usleep((useconds_t)rank * 500000);
+      EXPECT_EQ(mori_lsa_barrier_block(f.view, 4, 60000 * kMs), MORI_DEVICE_OK);
+    }
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    Release(f);
+  });
+}
+
 struct PadRounds {
   mori_window_dev_t view;
   int rounds;

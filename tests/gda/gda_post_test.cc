@@ -131,6 +131,8 @@ class TestNic {
     thread_.join();
   }
   std::atomic<bool> stalled{false};
+  // Only the QPs of peers below this one are served (a NIC slow to some peers).
+  std::atomic<int> serve_below{1 << 30};
   // Fail (peer, WQE index) with `syndrome`: the QP goes to error.
   std::atomic<int> fail_peer{-1};
   std::atomic<uint64_t> fail_at{0};
@@ -234,7 +236,7 @@ class TestNic {
     while (!stop_) {
       bool worked = false;
       if (!stalled) {
-        for (int p = 1; p < w_.ranks; p++)
+        for (int p = 1; p < w_.ranks && p < serve_below; p++)
           for (int i = 0; i < w_.num_qp; i++) {
             size_t at = (size_t)p * w_.num_qp + i;
             QueuePair &q = w_.qps[at];
@@ -482,6 +484,36 @@ TEST(GdaPost, ErrorCompletionNamesPeerAndSyndrome) {
 
 // A stalled NIC: a full queue waits, then times out with a record; quiet
 // times out too; an abort ends a wait at once.
+// A quiet's waits on every peer's QPs end within its timeout together: the
+// NIC completes one peer's put every 200 ms, each within a 500 ms timeout,
+// and quiet(500 ms) must fail at about 500 ms, not succeed after 800 (each
+// QP's wait had a timeout of its own).
+TEST(GdaPost, AQuietEndsWithinItsTimeoutAcrossPeers) {
+  World w(5, 1, 16, 16);
+  TestNic nic(w);
+  nic.serve_below = 1;
+  for (int p = 1; p < 5; p++) ASSERT_EQ(mori_gda_put(w.win, p, 4096, w.local(), 64, kSecond), MORI_DEVICE_OK);
+  const uint64_t timeout = 500ull * 1000 * 1000;
+  std::thread nic_comes_back([&] {
+    for (int p = 2; p <= 5; p++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      nic.serve_below = p;
+    }
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = mori_gda_quiet(w.win, timeout);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  nic_comes_back.join();
+  EXPECT_EQ(rc, MORI_DEVICE_ETIMEDOUT) << "after " << ms << " ms";
+  EXPECT_LT(ms, 790.0) << "quiet ran past its timeout";
+  mori_device_error_t e = w.TakeRecord();
+  EXPECT_EQ(e.channel, MORI_GDA_QUIET_CHANNEL + 0);
+  EXPECT_GE(e.peer, 3) << "peers 1 and 2 came within the timeout";
+  EXPECT_GE(e.waited_ns, timeout) << "waited counts from the quiet's start";
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(nic.problem, "");
+}
+
 TEST(GdaPost, StalledNicFullQueueTimesOut) {
   World w(2, 1, 4, 4);
   TestNic nic(w);
@@ -518,8 +550,8 @@ TEST(GdaPost, AnAbortDoesNotEndATurn) {
   World w(2, 1, 8, 8);
   TestNic nic(w);
   mori_gda_qp_t &qp = w.dev_qps[1];
-  uint64_t rung = 0;
-  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung), 0) << "the test holds WQE 0";
+  uint64_t rung = 0, wait_start = 0;
+  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung, &wait_start), 0) << "the test holds WQE 0";
   memset(w.local(), 0x61, 16);
   std::atomic<int> rc{-100};
   std::thread later([&] { rc = mori_gda_put(w.win, 1, 4096, w.local(), 8, 10 * kSecond); });
@@ -550,8 +582,8 @@ TEST(GdaPost, ATurnThatTimesOutAbandonsTheQueuePair) {
   World w(3, 1, 8, 8);
   TestNic nic(w);
   mori_gda_qp_t &qp = w.dev_qps[1];
-  uint64_t rung = 0;
-  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung), 0) << "a claim nobody rings";
+  uint64_t rung = 0, wait_start = 0;
+  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung, &wait_start), 0) << "a claim nobody rings";
   const uint64_t timeout = 50ull * 1000 * 1000;
   EXPECT_EQ(mori_gda_put(w.win, 1, 64, w.local(), 8, timeout), MORI_DEVICE_ETIMEDOUT);
   mori_device_error_t e = w.TakeRecord();
@@ -582,8 +614,8 @@ TEST(GdaPost, AnAbandonedQueuePairStillWaitsForWorkAlreadyRung) {
   nic.fail_peer = 1;
   nic.fail_at = 0;
   ASSERT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_OK) << "WQE 0, rung";
-  uint64_t rung = 0;
-  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung), 1) << "WQE 1, never rung";
+  uint64_t rung = 0, wait_start = 0;
+  ASSERT_EQ(mori_gda_reserve(w.win, &qp, 0, 1, kSecond, &rung, &wait_start), 1) << "WQE 1, never rung";
   EXPECT_EQ(mori_gda_put(w.win, 1, 64, w.local(), 8, 50ull * 1000 * 1000), MORI_DEVICE_ETIMEDOUT);
   w.TakeRecord();
   ASSERT_NE(qp.failed & MORI_GDA_QP_ABANDONED, 0u);

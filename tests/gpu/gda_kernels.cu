@@ -85,7 +85,7 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
   const char *src = (const char *)mori_local_ptr(view, 0);
   long long c0 = clock64();
   int64_t at;
-  uint64_t rung_seen = ~0ull;
+  uint64_t rung_seen = ~0ull, wait_start = 0;
   mori_gda_qp_t d;
   uint64_t raddr;
   uint32_t rkey, lkey;
@@ -94,7 +94,7 @@ __device__ int gda_stage_put(mori_window_dev_t view, int peer, uint64_t bytes, i
     raddr = mori_gda_remote_addr(view, peer, 0);
     rkey = g->rkey[peer];
     lkey = g->lkey;
-    at = mori_gda_reserve(view, qp, 0, 1, kTimeoutNs, &rung_seen);
+    at = mori_gda_reserve(view, qp, 0, 1, kTimeoutNs, &rung_seen, &wait_start);
   } else {
     // Earlier: everything read after the claim (each load back to L2).
     at = gda_reserve_system_scope(qp);

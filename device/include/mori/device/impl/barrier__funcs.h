@@ -129,6 +129,7 @@ MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_
   }
   /* claimed_below: this thread claimed every one of its slots below that index. */
   int claimed_below = rc == MORI_DEVICE_OK ? win.lsa_size : 0;
+  uint64_t start = 0; /* one clock for this thread's waits: the barrier ends within timeout_ns */
   for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size && rc == MORI_DEVICE_OK; i += count) {
     int peer = win.lsa_base + i;
     if (peer == win.world_rank) continue;
@@ -137,7 +138,7 @@ MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_
       claimed_below = i;
       break;
     }
-    uint64_t start = 0, waited = 0;
+    uint64_t waited = 0;
     for (uint32_t spin = 0; mori_atomic_cas_acquire_u32(slot, 1, MORI_PAD_CLAIMED) != 1; spin++) {
       if ((rc = mori_wait_expired(win, spin, &start, timeout_ns, &waited)) != MORI_DEVICE_OK) {
         mori_device_report_missing(win, rc, peer, channel, waited, 0, 0, mori_lsa_pad_missing(win, channel, peer));
@@ -195,10 +196,11 @@ MORI_DEVICE_INLINE int mori_lsa_barrier_block(mori_window_dev_t win, uint32_t ch
   MORI_SYNC_BLOCK(); /* the block's earlier stores, and every thread has read the counter */
   for (int i = MORI_THREAD_RANK_BLOCK(); i < n; i += count)
     if (i != me) mori_atomic_store_release_u64(mori_barrier_word(win, i, (uint64_t)channel * n + me), epoch);
+  uint64_t start = 0; /* one clock for this thread's waits: the barrier ends within timeout_ns */
   for (int i = MORI_THREAD_RANK_BLOCK(); i < n && rc == MORI_DEVICE_OK; i += count) {
     if (i == me) continue;
     uint64_t *slot = mori_barrier_word(win, me, (uint64_t)channel * n + i);
-    uint64_t start = 0, seen = 0, waited = 0;
+    uint64_t seen = 0, waited = 0;
     for (uint32_t spin = 0; (seen = mori_atomic_load_acquire_u64(slot)) < epoch; spin++) {
       if ((rc = mori_wait_expired(win, spin, &start, timeout_ns, &waited)) != MORI_DEVICE_OK) {
         mori_device_report_missing(win, rc, win.lsa_base + i, channel, waited, epoch, seen,

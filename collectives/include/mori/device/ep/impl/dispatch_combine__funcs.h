@@ -243,8 +243,9 @@ MORI_DEVICE_INLINE int mori_ep_impl_scan_place(const mori_ep_dev_t *e, const mor
   int last = block == grid - 1, rc = MORI_DEVICE_OK;
   if (grid > 1) {
     /* The earlier chunks' counts: one thread per chunk waits for them. */
+    uint64_t start = 0; /* one clock for this thread's chunks */
     for (uint32_t j = tid; j < block && !rc; j += nt) {
-      uint64_t start = 0, seen;
+      uint64_t seen;
       for (uint32_t spin = 0; (seen = mori_load_volatile_u64(chunk_ready + j)) < epoch; spin++) {
         rc = mori_wait_check(e->win, spin, &start, e->timeout_ns, e->rank, 5, epoch, seen);
         if (rc) break;
@@ -369,8 +370,9 @@ MORI_DEVICE_INLINE int mori_ep_impl_wait_sources(const mori_ep_dev_t *e, uint64_
                                                  int from, int to) {
   int rc = MORI_DEVICE_OK;
   if (MORI_THREAD_RANK_BLOCK() == 0) {
+    uint64_t start = 0; /* one clock for the sources: the wait ends within the timeout */
     for (int s = from; s < to && !rc; s++) {
-      uint64_t *flag = (uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8), start = 0, seen;
+      uint64_t *flag = (uint64_t *)mori_ep_impl_local(e, flags + (uint64_t)s * 8), seen;
       /* Plain polling, then one acquire: an acquire load per spin would
        * drop the L1 cache of the whole multiprocessor every time, and the
        * blocks that share it (still building their lists) would then miss

@@ -258,11 +258,13 @@ MORI_DEVICE_INLINE mori_gda_claim_words_t mori_gda_claim_load(mori_gda_qp_t *qp)
  * a lost race, and while the queue is full: it then polls its CQ, under
  * the timeout and abort rules of every device wait). Returns the first
  * index (>= 0) or a negative code; *rung_seen: the QP's `rung` as read
- * with the claim, for mori_gda_ring. */
+ * with the claim, for mori_gda_ring; *start: the call's clock (0, or the
+ * start of its earlier waits: the call's waits end within timeout_ns
+ * together). */
 MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint32_t n, uint32_t wqe_cnt,
-                                          mori_gda_claim_words_t w, uint64_t timeout_ns, uint64_t *rung_seen) {
+                                          mori_gda_claim_words_t w, uint64_t timeout_ns, uint64_t *rung_seen,
+                                          uint64_t *start) {
   if (n == 0 || n > wqe_cnt) return MORI_DEVICE_EINVAL;
-  uint64_t start = 0;
   /* Every round counts toward the timeout, a lost race and a completion
    * taken too: a claim of many WQEs that single ones keep beating to each
    * freed slot still ends. */
@@ -286,7 +288,7 @@ MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *
     }
     /* expected: the completions room needs (0: there was room, the races were lost) */
     uint64_t need = w.reserved + n - w.completed > wqe_cnt ? w.reserved + n - wqe_cnt : 0;
-    int rc = mori_wait_check(win, spin, &start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, need,
+    int rc = mori_wait_check(win, spin, start, timeout_ns, qp->peer, MORI_GDA_FULL_CHANNEL + (uint32_t)qp_index, need,
                              w.completed);
     if (rc != MORI_DEVICE_OK) return rc;
   }
@@ -294,9 +296,9 @@ MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *
 
 /* mori_gda_claim with the QP's depth and words read now (together). */
 MORI_DEVICE_INLINE int64_t mori_gda_reserve(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint32_t n,
-                                            uint64_t timeout_ns, uint64_t *rung_seen) {
+                                            uint64_t timeout_ns, uint64_t *rung_seen, uint64_t *start) {
   uint32_t wqe_cnt = qp->wqe_cnt;
-  return mori_gda_claim(win, qp, qp_index, n, wqe_cnt, mori_gda_claim_load(qp), timeout_ns, rung_seen);
+  return mori_gda_claim(win, qp, qp_index, n, wqe_cnt, mori_gda_claim_load(qp), timeout_ns, rung_seen, start);
 }
 
 /* Rings the doorbell for the claim [first, first + n) once every earlier
@@ -319,10 +321,11 @@ MORI_DEVICE_INLINE int mori_gda_ring(mori_window_dev_t win, mori_gda_qp_t *qp, c
   return MORI_DEVICE_OK;
 }
 
-/* Waits until the WQEs of `qp` before `target` have completed. */
+/* Waits until the WQEs of `qp` before `target` have completed (*start: the
+ * call's clock, as for mori_gda_claim). */
 MORI_DEVICE_INLINE int mori_gda_wait_completed(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index, uint64_t target,
-                                               uint64_t timeout_ns) {
-  uint64_t start = 0, done = 0;
+                                               uint64_t timeout_ns, uint64_t *start) {
+  uint64_t done = 0;
   for (uint32_t spin = 0; (done = mori_atomic_load_acquire_u64(&qp->completed)) < target;) {
     int got = mori_gda_poll_one(win, qp, qp_index, timeout_ns);
     if (got < 0) return got;
@@ -331,7 +334,7 @@ MORI_DEVICE_INLINE int mori_gda_wait_completed(mori_window_dev_t win, mori_gda_q
      * for the rung ones (the NIC may still be reading their memory). */
     if ((*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) && done >= mori_atomic_load_acquire_device_u64(&qp->rung))
       return MORI_DEVICE_EIO;
-    int rc = mori_wait_check(win, spin++, &start, timeout_ns, qp->peer, MORI_GDA_QUIET_CHANNEL + (uint32_t)qp_index, target, done);
+    int rc = mori_wait_check(win, spin++, start, timeout_ns, qp->peer, MORI_GDA_QUIET_CHANNEL + (uint32_t)qp_index, target, done);
     if (rc != MORI_DEVICE_OK) return rc;
     mori_pause();
   }
@@ -380,14 +383,14 @@ MORI_DEVICE_INLINE uint64_t mori_gda_remote_addr(mori_window_dev_t win, int peer
 
 /* One transfer (put or get) of at most MORI_GDA_MAX_PIECE bytes, on QP q. */
 MORI_DEVICE_INLINE int mori_gda_post_rdma(mori_window_dev_t win, int peer, int q, int get, uint64_t remote_offset,
-                                          uint64_t laddr, uint32_t len, uint64_t timeout_ns) {
+                                          uint64_t laddr, uint32_t len, uint64_t timeout_ns, uint64_t *start) {
   const mori_gda_window_t *g = win.gda;
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t raddr = mori_gda_remote_addr(win, peer, remote_offset);
   uint32_t rkey = g->rkey[peer], lkey = g->lkey;
   uint64_t rung = 0;
-  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung);
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung, start);
   if (at < 0) return (int)at;
   uint64_t db = mori_gda_write_rdma(&d, (uint64_t)at, get, MORI_GDA_SIGNALED, raddr, rkey, laddr, lkey, len);
   return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns);
@@ -416,9 +419,10 @@ MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int ge
   uint64_t laddr = mori_gda_local_win(t.local_base, win, local, bytes);
   if (!laddr) return MORI_DEVICE_EINVAL;
   if (bytes == 0) return MORI_DEVICE_OK;
+  uint64_t start = 0; /* one clock for the pieces' claims */
   if (bytes <= MORI_GDA_MAX_PIECE) {
     uint64_t rung = 0;
-    int64_t at = mori_gda_claim(win, qp, q, 1, d.wqe_cnt, w, timeout_ns, &rung);
+    int64_t at = mori_gda_claim(win, qp, q, 1, d.wqe_cnt, w, timeout_ns, &rung, &start);
     if (at < 0) return (int)at;
     uint64_t db = mori_gda_write_rdma(&d, (uint64_t)at, get, MORI_GDA_SIGNALED, rbase + win.segment_offset + remote_offset, rkey,
                                       laddr, lkey, (uint32_t)bytes);
@@ -426,7 +430,7 @@ MORI_DEVICE_INLINE int mori_gda_transfer(mori_window_dev_t win, int peer, int ge
   }
   for (uint64_t done = 0; done < bytes;) {
     uint64_t len = bytes - done < MORI_GDA_MAX_PIECE ? bytes - done : MORI_GDA_MAX_PIECE;
-    rc = mori_gda_post_rdma(win, peer, q, get, remote_offset + done, laddr + done, (uint32_t)len, timeout_ns);
+    rc = mori_gda_post_rdma(win, peer, q, get, remote_offset + done, laddr + done, (uint32_t)len, timeout_ns, &start);
     if (rc) return rc;
     done += len;
   }
@@ -444,13 +448,15 @@ MORI_DEVICE_INLINE int mori_gda_get(mori_window_dev_t win, int peer, void *dst, 
 }
 
 /* Waits until the peer's QPs other than `keep` have completed what was
- * claimed on them so far (an ordered op then goes on `keep`, fenced). */
-MORI_DEVICE_INLINE int mori_gda_drain_others(mori_window_dev_t win, int peer, int keep, uint64_t timeout_ns) {
+ * claimed on them so far (an ordered op then goes on `keep`, fenced);
+ * *start: the call's clock. */
+MORI_DEVICE_INLINE int mori_gda_drain_others(mori_window_dev_t win, int peer, int keep, uint64_t timeout_ns,
+                                             uint64_t *start) {
   const mori_gda_window_t *g = win.gda;
   for (int i = 0; i < g->num_qp; i++) {
     if (i == keep) continue;
     mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, i);
-    int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns);
+    int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns, start);
     if (rc) return rc;
     /* Completed is not delivered: a request that failed there (its record
      * is left) must not be followed by the ordered op, or the peer would
@@ -473,13 +479,14 @@ MORI_DEVICE_INLINE int mori_gda_signal_set(mori_window_dev_t win, int peer, uint
   if (rc) return rc;
   const mori_gda_window_t *g = win.gda;
   int q = mori_gda_pick_qp(g, peer);
-  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
+  uint64_t start = 0; /* one clock for the drain and the claim */
+  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns, &start)) != 0) return rc;
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t raddr = mori_gda_remote_addr(win, peer, offset);
   uint32_t rkey = g->rkey[peer];
   uint64_t rung = 0;
-  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung);
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung, &start);
   if (at < 0) return (int)at;
   uint64_t db = mori_gda_write_inline(&d, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, raddr, rkey, &value, 8);
   return mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns);
@@ -499,7 +506,8 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
     lkey = g->lkey;
   }
   int q = mori_gda_pick_qp(g, peer);
-  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
+  uint64_t start = 0; /* one clock for the drain and the claim */
+  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns, &start)) != 0) return rc;
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   if (!result) {
     laddr = qp->sink_addr;
@@ -509,12 +517,12 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
   uint64_t raddr = mori_gda_remote_addr(win, peer, offset);
   uint32_t rkey = g->rkey[peer];
   uint64_t rung = 0;
-  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung);
+  int64_t at = mori_gda_reserve(win, qp, q, 1, timeout_ns, &rung, &start);
   if (at < 0) return (int)at;
   uint64_t db = mori_gda_write_fetch_add(&d, (uint64_t)at, MORI_GDA_SIGNALED | MORI_GDA_FENCED, raddr, rkey, value, laddr, lkey);
   if ((rc = mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns)) != 0) return rc;
   if (!result) return MORI_DEVICE_OK;
-  if ((rc = mori_gda_wait_completed(win, qp, q, (uint64_t)at + 1, timeout_ns)) != 0) return rc;
+  if ((rc = mori_gda_wait_completed(win, qp, q, (uint64_t)at + 1, timeout_ns, &start)) != 0) return rc;
   if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
   mori_fence_system();
   return MORI_DEVICE_OK;
@@ -532,13 +540,14 @@ MORI_DEVICE_INLINE int mori_gda_put_signal(mori_window_dev_t win, int peer, uint
   uint64_t laddr = mori_gda_local_addr(win, src, bytes);
   if (!laddr || bytes > MORI_GDA_MAX_PIECE) return MORI_DEVICE_EINVAL;
   int q = mori_gda_pick_qp(g, peer);
-  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns)) != 0) return rc;
+  uint64_t start = 0; /* one clock for the drain and the claim */
+  if ((rc = mori_gda_drain_others(win, peer, q, timeout_ns, &start)) != 0) return rc;
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint64_t raddr = mori_gda_remote_addr(win, peer, dst_offset), saddr = mori_gda_remote_addr(win, peer, signal_offset);
   uint32_t rkey = g->rkey[peer], lkey = g->lkey;
   uint64_t rung = 0;
-  int64_t at = mori_gda_reserve(win, qp, q, 2, timeout_ns, &rung);
+  int64_t at = mori_gda_reserve(win, qp, q, 2, timeout_ns, &rung, &start);
   if (at < 0) return (int)at;
   mori_gda_write_rdma(&d, (uint64_t)at, 0, 0, raddr, rkey, laddr, lkey, (uint32_t)bytes);
   uint64_t db = mori_gda_write_inline(&d, (uint64_t)at + 1, MORI_GDA_SIGNALED | MORI_GDA_FENCED, saddr, rkey, &signal_value, 8);
@@ -561,8 +570,8 @@ MORI_DEVICE_INLINE int mori_gda_put_batch(mori_window_dev_t win, int peer, uint3
   mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, q);
   const mori_gda_qp_t d = mori_gda_qp_desc(qp);
   uint32_t rkey = g->rkey[peer], lkey = g->lkey;
-  uint64_t rung = 0;
-  int64_t at = mori_gda_reserve(win, qp, q, n, timeout_ns, &rung);
+  uint64_t rung = 0, start = 0;
+  int64_t at = mori_gda_reserve(win, qp, q, n, timeout_ns, &rung, &start);
   if (at < 0) return (int)at;
   uint64_t db = 0;
   for (uint32_t i = 0; i < n; i++)
@@ -716,8 +725,8 @@ MORI_DEVICE_INLINE int mori_gda_impl_put_warp(mori_window_dev_t win, int peer, u
   uint64_t raddr = rbase + win.segment_offset + (bad ? 0 : dst_offset), laddr = bad ? t.local_base : (uint64_t)(uintptr_t)src;
   uint32_t len = bad ? 0u : (uint32_t)bytes;
   uint32_t flags = rank + 1 == count ? MORI_GDA_SIGNALED : 0;
-  uint64_t rung = 0;
-  if (lane == head) at = mori_gda_claim(win, qp, (int)q, (uint32_t)count, d.wqe_cnt, w, timeout_ns, &rung);
+  uint64_t rung = 0, start = 0;
+  if (lane == head) at = mori_gda_claim(win, qp, (int)q, (uint32_t)count, d.wqe_cnt, w, timeout_ns, &rung, &start);
   at = MORI_GDA_SHUFFLE(lanes, at, head);
   if (at < 0) return (int)at;
   uint64_t index = (uint64_t)at + (uint64_t)rank;
@@ -762,15 +771,14 @@ MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64
   return mori_gda_impl_put_warp(win, peer, dst_offset, src, bytes, timeout_ns, MORI_GDA_WARP_STORES_ENCODER);
 }
 
-/* Every request to `peer` claimed so far has completed; MORI_DEVICE_EIO when
- * one of its QPs has failed (the mailbox names the peer and syndrome). */
-MORI_DEVICE_INLINE int mori_gda_quiet_peer(mori_window_dev_t win, int peer, uint64_t timeout_ns) {
+/* mori_gda_quiet_peer on the call's clock *start. */
+MORI_DEVICE_INLINE int mori_gda_impl_quiet_peer(mori_window_dev_t win, int peer, uint64_t timeout_ns, uint64_t *start) {
   if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_OK;
   const mori_gda_window_t *g = win.gda;
   int failed = 0;
   for (int i = 0; i < g->num_qp; i++) {
     mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, i);
-    int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns);
+    int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns, start);
     if (rc) return rc;
     failed |= *(volatile uint32_t *)&qp->failed != 0;
   }
@@ -778,13 +786,23 @@ MORI_DEVICE_INLINE int mori_gda_quiet_peer(mori_window_dev_t win, int peer, uint
   return failed ? MORI_DEVICE_EIO : MORI_DEVICE_OK;
 }
 
-/* The same for every peer; the first failure's code, after waiting for all. */
+/* Every request to `peer` claimed so far has completed; MORI_DEVICE_EIO when
+ * one of its QPs has failed (the mailbox names the peer and syndrome). The
+ * waits on its QPs end within timeout_ns together. */
+MORI_DEVICE_INLINE int mori_gda_quiet_peer(mori_window_dev_t win, int peer, uint64_t timeout_ns) {
+  uint64_t start = 0;
+  return mori_gda_impl_quiet_peer(win, peer, timeout_ns, &start);
+}
+
+/* The same for every peer, all within timeout_ns; the first failure's
+ * code, after waiting for all. */
 MORI_DEVICE_INLINE int mori_gda_quiet(mori_window_dev_t win, uint64_t timeout_ns) {
   const mori_gda_window_t *g = win.gda;
   if (!g) return MORI_DEVICE_OK;
   int first = MORI_DEVICE_OK;
+  uint64_t start = 0;
   for (int p = 0; p < g->world_size; p++) {
-    int rc = mori_gda_quiet_peer(win, p, timeout_ns);
+    int rc = mori_gda_impl_quiet_peer(win, p, timeout_ns, &start);
     if (rc == MORI_DEVICE_ETIMEDOUT || rc == MORI_DEVICE_EABORTED) return rc;
     if (rc && !first) first = rc;
   }
