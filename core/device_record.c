@@ -183,7 +183,8 @@ int mori_device_record_error(int code, const mori_device_error_t *e, uint64_t un
   if (code == MORI_EIO && e->channel - MORI_GDA_CQE_ERROR_CHANNEL < MORI_GDA_CHANNEL_QPS)
     return mori_error_set(code,
                           "the NIC completed work a kernel on rank %d posted to rank %d (queue pair %u, WQE %llu) with an "
-                          "error: syndrome 0x%llx, vendor syndrome 0x%llx; that rank is unreachable by GPU posting from now on",
+                          "error: syndrome 0x%llx, vendor syndrome 0x%llx; that queue pair fails every later request, and quiets, "
+                          "signals and atomics to that rank fail",
                           e->waiter_rank, e->peer, e->channel - MORI_GDA_CQE_ERROR_CHANNEL, (unsigned long long)e->waited_ns,
                           (unsigned long long)e->expected, (unsigned long long)e->seen);
   if (e->peer >= 0 && e->channel - MORI_GDA_TURN_CHANNEL < 2 * MORI_GDA_CHANNEL_QPS)

@@ -473,13 +473,62 @@ TEST(GdaPost, ErrorCompletionNamesPeerAndSyndrome) {
   EXPECT_EQ(e.seen, 0x42u) << "the vendor syndrome";
   EXPECT_EQ(e.waited_ns, 5u) << "the failed WQE";
   EXPECT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_EIO);
+  // A later call on the failed QP names the first error again (not a
+  // flushed request's: those leave no record of their own).
+  e = w.TakeRecord();
+  EXPECT_EQ(e.channel, MORI_GDA_CQE_ERROR_CHANNEL + 0);
+  EXPECT_EQ(e.expected, 0x13u);
+  EXPECT_EQ(e.waited_ns, 5u);
   // Rank 2 is still served.
   for (int i = 0; i < 64; i++) w.local()[i] = (uint8_t)(i + 9);
   for (int k = 0; k < 40; k++) ASSERT_EQ(mori_gda_put(w.win, 2, (uint64_t)k * 64, w.local(), 64, kSecond), MORI_DEVICE_OK);
   EXPECT_EQ(mori_gda_quiet_peer(w.win, 2, kSecond), MORI_DEVICE_OK);
   EXPECT_EQ(memcmp(w.windows[2] + 39 * 64, w.local(), 64), 0);
   EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_EIO) << "quiet over all peers reports the failed one";
-  EXPECT_EQ(w.control.error.code, 0u) << "the flushed requests leave no further record";
+  e = w.TakeRecord();
+  EXPECT_EQ(e.peer, 1);
+  EXPECT_EQ(e.expected, 0x13u) << "the first error's syndrome, not a flushed request's";
+}
+
+// The QPs are the comm's, every window's: an error completion that another
+// window's quiet happened to poll still gives the window whose put failed
+// (and every later one) a record naming the peer and the syndrome. Before,
+// the record went only to the polling window's mailbox: the window that
+// posted the put got MORI_DEVICE_EIO and nothing to say why.
+TEST(GdaPost, EveryWindowThatMeetsAFailedQueuePairGetsItsRecord) {
+  World w(2, 1, 8, 8);
+  TestNic nic(w);
+  nic.fail_peer = 1;
+  nic.fail_at = 0;
+  nic.syndrome = 0x13;
+  // Other windows of the comm: their own mailboxes (and claim words, in
+  // their barrier areas), the same QPs.
+  std::vector<uint64_t> other_barrier(w.barrier.size()), later_barrier(w.barrier.size());
+  mori_device_control_t other_control;
+  memset(&other_control, 0, sizeof(other_control));
+  mori_window_dev_t other = w.win;
+  other.control = &other_control;
+  other.barrier_base = (uint64_t)(uintptr_t)other_barrier.data();
+  ASSERT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_OK);
+  EXPECT_EQ(mori_gda_quiet(other, kSecond), MORI_DEVICE_EIO) << "the other window polled the error completion";
+  EXPECT_EQ(other_control.error.channel, MORI_GDA_CQE_ERROR_CHANNEL + 0);
+  EXPECT_EQ(mori_gda_quiet(w.win, kSecond), MORI_DEVICE_EIO);
+  mori_device_error_t e = w.TakeRecord();
+  EXPECT_EQ((int)e.code, MORI_DEVICE_EIO) << "the window whose put failed has no record";
+  EXPECT_EQ(e.peer, 1);
+  EXPECT_EQ(e.channel, MORI_GDA_CQE_ERROR_CHANNEL + 0);
+  EXPECT_EQ(e.expected, 0x13u) << "the syndrome";
+  EXPECT_EQ(e.seen, 0x42u) << "the vendor syndrome";
+  EXPECT_EQ(e.waited_ns, 0u) << "the failed WQE";
+  mori_device_control_t later_control;
+  memset(&later_control, 0, sizeof(later_control));
+  mori_window_dev_t later = w.win;  // a window made after the failure
+  later.control = &later_control;
+  later.barrier_base = (uint64_t)(uintptr_t)later_barrier.data();
+  EXPECT_EQ(mori_gda_put(later, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_EIO);
+  EXPECT_EQ(later_control.error.peer, 1);
+  EXPECT_EQ(later_control.error.expected, 0x13u);
+  EXPECT_EQ(mori_gda_signal_set(later, 1, 64, 1, kSecond), MORI_DEVICE_EIO);
 }
 
 // A stalled NIC: a full queue waits, then times out with a record; quiet

@@ -150,11 +150,30 @@ MORI_DEVICE_INLINE void mori_gda_atomic_max_u64(uint64_t *p, uint64_t v) {
   }
 }
 
-/* Marks the QP abandoned (keeping the error completion's mark). */
-MORI_DEVICE_INLINE void mori_gda_abandon(mori_gda_qp_t *qp) {
+/* Sets `bits` in the QP's failure word (keeping the marks it has). */
+MORI_DEVICE_INLINE void mori_gda_mark_failed(mori_gda_qp_t *qp, uint32_t bits) {
   uint32_t cur = *(volatile uint32_t *)&qp->failed;
-  for (uint32_t seen; (cur & MORI_GDA_QP_ABANDONED) == 0; cur = seen)
-    if ((seen = mori_atomic_cas_u32(&qp->failed, cur, cur | MORI_GDA_QP_ABANDONED)) == cur) break;
+  for (uint32_t seen; (cur & bits) != bits; cur = seen)
+    if ((seen = mori_atomic_cas_u32(&qp->failed, cur, cur | bits)) == cur) break;
+}
+
+/* Marks the QP abandoned (keeping the error completion's mark). */
+MORI_DEVICE_INLINE void mori_gda_abandon(mori_gda_qp_t *qp) { mori_gda_mark_failed(qp, MORI_GDA_QP_ABANDONED); }
+
+/* What a call that found `qp` failed returns, MORI_DEVICE_EIO, after
+ * leaving the QP's error completion's record in the caller's window: the
+ * poller that took that completion left it in its own window, and the QPs
+ * are the comm's, shared by every window (a mailbox keeps its first unread
+ * record, so a window's failing calls leave one until the host reads it).
+ * A QP only abandoned has no completion to name; its record was left by the
+ * turn that gave up. */
+MORI_DEVICE_INLINE int mori_gda_failed(mori_window_dev_t win, mori_gda_qp_t *qp, int qp_index) {
+  mori_fence_system(); /* the failure mark was read before: the details it guards after it */
+  uint64_t d = mori_atomic_load_acquire_u64(&qp->error_detail);
+  if (d)
+    (void)mori_device_report(win, MORI_DEVICE_EIO, qp->peer, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index,
+                             (d >> 32) & 0xffffu, (d >> 48) & 0xffu, d & 0xffffffffu);
+  return MORI_DEVICE_EIO;
 }
 
 /* What a claimant checks at each spin of a wait it makes after its claim:
@@ -206,13 +225,10 @@ MORI_DEVICE_INLINE int mori_gda_poll_one(mori_window_dev_t win, mori_gda_qp_t *q
   uint64_t base = mori_atomic_load_acquire_u64(&qp->completed);
   uint64_t wqe = base + (uint64_t)(int64_t)(int16_t)(uint16_t)(c.wqe_counter - (uint16_t)base);
   if (c.error) {
-    /* The first error completion marks the QP (beside an abandoned mark)
-     * and leaves the record. */
-    uint32_t cur = *(volatile uint32_t *)&qp->failed, seen_failed = 0;
-    while ((cur & 0x100u) == 0 && (seen_failed = mori_atomic_cas_u32(&qp->failed, cur, cur | 0x100u | (c.syndrome & 0xffu))) != cur)
-      cur = seen_failed;
-    if ((cur & 0x100u) == 0) {
-      qp->vendor_syndrome = c.vendor_syndrome;
+    /* The first error completion's details, then the QP's mark (beside an
+     * abandoned mark), and the record. */
+    if (mori_atomic_cas_u64(&qp->error_detail, 0, MORI_GDA_ERROR_DETAIL(c.wqe_counter, c.syndrome, c.vendor_syndrome)) == 0) {
+      mori_gda_mark_failed(qp, 0x100u | (c.syndrome & 0xffu));
       mori_device_report(win, MORI_DEVICE_EIO, qp->peer, MORI_GDA_CQE_ERROR_CHANNEL + (uint32_t)qp_index, c.wqe_counter,
                          c.syndrome, c.vendor_syndrome);
     }
@@ -269,7 +285,7 @@ MORI_DEVICE_INLINE int64_t mori_gda_claim(mori_window_dev_t win, mori_gda_qp_t *
    * taken too: a claim of many WQEs that single ones keep beating to each
    * freed slot still ends. */
   for (uint32_t spin = 0;; spin++, w = mori_gda_claim_load(qp)) {
-    if (w.failed) return MORI_DEVICE_EIO;
+    if (w.failed) return mori_gda_failed(win, qp, qp_index);
     if (w.reserved + n - w.completed <= wqe_cnt) {
       /* Relaxed: nothing before it is published through `reserved`. */
       if (mori_atomic_cas_relaxed_device_u64(&qp->reserved, w.reserved, w.reserved + n) == w.reserved) {
@@ -461,7 +477,7 @@ MORI_DEVICE_INLINE int mori_gda_drain_others(mori_window_dev_t win, int peer, in
     /* Completed is not delivered: a request that failed there (its record
      * is left) must not be followed by the ordered op, or the peer would
      * see a signal whose data never came. */
-    if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
+    if (*(volatile uint32_t *)&qp->failed) return mori_gda_failed(win, qp, i);
   }
   return MORI_DEVICE_OK;
 }
@@ -523,7 +539,7 @@ MORI_DEVICE_INLINE int mori_gda_atomic_add(mori_window_dev_t win, int peer, uint
   if ((rc = mori_gda_ring(win, qp, &d, q, (uint64_t)at, 1, db, rung, timeout_ns)) != 0) return rc;
   if (!result) return MORI_DEVICE_OK;
   if ((rc = mori_gda_wait_completed(win, qp, q, (uint64_t)at + 1, timeout_ns, &start)) != 0) return rc;
-  if (*(volatile uint32_t *)&qp->failed) return MORI_DEVICE_EIO;
+  if (*(volatile uint32_t *)&qp->failed) return mori_gda_failed(win, qp, q);
   mori_fence_system();
   return MORI_DEVICE_OK;
 }
@@ -775,15 +791,15 @@ MORI_DEVICE_INLINE int mori_gda_put_warp(mori_window_dev_t win, int peer, uint64
 MORI_DEVICE_INLINE int mori_gda_impl_quiet_peer(mori_window_dev_t win, int peer, uint64_t timeout_ns, uint64_t *start) {
   if (!mori_gda_reaches(win, peer)) return MORI_DEVICE_OK;
   const mori_gda_window_t *g = win.gda;
-  int failed = 0;
+  int failed = -1; /* the first failed QP */
   for (int i = 0; i < g->num_qp; i++) {
     mori_gda_qp_t *qp = mori_gda_qp_of(g, peer, i);
     int rc = mori_gda_wait_completed(win, qp, i, mori_atomic_load_acquire_u64(&qp->reserved), timeout_ns, start);
     if (rc) return rc;
-    failed |= *(volatile uint32_t *)&qp->failed != 0;
+    if (failed < 0 && *(volatile uint32_t *)&qp->failed != 0) failed = i;
   }
   mori_fence_system();
-  return failed ? MORI_DEVICE_EIO : MORI_DEVICE_OK;
+  return failed >= 0 ? mori_gda_failed(win, mori_gda_qp_of(g, peer, failed), failed) : MORI_DEVICE_OK;
 }
 
 /* Every request to `peer` claimed so far has completed; MORI_DEVICE_EIO when

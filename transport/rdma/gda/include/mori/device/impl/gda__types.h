@@ -64,8 +64,18 @@ typedef struct mori_gda_qp {
   uint64_t cq_consumed; /* CQEs whose consumption the CQ's record shows, in order */
   uint32_t failed;    /* 0, or 0x100 | the syndrome of the first error completion (the QP is in error),
                        * | MORI_GDA_QP_ABANDONED once a claimant gave up its turn (mori_gda_wait_turn) */
-  uint32_t vendor_syndrome;
+  uint32_t reserved0;
+  /* 0, or the first error completion (MORI_GDA_ERROR_DETAIL), written
+   * before `failed` marks it: a call that finds the QP failed leaves its
+   * record in the caller's window (the QPs are every window's). */
+  uint64_t error_detail;
 } mori_gda_qp_t;
+
+/* mori_gda_qp_t.error_detail: the completed WQE's counter, the syndrome and
+ * the vendor syndrome, never 0. */
+#define MORI_GDA_ERROR_DETAIL(wqe_counter, syndrome, vendor_syndrome)                                          \
+  ((1ull << 63) | ((uint64_t)((syndrome) & 0xffu) << 48) | ((uint64_t)((wqe_counter) & 0xffffu) << 32) | \
+   (uint64_t)(uint32_t)(vendor_syndrome))
 
 /* In mori_gda_qp_t.failed: a claimant timed out waiting for its turn after
  * its claim, so the QP's counters can no longer move. */
