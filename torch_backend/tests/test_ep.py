@@ -193,6 +193,10 @@ def _():
        "compiled call fails naming rank 0 and the calls after pair as they should")
 def _():
     op = make_op(torch.bfloat16)
+    # The peers learn of the refusal from the call itself (a GPU's default
+    # reports it at check()): each rank's graph then stops at its dispatch,
+    # and none runs the combine after it alone.
+    op.check_every_call = True
     x, w, _, idx = [to_dev(t) for t in everyone(op, 820, "uniform", n=MAX_TOKENS)[rank]]
 
     def step(x, w, idx):
