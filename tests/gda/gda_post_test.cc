@@ -114,6 +114,16 @@ struct World {
     for (uint8_t *w : windows) free(w);
   }
   uint8_t *local() { return windows[0]; }
+  // Another window of the comm: its own mailbox (`control`) and claim word
+  // (in its barrier area, `area`), the same QPs.
+  mori_window_dev_t AnotherWindow(mori_device_control_t &ctl, std::vector<uint64_t> &area) {
+    memset(&ctl, 0, sizeof(ctl));
+    area.assign(barrier.size(), 0);
+    mori_window_dev_t other = win;
+    other.control = &ctl;
+    other.barrier_base = (uint64_t)(uintptr_t)area.data();
+    return other;
+  }
   // The host reads and clears the mailbox (as mori_window_check does).
   mori_device_error_t TakeRecord() {
     mori_device_error_t e = control.error;
@@ -501,14 +511,9 @@ TEST(GdaPost, EveryWindowThatMeetsAFailedQueuePairGetsItsRecord) {
   nic.fail_peer = 1;
   nic.fail_at = 0;
   nic.syndrome = 0x13;
-  // Other windows of the comm: their own mailboxes (and claim words, in
-  // their barrier areas), the same QPs.
-  std::vector<uint64_t> other_barrier(w.barrier.size()), later_barrier(w.barrier.size());
-  mori_device_control_t other_control;
-  memset(&other_control, 0, sizeof(other_control));
-  mori_window_dev_t other = w.win;
-  other.control = &other_control;
-  other.barrier_base = (uint64_t)(uintptr_t)other_barrier.data();
+  std::vector<uint64_t> other_barrier, later_barrier;
+  mori_device_control_t other_control, later_control;
+  mori_window_dev_t other = w.AnotherWindow(other_control, other_barrier);
   ASSERT_EQ(mori_gda_put(w.win, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_OK);
   EXPECT_EQ(mori_gda_quiet(other, kSecond), MORI_DEVICE_EIO) << "the other window polled the error completion";
   EXPECT_EQ(other_control.error.channel, MORI_GDA_CQE_ERROR_CHANNEL + 0);
@@ -520,19 +525,13 @@ TEST(GdaPost, EveryWindowThatMeetsAFailedQueuePairGetsItsRecord) {
   EXPECT_EQ(e.expected, 0x13u) << "the syndrome";
   EXPECT_EQ(e.seen, 0x42u) << "the vendor syndrome";
   EXPECT_EQ(e.waited_ns, 0u) << "the failed WQE";
-  mori_device_control_t later_control;
-  memset(&later_control, 0, sizeof(later_control));
-  mori_window_dev_t later = w.win;  // a window made after the failure
-  later.control = &later_control;
-  later.barrier_base = (uint64_t)(uintptr_t)later_barrier.data();
+  mori_window_dev_t later = w.AnotherWindow(later_control, later_barrier);  // made after the failure
   EXPECT_EQ(mori_gda_put(later, 1, 0, w.local(), 8, kSecond), MORI_DEVICE_EIO);
   EXPECT_EQ(later_control.error.peer, 1);
   EXPECT_EQ(later_control.error.expected, 0x13u);
   EXPECT_EQ(mori_gda_signal_set(later, 1, 64, 1, kSecond), MORI_DEVICE_EIO);
 }
 
-// A stalled NIC: a full queue waits, then times out with a record; quiet
-// times out too; an abort ends a wait at once.
 // A quiet's waits on every peer's QPs end within its timeout together: the
 // NIC completes one peer's put every 200 ms, each within a 500 ms timeout,
 // and quiet(500 ms) must fail at about 500 ms, not succeed after 800 (each
@@ -563,6 +562,8 @@ TEST(GdaPost, AQuietEndsWithinItsTimeoutAcrossPeers) {
   EXPECT_EQ(nic.problem, "");
 }
 
+// A stalled NIC: a full queue waits, then times out with a record; quiet
+// times out too; an abort ends a wait at once.
 TEST(GdaPost, StalledNicFullQueueTimesOut) {
   World w(2, 1, 4, 4);
   TestNic nic(w);
