@@ -193,6 +193,44 @@ TEST(DeviceApi, ABarrierEndsWithinItsTimeoutAcrossPeers) {
   });
 }
 
+// The signal-pad barrier's signal and its waits share one clock too: rank
+// 0's signal to rank 1 waits 500 ms for rank 1 to take an earlier one, and
+// rank 1 arrives 500 ms after that, so a 750 ms barrier times out naming
+// rank 1 (with a clock per step the signal's wait was not counted and the
+// barrier passed after 1000 ms). The other ranks arrive at once.
+TEST(DeviceApi, APadBarrierEndsWithinItsTimeoutSignalAndWaitsTogether) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Fixture f;
+    Make(w, size, f);
+    const uint32_t ch = 6;
+    if (rank == 0) MORI_ASSERT_OK(mori_pad_put(f.view, 1, ch, 1000 * kMs));  // the earlier, untaken signal
+    MORI_ASSERT_OK(mori_bootstrap_barrier(w.bootstrap));
+    if (rank == 0) {
+      int brc = mori_lsa_pad_barrier_block(f.view, ch, 750 * kMs);
+      ASSERT_EQ(brc, MORI_DEVICE_ETIMEDOUT);  // a pass took the peers' signals: nothing left below
+      EXPECT_EQ(mori_window_check(f.win), MORI_EDEVICE_TIMEOUT);
+      std::string want = "signal-pad barrier on rank 0 (channel 6) timed out after";
+      EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << mori_last_error();
+      EXPECT_NE(std::string(mori_last_error()).find("had not arrived: rank 1"), std::string::npos) << mori_last_error();
+      // Take what the peers left in this pad (rank 1's comes late).
+      for (int p = 1; p < size; p++) EXPECT_EQ(mori_pad_wait(f.view, p, ch, 10000 * kMs), MORI_DEVICE_OK) << p;
+    } else if (rank == 1) {
+      usleep(500000);
+      EXPECT_EQ(mori_pad_wait(f.view, 0, ch, 10000 * kMs), MORI_DEVICE_OK);  // the earlier signal
+      usleep(500000);
+      EXPECT_EQ(mori_pad_put(f.view, 0, ch, 10000 * kMs), MORI_DEVICE_OK);   // arrives, late
+      EXPECT_EQ(mori_pad_wait(f.view, 0, ch, 10000 * kMs), MORI_DEVICE_OK);  // rank 0's barrier signal
+    } else {
+      EXPECT_EQ(mori_pad_put(f.view, 0, ch, 10000 * kMs), MORI_DEVICE_OK);
+      EXPECT_EQ(mori_pad_wait(f.view, 0, ch, 10000 * kMs), MORI_DEVICE_OK);
+    }
+    ExpectPadAllZero(w, f, rank, size);
+    Release(f);
+  });
+}
+
 struct PadRounds {
   mori_window_dev_t view;
   int rounds;

@@ -32,17 +32,25 @@ MORI_DEVICE_INLINE int mori_pad_check(mori_window_dev_t win, int owner, int src,
   return *slot ? MORI_DEVICE_OK : MORI_DEVICE_EUNREACHABLE;
 }
 
-/* Sets my slot on `peer` (spins while the previous signal is unconsumed). */
-MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
+/* mori_pad_put on the clock `*start` of a call that waits more than once
+ * (mori_wait_expired: 0 starts it), so the whole call ends within its
+ * timeout rather than each of its waits. */
+MORI_DEVICE_INLINE int mori_pad_put_within(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns,
+                                           uint64_t *start) {
   uint32_t *slot;
   int rc = mori_pad_check(win, peer, win.world_rank, channel, peer, &slot);
   if (rc) return rc;
-  uint64_t start = 0;
   for (uint32_t spin = 0; mori_atomic_cas_release_u32(slot, 0, 1) != 0; spin++) {
-    if ((rc = mori_wait_check(win, spin, &start, timeout_ns, peer, channel, 0, 1)) != MORI_DEVICE_OK) return rc;
+    if ((rc = mori_wait_check(win, spin, start, timeout_ns, peer, channel, 0, 1)) != MORI_DEVICE_OK) return rc;
     mori_pause();
   }
   return MORI_DEVICE_OK;
+}
+
+/* Sets my slot on `peer` (spins while the previous signal is unconsumed). */
+MORI_DEVICE_INLINE int mori_pad_put(mori_window_dev_t win, int peer, uint32_t channel, uint64_t timeout_ns) {
+  uint64_t start = 0;
+  return mori_pad_put_within(win, peer, channel, timeout_ns, &start);
 }
 
 /* Consumes `peer`'s signal in my pad. */
@@ -121,15 +129,17 @@ MORI_DEVICE_INLINE int mori_lsa_pad_barrier_block(mori_window_dev_t win, uint32_
     return MORI_DEVICE_ECHANNEL;
   }
   int count = MORI_THREAD_COUNT_BLOCK();
+  /* One clock for this thread's signals and waits: the barrier ends within
+   * timeout_ns, however long a peer took to free its slot. */
+  uint64_t start = 0;
   for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size; i += count) {
     int peer = win.lsa_base + i;
     if (peer == win.world_rank) continue;
-    int r = mori_pad_put(win, peer, channel, timeout_ns);
+    int r = mori_pad_put_within(win, peer, channel, timeout_ns, &start);
     if (r) rc = r;
   }
   /* claimed_below: this thread claimed every one of its slots below that index. */
   int claimed_below = rc == MORI_DEVICE_OK ? win.lsa_size : 0;
-  uint64_t start = 0; /* one clock for this thread's waits: the barrier ends within timeout_ns */
   for (int i = MORI_THREAD_RANK_BLOCK(); i < win.lsa_size && rc == MORI_DEVICE_OK; i += count) {
     int peer = win.lsa_base + i;
     if (peer == win.world_rank) continue;
@@ -225,6 +235,9 @@ MORI_DEVICE_INLINE uint64_t *mori_remote_word(mori_window_dev_t sync, uint64_t o
 
 MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_window_dev_t sync, uint32_t channel,
                                                 uint64_t timeout_ns) {
+  /* One deadline for the whole barrier: each step after the LSA barrier
+   * gets what is left of timeout_ns (mori_time_left). */
+  uint64_t start = timeout_ns && win.lsa_size != win.world_size ? mori_clock_ns() : 0;
   int rc = mori_lsa_barrier_block(win, channel, timeout_ns);
   /* Block-uniform: every thread takes the same branch (some thread's LSA
    * wait may have failed alone). */
@@ -232,7 +245,7 @@ MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_wind
   if (win.lsa_size == win.world_size) return rc;
   if (MORI_THREAD_RANK_BLOCK() == 0) {
     int lsa = win.lsa_size, world = win.world_size, me = win.world_rank;
-    rc = mori_quiet_window(win, timeout_ns);
+    rc = mori_quiet_window(win, mori_time_left(start, timeout_ns));
     uint64_t *mine = mori_remote_word(sync, MORI_REMOTE_EPOCH(lsa, world, channel));
     uint64_t epoch = *(volatile uint64_t *)mine + 1;
     /* A round counts once its arrivals are sent (as the LSA barrier's does),
@@ -243,9 +256,9 @@ MORI_DEVICE_INLINE int mori_world_barrier_block(mori_window_dev_t win, mori_wind
     for (int p = 0; p < world && !rc; p++)
       if (mori_lsa_index(win, p) < 0)
         rc = mori_wait_word(sync, mori_remote_word(sync, MORI_REMOTE_ARRIVED(lsa, world, channel, p)), MORI_CMP_GE, epoch,
-                            timeout_ns, p, channel, 0);
+                            mori_time_left(start, timeout_ns), p, channel, 0);
     /* An arrival the proxy could not deliver is this rank's error too. */
-    if (!rc) rc = mori_remote_quiet(sync, timeout_ns);
+    if (!rc) rc = mori_remote_quiet(sync, mori_time_left(start, timeout_ns));
   }
   MORI_SYNC_BLOCK();
   return rc; /* thread 0's for the other nodes; every failure is also in the mailbox */

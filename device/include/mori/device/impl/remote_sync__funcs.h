@@ -7,10 +7,11 @@
 
 MORI_DEVICE_INLINE int mori_remote_signal_put(mori_window_dev_t win, mori_window_dev_t sync, int peer, uint32_t channel,
                                               uint64_t timeout_ns) {
+  uint64_t start = timeout_ns ? mori_clock_ns() : 0; /* both quiets within timeout_ns together */
   int rc = mori_quiet_window(win, timeout_ns);
   if (!rc) rc = mori_signal_add(sync, peer, MORI_REMOTE_SIGNALED(win.lsa_size, win.world_size, channel, win.world_rank), 1);
   /* Delivered, or a failure the sender sees (not only the waiter's timeout). */
-  return rc ? rc : mori_remote_quiet(sync, timeout_ns);
+  return rc ? rc : mori_remote_quiet(sync, mori_time_left(start, timeout_ns));
 }
 
 MORI_DEVICE_INLINE int mori_remote_signal_wait(mori_window_dev_t win, mori_window_dev_t sync, int peer, uint32_t channel,

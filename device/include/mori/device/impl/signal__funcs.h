@@ -98,12 +98,7 @@ MORI_DEVICE_INLINE int mori_remote_request(mori_window_dev_t win, uint32_t op, i
 MORI_DEVICE_INLINE int mori_remote_quiet(mori_window_dev_t win, uint64_t timeout_ns) {
   uint64_t start = timeout_ns && win.gda ? mori_clock_ns() : 0;
   int rc = win.gda ? mori_gda_quiet(win, timeout_ns) : MORI_DEVICE_OK;
-  uint64_t left = timeout_ns;
-  if (start) {
-    uint64_t spent = mori_clock_ns() - start;
-    left = spent < timeout_ns ? timeout_ns - spent : 1;
-  }
-  int prc = mori_proxy_quiet(win, left);
+  int prc = mori_proxy_quiet(win, start ? mori_time_left(start, timeout_ns) : timeout_ns);
   return rc ? rc : prc;
 }
 

@@ -183,6 +183,16 @@ MORI_DEVICE_INLINE int mori_wait_expired(mori_window_dev_t win, uint32_t spin, u
   return MORI_DEVICE_OK;
 }
 
+/* What is left of a call's timeout_ns (0: none) that started at `start`
+ * (mori_clock_ns), for the next of its steps that take a timeout of their
+ * own rather than a clock: at least a nanosecond once spent, so the step
+ * still looks once and succeeds if what it waits for is there. */
+MORI_DEVICE_INLINE uint64_t mori_time_left(uint64_t start, uint64_t timeout_ns) {
+  if (!timeout_ns) return 0;
+  uint64_t spent = mori_clock_ns() - start;
+  return spent < timeout_ns ? timeout_ns - spent : 1;
+}
+
 /* mori_wait_expired, with the wait's report (peer, channel, expected and
  * seen say what was waited for). */
 MORI_DEVICE_INLINE int mori_wait_check(mori_window_dev_t win, uint32_t spin, uint64_t *start, uint64_t timeout_ns, int peer,
