@@ -583,7 +583,7 @@ TEST(RdmaEnv, DeviceListsPickedDirectly) {
     if (old) setenv("MORI_RDMA_DEVICE", old, 1);
     else unsetenv("MORI_RDMA_DEVICE");
     rdma_config c;
-    rdma_config_read(&c);
+    EXPECT_EQ(rdma_config_read(&c), 0) << mori_last_error();
     int chosen = -1;
     int rc = rdma_pick_device(&c, names, 4, local_rank, &chosen);
     return rc ? std::string(mori_err_name(rc)) : std::string(names[chosen]);
@@ -612,7 +612,7 @@ TEST(RdmaEnv, RailOnlyIsReadAsASwitch) {
     if (v) setenv("MORI_ENABLE_RAIL_ONLY", v, 1);
     else unsetenv("MORI_ENABLE_RAIL_ONLY");
     rdma_config c;
-    rdma_config_read(&c);
+    EXPECT_EQ(rdma_config_read(&c), 0) << mori_last_error();
     return c.rail_only;
   };
   for (const char *off : {"0", "false", "off", "no", "FALSE", "Off"}) EXPECT_FALSE(rail_only(off)) << off;
@@ -661,6 +661,16 @@ TEST(RdmaEnv, OutOfRangeServiceLevelOrClassFailsTheCommNamingIt) {
       mori_bootstrap_destroy(b);
     });
   }
+}
+
+// MORI_RDMA_TIMEOUT_MS is a duration as the variable table says ("2s",
+// "1500ms"; a bare number is milliseconds), the value the transport then
+// waits with (it read a bare number only: "2s" passed the comm's check
+// and then meant the bootstrap's timeout).
+TEST(RdmaEnv, TimeoutIsReadAsTheDurationTheTableAccepts) {
+  const std::pair<const char *, int> cases[] = {{"2s", 2000}, {"1500ms", 1500}, {"700", 700}};
+  for (const auto &c : cases)
+    OnNodes(2, 1, {{"MORI_RDMA_TIMEOUT_MS", c.first}}, [c](int, World &w) { EXPECT_EQ(State(w)->timeout_ms, c.second) << c.first; });
 }
 
 // shmem_num_qp_per_pe reports what the transport opened (two simulated

@@ -164,11 +164,9 @@ struct rdma_segment {
 };
 
 /* rdma_env.c */
-void rdma_config_read(struct rdma_config *c);
-int rdma_env_int(const char *name, int fallback);
-/* A whole number in [lo, hi] from the environment, else `fallback` (with a
- * warning when the variable is set to something else). */
-int rdma_env_range(const char *name, int lo, int hi, int fallback);
+/* The transport's variables into *c; an unparsable or out-of-range value
+ * is the error of core/base/env.h naming the variable and the value. */
+int rdma_config_read(struct rdma_config *c);
 /* The device this rank opens among `names` (the system's list): the
  * candidates are the include list's devices in its order, or all less the
  * exclude list's; local rank i takes candidate i modulo their number.

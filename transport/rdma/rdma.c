@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/env.h"
 #include "core/base/error.h"
 #include "core/base/log.h"
 #include "core/platform/platform.h"
@@ -103,10 +104,11 @@ static int rdma_init(mori_comm_t *comm, void **state) {
   /* How long a quiet, a post waiting for room or a deregister waits for
    * completions: MORI_RDMA_TIMEOUT_MS when set, else the caller's deadline,
    * the timeout of the bootstrap the comm was made over. */
-  s->timeout_ms = rdma_env_int("MORI_RDMA_TIMEOUT_MS", mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm)));
-  rdma_config_read(&s->cfg);
+  s->timeout_ms = mori_bootstrap_timeout_ms(mori_comm_bootstrap(comm));
+  int rc = mori_env_ms("MORI_RDMA_TIMEOUT_MS", &s->timeout_ms);
+  if (!rc) rc = rdma_config_read(&s->cfg);
   s->num_qp = s->cfg.num_qp;
-  int rc = alloc_tables(s);
+  if (!rc) rc = alloc_tables(s);
   if (!rc) rc = agree(comm, s);
   if (rc) {
     rdma_fini(s);

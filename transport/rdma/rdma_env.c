@@ -4,10 +4,11 @@
  * MORI_RDMA_SL, MORI_RDMA_TC, MORI_ENABLE_RAIL_ONLY) and mori's own
  * (MORI_RDMA_DEVICE, MORI_RDMA_GID_INDEX: older names kept as aliases;
  * MORI_RDMA_PORT, MORI_RDMA_TIMEOUT_MS, MORI_RDMA_MAX_MSG), and the choice
- * of a device from a device list. A value out of range is said once (a
- * warning naming the variable) and the default is used, as for every other
- * mori variable: a typo never silently changes what the fabric sees. */
-#include <errno.h>
+ * of a device from a device list. Each value is parsed by the variable
+ * table's own readers (core/base/env.h), so what the comm's check accepts
+ * is what the transport uses ("2s" is a duration here as there), and a
+ * value out of range is an error naming the variable, never a default in
+ * its place: a typo never silently changes what the fabric sees. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +18,13 @@
 #include "core/base/log.h"
 #include "transport/rdma/internal.h"
 
-/* A whole number in [lo, hi] from `text`; false when it is not one. */
-static bool parse_int(const char *text, long lo, long hi, int *out) {
-  char *end = NULL;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno || end == text || *end || v < lo || v > hi) return false;
+/* A whole-number variable, or `fallback` when unset; its range is the table's. */
+static int env_int(const char *name, int fallback, int *out) {
+  long long v = fallback;
+  int rc = mori_env_int(name, &v);
   *out = (int)v;
-  return true;
+  return rc;
 }
-
-int rdma_env_range(const char *name, int lo, int hi, int fallback) {
-  const char *s = getenv(name);
-  if (!s || !*s) return fallback;
-  int v;
-  if (parse_int(s, lo, hi, &v)) return v;
-  MORI_WARN("rdma: %s=\"%s\" is not a whole number from %d to %d; using %d", name, s, lo, hi, fallback);
-  return fallback;
-}
-
-int rdma_env_int(const char *name, int fallback) { return rdma_env_range(name, 0, INT32_MAX, fallback); }
 
 /* The first of two names that is set (the Shmem Guide's, then mori's older
  * one); both set to different values: the guide's wins, said once. */
@@ -49,7 +37,7 @@ static const char *alias(const char *name, const char *old) {
   return (b && *b) ? old : name;
 }
 
-void rdma_config_read(struct rdma_config *c) {
+int rdma_config_read(struct rdma_config *c) {
   memset(c, 0, sizeof(*c));
   const char *devices = alias("MORI_RDMA_DEVICES", "MORI_RDMA_DEVICE");
   const char *list = getenv(devices);
@@ -60,14 +48,16 @@ void rdma_config_read(struct rdma_config *c) {
     if (strlen(list) >= sizeof(c->devices))
       MORI_WARN("rdma: %s is longer than %zu characters; the rest is ignored", devices, sizeof(c->devices) - 1);
   }
-  c->num_qp = rdma_env_range("MORI_NUM_QP_PER_PE", 1, RDMA_MAX_QP_PER_PE, 1);
-  c->gid_index = rdma_env_range(alias("MORI_IB_GID_INDEX", "MORI_RDMA_GID_INDEX"), 0, 255, -1);
-  c->sl = rdma_env_range("MORI_RDMA_SL", 0, 15, 0);
-  c->tc = rdma_env_range("MORI_RDMA_TC", 0, 255, 0);
+  /* The table bounds MORI_NUM_QP_PER_PE by RDMA_MAX_QP_PER_PE (64). */
+  int rc = env_int("MORI_NUM_QP_PER_PE", 1, &c->num_qp);
+  if (!rc) rc = env_int(alias("MORI_IB_GID_INDEX", "MORI_RDMA_GID_INDEX"), -1, &c->gid_index);
+  if (!rc) rc = env_int("MORI_RDMA_SL", 0, &c->sl);
+  if (!rc) rc = env_int("MORI_RDMA_TC", 0, &c->tc);
   /* Read as every switch is (0/1, true/false, on/off, yes/no): "false" is off. */
-  c->rail_only = mori_env_bool_or("MORI_ENABLE_RAIL_ONLY", false);
-  c->port = rdma_env_range("MORI_RDMA_PORT", 1, 255, 1);
-  c->max_msg = rdma_env_int("MORI_RDMA_MAX_MSG", 0);
+  if (!rc) rc = mori_env_bool("MORI_ENABLE_RAIL_ONLY", &c->rail_only);
+  if (!rc) rc = env_int("MORI_RDMA_PORT", 1, &c->port);
+  if (!rc) rc = env_int("MORI_RDMA_MAX_MSG", 0, &c->max_msg);
+  return rc;
 }
 
 /* Whether `name` is one of the comma-separated names of `list`. */
