@@ -20,11 +20,13 @@
 #include "core/base/log.h"
 #include "core/base/pid_namespace.h"
 #include "handles/posix_fd/fd_message.h"
+#include "handles/posix_fd/socket_holder.h"
 
 enum {
   STASH_MAX = 4096,
   MESSAGE_WAIT_MS = 1000, /* a rank sends right after connecting */
   WARN_INTERVAL_MS = 1000,
+  HOLDER_LOOK_MS = 50, /* how often a refused connect asks who holds the name */
 };
 
 struct stashed {
@@ -376,6 +378,7 @@ static int send_message(fd_channel_t *ch, uint64_t nonce, int to, const void *by
   struct sockaddr_un sa;
   socklen_t len = channel_address(nonce, to, &sa);
   int sock = -1, rc = 0, err = 0;
+  int64_t next_look = 0;
   for (;;) {
     sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sock < 0) return mori_error_errno("fd channel: socket");
@@ -390,6 +393,18 @@ static int send_message(fd_channel_t *ch, uint64_t nonce, int to, const void *by
     if (ch && err != EAGAIN && process_gone(ch->pids[to]))
       return mori_error_set(MORI_ECONNRESET, "fd channel: rank %d (pid %d) has exited: rank %d cannot send it its handle",
                             to, (int)ch->pids[to], ch->rank);
+    /* A name bound and not listened on, or with a full backlog, refuses
+     * as an unbound one does: if another user holds it, no wait ends the
+     * squat (the job's ranks run as this user), so it is said at once. */
+    uid_t holder;
+    if (ch && err != ENOENT && now_ms() >= next_look) {
+      next_look = now_ms() + HOLDER_LOOK_MS;
+      if (fd_socket_holder_uid(&sa, len, &holder) == 1 && holder != geteuid())
+        return mori_error_set(MORI_EACCES,
+                              "fd channel: rank %d's socket @%s is bound by uid %d, another user, not by rank %d's "
+                              "process (pid %d uid %d): rank %d does not send its handle there",
+                              to, sa.sun_path + 1, (int)holder, to, (int)ch->pids[to], (int)geteuid(), ch->rank);
+    }
     if (now_ms() >= deadline) {
       if (!ch) {
         errno = err;

@@ -146,6 +146,64 @@ TEST(FdChannelSender, ASquattedNameIsRefusedAtOnceAndGetsNoFd) {
   Reap(rank1);
 }
 
+// Another user binds rank 1's name and never accepts: bound and not
+// listened on, or listened on with its backlog full. A connect is refused
+// then as for a name nobody bound, so the sender asks the kernel who holds
+// the name: it must refuse at once, naming the socket and the uid, not
+// wait for its deadline and blame rank 1.
+TEST(FdChannelSender, AnotherUsersSilentSquatIsRefusedAtOnce) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run the squatter as another user";
+  for (bool listens : {false, true}) {
+    uint64_t nonce = Nonce(listens ? 5 : 4);
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    pid_t squatter = fork();
+    if (squatter == 0) {
+      close(ready[0]);
+      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+      int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      struct sockaddr_un sa;
+      socklen_t len = NameOf(nonce, 1, &sa);
+      if (s < 0 || bind(s, (struct sockaddr *)&sa, len) != 0) _exit(3);
+      if (listens) {  // a backlog of one, filled by its own connections
+        if (listen(s, 0) != 0) _exit(3);
+        for (int i = 0; i < 64; i++) {
+          int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+          if (c < 0 || connect(c, (struct sockaddr *)&sa, len) != 0) break;
+        }
+      }
+      if (write(ready[1], "r", 1) != 1) _exit(4);
+      pause();
+      _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1) << "the squatter could not bind the name";
+    close(ready[0]);
+    pid_t rank1 = Sleeper();
+    fd_channel_t *ch = nullptr;
+    MORI_ASSERT_OK(fd_channel_open(nonce, kToken, 0, 2, &ch));
+    fd_channel_set_pid(ch, 0, getpid());
+    fd_channel_set_pid(ch, 1, rank1);
+    int mem = Memfd();
+    int64_t start = NowMs();
+    int rc = fd_channel_send(ch, 1, 1, mem, 20000);
+    int64_t took = NowMs() - start;
+    std::string err = mori_last_error();
+    EXPECT_EQ(rc, MORI_EACCES) << (listens ? "full backlog: " : "bound only: ") << err;
+    EXPECT_LT(took, kLateMs) << "a squatted name is known at once, not at the 20 s deadline";
+    char name[64];
+    snprintf(name, sizeof(name), "mori-fd.%016llx.1", (unsigned long long)nonce);
+    EXPECT_EQ(Contains(err, name), "");
+    EXPECT_EQ(Contains(err, "rank 1"), "");
+    EXPECT_EQ(Contains(err, "uid 65534"), "");
+    close(mem);
+    fd_channel_close(ch);
+    Reap(squatter);
+    Reap(rank1);
+  }
+}
+
 // Rank 1 of a channel in a child process, killed once its socket is up.
 struct KilledPeer {
   pid_t pid = -1;
