@@ -401,6 +401,10 @@ int mori_node_channel_allgather_grace(mori_node_channel_t *ch, const char *what,
                               "node channel: rank %d (pid %d) exited or crashed before step %llu (rank %d waiting)", r,
                               (int)ch->pids[r], (unsigned long long)step, ch->rank);
       }
+      /* Past the limit: one more look first, so a rank that published
+       * since the load above (and may pass this step on that) is not
+       * failed here; the steps' outcomes differ only when it comes later. */
+      if (waited > limit && atomic_load_explicit(&box->seq, memory_order_acquire) == step) break;
       if (waited > limit) {
         char missing[256];
         size_t used = 0;
