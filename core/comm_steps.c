@@ -96,9 +96,18 @@ static int comm_allgather(mori_comm_t *c, const char *what, const void *send, vo
                             (unsigned long long)sizes[r], c->rank, bytes);
     bool named = sizes != NULL; /* the size's step named the call in the channel */
     if (sizes != on_stack) free(sizes);
-    if (!rc)
+    bool sent = !rc; /* the ranks agreed; the payload went through the bootstrap */
+    if (sent)
       rc = named ? mori_bootstrap_allgather_grace(c->bootstrap, send, recv, bytes, grace_ms)
                  : bootstrap_step(c, what, send, recv, bytes, grace_ms);
+    /* The bootstrap's part failed after the channel's step passed: the
+     * channel fails too, or the ranks' later small steps would pass in it
+     * while this one had failed here (and perhaps passed elsewhere). */
+    if (rc && sent && named) {
+      char why[384];
+      snprintf(why, sizeof(why), "%s (%zu bytes per rank, through the bootstrap): %s", what, bytes, mori_last_error());
+      rc = mori_node_channel_fail(c->channel, rc, why);
+    }
   }
   return mori_profile_done(MORI_PROF_COLLECTIVE_STEP, t, rc);
 }

@@ -40,6 +40,12 @@ void mori_node_channel_destroy(mori_node_channel_t *ch);
  * call fails, naming the rank that failed and the rank it waited for. */
 int mori_node_channel_allgather(mori_node_channel_t *ch, const char *what, const void *send, void *recv, size_t bytes);
 
+/* Fails the channel for good from outside a step, as a step that failed
+ * does (every rank's later calls fail, naming this rank and `why`): a
+ * step the comm took through the bootstrap instead (too large for a
+ * mailbox) failed here. Returns `code` with the error set. */
+int mori_node_channel_fail(mori_node_channel_t *ch, int code, const char *why);
+
 /* A collective call's identity: a hash (FNV-1a) of its name, which every
  * step carries, through the channel and through the bootstrap alike. */
 uint32_t mori_call_identity(const char *what);
