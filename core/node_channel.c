@@ -300,12 +300,6 @@ static int fail_channel(mori_node_channel_t *ch, int code, int culprit, uint32_t
   return mori_error_set(code, "%s; this comm's collective steps cannot go on", ch->failed);
 }
 
-int mori_node_channel_fail(mori_node_channel_t *ch, int code, const char *why) {
-  if (ch->failed_code) return mori_error_set(ch->failed_code, "%s; this comm's collective steps cannot go on", ch->failed);
-  return fail_channel(ch, code, -1, FAILED_OTHERWISE, "node channel: rank %d failed step %llu: %s", ch->rank,
-                      (unsigned long long)ch->step, why);
-}
-
 /* Another rank failed the channel: this rank fails too, naming it. */
 static int failed_elsewhere(mori_node_channel_t *ch, uint64_t word) {
   int reporter = (int)(word & 0xffff) - 1, culprit = (int)((word >> 16) & 0xffff) - 1;
@@ -323,6 +317,14 @@ static int failed_elsewhere(mori_node_channel_t *ch, uint64_t word) {
              mori_err_name(code), ch->rank, (unsigned long long)ch->step);
   ch->failed_code = code;
   return mori_error_set(code, "%s; this comm's collective steps cannot go on", ch->failed);
+}
+
+int mori_node_channel_fail(mori_node_channel_t *ch, int code, const char *why) {
+  if (ch->failed_code) return mori_error_set(ch->failed_code, "%s; this comm's collective steps cannot go on", ch->failed);
+  uint64_t word = atomic_load(&ch->area->failure);
+  if (word) return failed_elsewhere(ch, word); /* the first failure is the one every rank names */
+  return fail_channel(ch, code, -1, FAILED_OTHERWISE, "node channel: rank %d failed step %llu: %s", ch->rank,
+                      (unsigned long long)ch->step, why);
 }
 
 /* Whether process `pid` (of this pid namespace) has ended. pidfd_open

@@ -13,10 +13,16 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "mori/api.h"
+
+MORI_EXTERN_C_BEGIN
+
 /* 1 with *uid the owner of a socket bound to `sa`'s abstract name (len: the
  * address length connect takes), 0 when none is bound, -1 when the kernel
  * cannot say (no socket diagnostics, or a kernel before 5.3 that does not
  * report uids). Sets no mori error: "cannot say" is an answer. */
 int fd_socket_holder_uid(const struct sockaddr_un *sa, socklen_t len, uid_t *uid);
+
+MORI_EXTERN_C_END
 
 #endif
