@@ -230,10 +230,14 @@ TEST(GdaSwcx, WorldBarrierAndRemoteSignalsAcrossNodes) {
 }
 
 // The world barrier's steps share one deadline: rank 1 (rank 0's node)
-// arrives after 500 ms and the other node after 1250 ms, so rank 0's 1 s
-// barrier times out (with a timeout per step the LSA part took 500 ms and
-// the other node's arrivals had 1 s more: the barrier passed). Rank 0's
-// arrivals were sent, so the ranks stay in step: the next barrier passes.
+// arrives 1 s after rank 0 starts and the other node stays away until rank
+// 0 is done, so rank 0's 1.5 s barrier times out about 1.5 s after it
+// starts (with a timeout per step: the LSA part's 1 s, then 1.5 s more).
+// Judged by rank 0's own clock, with the peers' delays counted from its
+// start (a signal it posts to each), so that a loaded machine, where a rank
+// can start late or oversleep its deadline, does not decide the outcome.
+// Rank 0's arrivals were sent, so the ranks stay in step: the next barrier
+// passes.
 TEST(GdaSwcx, WorldBarrierEndsWithinItsTimeoutAcrossItsSteps) {
   SKIP_WITHOUT_RDMA_DEVICE();
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
@@ -244,12 +248,28 @@ TEST(GdaSwcx, WorldBarrierEndsWithinItsTimeoutAcrossItsSteps) {
     Win win(w.comm, 1 << 16);
     mori_window_dev_t sync = mori_window_sync_view(win.win);
     ASSERT_EQ(mori_bootstrap_barrier(w.bootstrap), 0);
+    const uint64_t kStarted = 8192, kDone = 8200;  // rank 0's signals in each peer's window
+    auto tell_peers = [&](uint64_t word) {
+      for (int p = 1; p < size; p++) ASSERT_EQ(mori_signal_set(win.view, p, word, 1), MORI_DEVICE_OK);
+      ASSERT_EQ(mori_quiet_window(win.view, 10 * kSecond), MORI_DEVICE_OK);
+    };
+    auto await_rank_zero = [&](uint64_t word) {
+      ASSERT_EQ(mori_signal_wait_until(win.view, word, MORI_CMP_EQ, 1, 60 * kSecond, 0, 0, nullptr), MORI_DEVICE_OK);
+    };
     if (rank == 0) {
-      EXPECT_EQ(mori_world_barrier_block(win.view, sync, 3, kSecond), MORI_DEVICE_ETIMEDOUT);
+      ASSERT_NO_FATAL_FAILURE(tell_peers(kStarted));
+      auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(mori_world_barrier_block(win.view, sync, 3, 1500000000ull), MORI_DEVICE_ETIMEDOUT);
+      auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+      ASSERT_NO_FATAL_FAILURE(tell_peers(kDone));
+      EXPECT_LT(took, 2100) << "a 1.5 s barrier took " << took << " ms (a timeout per step: 2.5 s or more)";
       EXPECT_EQ(mori_window_check(win.win), MORI_EDEVICE_TIMEOUT) << mori_last_error();
     } else {
-      if (rank == 1) usleep(500000);
-      if (rank >= size / 2) usleep(1250000);
+      ASSERT_NO_FATAL_FAILURE(await_rank_zero(kStarted));
+      if (rank == 1) usleep(1000000);
+      if (rank >= size / 2) {
+        ASSERT_NO_FATAL_FAILURE(await_rank_zero(kDone));
+      }
       EXPECT_EQ(mori_world_barrier_block(win.view, sync, 3, 20 * kSecond), MORI_DEVICE_OK);
     }
     EXPECT_EQ(mori_world_barrier_block(win.view, sync, 3, 20 * kSecond), MORI_DEVICE_OK);
