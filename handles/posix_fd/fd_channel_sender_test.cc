@@ -74,6 +74,42 @@ void Reap(pid_t pid) {
   waitpid(pid, nullptr, 0);
 }
 
+// Rank 0 of a two-rank channel sends a memory fd to rank 1 (a sleeping
+// process, so the name is not its to hold) once the squatter behind `ready`
+// has bound rank 1's name; 20 s deadline. What the send returned, how long
+// it took and its error text.
+struct SquattedSend {
+  int rc = 0;
+  int64_t took = 0;
+  std::string err;
+};
+void SendPastSquatter(int ready[2], uint64_t nonce, SquattedSend *out) {
+  close(ready[1]);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "the squatter could not bind the name";
+  close(ready[0]);
+  pid_t rank1 = Sleeper();
+  fd_channel_t *ch = nullptr;
+  MORI_ASSERT_OK(fd_channel_open(nonce, kToken, 0, 2, &ch));
+  fd_channel_set_pid(ch, 0, getpid());
+  fd_channel_set_pid(ch, 1, rank1);
+  int mem = Memfd();
+  int64_t start = NowMs();
+  out->rc = fd_channel_send(ch, 1, 1, mem, 20000);
+  out->took = NowMs() - start;
+  out->err = mori_last_error();
+  close(mem);
+  fd_channel_close(ch);
+  Reap(rank1);
+}
+
+// Rank 1's socket name as the sender's errors write it.
+std::string SquattedName(uint64_t nonce) {
+  char name[64];
+  snprintf(name, sizeof(name), "mori-fd.%016llx.1", (unsigned long long)nonce);
+  return name;
+}
+
 // Another process (another user when the test runs as root) binds rank 1's
 // name, which rank 1 no longer holds, and waits for a connection: the
 // sender must refuse to send to it, at once, naming the socket and the
@@ -113,25 +149,12 @@ TEST(FdChannelSender, ASquattedNameIsRefusedAtOnceAndGetsNoFd) {
     ssize_t n = recvmsg(conn, &msg, 0);
     _exit(n > 0 && CMSG_FIRSTHDR(&msg) != nullptr ? 42 : 0);  // 42: it got the memory fd
   }
-  close(ready[1]);
-  char c;
-  ASSERT_EQ(read(ready[0], &c, 1), 1) << "the squatter could not bind the name";
-  close(ready[0]);
-  pid_t rank1 = Sleeper();
-  fd_channel_t *ch = nullptr;
-  MORI_ASSERT_OK(fd_channel_open(nonce, kToken, 0, 2, &ch));
-  fd_channel_set_pid(ch, 0, getpid());
-  fd_channel_set_pid(ch, 1, rank1);
-  int mem = Memfd();
-  int64_t start = NowMs();
-  int rc = fd_channel_send(ch, 1, 1, mem, 20000);
-  int64_t took = NowMs() - start;
-  std::string err = mori_last_error();
-  EXPECT_NE(rc, 0) << "the fd went to whoever held the name";
-  EXPECT_LT(took, kLateMs) << "a squatted name is known at once, not at the 20 s deadline";
-  char name[64];
-  snprintf(name, sizeof(name), "mori-fd.%016llx.1", (unsigned long long)nonce);
-  EXPECT_EQ(Contains(err, name), "");
+  SquattedSend sent;
+  ASSERT_NO_FATAL_FAILURE(SendPastSquatter(ready, nonce, &sent));
+  std::string err = sent.err;
+  EXPECT_NE(sent.rc, 0) << "the fd went to whoever held the name";
+  EXPECT_LT(sent.took, kLateMs) << "a squatted name is known at once, not at the 20 s deadline";
+  EXPECT_EQ(Contains(err, SquattedName(nonce)), "");
   EXPECT_EQ(Contains(err, "rank 1"), "");
   EXPECT_EQ(Contains(err, "pid " + std::to_string(squatter)), "");
   if (other_user) {
@@ -142,9 +165,6 @@ TEST(FdChannelSender, ASquattedNameIsRefusedAtOnceAndGetsNoFd) {
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 42) << "the squatter received the memory fd";
   EXPECT_NE(WEXITSTATUS(status), 2) << "setuid failed";
-  close(mem);
-  fd_channel_close(ch);
-  Reap(rank1);
 }
 
 // Another user binds rank 1's name and never accepts: bound and not
@@ -192,31 +212,15 @@ TEST(FdChannelSender, AnotherUsersSilentSquatIsRefusedAtOnce) {
       pause();
       _exit(0);
     }
-    close(ready[1]);
-    char c;
-    ASSERT_EQ(read(ready[0], &c, 1), 1) << "the squatter could not bind the name";
-    close(ready[0]);
-    pid_t rank1 = Sleeper();
-    fd_channel_t *ch = nullptr;
-    MORI_ASSERT_OK(fd_channel_open(nonce, kToken, 0, 2, &ch));
-    fd_channel_set_pid(ch, 0, getpid());
-    fd_channel_set_pid(ch, 1, rank1);
-    int mem = Memfd();
-    int64_t start = NowMs();
-    int rc = fd_channel_send(ch, 1, 1, mem, 20000);
-    int64_t took = NowMs() - start;
-    std::string err = mori_last_error();
-    EXPECT_EQ(rc, MORI_EACCES) << (listens ? "full backlog: " : "bound only: ") << err;
-    EXPECT_LT(took, kLateMs) << "a squatted name is known at once, not at the 20 s deadline";
-    char name[64];
-    snprintf(name, sizeof(name), "mori-fd.%016llx.1", (unsigned long long)nonce);
-    EXPECT_EQ(Contains(err, name), "");
+    SquattedSend sent;
+    ASSERT_NO_FATAL_FAILURE(SendPastSquatter(ready, nonce, &sent));
+    std::string err = sent.err;
+    EXPECT_EQ(sent.rc, MORI_EACCES) << (listens ? "full backlog: " : "bound only: ") << err;
+    EXPECT_LT(sent.took, kLateMs) << "a squatted name is known at once, not at the 20 s deadline";
+    EXPECT_EQ(Contains(err, SquattedName(nonce)), "");
     EXPECT_EQ(Contains(err, "rank 1"), "");
     EXPECT_EQ(Contains(err, "uid 65534"), "");
-    close(mem);
-    fd_channel_close(ch);
     Reap(squatter);
-    Reap(rank1);
   }
 }
 
