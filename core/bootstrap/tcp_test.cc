@@ -192,14 +192,16 @@ TEST(BootstrapTcp, WorldSizeMismatchIsNamedWithBothSizesOnEveryRank) {
     int odd = size - 1;  // believes in one rank more
     mori_bootstrap_t *b = nullptr;
     auto start = std::chrono::steady_clock::now();
-    int rc = CreateWith(rank, rank == odd ? size + 1 : size, 7, 20000, &b);
+    int rc = CreateWith(rank, rank == odd ? size + 1 : size, 7, 60000, &b);
     EXPECT_EQ(rc, MORI_EMISMATCH) << mori_last_error();
     EXPECT_EQ(b, nullptr);
     std::string want = "rank " + std::to_string(odd) + " says the world has " + std::to_string(size + 1) +
                        " ranks, rank 0 says " + std::to_string(size);
     EXPECT_NE(std::string(mori_last_error()).find(want), std::string::npos) << "rank " << rank << ": " << mori_last_error();
-    // The verdict comes within the start-up grace, not the 20 s timeout.
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    // The verdict comes within the start-up grace (3 s after the odd rank
+    // is heard), not the 60 s timeout; the bound leaves a loaded machine
+    // (sanitizers, eight ranks on two cores) room to start the ranks late.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   });
 }
 
