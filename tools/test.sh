@@ -24,9 +24,9 @@ passed=0 failed=0 skipped=0
 # What failed, said again just before the last line: a reader of the tail
 # alone (CI shows its end) learns which check, test case and message.
 recap=()
-count_tests() { # $1 = label; reads every test.xml the last bazel test run wrote
+count_tests() { # $1 = label, $2 = its testlogs; reads every test.xml the last bazel test run wrote
   local xml n f s line files=()
-  mapfile -d '' files < <(find -L bazel-testlogs -name test.xml -newer .deps/.stamp -print0 2>/dev/null)
+  mapfile -d '' files < <(find -L "$2" -name test.xml -newer .deps/.stamp -print0 2>/dev/null)
   [ ${#files[@]} -gt 0 ] && xml=$(cat "${files[@]}") || xml=
   while IFS= read -r line; do recap+=("$1: $line"); done < <([ ${#files[@]} -eq 0 ] || python3 tools/failed_cases.py "${files[@]}")
   n=$(printf '%s' "$xml" | grep -o '<testcase ' | wc -l)
@@ -51,7 +51,9 @@ for config in host asan; do
   mkdir -p .deps && touch .deps/.stamp && sleep 1
   bazel test --config=$config --nocache_test_results --test_output=errors //... 2>&1 | grep -vE '^(INFO|Loading|Analyzing)' | tail -40
   rc=${PIPESTATUS[0]}
-  count_tests "$config"
+  # (.bazelrc: the asan build keeps its own outputs, so the host pass's
+  # logs are still there for a reader after both passes.)
+  count_tests "$config" "$([ $config = asan ] && echo bazel-asan-testlogs || echo bazel-testlogs)"
   # A target that failed to build or crashed before writing XML still counts.
   if [ "$rc" -ne 0 ] && [ "$last_failed" -eq 0 ]; then
     echo "bazel test failed (exit $rc)"; failed=$((failed + 1)); recap+=("$config: bazel test failed (exit $rc), no test case reported it")

@@ -177,7 +177,9 @@ TEST(ShmemBadInput, MismatchedWorldSizesAreNamedOnEveryPeAndInitWorksAfterwards)
     auto start = std::chrono::steady_clock::now();
     EXPECT_ERROR(InitPe(rank, rank == odd ? size + 1 : size, "worldsize"), MORI_EMISMATCH,
                  "rank " + Str(odd) + " says the world has " + Str(size + 1) + " ranks, rank 0 says " + Str(size));
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(12)) << "named within the start-up grace";
+    // Within the start-up grace (3 s once the odd PE is heard), not the
+    // 60 s timeout; the bound leaves a loaded machine room to start PEs late.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "named within the start-up grace";
     EXPECT_EQ(shmem_mype(), MORI_ENOT_INITIALIZED);
     MORI_ASSERT_OK(InitPe(rank, size, "worldsize_again"));
     MORI_EXPECT_OK(shmem_finalize());
