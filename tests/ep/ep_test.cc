@@ -180,6 +180,38 @@ int EnvInt(const char *name, int fallback) {
 // 10 000 at every size (8 spinning processes on a CI machine's 2 cores take
 // ~4.5 ms a call, 45 s in all), a quarter of that under ASan;
 // MORI_EP_TEST_CALLS overrides the count.
+// MORI_EP_LAUNCH_CONFIG_MODE=AUTO's table (collectives/ep_launch_table.c):
+// the first row that matches wins; a measured row serves only its arch,
+// world size and dtype, up to its tokens and hidden, and everything else
+// falls to the defaults by tokens (a small call on fewer blocks).
+TEST(EpLaunchTable, TheFirstRowThatMatchesWins) {
+  struct Case {
+    const char *arch;
+    int world, dtype;
+    uint32_t tokens, hidden, blocks, warps;
+  } cases[] = {
+      {"sm_90", 1, MORI_EP_BFLOAT16, 4096, 7168, 132, 16},  // the measured row
+      {"sm_90", 1, MORI_EP_BFLOAT16, 64, 4096, 132, 16},    // within its bounds
+      {"sm_90", 1, MORI_EP_BFLOAT16, 4097, 7168, 0, 16},    // more tokens
+      {"sm_90", 1, MORI_EP_BFLOAT16, 4096, 7169, 0, 16},    // a wider token
+      {"sm_100", 1, MORI_EP_BFLOAT16, 4096, 7168, 0, 16},   // another arch
+      {"sm_90", 2, MORI_EP_BFLOAT16, 4096, 7168, 0, 16},    // another world size
+      {"sm_90", 1, MORI_EP_FLOAT16, 4096, 7168, 0, 16},     // another dtype
+      {"sm_90", 2, MORI_EP_BFLOAT16, 256, 7168, 32, 8},     // a small call
+      {"gfx942", 8, MORI_EP_FP8_E4M3FNUZ, 256, 7168, 32, 8},
+      {"gfx942", 8, MORI_EP_FP8_E4M3FNUZ, 257, 7168, 0, 16},
+      {"host", 4, MORI_EP_FLOAT32, 1, 64, 32, 8},
+  };
+  for (const Case &c : cases) {
+    mori_ep_shape_t got = {7, 7};
+    ASSERT_EQ(mori_ep_table_shape(c.arch, c.world, c.dtype, c.tokens, c.hidden, &got), 1) << c.arch;
+    EXPECT_EQ(got.blocks, c.blocks) << c.arch << " world " << c.world << " dtype " << c.dtype << " " << c.tokens << " x "
+                                    << c.hidden;
+    EXPECT_EQ(got.warps, c.warps) << c.arch << " world " << c.world << " dtype " << c.dtype << " " << c.tokens << " x "
+                                  << c.hidden;
+  }
+}
+
 TEST(Ep, BackToBackNewRoutingEveryCall) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;

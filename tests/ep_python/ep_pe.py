@@ -64,12 +64,15 @@ class Pe:
         """A dispatch and a combine checked against the reference. variant:
         plain (dispatch; combine of recv rows), full (combine of the whole
         capacity), registered (combine from the registered buffer), split
-        (send/recv halves), no_weights."""
+        (send/recv halves), no_weights, no_scales (a scaled dtype's call
+        without scales: the rows arrive with zero scales)."""
         me, c = self.rank, op.config
         everyone = self.inputs(op, seed, kind, n)
         x, w, s, idx = everyone[me]
         where = f"rank {me} of {self.world}, {c.data_type}, seed {seed}, {kind}, {variant}"
         send_w = None if variant == "no_weights" else w
+        if variant == "no_scales":
+            s = None
         if variant == "split":
             got = op.dispatch_send(x, send_w, s, idx)
             assert op.dispatch_recv() is None
@@ -93,7 +96,11 @@ class Pe:
         assert torch.equal(oi[:n_recv], ei), f"{where}: dispatched indices differ"
         if send_w is not None:
             assert torch.equal(bits(ow[:n_recv]), bits(ew)), f"{where}: dispatched weights differ"
-        if es is not None:
+        else:  # none given: zeros, not an earlier call's
+            assert not ow[:n_recv].any(), f"{where}: weights arrived without any sent: {ow[:n_recv]}"
+        if variant == "no_scales":
+            assert c.scale_dim and not bits(os_[:n_recv]).any(), f"{where}: scales arrived without any sent"
+        elif es is not None:
             assert torch.equal(bits(os_[:n_recv]), bits(es)), f"{where}: dispatched scales differ"
         pos = op.get_dispatch_src_token_pos()
         assert torch.equal(pos, epos), f"{where}: src_token_pos {pos.tolist()} != {epos.tolist()}"
@@ -124,7 +131,8 @@ class Pe:
         assert co.shape == (x.shape[0], HIDDEN) and co.dtype == combine_dtype, (where, co.shape, co.dtype)
         rtol, atol = ref.TOLERANCE[combine_dtype]
         torch.testing.assert_close(co, ey, rtol=rtol, atol=atol, msg=lambda m: f"{where}: combine: {m}")
-        if cw is not None:
+        if variant != "no_weights":  # (that one asserted None above)
+            assert cw is not None, f"{where}: combine returned no weights though it was given them"
             torch.testing.assert_close(cw, eww, rtol=1e-6, atol=1e-6,
                                        msg=lambda m: f"{where}: combine weights: {m}\n{cw}\n!=\n{eww}")
 
@@ -137,7 +145,7 @@ class Pe:
                 for cdt in combine_dtypes:
                     seed += 1
                     self.one_call(op, seed, kind, cdt)
-            for variant in ("full", "registered", "split", "no_weights"):
+            for variant in ("full", "registered", "split", "no_weights") + (("no_scales",) if dtype.itemsize == 1 else ()):
                 seed += 1
                 self.one_call(op, seed, "uniform", combine_dtypes[0], variant)
             seed += 1
@@ -602,6 +610,30 @@ class Pe:
             torch.testing.assert_close(cw, eww, rtol=1e-6, atol=1e-6)
         assert len(graphs) == 1, f"{len(graphs)} graphs (recompiled or broke)"
         assert "mori.ep_dispatch" in graphs[0] and "mori.ep_combine" in graphs[0], graphs[0]
+        # A compiled dispatch_send + dispatch_recv whose scales are not of
+        # the config's default dtype for their size (int32, not float32):
+        # the receive half must name the scales view the send half said it
+        # would fill, or the graph ends by writing the send-time contents of
+        # that view back over the scales received.
+        sop = mori.ops.EpDispatchCombineOp(self.config(torch.float8_e4m3fn))
+
+        def split_step(x, s, idx):
+            got = sop.dispatch_send(x, None, s, idx)
+            sop.dispatch_recv()
+            return got[2] * 1, got[4] * 1
+
+        sfn = torch.compile(split_step, backend="aot_eager", fullgraph=True)
+        for seed in (220, 221):
+            everyone = [(x, w, (s * 1000).to(torch.int32), idx)
+                        for x, w, s, idx in self.inputs(sop, seed, "uniform", n=MAX_TOKENS)]
+            x, _, s, idx = everyone[me]
+            got_s, cnt = sfn(x, s, idx)
+            es = ref.expected_dispatch(everyone, me, self.world, EXPERTS_PER_RANK, MAX_TOKENS)[2]
+            n = int(cnt[0])
+            assert n == es.shape[0], (n, es.shape)
+            assert got_s.dtype == torch.int32 and torch.equal(got_s[:n], es), (seed, got_s[:n], es)
+            assert torch.equal(sop.dispatch(x, None, s, idx)[2][:n], es)  # eager agrees
+        sop.destroy()
         if "libasan" in os.environ.get("LD_PRELOAD", ""):
             # A refusal in the graph raises through torch's C++ dispatcher,
             # and a C++ exception in a Python process with AddressSanitizer

@@ -82,9 +82,11 @@ class InterfaceTest(unittest.TestCase):
         self.assertEqual(params("get_dispatch_src_token_pos"), [])
         self.assertEqual(params("decode_send_flat_idx"), [("pos", E)])
         self.assertEqual(params("get_registered_combine_input_buffer")[0], ("dtype", E))
-        self.assertEqual(params("convert_dispatch_output"), [("dispatch_out_x", E), ("dispatch_out_topk_idx", E)])
+        convert_launch = [("block_num", -1), ("warp_per_block", -1)]
+        self.assertEqual(params("convert_dispatch_output"), [("dispatch_out_x", E), ("dispatch_out_topk_idx", E)]
+                         + convert_launch)
         self.assertEqual(params("convert_combine_input"), [("packed_recv_x", E), ("packed_recv_src_info", E),
-                                                           ("packed_recv_layout_range", E)])
+                                                           ("packed_recv_layout_range", E)] + convert_launch)
         self.assertEqual(params("dispatch_standard_moe"), params("dispatch"))
         self.assertEqual(params("combine_standard_moe")[:7], params("combine")[:6] + [("call_reset", False)])
 

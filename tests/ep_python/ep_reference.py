@@ -15,15 +15,18 @@ weights the same."""
 import torch
 
 # The routings each correctness run goes through.
-ROUTINGS = ("uniform", "skewed", "duplicate_ranks", "empty_source", "empty_destination")
+ROUTINGS = ("uniform", "skewed", "duplicate_ranks", "duplicate_experts", "empty_source", "empty_destination")
 
 
 def routing(kind, gen, n, world, experts_per_rank, topk):
-    """[n, topk] int32 expert ids, distinct within a row, of one kind:
-    uniform: any experts; skewed: every token picks expert 0, the rest
-    near it (rank 0 gets everything); duplicate_ranks: all of a token's
-    experts on as few ranks as possible (several experts of one rank);
-    empty_destination: no token picks the last rank."""
+    """[n, topk] int32 expert ids of one kind, distinct within a row but
+    for duplicate_experts: uniform: any experts; skewed: every token
+    picks expert 0, the rest near it (rank 0 gets everything);
+    duplicate_ranks: all of a token's experts on as few ranks as possible
+    (several experts of one rank); duplicate_experts: as uniform, with a
+    token's first expert named twice (a router's top-k may repeat one: the
+    token still goes to its rank once); empty_destination: no token picks
+    the last rank."""
     total = world * experts_per_rank
     if kind in ("uniform", "empty_source"):
         return torch.rand(n, total, generator=gen).argsort(1)[:, :topk].to(torch.int32)
@@ -39,6 +42,11 @@ def routing(kind, gen, n, world, experts_per_rank, topk):
             more = ((rank + 1) % world) * experts_per_rank + torch.rand(
                 n, experts_per_rank, generator=gen).argsort(1)[:, :topk - take]
             ids = torch.cat([ids, more], 1)
+        return ids.to(torch.int32)
+    if kind == "duplicate_experts":
+        ids = torch.rand(n, total, generator=gen).argsort(1)[:, :topk]
+        if topk > 1:
+            ids[:, topk - 1] = ids[:, 0]
         return ids.to(torch.int32)
     if kind == "empty_destination":
         allowed = (world - 1) * experts_per_rank if world > 1 else total

@@ -74,9 +74,10 @@ typedef struct mori_ep_config {
   int32_t warp_num_per_block;         /* launch shape; <= 0: chosen */
   int32_t block_num;                  /* host platform: threads of the calling rank per call, up to MORI_EP_HOST_BLOCKS */
   int32_t rdma_block_num;
-  int32_t use_external_inp_buf;       /* Python binding: combine reads the caller's input (1) or copies it into the
-                                         registered buffer first (0); in C, the call's `input` decides (NULL: the
-                                         registered buffer) */
+  int32_t use_external_inp_buf;       /* read by the Python binding only (an input that overlaps the op's outputs:
+                                         refused when 1, cloned first when 0); in C, the call's `input` decides:
+                                         NULL or the registered buffer is read in place, any other input is copied
+                                         into the registered buffer as it is sent */
   mori_ep_kernel_type_t kernel_type;
   int32_t gpu_per_node;               /* <= 0: from the comm's locality */
   int32_t num_qp_per_pe;              /* <= 0: the transport's */

@@ -74,7 +74,12 @@ class EpDispatchCombineConfig:
     num_experts_per_token: int        # top-k
     warp_num_per_block: int = 8
     block_num: int = 80
-    use_external_inp_buf: bool = True  # combine reads its input (True) or the registered buffer (False)
+    # True: combine's input is any tensor (copied into the registered
+    # buffer as it is sent); False: the expert outputs are written into
+    # get_registered_combine_input_buffer() and that is passed, no copy
+    # (another input is still copied; one overlapping this op's outputs is
+    # cloned first). docs/ep.md, `combine`.
+    use_external_inp_buf: bool = True
     kernel_type: EpDispatchCombineKernelType = EpDispatchCombineKernelType.IntraNode
     gpu_per_node: int = 8
     rdma_block_num: int = 0
@@ -219,6 +224,10 @@ class EpDispatchCombineOp:
         self._default_launch = C.Launch(-1, -1, -1)
         self._launches = {(-1, -1, -1): self._default_launch}
         self._last_num_tokens = 0
+        # The scales' dtype of the last dispatch_send (None: the config's
+        # default view): its dispatch_recv, compiled, names the same view as
+        # the one the send half declared it would fill.
+        self._sent_scales_key = None
         # Whether a dispatch went to the library (combine reverses what it
         # holds), and on the host platform what recv_num_token held when
         # reset() cleared it: combine's input must still cover the rows of
@@ -321,6 +330,9 @@ class EpDispatchCombineOp:
             else:
                 self._stream = lambda: torch.cuda.current_stream(index).cuda_stream
         self._on_gpu = self.device.type != "cpu"
+        # What Tensor.get_device() says of a tensor on this op's device (-1: the CPU):
+        # the fast paths' device check, cheaper than comparing torch.device objects.
+        self._device_index = self.device.index if self._on_gpu else -1
         dev = self.device
         rows, hidden, topk = int(b.max_recv_tokens), c.hidden_dim, c.num_experts_per_token
         self.max_recv_tokens = rows
@@ -677,6 +689,8 @@ class EpDispatchCombineOp:
             n, scales = self._check_dispatch(call, input, weights, scales, indices)
             launch = self._checked_launch(block_num, rdma_block_num, warp_per_block)
             result = self._dispatch_result(scales)
+            if send_only:
+                self._sent_scales_key = scales.dtype if scales is not None else None
         except Exception as error:
             if torch.compiler.is_compiling():
                 return self._traced_refusal(False, send_only, error, like=scales)
@@ -709,14 +723,17 @@ class EpDispatchCombineOp:
         if (not _is_compiling() and type(input) is _Tensor and type(indices) is _Tensor and input.dtype is self._dtype
                 and indices.dtype is _int32 and input.is_cuda is self._on_gpu and indices.is_cuda is self._on_gpu
                 and not input.is_meta and not indices.is_meta
+                and input.get_device() == self._device_index and indices.get_device() == self._device_index
                 and len(shape := input.shape) == 2 and shape[1] == self._hidden
                 and (n := shape[0]) <= self._max_tokens and indices.shape == (n, self._topk)
                 and input.is_contiguous() and indices.is_contiguous()
                 and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
                                          and weights.is_cuda is self._on_gpu and weights.shape == (n, self._topk)
-                                         and not weights.is_meta and weights.is_contiguous()))
+                                         and not weights.is_meta and weights.get_device() == self._device_index
+                                         and weights.is_contiguous()))
                 and (scales is None or (self._scale_dim and type(scales) is _Tensor and scales.dtype in self._scale_dtypes
                                         and scales.is_cuda is self._on_gpu and not scales.is_meta
+                                        and scales.get_device() == self._device_index
                                         and scales.shape == (n, self._scale_dim) and scales.is_contiguous()))
                 and self._ep is not None):
             try:
@@ -748,7 +765,7 @@ class EpDispatchCombineOp:
         views dispatch_send returned. Returns None."""
         self._alive("dispatch_recv")
         if torch.compiler.is_compiling():
-            r = self._dispatch_result(None)
+            r = self._dispatch_results[self._sent_scales_key]
             torch.ops.mori.ep_dispatch_recv(self._handle, block_num, rdma_block_num, warp_per_block, r[0], r[1],
                                             r[2], r[3], r[4], self._src_token_pos)
         else:
@@ -805,12 +822,14 @@ class EpDispatchCombineOp:
         is the input times the number of distinct ranks it went to."""
         # The fast path, as in dispatch.
         if (not _is_compiling() and type(input) is _Tensor and (out := self._combine_outputs.get(input.dtype)) is not None
-                and input.is_cuda is self._on_gpu and not input.is_meta and len(shape := input.shape) == 2
+                and input.is_cuda is self._on_gpu and not input.is_meta and input.get_device() == self._device_index
+                and len(shape := input.shape) == 2
                 and shape[1] == self._hidden and (rows := shape[0]) <= self.max_recv_tokens and input.is_contiguous()
                 and (weights is None or (type(weights) is _Tensor and weights.dtype is _float32
                                          and weights.is_cuda is self._on_gpu and len(wshape := weights.shape) == 2
                                          and wshape[1] == self._topk and wshape[0] <= self.max_recv_tokens
-                                         and not weights.is_meta and weights.is_contiguous()))
+                                         and not weights.is_meta and weights.get_device() == self._device_index
+                                         and weights.is_contiguous()))
                 and (indices is None or (type(indices) is _Tensor and (indices.dtype is _int32 or indices.dtype is _int64)
                                          and len(ishape := indices.shape) == 2 and ishape[1] == self._topk))
                 and self._dispatched
@@ -916,25 +935,31 @@ class EpDispatchCombineOp:
         return divmod(value, stride)
 
     # ---- DeepEP-style layouts (mori.ops.ep_layout) ----------------------------------------------------
-    def convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx):
+    def convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx, block_num=-1, warp_per_block=-1):
         """The last dispatch's rows in the expert-major layout of DeepEP's
         low-latency mode: (packed_recv_x [num_experts_per_rank,
         max_recv_tokens, hidden_dim], packed_recv_count [num_experts_per_rank]
         int32, packed_recv_src_info [num_experts_per_rank, max_recv_tokens]
         int32 (the source token id), packed_recv_layout_range
         [num_experts_per_rank, world_size] int64 ((begin << 32) | count of
-        each source rank's rows)). See docs/ep.md."""
+        each source rank's rows)). See docs/ep.md. block_num and
+        warp_per_block are checked as a call's launch sizes and not used
+        (AMD's signature: the conversion runs as torch operations)."""
         self._alive("convert_dispatch_output")
+        _check_launch(self.rank, block_num, -1, warp_per_block)
         from . import ep_layout
 
         return ep_layout.convert_dispatch_output(self, dispatch_out_x, dispatch_out_topk_idx)
 
-    def convert_combine_input(self, packed_recv_x, packed_recv_src_info, packed_recv_layout_range):
+    def convert_combine_input(self, packed_recv_x, packed_recv_src_info, packed_recv_layout_range, block_num=-1,
+                              warp_per_block=-1):
         """Back from the expert-major layout to combine's input: row i of the
         last dispatch gets the fp32 sum of its rows' outputs over this rank's
         experts (in the dtype of packed_recv_x; [max_recv_tokens,
-        hidden_dim])."""
+        hidden_dim]). block_num and warp_per_block as in
+        convert_dispatch_output."""
         self._alive("convert_combine_input")
+        _check_launch(self.rank, block_num, -1, warp_per_block)
         from . import ep_layout
 
         return ep_layout.convert_combine_input(self, packed_recv_x, packed_recv_src_info, packed_recv_layout_range)
