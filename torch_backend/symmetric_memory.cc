@@ -26,6 +26,11 @@ std::shared_ptr<WindowState> WindowState::Own(mori_window_t *win, Group *group) 
   }
 }
 
+void WindowState::Live(const char *what) const {
+  TORCH_CHECK(!Finalized(), "MORI ", what, ": mori was finalized (mori.finalize() or the exit hook), which released ",
+              "this handle's memory; the handle can no longer be used");
+}
+
 void WindowState::Check(const char *where) {
   int rc = mori_window_check(win_);
   TORCH_CHECK(rc == 0, "MORI ", where, ": ", mori_last_error());
@@ -52,6 +57,7 @@ MoriSymmetricMemory::MoriSymmetricMemory(std::shared_ptr<WindowState> state, siz
 }
 
 std::vector<void *> MoriSymmetricMemory::get_buffer_ptrs() {
+  state_->Live("get_buffer_ptrs");
   void *const *p = mori_window_ptrs(state_->win());
   return std::vector<void *>(p, p + get_world_size());
 }
@@ -64,20 +70,33 @@ void MoriSymmetricMemory::CheckPadSize(const char *what) {
 }
 
 std::vector<void *> MoriSymmetricMemory::get_signal_pad_ptrs() {
+  state_->Live("get_signal_pad_ptrs");
   CheckPadSize("get_signal_pad_ptrs");
   void *const *p = mori_window_signal_pads(state_->win());
   if (!p) return std::vector<void *>(get_world_size(), nullptr);
   return std::vector<void *>(p, p + get_world_size());
 }
 
-void **MoriSymmetricMemory::get_buffer_ptrs_dev() { return const_cast<void **>(mori_window_ptrs_dev(state_->win())); }
+void **MoriSymmetricMemory::get_buffer_ptrs_dev() {
+  state_->Live("get_buffer_ptrs_dev");
+  return const_cast<void **>(mori_window_ptrs_dev(state_->win()));
+}
 
 void **MoriSymmetricMemory::get_signal_pad_ptrs_dev() {
+  state_->Live("get_signal_pad_ptrs_dev");
   CheckPadSize("get_signal_pad_ptrs_dev");
   return const_cast<void **>(mori_window_signal_pads_dev(state_->win()));
 }
 
-size_t MoriSymmetricMemory::get_buffer_size() { return mori_window_size(state_->win()); }
+size_t MoriSymmetricMemory::get_buffer_size() {
+  state_->Live("get_buffer_size");
+  return mori_window_size(state_->win());
+}
+
+int *MoriSymmetricMemory::get_rank_to_global_rank_dev() {
+  state_->Live("get_rank_to_global_rank_dev");
+  return state_->rank_to_global_dev();
+}
 int MoriSymmetricMemory::get_rank() { return rank_; }
 int MoriSymmetricMemory::get_world_size() { return world_size_; }
 c10::Device MoriSymmetricMemory::get_device() { return GpuDevice(state_->device()); }
@@ -95,15 +114,22 @@ uint64_t TimeoutNs(size_t timeout_ms) {
 // bounds it by MORI_UNTIMED_WAIT_MS (10 minutes unless set; 0 there is
 // forever), and the next call on the handle raises what such a wait left.
 // With a timeout, eager calls wait for their own completion and raise a
-// RuntimeError naming the peer and channel, the GPU context intact.
+// RuntimeError naming the peer and channel, the GPU context intact. What an
+// earlier wait left is raised after this call is launched, not before: the
+// peers make their part (a barrier, the put a peer waits for), and a rank
+// that raised first would leave them waiting out their timeouts, their
+// channels a step ahead of this rank's (the fused ops do the same: ops.cc).
 template <typename Launch>
 void MoriSymmetricMemory::RunWindowOp(const char *what, bool uses_pads, size_t timeout_ms, Launch launch) {
-  state_->Check((std::string(what) + " (an earlier wait)").c_str());
+  state_->Live(what);
+  std::string earlier;
+  if (mori_window_check(state_->win()) != 0) earlier = mori_last_error();
   if (uses_pads) CheckPadSize(what);
   c10::DeviceGuard guard(GpuDevice(state_->device()));
   void *stream = CurrentStream(state_->device());
   int rc = launch(state_->win(), TimeoutNs(timeout_ms), stream);
   TORCH_CHECK(rc == 0, "MORI ", what, ": ", mori_last_error());
+  TORCH_CHECK(earlier.empty(), "MORI ", what, " (an earlier wait): ", earlier);
   if (timeout_ms) state_->FinishTimedOp(stream, what);
 }
 

@@ -17,17 +17,26 @@ namespace mori_torch {
 // One rendezvoused window; shared by the handles of interior pointers.
 // Destroying it is local (never collective), safe from any thread (Python
 // drops handles from its garbage collector), and does nothing once the
-// process has been finalized (the GPU runtime may be gone).
+// process has been finalized (the GPU runtime may be gone). What it keeps
+// of its group is copied: finalization frees the groups while Python may
+// still hold handles.
 class WindowState {
  public:
-  WindowState(mori_window_t *win, Group *group) : win_(win), group_(group) {}
+  WindowState(mori_window_t *win, Group *group)
+      : win_(win), device_(group->device), rank_to_global_(group->rank_to_global),
+        rank_to_global_dev_(group->rank_to_global_dev) {}
   ~WindowState();
   // Takes `win` over: if the state cannot be allocated, the window is
   // destroyed before the exception leaves (nothing else would free it).
   static std::shared_ptr<WindowState> Own(mori_window_t *win, Group *group);
   mori_window_t *win() const { return win_; }
-  int device() const { return group_->device; }
-  const Group &group() const { return *group_; }
+  int device() const { return device_; }
+  const std::vector<int> &rank_to_global() const { return rank_to_global_; }
+  int *rank_to_global_dev() const { return rank_to_global_dev_; }
+  // Throws, naming `what`, once mori was finalized (mori.finalize() or the
+  // exit hook): the window, its pads and the group's device table are gone,
+  // and the handle Python still holds would read freed memory.
+  void Live(const char *what) const;
   // Throws with the kernel's error record if a device-side wait failed.
   void Check(const char *where);
   // After an op given a timeout: in eager mode wait for it on the host and
@@ -37,7 +46,9 @@ class WindowState {
 
  private:
   mori_window_t *win_;
-  Group *group_;
+  int device_;
+  std::vector<int> rank_to_global_;
+  int *rank_to_global_dev_;
 };
 
 class MoriSymmetricMemory : public c10d::symmetric_memory::SymmetricMemory {
@@ -58,8 +69,8 @@ class MoriSymmetricMemory : public c10d::symmetric_memory::SymmetricMemory {
   int get_rank() override;
   int get_world_size() override;
   c10::Device get_device() override;
-  const std::vector<int> &get_rank_to_global_rank() override { return state_->group().rank_to_global; }
-  int *get_rank_to_global_rank_dev() override { return state_->group().rank_to_global_dev; }
+  const std::vector<int> &get_rank_to_global_rank() override { return state_->rank_to_global(); }
+  int *get_rank_to_global_rank_dev() override;
   bool world_within_direct_access() override;
 
  private:

@@ -151,6 +151,35 @@ def _():
     torch.cuda.synchronize()
 
 
+@check("a rank whose earlier wait failed still takes part in the next barrier, then raises; its peers do not wait")
+def _():
+    needs_ranks(2)
+    os.environ["MORI_UNTIMED_WAIT_MS"] = "300"  # read when the window is made
+    try:
+        t = symm_mem.empty(1024, dtype=torch.int32, device=dev)
+        hdl = symm_mem.rendezvous(t, group)
+    finally:
+        del os.environ["MORI_UNTIMED_WAIT_MS"]
+    if rank == 0:
+        hdl.wait_signal(1, channel=3)  # nobody signals: ends at the bound, its record left for the next call
+        torch.cuda.synchronize()
+    dist.barrier()
+    if rank == 0:
+        try:
+            hdl.barrier(channel=0, timeout_ms=20000)
+            raise AssertionError("the earlier wait was not reported")
+        except RuntimeError as e:
+            assert "(an earlier wait)" in str(e) and "timed out" in str(e) and "rank 1" in str(e), str(e)
+    else:
+        # Before, rank 0 raised without launching its part: this barrier
+        # timed out after 20 s, and the ranks' channel 0 went out of step.
+        hdl.barrier(channel=0, timeout_ms=20000)
+    torch.cuda.synchronize()
+    dist.barrier()
+    hdl.barrier(channel=0, timeout_ms=20000)  # in step: every rank's barriers pair
+    torch.cuda.synchronize()
+
+
 @check("one_shot_all_reduce matches NCCL")
 def _():
     for numel in [4096, 1 << 19]:

@@ -117,6 +117,22 @@ def _():
     assert peer.direct_access and peer.system_atomics and not peer.rdma, peer
 
 
+@check("a handle kept past mori.finalize raises naming it, rather than reading freed memory (last: it finalizes)")
+def _():
+    t = symm_mem.empty(1024, dtype=torch.float32, device=dev)
+    hdl = symm_mem.rendezvous(t, group.group_name)
+    hdl.barrier(channel=0)
+    torch.cuda.synchronize()
+    dist.barrier()
+    mori.finalize()
+    for what, call in (("get_buffer_ptrs", lambda: hdl.buffer_ptrs), ("get_buffer_ptrs_dev", lambda: hdl.buffer_ptrs_dev),
+                       ("get_signal_pad_ptrs", lambda: hdl.signal_pad_ptrs),
+                       ("barrier", lambda: hdl.barrier(channel=0, timeout_ms=1000)),
+                       ("put_signal", lambda: hdl.put_signal((rank + 1) % world, channel=0, timeout_ms=1000))):
+        raises(RuntimeError, call, f"MORI {what}", "finalized")
+    assert hdl.rank == rank and hdl.world_size == world  # kept from the handle's making
+
+
 ok = summary()
 dist.barrier()
 dist.destroy_process_group()
