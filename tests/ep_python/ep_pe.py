@@ -307,6 +307,9 @@ class Pe:
             (dict(hidden_dim=0), ("hidden_dim=0",)),
             (dict(hidden_dim=2**32 + HIDDEN), (f"hidden_dim={2**32 + HIDDEN}", "below 2**31")),
             (dict(max_token_type_size=1), ("max_token_type_size=1",)),
+            # fp8 tokens fit 1 byte, but no combine dtype does (was the library's EpError)
+            (dict(data_type=torch.float8_e4m3fn, scale_dim=2, max_token_type_size=1),
+             ("max_token_type_size=1 holds no combine dtype",)),
             (dict(scale_dim=-1), ("scale_dim=-1",)),
             (dict(kernel_type=9), ("kernel_type=9",)),
             (dict(scale_dim=1, scale_type_size=3), ("scale_type_size of a scale dtype's size", "got 3")),

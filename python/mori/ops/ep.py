@@ -308,6 +308,9 @@ class EpDispatchCombineOp:
         if c.max_token_type_size < size:
             raise ValueError(f"{where}: max_token_type_size={c.max_token_type_size} is smaller than data_type "
                              f"{c.data_type}'s {size} bytes")
+        if c.max_token_type_size == 1:  # (as the library says it, but a ValueError like the other fields')
+            raise ValueError(f"{where}: max_token_type_size=1 holds no combine dtype (bfloat16 and float16 take 2 "
+                             f"bytes, float32 4)")
         if c.num_experts_per_token > c.num_experts_per_rank * c.world_size:
             raise ValueError(f"{where}: num_experts_per_token={c.num_experts_per_token} exceeds the "
                              f"{c.num_experts_per_rank * c.world_size} experts")
