@@ -130,14 +130,20 @@ def _():
     torch.cuda.synchronize()
 
 
-@check("a wait given no timeout ends at MORI_UNTIMED_WAIT_MS; the next call raises naming the bound")
-def _():
-    os.environ["MORI_UNTIMED_WAIT_MS"] = "300"  # read when the window is made
+def handle_with_untimed_bound(ms):
+    """A handle whose waits given no timeout end after `ms` (the variable is
+    read when the window is made)."""
+    os.environ["MORI_UNTIMED_WAIT_MS"] = str(ms)
     try:
         t = symm_mem.empty(1024, dtype=torch.int32, device=dev)
-        hdl = symm_mem.rendezvous(t, group)
+        return t, symm_mem.rendezvous(t, group)
     finally:
         del os.environ["MORI_UNTIMED_WAIT_MS"]
+
+
+@check("a wait given no timeout ends at MORI_UNTIMED_WAIT_MS; the next call raises naming the bound")
+def _():
+    t, hdl = handle_with_untimed_bound(300)
     peer = (rank + 1) % world
     hdl.wait_signal(peer, channel=3)  # nobody signals; torch's default: no timeout
     torch.cuda.synchronize()  # returns: the kernel ended at the bound
@@ -154,12 +160,7 @@ def _():
 @check("a rank whose earlier wait failed still takes part in the next barrier, then raises; its peers do not wait")
 def _():
     needs_ranks(2)
-    os.environ["MORI_UNTIMED_WAIT_MS"] = "300"  # read when the window is made
-    try:
-        t = symm_mem.empty(1024, dtype=torch.int32, device=dev)
-        hdl = symm_mem.rendezvous(t, group)
-    finally:
-        del os.environ["MORI_UNTIMED_WAIT_MS"]
+    t, hdl = handle_with_untimed_bound(300)
     if rank == 0:
         hdl.wait_signal(1, channel=3)  # nobody signals: ends at the bound, its record left for the next call
         torch.cuda.synchronize()
