@@ -119,18 +119,28 @@ uint64_t TimeoutNs(size_t timeout_ms) {
 // peers make their part (a barrier, the put a peer waits for), and a rank
 // that raised first would leave them waiting out their timeouts, their
 // channels a step ahead of this rank's (the fused ops do the same: ops.cc).
+// A call with a timeout still waits for its own completion first, and an
+// error of its own is raised with the earlier one in its message.
 template <typename Launch>
 void MoriSymmetricMemory::RunWindowOp(const char *what, bool uses_pads, size_t timeout_ms, Launch launch) {
   state_->Live(what);
+  if (uses_pads) CheckPadSize(what);  // (before the mailbox is read: its record stays for the next call)
   std::string earlier;
   if (mori_window_check(state_->win()) != 0) earlier = mori_last_error();
-  if (uses_pads) CheckPadSize(what);
+  const std::string also = earlier.empty() ? "" : "; an earlier wait had failed too: " + earlier;
   c10::DeviceGuard guard(GpuDevice(state_->device()));
   void *stream = CurrentStream(state_->device());
   int rc = launch(state_->win(), TimeoutNs(timeout_ms), stream);
-  TORCH_CHECK(rc == 0, "MORI ", what, ": ", mori_last_error());
+  TORCH_CHECK(rc == 0, "MORI ", what, ": ", mori_last_error(), also);
+  if (timeout_ms) {
+    try {
+      state_->FinishTimedOp(stream, what);
+    } catch (const c10::Error &e) {
+      if (earlier.empty()) throw;
+      TORCH_CHECK(false, e.what_without_backtrace(), also);
+    }
+  }
   TORCH_CHECK(earlier.empty(), "MORI ", what, " (an earlier wait): ", earlier);
-  if (timeout_ms) state_->FinishTimedOp(stream, what);
 }
 
 void MoriSymmetricMemory::barrier(int channel, size_t timeout_ms) {

@@ -715,7 +715,7 @@ class Pe:
         definition (mori.ops.ep_layout)."""
         me, world = self.rank, self.world
         op = mori.ops.EpDispatchCombineOp(self.config(torch.bfloat16))
-        for seed, kind in ((300, "uniform"), (301, "duplicate_ranks"), (302, "skewed")):
+        for seed, kind in ((300, "uniform"), (301, "duplicate_ranks"), (302, "skewed"), (303, "duplicate_experts")):
             everyone = self.inputs(op, seed, kind)
             x, w, s, idx = everyone[me]
             px, count, src_info, layout = op.dispatch_standard_moe(x, w, None, idx)

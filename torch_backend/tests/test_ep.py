@@ -2,7 +2,7 @@
 """mori.ops' MoE dispatch/combine (the MORI-EP interface) on GPUs
 (torchrun --nproc_per_node=N; two ranks may share one GPU): every call
 checked against the torch reference of tests/ep_python/ep_reference.py in
-bf16, fp16, fp32 and fp8 (e4m3fn, with scales), five routings, back to
+bf16, fp16, fp32 and fp8 (e4m3fn, with scales), six routings, back to
 back; CUDA-graph capture and replay with a new routing written into the
 captured inputs on the GPU before each replay; torch.compile (inductor,
 fullgraph); refusals; and with EP_BENCH=1 the host cost of issuing one

@@ -147,8 +147,11 @@ def _():
     peer = (rank + 1) % world
     hdl.wait_signal(peer, channel=3)  # nobody signals; torch's default: no timeout
     torch.cuda.synchronize()  # returns: the kernel ended at the bound
+    dist.barrier()
     try:
-        hdl.barrier(channel=0)
+        # (This barrier is made before the earlier record is raised: a
+        # timeout of its own, as this handle's untimed waits end at 300 ms.)
+        hdl.barrier(channel=0, timeout_ms=20000)
         raise AssertionError("the wait that reached the bound was not reported")
     except RuntimeError as e:
         assert "timed out" in str(e) and f"rank {peer}" in str(e) and "MORI_UNTIMED_WAIT_MS (300 ms" in str(e), str(e)

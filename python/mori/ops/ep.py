@@ -692,8 +692,6 @@ class EpDispatchCombineOp:
             n, scales = self._check_dispatch(call, input, weights, scales, indices)
             launch = self._checked_launch(block_num, rdma_block_num, warp_per_block)
             result = self._dispatch_result(scales)
-            if send_only:
-                self._sent_scales_key = scales.dtype if scales is not None else None
         except Exception as error:
             if torch.compiler.is_compiling():
                 return self._traced_refusal(False, send_only, error, like=scales)
@@ -706,6 +704,8 @@ class EpDispatchCombineOp:
         else:
             self._note_dispatch()  # (compiled: the custom op does, when it runs)
             self._raw_dispatch(send_only, input, weights, scales, indices, launch)
+        if send_only:  # (a send half the library refused leaves the pending one's)
+            self._sent_scales_key = scales.dtype if scales is not None else None
         self._last_num_tokens = n
         if not torch.compiler.is_compiling() and not send_only:
             # (a send half's reports come with its receive half)
