@@ -262,6 +262,19 @@ MORI_DEVICE_INLINE void mori_pause(void) {
 }
 #endif
 
+/* How often a wait looks at its clock and the abort flag, as a mask (it
+ * looks at each spin whose low bits are all set): on a GPU every 256th
+ * spin, as each look is a clock read and a load from memory the host
+ * writes; CPU ranks give their core away at every spin (mori_pause), so on
+ * a loaded machine one spin can take a scheduler slice, and 256 of them
+ * let a wait run a second or more past its deadline: they look at every
+ * spin (a clock read is tens of nanoseconds beside the yield). */
+#if defined(MORI_DEVICE_COMPILER_HOST)
+#define MORI_WAIT_LOOK_MASK 0u
+#else
+#define MORI_WAIT_LOOK_MASK 255u
+#endif
+
 #if !defined(MORI_DEVICE_COMPILER_HOST)
 #define MORI_THREAD_RANK_WARP() ((int)(threadIdx.x % warpSize))
 #define MORI_THREAD_COUNT_WARP() ((int)warpSize)

@@ -170,13 +170,14 @@ MORI_DEVICE_INLINE int mori_aborted(mori_window_dev_t win) {
  * starts at spin 0 (*start) unless *start already holds the start of an
  * earlier wait of the same call (a call of several waits passes one
  * *start to all, so together they end within its timeout, not each), and
- * every 256th spin an abort of the window or more than timeout_ns (0: none)
+ * at every look (MORI_WAIT_LOOK_MASK: every 256th spin on a GPU, every spin
+ * on CPU ranks) an abort of the window or more than timeout_ns (0: none)
  * waited (*waited) ends the wait: its code, with no report (the caller's,
  * which may say more). MORI_DEVICE_OK: keep waiting. */
 MORI_DEVICE_INLINE int mori_wait_expired(mori_window_dev_t win, uint32_t spin, uint64_t *start, uint64_t timeout_ns,
                                          uint64_t *waited) {
   if (spin == 0 && *start == 0) *start = mori_clock_ns() | 1; /* (never 0 once started) */
-  if ((spin & 255) != 255) return MORI_DEVICE_OK;
+  if ((spin & MORI_WAIT_LOOK_MASK) != MORI_WAIT_LOOK_MASK) return MORI_DEVICE_OK;
   *waited = mori_clock_ns() - *start;
   if (mori_aborted(win)) return MORI_DEVICE_EABORTED;
   if (timeout_ns && *waited > timeout_ns) return MORI_DEVICE_ETIMEDOUT;

@@ -192,7 +192,7 @@ MORI_DEVICE_INLINE int mori_gda_failed(mori_window_dev_t win, mori_gda_qp_t *qp,
 MORI_DEVICE_INLINE int mori_gda_wait_turn(mori_window_dev_t win, mori_gda_qp_t *qp, int ring, int qp_index, uint32_t spin,
                                           uint64_t *start, uint64_t timeout_ns, uint64_t expected, uint64_t seen) {
   if (spin == 0) *start = mori_clock_ns();
-  if ((spin & 255) != 255) return MORI_DEVICE_OK;
+  if ((spin & MORI_WAIT_LOOK_MASK) != MORI_WAIT_LOOK_MASK) return MORI_DEVICE_OK;
   /* Abandoned: a turn before this one was given up, so this one never comes. */
   if (*(volatile uint32_t *)&qp->failed & MORI_GDA_QP_ABANDONED) return MORI_DEVICE_EIO;
   /* A turn waits only for claimants already past their claim, a few
