@@ -266,7 +266,7 @@ TEST(DeviceApi, APadBarrierEndsWithinItsTimeoutSignalAndWaitsTogether) {
       // Rank 0's barrier signal followed the earlier one if rank 1 freed the
       // slot in time; a loaded machine can start rank 1's sleep so late that
       // the barrier gave up first, and then there is none.
-      uint32_t *mine = (uint32_t *)mori_window_signal_pads(f.win)[1] + ch * (uint32_t)size;
+      uint32_t *mine = mori_pad_slot(f.view, 1, 0, ch);
       if (freed_at < 1700) {
         EXPECT_EQ(mori_pad_wait(f.view, 0, ch, 10000 * kMs), MORI_DEVICE_OK) << "freed " << freed_at << " ms in";
       } else if (__atomic_load_n(mine, __ATOMIC_ACQUIRE)) {

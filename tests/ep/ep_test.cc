@@ -176,10 +176,6 @@ int EnvInt(const char *name, int fallback) {
   return v && *v ? atoi(v) : fallback;
 }
 
-// Many calls back to back with a new routing each, every call checked:
-// 10 000 at every size (8 spinning processes on a CI machine's 2 cores take
-// ~4.5 ms a call, 45 s in all), a quarter of that under ASan;
-// MORI_EP_TEST_CALLS overrides the count.
 // MORI_EP_LAUNCH_CONFIG_MODE=AUTO's table (collectives/ep_launch_table.c):
 // the first row that matches wins; a measured row serves only its arch,
 // world size and dtype, up to its tokens and hidden, and everything else
@@ -205,13 +201,17 @@ TEST(EpLaunchTable, TheFirstRowThatMatchesWins) {
   for (const Case &c : cases) {
     mori_ep_shape_t got = {7, 7};
     ASSERT_EQ(mori_ep_table_shape(c.arch, c.world, c.dtype, c.tokens, c.hidden, &got), 1) << c.arch;
-    EXPECT_EQ(got.blocks, c.blocks) << c.arch << " world " << c.world << " dtype " << c.dtype << " " << c.tokens << " x "
-                                    << c.hidden;
-    EXPECT_EQ(got.warps, c.warps) << c.arch << " world " << c.world << " dtype " << c.dtype << " " << c.tokens << " x "
-                                  << c.hidden;
+    std::string where = std::string(c.arch) + " world " + std::to_string(c.world) + " dtype " + std::to_string(c.dtype) +
+                        " " + std::to_string(c.tokens) + " x " + std::to_string(c.hidden);
+    EXPECT_EQ(got.blocks, c.blocks) << where;
+    EXPECT_EQ(got.warps, c.warps) << where;
   }
 }
 
+// Many calls back to back with a new routing each, every call checked:
+// 10 000 at every size (8 spinning processes on a CI machine's 2 cores take
+// ~4.5 ms a call, 45 s in all), a quarter of that under ASan;
+// MORI_EP_TEST_CALLS overrides the count.
 TEST(Ep, BackToBackNewRoutingEveryCall) {
   EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
     World w;
