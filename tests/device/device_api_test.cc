@@ -149,6 +149,29 @@ TEST(DeviceApi, WaitThatTimesOutLeavesARecordForTheHost) {
   });
 }
 
+// A wait's start is marked taken with | 1, so it can sit ahead of a clock
+// read in the same tick (a coarse clock: a virtual machine's, a GPU's). A
+// look then must read no time waited, not 2^64 - 1 ns: a wait timed out at
+// its first look (a GPU-initiated post's wait for room in the send queue
+// failed so, reporting 18446744073709.551 ms). A start a second ahead
+// stands in for that tick, so the test does not depend on the clock's.
+TEST(DeviceApi, AWaitWhoseStartIsAheadOfTheClockHasWaitedNothing) {
+  const mori_window_dev_t no_window{};  // no control block: no abort to see
+  const uint64_t ahead = mori_clock_ns() + 1000 * kMs;
+  EXPECT_EQ(mori_clock_since(ahead), 0u);
+  uint64_t start = ahead, waited = 7;
+  EXPECT_EQ(mori_wait_expired(no_window, MORI_WAIT_LOOK_MASK, &start, 50 * kMs, &waited), MORI_DEVICE_OK);
+  EXPECT_EQ(waited, 0u);
+  EXPECT_EQ(start, ahead) << "a started wait keeps its start";
+  // What is left of a timeout from that start is all of it, not the one
+  // nanosecond of a timeout spent.
+  EXPECT_EQ(mori_time_left(ahead, 50 * kMs), 50 * kMs);
+  // And a start behind the clock counts as before.
+  start = mori_clock_ns() - 100 * kMs;
+  EXPECT_EQ(mori_wait_expired(no_window, MORI_WAIT_LOOK_MASK, &start, 50 * kMs, &waited), MORI_DEVICE_ETIMEDOUT);
+  EXPECT_GE(waited, 100 * kMs);
+}
+
 // A barrier that several ranks skip: its record names every rank missing,
 // not only the one the waiting thread gave up on.
 TEST(DeviceApi, ABarrierThatTimesOutNamesEveryMissingRank) {

@@ -76,7 +76,7 @@ __global__ void check_reduce(const void *out, uint64_t count, int dtype, int op,
 
 __global__ void delay(uint64_t ns) {
   uint64_t start = mori_clock_ns();
-  while (mori_clock_ns() - start < ns) {
+  while (mori_clock_since(start) < ns) {
   }
 }
 

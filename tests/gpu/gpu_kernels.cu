@@ -400,7 +400,7 @@ void gpu_free(void *p) { (void)gpuFree(p); }
 
 __global__ void spin_kernel(uint64_t ns) {
   uint64_t start = mori_clock_ns();
-  while (mori_clock_ns() - start < ns) {
+  while (mori_clock_since(start) < ns) {
   }
 }
 

@@ -262,6 +262,17 @@ MORI_DEVICE_INLINE void mori_pause(void) {
 }
 #endif
 
+/* Nanoseconds from `start` (a mori_clock_ns reading) to now, 0 while the
+ * clock has not reached it: a wait marks its start taken with | 1, a
+ * nanosecond past a clock whose tick is coarser (ten nanoseconds on AMD,
+ * up to a microsecond on NVIDIA, and coarse in some virtual machines), and
+ * a wait that looks within that tick would read 2^64 - 1 ns waited, a
+ * timeout at its first look. */
+MORI_DEVICE_INLINE uint64_t mori_clock_since(uint64_t start) {
+  uint64_t now = mori_clock_ns();
+  return now > start ? now - start : 0;
+}
+
 /* How often a wait looks at its clock and the abort flag, as a mask (it
  * looks at each spin whose low bits are all set): on a GPU every 256th
  * spin, as each look is a clock read and a load from memory the host

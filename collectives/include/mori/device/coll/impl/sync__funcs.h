@@ -89,7 +89,7 @@ MORI_DEVICE_INLINE int mori_coll_impl_check_refused(mori_coll_dev_t c, uint64_t 
  * record and returns its code, or MORI_DEVICE_OK to go on waiting. */
 MORI_DEVICE_INLINE int mori_coll_impl_wait_verdict(mori_coll_dev_t c, uint64_t start, uint64_t epoch, int peer_world,
                                                    uint32_t channel, uint64_t seen) {
-  uint64_t waited = mori_clock_ns() - start;
+  uint64_t waited = mori_clock_since(start);
   if (mori_aborted(c.win)) return mori_device_report(c.win, MORI_DEVICE_EABORTED, peer_world, channel, waited, epoch, seen);
   int refused = mori_coll_impl_check_refused(c, epoch, peer_world, waited);
   if (refused) return refused;
@@ -321,7 +321,7 @@ MORI_DEVICE_INLINE void mori_coll_refuse_block(mori_coll_dev_t c, uint32_t block
         uint64_t seen = 0;
         for (uint32_t spin = 0; (seen = mori_load_volatile_u64(done)) + 1 < epoch; spin++) {
           if ((spin & 1023) == 1023 || spin == 63) {
-            uint64_t waited = mori_clock_ns() - start;
+            uint64_t waited = mori_clock_since(start);
             int bad = mori_aborted(c.win) ? MORI_DEVICE_EABORTED
                     : (c.timeout_ns && waited > c.timeout_ns) ? MORI_DEVICE_ETIMEDOUT : 0;
             if (bad) {

@@ -178,7 +178,7 @@ MORI_DEVICE_INLINE int mori_wait_expired(mori_window_dev_t win, uint32_t spin, u
                                          uint64_t *waited) {
   if (spin == 0 && *start == 0) *start = mori_clock_ns() | 1; /* (never 0 once started) */
   if ((spin & MORI_WAIT_LOOK_MASK) != MORI_WAIT_LOOK_MASK) return MORI_DEVICE_OK;
-  *waited = mori_clock_ns() - *start;
+  *waited = mori_clock_since(*start);
   if (mori_aborted(win)) return MORI_DEVICE_EABORTED;
   if (timeout_ns && *waited > timeout_ns) return MORI_DEVICE_ETIMEDOUT;
   return MORI_DEVICE_OK;
@@ -190,7 +190,7 @@ MORI_DEVICE_INLINE int mori_wait_expired(mori_window_dev_t win, uint32_t spin, u
  * still looks once and succeeds if what it waits for is there. */
 MORI_DEVICE_INLINE uint64_t mori_time_left(uint64_t start, uint64_t timeout_ns) {
   if (!timeout_ns) return 0;
-  uint64_t spent = mori_clock_ns() - start;
+  uint64_t spent = mori_clock_since(start);
   return spent < timeout_ns ? timeout_ns - spent : 1;
 }
 

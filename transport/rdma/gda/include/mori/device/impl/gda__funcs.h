@@ -199,7 +199,7 @@ MORI_DEVICE_INLINE int mori_gda_wait_turn(mori_window_dev_t win, mori_gda_qp_t *
    * stores away from done: a caller's short timeout (a quiet of 10 us) is
    * not a reason to give the QP up while one of them is descheduled. */
   if (timeout_ns && timeout_ns < MORI_GDA_TURN_TIMEOUT_NS) timeout_ns = MORI_GDA_TURN_TIMEOUT_NS;
-  uint64_t waited = mori_clock_ns() - *start;
+  uint64_t waited = mori_clock_since(*start);
   if (!timeout_ns || waited <= timeout_ns) return MORI_DEVICE_OK;
   mori_gda_abandon(qp);
   uint32_t channel = MORI_GDA_TURN_CHANNEL + (ring ? 0u : MORI_GDA_CHANNEL_QPS) + (uint32_t)qp_index;
