@@ -644,8 +644,11 @@ static int check_combine(const mori_ep_t *ep, const void *input, mori_ep_dtype_t
   return rc;
 }
 
+/* rows: NULL, or the rows the caller's input and weights hold ([0], [1]),
+ * which the kernel checks against the rows the dispatch delivered. */
 static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
-                        const mori_ep_launch_t *launch, void *stream, uint32_t phases, const char *what) {
+                        const mori_ep_launch_t *launch, void *stream, uint32_t phases, const char *what,
+                        const uint64_t *rows) {
   int rc = check_call(ep, what);
   if (!rc) rc = check_halves(ep, what, NULL);
   if (rc) return rc;
@@ -663,7 +666,10 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
                       .num_tokens = ep->last_num_tokens,
                       .phases = phases,
                       .dtype = (uint32_t)dtype,
-                      .has_weights = weights != NULL};
+                      .has_weights = weights != NULL,
+                      .rows_known = rows != NULL,
+                      .input_rows = rows ? rows[0] : 0,
+                      .weights_rows = rows ? rows[1] : 0};
   ep->comb_dtype = a.dtype;
   ep->comb_has_weights = a.has_weights;
   rc = note_failure(ep, mori_ep_launch_combine(ep, &a, choose_shape(ep, launch, ep->last_num_tokens), stream));
@@ -673,12 +679,20 @@ static int send_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype,
 
 int mori_ep_combine(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
                     const mori_ep_launch_t *launch, void *stream) {
-  return send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV, "ep_combine");
+  return send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV, "ep_combine", NULL);
 }
 
 int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtype_t dtype, const float *weights,
                          const mori_ep_launch_t *launch, void *stream) {
-  return send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND, "ep_combine_send");
+  return send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND, "ep_combine_send", NULL);
+}
+
+int mori_ep_combine_rows(mori_ep_t *ep, const void *input, uint64_t input_rows, mori_ep_dtype_t dtype, const float *weights,
+                         uint64_t weights_rows, int send_only, const mori_ep_launch_t *launch, void *stream) {
+  const uint64_t rows[2] = {input_rows, weights_rows};
+  return send_only ? send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND, "ep_combine_send", rows)
+                   : send_combine(ep, input, dtype, weights, launch, stream, MORI_EP_PHASE_SEND | MORI_EP_PHASE_RECV,
+                                  "ep_combine", rows);
 }
 
 int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream) {
@@ -726,6 +740,12 @@ int mori_ep_check(mori_ep_t *ep) {
                             "record says which), so its ranks may be out of step; every call since ran as refused (the "
                             "peers' calls end naming this rank): destroy the context and make a new one%s",
                             ep->config.rank, more);
+    if (st.bad_count == MORI_EP_COMBINE_ROWS)
+      return mori_error_set(MORI_EINVAL,
+                            "ep: rank %d's combine %s holds %d rows, fewer than the %d its last dispatch delivered: "
+                            "the call ran as refused before reading them (nothing sent; the peers' combines end naming "
+                            "this rank), its output is not valid%s",
+                            ep->config.rank, st.bad_slot ? "weights" : "input", st.bad_index, st.bad_token, more);
     if (st.bad_count == MORI_EP_COMBINE_DTYPE_MISMATCH)
       return mori_error_set(MORI_EINVAL,
                             "ep: rank %d's combine sent %s rows, rank %d's combines %s: nothing of that call was summed "

@@ -533,6 +533,99 @@ TEST(Ep, ACombineRefusedOnOneRankKeepsTheRanksInStep) {
   });
 }
 
+// A combine whose input or weights hold fewer rows than the dispatch
+// delivered: only the device knows that count (recv_num_token), so
+// mori_ep_combine_rows hands the kernel the caller's counts. The short
+// rank's part runs as refused before reading a row (its buffers are sized
+// exactly, so a read past them is a heap overflow under ASan), its check
+// gives both counts, the peers' calls end at once naming it, and the ranks
+// stay in step. The peers pass their exact counts: not refused. Fused and
+// split, input short and weights short.
+TEST(Ep, ACombineGivenFewerRowsThanDeliveredRunsAsRefused) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    mori_ep_buffers_t b;
+    MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+    const int bad = size - 1;
+    const uint32_t T = s.max_tokens, K = s.top_k, rb = s.hidden * ElemBytes(s.dtype);
+    for (int round = 0; round < 4; round++) {
+      const bool split = round % 2 == 1, short_weights = round >= 2;
+      SCOPED_TRACE(std::string(split ? "combine_send" : "combine") + (short_weights ? ", weights short" : ", input short"));
+      // Token t goes to ranks t, t+1, ... (mod size): every rank gets rows.
+      std::vector<uint8_t> rows((size_t)T * rb, 0);
+      std::vector<float> weights((size_t)T * K, 1.0f);
+      std::vector<int32_t> indices((size_t)T * K);
+      for (uint32_t t = 0; t < T; t++)
+        for (uint32_t k = 0; k < K; k++) indices[(size_t)t * K + k] = (int32_t)(((t + k) % (uint32_t)size) * s.experts_per_rank);
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, rows.data(), weights.data(), nullptr, indices.data(), T, nullptr, nullptr));
+      const uint32_t delivered = (uint32_t)b.recv_num_token[0];
+      ASSERT_GT(delivered, 0u);
+      const uint32_t given = rank == bad ? delivered - 1 : delivered;
+      // Exactly `given` rows each (not empty: a vector's data may be NULL).
+      std::vector<uint8_t> input((size_t)given * rb + (given ? 0 : 1));
+      memcpy(input.data(), b.dispatch_tokens, (size_t)given * rb);
+      std::vector<float> cw((size_t)given * K + (given ? 0 : 1), 0.5f);
+      const void *in = short_weights ? nullptr : input.data();  // NULL: the registered input, every row
+      uint64_t in_rows = short_weights ? 0 : given;             // (ignored for it)
+      auto start = std::chrono::steady_clock::now();
+      int rc = mori_ep_combine_rows(ep, in, in_rows, MORI_EP_BFLOAT16, cw.data(), short_weights ? given : delivered,
+                                    split, nullptr, nullptr);
+      MORI_EXPECT_OK(rc);
+      if (split) MORI_EXPECT_OK(mori_ep_combine_recv(ep, nullptr, nullptr));
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (rank == bad) {
+        ExpectError(mori_ep_check(ep), MORI_EINVAL,
+                    std::string("rank ") + std::to_string(bad) + "'s combine " + (short_weights ? "weights" : "input") +
+                        " holds " + std::to_string(given) + " rows, fewer than the " + std::to_string(delivered) +
+                        " its last dispatch delivered");
+        EXPECT_EQ(std::string(mori_last_error()).find("later report"), std::string::npos)
+            << "its own receive half reported it again: " << mori_last_error();
+      } else {
+        EXPECT_LT(seconds, 5.0) << "the refusal was waited out";
+        ExpectError(mori_ep_check(ep), MORI_EINVAL, "rank " + std::to_string(bad) + " refused its part of a combine");
+      }
+      for (int k = 0; k < 4; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, 20 + 4 * round + k, CallOptions(k)));
+      MORI_EXPECT_OK(mori_ep_check(ep));
+    }
+    // Exact counts on every rank, the input and weights both given: summed
+    // (each source's tokens come back as the sum of their copies).
+    {
+      std::vector<int32_t> indices((size_t)T * K);
+      for (uint32_t t = 0; t < T; t++)
+        for (uint32_t k = 0; k < K; k++) indices[(size_t)t * K + k] = (int32_t)(((t + k) % (uint32_t)size) * s.experts_per_rank);
+      std::vector<uint8_t> rows((size_t)T * rb, 0);
+      for (uint32_t t = 0; t < T; t++) {
+        uint16_t one = 0x3f80;  // bf16 1.0 in element 0
+        memcpy(&rows[(size_t)t * rb], &one, 2);
+      }
+      MORI_ASSERT_OK(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, indices.data(), T, nullptr, nullptr));
+      const uint32_t delivered = (uint32_t)b.recv_num_token[0];
+      std::vector<uint8_t> input((size_t)delivered * rb);
+      memcpy(input.data(), b.dispatch_tokens, input.size());
+      std::vector<float> cw((size_t)delivered * K, 0.25f);
+      MORI_ASSERT_OK(mori_ep_combine_rows(ep, input.data(), delivered, MORI_EP_BFLOAT16, cw.data(), delivered, 0, nullptr,
+                                          nullptr));
+      MORI_ASSERT_OK(mori_ep_check(ep));
+      const uint32_t copies = std::min<uint32_t>(K, (uint32_t)size);
+      for (uint32_t t = 0; t < T; t++) {
+        uint16_t got = 0;
+        memcpy(&got, (const uint8_t *)b.combine_output + (size_t)t * rb, 2);
+        uint32_t bits = (uint32_t)got << 16;
+        float v;
+        memcpy(&v, &bits, 4);
+        EXPECT_EQ(v, (float)copies) << "token " << t;
+        EXPECT_EQ(b.combine_weights[(size_t)t * K], 0.25f * (float)copies) << "token " << t;
+      }
+    }
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
 // A combine before any dispatch has no rows to return: every rank's call
 // says so (and its send half's receive half then does nothing), and the
 // ranks stay in step for the dispatches and combines that follow.

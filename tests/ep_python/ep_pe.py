@@ -283,6 +283,36 @@ class Pe:
         if n:
             expect_raises(ValueError, lambda: op.combine(y[:0], None, None), (f"delivered {n} rows but input has 0",))
         assert torch.equal(op.combine(y, None, None)[0], want), f"rank {me}: a combine after reset() differs"
+        # On a GPU the rows a dispatch delivered are on the device: the
+        # binding passes each tensor's rows, and the kernel refuses a call
+        # given fewer (run here with the host's count hidden from Python,
+        # as on a GPU). Each rank with rows gives one row too few, of the
+        # input (fused call, the fast path), then of the weights (the send
+        # half); its check names both counts, the others' the refusal.
+        out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
+        n = int(cnt[0])
+        y, yw = out[:n].clone(), ow[:n].clone()
+        held, op._recv_num_token_c = op._recv_num_token_c, None
+        op.check_every_call = False
+        try:
+            for what in ("input", "weights"):
+                if what == "input":
+                    op.combine(y[:max(n - 1, 0)], yw, idx)
+                else:
+                    op.combine_send(y, yw[:max(n - 1, 0)], idx)
+                    op.combine_recv()
+                if n:
+                    expect_raises(mori.ops.EpError, op.check,
+                                  (f"combine {what} holds {n - 1} rows, fewer than the {n} its last dispatch delivered",))
+                else:
+                    try:
+                        op.check()  # no row of its own to miss: at most a short peer's refusal
+                    except mori.ops.EpError as error:
+                        assert "refused its part of a combine" in str(error), f"rank {me}: {error}"
+                op.check()  # cleared
+        finally:
+            op._recv_num_token_c = held
+            op.check_every_call = True
         self.one_call(op, 10, "uniform", torch.bfloat16)
         op.destroy()
         expect_raises(RuntimeError, lambda: op.dispatch(x, w, None, idx), ("destroyed",))

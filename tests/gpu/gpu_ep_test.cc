@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "mori/ep.h"
@@ -247,5 +248,70 @@ void GraphReplay(int rank, int size) {
 
 TEST(GpuEp, GraphReplayWithNewRoutings) { EXPECT_RANKS_PASS(Ranks(), GraphReplay); }
 TEST(GpuEp, GraphReplayWorldSizeOne) { EXPECT_RANKS_PASS(1, GraphReplay); }
+
+// A combine given fewer rows than its dispatch delivered: the count is on
+// the device, so the kernel refuses the call (mori_ep_combine_rows) before
+// reading a row of the caller's buffer, allocated to exactly the rows
+// given (compute-sanitizer's memcheck sees a read past it). The last rank
+// gives one row too few, of its input, then of its weights; its check
+// names both counts, the others' the refusal, and the ranks stay in step.
+void FewerCombineRows(int rank, int size) {
+  ASSERT_GE(gpu_select_device(rank), 0) << gpu_last_error();
+  World w;
+  ASSERT_TRUE(w.ok());
+  void *stream = coll_stream_new();
+  ASSERT_NE(stream, nullptr);
+  Shape s;
+  s.max_tokens = 32;
+  mori_ep_config_t c = Config(s, rank, size);
+  mori_ep_t *ep = nullptr;
+  MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+  mori_ep_buffers_t b;
+  MORI_ASSERT_OK(mori_ep_buffers(ep, &b));
+  DeviceInputs d(s, size);
+  const int bad = size - 1;
+  const uint32_t T = s.max_tokens, K = s.top_k, rb = s.hidden * ElemBytes(s.dtype);
+  std::vector<int32_t> indices((size_t)T * K);  // token t to ranks t, t+1, ...: every rank gets rows
+  for (uint32_t t = 0; t < T; t++)
+    for (uint32_t k = 0; k < K; k++) indices[(size_t)t * K + k] = (int32_t)(((t + k) % (uint32_t)size) * s.experts_per_rank);
+  ASSERT_EQ(gpu_copy_in(d.indices, indices.data(), indices.size() * 4), 0);
+  for (int round = 0; round < 2; round++) {
+    const bool short_weights = round == 1;
+    MORI_ASSERT_OK(mori_ep_dispatch(ep, d.rows, d.weights, nullptr, d.indices, T, nullptr, stream));
+    ASSERT_EQ(coll_stream_sync(stream), 0);
+    const uint32_t delivered = (uint32_t)Out<int32_t>(b.recv_num_token, 1)[0];
+    ASSERT_GT(delivered, 0u);
+    const uint32_t given = rank == bad ? delivered - 1 : delivered;
+    void *input = gpu_alloc((uint64_t)(given ? given : 1) * rb);
+    float *weights = (float *)gpu_alloc((uint64_t)(given ? given : 1) * K * 4);
+    ASSERT_NE(input, nullptr);
+    ASSERT_NE(weights, nullptr);
+    int rc = mori_ep_combine_rows(ep, short_weights ? b.dispatch_tokens : input, short_weights ? delivered : given,
+                                  MORI_EP_BFLOAT16, short_weights ? weights : b.dispatch_weights,
+                                  short_weights ? given : delivered, 0, nullptr, stream);
+    MORI_EXPECT_OK(rc);
+    ASSERT_EQ(coll_stream_sync(stream), 0);
+    int checked = mori_ep_check(ep);
+    EXPECT_EQ(checked, MORI_EINVAL);
+    std::string said = mori_last_error();
+    if (rank == bad)
+      EXPECT_NE(said.find(std::string("combine ") + (short_weights ? "weights" : "input") + " holds " + std::to_string(given) +
+                          " rows, fewer than the " + std::to_string(delivered)),
+                std::string::npos)
+          << said;
+    else
+      EXPECT_NE(said.find("rank " + std::to_string(bad) + " refused its part of a combine"), std::string::npos) << said;
+    gpu_free(input);
+    gpu_free(weights);
+  }
+  for (int call = 0; call < 8; call++) ASSERT_TRUE(CheckCall(ep, d, s, rank, size, call, call % 3 == 1, MORI_EP_BFLOAT16, stream));
+  MORI_EXPECT_OK(mori_ep_check(ep));
+  printf("rank %d of %d: combines given too few rows refused on the device, the ranks in step\n", rank, size);
+  MORI_EXPECT_OK(mori_ep_destroy(ep));
+  coll_stream_free(stream);
+}
+
+TEST(GpuEp, ACombineGivenFewerRowsThanDeliveredRunsAsRefused) { EXPECT_RANKS_PASS(Ranks(), FewerCombineRows); }
+TEST(GpuEp, ACombineGivenFewerRowsThanDeliveredWorldSizeOne) { EXPECT_RANKS_PASS(1, FewerCombineRows); }
 
 }  // namespace

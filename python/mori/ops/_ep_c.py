@@ -80,6 +80,9 @@ _SIGNATURES = {
     "mori_ep_combine": (ctypes.c_int, [_vp, _vp, ctypes.c_int, _vp, _P(Launch), _vp]),
     "mori_ep_combine_send": (ctypes.c_int, [_vp, _vp, ctypes.c_int, _vp, _P(Launch), _vp]),
     "mori_ep_combine_recv": (ctypes.c_int, [_vp, _P(Launch), _vp]),
+    # input, input rows, dtype, weights, weights rows, send_only, launch, stream
+    "mori_ep_combine_rows": (ctypes.c_int, [_vp, _vp, ctypes.c_uint64, ctypes.c_int, _vp, ctypes.c_uint64, ctypes.c_int,
+                                            _P(Launch), _vp]),
     "mori_ep_reset": (ctypes.c_int, [_vp, _vp]),
     "mori_ep_check": (ctypes.c_int, [_vp]),
     "mori_ep_config": (_P(Config), [_vp]),

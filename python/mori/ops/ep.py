@@ -620,15 +620,19 @@ class EpDispatchCombineOp:
             self._waiting = "dispatch_send"
 
     def _raw_combine(self, send_only, input, dtype_code, weights, launch):
-        fn, call = ((lib.mori_ep_combine_send, "mori_ep_combine_send") if send_only
-                    else (lib.mori_ep_combine, "mori_ep_combine"))
+        call = "mori_ep_combine_send" if send_only else "mori_ep_combine"
         ptr = input.data_ptr()
         if ptr == self._combine_input_raw.data_ptr():
             ptr = None  # the registered buffer: read in place
         # An empty weights tensor has no address (torch answers 0), but its
-        # rank still gets summed weights back: pass one that is not NULL.
+        # rank still gets summed weights back: pass one that is not NULL (its
+        # 0 rows, below, keep the kernel from reading it).
         wptr = (weights.data_ptr() or self._dispatch_weights.data_ptr()) if weights is not None else None
-        rc = fn(self._ep, ptr, dtype_code, wptr, launch, self._stream())
+        # The rows each holds: on a GPU only the kernel knows the rows the
+        # dispatch delivered, and it refuses a call given fewer (mori_ep_check).
+        rc = lib.mori_ep_combine_rows(self._ep, ptr, input.shape[0], dtype_code, wptr,
+                                      weights.shape[0] if weights is not None else 0, int(send_only), launch,
+                                      self._stream())
         if rc < 0:
             raise self._failed(call, rc)
         if send_only:
@@ -855,9 +859,9 @@ class EpDispatchCombineOp:
             ptr = input.data_ptr()
             if ptr == self._combine_input_ptr:
                 ptr = None
-            rc = lib.mori_ep_combine(self._ep, ptr, self._dtype_codes[input.dtype],
-                                     None if weights is None else (weights.data_ptr() or self._weights_fallback),
-                                     launch, self._stream())
+            rc = lib.mori_ep_combine_rows(self._ep, ptr, rows, self._dtype_codes[input.dtype],
+                                          None if weights is None else (weights.data_ptr() or self._weights_fallback),
+                                          0 if weights is None else wshape[0], 0, launch, self._stream())
             if rc < 0:
                 raise self._failed("mori_ep_combine", rc)
             self._last_combine_dtype = input.dtype

@@ -23,11 +23,15 @@
 /* bad_count in mori_ep_state_t: a refused dispatch (-1) or combine (-2), a
  * combine whose dtype differs from a peer's (-3: bad_index is the peer's,
  * bad_slot this rank's), this rank's own context stopped by a failed call
- * (-4: bad_rank is this rank). */
+ * (-4: bad_rank is this rank), a combine given too few rows (-5, below). */
 #define MORI_EP_REFUSED_DISPATCH (-1)
 #define MORI_EP_REFUSED_COMBINE (-2)
 #define MORI_EP_COMBINE_DTYPE_MISMATCH (-3)
 #define MORI_EP_STOPPED (-4)
+/* (-5) This rank's combine input (bad_slot 0) or weights (1) held fewer
+ * rows (bad_index) than its dispatch delivered (bad_token): the call ran
+ * as refused, before reading any. */
+#define MORI_EP_COMBINE_ROWS (-5)
 
 /* Header a rank publishes per call (int32 words, in its own memory, one per
  * parity): bad-index record, token count, then its rows for each rank. */
@@ -133,6 +137,13 @@ typedef struct mori_ep_args {
    * Combine: nothing sent, and its flag carries MORI_EP_FLAG_REFUSED, so
    * the peers' receive halves end at once, write nothing and record it. */
   uint32_t refused;
+  /* Combine: the caller said how many rows its input and weights hold
+   * (mori_ep_combine_rows). The rows the dispatch delivered are known only
+   * on the device, so the kernel compares: fewer (an input that is not the
+   * registered buffer, or weights) and the call runs as refused before
+   * reading them, MORI_EP_COMBINE_ROWS on this rank. */
+  uint32_t rows_known;
+  uint64_t input_rows, weights_rows;
 } mori_ep_args_t;
 
 #endif

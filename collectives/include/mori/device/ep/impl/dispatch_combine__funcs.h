@@ -765,6 +765,21 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
   char *reg = mori_ep_impl_local(e, e->off_comb_in);
   const char *in = (const char *)a->input;
   int external = in && in != reg;
+  /* An input or weights of fewer rows than the dispatch delivered (its own
+   * count, base[n], which a reset leaves alone): the call runs as refused
+   * before reading a row of them, so that no block reads past the caller's
+   * tensors, and the peers' combines end naming this rank. Every block
+   * reads the same words, so every block decides alike. */
+  if (send && !refused && a->rows_known) {
+    uint64_t delivered = (uint64_t)((const volatile int32_t *)mori_ep_impl_local(e, e->off_base))[dp * (uint64_t)(n + 1) + (uint64_t)n];
+    int short_input = external && a->input_rows < delivered, short_weights = a->weights && a->weights_rows < delivered;
+    if (short_input || short_weights) {
+      refused = 1;
+      if (block == 0 && MORI_THREAD_RANK_BLOCK() == 0)
+        mori_ep_impl_report(st, me, MORI_EP_COMBINE_ROWS, (int32_t)delivered, short_input ? 0 : 1,
+                            (int32_t)(short_input ? a->input_rows : a->weights_rows));
+    }
+  }
   float *reg_w = (float *)mori_ep_impl_local(e, e->off_comb_w_in);
   if (send) {
     /* Two combines of one dispatch: every rank has finished reading this
@@ -843,7 +858,9 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       int why = 0, peer = -1;
       uint32_t theirs = 0;
       if (!rc && MORI_THREAD_RANK_BLOCK() == 0) peer = mori_ep_impl_combine_peer_bad(e, epoch, dtype, &why, &theirs);
-      if (peer >= 0 && block == 0) mori_ep_impl_report(st, peer, why, 0, (int32_t)dtype, (int32_t)theirs);
+      /* (This rank's own refusal, a receive half's after a send half the
+       * kernel refused, was reported by that half: summed nothing, said once.) */
+      if (peer >= 0 && peer != me && block == 0) mori_ep_impl_report(st, peer, why, 0, (int32_t)dtype, (int32_t)theirs);
       int skip = MORI_SYNC_BLOCK_OR(peer >= 0);
       if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
       uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
