@@ -213,6 +213,7 @@ _SIGNATURES = {
     "mori_shmem_translate": (_c_int, [_c_void_p, _c_int, ctypes.POINTER(_c_void_p)]),
     "mori_shmem_comm": (_c_int, [ctypes.POINTER(_c_void_p)]),
     "mori_comm_size": (_c_int, [_c_void_p]),
+    "mori_comm_device": (_c_int, [_c_void_p]),
     "mori_comm_locality": (_c_int, [_c_void_p, ctypes.POINTER(ctypes.c_uint32), _c_int]),
     "mori_comm_locality_dev": (_c_int, [_c_void_p, ctypes.POINTER(_c_void_p)]),
     "mori_shmem_device_state": (_c_int, [_c_void_p]),

@@ -214,7 +214,7 @@ class EpDispatchCombineOp:
         try:
             bufs = C.Buffers()
             C.check("mori_ep_buffers", lib.mori_ep_buffers(self._ep, ctypes.byref(bufs)))
-            self._make_views(bufs)
+            self._make_views(bufs, lib.mori_comm_device(comm))
         except BaseException:
             # The caller never gets this op: it must not keep mori.finalize
             # refusing (its context stays until the process ends; __del__
@@ -319,13 +319,16 @@ class EpDispatchCombineOp:
         except ValueError:
             raise ValueError(f"{where}: kernel_type={c.kernel_type!r} is not an EpDispatchCombineKernelType") from None
 
-    def _make_views(self, b):
+    def _make_views(self, b, comm_device):
         c = self.config
         if _lib.PLATFORM == "host":
             self.device = torch.device("cpu")
             self._stream = lambda: None
         else:
-            index = torch.cuda.current_device()
+            # The comm's GPU, where the context's memory is and its kernels
+            # run (the library switches to it for each launch), whatever GPU
+            # is current now: views and the device check say that one.
+            index = comm_device if comm_device >= 0 else torch.cuda.current_device()
             self.device = torch.device("cuda", index)
             raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             if raw_stream is not None:
