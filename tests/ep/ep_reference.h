@@ -96,6 +96,17 @@ inline float ExpertValue(int s, uint32_t t, uint32_t h, int d, int call) {
 inline void StoreAs(uint8_t *row, uint32_t h, mori_ep_dtype_t dt, float v) { mori_coll_impl_store_elem(row, h, (uint32_t)dt, v); }
 inline float LoadAs(const uint8_t *row, uint32_t h, mori_ep_dtype_t dt) { return mori_coll_impl_load_elem(row, h, (uint32_t)dt); }
 
+// The top-k indices of `tokens` tokens, token t sent to ranks t, t + 1, ...
+// (mod n), each rank's first expert: every rank receives rows from every
+// rank once there are n tokens.
+inline std::vector<int32_t> SpreadIndices(const Shape &s, int n, uint32_t tokens) {
+  std::vector<int32_t> indices((size_t)tokens * s.top_k);
+  for (uint32_t t = 0; t < tokens; t++)
+    for (uint32_t k = 0; k < s.top_k; k++)
+      indices[(size_t)t * s.top_k + k] = (int32_t)(((t + k) % (uint32_t)n) * s.experts_per_rank);
+  return indices;
+}
+
 }  // namespace mori_ep_test
 
 #endif

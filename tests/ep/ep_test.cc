@@ -556,12 +556,9 @@ TEST(Ep, ACombineGivenFewerRowsThanDeliveredRunsAsRefused) {
     for (int round = 0; round < 4; round++) {
       const bool split = round % 2 == 1, short_weights = round >= 2;
       SCOPED_TRACE(std::string(split ? "combine_send" : "combine") + (short_weights ? ", weights short" : ", input short"));
-      // Token t goes to ranks t, t+1, ... (mod size): every rank gets rows.
       std::vector<uint8_t> rows((size_t)T * rb, 0);
       std::vector<float> weights((size_t)T * K, 1.0f);
-      std::vector<int32_t> indices((size_t)T * K);
-      for (uint32_t t = 0; t < T; t++)
-        for (uint32_t k = 0; k < K; k++) indices[(size_t)t * K + k] = (int32_t)(((t + k) % (uint32_t)size) * s.experts_per_rank);
+      std::vector<int32_t> indices = SpreadIndices(s, size, T);
       MORI_ASSERT_OK(mori_ep_dispatch(ep, rows.data(), weights.data(), nullptr, indices.data(), T, nullptr, nullptr));
       const uint32_t delivered = (uint32_t)b.recv_num_token[0];
       ASSERT_GT(delivered, 0u);
@@ -595,9 +592,7 @@ TEST(Ep, ACombineGivenFewerRowsThanDeliveredRunsAsRefused) {
     // Exact counts on every rank, the input and weights both given: summed
     // (each source's tokens come back as the sum of their copies).
     {
-      std::vector<int32_t> indices((size_t)T * K);
-      for (uint32_t t = 0; t < T; t++)
-        for (uint32_t k = 0; k < K; k++) indices[(size_t)t * K + k] = (int32_t)(((t + k) % (uint32_t)size) * s.experts_per_rank);
+      std::vector<int32_t> indices = SpreadIndices(s, size, T);
       std::vector<uint8_t> rows((size_t)T * rb, 0);
       for (uint32_t t = 0; t < T; t++) {
         uint16_t one = 0x3f80;  // bf16 1.0 in element 0

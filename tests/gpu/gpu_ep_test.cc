@@ -271,9 +271,7 @@ void FewerCombineRows(int rank, int size) {
   DeviceInputs d(s, size);
   const int bad = size - 1;
   const uint32_t T = s.max_tokens, K = s.top_k, rb = s.hidden * ElemBytes(s.dtype);
-  std::vector<int32_t> indices((size_t)T * K);  // token t to ranks t, t+1, ...: every rank gets rows
-  for (uint32_t t = 0; t < T; t++)
-    for (uint32_t k = 0; k < K; k++) indices[(size_t)t * K + k] = (int32_t)(((t + k) % (uint32_t)size) * s.experts_per_rank);
+  std::vector<int32_t> indices = SpreadIndices(s, size, T);  // every rank gets rows
   ASSERT_EQ(gpu_copy_in(d.indices, indices.data(), indices.size() * 4), 0);
   for (int round = 0; round < 2; round++) {
     const bool short_weights = round == 1;
