@@ -60,7 +60,7 @@ def main(iters=20000):
 
     def c_only():
         lib.mori_ep_dispatch(raw[0], raw[1], raw[2], None, raw[3], 1, launch, None)
-        lib.mori_ep_combine(raw[0], raw[4], 1, raw[5], launch, None)
+        lib.mori_ep_combine_rows(raw[0], raw[4], y.shape[0], 1, raw[5], ow.shape[0], 0, launch, None)
 
     op.check_every_call = False
 

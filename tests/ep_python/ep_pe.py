@@ -286,24 +286,31 @@ class Pe:
         # On a GPU the rows a dispatch delivered are on the device: the
         # binding passes each tensor's rows, and the kernel refuses a call
         # given fewer (run here with the host's count hidden from Python,
-        # as on a GPU). Each rank with rows gives one row too few, of the
-        # input (fused call, the fast path), then of the weights (the send
-        # half); its check names both counts, the others' the refusal.
+        # as on a GPU). Each rank with rows gives too few: of the input
+        # (fused call, the fast path), of the weights (the send half), an
+        # empty input (no address: not taken for the registered buffer),
+        # and a slice of the registered buffer; its check names both
+        # counts, the others' the refusal.
         out, ow, _, _, cnt = op.dispatch(x, w, None, idx)
         n = int(cnt[0])
         y, yw = out[:n].clone(), ow[:n].clone()
+        registered = op.get_registered_combine_input_buffer(torch.bfloat16)
+        registered[:n].copy_(y)
+        short = max(n - 1, 0)
+        cases = [
+            ("input", short, lambda: op.combine(y[:short], yw, idx)),
+            ("weights", short, lambda: (op.combine_send(y, yw[:short], idx), op.combine_recv())),
+            ("input", 0, lambda: op.combine(torch.empty(0, HIDDEN, dtype=torch.bfloat16, device=y.device), yw, idx)),
+            ("input", short, lambda: op.combine(registered[:short], yw, idx)),
+        ]
         held, op._recv_num_token_c = op._recv_num_token_c, None
         op.check_every_call = False
         try:
-            for what in ("input", "weights"):
-                if what == "input":
-                    op.combine(y[:max(n - 1, 0)], yw, idx)
-                else:
-                    op.combine_send(y, yw[:max(n - 1, 0)], idx)
-                    op.combine_recv()
+            for what, given, call in cases:
+                call()
                 if n:
                     expect_raises(mori.ops.EpError, op.check,
-                                  (f"combine {what} holds {n - 1} rows, fewer than the {n} its last dispatch delivered",))
+                                  (f"combine {what} holds {given} rows, fewer than the {n} its last dispatch delivered",))
                 else:
                     try:
                         op.check()  # no row of its own to miss: at most a short peer's refusal

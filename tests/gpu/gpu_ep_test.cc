@@ -263,6 +263,7 @@ void FewerCombineRows(int rank, int size) {
   ASSERT_NE(stream, nullptr);
   Shape s;
   s.max_tokens = 32;
+  s.experts_per_rank = 4;  // top-k 4 within one rank's experts at world size 1
   mori_ep_config_t c = Config(s, rank, size);
   mori_ep_t *ep = nullptr;
   MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));

@@ -167,15 +167,18 @@ MORI_API int mori_ep_combine_send(mori_ep_t *ep, const void *input, mori_ep_dtyp
                                   const mori_ep_launch_t *launch, void *stream);
 MORI_API int mori_ep_combine_recv(mori_ep_t *ep, const mori_ep_launch_t *launch, void *stream);
 /* mori_ep_combine (send_only 0) or mori_ep_combine_send (1), told how many
- * rows `input` and `weights` hold. The rows the dispatch delivered are
- * known only on the device (recv_num_token), so the call's kernel compares
- * them: when `input` (other than NULL or the registered buffer, which hold
- * every row) or `weights` holds fewer, this rank's part runs as refused
- * before reading a row of them. It sends nothing and its flag says so: the
- * peers' combines end and their mori_ep_check names this rank; this rank's
- * mori_ep_check reports MORI_EINVAL with both counts, and its output is not
- * valid. The call itself returns 0 for that (its checks of what the host
- * knows are mori_ep_combine's). */
+ * rows `input` and `weights` hold (mori_ep_combine checks none). The rows
+ * the dispatch delivered (its own count, which a reset does not clear) are
+ * known only on the device, so the call's kernel compares them: when
+ * `input` (other than NULL, which means every row of the registered buffer;
+ * the buffer's own address is read in place and checked) or `weights`
+ * holds fewer, this rank's part runs as refused before reading a row of
+ * them. It sends nothing and its flag says so: the peers' combines end and
+ * their mori_ep_check names this rank; this rank's mori_ep_check reports
+ * MORI_EINVAL with both counts, and its output is not valid. The call
+ * itself returns 0 for that (its checks of what the host knows are
+ * mori_ep_combine's); a receive half called after such a send half runs
+ * and sums nothing. */
 MORI_API int mori_ep_combine_rows(mori_ep_t *ep, const void *input, uint64_t input_rows, mori_ep_dtype_t dtype,
                                   const float *weights, uint64_t weights_rows, int send_only,
                                   const mori_ep_launch_t *launch, void *stream);

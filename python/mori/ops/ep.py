@@ -263,6 +263,13 @@ class EpDispatchCombineOp:
         self._combine_input_ptr = self._combine_input_raw.data_ptr()
         self._combine_input_end = self._combine_input_ptr + self._combine_input_raw.nbytes
         self._weights_fallback = self._dispatch_weights.data_ptr()
+        # An empty input has no address (torch answers 0), and NULL would
+        # mean the registered buffer, every row: an empty input is this
+        # op's own placeholder instead, given as 0 rows, so that the kernel
+        # refuses a call whose dispatch delivered any (outside the context's
+        # memory, which the library's overlap checks would refuse).
+        self._empty_input = torch.empty(16, dtype=torch.uint8, device=self.device)
+        self._empty_input_ptr = self._empty_input.data_ptr()
         self._dtype_codes = _DTYPE_CODES
 
     # ---- construction -------------------------------------------------------------------------------
@@ -624,9 +631,9 @@ class EpDispatchCombineOp:
 
     def _raw_combine(self, send_only, input, dtype_code, weights, launch):
         call = "mori_ep_combine_send" if send_only else "mori_ep_combine"
-        ptr = input.data_ptr()
-        if ptr == self._combine_input_raw.data_ptr():
-            ptr = None  # the registered buffer: read in place
+        # (The registered buffer goes by its address: read in place, its
+        # rows checked like any input's.)
+        ptr = input.data_ptr() or self._empty_input_ptr
         # An empty weights tensor has no address (torch answers 0), but its
         # rank still gets summed weights back: pass one that is not NULL (its
         # 0 rows, below, keep the kernel from reading it).
@@ -859,9 +866,7 @@ class EpDispatchCombineOp:
             except Exception:
                 self._refuse(True, False)
                 raise
-            ptr = input.data_ptr()
-            if ptr == self._combine_input_ptr:
-                ptr = None
+            ptr = input.data_ptr() or self._empty_input_ptr  # (as in _raw_combine)
             rc = lib.mori_ep_combine_rows(self._ep, ptr, rows, self._dtype_codes[input.dtype],
                                           None if weights is None else (weights.data_ptr() or self._weights_fallback),
                                           0 if weights is None else wshape[0], 0, launch, self._stream())

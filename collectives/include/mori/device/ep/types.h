@@ -48,6 +48,8 @@ enum {
 typedef struct mori_ep_state {
   uint64_t dispatch_epoch; /* dispatch calls whose send half finished */
   uint64_t combine_epoch;
+  uint64_t combine_bad_epoch; /* the last combine whose peer refusal or dtype mismatch was reported: the first
+                                 block to see one reports it, once (any block may, not only one that waits) */
   uint32_t done[4];        /* blocks past a point of the running kernel: dispatch mid/end, combine mid/end
                               (the end counters also count failed blocks, MORI_EP_DONE_FAILED) */
   uint32_t scan_failed;    /* blocks of the running dispatch whose lists are incomplete (a wait failed) */
@@ -139,9 +141,10 @@ typedef struct mori_ep_args {
   uint32_t refused;
   /* Combine: the caller said how many rows its input and weights hold
    * (mori_ep_combine_rows). The rows the dispatch delivered are known only
-   * on the device, so the kernel compares: fewer (an input that is not the
-   * registered buffer, or weights) and the call runs as refused before
-   * reading them, MORI_EP_COMBINE_ROWS on this rank. */
+   * on the device, so the kernel compares: fewer (an input other than
+   * NULL, the registered buffer's address included, or weights) and the
+   * call runs as refused before reading them, MORI_EP_COMBINE_ROWS on this
+   * rank. */
   uint32_t rows_known;
   uint64_t input_rows, weights_rows;
 } mori_ep_args_t;

@@ -395,15 +395,21 @@ MORI_HOST_DEVICE uint64_t mori_ep_impl_combine_flag(uint64_t epoch, uint32_t dty
   return epoch | ((uint64_t)(dtype + 1) << MORI_EP_FLAG_DTYPE_SHIFT) | (refused ? MORI_EP_FLAG_REFUSED : 0);
 }
 
-/* The first source whose combine flag for call `epoch` says it refused the
- * call (*why = MORI_EP_REFUSED_COMBINE) or combines in another dtype than
- * `dtype` (*why = MORI_EP_COMBINE_DTYPE_MISMATCH, *theirs its dtype), or -1
- * (thread 0, after the waits). */
+/* The first other source whose combine flag for call `epoch` says it
+ * refused the call (*why = MORI_EP_REFUSED_COMBINE) or combines in another
+ * dtype than `dtype` (*why = MORI_EP_COMBINE_DTYPE_MISMATCH, *theirs its
+ * dtype), or -1; *self_refused: this rank's own send half was refused (by
+ * its kernel: a host refusal runs no receive half), which that half has
+ * reported already (thread 0, after the waits). */
 MORI_DEVICE_INLINE int mori_ep_impl_combine_peer_bad(const mori_ep_dev_t *e, uint64_t epoch, uint32_t dtype, int *why,
-                                                     uint32_t *theirs) {
+                                                     uint32_t *theirs, int *self_refused) {
   for (int s = 0; s < e->world_size; s++) {
     uint64_t f = mori_load_volatile_u64((const uint64_t *)mori_ep_impl_local(e, e->off_cflag + (uint64_t)s * 8));
     if ((f & MORI_EP_FLAG_EPOCH) != epoch) continue; /* a later call's already: nothing to compare */
+    if (s == e->rank) {
+      *self_refused = (f & MORI_EP_FLAG_REFUSED) != 0;
+      continue;
+    }
     uint32_t d = (uint32_t)((f >> MORI_EP_FLAG_DTYPE_SHIFT) & 15u) - 1u;
     if (f & MORI_EP_FLAG_REFUSED) *why = MORI_EP_REFUSED_COMBINE;
     else if (d != dtype) *why = MORI_EP_COMBINE_DTYPE_MISMATCH;
@@ -772,7 +778,7 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
    * reads the same words, so every block decides alike. */
   if (send && !refused && a->rows_known) {
     uint64_t delivered = (uint64_t)((const volatile int32_t *)mori_ep_impl_local(e, e->off_base))[dp * (uint64_t)(n + 1) + (uint64_t)n];
-    int short_input = external && a->input_rows < delivered, short_weights = a->weights && a->weights_rows < delivered;
+    int short_input = in && a->input_rows < delivered, short_weights = a->weights && a->weights_rows < delivered;
     if (short_input || short_weights) {
       refused = 1;
       if (block == 0 && MORI_THREAD_RANK_BLOCK() == 0)
@@ -855,13 +861,18 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       /* A rank that refused this combine sent nothing, and rows of another
        * dtype than this rank's would be summed as garbage: no token is
        * summed (block 0 records why, once, until the host reads it). */
-      int why = 0, peer = -1;
+      int why = 0, peer = -1, self_refused = 0;
       uint32_t theirs = 0;
-      if (!rc && MORI_THREAD_RANK_BLOCK() == 0) peer = mori_ep_impl_combine_peer_bad(e, epoch, dtype, &why, &theirs);
-      /* (This rank's own refusal, a receive half's after a send half the
-       * kernel refused, was reported by that half: summed nothing, said once.) */
-      if (peer >= 0 && peer != me && block == 0) mori_ep_impl_report(st, peer, why, 0, (int32_t)dtype, (int32_t)theirs);
-      int skip = MORI_SYNC_BLOCK_OR(peer >= 0);
+      if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
+        peer = mori_ep_impl_combine_peer_bad(e, epoch, dtype, &why, &theirs, &self_refused);
+      /* Reported by the first block that sees it (block 0 may have had only
+       * this rank's own tokens, and no wait), once a call. */
+      if (peer >= 0) {
+        uint64_t last = mori_load_volatile_u64(&st->combine_bad_epoch);
+        if (last < epoch && mori_atomic_cas_u64(&st->combine_bad_epoch, last, epoch) == last)
+          mori_ep_impl_report(st, peer, why, 0, (int32_t)dtype, (int32_t)theirs);
+      }
+      int skip = MORI_SYNC_BLOCK_OR(peer >= 0 || self_refused);
       if (e->remote) rc = mori_ep_impl_fetch_remote(e, dp, epoch, 1, block, rc);
       uint32_t *bases = (uint32_t *)mori_ep_impl_local(e, e->off_prefix) + (uint64_t)block * (uint64_t)(n + 1);
       if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
