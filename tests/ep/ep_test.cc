@@ -621,6 +621,47 @@ TEST(Ep, ACombineGivenFewerRowsThanDeliveredRunsAsRefused) {
   });
 }
 
+// A peer's refused combine is reported by whichever block sees it. In a
+// fused combine a block whose tokens are all this rank's own waits for no
+// flag; rank 0's block 0 here has only such a token (token 0, every top-k
+// slot on rank 0), block 1 one routed to the refusing rank (token 1).
+// Block 1 skips it, and used to leave no record (only block 0 reported):
+// a combine that summed nothing for a token, and a check that said OK.
+TEST(Ep, APeersRefusalIsReportedByTheBlockThatSawIt) {
+  EXPECT_RANKS_PASS(TestRanks(), [](int rank, int size) {
+    setenv("MORI_EP_HOST_BLOCKS", "2", 1);
+    World w;
+    ASSERT_TRUE(w.ok());
+    Shape s;
+    mori_ep_config_t c = Config(s, rank, size);
+    mori_ep_t *ep = nullptr;
+    MORI_ASSERT_OK(mori_ep_create(w.comm, &c, &ep));
+    const int bad = size - 1;
+    const uint32_t K = s.top_k, rb = s.hidden * ElemBytes(s.dtype);
+    const uint32_t tokens = rank == 0 ? 2 : 0;
+    std::vector<uint8_t> rows((size_t)2 * rb, 0);
+    std::vector<int32_t> indices((size_t)2 * K);
+    for (uint32_t k = 0; k < K; k++) {  // token 0 to rank 0's experts, token 1 to the refusing rank's
+      indices[k] = (int32_t)(k % s.experts_per_rank);
+      indices[K + k] = (int32_t)((uint32_t)bad * s.experts_per_rank + k % s.experts_per_rank);
+    }
+    const mori_ep_launch_t two_blocks = {2, 0, 0};
+    MORI_ASSERT_OK(mori_ep_dispatch(ep, rows.data(), nullptr, nullptr, indices.data(), tokens, &two_blocks, nullptr));
+    if (rank == bad) {
+      ExpectError(mori_ep_combine_refused(ep, 0, nullptr), MORI_EINVAL, "refused this call");
+      MORI_EXPECT_OK(mori_ep_check(ep));  // its own refusal: its call said so
+    } else {
+      MORI_EXPECT_OK(mori_ep_combine(ep, nullptr, MORI_EP_BFLOAT16, nullptr, &two_blocks, nullptr));
+      int checked = mori_ep_check(ep);
+      if (rank == 0 || checked)  // (a rank with no token waits for no flag: it may not look)
+        ExpectError(checked, MORI_EINVAL, "rank " + std::to_string(bad) + " refused its part of a combine");
+    }
+    for (int k = 0; k < 4; k++) ASSERT_TRUE(CheckCall(ep, s, rank, size, 40 + k, CallOptions(k)));
+    MORI_EXPECT_OK(mori_ep_check(ep));
+    MORI_EXPECT_OK(mori_ep_destroy(ep));
+  });
+}
+
 // A combine before any dispatch has no rows to return: every rank's call
 // says so (and its send half's receive half then does nothing), and the
 // ranks stay in step for the dispatches and combines that follow.
