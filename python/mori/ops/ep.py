@@ -637,7 +637,7 @@ class EpDispatchCombineOp:
         # An empty weights tensor has no address (torch answers 0), but its
         # rank still gets summed weights back: pass one that is not NULL (its
         # 0 rows, below, keep the kernel from reading it).
-        wptr = (weights.data_ptr() or self._dispatch_weights.data_ptr()) if weights is not None else None
+        wptr = (weights.data_ptr() or self._weights_fallback) if weights is not None else None
         # The rows each holds: on a GPU only the kernel knows the rows the
         # dispatch delivered, and it refuses a call given fewer (mori_ep_check).
         rc = lib.mori_ep_combine_rows(self._ep, ptr, input.shape[0], dtype_code, wptr,

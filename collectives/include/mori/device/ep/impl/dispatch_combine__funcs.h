@@ -771,13 +771,15 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
   char *reg = mori_ep_impl_local(e, e->off_comb_in);
   const char *in = (const char *)a->input;
   int external = in && in != reg;
-  /* An input or weights of fewer rows than the dispatch delivered (its own
-   * count, base[n], which a reset leaves alone): the call runs as refused
+  /* The rows the dispatch delivered: its own count (base[n]), which a
+   * reset (recv_num := 0) leaves alone; what the send half sends. */
+  uint32_t delivered =
+      send ? (uint32_t)((const volatile int32_t *)mori_ep_impl_local(e, e->off_base))[dp * (uint64_t)(n + 1) + (uint64_t)n] : 0;
+  /* An input or weights of fewer rows than that: the call runs as refused
    * before reading a row of them, so that no block reads past the caller's
    * tensors, and the peers' combines end naming this rank. Every block
    * reads the same words, so every block decides alike. */
   if (send && !refused && a->rows_known) {
-    uint64_t delivered = (uint64_t)((const volatile int32_t *)mori_ep_impl_local(e, e->off_base))[dp * (uint64_t)(n + 1) + (uint64_t)n];
     int short_input = in && a->input_rows < delivered, short_weights = a->weights && a->weights_rows < delivered;
     if (short_input || short_weights) {
       refused = 1;
@@ -792,13 +794,11 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
      * rank's rows of the previous combine before they are overwritten
      * (with a dispatch in between this holds already). */
     rc = mori_ep_impl_wait_all(e, e->off_cdone, epoch - 1, 4);
-    /* The rows the dispatch delivered: its own count (base[n]), which a
-     * reset (recv_num := 0) leaves alone. A block whose wait failed copies
-     * nothing (a slow peer may still be reading those rows) and keeps the
-     * flag down, so every peer's wait for it ends in its timeout, reported,
-     * rather than in rows half overwritten. */
-    const volatile int32_t *bases = (const volatile int32_t *)mori_ep_impl_local(e, e->off_base);
-    uint32_t rows = rc != MORI_DEVICE_OK || refused ? 0 : (uint32_t)bases[dp * (uint64_t)(n + 1) + (uint64_t)n];
+    /* A block whose wait failed copies nothing (a slow peer may still be
+     * reading those rows) and keeps the flag down, so every peer's wait for
+     * it ends in its timeout, reported, rather than in rows half
+     * overwritten. */
+    uint32_t rows = rc != MORI_DEVICE_OK || refused ? 0 : delivered;
     if (rc != MORI_DEVICE_OK && MORI_THREAD_RANK_BLOCK() == 0) (void)mori_atomic_add_u32(&st->send_failed, 1);
     const int32_t *src_pos = (const int32_t *)mori_ep_impl_local(e, e->off_src_pos);
     for (uint32_t i = warp; i < rows; i += warps) {
@@ -860,7 +860,8 @@ MORI_DEVICE_INLINE int mori_ep_combine_grid(const mori_ep_dev_t *ep, const mori_
       if (!rc) rc = waited; /* the first failure (the send half's wait for the readers, or this one) */
       /* A rank that refused this combine sent nothing, and rows of another
        * dtype than this rank's would be summed as garbage: no token is
-       * summed (block 0 records why, once, until the host reads it). */
+       * summed (the first block to see it records why, once, until the
+       * host reads it). */
       int why = 0, peer = -1, self_refused = 0;
       uint32_t theirs = 0;
       if (!rc && MORI_THREAD_RANK_BLOCK() == 0)
